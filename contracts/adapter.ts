@@ -1,0 +1,52 @@
+import { z } from "zod";
+
+/**
+ * Adapter contract v1alpha2: the HTTP surface of the adapter inside a session container,
+ * reached only by the runner. Readiness `/readyz`, liveness `/healthz`, an authenticated request
+ * endpoint with bounded body and time, one result record per request, cancellation of one
+ * request, graceful shutdown on SIGTERM (drain), streaming only when the runtime declares it.
+ */
+export const ADAPTER_CONTRACT = "v1alpha2";
+export const ADAPTER_PORT = 8080;
+
+export const AdapterRequest = z.object({
+  id: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[A-Za-z0-9._-]+$/),
+  input: z
+    .string()
+    .min(1)
+    .max(64 * 1024),
+  stream: z.boolean().default(false),
+});
+export type AdapterRequest = z.infer<typeof AdapterRequest>;
+
+/** Usage as the model reported it, or the explicit value "unavailable" — never a fake zero. */
+export const Usage = z.union([
+  z.object({ input_tokens: z.number().int().nonnegative(), output_tokens: z.number().int().nonnegative() }),
+  z.literal("unavailable"),
+]);
+export type Usage = z.infer<typeof Usage>;
+
+export const RequestOutcome = z.enum(["succeeded", "failed", "cancelled"]);
+export type RequestOutcome = z.infer<typeof RequestOutcome>;
+
+export const ResultRecord = z.object({
+  id: z.string(),
+  outcome: RequestOutcome,
+  output: z.string().optional(),
+  error: z.string().optional(),
+  usage: Usage,
+  started_at: z.string(),
+  finished_at: z.string(),
+});
+export type ResultRecord = z.infer<typeof ResultRecord>;
+
+/** One server-sent event of a streamed reply (`data:` lines of JSON). */
+export const StreamEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("delta"), text: z.string() }),
+  z.object({ type: z.literal("result"), result: ResultRecord }),
+]);
+export type StreamEvent = z.infer<typeof StreamEvent>;

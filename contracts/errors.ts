@@ -1,0 +1,79 @@
+import { z } from "zod";
+
+/** gRPC canonical codes used across the API, the runner link and the CLI. */
+export const ErrorCode = z.enum([
+  "INVALID_ARGUMENT",
+  "NOT_FOUND",
+  "ALREADY_EXISTS",
+  "FAILED_PRECONDITION",
+  "ABORTED",
+  "UNAUTHENTICATED",
+  "PERMISSION_DENIED",
+  "RESOURCE_EXHAUSTED",
+  "DEADLINE_EXCEEDED",
+  "CANCELLED",
+  "UNAVAILABLE",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+]);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+/** The one JSON shape every error takes on the wire. */
+export const ApiErrorBody = z.object({
+  code: ErrorCode,
+  message: z.string(),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+export type ApiErrorBody = z.infer<typeof ApiErrorBody>;
+
+/** The usual gRPC → HTTP mapping (google.api / grpc-gateway). */
+export const httpStatusOf: Record<ErrorCode, number> = {
+  INVALID_ARGUMENT: 400,
+  NOT_FOUND: 404,
+  ALREADY_EXISTS: 409,
+  FAILED_PRECONDITION: 412,
+  ABORTED: 409,
+  UNAUTHENTICATED: 401,
+  PERMISSION_DENIED: 403,
+  RESOURCE_EXHAUSTED: 429,
+  DEADLINE_EXCEEDED: 504,
+  CANCELLED: 499,
+  UNAVAILABLE: 503,
+  UNIMPLEMENTED: 501,
+  INTERNAL: 500,
+};
+
+/**
+ * An error that crosses a boundary. Across processes tell errors apart by `code`, never by
+ * `instanceof`.
+ */
+export class CodedError extends Error {
+  override name = "CodedError";
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.code = code;
+    this.details = details;
+  }
+  toBody(): ApiErrorBody {
+    return this.details
+      ? { code: this.code, message: this.message, details: this.details }
+      : { code: this.code, message: this.message };
+  }
+}
+
+/** Render a zod failure as one readable line: `spec.image: must be pinned by digest; …`. */
+export function describeZodError(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`)
+    .join("; ");
+}
+
+/** Parse with a schema or throw INVALID_ARGUMENT naming what is wrong. */
+export function parseOrThrow<T extends z.ZodType>(schema: T, input: unknown, what: string): z.infer<T> {
+  const result = schema.safeParse(input);
+  if (!result.success)
+    throw new CodedError("INVALID_ARGUMENT", `invalid ${what}: ${describeZodError(result.error)}`);
+  return result.data;
+}

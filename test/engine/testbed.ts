@@ -1,0 +1,33 @@
+/**
+ * What the engine tier knows about the test bed: where the engines are and what the image is.
+ * The global setup brings the test bed up; tests read the facts from here.
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
+export const testbedScript = join(repoRoot, "scripts", "testbed");
+export const testbedHome = process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed";
+
+export type ReferenceImage = { repository: string; tag: string; image: string; digest: string };
+
+export function referenceImage(): ReferenceImage {
+  return JSON.parse(
+    readFileSync(join(testbedHome, "state", "reference-image.json"), "utf8"),
+  ) as ReferenceImage;
+}
+
+/** The environment `scripts/testbed env` prints, applied to this process. */
+export function applyTestbedEnv(): void {
+  const out = execFileSync(testbedScript, ["env"], { encoding: "utf8" });
+  for (const line of out.split("\n")) {
+    const m = line.match(/^export ([A-Z_]+)=(.*)$/);
+    if (!m?.[1] || m[2] === undefined) continue;
+    const value = m[2].replace(/^'(.*)'$/, "$1").replace(/:\$PATH$/, `:${process.env.PATH ?? ""}`);
+    process.env[m[1]] = value;
+  }
+}
+
+export const registry = "127.0.0.1:5000";

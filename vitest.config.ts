@@ -1,0 +1,28 @@
+import { defineConfig } from "vitest/config";
+
+// Two tiers. `unit` runs anywhere in seconds (mocks allowed only here, e.g. Pulumi setMocks).
+// `engine` runs against the real engines the test bed starts (real dockerd, registry, Pulumi CLI,
+// Kubernetes); its global setup brings the test bed up and fails loudly when it cannot.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: "unit",
+          include: ["{contracts,infra,stacks,policies,proxy,runner,reference,test/unit}/**/*.test.ts"],
+          environment: "node",
+        },
+      },
+      {
+        test: {
+          name: "engine",
+          include: ["test/engine/**/*.test.ts"],
+          globalSetup: ["test/engine/global-setup.ts"],
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
