@@ -1,0 +1,131 @@
+import { z } from "zod";
+
+/**
+ * The spec of one session stack: what `infra/program.ts` declares, read from stack config.
+ * Validated here before any Pulumi call, so bad input never reaches the engine.
+ */
+
+/** RFC 1123 DNS label: the names Kubernetes and Docker both accept. */
+export const DnsLabel = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(
+    /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/,
+    "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric",
+  );
+
+/** `registry/repository@sha256:<64 hex>`; a tag is not a pin. */
+export const DigestPinnedImage = z
+  .string()
+  .regex(
+    /^[a-z0-9.:_/-]+@sha256:[a-f0-9]{64}$/,
+    "image must be pinned by digest (repository@sha256:<64 hex>), not by tag",
+  );
+
+export const RuntimeContract = z.enum(["v1alpha1", "v1alpha2"]);
+export type RuntimeContract = z.infer<typeof RuntimeContract>;
+
+export const Engine = z.enum(["docker", "kubernetes"]);
+export type Engine = z.infer<typeof Engine>;
+
+/** A destination a session may reach (the Agent's allowed model endpoints). */
+export const EgressRule = z.object({
+  /** An IPv4 address or CIDR. */
+  cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?$/, "must be an IPv4 address or CIDR"),
+  port: z.number().int().min(1).max(65535),
+});
+export type EgressRule = z.infer<typeof EgressRule>;
+
+export const SessionResources = z.object({
+  /** Kubernetes CPU quantity, e.g. "500m". */
+  cpu: z
+    .string()
+    .regex(/^\d+(\.\d+)?m?$/)
+    .default("500m"),
+  /** Memory in MiB. */
+  memoryMiB: z.number().int().min(32).max(65536).default(512),
+  pids: z.number().int().min(16).max(32768).default(512),
+  /** Session volume size in MiB (Kubernetes PVC request). */
+  storageMiB: z.number().int().min(16).default(1024),
+});
+export type SessionResources = z.infer<typeof SessionResources>;
+
+export const SessionSpec = z.object({
+  namespace: DnsLabel,
+  name: DnsLabel,
+  engine: Engine,
+  image: DigestPinnedImage,
+  contract: RuntimeContract.refine((c) => c === "v1alpha2", {
+    message:
+      "the runtime declares contract v1alpha1 (one-shot); sessions need a runtime that declares v1alpha2",
+  }),
+  streaming: z.boolean().default(false),
+  /** 1 = running, 0 = stopped (the volume stays). */
+  replicas: z.union([z.literal(0), z.literal(1)]).default(1),
+  idleTimeoutSeconds: z.number().int().nonnegative("idleTimeout must not be negative").default(900),
+  resources: SessionResources.default(SessionResources.parse({})),
+  /** Allowed model endpoints; DNS is added on Kubernetes. */
+  egress: z.array(EgressRule).max(32).default([]),
+  /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
+  env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
+  kubernetes: z
+    .object({
+      /** Namespace the session objects live in. */
+      namespace: DnsLabel.default("agent-sessions"),
+      /** Labels of the runner pods: the only ingress a session pod accepts. */
+      runnerSelector: z.record(z.string(), z.string()).default({ "agent-sessions.dev/component": "runner" }),
+      storageClassName: z.string().optional(),
+      /** CIDR the runner reaches session pods from when it runs outside the cluster (the node). */
+      runnerCidr: z.string().optional(),
+    })
+    .default({ namespace: "agent-sessions", runnerSelector: { "agent-sessions.dev/component": "runner" } }),
+});
+export type SessionSpec = z.infer<typeof SessionSpec>;
+export type SessionSpecInput = z.input<typeof SessionSpec>;
+
+/**
+ * Stack name of a session: namespace + session name. Both are DNS labels, so `--` cannot occur
+ * inside either and the mapping is reversible.
+ */
+export function sessionStackName(namespace: string, name: string): string {
+  return `${DnsLabel.parse(namespace)}--${DnsLabel.parse(name)}`;
+}
+
+/** Name of engine objects of a session: short, stable, a DNS label. */
+export function workloadName(namespace: string, name: string): string {
+  const base = `as-${namespace}-${name}`;
+  if (base.length <= 63) return base;
+  // Too long for a label: keep a readable prefix and a stable hash suffix.
+  let h = 0;
+  for (const ch of base) h = (Math.imul(h, 31) + ch.charCodeAt(0)) >>> 0;
+  return `${base.slice(0, 54).replace(/-+$/, "")}-${h.toString(16).padStart(8, "0")}`;
+}
+
+/** Stack outputs every session program exports. */
+export const SessionOutputs = z.object({
+  resolvedImageDigest: z.string(),
+  workloadName: z.string(),
+  /** host:port the runner reaches the adapter at (empty while scaled to 0 on Docker). */
+  endpoint: z.string(),
+  volumeName: z.string(),
+  replicas: z.number(),
+});
+export type SessionOutputs = z.infer<typeof SessionOutputs>;
+
+/** Config keys of the session program (project `agent-sessions`). */
+export const ConfigKeys = {
+  spec: "agent-sessions:spec",
+  /** Secret: JSON map of credential env name → value (the Agent's allowlist only). */
+  credentials: "agent-sessions:credentials",
+  /** Secret: the per-session adapter token the runner holds. */
+  adapterToken: "agent-sessions:adapterToken",
+} as const;
+
+export const LABEL_PREFIX = "agent-sessions.dev";
+export const Labels = {
+  managedBy: `${LABEL_PREFIX}/managed-by`,
+  session: `${LABEL_PREFIX}/session`,
+  namespace: `${LABEL_PREFIX}/namespace`,
+  component: `${LABEL_PREFIX}/component`,
+} as const;

@@ -1,0 +1,119 @@
+/**
+ * Host isolation for a session network. Docker's `--internal` blocks other networks but NOT the
+ * host: a container reaches host services listening on 0.0.0.0 through its bridge gateway
+ * (TESTBED.md). We add, per session bridge, rules in a chain of our own:
+ *   - INPUT: from the bridge, only replies (ESTABLISHED,RELATED) and the allowed endpoints pass;
+ *     everything else is dropped, so no session reaches a control-plane port.
+ *   - nat PREROUTING: `gateway:port` → the allowed host-local endpoint. An internal network has no
+ *     default route, so the gateway is the only address a session can reach; this maps it to the
+ *     model endpoint the Agent allows and to nothing else.
+ */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+export const GUARD_CHAIN = "AGENT-SESSIONS-INPUT";
+export const NAT_CHAIN = "AGENT-SESSIONS-DNAT";
+
+export type AllowedEndpoint = { address: string; port: number };
+
+async function iptables(args: string[]): Promise<{ ok: boolean; stderr: string }> {
+  try {
+    await run("iptables", ["-w", "5", ...args]);
+    return { ok: true, stderr: "" };
+  } catch (error) {
+    return { ok: false, stderr: String((error as { stderr?: string }).stderr ?? error) };
+  }
+}
+
+async function ensureChain(
+  table: "filter" | "nat",
+  chain: string,
+  hook: "INPUT" | "PREROUTING",
+): Promise<void> {
+  await iptables(["-t", table, "-N", chain]); // exists already: fine
+  if (!(await iptables(["-t", table, "-C", hook, "-j", chain])).ok) {
+    const added = await iptables(["-t", table, "-I", hook, "1", "-j", chain]);
+    if (!added.ok) throw new Error(`cannot hook ${chain} into ${hook}: ${added.stderr.trim()}`);
+  }
+}
+
+function ruleComment(bridge: string): string[] {
+  return ["-m", "comment", "--comment", `agent-sessions:${bridge}`];
+}
+
+/** Installs the rules for one bridge (idempotent: removes old ones for the bridge first). */
+export async function isolateBridge(
+  bridge: string,
+  gateway: string,
+  allowed: AllowedEndpoint[],
+): Promise<void> {
+  await removeBridgeRules(bridge);
+  await ensureChain("filter", GUARD_CHAIN, "INPUT");
+  await ensureChain("nat", NAT_CHAIN, "PREROUTING");
+  const add = async (table: string, chain: string, rule: string[]) => {
+    const r = await iptables(["-t", table, "-A", chain, "-i", bridge, ...rule, ...ruleComment(bridge)]);
+    if (!r.ok) throw new Error(`cannot isolate ${bridge}: ${r.stderr.trim()}`);
+  };
+  await add("filter", GUARD_CHAIN, ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"]);
+  for (const ep of allowed) {
+    await add("nat", NAT_CHAIN, [
+      "-p",
+      "tcp",
+      "-d",
+      gateway,
+      "--dport",
+      String(ep.port),
+      "-j",
+      "DNAT",
+      "--to-destination",
+      `${ep.address}:${ep.port}`,
+    ]);
+    await add("filter", GUARD_CHAIN, [
+      "-p",
+      "tcp",
+      "-d",
+      ep.address,
+      "--dport",
+      String(ep.port),
+      "-j",
+      "RETURN",
+    ]);
+  }
+  await add("filter", GUARD_CHAIN, ["-j", "DROP"]);
+}
+
+/** Removes every rule of ours that names the bridge. */
+export async function removeBridgeRules(bridge: string): Promise<void> {
+  for (const [table, chain] of [
+    ["filter", GUARD_CHAIN],
+    ["nat", NAT_CHAIN],
+  ] as const) {
+    let listing: string;
+    try {
+      listing = (await run("iptables", ["-w", "5", "-t", table, "-S", chain])).stdout;
+    } catch {
+      continue; // no chain: nothing of ours
+    }
+    for (const line of listing.split("\n")) {
+      if (!line.startsWith(`-A ${chain} `) || !line.includes(`agent-sessions:${bridge}`)) continue;
+      const spec =
+        line
+          .slice(3)
+          .match(/"[^"]*"|\S+/g)
+          ?.map((t) => t.replace(/^"|"$/g, "")) ?? [];
+      await iptables(["-t", table, "-D", ...spec]);
+    }
+  }
+}
+
+/** Packets our guard dropped for a bridge (for tests and metrics). */
+export async function droppedPackets(bridge: string): Promise<number> {
+  const { stdout } = await run("iptables", ["-w", "5", "-t", "filter", "-L", GUARD_CHAIN, "-v", "-x", "-n"]);
+  let total = 0;
+  for (const line of stdout.split("\n")) {
+    if (line.includes("DROP") && line.includes(`agent-sessions:${bridge}`))
+      total += Number(line.trim().split(/\s+/)[0] ?? 0);
+  }
+  return total;
+}

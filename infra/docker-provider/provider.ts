@@ -1,0 +1,281 @@
+/**
+ * The agent-sessions Docker provider: Volume, Network and Container of a Docker session over the
+ * Docker Engine API (dockerode), as a Node.js Pulumi provider plugin. See PROVIDER.md.
+ *
+ * Credentials (`secretEnv`) are passed to the engine at create time only and never returned as
+ * outputs: the state keeps a hash of them for diffing, never the values.
+ */
+import { createHash } from "node:crypto";
+import type * as provider from "@pulumi/pulumi/provider/index.js";
+import Docker from "dockerode";
+import { isolateBridge, removeBridgeRules } from "./host-isolation.ts";
+import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
+
+type NetworkEgress = { address: string; port: number };
+type NetworkArgs = NetworkInputs & { allowedEgress?: NetworkEgress[] };
+
+export function dockerClient(dockerHost = process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock"): Docker {
+  if (!dockerHost.startsWith("unix://"))
+    throw new Error(`DOCKER_HOST must be a unix socket, got ${dockerHost}`);
+  return new Docker({ socketPath: dockerHost.slice("unix://".length) });
+}
+
+function typeOf(urn: string): string {
+  // urn:pulumi:stack::project::parent$type::name → the last type segment.
+  const types = urn.split("::")[2] ?? "";
+  return types.split("$").pop() ?? "";
+}
+
+function hashOf(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+function isNotFound(error: unknown): boolean {
+  return (error as { statusCode?: number }).statusCode === 404;
+}
+
+async function pullIfMissing(docker: Docker, image: string): Promise<void> {
+  try {
+    await docker.getImage(image).inspect();
+    return;
+  } catch (error) {
+    if (!isNotFound(error)) throw error;
+  }
+  try {
+    const stream = (await docker.pull(image)) as NodeJS.ReadableStream;
+    await new Promise<void>((resolve, reject) =>
+      docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve())),
+    );
+  } catch (error) {
+    throw new Error(`ImagePullFailed: cannot pull ${image}: ${(error as Error).message}`);
+  }
+}
+
+async function waitReady(ip: string, port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = "";
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`http://${ip}:${port}/readyz`, { signal: AbortSignal.timeout(1000) });
+      if (res.ok) return;
+      last = `readyz answered ${res.status}`;
+    } catch (error) {
+      last = (error as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`adapter did not become ready at ${ip}:${port} within ${timeoutMs} ms (${last})`);
+}
+
+export class DockerSessionProvider implements provider.Provider {
+  readonly version = "0.1.0";
+  readonly #docker: Docker;
+  readonly #readyTimeoutMs: number;
+
+  constructor(docker: Docker = dockerClient(), readyTimeoutMs = 60_000) {
+    this.#docker = docker;
+    this.#readyTimeoutMs = readyTimeoutMs;
+  }
+
+  async diff(
+    _id: string,
+    urn: string,
+    olds: Record<string, unknown>,
+    news: Record<string, unknown>,
+  ): Promise<provider.DiffResult> {
+    const type = typeOf(urn);
+    const comparable = (v: Record<string, unknown>): Record<string, unknown> => {
+      const {
+        containerId: _c,
+        resolvedImageDigest: _r,
+        ipAddress: _i,
+        bridge: _b,
+        gateway: _g,
+        networkId: _n,
+        secretEnv,
+        secretEnvHash,
+        ...rest
+      } = v;
+      return { ...rest, secretEnvHash: secretEnvHash ?? (secretEnv ? hashOf(secretEnv) : undefined) };
+    };
+    const before = comparable(olds);
+    const after = comparable(news);
+    const replaces = Object.keys({ ...before, ...after }).filter(
+      (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
+    );
+    // Every property is create-time in the engine: any change replaces the object. A volume is
+    // only ever replaced when its name changes (its data must survive everything else).
+    if (type === DockerTypes.volume)
+      return { changes: replaces.length > 0, replaces: replaces.includes("name") ? ["name"] : [] };
+    return { changes: replaces.length > 0, replaces, deleteBeforeReplace: true };
+  }
+
+  async create(urn: string, inputs: Record<string, unknown>): Promise<provider.CreateResult> {
+    switch (typeOf(urn)) {
+      case DockerTypes.volume:
+        return this.#createVolume(inputs as unknown as VolumeInputs);
+      case DockerTypes.network:
+        return this.#createNetwork(inputs as unknown as NetworkArgs);
+      case DockerTypes.container:
+        return this.#createContainer(inputs as unknown as ContainerInputs);
+      default:
+        throw new Error(`unknown resource type in ${urn}`);
+    }
+  }
+
+  async read(id: string, urn: string, props?: Record<string, unknown>): Promise<provider.ReadResult> {
+    try {
+      switch (typeOf(urn)) {
+        case DockerTypes.volume:
+          await this.#docker.getVolume(id).inspect();
+          return { id, props };
+        case DockerTypes.network:
+          await this.#docker.getNetwork(id).inspect();
+          return { id, props };
+        case DockerTypes.container: {
+          const info = await this.#docker.getContainer(id).inspect();
+          return info.State.Running ? { id, props } : {};
+        }
+        default:
+          throw new Error(`unknown resource type in ${urn}`);
+      }
+    } catch (error) {
+      if (isNotFound(error)) return {}; // gone outside Pulumi: refresh drops it
+      throw error;
+    }
+  }
+
+  async delete(id: string, urn: string, props: Record<string, unknown>): Promise<void> {
+    try {
+      switch (typeOf(urn)) {
+        case DockerTypes.volume:
+          await this.#docker.getVolume(id).remove();
+          return;
+        case DockerTypes.network:
+          await removeBridgeRules(String(props.bridge ?? ""));
+          await this.#docker.getNetwork(id).remove();
+          return;
+        case DockerTypes.container: {
+          const container = this.#docker.getContainer(id);
+          // Graceful: SIGTERM lets the adapter drain, then the engine kills after the grace period.
+          await container.stop({ t: 10 }).catch((e: unknown) => {
+            if (!isNotFound(e) && (e as { statusCode?: number }).statusCode !== 304) throw e;
+          });
+          await container.remove({ force: true, v: false });
+          return;
+        }
+        default:
+          throw new Error(`unknown resource type in ${urn}`);
+      }
+    } catch (error) {
+      if (isNotFound(error)) return; // already gone: delete is idempotent
+      throw error;
+    }
+  }
+
+  async #createVolume(inputs: VolumeInputs): Promise<provider.CreateResult> {
+    try {
+      const existing = await this.#docker.getVolume(inputs.name).inspect();
+      // Adopt only our own volume of the same session (a retried create after a crash).
+      if (existing.Labels?.["agent-sessions.dev/managed-by"] !== "agent-sessions") {
+        throw new Error(`volume ${inputs.name} exists and is not managed by agent-sessions`);
+      }
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      await this.#docker.createVolume({ Name: inputs.name, Labels: inputs.labels });
+    }
+    return { id: inputs.name, outs: { ...inputs } };
+  }
+
+  async #createNetwork(inputs: NetworkArgs): Promise<provider.CreateResult> {
+    const created = await this.#docker.createNetwork({
+      Name: inputs.name,
+      Internal: inputs.internal,
+      Labels: inputs.labels,
+      CheckDuplicate: true,
+      // No container-to-container traffic inside the session network either.
+      Options: { "com.docker.network.bridge.enable_icc": "false" },
+    });
+    const info = await this.#docker.getNetwork(created.id).inspect();
+    const gateway: string = info.IPAM?.Config?.[0]?.Gateway ?? "";
+    const bridge = `br-${created.id.slice(0, 12)}`;
+    if (inputs.isolateFromHost) {
+      try {
+        await isolateBridge(bridge, gateway, inputs.allowedEgress ?? []);
+      } catch (error) {
+        await this.#docker
+          .getNetwork(created.id)
+          .remove()
+          .catch(() => undefined);
+        throw error;
+      }
+    }
+    return { id: created.id, outs: { ...inputs, networkId: created.id, bridge, gateway } };
+  }
+
+  async #createContainer(inputs: ContainerInputs): Promise<provider.CreateResult> {
+    await pullIfMissing(this.#docker, inputs.image);
+    const env = [...Object.entries(inputs.env), ...Object.entries(inputs.secretEnv ?? {})].map(
+      ([k, v]) => `${k}=${v}`,
+    );
+    const container = await this.#docker.createContainer({
+      name: inputs.name,
+      Image: inputs.image,
+      User: inputs.user,
+      Env: env,
+      Labels: inputs.labels,
+      HostConfig: {
+        ReadonlyRootfs: inputs.readOnlyRootfs,
+        Privileged: inputs.privileged,
+        CapDrop: inputs.capDrop,
+        CapAdd: inputs.capAdd,
+        SecurityOpt: inputs.securityOpt,
+        NetworkMode: inputs.networkMode,
+        ...(inputs.pidMode ? { PidMode: inputs.pidMode } : {}),
+        ...(inputs.ipcMode ? { IpcMode: inputs.ipcMode } : {}),
+        Mounts: inputs.mounts.map((m) =>
+          m.type === "tmpfs"
+            ? {
+                Type: "tmpfs" as const,
+                Source: "",
+                Target: m.target,
+                TmpfsOptions: { SizeBytes: m.sizeBytes ?? 64 * 1024 * 1024, Mode: 0o1777 },
+              }
+            : { Type: m.type, Source: m.source ?? "", Target: m.target, ReadOnly: m.readOnly ?? false },
+        ),
+        Memory: inputs.memoryBytes,
+        NanoCpus: inputs.nanoCpus,
+        PidsLimit: inputs.pidsLimit,
+        RestartPolicy: { Name: "no" },
+      },
+    });
+    try {
+      await container.start();
+      const info = await container.inspect();
+      const ipAddress = info.NetworkSettings.Networks[inputs.networkMode]?.IPAddress ?? "";
+      const image = await this.#docker.getImage(info.Image).inspect();
+      const repo = inputs.image.split("@")[0];
+      const pinned = image.RepoDigests.find((d) => d.startsWith(`${repo}@`)) ?? "";
+      const resolvedImageDigest = pinned.split("@")[1] ?? "";
+      if (`${repo}@${resolvedImageDigest}` !== inputs.image) {
+        throw new Error(`engine ran ${pinned || "an unpinned image"}, not ${inputs.image}`);
+      }
+      await waitReady(ipAddress, inputs.adapterPort, this.#readyTimeoutMs);
+      const { secretEnv, ...publicInputs } = inputs;
+      return {
+        id: info.Id,
+        outs: {
+          ...publicInputs,
+          secretEnvHash: hashOf(secretEnv ?? {}),
+          containerId: info.Id,
+          resolvedImageDigest,
+          ipAddress,
+        },
+      };
+    } catch (error) {
+      // Never leave a half-made container behind: Pulumi would not know about it.
+      await container.remove({ force: true }).catch(() => undefined);
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,79 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { SessionSpec } from "../contracts/session-spec.ts";
+import { custom, installMocks, outputValue, type Recorded } from "./test-mocks.ts";
+
+const image = `127.0.0.1:5000/agent-sessions/reference@sha256:${"b".repeat(64)}`;
+let recorded: Recorded[];
+let mod: typeof import("./kubernetes-session.ts");
+beforeAll(async () => {
+  recorded = installMocks();
+  mod = await import("./kubernetes-session.ts");
+});
+
+// biome-ignore lint/suspicious/noExplicitAny: test reads into recorded manifests
+type Obj = Record<string, any>;
+
+describe("KubernetesSession component", () => {
+  it("registers PVC, Secret, hardened Deployment, ClusterIP Service and NetworkPolicy", async () => {
+    recorded.length = 0;
+    const spec = SessionSpec.parse({
+      namespace: "default",
+      name: "alpha",
+      engine: "kubernetes",
+      image,
+      contract: "v1alpha2",
+      egress: [{ cidr: "10.213.0.1", port: 11434 }],
+    });
+    const s = new mod.KubernetesSession("alpha", {
+      spec,
+      credentials: { MODEL_API_KEY: "sk-1" },
+      adapterToken: "tok",
+    });
+    expect(await outputValue(s.endpoint)).toBe("10.0.0.42:8080");
+    expect(await outputValue(s.workloadName)).toBe("as-default-alpha");
+    const byType = Object.fromEntries(custom(recorded).map((r) => [r.type, r.inputs as Obj]));
+    expect(Object.keys(byType).sort()).toEqual([
+      "kubernetes:apps/v1:Deployment",
+      "kubernetes:core/v1:PersistentVolumeClaim",
+      "kubernetes:core/v1:Secret",
+      "kubernetes:core/v1:Service",
+      "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+    ]);
+    const dep = byType["kubernetes:apps/v1:Deployment"]!;
+    expect(dep.spec.replicas).toBe(1);
+    expect(dep.spec.strategy).toEqual({ type: "Recreate" });
+    const pod = dep.spec.template.spec;
+    expect(pod.automountServiceAccountToken).toBe(false);
+    expect(pod.enableServiceLinks).toBe(false);
+    expect(pod.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    const c = pod.containers[0];
+    expect(c.image).toBe(image);
+    expect(c.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    });
+    expect(c.resources.limits).toEqual({ cpu: "500m", memory: "512Mi" });
+    expect(c.readinessProbe.httpGet.path).toBe("/readyz");
+    expect(c.livenessProbe.httpGet.path).toBe("/healthz");
+    expect(pod.volumes.map((v: Obj) => Object.keys(v).find((k) => k !== "name"))).toEqual([
+      "persistentVolumeClaim",
+      "emptyDir",
+    ]);
+    const creds = c.env.find((e: Obj) => e.name === "MODEL_API_KEY");
+    expect(creds.valueFrom.secretKeyRef.key).toBe("MODEL_API_KEY");
+    expect(creds.value).toBeUndefined();
+    const svc = byType["kubernetes:core/v1:Service"]!;
+    expect(svc.spec).toMatchObject({ type: "ClusterIP", ports: [{ port: 8080, protocol: "TCP" }] });
+    const np = byType["kubernetes:networking.k8s.io/v1:NetworkPolicy"]!;
+    expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
+    expect(np.spec.podSelector.matchLabels).toEqual(dep.spec.selector.matchLabels);
+    expect(np.spec.egress[1]).toEqual({
+      to: [{ ipBlock: { cidr: "10.213.0.1/32" } }],
+      ports: [{ port: 11434, protocol: "TCP" }],
+    });
+  });
+});

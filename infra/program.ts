@@ -1,0 +1,27 @@
+/**
+ * The session program: the root Pulumi project's program. Every session is a stack of it; the
+ * stack config carries the session spec (validated with the shared zod schema), the outputs
+ * carry what the runner and `pulumi stack output` need.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { parseOrThrow } from "../contracts/errors.ts";
+import { SessionSpec } from "../contracts/session-spec.ts";
+import { DockerSession } from "./docker-session.ts";
+import { KubernetesSession } from "./kubernetes-session.ts";
+
+export function sessionProgram() {
+  const config = new pulumi.Config("agent-sessions");
+  const spec = parseOrThrow(SessionSpec, config.requireObject("spec"), "session spec");
+  const credentials = config.getSecretObject<Record<string, string>>("credentials") ?? pulumi.secret({});
+  const adapterToken = config.requireSecret("adapterToken");
+  const args = { spec, credentials, adapterToken };
+  const session =
+    spec.engine === "docker" ? new DockerSession(spec.name, args) : new KubernetesSession(spec.name, args);
+  return {
+    resolvedImageDigest: session.resolvedImageDigest,
+    workloadName: session.workloadName,
+    endpoint: session.endpoint,
+    volumeName: session.volumeName,
+    replicas: spec.replicas,
+  };
+}

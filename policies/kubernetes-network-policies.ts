@@ -1,0 +1,84 @@
+import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
+import * as k8s from "@pulumi/kubernetes";
+import { type NetworkPolicy, namespaceOf, podTemplateOf, propsOf, validateKinds } from "./judged-resources.ts";
+import { selects } from "./label-selector.ts";
+import { forbiddenEgressPortsOf, forbiddenEgressPortsSchema } from "./policy-config.ts";
+
+/**
+ * A Kubernetes session pod is isolated by a NetworkPolicy in both directions, and what that
+ * policy lets out never includes the control plane. (A pod no NetworkPolicy selects may talk to
+ * anything: kubernetes.io/docs/concepts/services-networking/network-policies.)
+ */
+
+export const networkPolicySelectsEverySessionPod: StackValidationPolicy = {
+  name: "network-policy-selects-every-session-pod",
+  description:
+    "Every pod the stack runs is selected (podSelector) by a NetworkPolicy of the stack in its " +
+    "namespace whose policyTypes include both Ingress and Egress.",
+  validateStack: (args, report) => {
+    const networkPolicies = args.resources.flatMap((resource) => {
+      const policy = propsOf(resource, k8s.networking.v1.NetworkPolicy);
+      return policy === undefined ? [] : [{ namespace: namespaceOf(resource), policy }];
+    });
+    for (const resource of args.resources) {
+      const template = podTemplateOf(resource);
+      if (template === undefined) continue;
+      const namespace = namespaceOf(resource);
+      const labels = template.metadata?.labels ?? {};
+      const selecting = networkPolicies.filter(
+        (candidate) => candidate.namespace === namespace && selects(candidate.policy.spec?.podSelector, labels),
+      );
+      const shown = JSON.stringify(labels);
+      if (selecting.length === 0) {
+        report(`no NetworkPolicy in namespace ${namespace} selects the pods of ${resource.name} ${shown}`, resource.urn);
+      } else if (!selecting.some(({ policy }) => isolatesBothWays(policy))) {
+        report(
+          `the NetworkPolicies selecting the pods of ${resource.name} ${shown} do not list both ` +
+            "Ingress and Egress in policyTypes",
+          resource.urn,
+        );
+      }
+    }
+  },
+};
+
+export const egressExcludesControlPlanePorts: ResourceValidationPolicy = {
+  name: "egress-excludes-control-plane-ports",
+  description:
+    "Every NetworkPolicy egress rule names its destinations (to) and explicit numeric ports, " +
+    "none of them a control-plane port (config forbiddenPorts).",
+  configSchema: forbiddenEgressPortsSchema,
+  validateResource: validateKinds({
+    networkPolicy: (policy, report, args) => {
+      const forbidden = forbiddenEgressPortsOf(args);
+      for (const [index, rule] of (policy.spec?.egress ?? []).entries()) {
+        const where = `egress rule ${index}`;
+        if ((rule.to ?? []).length === 0) report(`${where} allows every destination (no "to" peers)`);
+        const ports = rule.ports ?? [];
+        if (ports.length === 0) report(`${where} allows every port (no "ports")`);
+        for (const { port, endPort } of ports) {
+          const first = numericPort(port);
+          if (first === undefined) {
+            // A missing port means all ports; a named port is whatever the destination calls it.
+            report(`${where} has port ${port ?? "(all)"}; egress ports must be explicit numbers`);
+            continue;
+          }
+          const hits = forbidden.filter((p) => p >= first && p <= (endPort ?? first));
+          if (hits.length > 0) report(`${where} allows control-plane port ${hits.join(", ")}`);
+        }
+      }
+    },
+  }),
+};
+
+function isolatesBothWays(policy: NetworkPolicy): boolean {
+  const types = policy.spec?.policyTypes ?? [];
+  return types.includes("Ingress") && types.includes("Egress");
+}
+
+/** An IntOrString port as a number; a named port (a string with a letter) is not one. */
+function numericPort(port: number | string | undefined): number | undefined {
+  if (typeof port === "number") return port;
+  if (typeof port === "string" && /^\d+$/.test(port)) return Number(port);
+  return undefined;
+}

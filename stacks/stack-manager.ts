@@ -1,0 +1,407 @@
+/**
+ * The Automation API library: one stack of the root project per session (name from namespace and
+ * session name), driven by intent: create only on create, select for everything else; up,
+ * scaleDown, resume, destroy (then stack removal), outputs, refresh, preview. The policy pack is
+ * attached to every up and preview. One operation per stack at a time in this process, any
+ * number of stacks concurrently; a lock left by a crashed process is recovered and logged.
+ */
+import { dirname } from "node:path";
+import {
+  type EngineEvent,
+  LocalWorkspace,
+  PulumiCommand,
+  type Stack,
+  StackNotFoundError,
+} from "@pulumi/pulumi/automation/index.js";
+import { parseOrThrow } from "../contracts/errors.ts";
+import {
+  ConfigKeys,
+  SessionOutputs,
+  SessionSpec,
+  type SessionSpecInput,
+  sessionStackName,
+} from "../contracts/session-spec.ts";
+import { isLockedError, PolicyViolationError, StackError, toStackError } from "./errors.ts";
+import { KeyedMutex } from "./keyed-mutex.ts";
+import {
+  PLUGIN_BIN_DIR,
+  PROJECT_NAME,
+  type ResolvedStackOptions,
+  resolveStackOptions,
+  type StackManagerOptionsInput,
+} from "./options.ts";
+import { allStale, lockHolders } from "./stale-lock.ts";
+
+export type SessionSecrets = {
+  /** Credential env name → value: exactly what the Agent allows. Stored as Pulumi secrets. */
+  credentials: Record<string, string>;
+  /** The per-session adapter token the runner holds. Stored as a Pulumi secret. */
+  adapterToken: string;
+};
+
+export type StackOperation = "up" | "scaleDown" | "resume" | "destroy" | "refresh" | "preview";
+
+/** A progress event, taken from the engine's own event stream (it carries a sequence). */
+export type StackProgress = {
+  stack: string;
+  operation: StackOperation;
+  sequence: number;
+  kind: "resource" | "policy" | "diagnostic" | "summary";
+  message: string;
+  urn?: string;
+  resourceType?: string;
+  step?: string;
+};
+
+export type OperationOptions = { onProgress?: (event: StackProgress) => void; signal?: AbortSignal };
+export type Logger = (
+  level: "info" | "warn" | "error",
+  msg: string,
+  fields?: Record<string, unknown>,
+) => void;
+
+const defaultLogger: Logger = (level, msg, fields) =>
+  process.stderr.write(
+    `${JSON.stringify({ level, time: new Date().toISOString(), component: "stacks", msg, ...fields })}\n`,
+  );
+
+export class StackManager {
+  readonly options: ResolvedStackOptions;
+  readonly #mutex = new KeyedMutex();
+  readonly #command: PulumiCommand;
+  readonly #log: Logger;
+
+  private constructor(options: ResolvedStackOptions, command: PulumiCommand, log: Logger) {
+    this.options = options;
+    this.#command = command;
+    this.#log = log;
+  }
+
+  static async create(
+    input: StackManagerOptionsInput,
+    deps: { pulumiCommand?: PulumiCommand; log?: Logger } = {},
+  ): Promise<StackManager> {
+    const options = resolveStackOptions(input);
+    // The CLI the test bed built lives in $PULUMI_HOME/bin; otherwise whatever `pulumi` is on PATH.
+    const command =
+      deps.pulumiCommand ??
+      (await PulumiCommand.get({
+        ...(options.pulumiHome ? { root: options.pulumiHome } : {}),
+        skipVersionCheck: true,
+      }));
+    return new StackManager(options, command, deps.log ?? defaultLogger);
+  }
+
+  stackName(namespace: string, name: string): string {
+    return sessionStackName(namespace, name);
+  }
+
+  #envVars(): Record<string, string> {
+    const o = this.options;
+    const path = [
+      PLUGIN_BIN_DIR,
+      dirname(process.execPath),
+      ...(o.pulumiHome ? [`${o.pulumiHome}/bin`] : []),
+      process.env.PATH ?? "",
+    ].join(":");
+    return {
+      ...o.env,
+      PULUMI_BACKEND_URL: o.backendUrl,
+      PULUMI_CONFIG_PASSPHRASE: o.passphrase,
+      PULUMI_SKIP_UPDATE_CHECK: "1",
+      PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: "1",
+      PATH: path,
+      ...(o.pulumiHome ? { PULUMI_HOME: o.pulumiHome } : {}),
+    };
+  }
+
+  async #workspace(): Promise<LocalWorkspace> {
+    return LocalWorkspace.create({
+      workDir: this.options.projectDir,
+      envVars: this.#envVars(),
+      secretsProvider: this.options.secretsProvider,
+      pulumiCommand: this.#command,
+      ...(this.options.pulumiHome ? { pulumiHome: this.options.pulumiHome } : {}),
+    });
+  }
+
+  async #select(stackName: string): Promise<Stack> {
+    const ws = await this.#workspace();
+    const { Stack } = await import("@pulumi/pulumi/automation/index.js");
+    return Stack.select(stackName, ws);
+  }
+
+  /** True when the session's stack exists in the backend. */
+  async exists(namespace: string, name: string): Promise<boolean> {
+    const stackName = this.stackName(namespace, name);
+    const ws = await this.#workspace();
+    const stacks = await ws.listStacks();
+    return stacks.some((s) => s.name === stackName || s.name.endsWith(`/${stackName}`));
+  }
+
+  /** Stack names of every session in the backend. */
+  async list(): Promise<string[]> {
+    const ws = await this.#workspace();
+    return (await ws.listStacks()).map((s) => s.name.split("/").pop() ?? s.name);
+  }
+
+  /**
+   * Brings a session's stack to its spec: creates the stack when it does not exist (and only
+   * then), else selects it; writes spec and secrets to stack config; runs `up` with the policy
+   * pack. Validates the spec with zod before any Pulumi call.
+   */
+  async up(
+    specInput: SessionSpecInput,
+    secrets: SessionSecrets,
+    opts: OperationOptions = {},
+  ): Promise<SessionOutputs> {
+    const spec = parseOrThrow(SessionSpec, specInput, "session spec");
+    const stackName = this.stackName(spec.namespace, spec.name);
+    return this.#mutex.run(stackName, async () => {
+      const stack = (await this.exists(spec.namespace, spec.name))
+        ? await this.#select(stackName)
+        : await LocalWorkspace.createStack(
+            { stackName, workDir: this.options.projectDir },
+            this.#wsOptions(),
+          ).catch((e: unknown) => {
+            throw toStackError(stackName, "create", e);
+          });
+      await this.#writeConfig(stack, spec, secrets);
+      return this.#runUp(stack, stackName, "up", opts);
+    });
+  }
+
+  /** Stop: `up` with replicas 0. The volume (PVC or Docker volume) stays. */
+  scaleDown(namespace: string, name: string, opts: OperationOptions = {}): Promise<SessionOutputs> {
+    return this.#scale(namespace, name, 0, "scaleDown", opts);
+  }
+
+  /** Resume: `up` with replicas 1 against the kept volume. */
+  resume(namespace: string, name: string, opts: OperationOptions = {}): Promise<SessionOutputs> {
+    return this.#scale(namespace, name, 1, "resume", opts);
+  }
+
+  #scale(
+    namespace: string,
+    name: string,
+    replicas: 0 | 1,
+    op: StackOperation,
+    opts: OperationOptions,
+  ): Promise<SessionOutputs> {
+    const stackName = this.stackName(namespace, name);
+    return this.#mutex.run(stackName, async () => {
+      const stack = await this.#selectExisting(stackName);
+      const current = await stack.getConfig(ConfigKeys.spec);
+      const spec = parseOrThrow(SessionSpec, JSON.parse(current.value), "stored session spec");
+      await stack.setConfig(ConfigKeys.spec, { value: JSON.stringify({ ...spec, replicas }) });
+      return this.#runUp(stack, stackName, op, opts);
+    });
+  }
+
+  /** Destroy every resource of the session (volume included), then remove the stack. */
+  destroy(namespace: string, name: string, opts: OperationOptions = {}): Promise<void> {
+    const stackName = this.stackName(namespace, name);
+    return this.#mutex.run(stackName, async () => {
+      const stack = await this.#selectExisting(stackName);
+      await this.#withLockRecovery(stackName, "destroy", () =>
+        stack.destroy({
+          onEvent: this.#progress(stackName, "destroy", opts, []),
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        }),
+      );
+      await stack.workspace.removeStack(stackName).catch((e: unknown) => {
+        throw toStackError(stackName, "stack rm", e);
+      });
+      this.#log("info", "stack destroyed and removed", { stack: stackName });
+    });
+  }
+
+  /** The stack's outputs, validated. */
+  async outputs(namespace: string, name: string): Promise<SessionOutputs> {
+    const stackName = this.stackName(namespace, name);
+    const stack = await this.#selectExisting(stackName);
+    return this.#outputsOf(stack, stackName);
+  }
+
+  /** Reconcile state with the engine (e.g. a container removed outside Pulumi). */
+  refresh(namespace: string, name: string, opts: OperationOptions = {}): Promise<void> {
+    const stackName = this.stackName(namespace, name);
+    return this.#mutex.run(stackName, async () => {
+      const stack = await this.#selectExisting(stackName);
+      await this.#withLockRecovery(stackName, "refresh", () =>
+        stack.refresh({
+          onEvent: this.#progress(stackName, "refresh", opts, []),
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        }),
+      );
+    });
+  }
+
+  /** Preview a spec with the policy pack; never changes anything. Throws PolicyViolationError. */
+  async preview(
+    specInput: SessionSpecInput,
+    secrets: SessionSecrets,
+    opts: OperationOptions = {},
+  ): Promise<{ changes: Record<string, number> }> {
+    const spec = parseOrThrow(SessionSpec, specInput, "session spec");
+    const stackName = this.stackName(spec.namespace, spec.name);
+    return this.#mutex.run(stackName, async () => {
+      const stack = await this.#selectExisting(stackName);
+      await this.#writeConfig(stack, spec, secrets);
+      const violations: Violation[] = [];
+      try {
+        const result = await stack.preview({
+          policyPacks: this.options.policyPacks,
+          ...(this.options.policyPackConfigs.length
+            ? { policyPackConfigs: this.options.policyPackConfigs }
+            : {}),
+          onEvent: this.#progress(stackName, "preview", opts, violations),
+        });
+        if (violations.length) throw new PolicyViolationError(stackName, violations);
+        return { changes: result.changeSummary as Record<string, number> };
+      } catch (error) {
+        if (violations.length) throw new PolicyViolationError(stackName, violations);
+        throw toStackError(stackName, "preview", error);
+      }
+    });
+  }
+
+  #wsOptions() {
+    return {
+      envVars: this.#envVars(),
+      secretsProvider: this.options.secretsProvider,
+      pulumiCommand: this.#command,
+      ...(this.options.pulumiHome ? { pulumiHome: this.options.pulumiHome } : {}),
+    };
+  }
+
+  async #selectExisting(stackName: string): Promise<Stack> {
+    try {
+      return await this.#select(stackName);
+    } catch (error) {
+      if (error instanceof StackNotFoundError || /no stack named|not found/i.test(String(error))) {
+        throw new StackError("NOT_FOUND", `stack ${stackName} not found`);
+      }
+      throw toStackError(stackName, "select", error);
+    }
+  }
+
+  async #writeConfig(stack: Stack, spec: SessionSpec, secrets: SessionSecrets): Promise<void> {
+    await stack.setAllConfig({
+      [ConfigKeys.spec]: { value: JSON.stringify(spec) },
+      [ConfigKeys.credentials]: { value: JSON.stringify(secrets.credentials), secret: true },
+      [ConfigKeys.adapterToken]: { value: secrets.adapterToken, secret: true },
+    });
+  }
+
+  async #runUp(
+    stack: Stack,
+    stackName: string,
+    op: StackOperation,
+    opts: OperationOptions,
+  ): Promise<SessionOutputs> {
+    const violations: Violation[] = [];
+    try {
+      await this.#withLockRecovery(stackName, op, () =>
+        stack.up({
+          policyPacks: this.options.policyPacks,
+          ...(this.options.policyPackConfigs.length
+            ? { policyPackConfigs: this.options.policyPackConfigs }
+            : {}),
+          onEvent: this.#progress(stackName, op, opts, violations),
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        }),
+      );
+    } catch (error) {
+      if (violations.length) throw new PolicyViolationError(stackName, violations);
+      this.#log("error", "stack operation failed", {
+        stack: stackName,
+        op,
+        engine: String((error as Error).message).slice(-2000),
+      });
+      throw toStackError(stackName, op, error);
+    }
+    return this.#outputsOf(stack, stackName);
+  }
+
+  async #outputsOf(stack: Stack, stackName: string): Promise<SessionOutputs> {
+    const outs = await stack.outputs();
+    return parseOrThrow(
+      SessionOutputs,
+      Object.fromEntries(Object.entries(outs).map(([k, v]) => [k, v.value])),
+      `outputs of stack ${stackName}`,
+    );
+  }
+
+  /** Runs an operation; if a stale lock of a crashed process blocks it, cancels that lock (logged) and retries once. */
+  async #withLockRecovery<T>(stackName: string, op: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      if (!isLockedError(error) || !this.options.backendDir) throw error;
+      const holders = await lockHolders(this.options.backendDir, PROJECT_NAME, stackName);
+      if (!allStale(holders)) throw error;
+      this.#log("warn", "recovering a stack lock left by a crashed process", {
+        stack: stackName,
+        op,
+        holders: holders.map((h) => ({ pid: h.pid, hostname: h.hostname })),
+      });
+      const stack = await this.#select(stackName);
+      await stack.cancel();
+      return fn();
+    }
+  }
+
+  #progress(
+    stackName: string,
+    op: StackOperation,
+    opts: OperationOptions,
+    violations: Violation[],
+  ): (e: EngineEvent) => void {
+    return (event) => {
+      const base = { stack: stackName, operation: op, sequence: event.sequence };
+      let progress: StackProgress | undefined;
+      if (event.policyEvent) {
+        const p = event.policyEvent;
+        if (p.enforcementLevel === "mandatory") violations.push({ policy: p.policyName, message: p.message });
+        progress = {
+          ...base,
+          kind: "policy",
+          message: `${p.policyName}: ${p.message}`,
+          ...(p.resourceUrn ? { urn: p.resourceUrn } : {}),
+        };
+      } else if (event.resOutputsEvent) {
+        const m = event.resOutputsEvent.metadata;
+        progress = {
+          ...base,
+          kind: "resource",
+          message: `${m.op} ${m.type} done`,
+          urn: m.urn,
+          resourceType: m.type,
+          step: m.op,
+        };
+      } else if (event.resourcePreEvent) {
+        const m = event.resourcePreEvent.metadata;
+        progress = {
+          ...base,
+          kind: "resource",
+          message: `${m.op} ${m.type}`,
+          urn: m.urn,
+          resourceType: m.type,
+          step: m.op,
+        };
+      } else if (event.diagnosticEvent) {
+        progress = {
+          ...base,
+          kind: "diagnostic",
+          message: event.diagnosticEvent.message.trim().slice(0, 500),
+        };
+      } else if (event.summaryEvent) {
+        progress = { ...base, kind: "summary", message: JSON.stringify(event.summaryEvent.resourceChanges) };
+      }
+      if (progress && opts.onProgress) opts.onProgress(progress);
+    };
+  }
+}
+
+type Violation = { policy: string; message: string };

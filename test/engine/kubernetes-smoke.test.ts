@@ -1,0 +1,270 @@
+/**
+ * The test bed's Kubernetes cluster is real: a PVC binds through the default StorageClass, a
+ * Deployment of a locally built FROM-scratch image becomes Ready as a non-root pod without a
+ * service-account token, its ClusterIP Service answers from the host through kube-proxy,
+ * `kubectl exec -i` streams stdin and passes the exit code, deleting it all releases the
+ * volume, and the cluster sent no packet anywhere but loopback and its own bridge.
+ *
+ * Shells out to the kubectl the test bed built (never the machine's) with the KUBECONFIG the
+ * test bed gives. No skip: when the cluster is not up, this fails and says so.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { applyTestbedEnv, testbedHome } from "./testbed.ts";
+
+applyTestbedEnv();
+const kubectlBin = join(testbedHome, "kubernetes", "bin", "kubectl");
+const image = "agent-sessions/kube-smoke-busybox:1";
+const ns = `kube-smoke-${process.pid}`;
+// Chains of scripts/testbed.d/kubernetes.sh: LOG (first rule) + REJECT of what the cluster's
+// daemons sent anywhere but loopback and our bridge; LOG of what the bridge forwarded out.
+const clusterEgressChain = "AGENT-SESSIONS-EGRESS";
+const bridgeEgressChain = "AGENT-SESSIONS-EGRESS-PODS";
+
+function kubectl(args: string[], input?: string): string {
+  const r = spawnSync(kubectlBin, args, { input, encoding: "utf8", env: process.env });
+  if (r.status !== 0) {
+    throw new Error(`kubectl ${args.join(" ")} exited ${r.status}: ${r.stderr || r.stdout}`);
+  }
+  return r.stdout;
+}
+
+/** Packet counter of the first rule of a chain; throws when the chain is absent. */
+function chainPackets(bin: "iptables" | "ip6tables", chain: string): number {
+  const out = execFileSync(bin, ["-w", "10", "-nvxL", chain], { encoding: "utf8" });
+  const first = out.split("\n")[2]?.trim().split(/\s+/)[0];
+  if (first === undefined || !/^\d+$/.test(first)) throw new Error(`no counter in ${bin} ${chain}:\n${out}`);
+  return Number(first);
+}
+
+async function until<T>(
+  what: string,
+  seconds: number,
+  probe: () => T | undefined | Promise<T | undefined>,
+): Promise<T> {
+  const end = Date.now() + seconds * 1000;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end)
+      throw new Error(`timed out after ${seconds}s waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const manifest = `
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: ${ns}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  namespace: ${ns}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: 16Mi
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: ${ns}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      automountServiceAccountToken: false
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65534
+        runAsGroup: 65534
+      containers:
+      - name: web
+        image: ${image}
+        imagePullPolicy: Never
+        command: ["/bin/busybox", "sh", "-c", "echo hello-from-pvc > /data/index.html && exec /bin/busybox httpd -f -p 8080 -h /data"]
+        ports:
+        - containerPort: 8080
+          protocol: TCP
+        readinessProbe:
+          httpGet: {path: /index.html, port: 8080}
+          periodSeconds: 1
+        volumeMounts:
+        - {name: data, mountPath: /data}
+      volumes:
+      - name: data
+        persistentVolumeClaim: {claimName: data}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: ${ns}
+spec:
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: 8080
+    protocol: TCP
+`;
+
+let egressBefore = { cluster4: 0, cluster6: 0, bridge: 0 };
+
+beforeAll(() => {
+  // Fail loudly when the cluster is not there: nothing below would mean anything.
+  if (!existsSync(kubectlBin))
+    throw new Error(`no test bed kubectl at ${kubectlBin}: run scripts/testbed up kubernetes`);
+  if (!process.env.KUBECONFIG || !existsSync(process.env.KUBECONFIG)) {
+    throw new Error(`KUBECONFIG (${process.env.KUBECONFIG}) missing: run scripts/testbed up kubernetes`);
+  }
+  kubectl(["get", "--raw", "/readyz"]);
+  const ready = kubectl([
+    "get",
+    "node",
+    "testbed",
+    "-o",
+    'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+  ]);
+  if (ready !== "True") throw new Error(`node testbed is not Ready (${ready})`);
+  egressBefore = {
+    cluster4: chainPackets("iptables", clusterEgressChain),
+    cluster6: chainPackets("ip6tables", clusterEgressChain),
+    bridge: chainPackets("iptables", bridgeEgressChain),
+  };
+  // A FROM-scratch busybox image in our dockerd; the pod uses it with imagePullPolicy: Never.
+  const ctx = mkdtempSync(join(tmpdir(), "kube-smoke-"));
+  try {
+    copyFileSync("/bin/busybox", join(ctx, "busybox"));
+    writeFileSync(
+      join(ctx, "Dockerfile"),
+      'FROM scratch\nCOPY busybox /bin/busybox\nUSER 65534:65534\nENTRYPOINT ["/bin/busybox"]\n',
+    );
+    execFileSync("docker", ["build", "-q", "-t", image, ctx], { stdio: ["ignore", "ignore", "pipe"] });
+  } finally {
+    rmSync(ctx, { recursive: true, force: true });
+  }
+});
+
+afterAll(() => {
+  spawnSync(kubectlBin, ["delete", "namespace", ns, "--ignore-not-found", "--wait=false"], {
+    env: process.env,
+  });
+});
+
+describe("kubernetes test bed (real single-node cluster)", () => {
+  let pvPath = "";
+  let pvName = "";
+
+  it("binds a PVC dynamically and brings a non-root Deployment Ready", async () => {
+    const t0 = Date.now();
+    kubectl(["apply", "-f", "-"], manifest);
+    pvName = await until("PVC Bound", 60, () => {
+      const [phase, volume] = kubectl([
+        "-n",
+        ns,
+        "get",
+        "pvc",
+        "data",
+        "-o",
+        "jsonpath={.status.phase} {.spec.volumeName}",
+      ]).split(" ");
+      return phase === "Bound" && volume ? volume : undefined;
+    });
+    const pv = JSON.parse(kubectl(["get", "pv", pvName, "-o", "json"])) as {
+      spec: { storageClassName: string; hostPath?: { path: string } };
+    };
+    expect(pv.spec.storageClassName).toBe("standard");
+    pvPath = pv.spec.hostPath?.path ?? "";
+    expect(pvPath).toMatch(/^\/tmp\/hostpath_pv\//);
+    await until("Deployment Ready", 120, () =>
+      kubectl(["-n", ns, "get", "deploy", "web", "-o", "jsonpath={.status.readyReplicas}"]) === "1"
+        ? true
+        : undefined,
+    );
+    console.log(`kubernetes smoke: PVC + Deployment Ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    const pod = JSON.parse(kubectl(["-n", ns, "get", "pods", "-l", "app=web", "-o", "json"])) as {
+      items: {
+        spec: {
+          automountServiceAccountToken?: boolean;
+          containers: { volumeMounts?: { mountPath: string }[] }[];
+        };
+      }[];
+    };
+    const spec = pod.items[0]?.spec;
+    expect(spec?.automountServiceAccountToken).toBe(false);
+    expect(spec?.containers[0]?.volumeMounts?.map((m) => m.mountPath)).toEqual(["/data"]);
+    // The non-root pod wrote into its volume: the file is on the host, in the PV's directory.
+    expect(existsSync(join(pvPath, "index.html"))).toBe(true);
+  });
+
+  it("answers on its ClusterIP from the host through kube-proxy", async () => {
+    const ip = kubectl(["-n", ns, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    expect(ip).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    const body = await until("ClusterIP answer", 30, async () => {
+      const res = await fetch(`http://${ip}/index.html`, { signal: AbortSignal.timeout(2000) });
+      return res.ok ? await res.text() : undefined;
+    });
+    expect(body.trim()).toBe("hello-from-pvc");
+  });
+
+  it("streams stdin through kubectl exec -i and passes the exit code", () => {
+    const r = spawnSync(
+      kubectlBin,
+      [
+        "-n",
+        ns,
+        "exec",
+        "-i",
+        "deploy/web",
+        "--",
+        "/bin/busybox",
+        "sh",
+        "-c",
+        "/bin/busybox cat; /bin/busybox id -u; exit 3",
+      ],
+      {
+        input: "ping\n",
+        encoding: "utf8",
+        env: process.env,
+      },
+    );
+    expect(r.stdout).toBe("ping\n65534\n");
+    expect(r.status).toBe(3);
+  });
+
+  it("deletes everything, releases the volume, and the cluster sent nothing off loopback and its bridge", async () => {
+    kubectl(["delete", "namespace", ns, "--wait=true", "--timeout=120s"]);
+    await until("PV deleted", 60, () =>
+      kubectl(["get", "pv", pvName, "--ignore-not-found", "-o", "name"]).trim() === "" ? true : undefined,
+    );
+    await until("PV directory removed", 30, () => (existsSync(pvPath) ? undefined : true));
+    const after = {
+      cluster4: chainPackets("iptables", clusterEgressChain),
+      cluster6: chainPackets("ip6tables", clusterEgressChain),
+      bridge: chainPackets("iptables", bridgeEgressChain),
+    };
+    // Since the cluster came up (not only during this test): zero packets of the cluster's
+    // daemons left through any interface but lo and our bridge.
+    expect(after.cluster4).toBe(0);
+    expect(after.cluster6).toBe(0);
+    // The pods of this test sent nothing out of the bridge either.
+    expect(after.bridge - egressBefore.bridge).toBe(0);
+  });
+});
