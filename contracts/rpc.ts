@@ -1,0 +1,62 @@
+import { z } from "zod";
+import { SessionState } from "./compass.ts";
+
+/**
+ * The lifecycle RPCs at `POST /v1/rpc/{Method}`; field names are the seed's, snake_case.
+ * A workspace (container/pod + volume) is provisioned apart from the agent session in it.
+ */
+const Id = z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/, "letters, digits, '.', '_', ':' and '-' only");
+/** `name` (namespace default) or `namespace/name` of an Agent. */
+export const AgentRef = z
+  .string()
+  .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be NAME or NAMESPACE/NAME (DNS labels)");
+
+export const ProvisionAgentWorkspaceRequest = z.strictObject({
+  agent_ref: AgentRef,
+  workstream: z.string().max(128).regex(/^[a-z0-9-]*$/, "lowercase letters, digits and '-'").default(""),
+  client_request_id: Id,
+});
+export const ProvisionAgentWorkspaceResponse = z.object({ container_name: z.string(), created: z.boolean() });
+
+export const StartAgentSessionRequest = z.strictObject({
+  container_name: z.string().min(1).max(128),
+  resume_session_id: Id.optional(),
+});
+export const StartAgentSessionResponse = z.object({ session_id: z.string(), state: SessionState });
+
+export const StopAgentSessionRequest = z.strictObject({ session_id: Id });
+export const StopAgentSessionResponse = z.object({ session_id: z.string(), state: SessionState });
+
+export const ReloadAgentSessionRequest = z.strictObject({ session_id: Id });
+export const ReloadAgentSessionResponse = StartAgentSessionResponse;
+
+export const GetAgentStatusRequest = z.strictObject({ session_id: Id.optional() });
+export const AgentSessionStatus = z.object({
+  session_id: z.string(),
+  container_name: z.string(),
+  agent_ref: z.string(),
+  state: SessionState,
+  reason: z.string().optional(),
+  runner_id: z.string().optional(),
+  updated_at: z.string(),
+});
+export type AgentSessionStatus = z.infer<typeof AgentSessionStatus>;
+export const GetAgentStatusResponse = z.object({ sessions: z.array(AgentSessionStatus) });
+
+export const SpawnAgentRequest = ProvisionAgentWorkspaceRequest;
+export const SpawnAgentResponse = z.object({ container_name: z.string(), session_id: z.string(), state: SessionState });
+
+export const RemoveAgentWorkspaceRequest = z.strictObject({ container_name: z.string().min(1).max(128) });
+export const RemoveAgentWorkspaceResponse = z.object({ container_name: z.string(), removed: z.boolean() });
+
+export const Rpc = {
+  ProvisionAgentWorkspace: { request: ProvisionAgentWorkspaceRequest, response: ProvisionAgentWorkspaceResponse },
+  StartAgentSession: { request: StartAgentSessionRequest, response: StartAgentSessionResponse },
+  StopAgentSession: { request: StopAgentSessionRequest, response: StopAgentSessionResponse },
+  ReloadAgentSession: { request: ReloadAgentSessionRequest, response: ReloadAgentSessionResponse },
+  GetAgentStatus: { request: GetAgentStatusRequest, response: GetAgentStatusResponse },
+  SpawnAgent: { request: SpawnAgentRequest, response: SpawnAgentResponse },
+  RemoveAgentWorkspace: { request: RemoveAgentWorkspaceRequest, response: RemoveAgentWorkspaceResponse },
+} as const;
+export type RpcMethod = keyof typeof Rpc;
+export const RpcMethod = z.enum(Object.keys(Rpc) as [RpcMethod, ...RpcMethod[]]);

@@ -1,0 +1,97 @@
+import { z } from "zod";
+import { AgentFrame, SessionState } from "./compass.ts";
+import { ApiErrorBody } from "./errors.ts";
+import { SessionSpec } from "./session-spec.ts";
+
+/**
+ * The runner link (see proxy/PROTOCOL.md): a WebSocket the runner dials OUT to
+ * `GET /v1/runners/connect`. Every message is an envelope `{version, type, payload}`, validated
+ * on send and on receive. Catalogs are named by direction.
+ */
+export const RUNNER_PROTOCOL_VERSION = 1;
+
+export const RunnerSessionReport = z.object({
+  session_id: z.string(),
+  container_name: z.string(),
+  state: SessionState,
+});
+export type RunnerSessionReport = z.infer<typeof RunnerSessionReport>;
+
+/** What the server asks a runner to do. */
+export const RunnerCommand = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("provision"),
+    container_name: z.string(),
+    spec: SessionSpec,
+    credentials: z.record(z.string(), z.string()),
+    adapter_token: z.string(),
+  }),
+  z.object({ kind: z.literal("start"), container_name: z.string(), session_id: z.string(), resume: z.boolean() }),
+  z.object({ kind: z.literal("stop"), session_id: z.string() }),
+  z.object({ kind: z.literal("send"), session_id: z.string(), line: z.string().max(64 * 1024) }),
+  z.object({ kind: z.literal("scale_down"), container_name: z.string() }),
+  z.object({ kind: z.literal("remove"), container_name: z.string() }),
+  z.object({
+    kind: z.literal("relay"),
+    container_name: z.string(),
+    relay_id: z.string(),
+    request: z.object({ id: z.string(), input: z.string(), stream: z.boolean() }),
+    timeout_ms: z.number().int().positive(),
+  }),
+  z.object({ kind: z.literal("cancel_relay"), container_name: z.string(), relay_id: z.string(), request_id: z.string() }),
+]);
+export type RunnerCommand = z.infer<typeof RunnerCommand>;
+
+export const ServerToRunner = z.discriminatedUnion("type", [
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("welcome"),
+    payload: z.object({ runner_id: z.string(), heartbeat_ms: z.number().int().positive() }),
+  }),
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("command"),
+    payload: z.object({ command_id: z.string(), command: RunnerCommand }),
+  }),
+  z.object({ version: z.literal(RUNNER_PROTOCOL_VERSION), type: z.literal("ping"), payload: z.object({ at: z.number() }) }),
+]);
+export type ServerToRunner = z.infer<typeof ServerToRunner>;
+
+export const CommandResult = z.union([
+  z.object({ command_id: z.string(), ok: z.literal(true), result: z.record(z.string(), z.unknown()) }),
+  z.object({ command_id: z.string(), ok: z.literal(false), error: ApiErrorBody }),
+]);
+export type CommandResult = z.infer<typeof CommandResult>;
+
+export const RunnerToServer = z.discriminatedUnion("type", [
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("hello"),
+    payload: z.object({
+      runner_name: z.string().min(1).max(128),
+      capacity: z.number().int().nonnegative(),
+      labels: z.record(z.string(), z.string()).default({}),
+      engine: z.enum(["docker", "kubernetes"]),
+      /** The runner's authoritative set: the server reconciles to it on every (re)attach. */
+      sessions: z.array(RunnerSessionReport),
+    }),
+  }),
+  z.object({ version: z.literal(RUNNER_PROTOCOL_VERSION), type: z.literal("result"), payload: CommandResult }),
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("frame"),
+    payload: z.object({ session_id: z.string(), frame: AgentFrame }),
+  }),
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("session_state"),
+    payload: z.object({ session_id: z.string(), state: SessionState, reason: z.string().optional() }),
+  }),
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("relay_chunk"),
+    payload: z.object({ relay_id: z.string(), data: z.string(), done: z.boolean(), status: z.number().int().optional() }),
+  }),
+  z.object({ version: z.literal(RUNNER_PROTOCOL_VERSION), type: z.literal("pong"), payload: z.object({ at: z.number() }) }),
+]);
+export type RunnerToServer = z.infer<typeof RunnerToServer>;

@@ -1,0 +1,217 @@
+/**
+ * The Docker driver: provisioning through the session stack (stacks/), the agent over a
+ * long-lived hijacked exec stream, and exits observed through engine events (an exec stream cut
+ * by `docker rm -f` loses its exit code, TESTBED.md: the events say what happened).
+ */
+import { PassThrough } from "node:stream";
+import type Docker from "dockerode";
+import { CodedError } from "../contracts/errors.ts";
+import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import type { StackManager } from "../stacks/index.ts";
+import type { AgentOutput, AgentProcess, EngineDriver, ExitReason, ProvisionResult } from "./driver.ts";
+
+type Placement = { namespace: string; name: string };
+
+export class DockerDriver implements EngineDriver {
+  readonly engine = "docker" as const;
+  readonly #docker: Docker;
+  readonly #stacks: StackManager;
+  readonly #placements = new Map<string, Placement>();
+
+  constructor(docker: Docker, stacks: StackManager) {
+    this.#docker = docker;
+    this.#stacks = stacks;
+  }
+
+  async provision(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: { credentials: Record<string, string>; adapterToken: string },
+  ): Promise<ProvisionResult> {
+    if (workloadName(spec.namespace, spec.name) !== containerName) {
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `container_name ${containerName} does not match the session spec`,
+      );
+    }
+    this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
+    const outputs = await this.#stacks.up({ ...spec, replicas: 1 }, secrets);
+    return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
+  }
+
+  async #placement(containerName: string): Promise<Placement | undefined> {
+    const known = this.#placements.get(containerName);
+    if (known) return known;
+    // After a runner restart: find the session by the labels on its volume.
+    const { Volumes } = await this.#docker.listVolumes({
+      filters: JSON.stringify({ label: [`${Labels.managedBy}=agent-sessions`] }),
+    });
+    for (const v of Volumes ?? []) {
+      const ns = v.Labels?.[Labels.namespace];
+      const name = v.Labels?.[Labels.session];
+      if (ns && name && workloadName(ns, name) === containerName) {
+        const p = { namespace: ns, name };
+        this.#placements.set(containerName, p);
+        return p;
+      }
+    }
+    return undefined;
+  }
+
+  async isRunning(containerName: string): Promise<boolean> {
+    try {
+      return (await this.#docker.getContainer(containerName).inspect()).State.Running;
+    } catch {
+      return false;
+    }
+  }
+
+  async endpoint(containerName: string): Promise<string> {
+    const p = await this.#placement(containerName);
+    if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    return (await this.#stacks.outputs(p.namespace, p.name)).endpoint;
+  }
+
+  async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
+    const container = this.#docker.getContainer(containerName);
+    let running = false;
+    try {
+      running = (await container.inspect()).State.Running;
+    } catch {
+      running = false;
+    }
+    if (!running) throw new CodedError("NOT_FOUND", `workspace ${containerName} has no running container`);
+    const exec = await container.exec({
+      Cmd: command,
+      AttachStdin: true,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+    });
+    const stream = await exec.start({ hijack: true, stdin: true });
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    this.#docker.modem.demuxStream(stream, stdout, stderr);
+    stdout.setEncoding("utf8");
+    let tail = "";
+    stdout.on("data", (chunk: string) => {
+      const lines = (tail + chunk).split("\n");
+      tail = lines.pop() ?? "";
+      for (const line of lines) if (line.trim()) output.onLine(line);
+    });
+    stderr.resume(); // the agent's stderr is its own log; frames come from stdout only
+    const exited = new Promise<{ exitCode: number | null }>((resolve) => {
+      const done = () => {
+        if (tail.trim()) output.onLine(tail);
+        tail = "";
+        exec.inspect().then(
+          (info) => resolve({ exitCode: info.ExitCode ?? null }),
+          () => resolve({ exitCode: null }), // container removed: the events say why
+        );
+      };
+      stream.once("end", done);
+      stream.once("close", done);
+      stream.once("error", done);
+    });
+    return {
+      send: (line) => stream.write(`${line}\n`),
+      stop: async () => {
+        // Closing stdin ends the reference agent; anything else gets ended with the exec's PID.
+        stream.end();
+        const ended = await Promise.race([
+          exited.then(() => true),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
+        ]);
+        if (!ended) {
+          const info = await exec.inspect().catch(() => undefined);
+          if (info?.Pid) {
+            const kill = await container
+              .exec({ Cmd: ["kill", "-TERM", String(info.Pid)], AttachStdout: false, AttachStderr: false })
+              .catch(() => undefined);
+            await kill?.start({}).catch(() => undefined);
+          }
+          stream.destroy();
+        }
+        await exited;
+      },
+      exited,
+    };
+  }
+
+  async scaleDown(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    await this.#stacks.scaleDown(p.namespace, p.name);
+  }
+
+  async remove(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) return; // nothing of ours: removal is idempotent
+    await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
+      if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+    });
+    this.#placements.delete(containerName);
+  }
+
+  async watch(
+    onExit: (containerName: string, reason: ExitReason, detail: string) => void,
+  ): Promise<() => void> {
+    let stopped = false;
+    let current: NodeJS.ReadableStream | undefined;
+    const subscribe = async (): Promise<void> => {
+      const stream = (await this.#docker.getEvents({
+        filters: JSON.stringify({
+          type: ["container"],
+          event: ["die", "oom", "destroy"],
+          label: [`${Labels.managedBy}=agent-sessions`],
+        }),
+      })) as NodeJS.ReadableStream;
+      current = stream;
+      const oomed = new Set<string>();
+      let buffer = "";
+      stream.on("data", (chunk: Buffer) => {
+        buffer += chunk.toString("utf8");
+        const lines = buffer.split("\n");
+        buffer = lines.pop() ?? "";
+        for (const line of lines) {
+          if (!line.trim()) continue;
+          const ev = JSON.parse(line) as { Action: string; Actor: { Attributes: Record<string, string> } };
+          const name = ev.Actor.Attributes.name ?? "";
+          if (ev.Action === "oom") oomed.add(name);
+          else if (ev.Action === "die") {
+            const code = ev.Actor.Attributes.exitCode ?? "?";
+            if (oomed.has(name) || code === "137") {
+              // 137 alone is also `docker kill`; the oom event (or OOMKilled) tells them apart.
+              void this.#docker
+                .getContainer(name)
+                .inspect()
+                .then(
+                  (info) =>
+                    onExit(
+                      name,
+                      info.State.OOMKilled || oomed.has(name) ? "OOMKilled" : "ContainerExited",
+                      `exit code ${code}`,
+                    ),
+                  () => onExit(name, oomed.has(name) ? "OOMKilled" : "ContainerExited", `exit code ${code}`),
+                );
+            } else onExit(name, "ContainerExited", `exit code ${code}`);
+          } else if (ev.Action === "destroy") onExit(name, "ContainerRemoved", "container removed");
+        }
+      });
+      stream.once("end", () => {
+        if (stopped) return;
+        // The engine went away (restart): every container died with it; resubscribe when back.
+        onExit("*", "EngineRestarted", "docker engine event stream ended");
+        const retry = () => {
+          if (!stopped) subscribe().catch(() => setTimeout(retry, 1000));
+        };
+        setTimeout(retry, 1000);
+      });
+    };
+    await subscribe();
+    return () => {
+      stopped = true;
+      (current as unknown as { destroy?: () => void })?.destroy?.();
+    };
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * The engine driver interface: one implementation per engine (docker.ts, kubernetes.ts), the
+ * rest of the runner never touches an engine directly.
+ */
+import type { SessionSpec } from "../contracts/session-spec.ts";
+
+export type ProvisionResult = { containerName: string; endpoint: string; resolvedImageDigest: string };
+
+/** Why an agent or its workspace went away unexpectedly. */
+export type ExitReason =
+  | "AgentExited"
+  | "ContainerExited"
+  | "OOMKilled"
+  | "ContainerRemoved"
+  | "EngineRestarted"
+  | "PodDeleted"
+  | "Evicted";
+
+/** A running agent process inside a workspace, reached over a long-lived exec stream. */
+export interface AgentProcess {
+  /** Writes one line to the agent's stdin. */
+  send(line: string): boolean;
+  /** Ends the agent deliberately (stdin closed, then a signal). Resolves when it is gone. */
+  stop(): Promise<void>;
+  /** Resolves once when the process ends, with its exit code when the engine still knows it. */
+  readonly exited: Promise<{ exitCode: number | null }>;
+}
+
+export type AgentOutput = { onLine(line: string): void };
+
+export interface EngineDriver {
+  readonly engine: "docker" | "kubernetes";
+  /** Brings the session stack up at scale 1 (idempotent) and waits for the adapter to be ready. */
+  provision(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: { credentials: Record<string, string>; adapterToken: string },
+  ): Promise<ProvisionResult>;
+  /** True when the workload exists and runs. */
+  isRunning(containerName: string): Promise<boolean>;
+  /** Starts the agent over an exec stream. Throws a NOT_FOUND CodedError when the workload is gone. */
+  startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess>;
+  /** Scale to 0: the workload goes, the volume stays. */
+  scaleDown(containerName: string): Promise<void>;
+  /** Destroys everything of the session, volume included. */
+  remove(containerName: string): Promise<void>;
+  /** Observes unexpected workload exits (crash, OOM, removal, engine restart). */
+  watch(onExit: (containerName: string, reason: ExitReason, detail: string) => void): Promise<() => void>;
+  /** host:port of the adapter for relayed requests. */
+  endpoint(containerName: string): Promise<string>;
+}

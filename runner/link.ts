@@ -1,0 +1,175 @@
+/**
+ * The runner's link to the server (proxy/PROTOCOL.md): dials OUT over WebSocket like a CI runner,
+ * says hello with its authoritative session set on every (re)attach, answers pings, runs
+ * commands, and reconnects with exponential backoff and full jitter. Messages produced while
+ * the link is down (frames, state changes) are queued (bounded) and flushed after the hello.
+ */
+import WebSocket from "ws";
+import {
+  type CommandResult,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerCommand,
+  type RunnerSessionReport,
+  RunnerToServer,
+  ServerToRunner,
+} from "../contracts/runner-protocol.ts";
+
+export type LinkOptions = {
+  serverUrl: string;
+  token: string;
+  name: string;
+  engine: "docker" | "kubernetes";
+  capacity: number;
+  labels: Record<string, string>;
+  /** @default 250 */
+  backoffBaseMs?: number;
+  /** @default 10000 */
+  backoffMaxMs?: number;
+  /** @default 10000 queued messages while disconnected */
+  maxQueue?: number;
+};
+
+export type LinkHandlers = {
+  sessions(): RunnerSessionReport[];
+  command(command: RunnerCommand): Promise<Record<string, unknown>>;
+  log(level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>): void;
+};
+
+type Outgoing = Exclude<RunnerToServer, { type: "hello" }>;
+
+/** Full jitter backoff (AWS architecture blog): uniform in [0, min(max, base·2^attempt)]. */
+export function backoffDelay(attempt: number, baseMs: number, maxMs: number, random = Math.random): number {
+  return Math.floor(random() * Math.min(maxMs, baseMs * 2 ** attempt));
+}
+
+export class RunnerLink {
+  readonly #o: Required<LinkOptions>;
+  readonly #h: LinkHandlers;
+  #ws: WebSocket | undefined;
+  #attached = false;
+  #closed = false;
+  #attempt = 0;
+  #queue: Outgoing[] = [];
+  runnerId: string | undefined;
+
+  constructor(options: LinkOptions, handlers: LinkHandlers) {
+    this.#o = { backoffBaseMs: 250, backoffMaxMs: 10_000, maxQueue: 10_000, ...options };
+    this.#h = handlers;
+  }
+
+  start(): void {
+    this.#connect();
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#ws?.close(1000, "runner shutting down");
+  }
+
+  get attached(): boolean {
+    return this.#attached;
+  }
+
+  /** Sends now, or queues while detached. Validated before it leaves. */
+  send(message: Outgoing): void {
+    const checked = RunnerToServer.parse(message) as Outgoing;
+    if (this.#attached && this.#ws?.readyState === WebSocket.OPEN) {
+      this.#ws.send(JSON.stringify(checked));
+      return;
+    }
+    if (this.#queue.length >= this.#o.maxQueue) this.#queue.shift(); // bounded: drop the oldest
+    this.#queue.push(checked);
+  }
+
+  #connect(): void {
+    const url = `${this.#o.serverUrl.replace(/^http/, "ws").replace(/\/$/, "")}/v1/runners/connect`;
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${this.#o.token}` },
+      maxPayload: 8 * 1024 * 1024,
+    });
+    this.#ws = ws;
+    ws.on("open", () => {
+      this.#attempt = 0;
+      const hello: RunnerToServer = {
+        version: RUNNER_PROTOCOL_VERSION,
+        type: "hello",
+        payload: {
+          runner_name: this.#o.name,
+          capacity: this.#o.capacity,
+          labels: this.#o.labels,
+          engine: this.#o.engine,
+          sessions: this.#h.sessions(),
+        },
+      };
+      ws.send(JSON.stringify(RunnerToServer.parse(hello)));
+    });
+    ws.on("message", (data) => this.#onMessage(ws, String(data)));
+    ws.on("unexpected-response", (_req, res) => {
+      this.#h.log("error", "server refused the runner link", { status: res.statusCode });
+    });
+    ws.on("error", (error) => this.#h.log("warn", "runner link error", { error: error.message }));
+    ws.on("close", () => {
+      this.#attached = false;
+      if (this.#closed) return;
+      const delay = backoffDelay(this.#attempt++, this.#o.backoffBaseMs, this.#o.backoffMaxMs);
+      this.#h.log("warn", "runner link lost; reconnecting", { delayMs: delay, attempt: this.#attempt });
+      setTimeout(() => this.#connect(), delay);
+    });
+  }
+
+  #onMessage(ws: WebSocket, text: string): void {
+    let message: ServerToRunner;
+    try {
+      message = ServerToRunner.parse(JSON.parse(text));
+    } catch (error) {
+      this.#h.log("error", "invalid message from server", { error: String(error).slice(0, 300) });
+      return;
+    }
+    switch (message.type) {
+      case "welcome": {
+        this.runnerId = message.payload.runner_id;
+        this.#attached = true;
+        const queued = this.#queue;
+        this.#queue = [];
+        for (const m of queued) ws.send(JSON.stringify(m));
+        this.#h.log("info", "runner attached", { runnerId: this.runnerId, flushed: queued.length });
+        return;
+      }
+      case "ping":
+        ws.send(
+          JSON.stringify(
+            RunnerToServer.parse({
+              version: RUNNER_PROTOCOL_VERSION,
+              type: "pong",
+              payload: { at: message.payload.at },
+            }),
+          ),
+        );
+        return;
+      case "command": {
+        const { command_id, command } = message.payload;
+        this.#h.command(command).then(
+          (result) => this.#result({ command_id, ok: true, result }),
+          (error: unknown) => {
+            const e = error as { code?: string; message?: string };
+            const code = typeof e.code === "string" && /^[A-Z_]+$/.test(e.code) ? e.code : "INTERNAL";
+            this.#result({
+              command_id,
+              ok: false,
+              error: { code: code as never, message: String(e.message ?? error).slice(0, 500) },
+            });
+          },
+        );
+        return;
+      }
+      default: {
+        const never: never = message;
+        throw new Error(`unhandled ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  #result(result: CommandResult): void {
+    this.send({ version: RUNNER_PROTOCOL_VERSION, type: "result", payload: result });
+  }
+}
