@@ -66,6 +66,11 @@ export class RunnerLink {
     this.#ws?.close(1000, "runner shutting down");
   }
 
+  /** Bytes queued on the socket toward the server (for backpressure). */
+  get bufferedAmount(): number {
+    return this.#ws?.bufferedAmount ?? 0;
+  }
+
   get attached(): boolean {
     return this.#attached;
   }

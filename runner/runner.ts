@@ -8,6 +8,7 @@ import { AgentSessions } from "./agent-sessions.ts";
 import type { RunnerConfig } from "./config.ts";
 import type { EngineDriver } from "./driver.ts";
 import { RunnerLink } from "./link.ts";
+import { Relays } from "./relay.ts";
 
 export type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
 
@@ -23,6 +24,9 @@ export class Runner {
   readonly sessions: AgentSessions;
   readonly #driver: EngineDriver;
   readonly #log: Log;
+  readonly #relays = new Relays();
+  /** Adapter tokens by workspace, from the provision command (the runner holds them, never clients). */
+  readonly #tokens = new Map<string, string>();
   #unwatch: (() => void) | undefined;
 
   constructor(config: RunnerConfig, driver: EngineDriver, log: Log = jsonLog("runner")) {
@@ -76,6 +80,7 @@ export class Runner {
   async #dispatch(command: RunnerCommand): Promise<Record<string, unknown>> {
     switch (command.kind) {
       case "provision": {
+        this.#tokens.set(command.container_name, command.adapter_token);
         const r = await this.#driver.provision(command.container_name, command.spec, {
           credentials: command.credentials,
           adapterToken: command.adapter_token,
@@ -102,9 +107,29 @@ export class Runner {
         await this.#driver.remove(command.container_name);
         this.sessions.forgetWorkspace(command.container_name);
         return { container_name: command.container_name, removed: true };
-      case "relay":
+      case "relay": {
+        const token = this.#tokens.get(command.container_name);
+        if (!token)
+          throw new CodedError(
+            "FAILED_PRECONDITION",
+            `workspace ${command.container_name} was not provisioned by this runner`,
+          );
+        const endpoint = await this.#driver.endpoint(command.container_name);
+        if (!endpoint)
+          throw new CodedError("FAILED_PRECONDITION", `workspace ${command.container_name} is not running`);
+        const relayId = command.relay_id;
+        return this.#relays.relay(relayId, { endpoint, token }, command.request, command.timeout_ms, {
+          chunk: (data, done, status) =>
+            this.link.send({
+              version: RUNNER_PROTOCOL_VERSION,
+              type: "relay_chunk",
+              payload: { relay_id: relayId, data, done, ...(status !== undefined ? { status } : {}) },
+            }),
+          buffered: () => this.link.bufferedAmount,
+        });
+      }
       case "cancel_relay":
-        throw new CodedError("UNIMPLEMENTED", `${command.kind} is not implemented by this runner yet`);
+        return { cancelled: await this.#relays.cancel(command.relay_id) };
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);

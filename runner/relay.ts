@@ -1,0 +1,78 @@
+/**
+ * Relays one client request down to the session's v1alpha2 adapter (undici; redirects are never
+ * followed: undici's `request` does not follow them) and the reply back up as `relay_chunk`
+ * messages: the first carries the adapter's HTTP status. While the link's send buffer is above a
+ * high-water mark, the adapter's body is not read (backpressure reaches the adapter).
+ */
+import { request } from "undici";
+
+export type RelayTarget = { endpoint: string; token: string };
+export type RelayRequest = { id: string; input: string; stream: boolean };
+export type ChunkSink = {
+  chunk(data: string, done: boolean, status?: number): void;
+  /** Bytes queued toward the server; the relay pauses above the high-water mark. */
+  buffered(): number;
+};
+
+const HIGH_WATER_BYTES = 1024 * 1024;
+
+export class Relays {
+  readonly #inflight = new Map<
+    string,
+    { controller: AbortController; target: RelayTarget; requestId: string }
+  >();
+
+  async relay(
+    relayId: string,
+    target: RelayTarget,
+    req: RelayRequest,
+    timeoutMs: number,
+    sink: ChunkSink,
+  ): Promise<{ status: number }> {
+    const controller = new AbortController();
+    this.#inflight.set(relayId, { controller, target, requestId: req.id });
+    const timer = setTimeout(() => controller.abort(new Error("relay timed out")), timeoutMs);
+    try {
+      const res = await request(`http://${target.endpoint}/v1/requests`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${target.token}` },
+        body: JSON.stringify(req),
+        signal: controller.signal,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      let first = true;
+      for await (const piece of res.body) {
+        sink.chunk(
+          Buffer.from(piece as Uint8Array).toString("utf8"),
+          false,
+          first ? res.statusCode : undefined,
+        );
+        first = false;
+        while (sink.buffered() > HIGH_WATER_BYTES && !controller.signal.aborted)
+          await new Promise((r) => setTimeout(r, 10));
+      }
+      sink.chunk("", true, first ? res.statusCode : undefined);
+      return { status: res.statusCode };
+    } finally {
+      clearTimeout(timer);
+      this.#inflight.delete(relayId);
+    }
+  }
+
+  /** Cancels one in-flight relay: tells the adapter, then drops the connection. */
+  async cancel(relayId: string): Promise<boolean> {
+    const r = this.#inflight.get(relayId);
+    if (!r) return false;
+    await request(`http://${r.target.endpoint}/v1/requests/${encodeURIComponent(r.requestId)}/cancel`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${r.target.token}` },
+      headersTimeout: 5000,
+      bodyTimeout: 5000,
+    })
+      .then((res) => res.body.dump())
+      .catch(() => undefined);
+    r.controller.abort(new Error("cancelled"));
+    return true;
+  }
+}
