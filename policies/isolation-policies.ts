@@ -3,9 +3,9 @@ import type { ResourceValidationPolicy } from "@pulumi/policy";
 import { containersOf, validateKinds } from "./judged-resources.ts";
 
 /**
- * What a session can reach from inside: no API credentials, no host namespaces, no storage but
- * its own volume, no exposure beyond the cluster, and (Docker) no route out of its network.
- * Egress rules of NetworkPolicies are judged in network-policy-policies.ts.
+ * What a session can reach of its host and cluster from inside: no Kubernetes API credentials,
+ * no host namespaces, no storage but its own volume and scratch space. What it can reach over
+ * the network is judged in network-isolation-policies.ts.
  */
 
 /** Pod volume sources a session may use: its session volume (a PVC) and scratch space. */
@@ -98,36 +98,6 @@ export const narrowedMounts: ResourceValidationPolicy = {
             report(`the mount at ${mount.target} exposes the engine socket ${path}`);
           }
         }
-      }
-    },
-  }),
-};
-
-export const serviceClusterIpOnly: ResourceValidationPolicy = {
-  name: "service-cluster-ip-only",
-  description:
-    "A session Service is reachable only inside the cluster (type ClusterIP, no externalIPs): " +
-    "clients reach sessions through the agent-sessions server, never directly.",
-  validateResource: validateKinds({
-    service: (service, report) => {
-      const type = service.spec?.type ?? "ClusterIP";
-      if (type !== "ClusterIP") report(`the Service is of type ${type}, not ClusterIP`);
-      const externalIPs = service.spec?.externalIPs ?? [];
-      if (externalIPs.length > 0) report(`the Service has externalIPs ${externalIPs.join(", ")}`);
-    },
-  }),
-};
-
-export const dockerInternalNetwork: ResourceValidationPolicy = {
-  name: "docker-internal-network",
-  description:
-    "A Docker session network is internal (no route to other networks) and isolated from the host " +
-    "(no connection to host ports through the bridge gateway).",
-  validateResource: validateKinds({
-    dockerNetwork: (network, report) => {
-      if (network.internal !== true) report(`network "${network.name}" does not set internal: true`);
-      if (network.isolateFromHost !== true) {
-        report(`network "${network.name}" does not set isolateFromHost: true`);
       }
     },
   }),

@@ -1,12 +1,13 @@
 import type { ReportViolation, ResourceValidation, ResourceValidationArgs } from "@pulumi/policy";
 import * as k8s from "@pulumi/kubernetes";
-import type { Resource, Unwrap } from "@pulumi/pulumi";
+import type { CustomResourceOptions, Resource, Unwrap } from "@pulumi/pulumi";
 import { type ContainerInputs, DockerTypes, type NetworkInputs } from "../infra/docker-provider/schema.ts";
 
 /**
  * The resources the pack judges, read with the types their SDKs publish. Kubernetes kinds are
- * recognised through @pulumi/kubernetes classes (`args.asType`, which compares the class's type
- * token), the Docker kinds through the tokens of our own provider (infra/docker-provider/schema.ts).
+ * recognised through @pulumi/kubernetes classes (`isType`, which compares the class's type token
+ * with the resource's) and typed as those classes' inputs; the Docker kinds through the tokens
+ * and input shapes of our own provider (infra/docker-provider/schema.ts).
  */
 
 export type ObjectMeta = Unwrap<k8s.types.input.meta.v1.ObjectMeta>;
@@ -18,6 +19,8 @@ export type Secret = Unwrap<k8s.core.v1.SecretArgs>;
 export type NetworkPolicy = Unwrap<k8s.networking.v1.NetworkPolicyArgs>;
 /** Read as partial: a field the program left out must fail a check, not crash it. */
 export type DockerContainer = Partial<ContainerInputs>;
+/** A host endpoint the provider opens through the network's gateway. */
+export type DockerNetworkEgress = NetworkInputs["allowedEgress"][number];
 export type DockerNetwork = Partial<NetworkInputs>;
 
 /** Every resource kind a policy can judge, and the props it is handed. */
@@ -47,7 +50,7 @@ export type KindChecks = { [K in keyof JudgedKinds]?: KindCheck<K> };
 export type JudgedResource = Pick<ResourceValidationArgs, "type" | "props" | "isType">;
 
 /** A Pulumi resource class, as `@pulumi/kubernetes` exports one per kind. */
-type ResourceClass<TArgs> = new (name: string, args: TArgs, ...rest: never[]) => Resource;
+type ResourceClass<TArgs> = new (name: string, args: TArgs, opts?: CustomResourceOptions) => Resource;
 
 /**
  * The props of `resource` typed as the inputs of `resourceClass`, when it is of that kind. Stack

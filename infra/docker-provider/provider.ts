@@ -11,8 +11,7 @@ import Docker from "dockerode";
 import { isolateBridge, removeBridgeRules } from "./host-isolation.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
 
-type NetworkEgress = { address: string; port: number };
-type NetworkArgs = NetworkInputs & { allowedEgress?: NetworkEgress[] };
+type NetworkArgs = NetworkInputs;
 
 export function dockerClient(dockerHost = process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock"): Docker {
   if (!dockerHost.startsWith("unix://"))

@@ -26,6 +26,8 @@ export interface NetworkInputs {
    * connections from the bridge to the host, so no session can reach control-plane ports.
    */
   isolateFromHost: boolean;
+  /** Host-local endpoints the session may reach (through the gateway): the Agent's model endpoints. */
+  allowedEgress: { address: string; port: number }[];
   labels: Record<string, string>;
 }
 

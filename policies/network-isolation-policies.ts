@@ -1,13 +1,21 @@
 import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
 import * as k8s from "@pulumi/kubernetes";
-import { type NetworkPolicy, namespaceOf, podTemplateOf, propsOf, validateKinds } from "./judged-resources.ts";
+import {
+  type NetworkPolicy,
+  namespaceOf,
+  podTemplateOf,
+  propsOf,
+  validateKinds,
+} from "./judged-resources.ts";
 import { selects } from "./label-selector.ts";
 import { forbiddenEgressPortsOf, forbiddenEgressPortsSchema } from "./policy-config.ts";
 
 /**
- * A Kubernetes session pod is isolated by a NetworkPolicy in both directions, and what that
- * policy lets out never includes the control plane. (A pod no NetworkPolicy selects may talk to
- * anything: kubernetes.io/docs/concepts/services-networking/network-policies.)
+ * What a session can reach over the network, and who can reach it. Kubernetes: every session pod
+ * is isolated by a NetworkPolicy in both directions (a pod no NetworkPolicy selects may talk to
+ * anything: kubernetes.io/docs/concepts/services-networking/network-policies), and its Service
+ * stays inside the cluster. Docker: the session network is internal and closed to the host.
+ * Neither engine lets egress reach a control-plane port.
  */
 
 export const networkPolicySelectsEverySessionPod: StackValidationPolicy = {
@@ -26,11 +34,15 @@ export const networkPolicySelectsEverySessionPod: StackValidationPolicy = {
       const namespace = namespaceOf(resource);
       const labels = template.metadata?.labels ?? {};
       const selecting = networkPolicies.filter(
-        (candidate) => candidate.namespace === namespace && selects(candidate.policy.spec?.podSelector, labels),
+        (candidate) =>
+          candidate.namespace === namespace && selects(candidate.policy.spec?.podSelector, labels),
       );
       const shown = JSON.stringify(labels);
       if (selecting.length === 0) {
-        report(`no NetworkPolicy in namespace ${namespace} selects the pods of ${resource.name} ${shown}`, resource.urn);
+        report(
+          `no NetworkPolicy in namespace ${namespace} selects the pods of ${resource.name} ${shown}`,
+          resource.urn,
+        );
       } else if (!selecting.some(({ policy }) => isolatesBothWays(policy))) {
         report(
           `the NetworkPolicies selecting the pods of ${resource.name} ${shown} do not list both ` +
@@ -45,10 +57,17 @@ export const networkPolicySelectsEverySessionPod: StackValidationPolicy = {
 export const egressExcludesControlPlanePorts: ResourceValidationPolicy = {
   name: "egress-excludes-control-plane-ports",
   description:
-    "Every NetworkPolicy egress rule names its destinations (to) and explicit numeric ports, " +
-    "none of them a control-plane port (config forbiddenPorts).",
+    "Every NetworkPolicy egress rule names its destinations (to) and explicit numeric ports, and " +
+    "no egress (NetworkPolicy rule, Docker network allowedEgress) opens a control-plane port " +
+    "(config forbiddenPorts).",
   configSchema: forbiddenEgressPortsSchema,
   validateResource: validateKinds({
+    dockerNetwork: (network, report, args) => {
+      const forbidden = forbiddenEgressPortsOf(args);
+      for (const { address, port } of network.allowedEgress ?? []) {
+        if (forbidden.includes(port)) report(`allowedEgress opens control-plane port ${address}:${port}`);
+      }
+    },
     networkPolicy: (policy, report, args) => {
       const forbidden = forbiddenEgressPortsOf(args);
       for (const [index, rule] of (policy.spec?.egress ?? []).entries()) {
@@ -66,6 +85,36 @@ export const egressExcludesControlPlanePorts: ResourceValidationPolicy = {
           const hits = forbidden.filter((p) => p >= first && p <= (endPort ?? first));
           if (hits.length > 0) report(`${where} allows control-plane port ${hits.join(", ")}`);
         }
+      }
+    },
+  }),
+};
+
+export const serviceClusterIpOnly: ResourceValidationPolicy = {
+  name: "service-cluster-ip-only",
+  description:
+    "A session Service is reachable only inside the cluster (type ClusterIP, no externalIPs): " +
+    "clients reach sessions through the agent-sessions server, never directly.",
+  validateResource: validateKinds({
+    service: (service, report) => {
+      const type = service.spec?.type ?? "ClusterIP";
+      if (type !== "ClusterIP") report(`the Service is of type ${type}, not ClusterIP`);
+      const externalIPs = service.spec?.externalIPs ?? [];
+      if (externalIPs.length > 0) report(`the Service has externalIPs ${externalIPs.join(", ")}`);
+    },
+  }),
+};
+
+export const dockerInternalNetwork: ResourceValidationPolicy = {
+  name: "docker-internal-network",
+  description:
+    "A Docker session network is internal (no route to other networks) and isolated from the host " +
+    "(no connection to host ports through the bridge gateway).",
+  validateResource: validateKinds({
+    dockerNetwork: (network, report) => {
+      if (network.internal !== true) report(`network "${network.name}" does not set internal: true`);
+      if (network.isolateFromHost !== true) {
+        report(`network "${network.name}" does not set isolateFromHost: true`);
       }
     },
   }),

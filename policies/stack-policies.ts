@@ -1,0 +1,79 @@
+import type { PolicyResource, StackValidationPolicy } from "@pulumi/policy";
+import * as k8s from "@pulumi/kubernetes";
+import { DockerTypes } from "../infra/docker-provider/schema.ts";
+import { type DockerContainer, namespaceOf, podTemplateOf, propsOf } from "./judged-resources.ts";
+
+/**
+ * References that must resolve inside the session's own stack: a session is one stack, so a
+ * network or volume it uses but does not declare belongs to something else (another session,
+ * the control plane) and would break the isolation the per-resource policies establish.
+ */
+
+export const dockerContainerOnStackNetwork: StackValidationPolicy = {
+  name: "docker-container-on-stack-network",
+  description:
+    "Every Docker container's networkMode names a Network of the same stack (which " +
+    "docker-internal-network holds to internal and isolated from the host).",
+  validateStack: (args, report) => {
+    const networks = new Set(
+      args.resources.filter((r) => r.type === DockerTypes.network).map((r) => String(r.props.name)),
+    );
+    for (const [resource, container] of dockerContainers(args.resources)) {
+      const mode = container.networkMode ?? "";
+      if (!networks.has(mode)) {
+        report(
+          `container ${resource.name} joins network "${mode}", which is not a Network of this stack`,
+          resource.urn,
+        );
+      }
+    }
+  },
+};
+
+export const mountsOnlyStackVolumes: StackValidationPolicy = {
+  name: "mounts-only-stack-volumes",
+  description:
+    "Every persistent volume a session mounts is one its own stack declares: a PersistentVolumeClaim " +
+    "of the stack in the pod's namespace (Kubernetes), a Volume of the stack (Docker).",
+  validateStack: (args, report) => {
+    const claims = new Set(
+      args.resources.flatMap((resource) => {
+        const claim = propsOf(resource, k8s.core.v1.PersistentVolumeClaim);
+        return claim === undefined ? [] : [`${namespaceOf(resource)}/${claim.metadata?.name}`];
+      }),
+    );
+    for (const resource of args.resources) {
+      const spec = podTemplateOf(resource)?.spec;
+      for (const volume of spec?.volumes ?? []) {
+        const claimName = volume.persistentVolumeClaim?.claimName;
+        if (claimName !== undefined && !claims.has(`${namespaceOf(resource)}/${claimName}`)) {
+          report(
+            `${resource.name} mounts claim "${claimName}", which is not a PersistentVolumeClaim of this stack`,
+            resource.urn,
+          );
+        }
+      }
+    }
+
+    const volumes = new Set(
+      args.resources.filter((r) => r.type === DockerTypes.volume).map((r) => String(r.props.name)),
+    );
+    for (const [resource, container] of dockerContainers(args.resources)) {
+      for (const mount of container.mounts ?? []) {
+        // An anonymous volume (no source) is created fresh for this container alone.
+        if (mount.type === "volume" && mount.source !== undefined && !volumes.has(mount.source)) {
+          report(
+            `container ${resource.name} mounts volume "${mount.source}", which is not a Volume of this stack`,
+            resource.urn,
+          );
+        }
+      }
+    }
+  },
+};
+
+function dockerContainers(resources: readonly PolicyResource[]): [PolicyResource, DockerContainer][] {
+  return resources
+    .filter((resource) => resource.type === DockerTypes.container)
+    .map((resource) => [resource, resource.props as DockerContainer]);
+}
