@@ -119,9 +119,19 @@ EOF
     (cd "$w" && _tb_pulumi_go get "$mod/cmd/pulumi-resource-kubernetes@$TB_PULUMI_K8S_MODULE_VERSION") >"$TB_LOG/pulumi-kubernetes-go-get.log" 2>&1 \
       || { tail -20 "$TB_LOG/pulumi-kubernetes-go-get.log" >&2; return 1; }
   fi
+  # cmd/pulumi-resource-kubernetes embeds schema-embed.json and terraform-mapping-embed.json, which
+  # upstream's `make` generates (generate.go: schema.json with .version set, both compacted) and
+  # the module zip lacks: build a copy of the command with them generated here.
+  local src cmd=$w/cmd/pulumi-resource-kubernetes
+  src=$(cd "$w" && _tb_pulumi_go list -m -f '{{.Dir}}' "$mod")/cmd/pulumi-resource-kubernetes
+  mkdir -p "$cmd"
+  cp "$src/main.go" "$cmd/main.go"
+  chmod u+w "$cmd/main.go"
+  jq -c --arg v "$TB_PULUMI_K8S_PLUGIN_VERSION" '.version = $v' "$src/schema.json" >"$cmd/schema-embed.json"
+  jq -c . "$src/terraform-mapping.json" >"$cmd/terraform-mapping-embed.json"
   (cd "$w" && _tb_pulumi_go build -p "$TB_PULUMI_GO_P" -trimpath \
     -ldflags "-s -w -X $mod/pkg/version.Version=$TB_PULUMI_K8S_PLUGIN_VERSION" \
-    -o "$w/bin/pulumi-resource-kubernetes" "$mod/cmd/pulumi-resource-kubernetes") >"$TB_LOG/pulumi-kubernetes-build.log" 2>&1 \
+    -o "$w/bin/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes) >"$TB_LOG/pulumi-kubernetes-build.log" 2>&1 \
     || { tail -30 "$TB_LOG/pulumi-kubernetes-build.log" >&2; return 1; }
   "$TB_PULUMI_BIN/pulumi" plugin rm resource kubernetes "$TB_PULUMI_K8S_PLUGIN_VERSION" --yes >/dev/null 2>&1 || true
   "$TB_PULUMI_BIN/pulumi" plugin install resource kubernetes "$TB_PULUMI_K8S_PLUGIN_VERSION" \
@@ -169,11 +179,11 @@ tb_pulumi_up() {
   if [[ ! -f $(_tb_pulumi_host_stamp) || ! -x $TB_PULUMI_BIN/pulumi-language-nodejs ]]; then
     tb_step "pulumi-language-nodejs (go build)" _tb_pulumi_build_host
   fi
-  if [[ ! -f $(_tb_pulumi_k8s_stamp) ]] || ! compgen -G "$PULUMI_HOME/plugins/resource-kubernetes-v$TB_PULUMI_K8S_PLUGIN_VERSION/pulumi-resource-kubernetes" >/dev/null; then
-    tb_step "pulumi-resource-kubernetes $TB_PULUMI_K8S_PLUGIN_VERSION (go build, plugin install)" _tb_pulumi_build_k8s
-  fi
   if [[ ! -f $(_tb_pulumi_scripts_stamp) || ! -x $TB_PULUMI_BIN/pulumi-resource-pulumi-nodejs ]]; then
     tb_step "pulumi helper scripts" _tb_pulumi_scripts
+  fi
+  if [[ ! -f $(_tb_pulumi_k8s_stamp) ]] || ! compgen -G "$PULUMI_HOME/plugins/resource-kubernetes-v$TB_PULUMI_K8S_PLUGIN_VERSION/pulumi-resource-kubernetes" >/dev/null; then
+    tb_step "pulumi-resource-kubernetes $TB_PULUMI_K8S_PLUGIN_VERSION (go build, plugin install)" _tb_pulumi_build_k8s
   fi
   # pulumi-resource-docker: not served by the module proxy; see PULUMI-DOCKER-PROVIDER.md.
 }
