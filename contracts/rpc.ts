@@ -5,16 +5,28 @@ import { SessionState } from "./compass.ts";
  * The lifecycle RPCs at `POST /v1/rpc/{Method}`; field names are the seed's, snake_case.
  * A workspace (container/pod + volume) is provisioned apart from the agent session in it.
  */
-const Id = z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/, "letters, digits, '.', '_', ':' and '-' only");
+const Id = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9._:-]+$/, "letters, digits, '.', '_', ':' and '-' only");
 /** `name` (namespace default) or `namespace/name` of an Agent. */
 export const AgentRef = z
   .string()
-  .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be NAME or NAMESPACE/NAME (DNS labels)");
+  .regex(
+    /^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$/,
+    "must be NAME or NAMESPACE/NAME (DNS labels)",
+  );
 
 export const ProvisionAgentWorkspaceRequest = z.strictObject({
   agent_ref: AgentRef,
-  workstream: z.string().max(128).regex(/^[a-z0-9-]*$/, "lowercase letters, digits and '-'").default(""),
-  client_request_id: Id,
+  workstream: z
+    .string()
+    .max(128)
+    .regex(/^[a-z0-9-]*$/, "lowercase letters, digits and '-'")
+    .default(""),
+  /** Idempotency key; "" opts out (each call provisions, reusing the agent's workspace for the workstream). */
+  client_request_id: z.union([Id, z.literal("")]),
 });
 export const ProvisionAgentWorkspaceResponse = z.object({ container_name: z.string(), created: z.boolean() });
 
@@ -44,13 +56,20 @@ export type AgentSessionStatus = z.infer<typeof AgentSessionStatus>;
 export const GetAgentStatusResponse = z.object({ sessions: z.array(AgentSessionStatus) });
 
 export const SpawnAgentRequest = ProvisionAgentWorkspaceRequest;
-export const SpawnAgentResponse = z.object({ container_name: z.string(), session_id: z.string(), state: SessionState });
+export const SpawnAgentResponse = z.object({
+  container_name: z.string(),
+  session_id: z.string(),
+  state: SessionState,
+});
 
 export const RemoveAgentWorkspaceRequest = z.strictObject({ container_name: z.string().min(1).max(128) });
 export const RemoveAgentWorkspaceResponse = z.object({ container_name: z.string(), removed: z.boolean() });
 
 export const Rpc = {
-  ProvisionAgentWorkspace: { request: ProvisionAgentWorkspaceRequest, response: ProvisionAgentWorkspaceResponse },
+  ProvisionAgentWorkspace: {
+    request: ProvisionAgentWorkspaceRequest,
+    response: ProvisionAgentWorkspaceResponse,
+  },
   StartAgentSession: { request: StartAgentSessionRequest, response: StartAgentSessionResponse },
   StopAgentSession: { request: StopAgentSessionRequest, response: StopAgentSessionResponse },
   ReloadAgentSession: { request: ReloadAgentSessionRequest, response: ReloadAgentSessionResponse },

@@ -26,7 +26,12 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     credentials: z.record(z.string(), z.string()),
     adapter_token: z.string(),
   }),
-  z.object({ kind: z.literal("start"), container_name: z.string(), session_id: z.string(), resume: z.boolean() }),
+  z.object({
+    kind: z.literal("start"),
+    container_name: z.string(),
+    session_id: z.string(),
+    resume: z.boolean(),
+  }),
   z.object({ kind: z.literal("stop"), session_id: z.string() }),
   z.object({ kind: z.literal("send"), session_id: z.string(), line: z.string().max(64 * 1024) }),
   z.object({ kind: z.literal("scale_down"), container_name: z.string() }),
@@ -38,7 +43,12 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     request: z.object({ id: z.string(), input: z.string(), stream: z.boolean() }),
     timeout_ms: z.number().int().positive(),
   }),
-  z.object({ kind: z.literal("cancel_relay"), container_name: z.string(), relay_id: z.string(), request_id: z.string() }),
+  z.object({
+    kind: z.literal("cancel_relay"),
+    container_name: z.string(),
+    relay_id: z.string(),
+    request_id: z.string(),
+  }),
 ]);
 export type RunnerCommand = z.infer<typeof RunnerCommand>;
 
@@ -53,7 +63,11 @@ export const ServerToRunner = z.discriminatedUnion("type", [
     type: z.literal("command"),
     payload: z.object({ command_id: z.string(), command: RunnerCommand }),
   }),
-  z.object({ version: z.literal(RUNNER_PROTOCOL_VERSION), type: z.literal("ping"), payload: z.object({ at: z.number() }) }),
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("ping"),
+    payload: z.object({ at: z.number() }),
+  }),
 ]);
 export type ServerToRunner = z.infer<typeof ServerToRunner>;
 
@@ -76,7 +90,11 @@ export const RunnerToServer = z.discriminatedUnion("type", [
       sessions: z.array(RunnerSessionReport),
     }),
   }),
-  z.object({ version: z.literal(RUNNER_PROTOCOL_VERSION), type: z.literal("result"), payload: CommandResult }),
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("result"),
+    payload: CommandResult,
+  }),
   z.object({
     version: z.literal(RUNNER_PROTOCOL_VERSION),
     type: z.literal("frame"),
@@ -90,8 +108,17 @@ export const RunnerToServer = z.discriminatedUnion("type", [
   z.object({
     version: z.literal(RUNNER_PROTOCOL_VERSION),
     type: z.literal("relay_chunk"),
-    payload: z.object({ relay_id: z.string(), data: z.string(), done: z.boolean(), status: z.number().int().optional() }),
+    payload: z.object({
+      relay_id: z.string(),
+      data: z.string(),
+      done: z.boolean(),
+      status: z.number().int().optional(),
+    }),
   }),
-  z.object({ version: z.literal(RUNNER_PROTOCOL_VERSION), type: z.literal("pong"), payload: z.object({ at: z.number() }) }),
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("pong"),
+    payload: z.object({ at: z.number() }),
+  }),
 ]);
 export type RunnerToServer = z.infer<typeof RunnerToServer>;

@@ -1,0 +1,114 @@
+import { z } from "zod";
+import { DigestPinnedImage, DnsLabel, EgressRule, RuntimeContract } from "./session-spec.ts";
+
+/**
+ * The namespaced resources of `/v1/namespaces/{ns}/…`, kubectl-style manifests:
+ * `{apiVersion, kind, metadata: {name, namespace}, spec}`. Desired state lives in `spec`; these
+ * two kinds have no observed state.
+ */
+export const API_VERSION = "agent-sessions.dev/v1alpha1";
+
+export const ObjectMeta = z.object({
+  name: DnsLabel,
+  namespace: DnsLabel.default("default"),
+  /** Set by the server on first create; ignored on input. */
+  creationTimestamp: z.string().datetime().optional(),
+});
+export type ObjectMeta = z.infer<typeof ObjectMeta>;
+
+/** What a runtime declares it can do beyond the contract's baseline. */
+export const RuntimeCapability = z.enum(["streaming"]);
+export type RuntimeCapability = z.infer<typeof RuntimeCapability>;
+
+export const AgentRuntimeSpec = z.strictObject({
+  image: DigestPinnedImage,
+  /** v1alpha1 runtimes stay one-shot; only v1alpha2 runtimes can back a session. */
+  contract: RuntimeContract,
+  capabilities: z.array(RuntimeCapability).default([]),
+  /** Only approved runtimes may be provisioned. */
+  approved: z.boolean().default(false),
+});
+export type AgentRuntimeSpec = z.infer<typeof AgentRuntimeSpec>;
+
+export const AgentRuntime = z.strictObject({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal("AgentRuntime"),
+  metadata: ObjectMeta,
+  spec: AgentRuntimeSpec,
+});
+export type AgentRuntime = z.infer<typeof AgentRuntime>;
+export type AgentRuntimeInput = z.input<typeof AgentRuntime>;
+
+const EnvName = z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name (A-Z, 0-9, _)");
+
+/**
+ * One provider credential the Agent allows its sessions to receive: a literal `value`, or a
+ * `secretRef` naming an environment variable of the server process that holds it (resolved at
+ * provision time, so the manifest never carries the secret).
+ */
+export const AgentCredential = z
+  .strictObject({
+    /** The variable name the adapter sees, e.g. OPENAI_API_KEY. */
+    name: EnvName,
+    value: z.string().min(1).max(4096).optional(),
+    secretRef: z.strictObject({ env: EnvName }).optional(),
+  })
+  .refine((c) => (c.value === undefined) !== (c.secretRef === undefined), {
+    message: "exactly one of value or secretRef",
+  });
+export type AgentCredential = z.infer<typeof AgentCredential>;
+
+export const AgentSpec = z.strictObject({
+  /** An AgentRuntime in the Agent's namespace. */
+  runtimeRef: DnsLabel,
+  /** The Agent is the sole authority on which credentials a session may receive. */
+  credentials: z
+    .array(AgentCredential)
+    .max(32)
+    .default([])
+    .refine((list) => new Set(list.map((c) => c.name)).size === list.length, {
+      message: "credential names must be unique",
+    }),
+  model: z
+    .strictObject({
+      /** OpenAI-compatible endpoint, e.g. http://10.213.0.1:11434/v1 */
+      baseUrl: z.url({ protocol: /^https?$/ }),
+      name: z.string().min(1).max(256),
+    })
+    .optional(),
+  /** Destinations the session may reach (the model endpoint at least). */
+  egress: z.array(EgressRule).max(32).default([]),
+});
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+export const Agent = z.strictObject({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal("Agent"),
+  metadata: ObjectMeta,
+  spec: AgentSpec,
+});
+export type Agent = z.infer<typeof Agent>;
+export type AgentInput = z.input<typeof Agent>;
+
+/** The kinds served under `/v1/namespaces/{ns}/{plural}`, keyed by plural. */
+export const ResourceKinds = {
+  agentruntimes: { kind: "AgentRuntime", schema: AgentRuntime },
+  agents: { kind: "Agent", schema: Agent },
+} as const;
+export type ResourcePlural = keyof typeof ResourceKinds;
+export type ResourceKind = (typeof ResourceKinds)[ResourcePlural]["kind"];
+export type Resource = AgentRuntime | Agent;
+
+/** `name` (namespace `default`) or `namespace/name`, as in the RPCs' `agent_ref`. */
+export function parseAgentRef(ref: string): { namespace: string; name: string } {
+  const slash = ref.indexOf("/");
+  return slash < 0
+    ? { namespace: "default", name: ref }
+    : { namespace: ref.slice(0, slash), name: ref.slice(slash + 1) };
+}
+
+/** The canonical `namespace/name` form, so `a` and `default/a` are one account. */
+export function canonicalAgentRef(ref: string): string {
+  const { namespace, name } = parseAgentRef(ref);
+  return `${namespace}/${name}`;
+}

@@ -1,0 +1,38 @@
+import { z } from "zod";
+import { SessionState } from "./compass.ts";
+import type { RunnerCommand } from "./runner-protocol.ts";
+
+/**
+ * The `result` a runner returns for each command kind (`CommandResult.result` when `ok`). Extra
+ * fields are allowed (kept for forward compatibility) and ignored by the server.
+ *
+ * Errors (`ok: false`) carry a gRPC code. The server relies on these ones:
+ * - `start`: `NOT_FOUND` when the container does not exist (checked before any exec).
+ * - `stop`: `NOT_FOUND` when the runner does not know the session (the server treats it as stopped).
+ * - `remove`: `NOT_FOUND` when there is nothing left to remove (the server treats it as removed).
+ */
+export const ProvisionResult = z.looseObject({
+  container_name: z.string(),
+  /** host:port the runner reaches the adapter at. */
+  endpoint: z.string().optional(),
+  resolved_image_digest: z.string().optional(),
+});
+export const StartResult = z.looseObject({ state: SessionState.default("READY") });
+export const StopResult = z.looseObject({ state: SessionState.default("STOPPED") });
+export const RemoveResult = z.looseObject({ removed: z.boolean().default(true) });
+export const ScaleDownResult = z.looseObject({});
+export const SendResult = z.looseObject({});
+export const RelayResult = z.looseObject({ status: z.number().int().optional() });
+export const CancelRelayResult = z.looseObject({ cancelled: z.boolean().optional() });
+
+export const CommandResultSchemas = {
+  provision: ProvisionResult,
+  start: StartResult,
+  stop: StopResult,
+  send: SendResult,
+  scale_down: ScaleDownResult,
+  remove: RemoveResult,
+  relay: RelayResult,
+  cancel_relay: CancelRelayResult,
+} as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
+export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

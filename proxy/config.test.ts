@@ -1,0 +1,61 @@
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseConfig } from "./config.ts";
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "agent-sessions-config-"));
+});
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("server configuration", () => {
+  it("has defaults, and generates both tokens into the data dir with mode 0600, keeping them across starts", () => {
+    const config = parseConfig({ AGENT_SESSIONS_DATA_DIR: dir });
+    expect(config).toMatchObject({
+      port: 8787,
+      host: "127.0.0.1",
+      dataDir: dir,
+      heartbeatMs: 5_000,
+      reattachWindowMs: 60_000,
+      frameBufferSize: 1_000,
+      commandTimeoutMs: 300_000,
+      referenceImage: undefined,
+    });
+    expect(readFileSync(join(dir, "admin-token"), "utf8").trim()).toBe(config.adminToken);
+    expect(statSync(join(dir, "admin-token")).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, "runner-token")).mode & 0o777).toBe(0o600);
+    expect(config.runnerToken).not.toBe(config.adminToken);
+    expect(parseConfig({ AGENT_SESSIONS_DATA_DIR: dir })).toEqual(config);
+  });
+
+  it("takes tokens and numbers from the environment", () => {
+    const config = parseConfig({
+      AGENT_SESSIONS_DATA_DIR: dir,
+      AGENT_SESSIONS_TOKEN: "admin-0123456789abcdef",
+      AGENT_SESSIONS_RUNNER_TOKEN: "runner-0123456789abcdef",
+      AGENT_SESSIONS_PORT: "0",
+      AGENT_SESSIONS_REATTACH_WINDOW_MS: "250",
+    });
+    expect(config).toMatchObject({ adminToken: "admin-0123456789abcdef", port: 0, reattachWindowMs: 250 });
+  });
+
+  it("refuses bad values, naming them, and one token for both roles", () => {
+    expect(() => parseConfig({ AGENT_SESSIONS_DATA_DIR: dir, AGENT_SESSIONS_PORT: "99999" })).toThrow(
+      /AGENT_SESSIONS_PORT/,
+    );
+    expect(() =>
+      parseConfig({ AGENT_SESSIONS_DATA_DIR: dir, AGENT_SESSIONS_REFERENCE_IMAGE: "reference:latest" }),
+    ).toThrow(/AGENT_SESSIONS_REFERENCE_IMAGE/);
+    expect(() =>
+      parseConfig({
+        AGENT_SESSIONS_DATA_DIR: dir,
+        AGENT_SESSIONS_TOKEN: "same-0123456789abcdef",
+        AGENT_SESSIONS_RUNNER_TOKEN: "same-0123456789abcdef",
+      }),
+    ).toThrow(/must differ/);
+  });
+});

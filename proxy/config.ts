@@ -1,0 +1,92 @@
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { z } from "zod";
+import { describeZodError } from "../contracts/errors.ts";
+import { DigestPinnedImage } from "../contracts/session-spec.ts";
+
+const Int = (min: number) => z.coerce.number().int().min(min);
+const Token = z.string().min(16, "must be at least 16 characters");
+
+/** The server's environment: one schema, defaults and units here, parsed when asked (never at import). */
+export const ServerEnv = z.object({
+  /** @default 8787 (0 = any free port) */
+  AGENT_SESSIONS_PORT: Int(0).max(65535).default(8787),
+  /** @default 127.0.0.1 */
+  AGENT_SESSIONS_HOST: z.string().min(1).default("127.0.0.1"),
+  /** Holds the store, generated tokens. @default ./.data */
+  AGENT_SESSIONS_DATA_DIR: z.string().min(1).default(".data"),
+  /** Admin (client API) bearer token; generated into `<data-dir>/admin-token` when unset. */
+  AGENT_SESSIONS_TOKEN: Token.optional(),
+  /** Runner bearer token; generated into `<data-dir>/runner-token` when unset. */
+  AGENT_SESSIONS_RUNNER_TOKEN: Token.optional(),
+  /** Ping interval of the runner link; 2 missed heartbeats = disconnected. @default 5000 */
+  AGENT_SESSIONS_HEARTBEAT_MS: Int(50).default(5_000),
+  /** How long a lost runner may take to reattach before its sessions become ERRORED. @default 60000 */
+  AGENT_SESSIONS_REATTACH_WINDOW_MS: Int(0).default(60_000),
+  /** Frames kept per session for Last-Event-ID resumption. @default 1000 */
+  AGENT_SESSIONS_FRAME_BUFFER_SIZE: Int(1).default(1_000),
+  /** Deadline of one runner command; provisioning can take about a minute. @default 300000 */
+  AGENT_SESSIONS_COMMAND_TIMEOUT_MS: Int(1).default(300_000),
+  /** Image of AgentRuntime `default/reference`, registered on first start when set. */
+  AGENT_SESSIONS_REFERENCE_IMAGE: DigestPinnedImage.optional(),
+});
+
+/** Resolved server options: what `startServer` takes. */
+export type ServerConfig = {
+  port: number;
+  host: string;
+  /** Absolute. */
+  dataDir: string;
+  adminToken: string;
+  runnerToken: string;
+  heartbeatMs: number;
+  reattachWindowMs: number;
+  frameBufferSize: number;
+  commandTimeoutMs: number;
+  referenceImage: string | undefined;
+};
+
+/**
+ * Parse the server's configuration. Tokens not given are read from, or generated into,
+ * `<data-dir>/admin-token` and `<data-dir>/runner-token` (mode 0600), so restarts keep them.
+ */
+export function parseConfig(source: Record<string, string | undefined> = process.env): ServerConfig {
+  const parsed = ServerEnv.safeParse(
+    Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== "")),
+  );
+  if (!parsed.success) throw new Error(`invalid configuration: ${describeZodError(parsed.error)}`);
+  const env = parsed.data;
+  const dataDir = resolve(env.AGENT_SESSIONS_DATA_DIR);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const adminToken = env.AGENT_SESSIONS_TOKEN ?? tokenFile(join(dataDir, "admin-token"));
+  const runnerToken = env.AGENT_SESSIONS_RUNNER_TOKEN ?? tokenFile(join(dataDir, "runner-token"));
+  // One token for both would let a runner call the client API: the separation is the point.
+  if (adminToken === runnerToken)
+    throw new Error("invalid configuration: the admin token and the runner token must differ");
+  return {
+    port: env.AGENT_SESSIONS_PORT,
+    host: env.AGENT_SESSIONS_HOST,
+    dataDir,
+    adminToken,
+    runnerToken,
+    heartbeatMs: env.AGENT_SESSIONS_HEARTBEAT_MS,
+    reattachWindowMs: env.AGENT_SESSIONS_REATTACH_WINDOW_MS,
+    frameBufferSize: env.AGENT_SESSIONS_FRAME_BUFFER_SIZE,
+    commandTimeoutMs: env.AGENT_SESSIONS_COMMAND_TIMEOUT_MS,
+    referenceImage: env.AGENT_SESSIONS_REFERENCE_IMAGE,
+  };
+}
+
+/** Read a token file, or create it (0600, exclusively, so two starting processes agree). */
+function tokenFile(path: string): string {
+  try {
+    writeFileSync(path, `${randomBytes(32).toString("base64url")}\n`, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+  const token = readFileSync(path, "utf8").trim();
+  if (token.length < 16)
+    throw new Error(`invalid configuration: token file ${path} is shorter than 16 characters`);
+  return token;
+}

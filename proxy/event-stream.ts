@@ -1,0 +1,132 @@
+import { Hono } from "hono";
+import { type SSEStreamingApi, streamSSE } from "hono/streaming";
+import { z } from "zod";
+import { CodedError } from "../contracts/errors.ts";
+import type { EventBus } from "./event-bus.ts";
+import { parseInput } from "./request-body.ts";
+import type { Store, StoredFrame } from "./store/store.ts";
+
+export type EventStreamOptions = {
+  store: Store;
+  bus: EventBus;
+  /** Comment lines keep idle connections (and proxies) open. @default 15000 */
+  keepAliveMs?: number;
+  /** A follower further behind than this is cut off; it resumes from the store. @default 10000 */
+  maxQueuedFrames?: number;
+  /** Ends every stream (server shutdown). */
+  shutdown?: AbortSignal;
+};
+
+const PAGE = 500;
+const Cursor = z.coerce.number().int().nonnegative();
+const SessionIdParam = z.string().min(1).max(128);
+
+/**
+ * `GET /v1/events`: compass.v1 frames (status transitions included) as server-sent events.
+ *
+ * - `?session_id=` follows one session; the event id is its per-session `seq`.
+ *   Without it every session is followed and the event id is the store's global frame id.
+ * - `Last-Event-ID` (or `?last_event_id=`, for clients that cannot set headers) resumes after
+ *   that id: the retained frames come from the store, then live ones, without loss or repeats.
+ *   Without a cursor the stream starts with the next frame.
+ * - When the frames after the cursor were already trimmed from the bounded buffer, an
+ *   `event: gap` with `{session_id, from_seq, to_seq}` says which ones are gone before the rest.
+ */
+export function eventRoutes(options: EventStreamOptions): Hono {
+  const { store, bus } = options;
+  const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const maxQueued = options.maxQueuedFrames ?? 10_000;
+
+  return new Hono().get("/", async (c) => {
+    const rawSession = c.req.query("session_id");
+    const sessionId =
+      rawSession === undefined ? undefined : parseInput(SessionIdParam, rawSession, "session_id");
+    const rawCursor = c.req.header("Last-Event-ID") ?? c.req.query("last_event_id");
+    const cursor =
+      rawCursor === undefined || rawCursor === ""
+        ? undefined
+        : parseInput(Cursor, rawCursor, "Last-Event-ID");
+    if (sessionId !== undefined && !(await store.getSession(sessionId)))
+      throw new CodedError("NOT_FOUND", `session ${sessionId} not found`);
+    const keyOf = (f: StoredFrame) => (sessionId === undefined ? f.id : f.frame.seq);
+
+    return streamSSE(c, async (stream) => {
+      // Subscribe before reading the backlog so nothing published in between is missed;
+      // the cursor drops what the backlog already sent.
+      const queue: StoredFrame[] = [];
+      let wake: (() => void) | undefined;
+      let overflowed = false;
+      const unsubscribe = bus.subscribe((f) => {
+        if (sessionId !== undefined && f.frame.session_id !== sessionId) return;
+        if (queue.length >= maxQueued) overflowed = true;
+        else queue.push(f);
+        wake?.();
+      });
+      const stop = new AbortController();
+      const end = () => {
+        stop.abort();
+        wake?.();
+      };
+      stream.onAbort(end);
+      c.req.raw.signal.addEventListener("abort", end, { once: true });
+      options.shutdown?.addEventListener("abort", end, { once: true });
+      try {
+        let last = cursor;
+        if (cursor !== undefined)
+          last = await sendBacklog(stream, store, sessionId, cursor, keyOf, stop.signal);
+        while (!stop.signal.aborted && !overflowed) {
+          if (queue.length === 0) {
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, keepAliveMs);
+              wake = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+            });
+            wake = undefined;
+            if (queue.length === 0 && !stop.signal.aborted) await stream.write(": keepalive\n\n");
+            continue;
+          }
+          for (const f of queue.splice(0)) {
+            const key = keyOf(f);
+            if (last !== undefined && key <= last) continue;
+            await stream.writeSSE({ id: String(key), data: JSON.stringify(f.frame) });
+            last = key;
+          }
+        }
+      } finally {
+        unsubscribe();
+        options.shutdown?.removeEventListener("abort", end);
+      }
+    });
+  });
+}
+
+/** The retained frames after the cursor, page by page; returns the last id sent. */
+async function sendBacklog(
+  stream: SSEStreamingApi,
+  store: Store,
+  sessionId: string | undefined,
+  cursor: number,
+  keyOf: (f: StoredFrame) => number,
+  signal: AbortSignal,
+): Promise<number> {
+  let last = cursor;
+  let first = true;
+  while (!signal.aborted) {
+    const page = await store.readFrames({ sessionId, after: last, limit: PAGE });
+    const head = page[0];
+    if (first && sessionId !== undefined && head && head.frame.seq > last + 1)
+      await stream.writeSSE({
+        event: "gap",
+        data: JSON.stringify({ session_id: sessionId, from_seq: last + 1, to_seq: head.frame.seq - 1 }),
+      });
+    first = false;
+    for (const f of page) {
+      await stream.writeSSE({ id: String(keyOf(f)), data: JSON.stringify(f.frame) });
+      last = keyOf(f);
+    }
+    if (page.length < PAGE) break;
+  }
+  return last;
+}

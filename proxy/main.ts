@@ -1,0 +1,153 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { createAdaptorServer } from "@hono/node-server";
+import { buildApp } from "./app.ts";
+import { parseConfig, type ServerConfig } from "./config.ts";
+import { EventBus } from "./event-bus.ts";
+import { Lifecycle } from "./lifecycle.ts";
+import { jsonLogger, type Logger } from "./log.ts";
+import { registerReferenceRuntime } from "./reference-runtime.ts";
+import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
+import { SessionJournal } from "./session-journal.ts";
+import { SqliteStore } from "./store/sqlite-store.ts";
+
+export type StartServerOptions = {
+  /** @default JSON lines on stderr */
+  log?: Logger;
+  /** Where Agent `secretRef` credentials are read. @default process.env */
+  secretEnv?: Record<string, string | undefined>;
+  /** Keep-alive comment interval of event streams. @default 15000 */
+  keepAliveMs?: number;
+};
+
+export type RunningServer = {
+  /** `http://host:port` of the API. */
+  url: string;
+  /** `ws://host:port/v1/runners/connect`: where runners dial. */
+  runnerUrl: string;
+  config: ServerConfig;
+  /** Stops accepting, closes runner links and event streams, closes the store. */
+  close(): Promise<void>;
+};
+
+/**
+ * Start the server in this process: store, RunnerHub, lifecycle, HTTP API and the runner
+ * WebSocket on one port. Used by the CLI (`agent-sessions serve`) and by tests (port 0).
+ */
+export async function startServer(
+  config: ServerConfig,
+  options: StartServerOptions = {},
+): Promise<RunningServer> {
+  const log = options.log ?? jsonLogger("server");
+  const store = new SqliteStore(join(config.dataDir, "agent-sessions.db"), {
+    frameBufferSize: config.frameBufferSize,
+  });
+  const bus = new EventBus();
+  const journal = new SessionJournal(store, bus);
+  const hub = new RunnerHub({
+    store,
+    journal,
+    adminToken: config.adminToken,
+    runnerToken: config.runnerToken,
+    heartbeatMs: config.heartbeatMs,
+    reattachWindowMs: config.reattachWindowMs,
+    commandTimeoutMs: config.commandTimeoutMs,
+    log,
+  });
+  const shutdown = new AbortController();
+  let server: Server | undefined;
+  try {
+    await registerReferenceRuntime(store, config.referenceImage, log);
+    // Sessions of a previous run wait for their runners to reattach (or the window to close).
+    await hub.recover();
+    const lifecycleOptions: ConstructorParameters<typeof Lifecycle>[0] = {
+      store,
+      runners: hub,
+      journal,
+      log,
+    };
+    if (options.secretEnv) lifecycleOptions.secretEnv = options.secretEnv;
+    const lifecycle = new Lifecycle(lifecycleOptions);
+    const appOptions: Parameters<typeof buildApp>[0] = {
+      store,
+      bus,
+      rpc: lifecycle.handlers,
+      adminToken: config.adminToken,
+      runnerToken: config.runnerToken,
+      shutdown: shutdown.signal,
+      log,
+    };
+    if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
+    const app = buildApp(appOptions);
+    const listening = createAdaptorServer({
+      fetch: app.fetch,
+      hostname: config.host,
+      port: config.port,
+    }) as Server;
+    server = listening;
+    listening.on("upgrade", (request, socket, head) => hub.handleUpgrade(request, socket, head));
+    await new Promise<void>((resolve, reject) => {
+      listening.once("error", reject);
+      listening.listen(config.port, config.host, () => {
+        listening.off("error", reject);
+        resolve();
+      });
+    });
+  } catch (error) {
+    await hub.close();
+    await store.close();
+    throw error;
+  }
+
+  const address = server.address() as AddressInfo;
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+  log("info", "server listening", { url, data_dir: config.dataDir });
+  let closing: Promise<void> | undefined;
+  const open = server;
+  return {
+    url,
+    runnerUrl: `ws://${host}:${address.port}${RUNNER_CONNECT_PATH}`,
+    config,
+    close: () => {
+      closing ??= (async () => {
+        shutdown.abort();
+        await hub.close();
+        const closed = new Promise<void>((resolve) => open.close(() => resolve()));
+        open.closeAllConnections();
+        await closed;
+        await store.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** `node proxy/main.ts`: the server alone, configured from the environment. */
+async function main(): Promise<void> {
+  const config = parseConfig();
+  const running = await startServer(config);
+  process.stderr.write(
+    `agent-sessions server on ${running.url}; admin token: ${process.env.AGENT_SESSIONS_TOKEN ? "$AGENT_SESSIONS_TOKEN" : join(config.dataDir, "admin-token")}\n`,
+  );
+  const stop = (signal: string) => {
+    process.stderr.write(`${signal}: shutting down\n`);
+    running.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`shutdown failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGINT", () => stop("SIGINT"));
+  process.once("SIGTERM", () => stop("SIGTERM"));
+}
+
+if (import.meta.main) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  });
+}

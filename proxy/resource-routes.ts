@@ -1,0 +1,72 @@
+import { Hono } from "hono";
+import { CodedError } from "../contracts/errors.ts";
+import { API_VERSION, type ResourcePlural, ResourceKinds } from "../contracts/resources.ts";
+import { DnsLabel } from "../contracts/session-spec.ts";
+import { parseInput, readJson } from "./request-body.ts";
+import type { Store } from "./store/store.ts";
+
+/**
+ * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
+ * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes.
+ */
+export function resourceRoutes(store: Store): Hono {
+  const app = new Hono();
+  const target = (ns: string, plural: string, name?: string) => {
+    const namespace = parseInput(DnsLabel, ns, "namespace");
+    if (name !== undefined) parseInput(DnsLabel, name, "name");
+    const entry = ResourceKinds[plural as ResourcePlural];
+    return { namespace, ...entry };
+  };
+
+  app.get("/:ns/:plural{agentruntimes|agents}", async (c) => {
+    const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
+    const items = await store.listResources(kind, namespace);
+    return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, items });
+  });
+
+  app.get("/:ns/:plural{agentruntimes|agents}/:name", async (c) => {
+    const name = c.req.param("name");
+    const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const resource = await store.getResource(kind, namespace, name);
+    if (!resource) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
+    return c.json(resource);
+  });
+
+  app.put("/:ns/:plural{agentruntimes|agents}/:name", async (c) => {
+    const name = c.req.param("name");
+    const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const resource = parseInput(schema, withPathMetadata(await readJson(c), namespace, name), kind);
+    if (resource.metadata.name !== name || resource.metadata.namespace !== namespace)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `invalid ${kind}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
+        { field_violations: [{ field: "metadata", description: "must match the path" }] },
+      );
+    const { resource: stored, created } = await store.putResource(resource);
+    return c.json(stored, created ? 201 : 200);
+  });
+
+  app.delete("/:ns/:plural{agentruntimes|agents}/:name", async (c) => {
+    const name = c.req.param("name");
+    const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const deleted = await store.deleteResource(kind, namespace, name);
+    if (!deleted) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
+    return c.json(deleted);
+  });
+
+  return app;
+}
+
+/** A manifest may leave out the name and namespace the path already says. */
+function withPathMetadata(body: unknown, namespace: string, name: string): unknown {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return body;
+  const manifest = body as { metadata?: unknown };
+  const metadata =
+    manifest.metadata && typeof manifest.metadata === "object" && !Array.isArray(manifest.metadata)
+      ? (manifest.metadata as Record<string, unknown>)
+      : manifest.metadata === undefined
+        ? {}
+        : undefined;
+  if (!metadata) return body;
+  return { ...manifest, metadata: { namespace, name, ...metadata } };
+}

@@ -1,0 +1,82 @@
+import { CodedError } from "../contracts/errors.ts";
+import type { Agent, AgentRuntime } from "../contracts/resources.ts";
+import { type Engine, SessionSpec } from "../contracts/session-spec.ts";
+
+/**
+ * A runtime may back a session only when approved and declaring the session contract v1alpha2
+ * (v1alpha1 runtimes stay one-shot). Checked before anything is provisioned.
+ */
+export function assertSessionRuntime(runtime: AgentRuntime): void {
+  const ref = `${runtime.metadata.namespace}/${runtime.metadata.name}`;
+  if (runtime.spec.contract !== "v1alpha2")
+    throw new CodedError(
+      "FAILED_PRECONDITION",
+      `AgentRuntime ${ref} declares contract ${runtime.spec.contract} (one-shot); sessions need a runtime that declares v1alpha2`,
+      { reason: "RuntimeContractUnsupported" },
+    );
+  if (!runtime.spec.approved)
+    throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${ref} is not approved`, {
+      reason: "RuntimeNotApproved",
+    });
+}
+
+/**
+ * The SessionSpec of a workspace, from its Agent and the Agent's runtime: image and contract
+ * from the runtime, streaming only when the runtime declares it, egress and plain env (model
+ * URL and name) from the Agent. Credentials never go in here (see `resolveCredentials`).
+ */
+export function buildSessionSpec(input: {
+  namespace: string;
+  name: string;
+  engine: Engine;
+  agent: Agent;
+  runtime: AgentRuntime;
+}): SessionSpec {
+  const { agent, runtime } = input;
+  const env: Record<string, string> = {};
+  if (agent.spec.model) {
+    env.MODEL_BASE_URL = agent.spec.model.baseUrl;
+    env.MODEL_NAME = agent.spec.model.name;
+  }
+  const parsed = SessionSpec.safeParse({
+    namespace: input.namespace,
+    name: input.name,
+    engine: input.engine,
+    image: runtime.spec.image,
+    contract: runtime.spec.contract,
+    streaming: runtime.spec.capabilities.includes("streaming"),
+    egress: agent.spec.egress,
+    env,
+  });
+  if (!parsed.success)
+    throw new CodedError(
+      "FAILED_PRECONDITION",
+      `the Agent and its runtime do not make a valid session spec`,
+      {
+        issues: parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })),
+      },
+    );
+  return parsed.data;
+}
+
+/**
+ * The credentials a session receives: exactly the Agent's allowlist, literal values as given and
+ * `secretRef`s read from the server's environment at provision time.
+ */
+export function resolveCredentials(
+  agent: Agent,
+  env: Record<string, string | undefined> = process.env,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const credential of agent.spec.credentials) {
+    const value = credential.value ?? (credential.secretRef ? env[credential.secretRef.env] : undefined);
+    if (value === undefined || value === "")
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `credential ${credential.name} of Agent ${agent.metadata.namespace}/${agent.metadata.name} refers to ${credential.secretRef?.env ?? "nothing"}, which the server's environment does not set`,
+        { reason: "CredentialUnresolved" },
+      );
+    out[credential.name] = value;
+  }
+  return out;
+}

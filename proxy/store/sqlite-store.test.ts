@@ -1,0 +1,149 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { SessionSpec } from "../../contracts/session-spec.ts";
+import { TEST_IMAGE } from "../testing/test-server.ts";
+import { SqliteStore } from "./sqlite-store.ts";
+import type { NewWorkspace } from "./store.ts";
+
+let store: SqliteStore;
+beforeEach(() => {
+  store = new SqliteStore(":memory:", { frameBufferSize: 3 });
+});
+afterEach(async () => {
+  await store.close();
+});
+
+const spec = SessionSpec.parse({
+  namespace: "default",
+  name: "w",
+  engine: "docker",
+  image: TEST_IMAGE,
+  contract: "v1alpha2",
+});
+const workspace = (over: Partial<NewWorkspace> = {}): NewWorkspace => ({
+  container_name: "as-default-w",
+  agent_ref: "default/alice",
+  workstream: "",
+  client_request_id: "req-1",
+  runner_id: "runner-1",
+  spec,
+  adapter_token: "t",
+  ...over,
+});
+const session = (id: string) => ({
+  session_id: id,
+  container_name: "as-default-w",
+  agent_ref: "default/alice",
+  runner_id: "runner-1",
+  state: "STARTING" as const,
+});
+
+describe("SqliteStore", () => {
+  it("refuses a second workspace with the same client_request_id, container or (agent, workstream)", async () => {
+    await store.insertWorkspace(workspace());
+    for (const clash of [
+      { container_name: "other", workstream: "x" },
+      { client_request_id: "req-2", workstream: "x" },
+      { container_name: "other", client_request_id: "req-2" },
+    ])
+      await expect(store.insertWorkspace(workspace(clash))).rejects.toMatchObject({
+        name: "StoreConflictError",
+      });
+    expect(await store.listWorkspaces()).toHaveLength(1);
+  });
+
+  it("claims an idempotency key once per scope", async () => {
+    const key = { scope: "workspace", key: "req-1", fingerprint: "f", container_name: "c" };
+    expect(await store.claimIdempotencyKey(key)).toEqual({ claimed: true });
+    expect(await store.claimIdempotencyKey({ ...key, fingerprint: "g" })).toMatchObject({
+      claimed: false,
+      existing: { fingerprint: "f", container_name: "c" },
+    });
+    expect(await store.claimIdempotencyKey({ ...key, scope: "other" })).toEqual({ claimed: true });
+  });
+
+  it("numbers frames per session, keeps a bounded buffer, and keeps counting after trimming", async () => {
+    await store.insertSession(session("s1"));
+    await store.insertSession(session("s2"));
+    for (let i = 0; i < 5; i++)
+      await store.appendFrame("s1", { type: "delta", ts: new Date().toISOString(), payload: { i } });
+    await store.appendFrame("s2", { type: "log", ts: new Date().toISOString(), payload: {} });
+    const s1 = await store.readFrames({ sessionId: "s1", after: 0, limit: 100 });
+    expect(s1.map((f) => f.frame.seq)).toEqual([3, 4, 5]);
+    expect(s1.map((f) => f.frame.payload.i)).toEqual([2, 3, 4]);
+    expect(
+      (await store.readFrames({ sessionId: "s2", after: 0, limit: 100 })).map((f) => f.frame.seq),
+    ).toEqual([1]);
+    const global = await store.readFrames({ after: 0, limit: 100 });
+    expect(global.map((f) => f.id)).toEqual([3, 4, 5, 6]);
+    expect(
+      await store.appendFrame("nobody", { type: "log", ts: new Date().toISOString(), payload: {} }),
+    ).toBeUndefined();
+  });
+
+  it("transitions a session with its status frame in one step, once per state, honouring `from`", async () => {
+    await store.insertSession(session("s1"));
+    const ready = await store.transitionSession("s1", { state: "READY" });
+    expect(ready).toMatchObject({
+      previous: "STARTING",
+      session: { state: "READY" },
+      frame: { frame: { seq: 1, type: "status", payload: { state: "READY" } } },
+    });
+    expect(await store.transitionSession("s1", { state: "READY", reason: "again" })).toBeUndefined();
+    expect(await store.transitionSession("s1", { state: "ERRORED", from: ["DISCONNECTED"] })).toBeUndefined();
+    expect(
+      await store.transitionSession("s1", { state: "ERRORED", reason: "OOMKilled", from: ["READY"] }),
+    ).toMatchObject({
+      session: { state: "ERRORED", reason: "OOMKilled" },
+    });
+  });
+
+  it("forgets a workspace with its sessions, frames and keys", async () => {
+    await store.insertWorkspace(workspace());
+    await store.claimIdempotencyKey({
+      scope: "workspace",
+      key: "req-1",
+      fingerprint: "f",
+      container_name: "as-default-w",
+    });
+    await store.insertSession(session("s1"));
+    await store.appendFrame("s1", { type: "log", ts: new Date().toISOString(), payload: {} });
+    expect(await store.deleteWorkspace("as-default-w")).toBe(true);
+    expect(await store.listSessions()).toEqual([]);
+    expect(await store.readFrames({ after: 0, limit: 10 })).toEqual([]);
+    expect(await store.getIdempotencyKey("workspace", "req-1")).toBeUndefined();
+    expect(await store.deleteWorkspace("as-default-w")).toBe(false);
+  });
+
+  it("keeps a runner's id by name", async () => {
+    const first = await store.registerRunner({ runner_name: "r", engine: "docker", capacity: 1, labels: {} });
+    const again = await store.registerRunner({
+      runner_name: "r",
+      engine: "kubernetes",
+      capacity: 2,
+      labels: { a: "b" },
+    });
+    expect(again).toMatchObject({
+      runner_id: first.runner_id,
+      engine: "kubernetes",
+      capacity: 2,
+      labels: { a: "b" },
+    });
+  });
+
+  it("survives a reopen of its file (WAL)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-sessions-store-"));
+    try {
+      const file = new SqliteStore(join(dir, "db.sqlite"));
+      await file.insertSession(session("s1"));
+      await file.close();
+      const reopened = new SqliteStore(join(dir, "db.sqlite"));
+      expect(await reopened.getSession("s1")).toMatchObject({ state: "STARTING" });
+      await reopened.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,473 @@
+import { randomBytes } from "node:crypto";
+import { closeSync, openSync } from "node:fs";
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from "node:sqlite";
+import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from "../../contracts/compass.ts";
+import type { Resource, ResourceKind } from "../../contracts/resources.ts";
+import type { SessionSpec } from "../../contracts/session-spec.ts";
+import {
+  type ClaimResult,
+  type IdempotencyRecord,
+  type NewSession,
+  type NewWorkspace,
+  type RunnerRecord,
+  type SessionChange,
+  type SessionFilter,
+  type SessionRecord,
+  type Store,
+  StoreConflictError,
+  type StoredFrame,
+  type Transition,
+  type WorkspaceRecord,
+  type WorkspaceStatus,
+} from "./store.ts";
+
+export type SqliteStoreOptions = {
+  /** Frames kept per session; older ones are trimmed on append. @default 1000 */
+  frameBufferSize?: number;
+  /** @default () => new Date() */
+  now?: () => Date;
+};
+
+type Row = Record<string, SQLOutputValue>;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS resources (
+  kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+  body TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  PRIMARY KEY (kind, namespace, name)
+);
+CREATE TABLE IF NOT EXISTS runners (
+  runner_id TEXT PRIMARY KEY, runner_name TEXT NOT NULL UNIQUE, engine TEXT NOT NULL,
+  capacity INTEGER NOT NULL, labels TEXT NOT NULL, last_seen_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS workspaces (
+  container_name TEXT PRIMARY KEY, agent_ref TEXT NOT NULL, workstream TEXT NOT NULL,
+  client_request_id TEXT NOT NULL UNIQUE, runner_id TEXT NOT NULL, status TEXT NOT NULL,
+  endpoint TEXT, spec TEXT NOT NULL, adapter_token TEXT NOT NULL,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  UNIQUE (agent_ref, workstream)
+);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+  scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, container_name TEXT NOT NULL,
+  created_at TEXT NOT NULL, PRIMARY KEY (scope, key)
+);
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id TEXT PRIMARY KEY, container_name TEXT NOT NULL, agent_ref TEXT NOT NULL,
+  state TEXT NOT NULL, reason TEXT, runner_id TEXT NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_container ON sessions (container_name);
+CREATE INDEX IF NOT EXISTS sessions_by_runner ON sessions (runner_id);
+CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_ref);
+CREATE TABLE IF NOT EXISTS frames (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+  body TEXT NOT NULL, UNIQUE (session_id, seq)
+);
+`;
+
+/** The embedded store: one SQLite file in WAL mode (readers never block the writer). */
+export class SqliteStore implements Store {
+  readonly #db: DatabaseSync;
+  readonly #frameBufferSize: number;
+  readonly #now: () => Date;
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    // The file holds adapter tokens and literal credentials: owner only. SQLite gives its
+    // -wal and -shm files the database file's permissions.
+    if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));
+    this.#db = new DatabaseSync(path);
+    this.#frameBufferSize = options.frameBufferSize ?? 1_000;
+    this.#now = options.now ?? (() => new Date());
+    this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+    this.#db.exec(SCHEMA);
+  }
+
+  get isOpen(): boolean {
+    return this.#db.isOpen;
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.isOpen) this.#db.close();
+  }
+
+  // ── resources ────────────────────────────────────────────────────────────────────────────
+
+  async putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }> {
+    return this.#tx(() => {
+      const { namespace, name } = resource.metadata;
+      const existing = this.#get(
+        "SELECT created_at FROM resources WHERE kind = ? AND namespace = ? AND name = ?",
+        [resource.kind, namespace, name],
+      );
+      const now = this.#iso();
+      const createdAt = existing ? String(existing.created_at) : now;
+      const stored = {
+        ...resource,
+        metadata: { ...resource.metadata, creationTimestamp: createdAt },
+      } as Resource;
+      this.#run(
+        `INSERT INTO resources (kind, namespace, name, body, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (kind, namespace, name) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at`,
+        [resource.kind, namespace, name, JSON.stringify(stored), createdAt, now],
+      );
+      return { resource: stored, created: !existing };
+    });
+  }
+
+  async getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
+    const row = this.#get("SELECT body FROM resources WHERE kind = ? AND namespace = ? AND name = ?", [
+      kind,
+      namespace,
+      name,
+    ]);
+    return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
+  }
+
+  async listResources(kind: ResourceKind, namespace: string): Promise<Resource[]> {
+    return this.#all("SELECT body FROM resources WHERE kind = ? AND namespace = ? ORDER BY name", [
+      kind,
+      namespace,
+    ]).map((row) => JSON.parse(String(row.body)) as Resource);
+  }
+
+  async deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
+    const row = this.#get(
+      "DELETE FROM resources WHERE kind = ? AND namespace = ? AND name = ? RETURNING body",
+      [kind, namespace, name],
+    );
+    return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
+  }
+
+  // ── runners ──────────────────────────────────────────────────────────────────────────────
+
+  async registerRunner(runner: Omit<RunnerRecord, "runner_id" | "last_seen_at">): Promise<RunnerRecord> {
+    const row = this.#get(
+      `INSERT INTO runners (runner_id, runner_name, engine, capacity, labels, last_seen_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (runner_name) DO UPDATE SET engine = excluded.engine, capacity = excluded.capacity,
+         labels = excluded.labels, last_seen_at = excluded.last_seen_at
+       RETURNING *`,
+      [
+        `runner-${randomBytes(6).toString("hex")}`,
+        runner.runner_name,
+        runner.engine,
+        runner.capacity,
+        JSON.stringify(runner.labels),
+        this.#iso(),
+      ],
+    );
+    if (!row) throw new Error("runner upsert returned no row");
+    return {
+      runner_id: String(row.runner_id),
+      runner_name: String(row.runner_name),
+      engine: String(row.engine) as RunnerRecord["engine"],
+      capacity: Number(row.capacity),
+      labels: JSON.parse(String(row.labels)) as Record<string, string>,
+      last_seen_at: String(row.last_seen_at),
+    };
+  }
+
+  // ── idempotency keys ─────────────────────────────────────────────────────────────────────
+
+  async claimIdempotencyKey(record: Omit<IdempotencyRecord, "created_at">): Promise<ClaimResult> {
+    return this.#tx(() => {
+      const existing = this.#get("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ?", [
+        record.scope,
+        record.key,
+      ]);
+      if (existing) return { claimed: false, existing: toIdempotency(existing) };
+      this.#run(
+        "INSERT INTO idempotency_keys (scope, key, fingerprint, container_name, created_at) VALUES (?, ?, ?, ?, ?)",
+        [record.scope, record.key, record.fingerprint, record.container_name, this.#iso()],
+      );
+      return { claimed: true };
+    });
+  }
+
+  async getIdempotencyKey(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    const row = this.#get("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ?", [scope, key]);
+    return row ? toIdempotency(row) : undefined;
+  }
+
+  // ── workspaces ───────────────────────────────────────────────────────────────────────────
+
+  async insertWorkspace(w: NewWorkspace): Promise<WorkspaceRecord> {
+    const now = this.#iso();
+    const row = this.#conflictAware(() =>
+      this.#get(
+        `INSERT INTO workspaces (container_name, agent_ref, workstream, client_request_id, runner_id, status,
+           endpoint, spec, adapter_token, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'provisioning', NULL, ?, ?, ?, ?) RETURNING *`,
+        [
+          w.container_name,
+          w.agent_ref,
+          w.workstream,
+          w.client_request_id,
+          w.runner_id,
+          JSON.stringify(w.spec),
+          w.adapter_token,
+          now,
+          now,
+        ],
+      ),
+    );
+    if (!row) throw new Error("workspace insert returned no row");
+    return toWorkspace(row);
+  }
+
+  async getWorkspace(containerName: string): Promise<WorkspaceRecord | undefined> {
+    const row = this.#get("SELECT * FROM workspaces WHERE container_name = ?", [containerName]);
+    return row ? toWorkspace(row) : undefined;
+  }
+
+  async findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined> {
+    const row = this.#get("SELECT * FROM workspaces WHERE agent_ref = ? AND workstream = ?", [
+      agentRef,
+      workstream,
+    ]);
+    return row ? toWorkspace(row) : undefined;
+  }
+
+  async listWorkspaces(filter: { runnerId?: string } = {}): Promise<WorkspaceRecord[]> {
+    const rows =
+      filter.runnerId === undefined
+        ? this.#all("SELECT * FROM workspaces ORDER BY created_at, container_name")
+        : this.#all("SELECT * FROM workspaces WHERE runner_id = ? ORDER BY created_at, container_name", [
+            filter.runnerId,
+          ]);
+    return rows.map(toWorkspace);
+  }
+
+  async updateWorkspace(
+    containerName: string,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,
+  ): Promise<WorkspaceRecord | undefined> {
+    const row = this.#get(
+      `UPDATE workspaces SET status = COALESCE(?, status), endpoint = COALESCE(?, endpoint), updated_at = ?
+       WHERE container_name = ? RETURNING *`,
+      [patch.status ?? null, patch.endpoint ?? null, this.#iso(), containerName],
+    );
+    return row ? toWorkspace(row) : undefined;
+  }
+
+  async deleteWorkspace(containerName: string): Promise<boolean> {
+    return this.#tx(() => {
+      this.#run(
+        "DELETE FROM frames WHERE session_id IN (SELECT session_id FROM sessions WHERE container_name = ?)",
+        [containerName],
+      );
+      this.#run("DELETE FROM sessions WHERE container_name = ?", [containerName]);
+      this.#run("DELETE FROM idempotency_keys WHERE container_name = ?", [containerName]);
+      return this.#run("DELETE FROM workspaces WHERE container_name = ?", [containerName]) > 0;
+    });
+  }
+
+  // ── sessions ─────────────────────────────────────────────────────────────────────────────
+
+  async insertSession(s: NewSession): Promise<SessionRecord> {
+    const now = this.#iso();
+    const row = this.#conflictAware(() =>
+      this.#get(
+        `INSERT INTO sessions (session_id, container_name, agent_ref, state, reason, runner_id, last_seq, created_at, updated_at)
+         VALUES (?, ?, ?, ?, NULL, ?, 0, ?, ?) RETURNING *`,
+        [s.session_id, s.container_name, s.agent_ref, s.state, s.runner_id, now, now],
+      ),
+    );
+    if (!row) throw new Error("session insert returned no row");
+    return toSession(row);
+  }
+
+  async getSession(sessionId: string): Promise<SessionRecord | undefined> {
+    const row = this.#get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
+    return row ? toSession(row) : undefined;
+  }
+
+  async listSessions(filter: SessionFilter = {}): Promise<SessionRecord[]> {
+    const where: string[] = [];
+    const params: SQLInputValue[] = [];
+    if (filter.runnerId !== undefined) {
+      where.push("runner_id = ?");
+      params.push(filter.runnerId);
+    }
+    if (filter.containerName !== undefined) {
+      where.push("container_name = ?");
+      params.push(filter.containerName);
+    }
+    if (filter.agentRef !== undefined) {
+      where.push("agent_ref = ?");
+      params.push(filter.agentRef);
+    }
+    if (filter.states !== undefined) {
+      if (filter.states.length === 0) return [];
+      where.push(`state IN (${filter.states.map(() => "?").join(", ")})`);
+      params.push(...filter.states);
+    }
+    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, session_id`;
+    return this.#all(sql, params).map(toSession);
+  }
+
+  async transitionSession(sessionId: string, change: SessionChange): Promise<Transition | undefined> {
+    return this.#tx(() => {
+      const current = this.#get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
+      if (!current) return undefined;
+      const previous = String(current.state) as SessionState;
+      if (previous === change.state) return undefined;
+      if (change.from && !change.from.includes(previous)) return undefined;
+      const now = this.#iso();
+      this.#run("UPDATE sessions SET state = ?, reason = ?, updated_at = ? WHERE session_id = ?", [
+        change.state,
+        change.reason ?? null,
+        now,
+        sessionId,
+      ]);
+      const payload: Record<string, unknown> = { state: change.state };
+      if (change.reason !== undefined) payload.reason = change.reason;
+      const frame = this.#appendFrame(sessionId, { type: "status", ts: now, payload });
+      const session = this.#get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
+      if (!frame || !session) throw new Error(`session ${sessionId} vanished inside a transaction`);
+      return { session: toSession(session), previous, frame };
+    });
+  }
+
+  // ── frames ───────────────────────────────────────────────────────────────────────────────
+
+  async appendFrame(
+    sessionId: string,
+    frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
+  ): Promise<StoredFrame | undefined> {
+    return this.#tx(() => this.#appendFrame(sessionId, frame));
+  }
+
+  async readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]> {
+    const rows =
+      query.sessionId === undefined
+        ? this.#all("SELECT id, body FROM frames WHERE id > ? ORDER BY id LIMIT ?", [
+            query.after,
+            query.limit,
+          ])
+        : this.#all("SELECT id, body FROM frames WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?", [
+            query.sessionId,
+            query.after,
+            query.limit,
+          ]);
+    return rows.map((row) => ({ id: Number(row.id), frame: JSON.parse(String(row.body)) as Frame }));
+  }
+
+  /** Inside a transaction: the next seq, the insert, the trim. */
+  #appendFrame(
+    sessionId: string,
+    frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
+  ): StoredFrame | undefined {
+    const bumped = this.#get(
+      "UPDATE sessions SET last_seq = last_seq + 1 WHERE session_id = ? RETURNING last_seq",
+      [sessionId],
+    );
+    if (!bumped) return undefined;
+    const seq = Number(bumped.last_seq);
+    const full: Frame = {
+      protocol: COMPASS_PROTOCOL,
+      seq,
+      session_id: sessionId,
+      type: frame.type,
+      ts: frame.ts,
+      payload: frame.payload,
+    };
+    const inserted = this.#get("INSERT INTO frames (session_id, seq, body) VALUES (?, ?, ?) RETURNING id", [
+      sessionId,
+      seq,
+      JSON.stringify(full),
+    ]);
+    if (!inserted) throw new Error("frame insert returned no row");
+    this.#run("DELETE FROM frames WHERE session_id = ? AND seq <= ?", [
+      sessionId,
+      seq - this.#frameBufferSize,
+    ]);
+    return { id: Number(inserted.id), frame: full };
+  }
+
+  // ── plumbing ─────────────────────────────────────────────────────────────────────────────
+
+  #iso(): string {
+    return this.#now().toISOString();
+  }
+
+  #get(sql: string, params: SQLInputValue[] = []): Row | undefined {
+    return this.#db.prepare(sql).get(...params) as Row | undefined;
+  }
+
+  #all(sql: string, params: SQLInputValue[] = []): Row[] {
+    return this.#db.prepare(sql).all(...params) as Row[];
+  }
+
+  #run(sql: string, params: SQLInputValue[] = []): number {
+    return Number(this.#db.prepare(sql).run(...params).changes);
+  }
+
+  /** Synchronous, so nothing else interleaves; BEGIN IMMEDIATE so another process waits for us. */
+  #tx<T>(fn: () => T): T {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const result = fn();
+      this.#db.exec("COMMIT");
+      return result;
+    } catch (error) {
+      this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  #conflictAware<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      const e = error as { code?: string; errcode?: number; message?: string };
+      // SQLITE_CONSTRAINT_UNIQUE (2067) and SQLITE_CONSTRAINT_PRIMARYKEY (1555).
+      if (e.code === "ERR_SQLITE_ERROR" && (e.errcode === 2067 || e.errcode === 1555))
+        throw new StoreConflictError(e.message ?? "uniqueness conflict");
+      throw error;
+    }
+  }
+}
+
+function optionalString(value: SQLOutputValue | undefined): string | undefined {
+  return value === null || value === undefined ? undefined : String(value);
+}
+
+function toIdempotency(row: Row): IdempotencyRecord {
+  return {
+    scope: String(row.scope),
+    key: String(row.key),
+    fingerprint: String(row.fingerprint),
+    container_name: String(row.container_name),
+    created_at: String(row.created_at),
+  };
+}
+
+function toWorkspace(row: Row): WorkspaceRecord {
+  return {
+    container_name: String(row.container_name),
+    agent_ref: String(row.agent_ref),
+    workstream: String(row.workstream),
+    client_request_id: String(row.client_request_id),
+    runner_id: String(row.runner_id),
+    status: String(row.status) as WorkspaceStatus,
+    endpoint: optionalString(row.endpoint),
+    spec: JSON.parse(String(row.spec)) as SessionSpec,
+    adapter_token: String(row.adapter_token),
+    created_at: String(row.created_at),
+    updated_at: String(row.updated_at),
+  };
+}
+
+function toSession(row: Row): SessionRecord {
+  return {
+    session_id: String(row.session_id),
+    container_name: String(row.container_name),
+    agent_ref: String(row.agent_ref),
+    state: String(row.state) as SessionState,
+    reason: optionalString(row.reason),
+    runner_id: String(row.runner_id),
+    last_seq: Number(row.last_seq),
+    created_at: String(row.created_at),
+    updated_at: String(row.updated_at),
+  };
+}

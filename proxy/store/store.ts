@@ -1,0 +1,139 @@
+import type { Frame, FrameType, SessionState } from "../../contracts/compass.ts";
+import type { Resource, ResourceKind } from "../../contracts/resources.ts";
+import type { Engine, SessionSpec } from "../../contracts/session-spec.ts";
+
+/**
+ * The server's persistent state. Every method is async and atomic on its own, so a PostgreSQL
+ * implementation (several server replicas) can replace the embedded SQLite one; all SQL lives in
+ * the implementation. Uniqueness the lifecycle relies on (a workspace's `client_request_id` and
+ * `container_name`, an idempotency key) is enforced here, not only in process.
+ */
+export interface Store {
+  /** False once closed (readiness). */
+  readonly isOpen: boolean;
+  close(): Promise<void>;
+
+  putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }>;
+  getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
+  listResources(kind: ResourceKind, namespace: string): Promise<Resource[]>;
+  /** The deleted resource, or undefined when there was none. */
+  deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
+
+  /** Upsert by `runner_name`: a runner keeps its id across reconnects and server restarts. */
+  registerRunner(runner: Omit<RunnerRecord, "runner_id" | "last_seen_at">): Promise<RunnerRecord>;
+
+  /** Claim `(scope, key)`; when it exists already, the existing record and nothing written. */
+  claimIdempotencyKey(record: Omit<IdempotencyRecord, "created_at">): Promise<ClaimResult>;
+  getIdempotencyKey(scope: string, key: string): Promise<IdempotencyRecord | undefined>;
+
+  /** Throws `StoreConflictError` when the container name or the client_request_id exists. */
+  insertWorkspace(workspace: NewWorkspace): Promise<WorkspaceRecord>;
+  getWorkspace(containerName: string): Promise<WorkspaceRecord | undefined>;
+  findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined>;
+  listWorkspaces(filter?: { runnerId?: string }): Promise<WorkspaceRecord[]>;
+  updateWorkspace(
+    containerName: string,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,
+  ): Promise<WorkspaceRecord | undefined>;
+  /** Forget a workspace with its sessions, their frames and the idempotency keys naming it. */
+  deleteWorkspace(containerName: string): Promise<boolean>;
+
+  /** Throws `StoreConflictError` when the session id exists. */
+  insertSession(session: NewSession): Promise<SessionRecord>;
+  getSession(sessionId: string): Promise<SessionRecord | undefined>;
+  listSessions(filter?: SessionFilter): Promise<SessionRecord[]>;
+  /**
+   * Move a session to `state` and append its status frame (`type: "status"`, payload
+   * `{state, reason}`) in one transaction. Nothing happens, and undefined is returned, when the
+   * session is unknown, already in `state` (whatever the reason: a state is published once), or not
+   * in one of `from`.
+   */
+  transitionSession(sessionId: string, change: SessionChange): Promise<Transition | undefined>;
+
+  /** Append a frame under the session's next seq, trimming its buffer; undefined if no such session. */
+  appendFrame(
+    sessionId: string,
+    frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
+  ): Promise<StoredFrame | undefined>;
+  /** Frames after a cursor, oldest first: the per-session seq with a session, else the global id. */
+  readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]>;
+}
+
+/** Thrown when a uniqueness constraint refuses a write; tell it apart by `name`. */
+export class StoreConflictError extends Error {
+  override name = "StoreConflictError";
+}
+
+export type RunnerRecord = {
+  runner_id: string;
+  runner_name: string;
+  engine: Engine;
+  capacity: number;
+  labels: Record<string, string>;
+  last_seen_at: string;
+};
+
+export type IdempotencyRecord = {
+  /** The RPC the key belongs to: keys of different RPCs never collide. */
+  scope: string;
+  key: string;
+  /** What the request asked for; a reused key with another fingerprint is refused. */
+  fingerprint: string;
+  container_name: string;
+  created_at: string;
+};
+export type ClaimResult = { claimed: true } | { claimed: false; existing: IdempotencyRecord };
+
+/**
+ * A provisioned (or being provisioned) workspace: the container/pod + volume of one
+ * `(agent, workstream)`, placed on one runner.
+ */
+export type WorkspaceStatus = "provisioning" | "ready" | "failed";
+export type WorkspaceRecord = {
+  container_name: string;
+  agent_ref: string;
+  workstream: string;
+  /** The request that created it. */
+  client_request_id: string;
+  runner_id: string;
+  status: WorkspaceStatus;
+  endpoint: string | undefined;
+  spec: SessionSpec;
+  /** The per-session adapter token, kept server-side; never returned by the API. */
+  adapter_token: string;
+  created_at: string;
+  updated_at: string;
+};
+export type NewWorkspace = Omit<WorkspaceRecord, "created_at" | "updated_at" | "endpoint" | "status">;
+
+export type SessionRecord = {
+  session_id: string;
+  container_name: string;
+  agent_ref: string;
+  state: SessionState;
+  reason: string | undefined;
+  runner_id: string;
+  /** Seq of the session's latest frame (0 before any). */
+  last_seq: number;
+  created_at: string;
+  updated_at: string;
+};
+export type NewSession = Pick<SessionRecord, "session_id" | "container_name" | "agent_ref" | "runner_id"> & {
+  state: SessionState;
+};
+export type SessionFilter = {
+  runnerId?: string;
+  containerName?: string;
+  agentRef?: string;
+  states?: readonly SessionState[];
+};
+export type SessionChange = {
+  state: SessionState;
+  reason?: string | undefined;
+  /** Only from these states (compare-and-set). */
+  from?: readonly SessionState[];
+};
+export type Transition = { session: SessionRecord; previous: SessionState; frame: StoredFrame };
+
+/** A frame with its global id (the cursor of the unfiltered event stream). */
+export type StoredFrame = { id: number; frame: Frame };

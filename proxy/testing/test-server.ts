@@ -1,0 +1,104 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ServerConfig } from "../config.ts";
+import { silentLogger } from "../log.ts";
+import { type RunningServer, startServer } from "../main.ts";
+import { FakeRunner, type FakeRunnerOptions } from "./fake-runner.ts";
+import { SseClient } from "./sse-client.ts";
+
+export const ADMIN_TOKEN = "admin-token-for-tests-0123456789";
+export const RUNNER_TOKEN = "runner-token-for-tests-0123456789";
+/** Unit tests never pull it: any well-formed digest pin will do. */
+export const TEST_IMAGE = `127.0.0.1:5000/agent-sessions/reference@sha256:${"a".repeat(64)}`;
+
+export type TestServer = {
+  server: RunningServer;
+  dataDir: string;
+  rpc(
+    method: string,
+    body: unknown,
+    token?: string,
+  ): Promise<{ status: number; body: Record<string, unknown> }>;
+  put(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }>;
+  events(query?: string, lastEventId?: string): Promise<SseClient>;
+  runner(options?: FakeRunnerOptions): Promise<FakeRunner>;
+  /** Stop the server, keep the data directory (restart tests). */
+  stop(): Promise<void>;
+  /** Stop and delete everything. */
+  close(): Promise<void>;
+};
+
+/** A real server on port 0 with a fresh data directory, the reference runtime and one Agent `alice`. */
+export async function startTestServer(
+  overrides: Partial<ServerConfig> = {},
+  options: { agent?: boolean } = {},
+): Promise<TestServer> {
+  const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "agent-sessions-proxy-"));
+  const config: ServerConfig = {
+    port: 0,
+    host: "127.0.0.1",
+    dataDir,
+    adminToken: ADMIN_TOKEN,
+    runnerToken: RUNNER_TOKEN,
+    heartbeatMs: 1_000,
+    reattachWindowMs: 5_000,
+    frameBufferSize: 1_000,
+    commandTimeoutMs: 5_000,
+    referenceImage: TEST_IMAGE,
+    ...overrides,
+  };
+  const server = await startServer(config, { log: silentLogger, keepAliveMs: 200 });
+  const clients: SseClient[] = [];
+  const runners: FakeRunner[] = [];
+  const call = async (method: string, path: string, body: unknown, token = ADMIN_TOKEN) => {
+    const response = await fetch(`${server.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+  const t: TestServer = {
+    server,
+    dataDir,
+    rpc: (method, body, token) => call("POST", `/v1/rpc/${method}`, body, token),
+    put: (path, body) => call("PUT", path, body),
+    events: async (query = "", lastEventId) => {
+      const headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` };
+      if (lastEventId !== undefined) headers["last-event-id"] = lastEventId;
+      const client = await SseClient.open(`${server.url}/v1/events${query}`, headers);
+      clients.push(client);
+      return client;
+    },
+    runner: async (runnerOptions) => {
+      const runner = await FakeRunner.connect(server.runnerUrl, RUNNER_TOKEN, runnerOptions);
+      runners.push(runner);
+      return runner;
+    },
+    stop: async () => {
+      for (const c of clients) c.close();
+      for (const r of runners) r.kill();
+      await server.close();
+    },
+    close: async () => {
+      await t.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  if (options.agent !== false) {
+    const agent = await t.put("/v1/namespaces/default/agents/alice", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Agent",
+      metadata: { name: "alice" },
+      spec: {
+        runtimeRef: "reference",
+        credentials: [{ name: "OPENAI_API_KEY", value: "sk-test" }],
+        model: { baseUrl: "http://10.213.0.1:11434/v1", name: "tiny" },
+        egress: [{ cidr: "10.213.0.1/32", port: 11434 }],
+      },
+    });
+    if (agent.status !== 201) throw new Error(`creating Agent alice failed: ${JSON.stringify(agent.body)}`);
+  }
+  return t;
+}

@@ -1,0 +1,272 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { z } from "zod";
+import { CodedError } from "../contracts/errors.ts";
+import { type Agent, type AgentRuntime, parseAgentRef } from "../contracts/resources.ts";
+import type {
+  ProvisionAgentWorkspaceRequest,
+  ProvisionAgentWorkspaceResponse,
+  RemoveAgentWorkspaceRequest,
+  RemoveAgentWorkspaceResponse,
+} from "../contracts/rpc.ts";
+import { SessionReasons } from "../contracts/session-reasons.ts";
+import { workloadName } from "../contracts/session-spec.ts";
+import { KeyedMutex } from "./keyed-mutex.ts";
+import type { Logger } from "./log.ts";
+import { chooseRunner } from "./placement.ts";
+import type { RunnerDirectory } from "./runner-directory.ts";
+import type { SessionJournal } from "./session-journal.ts";
+import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
+import { LIVE_STATES } from "./session-states.ts";
+import { SingleFlight } from "./single-flight.ts";
+import type { Store, WorkspaceRecord } from "./store/store.ts";
+import { workspaceName as workspaceNameFor } from "./workspace-name.ts";
+
+type ProvisionRequest = z.infer<typeof ProvisionAgentWorkspaceRequest>;
+type ProvisionResponse = z.infer<typeof ProvisionAgentWorkspaceResponse>;
+
+/** Idempotency scope of workspace creation (ProvisionAgentWorkspace and SpawnAgent share it). */
+export const WORKSPACE_KEY_SCOPE = "workspace";
+
+export type WorkspacesOptions = {
+  store: Store;
+  runners: RunnerDirectory;
+  journal: SessionJournal;
+  log: Logger;
+  /** Where `secretRef` credentials are read. @default process.env */
+  secretEnv?: Record<string, string | undefined>;
+};
+
+/**
+ * ProvisionAgentWorkspace and RemoveAgentWorkspace. A workspace is the container/pod + volume of
+ * one `(agent, workstream)`; provisioning is apart from starting a session in it.
+ */
+export class Workspaces {
+  readonly #store: Store;
+  readonly #runners: RunnerDirectory;
+  readonly #journal: SessionJournal;
+  readonly #log: Logger;
+  readonly #secretEnv: Record<string, string | undefined>;
+  /** Retries of one client_request_id share one execution. */
+  readonly #flight = new SingleFlight();
+  /** One provisioning or removal per `(agent, workstream)` at a time in this process. */
+  readonly #mutex = new KeyedMutex();
+
+  constructor(options: WorkspacesOptions) {
+    this.#store = options.store;
+    this.#runners = options.runners;
+    this.#journal = options.journal;
+    this.#log = options.log;
+    this.#secretEnv = options.secretEnv ?? process.env;
+  }
+
+  /**
+   * Idempotent on `client_request_id`: a retry (also a concurrent one) returns the same
+   * `container_name` and provisions nothing more. Another request for the same agent and
+   * workstream re-provisions the existing workspace under its name (a container removed outside is
+   * replaced, an ERRORED session in it is retired) unless a session is live in it. An empty
+   * `client_request_id` opts out of idempotency.
+   */
+  provision(request: ProvisionRequest): Promise<ProvisionResponse> {
+    const { namespace, name } = parseAgentRef(request.agent_ref);
+    const agentRef = `${namespace}/${name}`;
+    const run = () =>
+      this.#mutex.run(mutexKey(agentRef, request.workstream), () => this.#provision(agentRef, request));
+    return request.client_request_id ? this.#flight.run(request.client_request_id, run) : run();
+  }
+
+  async #provision(agentRef: string, request: ProvisionRequest): Promise<ProvisionResponse> {
+    const requestId = request.client_request_id;
+    const fingerprint = JSON.stringify([agentRef, request.workstream]);
+    const known = requestId ? await this.#store.getIdempotencyKey(WORKSPACE_KEY_SCOPE, requestId) : undefined;
+    if (known && known.fingerprint !== fingerprint) throw reusedRequestId(requestId);
+    const existing = known
+      ? await this.#store.getWorkspace(known.container_name)
+      : await this.#store.findWorkspace(agentRef, request.workstream);
+    // `created`: this client_request_id created the workspace (a retry of it says so too).
+    const response = (w: WorkspaceRecord, inserted = false): ProvisionResponse => ({
+      container_name: w.container_name,
+      created: inserted || (requestId !== "" && w.client_request_id === requestId),
+    });
+
+    // A retry of a request that completed: the recorded answer, nothing sent anywhere.
+    if (known && existing?.status === "ready") return response(existing);
+    // Another request for a workspace a session is using: leave it untouched.
+    if (existing && existing.status === "ready" && (await this.#hasLiveSession(existing))) {
+      if (requestId) await this.#claim(requestId, fingerprint, existing.container_name);
+      return response(existing);
+    }
+
+    // From here on something is provisioned: every check that can refuse comes first.
+    const { agent, runtime } = await this.#resolveAgent(agentRef);
+    const runnerId = existing ? existing.runner_id : await this.#place();
+    const runner = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
+    if (!runner)
+      throw new CodedError(
+        "UNAVAILABLE",
+        `the runner of workspace ${existing?.container_name} is not connected`,
+      );
+    const { namespace } = parseAgentRef(agentRef);
+    const sessionName =
+      existing?.spec.name ??
+      workspaceNameFor(agent.metadata.name, request.workstream, requestId || randomUUID());
+    const spec = buildSessionSpec({ namespace, name: sessionName, engine: runner.engine, agent, runtime });
+    const credentials = resolveCredentials(agent, this.#secretEnv);
+
+    let workspace = existing;
+    if (!workspace) {
+      workspace = await this.#insert({
+        container_name: workloadName(namespace, sessionName),
+        agent_ref: agentRef,
+        workstream: request.workstream,
+        client_request_id: requestId || `generated-${randomUUID()}`,
+        runner_id: runner.runner_id,
+        spec,
+        adapter_token: randomBytes(32).toString("base64url"),
+      });
+    } else {
+      workspace =
+        (await this.#store.updateWorkspace(workspace.container_name, { status: "provisioning" })) ??
+        workspace;
+    }
+    if (requestId) await this.#claim(requestId, fingerprint, workspace.container_name);
+
+    const outcome = await this.#runners.command(runner.runner_id, {
+      kind: "provision",
+      container_name: workspace.container_name,
+      spec,
+      credentials,
+      adapter_token: workspace.adapter_token,
+    });
+    if (!outcome.ok) {
+      await this.#store.updateWorkspace(workspace.container_name, { status: "failed" });
+      throw new CodedError(
+        outcome.error.code,
+        `provisioning workspace ${workspace.container_name} failed: ${outcome.error.message}`,
+        outcome.error.details,
+      );
+    }
+    if (outcome.result.container_name !== workspace.container_name)
+      this.#log("warn", "runner named the container differently", {
+        expected: workspace.container_name,
+        got: outcome.result.container_name,
+      });
+    const ready = await this.#store.updateWorkspace(workspace.container_name, {
+      status: "ready",
+      endpoint: outcome.result.endpoint,
+    });
+    // The replacement is up: an ERRORED session in it no longer blocks the account (it can
+    // still be resumed by id).
+    for (const session of await this.#store.listSessions({
+      containerName: workspace.container_name,
+      states: ["ERRORED"],
+    }))
+      await this.#journal.transition(session.session_id, {
+        state: "STOPPED",
+        reason: SessionReasons.Retired,
+        from: ["ERRORED"],
+      });
+    return response(ready ?? workspace, !existing);
+  }
+
+  /** Runner `remove`, then forget the workspace with its sessions and keys. Unknown → removed: false. */
+  async remove(
+    request: z.infer<typeof RemoveAgentWorkspaceRequest>,
+  ): Promise<z.infer<typeof RemoveAgentWorkspaceResponse>> {
+    const found = await this.#store.getWorkspace(request.container_name);
+    if (!found) return { container_name: request.container_name, removed: false };
+    return this.#mutex.run(mutexKey(found.agent_ref, found.workstream), async () => {
+      const workspace = await this.#store.getWorkspace(request.container_name);
+      if (!workspace) return { container_name: request.container_name, removed: false };
+      const outcome = await this.#runners.command(workspace.runner_id, {
+        kind: "remove",
+        container_name: workspace.container_name,
+      });
+      if (!outcome.ok && outcome.error.code !== "NOT_FOUND")
+        throw new CodedError(
+          outcome.error.code,
+          `removing workspace ${workspace.container_name} failed: ${outcome.error.message}`,
+        );
+      for (const session of await this.#store.listSessions({
+        containerName: workspace.container_name,
+        states: LIVE_STATES,
+      }))
+        await this.#journal.transition(session.session_id, {
+          state: "STOPPED",
+          reason: SessionReasons.WorkspaceRemoved,
+        });
+      await this.#store.deleteWorkspace(workspace.container_name);
+      return { container_name: workspace.container_name, removed: true };
+    });
+  }
+
+  /** The Agent and its runtime, or the reason no session can be provisioned for it. */
+  async #resolveAgent(agentRef: string): Promise<{ agent: Agent; runtime: AgentRuntime }> {
+    const { namespace, name } = parseAgentRef(agentRef);
+    const agent = (await this.#store.getResource("Agent", namespace, name)) as Agent | undefined;
+    if (!agent) throw new CodedError("NOT_FOUND", `Agent ${agentRef} not found`);
+    const runtime = (await this.#store.getResource("AgentRuntime", namespace, agent.spec.runtimeRef)) as
+      | AgentRuntime
+      | undefined;
+    if (!runtime)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `AgentRuntime ${namespace}/${agent.spec.runtimeRef} of Agent ${agentRef} not found`,
+        { reason: "RuntimeNotFound" },
+      );
+    assertSessionRuntime(runtime);
+    return { agent, runtime };
+  }
+
+  async #place(): Promise<string> {
+    const load = new Map<string, number>();
+    for (const w of await this.#store.listWorkspaces())
+      load.set(w.runner_id, (load.get(w.runner_id) ?? 0) + 1);
+    const placement = chooseRunner(this.#runners.connectedRunners(), load);
+    if (!placement.ok) throw new CodedError(placement.code, placement.message);
+    return placement.runner.runner_id;
+  }
+
+  async #hasLiveSession(workspace: WorkspaceRecord): Promise<boolean> {
+    const live = await this.#store.listSessions({
+      containerName: workspace.container_name,
+      states: LIVE_STATES,
+    });
+    return live.length > 0;
+  }
+
+  async #insert(workspace: Parameters<Store["insertWorkspace"]>[0]): Promise<WorkspaceRecord> {
+    try {
+      return await this.#store.insertWorkspace(workspace);
+    } catch (error) {
+      // Another server replica won the race for this workspace: the caller may retry.
+      if (error instanceof Error && error.name === "StoreConflictError")
+        throw new CodedError(
+          "ABORTED",
+          `workspace ${workspace.container_name} is being provisioned concurrently; retry`,
+        );
+      throw error;
+    }
+  }
+
+  async #claim(requestId: string, fingerprint: string, containerName: string): Promise<void> {
+    const claim = await this.#store.claimIdempotencyKey({
+      scope: WORKSPACE_KEY_SCOPE,
+      key: requestId,
+      fingerprint,
+      container_name: containerName,
+    });
+    if (!claim.claimed && claim.existing.container_name !== containerName) throw reusedRequestId(requestId);
+  }
+}
+
+function mutexKey(agentRef: string, workstream: string): string {
+  return `${agentRef}\u0000${workstream}`;
+}
+
+function reusedRequestId(requestId: string): CodedError {
+  return new CodedError(
+    "INVALID_ARGUMENT",
+    `client_request_id ${requestId} was already used for another agent_ref or workstream`,
+    { field: "client_request_id" },
+  );
+}

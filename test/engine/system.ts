@@ -1,0 +1,175 @@
+/**
+ * The whole system as real processes: `agent-sessions serve --no-runner` and a separate
+ * `agent-sessions runner` over the real WebSocket, real dockerd, real Pulumi, and the loopback
+ * model server on our bridge (sessions reach it through their gateway). Used by end-to-end tests.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { referenceImage, repoRoot } from "./testbed.ts";
+
+export const BRIDGE_IP = "10.213.0.1";
+const cli = join(repoRoot, "bin", "agent-sessions");
+
+export type Proc = { child: ChildProcess; logs: string[]; exited: Promise<number | null> };
+
+function launch(args: string[], env: Record<string, string>, ready: RegExp): Promise<Proc & { match: RegExpMatchArray }> {
+  const child = spawn(cli, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const logs: string[] = [];
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${logs.join("").slice(-2000)}`)), 60_000);
+    const onData = (d: Buffer) => {
+      logs.push(d.toString());
+      const m = logs.join("").match(ready);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, logs, exited, match: m });
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${args[0]} exited ${code}: ${logs.join("").slice(-2000)}`));
+    });
+  });
+}
+
+export class System {
+  readonly dataDir: string;
+  server: Proc | undefined;
+  runner: Proc | undefined;
+  url = "";
+  adminToken = "";
+  runnerToken = "";
+  port = 0;
+
+  constructor(dataDir = mkdtempSync(join(tmpdir(), "as-system-"))) {
+    this.dataDir = dataDir;
+  }
+
+  env(): Record<string, string> {
+    return {
+      AGENT_SESSIONS_REFERENCE_IMAGE: referenceImage().image,
+      AGENT_SESSIONS_REATTACH_WINDOW_MS: process.env.AGENT_SESSIONS_REATTACH_WINDOW_MS ?? "20000",
+      AGENT_SESSIONS_HEARTBEAT_MS: "1000",
+    };
+  }
+
+  async startServer(): Promise<void> {
+    const s = await launch(
+      ["serve", "--no-runner", "--port", String(this.port), "--data-dir", join(this.dataDir, "server")],
+      this.env(),
+      /"url":"(http:\/\/[^"]+)"/,
+    );
+    this.server = s;
+    this.url = s.match[1] ?? "";
+    this.port = Number(new URL(this.url).port);
+    this.adminToken = readFileSync(join(this.dataDir, "server", "admin-token"), "utf8").trim();
+    this.runnerToken = readFileSync(join(this.dataDir, "server", "runner-token"), "utf8").trim();
+  }
+
+  async startRunner(): Promise<void> {
+    this.runner = await launch(
+      ["runner", "--server", this.url, "--data-dir", join(this.dataDir, "runner"), "--name", "e2e"],
+      { ...this.env(), AGENT_SESSIONS_RUNNER_TOKEN: this.runnerToken },
+      /runner attached/,
+    );
+  }
+
+  async kill(which: "server" | "runner", signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
+    const p = this[which];
+    if (!p) return;
+    p.child.kill(signal);
+    await p.exited;
+    this[which] = undefined;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill("runner", "SIGTERM");
+    await this.kill("server", "SIGTERM");
+  }
+
+  async call(method: string, path: string, body?: unknown, token = this.adminToken): Promise<{ status: number; body: any }> {
+    const res = await fetch(`${this.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: res.status, body: parsed };
+  }
+
+  rpc(method: string, body: unknown, token?: string) {
+    return this.call("POST", `/v1/rpc/${method}`, body, token);
+  }
+}
+
+export type SseEvent = { id: string; event: string; data: any };
+
+/** Follows `/v1/events` and collects events until closed. */
+export function followEvents(system: System, query = "", lastEventId?: string) {
+  const events: SseEvent[] = [];
+  const controller = new AbortController();
+  const done = (async () => {
+    const res = await fetch(`${system.url}/v1/events${query}`, {
+      headers: { authorization: `Bearer ${system.adminToken}`, ...(lastEventId ? { "last-event-id": lastEventId } : {}) },
+      signal: controller.signal,
+    });
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let idx = buffer.indexOf("\n\n");
+      while (idx >= 0) {
+        const block = buffer.slice(0, idx);
+        buffer = buffer.slice(idx + 2);
+        const ev: SseEvent = { id: "", event: "message", data: undefined };
+        for (const line of block.split("\n")) {
+          if (line.startsWith("id:")) ev.id = line.slice(3).trim();
+          else if (line.startsWith("event:")) ev.event = line.slice(6).trim();
+          else if (line.startsWith("data:")) {
+            const raw = line.slice(5).trim();
+            try {
+              ev.data = JSON.parse(raw);
+            } catch {
+              ev.data = raw;
+            }
+          }
+        }
+        if (ev.data !== undefined) events.push(ev);
+        idx = buffer.indexOf("\n\n");
+      }
+    }
+  })().catch(() => undefined);
+  return {
+    events,
+    close: async () => {
+      controller.abort();
+      await done;
+    },
+  };
+}
+
+export async function until<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 60_000): Promise<NonNullable<T>> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < end) {
+    try {
+      const v = await fn();
+      if (v) return v as NonNullable<T>;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+}
