@@ -7,6 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import type * as provider from "@pulumi/pulumi/provider/index.js";
+import { isRpcSecret, unwrapRpcSecret } from "@pulumi/pulumi/runtime/rpc.js";
 import Docker from "dockerode";
 import { isolateBridge, removeBridgeRules } from "./host-isolation.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
@@ -27,6 +28,19 @@ function typeOf(urn: string): string {
 
 function hashOf(value: unknown): string {
   return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+/**
+ * The SDK's provider server tells the engine it accepts secrets, so secret inputs (`secretEnv`)
+ * arrive wrapped as `{<sig>: <secret sig>, value}`; the engine API needs the plain values.
+ */
+export function revealSecrets(value: unknown): unknown {
+  if (isRpcSecret(value)) return revealSecrets(unwrapRpcSecret(value));
+  if (Array.isArray(value)) return value.map(revealSecrets);
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, revealSecrets(v)]));
+  }
+  return value;
 }
 
 function isNotFound(error: unknown): boolean {
@@ -97,8 +111,8 @@ export class DockerSessionProvider implements provider.Provider {
       } = v;
       return { ...rest, secretEnvHash: secretEnvHash ?? (secretEnv ? hashOf(secretEnv) : undefined) };
     };
-    const before = comparable(olds);
-    const after = comparable(news);
+    const before = comparable(revealSecrets(olds) as Record<string, unknown>);
+    const after = comparable(revealSecrets(news) as Record<string, unknown>);
     const replaces = Object.keys({ ...before, ...after }).filter(
       (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
     );
@@ -109,7 +123,8 @@ export class DockerSessionProvider implements provider.Provider {
     return { changes: replaces.length > 0, replaces, deleteBeforeReplace: true };
   }
 
-  async create(urn: string, inputs: Record<string, unknown>): Promise<provider.CreateResult> {
+  async create(urn: string, wrapped: Record<string, unknown>): Promise<provider.CreateResult> {
+    const inputs = revealSecrets(wrapped) as Record<string, unknown>;
     switch (typeOf(urn)) {
       case DockerTypes.volume:
         return this.#createVolume(inputs as unknown as VolumeInputs);

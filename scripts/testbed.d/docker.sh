@@ -53,7 +53,7 @@ tb_docker_up() {
       --add-runtime "runc-clamp=$TB_BIN/runc-clamp" --default-runtime runc-clamp \
       --exec-opt "native.cgroupdriver=$cgdriver" --iptables=true --ip-masq=true \
       --insecure-registry "$TB_REGISTRY" \
-      >"$TB_LOG/dockerd.log" 2>&1 </dev/null &
+      >"$TB_LOG/dockerd.log" 2>&1 </dev/null 9>&- &
     tb_wait_for dockerd 60 docker version || { tail -30 "$TB_LOG/dockerd.log" >&2; return 1; }
   fi
   tb_registry_up
@@ -71,7 +71,7 @@ storage:
 http:
   addr: $TB_REGISTRY
 YML
-  setsid /usr/bin/docker-registry serve "$TB_HOME/registry.yml" >"$TB_LOG/registry.log" 2>&1 </dev/null &
+  setsid /usr/bin/docker-registry serve "$TB_HOME/registry.yml" >"$TB_LOG/registry.log" 2>&1 </dev/null 9>&- &
   echo $! >"$TB_RUN/registry.pid"
   tb_wait_for registry 30 curl -fsS "http://$TB_REGISTRY/v2/" || { tail -20 "$TB_LOG/registry.log" >&2; return 1; }
 }

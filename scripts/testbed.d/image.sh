@@ -19,7 +19,7 @@ tb_image_up() {
     return 0
   fi
   local ctx=$TB_HOME/image-build
-  rm -rf "$ctx" && mkdir -p "$ctx/rootfs/bin" "$ctx/rootfs/app/node_modules" "$ctx/rootfs/workspace" "$ctx/rootfs/tmp"
+  rm -rf "$ctx" && mkdir -p "$ctx/rootfs/bin" "$ctx/rootfs/app/node_modules" "$ctx/workspace" "$ctx/rootfs/tmp"
   cp "$TB_NODE_DIR/bin/node" "$ctx/rootfs/bin/node"
   # The shared libraries node links against, at the paths the dynamic loader expects.
   local lib
@@ -38,13 +38,16 @@ tb_image_up() {
   cat >"$ctx/Dockerfile" <<'DF'
 FROM scratch
 COPY rootfs/ /
+# COPY makes everything root's; the session user owns its workspace, and a new Docker volume
+# mounted there takes this directory's ownership.
+COPY --chown=65532:65532 workspace /workspace
 ENV PATH=/bin HOME=/workspace NODE_ENV=production
 USER 65532:65532
 WORKDIR /workspace
 EXPOSE 8080
 ENTRYPOINT ["/bin/node", "/app/reference/adapter-main.ts"]
 DF
-  chown -R 65532:65532 "$ctx/rootfs/workspace" && chmod 1777 "$ctx/rootfs/tmp"
+  chmod 1777 "$ctx/rootfs/tmp"
   docker build -q -t "$TB_IMAGE_REPO:$hash" "$ctx" >/dev/null
   docker push -q "$TB_IMAGE_REPO:$hash" >/dev/null
   local digest

@@ -9,8 +9,9 @@
 #   gopath/     GOPATH whose src/k8s.io/kubernetes is a symlink to the tree in $TB_SRC
 #   apt/        private APT_CONFIG with a deb-src line (no change to the system's apt setup)
 #   pki/        CA, serving and client certificates (openssl), service-account key
-#   *.kubeconfig, etcd/ (data), kubelet/ (root dir), pv/ (hostPath PVs), images/ (build contexts)
+#   *.kubeconfig, etcd/ (data), kubelet/ (root dir), dockershim/, images/ (build contexts)
 # $TB_HOME/gocache-go1.19 is this Go's build cache, separate from common.sh's GOCACHE.
+# Dynamic PVs land in /tmp/hostpath_pv/<uuid> (fixed in the provisioner's source).
 
 TB_KUBE_DIR=$TB_HOME/kubernetes
 TB_KUBE_BIN=$TB_KUBE_DIR/bin
@@ -31,10 +32,12 @@ TB_KUBE_CGROUP=agent-sessions-kube          # cgroup v2 (unified) group holding 
 TB_KUBE_DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 TB_KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 # Kernel settings the kubelet or kube-proxy may change; saved before up, restored on down.
-TB_KUBE_SYSCTLS=(net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
+TB_KUBE_SYSCTLS=(net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
   vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
 tb_kube_src_dir() { compgen -G "$TB_SRC/kubernetes-1.20.*" | head -1; }
+# Our cgroup v2 group: in the unified hierarchy of a hybrid host (here), or in /sys/fs/cgroup on a pure v2 host.
+tb_kube_cgdir() { if [[ -d /sys/fs/cgroup/unified ]]; then echo "/sys/fs/cgroup/unified/$TB_KUBE_CGROUP"; else echo "/sys/fs/cgroup/$TB_KUBE_CGROUP"; fi; }
 
 # --- build ---------------------------------------------------------------------------------------
 
@@ -43,6 +46,7 @@ tb_kube_apt_config() {
   mkdir -p "$a/lists/partial" "$a/cache/archives/partial" "$a/parts"
   codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
   # The same mirror the machine already uses for its main archive.
+  # shellcheck disable=SC2016
   uri=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(COMPONENT)' |
     awk -v c="$codename" '$2==c && $3=="main"{print $1; exit}')
   [[ -n $uri ]] || { tb_say "no apt source for $codename main found"; return 1; }
@@ -157,8 +161,8 @@ tb_kube_build_stamp() { echo "$(basename "$(tb_kube_src_dir)") $("$TB_KUBE_GOROO
 
 tb_kube_packages() {
   # dpkg may be busy with another helper's install: retry for a while.
-  local i
-  for i in 1 2 3 4 5 6; do
+  local _
+  for _ in 1 2 3 4 5 6; do
     tb_apt_install etcd-server socat conntrack iptables openssl && return 0
     sleep 10
   done
@@ -236,7 +240,7 @@ KC
 }
 
 tb_kube_bridge() { echo "${TB_BRIDGE:-asbr0}"; }
-tb_kube_bridge_ip() { ip -4 -o addr show dev "$(tb_kube_bridge)" 2>/dev/null | awk '{print $4; exit}' | cut -d/ -f1; }
+tb_kube_bridge_ip() { { ip -4 -o addr show dev "$(tb_kube_bridge)" 2>/dev/null || true; } | awk '{print $4; exit}' | cut -d/ -f1; }
 
 tb_kube_pki() {
   local p=$TB_KUBE_PKI bip; bip=$(tb_kube_bridge_ip)
@@ -301,7 +305,7 @@ tb_kube_pause_image() {
 tb_kube_ipt() { local t=$1; shift; "$t" -w 10 "$@"; }
 
 tb_kube_guard_up() {
-  local cg=/sys/fs/cgroup/unified/$TB_KUBE_CGROUP br; br=$(tb_kube_bridge)
+  local cg br; cg=$(tb_kube_cgdir) br=$(tb_kube_bridge)
   mkdir -p "$cg"
   local t
   for t in iptables ip6tables; do
@@ -340,7 +344,7 @@ tb_kube_guard_down() {
 }
 
 # Packets of the first rule (LOG) of a chain, 0 when the chain is absent.
-tb_kube_chain_packets() { tb_kube_ipt "$1" -nvxL "$2" 2>/dev/null | awk 'NR==3{print $1; f=1} END{if(!f) print 0}'; }
+tb_kube_chain_packets() { { tb_kube_ipt "$1" -nvxL "$2" 2>/dev/null || true; } | awk 'NR==3{print $1; f=1} END{if(!f) print 0}'; }
 
 # tb_kube_egress: what the cluster sent outside loopback and our bridge since it came up.
 tb_kube_egress() {
@@ -357,6 +361,7 @@ tb_kube_egress() {
 
 # tb_kube_spawn NAME CMD...: start a daemon in our cgroup, detached, with a clean environment
 # (no proxy variables, no AWS metadata lookups), pid in $TB_RUN/NAME.pid, log in $TB_LOG/NAME.log.
+# fd 9 is scripts/testbed's flock: a daemon keeping it open would block every later call.
 tb_kube_spawn() {
   local name=$1; shift
   tb_pid_alive "$name" && return 0
@@ -364,15 +369,15 @@ tb_kube_spawn() {
   # shellcheck disable=SC2016
   setsid env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME="$TB_KUBE_DIR" LANG=C.UTF-8 \
     AWS_EC2_METADATA_DISABLED=true \
-    sh -c 'echo $$ >"$0/cgroup.procs" && echo $$ >"$1" && shift 2 && exec "$@"' \
-    "/sys/fs/cgroup/unified/$TB_KUBE_CGROUP" "$TB_RUN/$name.pid" "$@" \
-    >>"$TB_LOG/$name.log" 2>&1 </dev/null &
+    sh -c 'echo $$ >"$0/cgroup.procs" && echo $$ >"$1" && shift && exec "$@"' \
+    "$(tb_kube_cgdir)" "$TB_RUN/$name.pid" "$@" \
+    >>"$TB_LOG/$name.log" 2>&1 </dev/null 9>&- &
   tb_wait_for "$name pid file" 10 test -s "$TB_RUN/$name.pid"
 }
 
 tb_kube_fail() { tb_say "$1 failed; last lines of $TB_LOG/$2.log:"; tail -25 "$TB_LOG/$2.log" >&2; return 1; }
 
-tb_kube_kubectl() { "$TB_KUBE_BIN/kubectl" --kubeconfig "$TB_KUBE_DIR/admin.kubeconfig" "$@"; }
+tb_kube_kubectl() { "$TB_KUBE_BIN/kubectl" --kubeconfig "$TB_KUBE_DIR/admin.kubeconfig" --cache-dir "$TB_KUBE_DIR/kubectl-cache" "$@"; }
 
 tb_kube_node_ready() {
   [[ $(tb_kube_kubectl get node "$TB_KUBE_NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
@@ -388,11 +393,12 @@ tb_kube_save_sysctls() {
   local k f
   for k in "${TB_KUBE_SYSCTLS[@]}"; do
     f=/proc/sys/${k//.//}
-    [[ -r $f ]] && echo "$k=$(cat "$f")"
+    if [[ -r $f ]]; then echo "$k=$(cat "$f")"; fi
   done >"$TB_STATE/kubernetes-sysctls.tmp"
-  # Directories the 1.20 kubelet creates at fixed places: removed on down if they were not there.
+  # Directories the 1.20 kubelet and the hostPath provisioner create at fixed places (pod logs,
+  # device-plugin socket, PVs): removed on down if they were not there before up.
   local d
-  for d in /var/log/pods /var/log/containers "$TB_KUBE_PV_DIR"; do [[ -e $d ]] || echo "created=$d"; done >>"$TB_STATE/kubernetes-sysctls.tmp"
+  for d in /var/log/pods /var/log/containers /var/lib/kubelet "$TB_KUBE_PV_DIR"; do [[ -e $d ]] || echo "created=$d"; done >>"$TB_STATE/kubernetes-sysctls.tmp"
   mv "$TB_STATE/kubernetes-sysctls.tmp" "$TB_STATE/kubernetes-sysctls"
 }
 
@@ -426,6 +432,7 @@ tb_kube_start_apiserver() {
 
 tb_kube_start_controller_manager() {
   local p=$TB_KUBE_PKI k=$TB_KUBE_DIR/controller-manager.kubeconfig
+  mkdir -p "$TB_KUBE_DIR/volume-plugins"   # else it creates /usr/libexec/kubernetes/...
   tb_kube_spawn kube-controller-manager "$TB_KUBE_BIN/kube-controller-manager" \
     --kubeconfig="$k" --authentication-kubeconfig="$k" --authorization-kubeconfig="$k" \
     --bind-address=127.0.0.1 --secure-port=10257 --port=0 --leader-elect=false \
@@ -433,7 +440,7 @@ tb_kube_start_controller_manager() {
     --cluster-signing-cert-file="$p/ca.crt" --cluster-signing-key-file="$p/ca.key" \
     --service-account-private-key-file="$p/sa.key" --use-service-account-credentials=true \
     --service-cluster-ip-range="$TB_KUBE_SERVICE_CIDR" --allocate-node-cidrs=false \
-    --enable-hostpath-provisioner=true --profiling=false
+    --enable-hostpath-provisioner=true --flex-volume-plugin-dir="$TB_KUBE_DIR/volume-plugins" --profiling=false
 }
 
 tb_kube_start_scheduler() {
@@ -447,14 +454,14 @@ tb_kube_start_kubelet() {
   local p=$TB_KUBE_PKI d=$TB_KUBE_KUBELET_DIR bip driver
   bip=$(tb_kube_bridge_ip)
   driver=$(docker info -f '{{.CgroupDriver}}' 2>/dev/null || echo cgroupfs)
-  mkdir -p "$d" "$TB_KUBE_DIR/dockershim" "$TB_KUBE_DIR/volume-plugins"
+  mkdir -p "$d" "$TB_KUBE_DIR/dockershim"
   tb_kube_spawn kubelet "$TB_KUBE_BIN/kubelet" \
     --kubeconfig="$TB_KUBE_DIR/kubelet.kubeconfig" --hostname-override="$TB_KUBE_NODE" \
     ${bip:+--node-ip="$bip"} --root-dir="$d" --cert-dir="$d/pki" \
     --address=127.0.0.1 --port=10250 --read-only-port=0 --healthz-bind-address=127.0.0.1 --healthz-port=10248 \
     --anonymous-auth=false --client-ca-file="$p/ca.crt" --authorization-mode=Webhook \
     --tls-cert-file="$p/kubelet-serving.crt" --tls-private-key-file="$p/kubelet-serving.key" \
-    --container-runtime=docker --docker-endpoint="$DOCKER_HOST" \
+    --container-runtime=docker --docker-endpoint="$DOCKER_HOST" --docker="$DOCKER_HOST" \
     --container-runtime-endpoint="unix://$TB_RUN/dockershim.sock" --image-service-endpoint="unix://$TB_RUN/dockershim.sock" \
     --experimental-dockershim-root-directory="$TB_KUBE_DIR/dockershim" --volume-plugin-dir="$TB_KUBE_DIR/volume-plugins" \
     --pod-infra-container-image=k8s.gcr.io/pause:3.2 --network-plugin= \
@@ -462,7 +469,7 @@ tb_kube_start_kubelet() {
     --image-gc-high-threshold=100 --image-gc-low-threshold=99 \
     --eviction-hard='memory.available<50Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%' \
     --cluster-domain=cluster.local --resolv-conf=/etc/resolv.conf --serialize-image-pulls=false \
-    --rotate-certificates=false --max-pods=110
+    --rotate-certificates=false --max-pods=110 --node-status-update-frequency=2s
 }
 
 tb_kube_start_proxy() {
@@ -474,7 +481,7 @@ tb_kube_start_proxy() {
     --conntrack-tcp-timeout-established=0s --conntrack-tcp-timeout-close-wait=0s
 }
 
-tb_kube_storageclass() {
+tb_kube_bootstrap_objects() {
   tb_kube_kubectl apply -f - >/dev/null <<SC
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -485,6 +492,33 @@ metadata:
 provisioner: kubernetes.io/host-path
 reclaimPolicy: Delete
 volumeBindingMode: Immediate
+---
+# The Node authorizer learns "pod P on node N uses PVC C" from its own informer; the kubelet
+# often asks for the PVC before that ("no relationship found between node ... and this object")
+# and then backs off 10 s before mounting. With this RBAC fallback (asked only when the Node
+# authorizer has no opinion) a new pod's volume mounts at once. Single node: every pod's
+# claims are this node's anyway.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: agent-sessions-testbed:node-volume-reader
+rules:
+- apiGroups: [""]
+  resources: [persistentvolumeclaims, persistentvolumes]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: agent-sessions-testbed:node-volume-reader
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: agent-sessions-testbed:node-volume-reader
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: Group
+  name: system:nodes
 SC
 }
 
@@ -504,7 +538,7 @@ tb_kube_up() {
   tb_kube_guard_up
   tb_step "kubernetes: etcd" tb_kube_start_etcd
   tb_step "kubernetes: kube-apiserver" tb_kube_start_apiserver
-  tb_kube_storageclass
+  tb_kube_bootstrap_objects
   tb_kube_start_controller_manager
   tb_kube_start_scheduler
   tb_kube_start_kubelet
@@ -524,7 +558,7 @@ tb_kube_iptables_cleanup() {
   local t tbl c
   for t in iptables ip6tables; do
     for tbl in filter nat mangle; do
-      tb_kube_ipt "$t" -t "$tbl" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' | grep -Ev '^-A KUBE-' |
+      { tb_kube_ipt "$t" -t "$tbl" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' | grep -Ev '^-A KUBE-' || true; } |
         sed 's/^-A/-D/' | while read -r r; do eval "tb_kube_ipt $t -t $tbl $r" 2>/dev/null || true; done
       for c in $(tb_kube_ipt "$t" -t "$tbl" -S 2>/dev/null | awk '$1=="-N" && $2 ~ /^KUBE-/{print $2}'); do
         tb_kube_ipt "$t" -t "$tbl" -F "$c" 2>/dev/null || true
@@ -537,9 +571,14 @@ tb_kube_iptables_cleanup() {
 }
 
 tb_kube_down() {
-  local d cg=/sys/fs/cgroup/unified/$TB_KUBE_CGROUP
-  # The kubelet first, so it does not restart the pod containers we remove.
-  for d in kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do tb_stop_pid "$d"; done
+  local d cg; cg=$(tb_kube_cgdir)
+  # SIGTERM to all at once (each takes ~2 s to exit), then wait; the pod containers go after.
+  local pids=()
+  for d in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    if tb_pid_alive "$d"; then pids+=("$(cat "$TB_RUN/$d.pid")"); kill "$(cat "$TB_RUN/$d.pid")" 2>/dev/null || true; fi
+  done
+  ((${#pids[@]})) && tb_say "stopping kubernetes daemons (pids ${pids[*]})"
+  for d in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do tb_stop_pid "$d"; done
   # Anything still in our cgroup was started by our daemons (e.g. a port-forward's socat).
   if [[ -f $cg/cgroup.procs ]]; then
     local pid

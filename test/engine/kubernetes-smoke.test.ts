@@ -17,6 +17,8 @@ import { applyTestbedEnv, testbedHome } from "./testbed.ts";
 
 applyTestbedEnv();
 const kubectlBin = join(testbedHome, "kubernetes", "bin", "kubectl");
+// Its discovery cache stays in the test bed too (kubectl's default is ~/.kube/cache).
+const kubectlCache = ["--cache-dir", join(testbedHome, "kubernetes", "kubectl-cache")];
 const image = "agent-sessions/kube-smoke-busybox:1";
 const ns = `kube-smoke-${process.pid}`;
 // Chains of scripts/testbed.d/kubernetes.sh: LOG (first rule) + REJECT of what the cluster's
@@ -25,7 +27,7 @@ const clusterEgressChain = "AGENT-SESSIONS-EGRESS";
 const bridgeEgressChain = "AGENT-SESSIONS-EGRESS-PODS";
 
 function kubectl(args: string[], input?: string): string {
-  const r = spawnSync(kubectlBin, args, { input, encoding: "utf8", env: process.env });
+  const r = spawnSync(kubectlBin, [...kubectlCache, ...args], { input, encoding: "utf8", env: process.env });
   if (r.status !== 0) {
     throw new Error(`kubectl ${args.join(" ")} exited ${r.status}: ${r.stderr || r.stdout}`);
   }
@@ -91,6 +93,8 @@ spec:
       labels: {app: web}
     spec:
       automountServiceAccountToken: false
+      # busybox httpd as PID 1 ignores SIGTERM: do not wait the default 30 s on delete.
+      terminationGracePeriodSeconds: 1
       securityContext:
         runAsNonRoot: true
         runAsUser: 65534
@@ -163,7 +167,7 @@ beforeAll(() => {
 });
 
 afterAll(() => {
-  spawnSync(kubectlBin, ["delete", "namespace", ns, "--ignore-not-found", "--wait=false"], {
+  spawnSync(kubectlBin, [...kubectlCache, "delete", "namespace", ns, "--ignore-not-found", "--wait=false"], {
     env: process.env,
   });
 });
