@@ -19,7 +19,11 @@ function usage(message: string): never {
 /** The reference image the test bed built, when AGENT_SESSIONS_REFERENCE_IMAGE is not set. */
 function referenceImage(): string | undefined {
   if (process.env.AGENT_SESSIONS_REFERENCE_IMAGE) return process.env.AGENT_SESSIONS_REFERENCE_IMAGE;
-  const file = join(process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed", "state", "reference-image.json");
+  const file = join(
+    process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed",
+    "state",
+    "reference-image.json",
+  );
   return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { image: string }).image : undefined;
 }
 
@@ -33,7 +37,8 @@ async function serve(argv: string[]): Promise<void> {
       "no-runner": { type: "boolean", default: false },
     },
   });
-  if (values.engine !== "docker" && values.engine !== "kubernetes") usage(`--engine must be docker or kubernetes`);
+  if (values.engine !== "docker" && values.engine !== "kubernetes")
+    usage(`--engine must be docker or kubernetes`);
   const { parseConfig } = await import("../proxy/config.ts");
   const { startServer } = await import("../proxy/main.ts");
   const image = referenceImage();
@@ -44,7 +49,9 @@ async function serve(argv: string[]): Promise<void> {
     ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
   });
   const server = await startServer(config);
-  process.stderr.write(`${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token") })}\n`);
+  process.stderr.write(
+    `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token") })}\n`,
+  );
   let runner: { stop(): void } | undefined;
   if (!values["no-runner"]) {
     const { parseRunnerConfig, startRunner } = await import("../runner/main.ts");

@@ -9,17 +9,28 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { referenceImage, repoRoot } from "./testbed.ts";
 
+/** A parsed JSON body; tests read into it freely. */
+// biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
+export type Json = any;
+
 export const BRIDGE_IP = "10.213.0.1";
 const cli = join(repoRoot, "bin", "agent-sessions");
 
 export type Proc = { child: ChildProcess; logs: string[]; exited: Promise<number | null> };
 
-function launch(args: string[], env: Record<string, string>, ready: RegExp): Promise<Proc & { match: RegExpMatchArray }> {
+function launch(
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+): Promise<Proc & { match: RegExpMatchArray }> {
   const child = spawn(cli, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const logs: string[] = [];
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${args[0]} did not start: ${logs.join("").slice(-2000)}`)), 60_000);
+    const timer = setTimeout(
+      () => reject(new Error(`${args[0]} did not start: ${logs.join("").slice(-2000)}`)),
+      60_000,
+    );
     const onData = (d: Buffer) => {
       logs.push(d.toString());
       const m = logs.join("").match(ready);
@@ -45,9 +56,12 @@ export class System {
   adminToken = "";
   runnerToken = "";
   port = 0;
+  /** Environment of both processes on top of the defaults (e.g. a shorter reattach window). */
+  readonly extraEnv: Record<string, string>;
 
-  constructor(dataDir = mkdtempSync(join(tmpdir(), "as-system-"))) {
+  constructor(dataDir = mkdtempSync(join(tmpdir(), "as-system-")), extraEnv: Record<string, string> = {}) {
     this.dataDir = dataDir;
+    this.extraEnv = extraEnv;
   }
 
   env(): Record<string, string> {
@@ -55,6 +69,7 @@ export class System {
       AGENT_SESSIONS_REFERENCE_IMAGE: referenceImage().image,
       AGENT_SESSIONS_REATTACH_WINDOW_MS: process.env.AGENT_SESSIONS_REATTACH_WINDOW_MS ?? "20000",
       AGENT_SESSIONS_HEARTBEAT_MS: "1000",
+      ...this.extraEnv,
     };
   }
 
@@ -92,10 +107,18 @@ export class System {
     await this.kill("server", "SIGTERM");
   }
 
-  async call(method: string, path: string, body?: unknown, token = this.adminToken): Promise<{ status: number; body: any }> {
+  async call(
+    method: string,
+    path: string,
+    body?: unknown,
+    token = this.adminToken,
+  ): Promise<{ status: number; body: Json }> {
     const res = await fetch(`${this.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      },
       ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
     });
     const text = await res.text();
@@ -113,7 +136,7 @@ export class System {
   }
 }
 
-export type SseEvent = { id: string; event: string; data: any };
+export type SseEvent = { id: string; event: string; data: Json };
 
 /** Follows `/v1/events` and collects events until closed. */
 export function followEvents(system: System, query = "", lastEventId?: string) {
@@ -121,7 +144,10 @@ export function followEvents(system: System, query = "", lastEventId?: string) {
   const controller = new AbortController();
   const done = (async () => {
     const res = await fetch(`${system.url}/v1/events${query}`, {
-      headers: { authorization: `Bearer ${system.adminToken}`, ...(lastEventId ? { "last-event-id": lastEventId } : {}) },
+      headers: {
+        authorization: `Bearer ${system.adminToken}`,
+        ...(lastEventId ? { "last-event-id": lastEventId } : {}),
+      },
       signal: controller.signal,
     });
     const decoder = new TextDecoder();
@@ -159,7 +185,11 @@ export function followEvents(system: System, query = "", lastEventId?: string) {
   };
 }
 
-export async function until<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 60_000): Promise<NonNullable<T>> {
+export async function until<T>(
+  what: string,
+  fn: () => T | Promise<T>,
+  timeoutMs = 60_000,
+): Promise<NonNullable<T>> {
   const end = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < end) {
