@@ -1,17 +1,46 @@
-/** Wires a runner from its config: the Docker driver over the stacks library. */
+/** Wires a runner from its config: the engine's driver over the stacks library. */
+import { KubeConfig } from "@kubernetes/client-node";
+import { dockerClient } from "../infra/docker-provider/provider.ts";
 import { StackManager } from "../stacks/index.ts";
 import { parseRunnerConfig, type RunnerConfig } from "./config.ts";
 import { DockerDriver } from "./docker.ts";
+import type { EngineDriver } from "./driver.ts";
+import { KubernetesDriver } from "./kubernetes.ts";
 import { jsonLog, Runner } from "./runner.ts";
-import { dockerClient } from "../infra/docker-provider/provider.ts";
 
 export async function startRunner(config: RunnerConfig): Promise<Runner> {
-  if (config.engine !== "docker") throw new Error(`engine ${config.engine} has no driver in this runner yet`);
   const stacks = await StackManager.create(
-    { dataDir: config.dataDir, env: { DOCKER_HOST: config.dockerHost } },
+    {
+      dataDir: config.dataDir,
+      // The engine's own address for the providers: DOCKER_HOST, or the kubeconfig the
+      // Kubernetes provider reads (KUBECONFIG; in a pod its service account).
+      env:
+        config.engine === "docker"
+          ? { DOCKER_HOST: config.dockerHost }
+          : process.env.KUBECONFIG
+            ? { KUBECONFIG: process.env.KUBECONFIG }
+            : {},
+    },
     { log: jsonLog("stacks") },
   );
-  const runner = new Runner(config, new DockerDriver(dockerClient(config.dockerHost), stacks));
+  let driver: EngineDriver;
+  switch (config.engine) {
+    case "docker":
+      driver = new DockerDriver(dockerClient(config.dockerHost), stacks);
+      break;
+    case "kubernetes": {
+      // KUBECONFIG when set, else ~/.kube/config, else the in-cluster service account.
+      const kc = new KubeConfig();
+      kc.loadFromDefault();
+      driver = new KubernetesDriver(kc, stacks);
+      break;
+    }
+    default: {
+      const never: never = config.engine;
+      throw new Error(`unknown engine ${String(never)}`);
+    }
+  }
+  const runner = new Runner(config, driver);
   await runner.start();
   return runner;
 }

@@ -1,0 +1,149 @@
+import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { Labels, workloadName } from "../contracts/session-spec.ts";
+import type { ExitReason } from "./driver.ts";
+import { exitCodeOf, isPodReady, PodExits } from "./kubernetes.ts";
+
+const name = workloadName("team", "s1");
+
+function pod(
+  over: { uid?: string; status?: V1Pod["status"]; deleting?: boolean; containers?: V1ContainerStatus[] } = {},
+): V1Pod {
+  return {
+    metadata: {
+      uid: over.uid ?? "uid-1",
+      name: `${name}-abc`,
+      labels: {
+        [Labels.session]: "s1",
+        [Labels.namespace]: "team",
+        [Labels.component]: "session",
+        [Labels.managedBy]: "agent-sessions",
+      },
+      ...(over.deleting ? { deletionTimestamp: new Date() } : {}),
+    },
+    status: over.status ?? {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True" }],
+      containerStatuses: over.containers ?? [running(0)],
+    },
+  };
+}
+
+function running(restartCount: number, last?: { reason: string; exitCode: number; id: string }) {
+  return {
+    name: "adapter",
+    image: "i",
+    imageID: "i",
+    ready: true,
+    restartCount,
+    state: { running: {} },
+    ...(last
+      ? { lastState: { terminated: { reason: last.reason, exitCode: last.exitCode, containerID: last.id } } }
+      : {}),
+  } satisfies V1ContainerStatus;
+}
+
+function tracker(quiet = new Set<string>()) {
+  const reports: { name: string; reason: ExitReason; detail: string }[] = [];
+  const exits = new PodExits(
+    (n) => quiet.has(n),
+    (n, reason, detail) => reports.push({ name: n, reason, detail }),
+  );
+  return { exits, reports, quiet };
+}
+
+describe("PodExits maps pod objects to exit reasons", () => {
+  it("records a pod on first sight without reporting its history", () => {
+    const { exits, reports } = tracker();
+    exits.observe("ADDED", pod({ containers: [running(4, { reason: "Error", exitCode: 1, id: "c0" })] }));
+    expect(reports).toEqual([]);
+  });
+
+  it("reports a restart with OOMKilled in lastState as OOMKilled, once", () => {
+    const { exits, reports } = tracker();
+    exits.observe("ADDED", pod());
+    const oom = pod({ containers: [running(1, { reason: "OOMKilled", exitCode: 137, id: "c1" })] });
+    exits.observe("MODIFIED", oom);
+    exits.observe("MODIFIED", oom);
+    expect(reports).toEqual([
+      { name, reason: "OOMKilled", detail: "container adapter OOMKilled with exit code 137" },
+    ]);
+  });
+
+  it("reports a currently terminated container and not again when it restarts", () => {
+    const { exits, reports } = tracker();
+    exits.observe("ADDED", pod());
+    exits.observe(
+      "MODIFIED",
+      pod({
+        containers: [
+          {
+            ...running(0),
+            ready: false,
+            state: { terminated: { reason: "Error", exitCode: 2, containerID: "c1" } },
+          },
+        ],
+      }),
+    );
+    exits.observe("MODIFIED", pod({ containers: [running(1, { reason: "Error", exitCode: 2, id: "c1" })] }));
+    expect(reports.map((r) => r.reason)).toEqual(["ContainerExited"]);
+  });
+
+  it("reports a pod deleted from outside once, when its deletion starts", () => {
+    const { exits, reports } = tracker();
+    exits.observe("ADDED", pod());
+    exits.observe("MODIFIED", pod({ deleting: true }));
+    exits.observe("DELETED", pod({ deleting: true }));
+    expect(reports).toEqual([{ name, reason: "PodDeleted", detail: `pod ${name}-abc deleted` }]);
+  });
+
+  it("says nothing about pods of workloads the runner scales down or removes", () => {
+    const { exits, reports } = tracker(new Set([name]));
+    exits.observe("ADDED", pod());
+    exits.observe("MODIFIED", pod({ deleting: true }));
+    exits.observe("DELETED", pod({ deleting: true }));
+    expect(reports).toEqual([]);
+  });
+
+  it("reports an evicted pod as Evicted, not as container exits", () => {
+    const { exits, reports } = tracker();
+    exits.observe("ADDED", pod());
+    exits.observe(
+      "MODIFIED",
+      pod({ status: { phase: "Failed", reason: "Evicted", message: "node low on memory" } }),
+    );
+    exits.observe("DELETED", pod({ status: { phase: "Failed", reason: "Evicted" } }));
+    expect(reports).toEqual([{ name, reason: "Evicted", detail: "node low on memory" }]);
+  });
+
+  it("after a relist, reports pods that vanished while unwatched", () => {
+    const { exits, reports } = tracker();
+    exits.observe("ADDED", pod({ uid: "a" }));
+    exits.reconcile([pod({ uid: "b" })]);
+    expect(reports).toEqual([{ name, reason: "PodDeleted", detail: "pod deleted while unwatched" }]);
+  });
+});
+
+describe("exec status and readiness", () => {
+  it("reads the exit code from the exec status frame", () => {
+    expect(exitCodeOf({ status: "Success" })).toBe(0);
+    expect(
+      exitCodeOf({
+        status: "Failure",
+        reason: "NonZeroExitCode",
+        details: { causes: [{ reason: "ExitCode", message: "3" }] },
+      }),
+    ).toBe(3);
+    expect(exitCodeOf({ status: "Failure", reason: "InternalError" })).toBeNull();
+    expect(exitCodeOf(undefined)).toBeNull();
+  });
+
+  it("counts only a Running, Ready pod that is not being deleted", () => {
+    expect(isPodReady(pod())).toBe(true);
+    expect(isPodReady(pod({ deleting: true }))).toBe(false);
+    expect(
+      isPodReady(pod({ status: { phase: "Running", conditions: [{ type: "Ready", status: "False" }] } })),
+    ).toBe(false);
+    expect(isPodReady(pod({ status: { phase: "Pending" } }))).toBe(false);
+  });
+});

@@ -1,0 +1,321 @@
+/**
+ * The Kubernetes driver against the test bed's real cluster: a session stack goes up through
+ * stacks/ (Pulumi CLI, Kubernetes provider, policy pack), the reference agent runs over the pods/exec
+ * WebSocket and speaks compass.v1, a pod deleted from outside is reported by the watch and refused
+ * (NOT_FOUND) until the Deployment's replacement is Ready, the agent's state on the PVC survives
+ * the replacement, and remove leaves no object behind. Everything is checked through the API.
+ */
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AppsV1Api, CoreV1Api, KubeConfig, NetworkingV1Api, type V1Pod } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AgentFrame, parseAgentLine } from "../../contracts/compass.ts";
+import {
+  Labels,
+  type SessionSpec,
+  SessionSpec as SessionSpecSchema,
+  workloadName,
+} from "../../contracts/session-spec.ts";
+import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
+import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
+import { StackManager } from "../../stacks/index.ts";
+import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+
+applyTestbedEnv();
+
+const suffix = randomBytes(3).toString("hex");
+const k8sNamespace = `engine-kdrv-${suffix}`;
+const sessionNamespace = "engine";
+const sessionName = `kdrv-${suffix}`;
+const containerName = workloadName(sessionNamespace, sessionName);
+const agentCommand = ["/bin/node", "/app/reference/agent.ts"];
+const secrets = { credentials: { MODEL_API_KEY: `sk-${suffix}` }, adapterToken: `adapter-${suffix}` };
+const dataDir = mkdtempSync(join(tmpdir(), "kubernetes-driver-"));
+const selector = `${Labels.session}=${sessionName},${Labels.namespace}=${sessionNamespace}`;
+
+const kc = new KubeConfig();
+let core: CoreV1Api;
+let apps: AppsV1Api;
+let networking: NetworkingV1Api;
+let stacks: StackManager;
+let driver: KubernetesDriver;
+let unwatch: (() => void) | undefined;
+const exits: { name: string; reason: ExitReason; detail: string; at: number }[] = [];
+const agents: AgentProcess[] = [];
+const timings: Record<string, number> = {};
+
+async function until<T>(
+  what: string,
+  ms: number,
+  probe: () => Promise<T | undefined> | T | undefined,
+): Promise<T> {
+  const end = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end)
+      throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** An agent over the driver, with its frames collected as they arrive. */
+async function startAgent(): Promise<{
+  proc: AgentProcess;
+  frames: AgentFrame[];
+  next: (type: string) => Promise<AgentFrame>;
+}> {
+  const frames: AgentFrame[] = [];
+  const proc = await driver.startAgent(containerName, agentCommand, {
+    onLine(line) {
+      const parsed = parseAgentLine(line);
+      if (!parsed.ok) throw new Error(`agent wrote a malformed line (${parsed.reason}): ${line}`);
+      frames.push(parsed.frame);
+    },
+  });
+  agents.push(proc);
+  let read = 0;
+  const next = (type: string) =>
+    until(`a ${type} frame`, 15_000, () => {
+      const i = frames.findIndex((f, n) => n >= read && f.type === type);
+      if (i < 0) return undefined;
+      read = i + 1;
+      return frames[i];
+    });
+  return { proc, frames, next };
+}
+
+async function sessionPods(): Promise<V1Pod[]> {
+  return (await core.listNamespacedPod({ namespace: k8sNamespace, labelSelector: selector })).items;
+}
+
+/** The test bed bridge's address (`ip`, since Node lists no interface without carrier). */
+function bridgeAddress(): string {
+  const out = execFileSync("ip", ["-4", "-o", "addr", "show", "dev", "asbr0"], { encoding: "utf8" });
+  const address = out.match(/inet (\d+\.\d+\.\d+\.\d+)\//)?.[1];
+  if (!address)
+    throw new Error("no IPv4 address on the test bed bridge asbr0: run scripts/testbed up docker");
+  return address;
+}
+
+function spec(): SessionSpec {
+  return SessionSpecSchema.parse({
+    namespace: sessionNamespace,
+    name: sessionName,
+    engine: "kubernetes",
+    image: referenceImage().image,
+    contract: "v1alpha2",
+    resources: { cpu: "250m", memoryMiB: 256, storageMiB: 64 },
+    kubernetes: { namespace: k8sNamespace },
+  });
+}
+
+async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "resolved";
+  } catch (e) {
+    return String((e as { code?: string }).code);
+  }
+}
+
+beforeAll(async () => {
+  if (!process.env.KUBECONFIG) throw new Error("KUBECONFIG unset: run scripts/testbed up kubernetes");
+  kc.loadFromDefault();
+  core = kc.makeApiClient(CoreV1Api);
+  apps = kc.makeApiClient(AppsV1Api);
+  networking = kc.makeApiClient(NetworkingV1Api);
+  const node = await core.readNode({ name: "testbed" });
+  if (!node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+    throw new Error("node testbed is not Ready: run scripts/testbed up kubernetes");
+  stacks = await StackManager.create(
+    { dataDir, env: { KUBECONFIG: process.env.KUBECONFIG } },
+    { log: (level, msg, fields) => level !== "info" && console.error(level, msg, fields) },
+  );
+  // The runner here runs on the node: the pods see it at the bridge's address.
+  driver = new KubernetesDriver(kc, stacks, { namespace: k8sNamespace, runnerCidr: `${bridgeAddress()}/32` });
+  unwatch = await driver.watch((name, reason, detail) =>
+    exits.push({ name, reason, detail, at: Date.now() }),
+  );
+});
+
+afterAll(async () => {
+  // Whatever happened above: no agent, stack, object or namespace of this run stays behind.
+  for (const agent of agents) await agent.stop().catch(() => undefined);
+  unwatch?.();
+  if (stacks && (await stacks.exists(sessionNamespace, sessionName).catch(() => false)))
+    await stacks
+      .destroy(sessionNamespace, sessionName)
+      .catch((e: unknown) => console.error("cleanup destroy failed", e));
+  await core?.deleteNamespace({ name: k8sNamespace }).catch(() => undefined);
+  rmSync(dataDir, { recursive: true, force: true });
+  console.log(`kubernetes driver timings (ms): ${JSON.stringify(timings)}`);
+});
+
+describe("the Kubernetes driver on a real cluster", () => {
+  let firstStarts = 0;
+
+  it("provisions the session stack: namespace created, pod Running and Ready, ClusterIP endpoint answers", async () => {
+    const t0 = Date.now();
+    const result = await driver.provision(containerName, spec(), secrets);
+    timings.provision = Date.now() - t0;
+    expect(result.containerName).toBe(containerName);
+    expect(result.resolvedImageDigest).toBe(referenceImage().digest);
+    expect(await driver.isRunning(containerName)).toBe(true);
+
+    const ns = await core.readNamespace({ name: k8sNamespace });
+    expect(ns.metadata?.labels?.[Labels.managedBy]).toBe("agent-sessions");
+    const deployment = await apps.readNamespacedDeployment({ name: containerName, namespace: k8sNamespace });
+    expect(deployment.status?.readyReplicas).toBe(1);
+    const [pod] = await sessionPods();
+    expect(pod && isPodReady(pod)).toBe(true);
+    const ready = pod?.status?.conditions?.find((c) => c.type === "Ready")?.lastTransitionTime;
+    timings.podCreatedToReady =
+      new Date(ready ?? 0).getTime() - new Date(pod?.metadata?.creationTimestamp ?? 0).getTime();
+
+    const service = await core.readNamespacedService({ name: containerName, namespace: k8sNamespace });
+    expect(result.endpoint).toBe(`${service.spec?.clusterIP}:8080`);
+    expect(await driver.endpoint(containerName)).toBe(result.endpoint);
+    // The host reaches the ClusterIP through kube-proxy.
+    const res = await fetch(`http://${result.endpoint}/readyz`, { signal: AbortSignal.timeout(5000) });
+    expect(res.status).toBe(200);
+
+    // NetworkPolicy declared with the runner's node address (not enforced here: the test bed has
+    // no policy-capable network plugin).
+    const policy = await networking.readNamespacedNetworkPolicy({
+      name: containerName,
+      namespace: k8sNamespace,
+    });
+    expect(policy.spec?.ingress?.[0]?._from?.map((p) => p.ipBlock?.cidr).filter(Boolean)).toEqual([
+      `${bridgeAddress()}/32`,
+    ]);
+    expect(exits).toEqual([]);
+  });
+
+  it("runs the agent over exec: first a log frame, a message answered, stop ends it with exit code 0", async () => {
+    const t0 = Date.now();
+    const agent = await startAgent();
+    const first = await agent.next("log");
+    timings.execFirstFrame = Date.now() - t0;
+    expect(agent.frames[0]).toBe(first);
+    expect(first.payload.message).toBe("agent started");
+    firstStarts = Number(first.payload.starts);
+    expect(firstStarts).toBeGreaterThanOrEqual(1);
+
+    expect(agent.proc.send(JSON.stringify({ type: "message", text: "hi" }))).toBe(true);
+    const message = await agent.next("message");
+    expect(message.payload.text).toBe("echo: hi");
+
+    const t1 = Date.now();
+    await agent.proc.stop();
+    timings.stop = Date.now() - t1;
+    expect(await agent.proc.exited).toEqual({ exitCode: 0 });
+    expect(exits).toEqual([]);
+  });
+
+  it("reports a pod deleted from outside, refuses exec (NOT_FOUND) until the replacement is Ready, and the PVC state survives", async () => {
+    const agent = await startAgent();
+    const first = await agent.next("log");
+    expect(Number(first.payload.starts)).toBe(firstStarts + 1);
+    const [old] = await sessionPods();
+    const oldName = old?.metadata?.name ?? "";
+
+    const t0 = Date.now();
+    await core.deleteNamespacedPod({ name: oldName, namespace: k8sNamespace });
+    // Right after the delete the old pod is terminating and the new one not Ready yet.
+    expect(await codeOf(driver.startAgent(containerName, agentCommand, { onLine: () => undefined }))).toBe(
+      "NOT_FOUND",
+    );
+    const exit = await until("the watch to report the pod", 30_000, () =>
+      exits.find((e) => e.name === containerName),
+    );
+    expect(["PodDeleted", "ContainerExited"]).toContain(exit.reason);
+    timings.deleteToWatchReport = exit.at - t0;
+    const ended = await agent.proc.exited;
+    timings.deleteToExecEnd = Date.now() - t0;
+    expect(ended.exitCode === null || ended.exitCode !== 0).toBe(true);
+
+    const replacement = await until("a Ready replacement pod", 120_000, async () =>
+      (await sessionPods()).find((p) => p.metadata?.name !== oldName && isPodReady(p)),
+    );
+    timings.podReplacement = Date.now() - t0;
+    expect(replacement.metadata?.name).not.toBe(oldName);
+    expect(await driver.isRunning(containerName)).toBe(true);
+
+    const again = await startAgent();
+    const log = await again.next("log");
+    expect(Number(log.payload.starts)).toBe(firstStarts + 2);
+    await again.proc.stop();
+
+    // One report for one deletion (no ContainerExited after the PodDeleted).
+    expect(exits.filter((e) => e.name === containerName).map((e) => e.reason)).toEqual([exit.reason]);
+    console.log(
+      `pod deleted outside: watch said ${exit.reason} (${exit.detail}); exec ended with ${ended.exitCode}`,
+    );
+    // The deleted pod object itself lingers while terminating (see timings).
+    await until("the deleted pod to be gone", 90_000, async () =>
+      (await sessionPods()).some((p) => p.metadata?.name === oldName) ? undefined : true,
+    );
+    timings.deletedPodGone = Date.now() - t0;
+  });
+
+  it("scales down without reporting an exit: no pod, startAgent NOT_FOUND, PVC kept", async () => {
+    const before = exits.length;
+    const t0 = Date.now();
+    await driver.scaleDown(containerName);
+    timings.scaleDown = Date.now() - t0;
+    await until("no session pod", 90_000, async () => {
+      const pods = await sessionPods();
+      if (pods.length === 0) return true;
+      // What is left, for the timeout message.
+      throw new Error(
+        pods
+          .map(
+            (p) =>
+              `${p.metadata?.name} ${p.status?.phase} deleting=${Boolean(p.metadata?.deletionTimestamp)} ` +
+              JSON.stringify(p.status?.containerStatuses?.map((c) => c.state)),
+          )
+          .join("; "),
+      );
+    });
+    timings.scaleDownPodGone = Date.now() - t0;
+    expect(await driver.isRunning(containerName)).toBe(false);
+    expect(await codeOf(driver.startAgent(containerName, agentCommand, { onLine: () => undefined }))).toBe(
+      "NOT_FOUND",
+    );
+    const pvcs = await core.listNamespacedPersistentVolumeClaim({
+      namespace: k8sNamespace,
+      labelSelector: selector,
+    });
+    expect(pvcs.items.map((p) => p.status?.phase)).toEqual(["Bound"]);
+    // Give a late watch event the chance to show up: a deliberate scale-down is no exit.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(exits.slice(before)).toEqual([]);
+  });
+
+  it("removes everything: Deployment, Service, NetworkPolicy, PVC, Secret and the stack", async () => {
+    await driver.remove(containerName);
+    const [deployments, services, policies, pvcs, secretsLeft] = await Promise.all([
+      apps.listNamespacedDeployment({ namespace: k8sNamespace, labelSelector: selector }),
+      core.listNamespacedService({ namespace: k8sNamespace, labelSelector: selector }),
+      networking.listNamespacedNetworkPolicy({ namespace: k8sNamespace, labelSelector: selector }),
+      core.listNamespacedPersistentVolumeClaim({ namespace: k8sNamespace, labelSelector: selector }),
+      core.listNamespacedSecret({ namespace: k8sNamespace, labelSelector: selector }),
+    ]);
+    expect(deployments.items).toEqual([]);
+    expect(services.items).toEqual([]);
+    expect(policies.items).toEqual([]);
+    expect(pvcs.items.filter((p) => !p.metadata?.deletionTimestamp)).toEqual([]);
+    expect(secretsLeft.items).toEqual([]);
+    expect(await stacks.exists(sessionNamespace, sessionName)).toBe(false);
+    await driver.remove(containerName); // idempotent
+  });
+});
