@@ -27,6 +27,11 @@ export const AgentRuntimeSpec = z.strictObject({
   capabilities: z.array(RuntimeCapability).default([]),
   /** Only approved runtimes may be provisioned. */
   approved: z.boolean().default(false),
+  /**
+   * The one-shot entry a v1alpha1 runtime's AgentRun executes (contracts/agent-run.ts); default:
+   * the image's entrypoint. Sessions (v1alpha2) ignore it.
+   */
+  command: z.array(z.string().min(1).max(4096)).min(1).max(64).optional(),
 });
 export type AgentRuntimeSpec = z.infer<typeof AgentRuntimeSpec>;
 

@@ -65,6 +65,34 @@ export const SpawnAgentResponse = z.object({
 export const RemoveAgentWorkspaceRequest = z.strictObject({ container_name: z.string().min(1).max(128) });
 export const RemoveAgentWorkspaceResponse = z.object({ container_name: z.string(), removed: z.boolean() });
 
+/** The longest agent command SendAgentMessage relays (the runner's `send` line limit). */
+export const MAX_AGENT_MESSAGE_CHARS = 64 * 1024;
+
+/**
+ * One command for the agent, written to its stdin as one JSON line (the reference agent reads
+ * `{"type":"message","text":"…"}`, `{"type":"crash"}`, `{"type":"flood","count":N}`, …).
+ */
+export const AgentMessage = z
+  .record(z.string(), z.unknown())
+  .refine((m) => JSON.stringify(m).length <= MAX_AGENT_MESSAGE_CHARS, {
+    message: `must serialize to at most ${MAX_AGENT_MESSAGE_CHARS} characters`,
+  });
+
+/**
+ * Delivers one command to a session's agent. A STOPPED session is woken first (a start that
+ * resumes it; when its container is gone, the workspace is re-provisioned under the same name
+ * and the start retried). An ERRORED session is never woken: reload or stop it.
+ */
+export const SendAgentMessageRequest = z.strictObject({ session_id: Id, message: AgentMessage });
+/** How the message reached the agent: `none` (it was READY), `started` or `reprovisioned`. */
+export const MessageWake = z.enum(["none", "started", "reprovisioned"]);
+export type MessageWake = z.infer<typeof MessageWake>;
+export const SendAgentMessageResponse = z.object({
+  session_id: z.string(),
+  state: SessionState,
+  wake: MessageWake,
+});
+
 export const Rpc = {
   ProvisionAgentWorkspace: {
     request: ProvisionAgentWorkspaceRequest,
@@ -76,6 +104,7 @@ export const Rpc = {
   GetAgentStatus: { request: GetAgentStatusRequest, response: GetAgentStatusResponse },
   SpawnAgent: { request: SpawnAgentRequest, response: SpawnAgentResponse },
   RemoveAgentWorkspace: { request: RemoveAgentWorkspaceRequest, response: RemoveAgentWorkspaceResponse },
+  SendAgentMessage: { request: SendAgentMessageRequest, response: SendAgentMessageResponse },
 } as const;
 export type RpcMethod = keyof typeof Rpc;
 export const RpcMethod = z.enum(Object.keys(Rpc) as [RpcMethod, ...RpcMethod[]]);

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AgentFrame, SessionState } from "./compass.ts";
 import { ApiErrorBody } from "./errors.ts";
-import { SessionSpec } from "./session-spec.ts";
+import { DigestPinnedImage, EgressRule, SessionSpec } from "./session-spec.ts";
 
 /**
  * The runner link (see proxy/PROTOCOL.md): a WebSocket the runner dials OUT to
@@ -48,6 +48,21 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     container_name: z.string(),
     relay_id: z.string(),
     request_id: z.string(),
+  }),
+  /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
+  z.object({
+    kind: z.literal("run_once"),
+    run_id: z.string().regex(/^[a-z0-9][-a-z0-9]{0,62}$/),
+    image: DigestPinnedImage,
+    /** The runtime's one-shot entry; the image's entrypoint when absent. */
+    command: z.array(z.string()).optional(),
+    input: z.string().max(64 * 1024),
+    /** Plain environment (model URL and name). */
+    env: z.record(z.string(), z.string()),
+    /** The Agent's allowed credentials only; given to the engine at create time, never logged. */
+    credentials: z.record(z.string(), z.string()),
+    egress: z.array(EgressRule),
+    timeout_ms: z.number().int().positive(),
   }),
 ]);
 export type RunnerCommand = z.infer<typeof RunnerCommand>;

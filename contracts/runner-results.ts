@@ -24,6 +24,14 @@ export const ScaleDownResult = z.looseObject({});
 export const SendResult = z.looseObject({});
 export const RelayResult = z.looseObject({ status: z.number().int().optional() });
 export const CancelRelayResult = z.looseObject({ cancelled: z.boolean().optional() });
+export const RunOnceResult = z.looseObject({
+  /** The entry's exit code; null when it was killed (timeout). */
+  exit_code: z.number().int().nullable(),
+  /** The entry's stdout (bounded). */
+  output: z.string(),
+  timed_out: z.boolean(),
+  resolved_image_digest: z.string().optional(),
+});
 
 export const CommandResultSchemas = {
   provision: ProvisionResult,
@@ -34,5 +42,6 @@ export const CommandResultSchemas = {
   remove: RemoveResult,
   relay: RelayResult,
   cancel_relay: CancelRelayResult,
+  run_once: RunOnceResult,
 } as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
 export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

@@ -1,12 +1,21 @@
 import { Hono } from "hono";
+import { requestId } from "hono/request-id";
 import { CodedError } from "../contracts/errors.ts";
+import { accessLog } from "./access-log.ts";
+import { type Audit, createAudit } from "./audit.ts";
 import { requireAdminToken } from "./auth.ts";
 import { toErrorResponse } from "./error-response.ts";
 import type { EventBus } from "./event-bus.ts";
 import { eventRoutes } from "./event-stream.ts";
+import { type HarnessRoutesOptions, harnessRoutes } from "./harness-routes.ts";
 import type { RpcHandlers } from "./lifecycle.ts";
 import { type Logger, silentLogger } from "./log.ts";
+import type { Metrics } from "./metrics.ts";
+import { metricsRoute } from "./metrics-route.ts";
+import { buildOpenApiDocument } from "./openapi.ts";
+import { auditProxiedRequests } from "./request-audit.ts";
 import { resourceRoutes } from "./resource-routes.ts";
+import { rpcMetrics } from "./rpc-metrics.ts";
 import { rpcRoutes } from "./rpc-routes.ts";
 import { RUNNER_CONNECT_PATH } from "./runner-hub.ts";
 import type { Store } from "./store/store.ts";
@@ -22,6 +31,14 @@ export type AppOptions = {
   /** @default 15000 */
   keepAliveMs?: number;
   log?: Logger;
+  /** HarnessSessions, their request proxy and one-shot AgentRuns; absent in RPC-only setups. */
+  harness?: HarnessRoutesOptions;
+  /** `GET /metrics` and the RPC, proxy and runner-command metrics; absent: no `/metrics`. */
+  metrics?: Metrics;
+  /** Serve `/metrics` without a token. @default false */
+  metricsPublic?: boolean;
+  /** Called once per proxied request. @default an `audit` log line (and metrics) */
+  audit?: Audit;
 };
 
 /**
@@ -31,6 +48,9 @@ export type AppOptions = {
 export function buildApp(options: AppOptions): Hono {
   const log = options.log ?? silentLogger;
   const app = new Hono();
+  // Every response echoes `x-request-id` (the caller's when well-formed, else a new UUID).
+  app.use("*", requestId());
+  app.use("*", accessLog(log));
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
   app.get("/readyz", (c) => {
@@ -45,9 +65,26 @@ export function buildApp(options: AppOptions): Hono {
     );
   });
 
+  let openapi: string | undefined;
+  app.get("/openapi.json", (c) => {
+    openapi ??= JSON.stringify(buildOpenApiDocument());
+    return c.body(openapi, 200, { "content-type": "application/json" });
+  });
+  if (options.metrics)
+    app.route(
+      "/metrics",
+      metricsRoute({ ...options, metrics: options.metrics, public: options.metricsPublic ?? false }),
+    );
+
   app.use("/v1/*", requireAdminToken(options));
+  if (options.metrics) app.use("/v1/rpc/:method", rpcMetrics(options.metrics));
+  app.use(
+    "/v1/namespaces/:ns/harnesssessions/:name/requests",
+    auditProxiedRequests(options.audit ?? createAudit(log, options.metrics)),
+  );
   app.route("/v1/rpc", rpcRoutes(options.rpc));
   app.route("/v1/namespaces", resourceRoutes(options.store));
+  if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
   const events: Parameters<typeof eventRoutes>[0] = { store: options.store, bus: options.bus };
   if (options.shutdown) events.shutdown = options.shutdown;
   if (options.keepAliveMs !== undefined) events.keepAliveMs = options.keepAliveMs;
@@ -59,7 +96,12 @@ export function buildApp(options: AppOptions): Hono {
   app.onError((error, c) => {
     const { status, body, internal } = toErrorResponse(error);
     if (internal)
-      log("error", "unhandled error", { method: c.req.method, path: c.req.path, error: String(error) });
+      log("error", "unhandled error", {
+        request_id: c.get("requestId"),
+        method: c.req.method,
+        path: c.req.path,
+        error: String(error),
+      });
     return c.json(body, status as 400);
   });
   return app;

@@ -30,6 +30,16 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_COMMAND_TIMEOUT_MS: Int(1).default(300_000),
   /** Image of AgentRuntime `default/reference`, registered on first start when set. */
   AGENT_SESSIONS_REFERENCE_IMAGE: DigestPinnedImage.optional(),
+  /** Deadline of one request relayed to a HarnessSession; then 504 DEADLINE_EXCEEDED. @default 120000 */
+  AGENT_SESSIONS_REQUEST_TIMEOUT_MS: Int(1).default(120_000),
+  /** Largest request body the proxy accepts; more is 413 RESOURCE_EXHAUSTED. @default 131072 */
+  AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES: Int(1).default(128 * 1024),
+  /** Largest reply the proxy relays. @default 8388608 */
+  AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
+  /** How often the idle controller looks for idle HarnessSessions. @default 1000 */
+  AGENT_SESSIONS_IDLE_CHECK_MS: Int(50).default(1_000),
+  /** Serve `GET /metrics` without the admin token (a scraper on a trusted network). @default false */
+  AGENT_SESSIONS_METRICS_PUBLIC: z.stringbool().default(false),
 });
 
 /** Resolved server options: what `startServer` takes. */
@@ -45,6 +55,13 @@ export type ServerConfig = {
   frameBufferSize: number;
   commandTimeoutMs: number;
   referenceImage: string | undefined;
+  /** HarnessSession proxy and idle controller; defaults as in `ServerEnv` when absent. */
+  requestTimeoutMs?: number;
+  requestBodyMaxBytes?: number;
+  replyMaxBytes?: number;
+  idleCheckMs?: number;
+  /** `GET /metrics` without a token. @default false */
+  metricsPublic?: boolean;
 };
 
 /**
@@ -75,6 +92,11 @@ export function parseConfig(source: Record<string, string | undefined> = process
     frameBufferSize: env.AGENT_SESSIONS_FRAME_BUFFER_SIZE,
     commandTimeoutMs: env.AGENT_SESSIONS_COMMAND_TIMEOUT_MS,
     referenceImage: env.AGENT_SESSIONS_REFERENCE_IMAGE,
+    requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
+    requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,
+    replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
+    idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
+    metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
   };
 }
 

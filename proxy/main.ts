@@ -5,8 +5,10 @@ import { createAdaptorServer } from "@hono/node-server";
 import { buildApp } from "./app.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
 import { EventBus } from "./event-bus.ts";
+import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle.ts";
 import { jsonLogger, type Logger } from "./log.ts";
+import { startMetrics } from "./metrics-wiring.ts";
 import { registerReferenceRuntime } from "./reference-runtime.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
 import { SessionJournal } from "./session-journal.ts";
@@ -55,8 +57,15 @@ export async function startServer(
     commandTimeoutMs: config.commandTimeoutMs,
     log,
   });
+  const observability = startMetrics({
+    store,
+    hub,
+    databasePath: join(config.dataDir, "agent-sessions.db"),
+    log,
+  });
   const shutdown = new AbortController();
   let server: Server | undefined;
+  let harness: RunningHarness | undefined;
   try {
     await registerReferenceRuntime(store, config.referenceImage, log);
     // Sessions of a previous run wait for their runners to reattach (or the window to close).
@@ -69,6 +78,20 @@ export async function startServer(
     };
     if (options.secretEnv) lifecycleOptions.secretEnv = options.secretEnv;
     const lifecycle = new Lifecycle(lifecycleOptions);
+    harness = await startHarness({
+      databasePath: join(config.dataDir, "agent-sessions.db"),
+      store,
+      bus,
+      journal,
+      runners: hub,
+      sessions: lifecycle.sessions,
+      log,
+      ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
+      requestTimeoutMs: config.requestTimeoutMs,
+      requestBodyMaxBytes: config.requestBodyMaxBytes,
+      replyMaxBytes: config.replyMaxBytes,
+      idleCheckMs: config.idleCheckMs,
+    });
     const appOptions: Parameters<typeof buildApp>[0] = {
       store,
       bus,
@@ -79,6 +102,9 @@ export async function startServer(
       log,
     };
     if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
+    appOptions.harness = harness.routes;
+    appOptions.metrics = observability.metrics;
+    appOptions.metricsPublic = config.metricsPublic ?? false;
     const app = buildApp(appOptions);
     const listening = createAdaptorServer({
       fetch: app.fetch,
@@ -95,7 +121,9 @@ export async function startServer(
       });
     });
   } catch (error) {
+    await harness?.close();
     await hub.close();
+    await observability.close();
     await store.close();
     throw error;
   }
@@ -113,10 +141,12 @@ export async function startServer(
     close: () => {
       closing ??= (async () => {
         shutdown.abort();
+        await harness?.close();
         await hub.close();
         const closed = new Promise<void>((resolve) => open.close(() => resolve()));
         open.closeAllConnections();
         await closed;
+        await observability.close();
         await store.close();
       })();
       return closing;

@@ -10,6 +10,9 @@ import type { Store } from "./store/store.ts";
  * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes.
  */
 export function resourceRoutes(store: Store): Hono {
+  // The alternation stays in a group: hono's RegExpRouter splices the pattern into one big
+  // regex, and a bare `a|b` then swallowed `…/agentruntimes/{name}` into the list route once
+  // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
   const app = new Hono();
   const target = (ns: string, plural: string, name?: string) => {
     const namespace = parseInput(DnsLabel, ns, "namespace");
@@ -18,13 +21,13 @@ export function resourceRoutes(store: Store): Hono {
     return { namespace, ...entry };
   };
 
-  app.get("/:ns/:plural{agentruntimes|agents}", async (c) => {
+  app.get("/:ns/:plural{(?:agentruntimes|agents)}", async (c) => {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
     const items = await store.listResources(kind, namespace);
     return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, items });
   });
 
-  app.get("/:ns/:plural{agentruntimes|agents}/:name", async (c) => {
+  app.get("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const resource = await store.getResource(kind, namespace, name);
@@ -32,7 +35,7 @@ export function resourceRoutes(store: Store): Hono {
     return c.json(resource);
   });
 
-  app.put("/:ns/:plural{agentruntimes|agents}/:name", async (c) => {
+  app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
     const resource = parseInput(schema, withPathMetadata(await readJson(c), namespace, name), kind);
@@ -46,7 +49,7 @@ export function resourceRoutes(store: Store): Hono {
     return c.json(stored, created ? 201 : 200);
   });
 
-  app.delete("/:ns/:plural{agentruntimes|agents}/:name", async (c) => {
+  app.delete("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const deleted = await store.deleteResource(kind, namespace, name);
@@ -58,7 +61,7 @@ export function resourceRoutes(store: Store): Hono {
 }
 
 /** A manifest may leave out the name and namespace the path already says. */
-function withPathMetadata(body: unknown, namespace: string, name: string): unknown {
+export function withPathMetadata(body: unknown, namespace: string, name: string): unknown {
   if (!body || typeof body !== "object" || Array.isArray(body)) return body;
   const manifest = body as { metadata?: unknown };
   const metadata =

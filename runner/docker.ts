@@ -8,15 +8,34 @@ import type Docker from "dockerode";
 import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
-import type { AgentOutput, AgentProcess, EngineDriver, ExitReason, ProvisionResult } from "./driver.ts";
+import { runOnce } from "./docker-one-shot.ts";
+import type {
+  AgentOutput,
+  AgentProcess,
+  EngineDriver,
+  ExitReason,
+  ProvisionResult,
+  RunOnceCommand,
+  RunOnceOutcome,
+} from "./driver.ts";
 
 type Placement = { namespace: string; name: string };
+
+/** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
+const DIE_SETTLE_MS = 500;
 
 export class DockerDriver implements EngineDriver {
   readonly engine = "docker" as const;
   readonly #docker: Docker;
   readonly #stacks: StackManager;
   readonly #placements = new Map<string, Placement>();
+  /** When the engine last reported an `oom` event per container (the watcher records it). */
+  readonly #ooms = new Map<string, number>();
+  /**
+   * The adapter's address per workspace, from the last `up` at scale 1: relayed requests must not
+   * pay a Pulumi CLI round trip (`stack output`) each. Dropped when the workload goes.
+   */
+  readonly #endpoints = new Map<string, string>();
 
   constructor(docker: Docker, stacks: StackManager) {
     this.#docker = docker;
@@ -35,8 +54,30 @@ export class DockerDriver implements EngineDriver {
       );
     }
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
+    await this.#forgetLostContainer(containerName, spec);
+    this.#endpoints.delete(containerName);
     const outputs = await this.#stacks.up({ ...spec, replicas: 1 }, secrets);
+    if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
     return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
+  }
+
+  /**
+   * A re-provision replaces a container that was removed outside or is no longer running (it
+   * exited, was OOM-killed): `up` alone trusts the stack's state and would change nothing. An
+   * exited container is removed, then `refresh` drops what is gone from the state, so `up`
+   * creates it again under its name (the volume, untouched, keeps the workspace).
+   */
+  async #forgetLostContainer(containerName: string, spec: SessionSpec): Promise<void> {
+    let state: { Running: boolean } | undefined;
+    try {
+      state = (await this.#docker.getContainer(containerName).inspect()).State;
+    } catch {
+      state = undefined; // gone
+    }
+    if (state?.Running) return;
+    if (!(await this.#stacks.exists(spec.namespace, spec.name))) return; // a first provision
+    if (state) await this.#docker.getContainer(containerName).remove({ force: true });
+    await this.#stacks.refresh(spec.namespace, spec.name);
   }
 
   async #placement(containerName: string): Promise<Placement | undefined> {
@@ -58,6 +99,10 @@ export class DockerDriver implements EngineDriver {
     return undefined;
   }
 
+  oomSince(containerName: string, sinceMs: number): boolean {
+    return (this.#ooms.get(containerName) ?? Number.NEGATIVE_INFINITY) >= sinceMs;
+  }
+
   async isRunning(containerName: string): Promise<boolean> {
     try {
       return (await this.#docker.getContainer(containerName).inspect()).State.Running;
@@ -69,6 +114,8 @@ export class DockerDriver implements EngineDriver {
   async endpoint(containerName: string): Promise<string> {
     const p = await this.#placement(containerName);
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    const cached = this.#endpoints.get(containerName);
+    if (cached) return cached;
     return (await this.#stacks.outputs(p.namespace, p.name)).endpoint;
   }
 
@@ -138,9 +185,14 @@ export class DockerDriver implements EngineDriver {
     };
   }
 
+  runOnce(command: RunOnceCommand): Promise<RunOnceOutcome> {
+    return runOnce(this.#docker, command);
+  }
+
   async scaleDown(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    this.#endpoints.delete(containerName);
     await this.#stacks.scaleDown(p.namespace, p.name);
   }
 
@@ -151,6 +203,7 @@ export class DockerDriver implements EngineDriver {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });
     this.#placements.delete(containerName);
+    this.#endpoints.delete(containerName);
   }
 
   async watch(
@@ -168,6 +221,9 @@ export class DockerDriver implements EngineDriver {
       })) as NodeJS.ReadableStream;
       current = stream;
       const oomed = new Set<string>();
+      // `docker rm -f` sends `die` then `destroy`: a `die` waits a moment for a `destroy` of the
+      // same container, so a removal is reported as ContainerRemoved, not as an exit.
+      const dying = new Map<string, NodeJS.Timeout>();
       let buffer = "";
       stream.on("data", (chunk: Buffer) => {
         buffer += chunk.toString("utf8");
@@ -177,25 +233,41 @@ export class DockerDriver implements EngineDriver {
           if (!line.trim()) continue;
           const ev = JSON.parse(line) as { Action: string; Actor: { Attributes: Record<string, string> } };
           const name = ev.Actor.Attributes.name ?? "";
-          if (ev.Action === "oom") oomed.add(name);
-          else if (ev.Action === "die") {
+          if (ev.Action === "oom") {
+            oomed.add(name);
+            this.#ooms.set(name, Date.now());
+          } else if (ev.Action === "die") {
             const code = ev.Actor.Attributes.exitCode ?? "?";
-            if (oomed.has(name) || code === "137") {
-              // 137 alone is also `docker kill`; the oom event (or OOMKilled) tells them apart.
-              void this.#docker
-                .getContainer(name)
-                .inspect()
-                .then(
-                  (info) =>
-                    onExit(
-                      name,
-                      info.State.OOMKilled || oomed.has(name) ? "OOMKilled" : "ContainerExited",
-                      `exit code ${code}`,
-                    ),
-                  () => onExit(name, oomed.has(name) ? "OOMKilled" : "ContainerExited", `exit code ${code}`),
-                );
-            } else onExit(name, "ContainerExited", `exit code ${code}`);
-          } else if (ev.Action === "destroy") onExit(name, "ContainerRemoved", "container removed");
+            const oom = oomed.delete(name);
+            clearTimeout(dying.get(name));
+            dying.set(
+              name,
+              setTimeout(() => {
+                dying.delete(name);
+                if (!oom && code !== "137") {
+                  onExit(name, "ContainerExited", `exit code ${code}`);
+                  return;
+                }
+                // 137 alone is also `docker kill`; the oom event (or OOMKilled) tells them apart.
+                void this.#docker
+                  .getContainer(name)
+                  .inspect()
+                  .then(
+                    (info) =>
+                      onExit(
+                        name,
+                        info.State.OOMKilled || oom ? "OOMKilled" : "ContainerExited",
+                        `exit code ${code}`,
+                      ),
+                    () => onExit(name, oom ? "OOMKilled" : "ContainerExited", `exit code ${code}`),
+                  );
+              }, DIE_SETTLE_MS),
+            );
+          } else if (ev.Action === "destroy") {
+            clearTimeout(dying.get(name));
+            dying.delete(name);
+            onExit(name, "ContainerRemoved", "container removed");
+          }
         }
       });
       stream.once("end", () => {

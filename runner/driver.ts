@@ -3,6 +3,18 @@
  * rest of the runner never touches an engine directly.
  */
 import type { SessionSpec } from "../contracts/session-spec.ts";
+import type { RunnerCommand } from "../contracts/runner-protocol.ts";
+
+/** A one-shot (v1alpha1) run, as the server asks for it. */
+export type RunOnceCommand = Extract<RunnerCommand, { kind: "run_once" }>;
+export type RunOnceOutcome = {
+  /** null when the run was killed (timeout). */
+  exit_code: number | null;
+  /** stdout, bounded. */
+  output: string;
+  timed_out: boolean;
+  resolved_image_digest: string;
+};
 
 export type ProvisionResult = { containerName: string; endpoint: string; resolvedImageDigest: string };
 
@@ -48,4 +60,15 @@ export interface EngineDriver {
   watch(onExit: (containerName: string, reason: ExitReason, detail: string) => void): Promise<() => void>;
   /** host:port of the adapter for relayed requests. */
   endpoint(containerName: string): Promise<string>;
+  /**
+   * True when the engine reported an out-of-memory kill in the workload at or after `sinceMs`
+   * (epoch ms): an agent that ends then was OOM-killed even if the workload lives on. Optional:
+   * an engine that cannot tell leaves it out.
+   */
+  oomSince?(containerName: string, sinceMs: number): boolean;
+  /**
+   * A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards
+   * (contracts/agent-run.ts). Engines without it answer `run_once` with UNIMPLEMENTED.
+   */
+  runOnce?(command: RunOnceCommand): Promise<RunOnceOutcome>;
 }

@@ -2,6 +2,7 @@
  * A runner: the link to the server, the engine driver, and the authoritative set of agent
  * sessions. Owns every container and stack operation; the server only asks.
  */
+import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../contracts/runner-protocol.ts";
 import { AgentSessions } from "./agent-sessions.ts";
@@ -9,6 +10,7 @@ import type { RunnerConfig } from "./config.ts";
 import type { EngineDriver } from "./driver.ts";
 import { RunnerLink } from "./link.ts";
 import { Relays } from "./relay.ts";
+import { SESSION_FILE_NAME, SessionFile } from "./session-file.ts";
 
 export type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
 
@@ -27,11 +29,14 @@ export class Runner {
   readonly #relays = new Relays();
   /** Adapter tokens by workspace, from the provision command (the runner holds them, never clients). */
   readonly #tokens = new Map<string, string>();
+  /** The session set survives a restart of this process (runner/session-file.ts). */
+  readonly #sessionFile: SessionFile;
   #unwatch: (() => void) | undefined;
 
   constructor(config: RunnerConfig, driver: EngineDriver, log: Log = jsonLog("runner")) {
     this.#driver = driver;
     this.#log = log;
+    this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
     this.sessions = new AgentSessions(driver, {
       frame: (session_id, frame) =>
         this.link.send({ version: RUNNER_PROTOCOL_VERSION, type: "frame", payload: { session_id, frame } }),
@@ -41,6 +46,13 @@ export class Runner {
           type: "session_state",
           payload: { session_id, state, ...(reason ? { reason } : {}) },
         }),
+      changed: () => {
+        try {
+          this.#sessionFile.save(this.sessions.report());
+        } catch (error) {
+          this.#log("error", "saving the session set failed", { error: String(error) });
+        }
+      },
     });
     this.link = new RunnerLink(
       {
@@ -60,6 +72,12 @@ export class Runner {
       this.#log("warn", "workload exited", { containerName, reason, detail });
       this.sessions.workloadExited(containerName, reason, detail);
     });
+    // Before the first hello, so it reports the agents started again (PROTOCOL.md §5).
+    const saved = this.#sessionFile.load();
+    if (saved.length > 0) {
+      const failed = await this.sessions.restore(saved);
+      this.#log("info", "session set restored", { saved: saved.length, failed });
+    }
     this.link.start();
   }
 
@@ -130,6 +148,11 @@ export class Runner {
       }
       case "cancel_relay":
         return { cancelled: await this.#relays.cancel(command.relay_id) };
+      case "run_once": {
+        if (!this.#driver.runOnce)
+          throw new CodedError("UNIMPLEMENTED", `the ${this.#driver.engine} driver has no one-shot runs`);
+        return await this.#driver.runOnce(command);
+      }
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);

@@ -1,0 +1,180 @@
+import { z } from "zod";
+import { RequestOutcome, ResultRecord, Usage } from "./adapter.ts";
+import { IdleTimeout } from "./duration.ts";
+import { API_VERSION, ObjectMeta } from "./resources.ts";
+import { DnsLabel } from "./session-spec.ts";
+
+/**
+ * HarnessSession: a namespaced, kubectl-style resource at
+ * `/v1/namespaces/{ns}/harnesssessions/{name}`. Desired state in `spec`, observed state in
+ * `status`.
+ *
+ * "running" (spec.desiredState) is what the user asks for: the session's workspace provisioned
+ * at scale 1 and its agent session started. "Ready" (status.conditions[type=Ready]) is what the
+ * controller observed: the agent session is READY and the proxy accepts requests. A running
+ * session can be not Ready (Pending while provisioning, Stopped after an idle timeout, Failed).
+ */
+export const HARNESS_SESSION_KIND = "HarnessSession";
+
+export const DesiredState = z.enum(["running", "stopped"]);
+export type DesiredState = z.infer<typeof DesiredState>;
+
+export const HarnessSessionSpec = z.strictObject({
+  /** An Agent in the session's namespace. Immutable. */
+  agentRef: DnsLabel,
+  /** The AgentRuntime the Agent is bound to (must be the Agent's `runtimeRef`). Immutable. */
+  runtimeRef: DnsLabel,
+  desiredState: DesiredState.default("running"),
+  /** Stop (scale to 0, volume kept) after this long without activity; `0` never. @default 15m */
+  idleTimeout: IdleTimeout.default("15m"),
+});
+export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
+
+/** Immutable spec fields: a PUT or PATCH changing one is INVALID_ARGUMENT. */
+export const IMMUTABLE_SPEC_FIELDS = [
+  "agentRef",
+  "runtimeRef",
+] as const satisfies (keyof HarnessSessionSpec)[];
+
+/** What PUT accepts. `status` (e.g. from a GET round trip) is ignored; server-set metadata too. */
+export const HarnessSessionInput = z.strictObject({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal(HARNESS_SESSION_KIND),
+  metadata: ObjectMeta,
+  spec: HarnessSessionSpec,
+  status: z.unknown().optional(),
+});
+export type HarnessSessionInput = z.infer<typeof HarnessSessionInput>;
+
+export const HarnessPhase = z.enum(["Pending", "Ready", "Draining", "Failed", "Stopped"]);
+export type HarnessPhase = z.infer<typeof HarnessPhase>;
+
+export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
+export type ConditionStatus = z.infer<typeof ConditionStatus>;
+
+export const Condition = z.object({
+  type: z.string(),
+  status: ConditionStatus,
+  /** One of `HarnessReasons`: stable, switch on it. */
+  reason: z.string(),
+  /** For people; may change wording. */
+  message: z.string(),
+  lastTransitionTime: z.string(),
+});
+export type Condition = z.infer<typeof Condition>;
+
+export const ConditionTypes = { Ready: "Ready" } as const;
+
+/**
+ * Stable reasons of the Ready condition. Clients switch on them; never reword one.
+ */
+export const HarnessReasons = {
+  /** Ready=True: the agent session is READY and requests are accepted. */
+  SessionReady: "SessionReady",
+  /** The workspace (stack) is being brought up. */
+  Provisioning: "Provisioning",
+  /** The agent session is starting (a first start). */
+  Starting: "Starting",
+  /** A stopped session is being brought back (stack up at scale 1, start with resume). */
+  Resuming: "Resuming",
+  /** Stopped because spec.desiredState is stopped. */
+  Stopped: "Stopped",
+  /** Stopped by the idle controller; resumes when the spec is written again (e.g. desiredState running). */
+  IdleTimeout: "IdleTimeout",
+  /** The adapter (the workload's main process) exited, was killed or removed. */
+  AdapterExited: "AdapterExited",
+  /** The agent process exited while its workload kept running. */
+  AgentExited: "AgentExited",
+  /** The engine could not pull the runtime's image. */
+  ImagePullFailed: "ImagePullFailed",
+  /** The binding is invalid (unknown Agent or runtime, a runtime without v1alpha2, …); nothing provisioned. */
+  Invalid: "Invalid",
+  /** Provisioning the workspace failed for another reason. */
+  ProvisionFailed: "ProvisionFailed",
+  /** The runner refused or failed to start the agent session. */
+  StartFailed: "StartFailed",
+  /** No runner can take the work right now; retried. */
+  RunnerUnavailable: "RunnerUnavailable",
+  /** The session's runner link is lost; its reattach window runs. */
+  RunnerDisconnected: "RunnerDisconnected",
+  /** The runner came back without the session, or never came back. */
+  RunnerLost: "RunnerLost",
+  /** Stopping or scaling down failed; retried. */
+  StopFailed: "StopFailed",
+  /** DELETE is tearing the session down. */
+  Deleting: "Deleting",
+} as const;
+export type HarnessReason = (typeof HarnessReasons)[keyof typeof HarnessReasons];
+
+/** Token usage summed over the session's requests; requests without usage are counted, never taken as zero. */
+export const UsageTotals = z.object({
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  /** Requests whose usage the model reported (the token sums cover exactly these). */
+  reportedRequests: z.number().int().nonnegative(),
+  /** Requests whose usage is "unavailable" (not reported, failed or cancelled). */
+  unavailableRequests: z.number().int().nonnegative(),
+});
+export type UsageTotals = z.infer<typeof UsageTotals>;
+
+export const HarnessSessionStatus = z.object({
+  phase: HarnessPhase,
+  observedGeneration: z.number().int().nonnegative(),
+  conditions: z.array(Condition),
+  resolvedImageDigest: z.string().optional(),
+  sessionId: z.string().optional(),
+  containerName: z.string().optional(),
+  lastActivityTime: z.string().optional(),
+  requestCount: z.number().int().nonnegative(),
+  activeRequests: z.number().int().nonnegative(),
+  errorCount: z.number().int().nonnegative(),
+  lastRequestId: z.string().optional(),
+  lastRequestOutcome: RequestOutcome.optional(),
+  /** Usage of the last finished request, exactly as the adapter recorded it. */
+  lastRequestUsage: Usage.optional(),
+  usage: UsageTotals,
+});
+export type HarnessSessionStatus = z.infer<typeof HarnessSessionStatus>;
+
+export const HarnessSession = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal(HARNESS_SESSION_KIND),
+  metadata: ObjectMeta.extend({
+    uid: z.string(),
+    generation: z.number().int().positive(),
+    creationTimestamp: z.string(),
+    deletionTimestamp: z.string().optional(),
+  }),
+  spec: HarnessSessionSpec,
+  status: HarnessSessionStatus,
+});
+export type HarnessSession = z.infer<typeof HarnessSession>;
+
+/** The id of one relayed request (the adapter's request id). */
+export const RequestId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9._-]+$/, "letters, digits, '.', '_' and '-' only");
+
+/** `POST …/harnesssessions/{name}/requests`. */
+export const HarnessRequest = z.strictObject({
+  input: z
+    .string()
+    .min(1)
+    .max(64 * 1024),
+  /** A streamed reply (SSE); only when the runtime declares `streaming`. */
+  stream: z.boolean().default(false),
+  /** Client-chosen id (for cancel); generated when absent. Unique per session. */
+  id: RequestId.optional(),
+});
+export type HarnessRequest = z.infer<typeof HarnessRequest>;
+
+/**
+ * A non-streamed reply: the adapter's result record (HTTP 200 when it succeeded; a failed or
+ * cancelled one comes as an error body with the record in `details.result`). A streamed reply is
+ * SSE: `event: delta` ({type, text}), then `event: result` ({type, result}); a relay failure is
+ * `event: error` ({code, message}).
+ */
+export const HarnessReply = ResultRecord;
+export type HarnessReply = z.infer<typeof HarnessReply>;

@@ -1,0 +1,130 @@
+import { randomBytes } from "node:crypto";
+import { ResultRecord, type Usage } from "../contracts/adapter.ts";
+import { AGENT_RUN_KIND, type AgentRun, AgentRunInput } from "../contracts/agent-run.ts";
+import { CodedError } from "../contracts/errors.ts";
+import { API_VERSION, type Agent, type AgentRuntime } from "../contracts/resources.ts";
+import type { Logger } from "./log.ts";
+import { chooseRunner } from "./placement.ts";
+import { parseInput } from "./request-body.ts";
+import type { RunnerDirectory } from "./runner-directory.ts";
+import { resolveCredentials } from "./session-spec-builder.ts";
+import type { Store } from "./store/store.ts";
+
+export type AgentRunsOptions = {
+  store: Store;
+  runners: RunnerDirectory;
+  log: Logger;
+  /** Where Agent `secretRef` credentials are read. @default process.env */
+  secretEnv?: Record<string, string | undefined>;
+};
+
+/** Time a runner gets on top of the run's own timeout (pulling the image, network setup). */
+const RUNNER_OVERHEAD_MS = 120_000;
+
+/**
+ * `POST /v1/namespaces/{ns}/agentruns`: one run of a one-shot (v1alpha1) runtime, to completion
+ * (contracts/agent-run.ts). The runner starts the runtime's one-shot entry in a fresh container
+ * with the Agent's allowed credentials only, waits for it to exit, and removes it with its
+ * network. The answer is the run with its status; nothing is kept running.
+ */
+export class AgentRuns {
+  readonly #o: AgentRunsOptions;
+
+  constructor(options: AgentRunsOptions) {
+    this.#o = options;
+  }
+
+  async run(namespace: string, body: unknown): Promise<AgentRun> {
+    const input = parseInput(AgentRunInput, body, AGENT_RUN_KIND);
+    if (input.metadata.namespace !== undefined && input.metadata.namespace !== namespace)
+      throw new CodedError("INVALID_ARGUMENT", `metadata.namespace must match the path (${namespace})`);
+    const name = input.metadata.name ?? `run-${randomBytes(4).toString("hex")}`;
+    const { spec } = input;
+    const agent = (await this.#o.store.getResource("Agent", namespace, spec.agentRef)) as Agent | undefined;
+    if (!agent) throw new CodedError("NOT_FOUND", `Agent ${namespace}/${spec.agentRef} not found`);
+    const runtimeRef = `${namespace}/${agent.spec.runtimeRef}`;
+    const runtime = (await this.#o.store.getResource("AgentRuntime", namespace, agent.spec.runtimeRef)) as
+      | AgentRuntime
+      | undefined;
+    if (!runtime) throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${runtimeRef} not found`);
+    if (runtime.spec.contract !== "v1alpha1")
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `AgentRuntime ${runtimeRef} declares contract ${runtime.spec.contract} (sessions); AgentRuns run one-shot v1alpha1 runtimes — use a HarnessSession`,
+        { reason: "RuntimeContractUnsupported" },
+      );
+    if (!runtime.spec.approved)
+      throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${runtimeRef} is not approved`, {
+        reason: "RuntimeNotApproved",
+      });
+    const credentials = resolveCredentials(agent, this.#o.secretEnv ?? process.env);
+    // One-shot runs are a Docker driver feature; other runners answer UNIMPLEMENTED.
+    const connected = this.#o.runners.connectedRunners();
+    const docker = connected.filter((r) => r.engine === "docker");
+    const placement = chooseRunner(docker.length ? docker : connected, new Map());
+    if (!placement.ok) throw new CodedError(placement.code, placement.message);
+
+    const env: Record<string, string> = {};
+    if (agent.spec.model) {
+      env.MODEL_BASE_URL = agent.spec.model.baseUrl;
+      env.MODEL_NAME = agent.spec.model.name;
+    }
+    const timeoutMs = spec.timeoutSeconds * 1_000;
+    const startTime = new Date().toISOString();
+    this.#o.log("info", "agent run starting", { namespace, name, agent: spec.agentRef, runtime: runtimeRef });
+    const outcome = await this.#o.runners.command(
+      placement.runner.runner_id,
+      {
+        kind: "run_once",
+        run_id: name,
+        image: runtime.spec.image,
+        ...(runtime.spec.command ? { command: runtime.spec.command } : {}),
+        input: spec.input,
+        env,
+        credentials,
+        egress: agent.spec.egress,
+        timeout_ms: timeoutMs,
+      },
+      timeoutMs + RUNNER_OVERHEAD_MS,
+    );
+    if (!outcome.ok)
+      throw new CodedError(
+        outcome.error.code,
+        `agent run ${namespace}/${name} failed: ${outcome.error.message}`,
+      );
+    const run = outcome.result;
+    const last = run.output.trim().split("\n").pop() ?? "";
+    const record = ResultRecord.safeParse(parseJson(last));
+    const succeeded = run.exit_code === 0 && (!record.success || record.data.outcome === "succeeded");
+    const usage: Usage = record.success ? record.data.usage : "unavailable";
+    const status: AgentRun["status"] = {
+      phase: succeeded ? "Succeeded" : "Failed",
+      exitCode: run.exit_code,
+      output: record.success ? (record.data.output ?? "") : run.output,
+      usage,
+      startTime,
+      completionTime: new Date().toISOString(),
+    };
+    if (record.success) status.result = record.data;
+    if (run.resolved_image_digest) status.resolvedImageDigest = run.resolved_image_digest;
+    if (run.timed_out) status.message = `killed after ${spec.timeoutSeconds}s`;
+    else if (!succeeded)
+      status.message =
+        record.success && record.data.error ? record.data.error : `exited with ${run.exit_code}`;
+    this.#o.log("info", "agent run finished", {
+      namespace,
+      name,
+      phase: status.phase,
+      exit_code: run.exit_code,
+    });
+    return { apiVersion: API_VERSION, kind: AGENT_RUN_KIND, metadata: { name, namespace }, spec, status };
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

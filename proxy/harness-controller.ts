@@ -1,0 +1,486 @@
+import { type ApiErrorBody, CodedError, ErrorCode } from "../contracts/errors.ts";
+import { type HarnessReason, HarnessReasons } from "../contracts/harness-session.ts";
+import type { Agent, AgentRuntime } from "../contracts/resources.ts";
+import { failureOf, observeSession, type Readiness, withReady } from "./harness-status.ts";
+import { KeyedMutex } from "./keyed-mutex.ts";
+import type { Logger } from "./log.ts";
+import type { ProvisionRecorder } from "./provision-recorder.ts";
+import type { RunnerDirectory } from "./runner-directory.ts";
+import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
+import { isLive } from "./session-states.ts";
+import type { Sessions } from "./sessions.ts";
+import type { HarnessRecord, HarnessStore, ObservedPatch } from "./store/harness-store.ts";
+import type { SessionRecord, Store, StoredFrame } from "./store/store.ts";
+import type { Workspaces } from "./workspaces.ts";
+
+/** The workstream of a HarnessSession's workspace: one workspace per session. */
+export function harnessWorkstream(name: string): string {
+  return `harness-${name}`;
+}
+
+export type HarnessControllerOptions = {
+  harness: HarnessStore;
+  store: Store;
+  /** Provisioning and removal over a directory that records resolved digests. */
+  workspaces: Workspaces;
+  digests: ProvisionRecorder;
+  sessions: Sessions;
+  runners: RunnerDirectory;
+  log: Logger;
+  /** Where Agent `secretRef` credentials are read (the binding check). @default process.env */
+  secretEnv?: Record<string, string | undefined>;
+  /** How long a stop waits for requests in flight to finish. @default 130000 */
+  drainTimeoutMs?: number;
+  /** @default () => new Date() */
+  now?: () => Date;
+};
+
+/**
+ * Reconciles HarnessSessions through the lifecycle: desiredState running = workspace provisioned
+ * (stack up at scale 1) + agent session started; stopped = agent session stopped + stack scaled
+ * to 0 (volume kept); delete = stack destroyed, then forgotten. Keeps `status` true to what it
+ * observes (agent session states arrive as status frames).
+ *
+ * One reconcile per session at a time (in this process); reconciles are coalesced. A spec write
+ * bumps the generation, and only a new generation retries a Failed session or resumes one
+ * stopped for IdleTimeout: the controller never revives those behind the user's back.
+ */
+export class HarnessController {
+  readonly #o: Required<Omit<HarnessControllerOptions, "secretEnv">> & {
+    secretEnv: Record<string, string | undefined>;
+  };
+  readonly #mutex = new KeyedMutex();
+  readonly #queued = new Set<string>();
+
+  constructor(options: HarnessControllerOptions) {
+    this.#o = {
+      drainTimeoutMs: 130_000,
+      now: () => new Date(),
+      ...options,
+      secretEnv: options.secretEnv ?? process.env,
+    };
+  }
+
+  /** Schedule a reconcile of one session (coalesced). Never throws: failures are logged. */
+  enqueue(namespace: string, name: string): void {
+    const key = keyOf(namespace, name);
+    if (this.#queued.has(key)) return;
+    this.#queued.add(key);
+    this.#mutex
+      .run(key, async () => {
+        this.#queued.delete(key);
+        await this.#reconcile(namespace, name);
+      })
+      .catch((error: unknown) =>
+        this.#o.log("error", "harness session reconcile failed", { namespace, name, error: String(error) }),
+      );
+  }
+
+  /** A status frame of an agent session: reconcile the HarnessSession it belongs to, if any. */
+  onFrame(stored: StoredFrame): void {
+    if (stored.frame.type !== "status") return;
+    this.#o.harness.findHarnessSessionBySessionId(stored.frame.session_id).then(
+      (record) => {
+        if (record) this.enqueue(record.namespace, record.name);
+      },
+      (error: unknown) => this.#o.log("error", "harness lookup failed", { error: String(error) }),
+    );
+  }
+
+  /** Reconcile every session (server start, periodic resync of unsettled ones with `unsettledOnly`). */
+  async resync(unsettledOnly: boolean): Promise<void> {
+    for (const r of await this.#o.harness.listHarnessSessions()) {
+      if (r.deletion_requested_at !== undefined) continue;
+      const unsettled =
+        r.phase === "Pending" || r.phase === "Draining" || r.observed_generation < r.generation;
+      if (!unsettledOnly || unsettled) this.enqueue(r.namespace, r.name);
+    }
+  }
+
+  /**
+   * Idle stop: only when the session is still Ready, nothing is in flight and the last activity is
+   * at or before `cutoff` (checked atomically with request admission), then stop + scale down.
+   * The spec is left as written: the session resumes when the spec is written again.
+   */
+  idleStop(namespace: string, name: string, cutoff: string): Promise<boolean> {
+    return this.#mutex.run(keyOf(namespace, name), async () => {
+      const record = await this.#o.harness.getHarnessSession(namespace, name);
+      if (!record || record.deletion_requested_at !== undefined) return false;
+      const draining = await this.#o.harness.beginDraining(namespace, name, {
+        conditions: withReady(record.conditions, idleReadiness(record), this.#now()),
+        idle: { cutoff },
+      });
+      if (!draining) return false;
+      this.#o.log("info", "harness session idle; stopping", {
+        namespace,
+        name,
+        idleTimeout: record.spec.idleTimeout,
+      });
+      const session = await this.#session(record);
+      await this.#stop(record, session, HarnessReasons.IdleTimeout, { settlesGeneration: false });
+      return true;
+    });
+  }
+
+  /**
+   * DELETE: drain, stop the agent session, destroy the stack (runner `remove`: container, network,
+   * volume, stack), then forget the session. A failure keeps the record (deletionTimestamp set)
+   * and is thrown; DELETE again retries.
+   */
+  delete(namespace: string, name: string): Promise<void> {
+    return this.#mutex.run(keyOf(namespace, name), async () => {
+      const record = await this.#o.harness.getHarnessSession(namespace, name);
+      if (!record) return;
+      let current = await this.#observe(record, {
+        phase: "Draining",
+        conditions: withReady(
+          record.conditions,
+          {
+            status: "False",
+            reason: HarnessReasons.Deleting,
+            message: "deleting: tearing the workspace down",
+          },
+          this.#now(),
+        ),
+      });
+      current = await this.#waitDrained(current);
+      const session = await this.#session(current);
+      if (session && session.state !== "STOPPED")
+        await this.#o.sessions.stop({ session_id: session.session_id });
+      const containerName =
+        current.container_name ??
+        (await this.#o.store.findWorkspace(agentRefOf(current), harnessWorkstream(current.name)))
+          ?.container_name;
+      if (containerName !== undefined) {
+        try {
+          await this.#o.workspaces.remove({ container_name: containerName });
+        } catch (error) {
+          const body = errorBody(error);
+          await this.#observe(current, {
+            conditions: withReady(
+              current.conditions,
+              {
+                status: "False",
+                reason: HarnessReasons.Deleting,
+                message: `deleting failed (${body.code}: ${body.message}); DELETE again to retry`,
+              },
+              this.#now(),
+            ),
+          });
+          throw error;
+        }
+      }
+      await this.#o.harness.deleteHarnessSession(namespace, name);
+      this.#o.log("info", "harness session deleted", { namespace, name, container_name: containerName });
+    });
+  }
+
+  // ── reconcile ────────────────────────────────────────────────────────────────────────────
+
+  async #reconcile(namespace: string, name: string): Promise<void> {
+    const record = await this.#o.harness.getHarnessSession(namespace, name);
+    // A session being deleted is DELETE's business (and its retries').
+    if (!record || record.deletion_requested_at !== undefined) return;
+    const session = await this.#session(record);
+    if (record.spec.desiredState === "stopped") {
+      await this.#stop(record, session, HarnessReasons.Stopped, { settlesGeneration: true });
+      return;
+    }
+    const explicit = record.observed_generation < record.generation;
+    if (session && isLive(session.state) && session.state !== "STOPPING") {
+      await this.#mirror(record, session, explicit);
+      return;
+    }
+    if (!explicit) {
+      // Settled until the spec is written again: a failure, or a stop for IdleTimeout.
+      if (record.phase === "Failed" || record.phase === "Stopped") return;
+      if (session?.state === "ERRORED") {
+        await this.#mirror(record, session, false);
+        return;
+      }
+      if (record.phase === "Draining") {
+        // An idle stop interrupted (server restart): finish it.
+        await this.#stop(record, session, HarnessReasons.IdleTimeout, { settlesGeneration: false });
+        return;
+      }
+    }
+    await this.#bringUp(record, session);
+  }
+
+  /** Status follows a live (or errored) agent session. */
+  async #mirror(record: HarnessRecord, session: SessionRecord, settlesGeneration: boolean): Promise<void> {
+    const observed = observeSession(session);
+    if (!observed) return;
+    const becameReady = observed.phase === "Ready" && record.phase !== "Ready";
+    await this.#observe(record, {
+      phase: observed.phase,
+      conditions: withReady(record.conditions, observed.ready, this.#now()),
+      // Ready again: the idle clock starts over.
+      ...(becameReady ? { last_activity_time: this.#now() } : {}),
+      ...(settlesGeneration ? { observed_generation: record.generation } : {}),
+    });
+  }
+
+  /** Provision (stack up at scale 1) and start the agent session, resuming the previous one. */
+  async #bringUp(record: HarnessRecord, previous: SessionRecord | undefined): Promise<void> {
+    const generation = record.generation;
+    const binding = await this.#checkBinding(record);
+    if (!binding.ok) {
+      this.#o.log("warn", "harness session binding invalid", {
+        namespace: record.namespace,
+        name: record.name,
+        message: binding.message,
+      });
+      await this.#observe(record, {
+        observed_generation: generation,
+        phase: "Failed",
+        conditions: withReady(
+          record.conditions,
+          { status: "False", reason: HarnessReasons.Invalid, message: binding.message },
+          this.#now(),
+        ),
+      });
+      return;
+    }
+    const resuming = previous !== undefined;
+    let current = await this.#observe(record, {
+      phase: "Pending",
+      conditions: withReady(
+        record.conditions,
+        resuming
+          ? {
+              status: "False",
+              reason: HarnessReasons.Resuming,
+              message: "resuming: bringing the stack up at scale 1",
+            }
+          : { status: "False", reason: HarnessReasons.Provisioning, message: "provisioning the workspace" },
+        this.#now(),
+      ),
+    });
+
+    let containerName: string;
+    try {
+      ({ container_name: containerName } = await this.#o.workspaces.provision({
+        agent_ref: agentRefOf(record),
+        workstream: harnessWorkstream(record.name),
+        client_request_id: "",
+      }));
+    } catch (error) {
+      await this.#failed(current, generation, "provision", errorBody(error));
+      return;
+    }
+    const digest = this.#o.digests.takeResolvedDigest(containerName);
+    current = await this.#observe(current, {
+      container_name: containerName,
+      ...(digest ? { resolved_image_digest: digest } : {}),
+      conditions: withReady(
+        current.conditions,
+        {
+          status: "False",
+          reason: resuming ? HarnessReasons.Resuming : HarnessReasons.Starting,
+          message: "starting the agent session",
+        },
+        this.#now(),
+      ),
+    });
+
+    const resumeId =
+      previous && previous.container_name === containerName && !isLive(previous.state)
+        ? previous.session_id
+        : undefined;
+    let sessionId: string;
+    try {
+      ({ session_id: sessionId } = await this.#o.sessions.start({
+        container_name: containerName,
+        ...(resumeId !== undefined ? { resume_session_id: resumeId } : {}),
+      }));
+    } catch (error) {
+      const body = errorBody(error);
+      const live = body.code === "ALREADY_EXISTS" ? body.details?.session_id : undefined;
+      if (typeof live !== "string") {
+        await this.#failed(current, generation, "start", body);
+        return;
+      }
+      sessionId = live; // a session already runs in the workspace (e.g. started before a crash): adopt it
+    }
+    current = await this.#observe(current, { session_id: sessionId });
+    const session = await this.#o.store.getSession(sessionId);
+    if (session) await this.#mirror(current, session, true);
+  }
+
+  /** Drain, stop the agent session, scale the stack to 0 (volume kept); phase Stopped with `reason`. */
+  async #stop(
+    record: HarnessRecord,
+    session: SessionRecord | undefined,
+    reason: HarnessReason,
+    opts: { settlesGeneration: boolean },
+  ): Promise<void> {
+    const settle: ObservedPatch = opts.settlesGeneration ? { observed_generation: record.generation } : {};
+    const stopped: Readiness = {
+      status: "False",
+      reason,
+      message:
+        reason === HarnessReasons.IdleTimeout
+          ? `stopped after ${record.spec.idleTimeout} without activity; the volume is kept. Write the spec (e.g. desiredState: running) to resume`
+          : "stopped (desiredState: stopped); the volume is kept",
+    };
+    const running = session !== undefined && session.state !== "STOPPED";
+    if (record.phase === "Stopped" && !running) {
+      const ready = record.conditions.find((c) => c.type === "Ready");
+      if (ready?.reason !== reason || opts.settlesGeneration)
+        await this.#observe(record, {
+          ...settle,
+          conditions: withReady(record.conditions, stopped, this.#now()),
+        });
+      return;
+    }
+    let current = await this.#observe(record, {
+      phase: "Draining",
+      conditions: withReady(
+        record.conditions,
+        { ...stopped, message: `draining: ${stopped.message}` },
+        this.#now(),
+      ),
+    });
+    current = await this.#waitDrained(current);
+    try {
+      if (running) await this.#o.sessions.stop({ session_id: session.session_id });
+      const workspace =
+        current.container_name !== undefined
+          ? await this.#o.store.getWorkspace(current.container_name)
+          : undefined;
+      if (workspace) {
+        const outcome = await this.#o.runners.command(workspace.runner_id, {
+          kind: "scale_down",
+          container_name: workspace.container_name,
+        });
+        if (!outcome.ok)
+          throw new CodedError(outcome.error.code, `scaling down failed: ${outcome.error.message}`);
+      }
+    } catch (error) {
+      // Stays Draining: the periodic resync tries again.
+      await this.#failed(current, record.generation, "stop", errorBody(error));
+      return;
+    }
+    await this.#observe(current, {
+      ...settle,
+      phase: "Stopped",
+      conditions: withReady(current.conditions, stopped, this.#now()),
+    });
+    this.#o.log("info", "harness session stopped", {
+      namespace: record.namespace,
+      name: record.name,
+      reason,
+    });
+  }
+
+  async #failed(
+    record: HarnessRecord,
+    generation: number,
+    step: "provision" | "start" | "stop",
+    error: ApiErrorBody,
+  ): Promise<void> {
+    const { reason, transient } = failureOf(step, error);
+    const message = `${step} failed (${error.code}): ${error.message}${transient ? "; retrying" : ""}`;
+    this.#o.log("warn", "harness session step failed", {
+      namespace: record.namespace,
+      name: record.name,
+      step,
+      code: error.code,
+      reason,
+    });
+    const ready: Readiness = { status: "False", reason, message };
+    await this.#observe(
+      record,
+      transient
+        ? {
+            phase: step === "stop" ? "Draining" : "Pending",
+            conditions: withReady(record.conditions, ready, this.#now()),
+          }
+        : {
+            observed_generation: generation,
+            phase: "Failed",
+            conditions: withReady(record.conditions, ready, this.#now()),
+          },
+    );
+  }
+
+  /**
+   * The binding a session needs before anything is provisioned: the Agent in the session's
+   * namespace, bound to the named runtime, which is approved and declares v1alpha2, and a session
+   * spec and credentials that resolve.
+   */
+  async #checkBinding(record: HarnessRecord): Promise<{ ok: true } | { ok: false; message: string }> {
+    const { namespace, spec } = record;
+    const agent = (await this.#o.store.getResource("Agent", namespace, spec.agentRef)) as Agent | undefined;
+    if (!agent) return { ok: false, message: `Agent ${namespace}/${spec.agentRef} not found` };
+    if (agent.spec.runtimeRef !== spec.runtimeRef)
+      return {
+        ok: false,
+        message: `runtimeRef ${spec.runtimeRef} does not match Agent ${namespace}/${spec.agentRef}'s runtime ${agent.spec.runtimeRef}`,
+      };
+    const runtime = (await this.#o.store.getResource("AgentRuntime", namespace, spec.runtimeRef)) as
+      | AgentRuntime
+      | undefined;
+    if (!runtime) return { ok: false, message: `AgentRuntime ${namespace}/${spec.runtimeRef} not found` };
+    try {
+      assertSessionRuntime(runtime);
+      buildSessionSpec({ namespace, name: record.name, engine: "docker", agent, runtime });
+      resolveCredentials(agent, this.#o.secretEnv);
+    } catch (error) {
+      return { ok: false, message: errorBody(error).message };
+    }
+    return { ok: true };
+  }
+
+  /** Waits (bounded) until no request is in flight; returns the latest record. */
+  async #waitDrained(record: HarnessRecord): Promise<HarnessRecord> {
+    const deadline = Date.now() + this.#o.drainTimeoutMs;
+    let current = record;
+    while (current.active_requests > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      current = (await this.#o.harness.getHarnessSession(record.namespace, record.name)) ?? current;
+    }
+    return current;
+  }
+
+  async #session(record: HarnessRecord): Promise<SessionRecord | undefined> {
+    return record.session_id === undefined ? undefined : this.#o.store.getSession(record.session_id);
+  }
+
+  async #observe(record: HarnessRecord, patch: ObservedPatch): Promise<HarnessRecord> {
+    return (await this.#o.harness.setObserved(record.namespace, record.name, patch)) ?? record;
+  }
+
+  #now(): string {
+    return this.#o.now().toISOString();
+  }
+}
+
+function idleReadiness(record: HarnessRecord): Readiness {
+  return {
+    status: "False",
+    reason: HarnessReasons.IdleTimeout,
+    message: `draining: no activity for ${record.spec.idleTimeout}`,
+  };
+}
+
+function keyOf(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+function agentRefOf(record: HarnessRecord): string {
+  return `${record.namespace}/${record.spec.agentRef}`;
+}
+
+/** Any thrown value as `{code, message, details?}`; uncoded errors are INTERNAL. */
+export function errorBody(error: unknown): ApiErrorBody {
+  const e = error as { code?: unknown; message?: unknown; details?: unknown } | null;
+  const code = ErrorCode.safeParse(e?.code);
+  const body: ApiErrorBody = {
+    code: code.success ? code.data : "INTERNAL",
+    message: String(e?.message ?? error),
+  };
+  if (e?.details && typeof e.details === "object") body.details = e.details as Record<string, unknown>;
+  return body;
+}

@@ -1,0 +1,97 @@
+import { AgentRuns } from "./agent-runs.ts";
+import type { EventBus } from "./event-bus.ts";
+import { HarnessController } from "./harness-controller.ts";
+import type { HarnessRoutesOptions } from "./harness-routes.ts";
+import { HarnessSessions } from "./harness-sessions.ts";
+import { IdleController } from "./idle-controller.ts";
+import type { Logger } from "./log.ts";
+import { ProvisionRecorder } from "./provision-recorder.ts";
+import { type RelayLink, RequestRelay } from "./request-relay.ts";
+import type { SessionJournal } from "./session-journal.ts";
+import type { Sessions } from "./sessions.ts";
+import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
+import type { Store } from "./store/store.ts";
+import { Workspaces } from "./workspaces.ts";
+
+export type HarnessWiringOptions = {
+  /** The server's SQLite file: HarnessSessions get their own tables in it. */
+  databasePath: string;
+  store: Store;
+  bus: EventBus;
+  journal: SessionJournal;
+  runners: RelayLink;
+  /** The lifecycle's sessions (one start/stop discipline for RPCs and HarnessSessions). */
+  sessions: Sessions;
+  log: Logger;
+  secretEnv?: Record<string, string | undefined>;
+  /** @default 120000 */
+  requestTimeoutMs?: number;
+  /** @default 131072 */
+  requestBodyMaxBytes?: number;
+  /** @default 8388608 */
+  replyMaxBytes?: number;
+  /** @default 1000 */
+  idleCheckMs?: number;
+};
+
+export type RunningHarness = {
+  routes: HarnessRoutesOptions;
+  /** Stops the idle controller and event subscription, closes the harness store. */
+  close(): Promise<void>;
+};
+
+/**
+ * Everything HarnessSessions need in a server process: their store, the controller (fed by
+ * agent-session status frames), the idle controller, the request relay and one-shot runs.
+ */
+export async function startHarness(options: HarnessWiringOptions): Promise<RunningHarness> {
+  const { store, runners, log } = options;
+  const requestTimeoutMs = options.requestTimeoutMs ?? 120_000;
+  const harness = new SqliteHarnessStore(options.databasePath);
+  const digests = new ProvisionRecorder(runners);
+  const secretEnv = options.secretEnv ? { secretEnv: options.secretEnv } : {};
+  const controller = new HarnessController({
+    harness,
+    store,
+    workspaces: new Workspaces({ store, runners: digests, journal: options.journal, log, ...secretEnv }),
+    digests,
+    sessions: options.sessions,
+    runners,
+    log,
+    // A stop waits for requests in flight a little longer than they may take.
+    drainTimeoutMs: requestTimeoutMs + 10_000,
+    ...secretEnv,
+  });
+  const unsubscribe = options.bus.subscribe((frame) => controller.onFrame(frame));
+  const idle = new IdleController({
+    harness,
+    controller,
+    log,
+    intervalMs: options.idleCheckMs ?? 1_000,
+    // Above the proxy's deadline (plus the runner's grace): only crashed relays are ever cleared.
+    staleRequestMs: requestTimeoutMs + 60_000,
+  });
+  await controller.resync(false);
+  idle.start();
+  const relayOptions: ConstructorParameters<typeof RequestRelay>[0] = {
+    harness,
+    store,
+    runners,
+    log,
+    timeoutMs: requestTimeoutMs,
+  };
+  if (options.requestBodyMaxBytes !== undefined) relayOptions.bodyMaxBytes = options.requestBodyMaxBytes;
+  if (options.replyMaxBytes !== undefined) relayOptions.replyMaxBytes = options.replyMaxBytes;
+  return {
+    routes: {
+      sessions: new HarnessSessions({ harness, controller }),
+      relay: new RequestRelay(relayOptions),
+      runs: new AgentRuns({ store, runners, log, ...secretEnv }),
+    },
+    close: async () => {
+      unsubscribe();
+      await idle.stop();
+      await harness.close();
+    },
+  };
+}

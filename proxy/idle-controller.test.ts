@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { idleCutoff } from "./idle-controller.ts";
+
+const now = new Date("2026-01-01T00:10:00.000Z");
+const base = {
+  phase: "Ready" as const,
+  spec: { agentRef: "a", runtimeRef: "r", desiredState: "running" as const, idleTimeout: "5m" },
+  active_requests: 0,
+  last_activity_time: "2026-01-01T00:04:00.000Z",
+  deletion_requested_at: undefined,
+};
+
+describe("idleness", () => {
+  it("a Ready session without activity for its idleTimeout and nothing in flight is idle", () => {
+    expect(idleCutoff(base, now)).toBe("2026-01-01T00:05:00.000Z");
+  });
+
+  it("is not idle before the timeout has passed", () => {
+    expect(idleCutoff({ ...base, last_activity_time: "2026-01-01T00:05:00.001Z" }, now)).toBeUndefined();
+  });
+
+  it("is never idle with a request in flight, however old the activity", () => {
+    expect(idleCutoff({ ...base, active_requests: 1 }, now)).toBeUndefined();
+  });
+
+  it("idleTimeout 0 turns idle stopping off", () => {
+    expect(idleCutoff({ ...base, spec: { ...base.spec, idleTimeout: "0" } }, now)).toBeUndefined();
+  });
+
+  it.each(["Pending", "Draining", "Stopped", "Failed"] as const)(
+    "a %s session is not stopped for idleness",
+    (phase) => {
+      expect(idleCutoff({ ...base, phase }, now)).toBeUndefined();
+    },
+  );
+
+  it("a session being deleted or desired stopped is left to its own stop", () => {
+    expect(idleCutoff({ ...base, deletion_requested_at: "2026-01-01T00:09:00.000Z" }, now)).toBeUndefined();
+    expect(idleCutoff({ ...base, spec: { ...base.spec, desiredState: "stopped" } }, now)).toBeUndefined();
+  });
+});

@@ -1,0 +1,46 @@
+import type { RunnerCommand } from "../contracts/runner-protocol.ts";
+import type { RunnerDirectory } from "./runner-directory.ts";
+import type { CommandOutcome } from "./runner-hub.ts";
+import type { RunnerRecord } from "./store/store.ts";
+
+/**
+ * A RunnerDirectory that remembers what each successful `provision` resolved the image to
+ * (the runner's result carries `resolved_image_digest`), so the HarnessSession controller can
+ * report the digest the engine actually ran without the workspace RPCs having to return it.
+ */
+export class ProvisionRecorder implements RunnerDirectory {
+  readonly #inner: RunnerDirectory;
+  readonly #digests = new Map<string, string>();
+
+  constructor(inner: RunnerDirectory) {
+    this.#inner = inner;
+  }
+
+  connectedRunners(): RunnerRecord[] {
+    return this.#inner.connectedRunners();
+  }
+
+  isConnected(runnerId: string): boolean {
+    return this.#inner.isConnected(runnerId);
+  }
+
+  async command<C extends RunnerCommand>(
+    runnerId: string,
+    command: C,
+    timeoutMs?: number,
+  ): Promise<CommandOutcome<C>> {
+    const outcome = await this.#inner.command(runnerId, command, timeoutMs);
+    if (command.kind === "provision" && outcome.ok) {
+      const digest = (outcome.result as { resolved_image_digest?: string }).resolved_image_digest;
+      if (digest) this.#digests.set(command.container_name, digest);
+    }
+    return outcome;
+  }
+
+  /** The digest the last successful provision of a container resolved; forgotten once read. */
+  takeResolvedDigest(containerName: string): string | undefined {
+    const digest = this.#digests.get(containerName);
+    this.#digests.delete(containerName);
+    return digest;
+  }
+}

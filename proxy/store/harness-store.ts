@@ -1,0 +1,144 @@
+import type { RequestOutcome, Usage } from "../../contracts/adapter.ts";
+import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
+
+/**
+ * Persistent state of HarnessSessions and their relayed requests. Like `Store`, every method is
+ * async and atomic on its own so PostgreSQL can replace SQLite. Counters only ever change by
+ * single `SET x = x + n` statements (no read-modify-write), so parallel requests on several
+ * server replicas never lose an increment; spec writes are optimistic (`expectedGeneration`).
+ */
+export interface HarnessStore {
+  close(): Promise<void>;
+
+  /** Throws `StoreConflictError` when the session exists. */
+  createHarnessSession(session: NewHarnessSession): Promise<HarnessRecord>;
+  /** Replace the spec and bump the generation; undefined when the generation moved on (retry). */
+  replaceHarnessSpec(
+    namespace: string,
+    name: string,
+    spec: HarnessSessionSpec,
+    expectedGeneration: number,
+  ): Promise<HarnessRecord | undefined>;
+  getHarnessSession(namespace: string, name: string): Promise<HarnessRecord | undefined>;
+  /** One namespace, or every session (the controllers' resync). */
+  listHarnessSessions(namespace?: string): Promise<HarnessRecord[]>;
+  findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined>;
+  /** Set `deletion_requested_at` (kept when already set); refuses requests from then on. */
+  markHarnessDeleting(namespace: string, name: string, now: string): Promise<HarnessRecord | undefined>;
+  /** Forget the session and its request records. */
+  deleteHarnessSession(namespace: string, name: string): Promise<boolean>;
+
+  /** The controller's columns only; counters are never touched here. */
+  setObserved(namespace: string, name: string, patch: ObservedPatch): Promise<HarnessRecord | undefined>;
+  /**
+   * Compare-and-set Ready → Draining, so no request is admitted from then on. With `idle`, only
+   * when nothing is in flight and the last activity is at or before `idle.cutoff`.
+   */
+  beginDraining(
+    namespace: string,
+    name: string,
+    change: { conditions: Condition[]; idle?: { cutoff: string } },
+  ): Promise<boolean>;
+
+  /**
+   * Admit one request: only a Ready session not being deleted; counts it (requestCount,
+   * activeRequests, lastActivityTime) and records it in one transaction.
+   */
+  beginRequest(request: NewHarnessRequest): Promise<BeginResult>;
+  /** Settle an admitted request once; false when it was settled already (e.g. reaped). */
+  finishRequest(finish: RequestFinish): Promise<boolean>;
+  getRequest(namespace: string, name: string, requestId: string): Promise<HarnessRequestRecord | undefined>;
+  /** Record that the client asked to cancel; undefined when no such request is in flight. */
+  markCancelRequested(
+    namespace: string,
+    name: string,
+    requestId: string,
+    now: string,
+  ): Promise<HarnessRequestRecord | undefined>;
+  /**
+   * Settle requests in flight since before `cutoff` as failed (a crashed relay must not hold
+   * `activeRequests` up, and with it the idle timeout, forever). The number settled.
+   */
+  reapStaleRequests(cutoff: string, now: string): Promise<number>;
+}
+
+export type HarnessRecord = {
+  namespace: string;
+  name: string;
+  uid: string;
+  spec: HarnessSessionSpec;
+  /** Bumped by every spec write (PUT, PATCH): a write is an explicit ask to reconcile. */
+  generation: number;
+  created_at: string;
+  updated_at: string;
+  deletion_requested_at: string | undefined;
+  // Observed by the controller.
+  observed_generation: number;
+  phase: HarnessPhase;
+  conditions: Condition[];
+  container_name: string | undefined;
+  session_id: string | undefined;
+  resolved_image_digest: string | undefined;
+  // Request accounting (single-statement increments).
+  last_activity_time: string | undefined;
+  request_count: number;
+  active_requests: number;
+  error_count: number;
+  last_request_id: string | undefined;
+  last_request_outcome: RequestOutcome | undefined;
+  last_request_usage: Usage | undefined;
+  input_tokens: number;
+  output_tokens: number;
+  usage_reported: number;
+  usage_unavailable: number;
+};
+
+export type NewHarnessSession = Pick<HarnessRecord, "namespace" | "name" | "uid" | "spec"> & {
+  conditions: Condition[];
+};
+
+export type ObservedPatch = Partial<
+  Pick<
+    HarnessRecord,
+    | "observed_generation"
+    | "phase"
+    | "conditions"
+    | "container_name"
+    | "session_id"
+    | "resolved_image_digest"
+    | "last_activity_time"
+  >
+>;
+
+export type HarnessRequestRecord = {
+  namespace: string;
+  name: string;
+  request_id: string;
+  relay_id: string;
+  runner_id: string;
+  container_name: string;
+  started_at: string;
+  finished_at: string | undefined;
+  outcome: RequestOutcome | undefined;
+  cancel_requested_at: string | undefined;
+};
+
+export type NewHarnessRequest = Pick<
+  HarnessRequestRecord,
+  "namespace" | "name" | "request_id" | "relay_id" | "runner_id" | "container_name"
+> & { now: string };
+
+export type BeginResult =
+  | { ok: true; session: HarnessRecord }
+  | { ok: false; reason: "not-found" }
+  | { ok: false; reason: "not-ready"; session: HarnessRecord }
+  | { ok: false; reason: "duplicate" };
+
+export type RequestFinish = {
+  namespace: string;
+  name: string;
+  request_id: string;
+  outcome: RequestOutcome;
+  usage: Usage;
+  now: string;
+};

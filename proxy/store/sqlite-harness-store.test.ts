@@ -1,0 +1,181 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Worker } from "node:worker_threads";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Usage } from "../../contracts/adapter.ts";
+import type { HarnessSessionSpec } from "../../contracts/harness-session.ts";
+import { SqliteHarnessStore } from "./sqlite-harness-store.ts";
+
+const spec: HarnessSessionSpec = {
+  agentRef: "a",
+  runtimeRef: "reference",
+  desiredState: "running",
+  idleTimeout: "5m",
+};
+const T = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
+let dir: string;
+let path: string;
+let store: SqliteHarnessStore;
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), "harness-store-"));
+  path = join(dir, "agent-sessions.db");
+  store = new SqliteHarnessStore(path);
+  await store.createHarnessSession({ namespace: "default", name: "chat", uid: "u", spec, conditions: [] });
+});
+afterEach(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const request = (id: string, now = T(1)) => ({
+  namespace: "default",
+  name: "chat",
+  request_id: id,
+  relay_id: `relay-${id}`,
+  runner_id: "runner-1",
+  container_name: "as-default-chat",
+  now,
+});
+
+describe("HarnessSession accounting in SQLite", () => {
+  it("admits requests only to a Ready session, and refuses a reused request id", async () => {
+    expect(await store.beginRequest(request("r1"))).toMatchObject({ ok: false, reason: "not-ready" });
+    expect(await store.beginRequest({ ...request("r1"), name: "nope" })).toEqual({
+      ok: false,
+      reason: "not-found",
+    });
+    await store.setObserved("default", "chat", { phase: "Ready" });
+    expect(await store.beginRequest(request("r1"))).toMatchObject({ ok: true });
+    expect(await store.beginRequest(request("r1"))).toEqual({ ok: false, reason: "duplicate" });
+    const record = await store.getHarnessSession("default", "chat");
+    expect(record).toMatchObject({ request_count: 1, active_requests: 1, last_activity_time: T(1) });
+  });
+
+  it("settles a request once: outcome, usage sums, and unavailable usage counted, never as zero", async () => {
+    await store.setObserved("default", "chat", { phase: "Ready" });
+    for (const id of ["ok", "nousage", "bad"]) await store.beginRequest(request(id));
+    const finish = (id: string, outcome: "succeeded" | "failed", usage: Usage) =>
+      store.finishRequest({ namespace: "default", name: "chat", request_id: id, outcome, usage, now: T(2) });
+    expect(await finish("ok", "succeeded", { input_tokens: 7, output_tokens: 3 })).toBe(true);
+    expect(await finish("ok", "succeeded", { input_tokens: 7, output_tokens: 3 })).toBe(false);
+    expect(await finish("nousage", "succeeded", "unavailable")).toBe(true);
+    expect(await finish("bad", "failed", "unavailable")).toBe(true);
+    expect(await store.getHarnessSession("default", "chat")).toMatchObject({
+      request_count: 3,
+      active_requests: 0,
+      error_count: 1,
+      last_request_id: "bad",
+      last_request_outcome: "failed",
+      last_request_usage: "unavailable",
+      input_tokens: 7,
+      output_tokens: 3,
+      usage_reported: 1,
+      usage_unavailable: 2,
+      last_activity_time: T(2),
+    });
+  });
+
+  it("loses no increment when four threads admit and settle 50 requests each on one file", async () => {
+    await store.setObserved("default", "chat", { phase: "Ready" });
+    const moduleUrl = new URL("./sqlite-harness-store.ts", import.meta.url).href;
+    const code = `
+      const { workerData, parentPort } = require("node:worker_threads");
+      import(workerData.moduleUrl).then(async ({ SqliteHarnessStore }) => {
+        const store = new SqliteHarnessStore(workerData.path);
+        for (let i = 0; i < 50; i++) {
+          const id = "w" + workerData.worker + "-" + i;
+          const base = { namespace: "default", name: "chat", request_id: id };
+          const begun = await store.beginRequest({ ...base, relay_id: id, runner_id: "r", container_name: "c", now: new Date().toISOString() });
+          if (!begun.ok) throw new Error("not admitted: " + begun.reason);
+          await store.finishRequest({ ...base, outcome: i % 5 === 0 ? "failed" : "succeeded",
+            usage: i % 2 ? "unavailable" : { input_tokens: 2, output_tokens: 1 }, now: new Date().toISOString() });
+        }
+        await store.close();
+        parentPort.postMessage("done");
+      }).catch((e) => { parentPort.postMessage("error: " + e.message); });
+    `;
+    const results = await Promise.all(
+      [0, 1, 2, 3].map(
+        (worker) =>
+          new Promise<string>((resolve, reject) => {
+            const w = new Worker(code, { eval: true, workerData: { moduleUrl, path, worker } });
+            w.once("message", (m) => resolve(String(m)));
+            w.once("error", reject);
+          }),
+      ),
+    );
+    expect(results).toEqual(["done", "done", "done", "done"]);
+    expect(await store.getHarnessSession("default", "chat")).toMatchObject({
+      request_count: 200,
+      active_requests: 0,
+      error_count: 40,
+      input_tokens: 200,
+      output_tokens: 100,
+      usage_reported: 100,
+      usage_unavailable: 100,
+    });
+  });
+
+  it("drains for idleness only when still Ready, idle long enough and nothing is in flight", async () => {
+    await store.setObserved("default", "chat", { phase: "Ready", last_activity_time: T(10) });
+    await store.beginRequest(request("r1", T(10)));
+    const idle = (cutoff: string) =>
+      store.beginDraining("default", "chat", { conditions: [], idle: { cutoff } });
+    expect(await idle(T(20))).toBe(false); // one in flight
+    await store.finishRequest({
+      namespace: "default",
+      name: "chat",
+      request_id: "r1",
+      outcome: "succeeded",
+      usage: "unavailable",
+      now: T(15),
+    });
+    expect(await idle(T(14))).toBe(false); // active since the cutoff
+    expect(await idle(T(15))).toBe(true);
+    expect((await store.getHarnessSession("default", "chat"))?.phase).toBe("Draining");
+    expect(await store.beginRequest(request("r2", T(16)))).toMatchObject({ ok: false, reason: "not-ready" });
+    expect(await idle(T(30))).toBe(false); // no longer Ready
+  });
+
+  it("clears requests in flight since before the bound as failed, once", async () => {
+    await store.setObserved("default", "chat", { phase: "Ready" });
+    await store.beginRequest(request("old", T(1)));
+    await store.beginRequest(request("new", T(50)));
+    expect(await store.reapStaleRequests(T(10), T(60))).toBe(1);
+    expect(await store.reapStaleRequests(T(10), T(61))).toBe(0);
+    expect(await store.getHarnessSession("default", "chat")).toMatchObject({
+      active_requests: 1,
+      error_count: 1,
+      usage_unavailable: 1,
+    });
+    expect(await store.getRequest("default", "chat", "old")).toMatchObject({
+      outcome: "failed",
+      finished_at: T(60),
+    });
+    // The relay that finally finishes it cannot count it twice.
+    expect(
+      await store.finishRequest({
+        namespace: "default",
+        name: "chat",
+        request_id: "old",
+        outcome: "succeeded",
+        usage: "unavailable",
+        now: T(70),
+      }),
+    ).toBe(false);
+  });
+
+  it("writes specs optimistically: a stale generation changes nothing", async () => {
+    const replaced = await store.replaceHarnessSpec(
+      "default",
+      "chat",
+      { ...spec, desiredState: "stopped" },
+      1,
+    );
+    expect(replaced?.generation).toBe(2);
+    expect(await store.replaceHarnessSpec("default", "chat", spec, 1)).toBeUndefined();
+    expect((await store.getHarnessSession("default", "chat"))?.spec.desiredState).toBe("stopped");
+  });
+});

@@ -1,0 +1,374 @@
+import { closeSync, openSync } from "node:fs";
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from "node:sqlite";
+import type { RequestOutcome, Usage } from "../../contracts/adapter.ts";
+import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
+import type {
+  BeginResult,
+  HarnessRecord,
+  HarnessRequestRecord,
+  HarnessStore,
+  NewHarnessRequest,
+  NewHarnessSession,
+  ObservedPatch,
+  RequestFinish,
+} from "./harness-store.ts";
+import { StoreConflictError } from "./store.ts";
+
+type Row = Record<string, SQLOutputValue>;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS harness_sessions (
+  namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL,
+  spec TEXT NOT NULL, generation INTEGER NOT NULL,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL, deletion_requested_at TEXT,
+  observed_generation INTEGER NOT NULL DEFAULT 0,
+  phase TEXT NOT NULL DEFAULT 'Pending', conditions TEXT NOT NULL DEFAULT '[]',
+  container_name TEXT, session_id TEXT, resolved_image_digest TEXT,
+  last_activity_time TEXT,
+  request_count INTEGER NOT NULL DEFAULT 0, active_requests INTEGER NOT NULL DEFAULT 0,
+  error_count INTEGER NOT NULL DEFAULT 0,
+  last_request_id TEXT, last_request_outcome TEXT, last_request_usage TEXT,
+  input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+  usage_reported INTEGER NOT NULL DEFAULT 0, usage_unavailable INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (namespace, name)
+);
+CREATE INDEX IF NOT EXISTS harness_sessions_by_session ON harness_sessions (session_id);
+CREATE TABLE IF NOT EXISTS harness_requests (
+  namespace TEXT NOT NULL, name TEXT NOT NULL, request_id TEXT NOT NULL,
+  relay_id TEXT NOT NULL, runner_id TEXT NOT NULL, container_name TEXT NOT NULL,
+  started_at TEXT NOT NULL, finished_at TEXT, outcome TEXT, cancel_requested_at TEXT,
+  PRIMARY KEY (namespace, name, request_id)
+);
+CREATE INDEX IF NOT EXISTS harness_requests_in_flight ON harness_requests (finished_at, started_at);
+`;
+
+/**
+ * The embedded HarnessStore: its own tables in the server's SQLite file, on its own connection
+ * (WAL; node:sqlite is synchronous, so the two connections of one process never interleave a
+ * transaction).
+ */
+export class SqliteHarnessStore implements HarnessStore {
+  readonly #db: DatabaseSync;
+
+  constructor(path: string) {
+    if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));
+    this.#db = new DatabaseSync(path);
+    this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+    this.#db.exec(SCHEMA);
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.isOpen) this.#db.close();
+  }
+
+  async createHarnessSession(s: NewHarnessSession): Promise<HarnessRecord> {
+    const now = new Date().toISOString();
+    try {
+      const row = this.#get(
+        `INSERT INTO harness_sessions (namespace, name, uid, spec, generation, created_at, updated_at, conditions)
+         VALUES (?, ?, ?, ?, 1, ?, ?, ?) RETURNING *`,
+        [s.namespace, s.name, s.uid, JSON.stringify(s.spec), now, now, JSON.stringify(s.conditions)],
+      );
+      if (!row) throw new Error("harness session insert returned no row");
+      return toRecord(row);
+    } catch (error) {
+      if (isUniqueViolation(error))
+        throw new StoreConflictError(`HarnessSession ${s.namespace}/${s.name} exists`);
+      throw error;
+    }
+  }
+
+  async replaceHarnessSpec(
+    namespace: string,
+    name: string,
+    spec: HarnessSessionSpec,
+    expectedGeneration: number,
+  ): Promise<HarnessRecord | undefined> {
+    const row = this.#get(
+      `UPDATE harness_sessions SET spec = ?, generation = generation + 1, updated_at = ?
+       WHERE namespace = ? AND name = ? AND generation = ? AND deletion_requested_at IS NULL RETURNING *`,
+      [JSON.stringify(spec), new Date().toISOString(), namespace, name, expectedGeneration],
+    );
+    return row ? toRecord(row) : undefined;
+  }
+
+  async getHarnessSession(namespace: string, name: string): Promise<HarnessRecord | undefined> {
+    const row = this.#get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
+      namespace,
+      name,
+    ]);
+    return row ? toRecord(row) : undefined;
+  }
+
+  async listHarnessSessions(namespace?: string): Promise<HarnessRecord[]> {
+    const rows =
+      namespace === undefined
+        ? this.#all("SELECT * FROM harness_sessions ORDER BY namespace, name")
+        : this.#all("SELECT * FROM harness_sessions WHERE namespace = ? ORDER BY name", [namespace]);
+    return rows.map(toRecord);
+  }
+
+  async findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined> {
+    const row = this.#get("SELECT * FROM harness_sessions WHERE session_id = ?", [sessionId]);
+    return row ? toRecord(row) : undefined;
+  }
+
+  async markHarnessDeleting(
+    namespace: string,
+    name: string,
+    now: string,
+  ): Promise<HarnessRecord | undefined> {
+    const row = this.#get(
+      `UPDATE harness_sessions SET deletion_requested_at = COALESCE(deletion_requested_at, ?), updated_at = ?
+       WHERE namespace = ? AND name = ? RETURNING *`,
+      [now, now, namespace, name],
+    );
+    return row ? toRecord(row) : undefined;
+  }
+
+  async deleteHarnessSession(namespace: string, name: string): Promise<boolean> {
+    return this.#tx(() => {
+      this.#run("DELETE FROM harness_requests WHERE namespace = ? AND name = ?", [namespace, name]);
+      return (
+        this.#run("DELETE FROM harness_sessions WHERE namespace = ? AND name = ?", [namespace, name]) > 0
+      );
+    });
+  }
+
+  async setObserved(
+    namespace: string,
+    name: string,
+    patch: ObservedPatch,
+  ): Promise<HarnessRecord | undefined> {
+    const sets: string[] = [];
+    const params: SQLInputValue[] = [];
+    for (const [column, value] of Object.entries(patch) as [keyof ObservedPatch, unknown][]) {
+      if (value === undefined) continue;
+      sets.push(`${column} = ?`);
+      params.push(column === "conditions" ? JSON.stringify(value) : (value as SQLInputValue));
+    }
+    sets.push("updated_at = ?");
+    params.push(new Date().toISOString());
+    const row = this.#get(
+      `UPDATE harness_sessions SET ${sets.join(", ")} WHERE namespace = ? AND name = ? RETURNING *`,
+      [...params, namespace, name],
+    );
+    return row ? toRecord(row) : undefined;
+  }
+
+  async beginDraining(
+    namespace: string,
+    name: string,
+    change: { conditions: Condition[]; idle?: { cutoff: string } },
+  ): Promise<boolean> {
+    const idle = change.idle
+      ? " AND active_requests = 0 AND (last_activity_time IS NULL OR last_activity_time <= ?)"
+      : "";
+    const changed = this.#run(
+      `UPDATE harness_sessions SET phase = 'Draining', conditions = ?, updated_at = ?
+       WHERE namespace = ? AND name = ? AND phase = 'Ready'${idle}`,
+      [
+        JSON.stringify(change.conditions),
+        new Date().toISOString(),
+        namespace,
+        name,
+        ...(change.idle ? [change.idle.cutoff] : []),
+      ],
+    );
+    return changed > 0;
+  }
+
+  async beginRequest(r: NewHarnessRequest): Promise<BeginResult> {
+    return this.#tx((): BeginResult => {
+      const admitted = this.#get(
+        `UPDATE harness_sessions SET request_count = request_count + 1, active_requests = active_requests + 1,
+           last_activity_time = ?
+         WHERE namespace = ? AND name = ? AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING *`,
+        [r.now, r.namespace, r.name],
+      );
+      if (!admitted) {
+        const existing = this.#get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
+          r.namespace,
+          r.name,
+        ]);
+        return existing
+          ? { ok: false, reason: "not-ready", session: toRecord(existing) }
+          : { ok: false, reason: "not-found" };
+      }
+      const inserted = this.#get(
+        `INSERT INTO harness_requests (namespace, name, request_id, relay_id, runner_id, container_name, started_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING request_id`,
+        [r.namespace, r.name, r.request_id, r.relay_id, r.runner_id, r.container_name, r.now],
+      );
+      if (!inserted) throw new DuplicateRequest();
+      return { ok: true, session: toRecord(admitted) };
+    }).catch((error: unknown) => {
+      if (error instanceof DuplicateRequest) return { ok: false, reason: "duplicate" } as const;
+      throw error;
+    });
+  }
+
+  async finishRequest(f: RequestFinish): Promise<boolean> {
+    return this.#tx(() => {
+      const settled = this.#run(
+        `UPDATE harness_requests SET finished_at = ?, outcome = ?
+         WHERE namespace = ? AND name = ? AND request_id = ? AND finished_at IS NULL`,
+        [f.now, f.outcome, f.namespace, f.name, f.request_id],
+      );
+      if (settled === 0) return false;
+      const reported = f.usage === "unavailable" ? undefined : f.usage;
+      this.#run(
+        `UPDATE harness_sessions SET active_requests = MAX(active_requests - 1, 0),
+           error_count = error_count + ?, last_request_id = ?, last_request_outcome = ?, last_request_usage = ?,
+           last_activity_time = ?, input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+           usage_reported = usage_reported + ?, usage_unavailable = usage_unavailable + ?
+         WHERE namespace = ? AND name = ?`,
+        [
+          f.outcome === "failed" ? 1 : 0,
+          f.request_id,
+          f.outcome,
+          JSON.stringify(f.usage),
+          f.now,
+          reported?.input_tokens ?? 0,
+          reported?.output_tokens ?? 0,
+          reported ? 1 : 0,
+          reported ? 0 : 1,
+          f.namespace,
+          f.name,
+        ],
+      );
+      return true;
+    });
+  }
+
+  async getRequest(
+    namespace: string,
+    name: string,
+    requestId: string,
+  ): Promise<HarnessRequestRecord | undefined> {
+    const row = this.#get(
+      "SELECT * FROM harness_requests WHERE namespace = ? AND name = ? AND request_id = ?",
+      [namespace, name, requestId],
+    );
+    return row ? toRequest(row) : undefined;
+  }
+
+  async markCancelRequested(
+    namespace: string,
+    name: string,
+    requestId: string,
+    now: string,
+  ): Promise<HarnessRequestRecord | undefined> {
+    const row = this.#get(
+      `UPDATE harness_requests SET cancel_requested_at = COALESCE(cancel_requested_at, ?)
+       WHERE namespace = ? AND name = ? AND request_id = ? AND finished_at IS NULL RETURNING *`,
+      [now, namespace, name, requestId],
+    );
+    return row ? toRequest(row) : undefined;
+  }
+
+  async reapStaleRequests(cutoff: string, now: string): Promise<number> {
+    return this.#tx(() => {
+      const stale = this.#all(
+        `UPDATE harness_requests SET finished_at = ?, outcome = 'failed'
+         WHERE finished_at IS NULL AND started_at < ? RETURNING namespace, name`,
+        [now, cutoff],
+      );
+      for (const row of stale)
+        this.#run(
+          `UPDATE harness_sessions SET active_requests = MAX(active_requests - 1, 0), error_count = error_count + 1,
+             usage_unavailable = usage_unavailable + 1
+           WHERE namespace = ? AND name = ?`,
+          [String(row.namespace), String(row.name)],
+        );
+      return stale.length;
+    });
+  }
+
+  // ── plumbing ─────────────────────────────────────────────────────────────────────────────
+
+  #get(sql: string, params: SQLInputValue[] = []): Row | undefined {
+    return this.#db.prepare(sql).get(...params) as Row | undefined;
+  }
+
+  #all(sql: string, params: SQLInputValue[] = []): Row[] {
+    return this.#db.prepare(sql).all(...params) as Row[];
+  }
+
+  #run(sql: string, params: SQLInputValue[] = []): number {
+    return Number(this.#db.prepare(sql).run(...params).changes);
+  }
+
+  /** Synchronous inside, so nothing interleaves; BEGIN IMMEDIATE so another process waits. */
+  async #tx<T>(fn: () => T): Promise<T> {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const result = fn();
+      this.#db.exec("COMMIT");
+      return result;
+    } catch (error) {
+      this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
+
+class DuplicateRequest extends Error {
+  override name = "DuplicateRequest";
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  const e = error as { code?: string; errcode?: number };
+  // SQLITE_CONSTRAINT_UNIQUE (2067) and SQLITE_CONSTRAINT_PRIMARYKEY (1555).
+  return e.code === "ERR_SQLITE_ERROR" && (e.errcode === 2067 || e.errcode === 1555);
+}
+
+function optional(value: SQLOutputValue | undefined): string | undefined {
+  return value === null || value === undefined ? undefined : String(value);
+}
+
+function toRecord(row: Row): HarnessRecord {
+  const usage = optional(row.last_request_usage);
+  return {
+    namespace: String(row.namespace),
+    name: String(row.name),
+    uid: String(row.uid),
+    spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
+    generation: Number(row.generation),
+    created_at: String(row.created_at),
+    updated_at: String(row.updated_at),
+    deletion_requested_at: optional(row.deletion_requested_at),
+    observed_generation: Number(row.observed_generation),
+    phase: String(row.phase) as HarnessPhase,
+    conditions: JSON.parse(String(row.conditions)) as Condition[],
+    container_name: optional(row.container_name),
+    session_id: optional(row.session_id),
+    resolved_image_digest: optional(row.resolved_image_digest),
+    last_activity_time: optional(row.last_activity_time),
+    request_count: Number(row.request_count),
+    active_requests: Number(row.active_requests),
+    error_count: Number(row.error_count),
+    last_request_id: optional(row.last_request_id),
+    last_request_outcome: optional(row.last_request_outcome) as RequestOutcome | undefined,
+    last_request_usage: usage === undefined ? undefined : (JSON.parse(usage) as Usage),
+    input_tokens: Number(row.input_tokens),
+    output_tokens: Number(row.output_tokens),
+    usage_reported: Number(row.usage_reported),
+    usage_unavailable: Number(row.usage_unavailable),
+  };
+}
+
+function toRequest(row: Row): HarnessRequestRecord {
+  return {
+    namespace: String(row.namespace),
+    name: String(row.name),
+    request_id: String(row.request_id),
+    relay_id: String(row.relay_id),
+    runner_id: String(row.runner_id),
+    container_name: String(row.container_name),
+    started_at: String(row.started_at),
+    finished_at: optional(row.finished_at),
+    outcome: optional(row.outcome) as RequestOutcome | undefined,
+    cancel_requested_at: optional(row.cancel_requested_at),
+  };
+}
