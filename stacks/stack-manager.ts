@@ -10,7 +10,9 @@ import {
   type EngineEvent,
   LocalWorkspace,
   PulumiCommand,
+  type OutputMap,
   type Stack,
+  type UpResult,
   StackNotFoundError,
 } from "@pulumi/pulumi/automation/index.js";
 import { parseOrThrow } from "../contracts/errors.ts";
@@ -301,8 +303,9 @@ export class StackManager {
     opts: OperationOptions,
   ): Promise<SessionOutputs> {
     const violations: Violation[] = [];
+    let result: UpResult;
     try {
-      await this.#withLockRecovery(stackName, op, () =>
+      result = await this.#withLockRecovery(stackName, op, () =>
         stack.up({
           policyPacks: this.options.policyPacks,
           ...(this.options.policyPackConfigs.length
@@ -321,11 +324,15 @@ export class StackManager {
       });
       throw toStackError(stackName, op, error);
     }
-    return this.#outputsOf(stack, stackName);
+    // `up` already read the outputs: reading them again would cost two more CLI calls.
+    return this.#parseOutputs(result.outputs, stackName);
   }
 
   async #outputsOf(stack: Stack, stackName: string): Promise<SessionOutputs> {
-    const outs = await stack.outputs();
+    return this.#parseOutputs(await stack.outputs(), stackName);
+  }
+
+  #parseOutputs(outs: OutputMap, stackName: string): SessionOutputs {
     return parseOrThrow(
       SessionOutputs,
       Object.fromEntries(Object.entries(outs).map(([k, v]) => [k, v.value])),
