@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { CodedError } from "../contracts/errors.ts";
 import { canonicalAgentRef } from "../contracts/resources.ts";
 import type { Rpc, RpcMethod, SpawnAgentRequest, SpawnAgentResponse } from "../contracts/rpc.ts";
+import { AgentMessages } from "./agent-messages.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import type { Logger } from "./log.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
@@ -26,10 +27,14 @@ export type LifecycleOptions = {
   secretEnv?: Record<string, string | undefined>;
 };
 
-/** The seven lifecycle RPCs (`POST /v1/rpc/{Method}`), over workspaces and sessions. */
+/**
+ * The lifecycle RPCs (`POST /v1/rpc/{Method}`) over workspaces and sessions: the seed's seven,
+ * and SendAgentMessage, how a client talks to the agent (and wakes a stopped session).
+ */
 export class Lifecycle {
   readonly workspaces: Workspaces;
   readonly sessions: Sessions;
+  readonly messages: AgentMessages;
   readonly #store: Store;
   /** SpawnAgent's account rule is checked and acted on by one call at a time per account. */
   readonly #accounts = new KeyedMutex();
@@ -38,6 +43,7 @@ export class Lifecycle {
     this.#store = options.store;
     this.workspaces = new Workspaces(options);
     this.sessions = new Sessions(options);
+    this.messages = new AgentMessages({ ...options, sessions: this.sessions, workspaces: this.workspaces });
   }
 
   readonly handlers: RpcHandlers = {
@@ -48,6 +54,7 @@ export class Lifecycle {
     GetAgentStatus: (request) => this.sessions.status(request),
     SpawnAgent: (request) => this.spawn(request),
     RemoveAgentWorkspace: (request) => this.workspaces.remove(request),
+    SendAgentMessage: (request) => this.messages.send(request),
   };
 
   /**

@@ -21,6 +21,15 @@ import type { SessionRecord, Store, WorkspaceRecord } from "./store/store.ts";
 
 type StartResponse = z.infer<typeof StartAgentSessionResponse>;
 
+export type LaunchOptions = {
+  /**
+   * Where a start the runner answers NOT_FOUND leaves the session. A message wake settles it
+   * STOPPED: it re-provisions and retries, so the agent never errored.
+   * @default "ERRORED"
+   */
+  notFoundState?: "ERRORED" | "STOPPED";
+};
+
 export type SessionsOptions = { store: Store; runners: RunnerDirectory; journal: SessionJournal };
 
 /**
@@ -41,8 +50,15 @@ export class Sessions {
     this.#journal = options.journal;
   }
 
-  /** A server-assigned session_id, or `resume_session_id` resumed, in a container without a live session. */
-  start(request: z.infer<typeof StartAgentSessionRequest>): Promise<StartResponse> {
+  /**
+   * A server-assigned session_id, or `resume_session_id` resumed, in a container without a live
+   * session. A runner NOT_FOUND (the container is gone, checked before any exec) fails the start
+   * with NOT_FOUND and leaves the session ERRORED `ContainerNotFound`, or in `options.notFoundState`.
+   */
+  start(
+    request: z.infer<typeof StartAgentSessionRequest>,
+    options: LaunchOptions = {},
+  ): Promise<StartResponse> {
     return this.#mutex.run(request.container_name, async () => {
       const workspace = await this.#startableWorkspace(request.container_name);
       await this.#assertNoLiveSession(workspace.container_name);
@@ -57,7 +73,7 @@ export class Sessions {
           );
       }
       this.#assertRunner(workspace);
-      return this.#launch(workspace, resumeId);
+      return this.#launch(workspace, resumeId, options);
     });
   }
 
@@ -99,7 +115,11 @@ export class Sessions {
   }
 
   /** STARTING is published before the runner's `start`, READY after its ok result. */
-  async #launch(workspace: WorkspaceRecord, resumeId: string | undefined): Promise<StartResponse> {
+  async #launch(
+    workspace: WorkspaceRecord,
+    resumeId: string | undefined,
+    options: LaunchOptions = {},
+  ): Promise<StartResponse> {
     const sessionId = resumeId ?? newSessionId();
     if (resumeId === undefined)
       await this.#journal.create({
@@ -120,15 +140,20 @@ export class Sessions {
     if (!outcome.ok) {
       // A lost link leaves the session DISCONNECTED for the reattach window to settle; only a
       // start the runner refused or failed makes it ERRORED.
+      const notFound = outcome.error.code === "NOT_FOUND";
+      const reason = notFound ? SessionReasons.ContainerNotFound : SessionReasons.StartFailed;
       await this.#journal.transition(sessionId, {
-        state: "ERRORED",
-        reason:
-          outcome.error.code === "NOT_FOUND" ? SessionReasons.ContainerNotFound : SessionReasons.StartFailed,
+        state: notFound ? (options.notFoundState ?? "ERRORED") : "ERRORED",
+        reason,
         from: ["STARTING"],
       });
       throw new CodedError(
         outcome.error.code,
         `starting session ${sessionId} failed: ${outcome.error.message}`,
+        {
+          session_id: sessionId,
+          reason,
+        },
       );
     }
     await this.#journal.transition(sessionId, { state: outcome.result.state, from: ["STARTING"] });

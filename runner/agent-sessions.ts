@@ -11,6 +11,8 @@ import type { AgentProcess, EngineDriver, ExitReason } from "./driver.ts";
 export type SessionEvents = {
   frame(sessionId: string, frame: AgentFrame): void;
   state(sessionId: string, state: SessionState, reason?: string): void;
+  /** The set changed (a session added, removed, or in a new state): persist `report()`. */
+  changed?(): void;
 };
 
 type Entry = {
@@ -19,6 +21,8 @@ type Entry = {
   state: SessionState;
   process?: AgentProcess;
   deliberate: boolean;
+  /** When this agent process was started (an OOM event after it is its own). */
+  startedAt: number;
   /** Set by the engine watcher: why the workload went away. */
   exitReason?: { reason: ExitReason; detail: string };
 };
@@ -26,6 +30,8 @@ type Entry = {
 /** The reference runtime's agent; a runtime may declare its own. */
 export const DEFAULT_AGENT_COMMAND = ["/bin/node", "/app/reference/agent.ts"];
 const READY_TIMEOUT_MS = 15_000;
+/** How long an agent whose workload is gone waits for the engine watcher's reason. */
+const WATCHER_GRACE_MS = 3_000;
 
 export class AgentSessions {
   readonly #driver: EngineDriver;
@@ -52,6 +58,41 @@ export class AgentSessions {
   #set(entry: Entry, state: SessionState, reason?: string): void {
     entry.state = state;
     this.#events.state(entry.sessionId, state, reason);
+    this.#events.changed?.();
+  }
+
+  /**
+   * After a runner restart: the set it saved before. Agents that were live are started again in
+   * their workspaces (their exec streams died with the previous process; the agent resumes from
+   * its workspace state); ERRORED ones are kept for the server's reload or stop. A session whose
+   * agent cannot be started again is left out: the server makes it ERRORED `LostByRunner`.
+   * Resolves when every start has settled; returns the ones that failed and why.
+   */
+  async restore(saved: RunnerSessionReport[]): Promise<{ session_id: string; error: string }[]> {
+    const failed: { session_id: string; error: string }[] = [];
+    await Promise.all(
+      saved.map(async (s) => {
+        if (s.state === "ERRORED") {
+          this.#entries.set(s.session_id, {
+            sessionId: s.session_id,
+            containerName: s.container_name,
+            state: "ERRORED",
+            deliberate: false,
+            startedAt: Date.now(),
+          });
+          return;
+        }
+        // STOPPING: the agent went with the previous process, so the stop is done.
+        if (s.state !== "READY" && s.state !== "STARTING") return;
+        try {
+          await this.start(s.session_id, s.container_name);
+        } catch (error) {
+          failed.push({ session_id: s.session_id, error: (error as Error).message });
+        }
+      }),
+    );
+    this.#events.changed?.();
+    return failed;
   }
 
   /** Starts the agent; resolves READY once the agent's first frame arrives. */
@@ -67,8 +108,15 @@ export class AgentSessions {
         `workspace ${containerName} already runs session ${live.sessionId}`,
       );
     if (live) return live.state;
-    const entry: Entry = { sessionId, containerName, state: "STARTING", deliberate: false };
+    const entry: Entry = {
+      sessionId,
+      containerName,
+      state: "STARTING",
+      deliberate: false,
+      startedAt: Date.now(),
+    };
     this.#entries.set(sessionId, entry);
+    this.#events.changed?.();
     let firstFrame!: () => void;
     const ready = new Promise<void>((r) => {
       firstFrame = r;
@@ -91,6 +139,7 @@ export class AgentSessions {
       proc = await this.#driver.startAgent(containerName, command, { onLine });
     } catch (error) {
       this.#entries.delete(sessionId);
+      this.#events.changed?.();
       throw error;
     }
     entry.process = proc;
@@ -127,9 +176,11 @@ export class AgentSessions {
     return "STOPPED";
   }
 
+  /** One line to the agent's stdin. NOT_FOUND when this runner does not hold the session. */
   send(sessionId: string, line: string): void {
     const entry = this.#entries.get(sessionId);
-    if (!entry?.process || entry.state !== "READY")
+    if (!entry) throw new CodedError("NOT_FOUND", `session ${sessionId} is not held by this runner`);
+    if (!entry.process || entry.state !== "READY")
       throw new CodedError("FAILED_PRECONDITION", `session ${sessionId} is not READY`);
     entry.process.send(line);
   }
@@ -148,6 +199,7 @@ export class AgentSessions {
   forgetWorkspace(containerName: string): void {
     for (const [id, entry] of this.#entries)
       if (entry.containerName === containerName) this.#entries.delete(id);
+    this.#events.changed?.();
   }
 
   /** Mark sessions of a workspace we are about to scale down or remove as deliberate. */
@@ -162,8 +214,18 @@ export class AgentSessions {
     await new Promise((r) => setTimeout(r, 300));
     if ((entry.state as SessionState) === "ERRORED") return; // the watcher got there first
     if (!(await this.#driver.isRunning(entry.containerName))) {
+      // The workload went: the engine watcher says why (removed, OOM, exit) once its events settle.
+      const until = Date.now() + WATCHER_GRACE_MS;
+      while (Date.now() < until && (entry.state === "READY" || entry.state === "STARTING"))
+        await new Promise((r) => setTimeout(r, 100));
       if (entry.state !== "READY" && entry.state !== "STARTING") return;
       this.#set(entry, "ERRORED", entry.exitReason?.reason ?? "ContainerExited");
+      return;
+    }
+    // The kernel's OOM killer can take the agent alone (the container lives on): the engine's
+    // oom event for the container, after this agent started, says so.
+    if (this.#driver.oomSince?.(entry.containerName, entry.startedAt)) {
+      this.#set(entry, "ERRORED", "OOMKilled");
       return;
     }
     this.#set(entry, "ERRORED", exitCode === null ? "AgentExited" : `AgentExited(${exitCode})`);

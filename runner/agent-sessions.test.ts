@@ -1,0 +1,112 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { CodedError } from "../contracts/errors.ts";
+import { AgentSessions } from "./agent-sessions.ts";
+import type { AgentOutput, AgentProcess, EngineDriver } from "./driver.ts";
+import { SessionFile } from "./session-file.ts";
+
+/** An engine whose agents say one frame at start and end when stopped; `gone` containers do not exist. */
+function fakeDriver(gone = new Set<string>()) {
+  const started: string[] = [];
+  const sent: string[] = [];
+  const driver: EngineDriver = {
+    engine: "docker",
+    provision: async () => {
+      throw new Error("not used");
+    },
+    isRunning: async (c) => !gone.has(c),
+    startAgent: async (
+      containerName: string,
+      _command: string[],
+      output: AgentOutput,
+    ): Promise<AgentProcess> => {
+      if (gone.has(containerName)) throw new CodedError("NOT_FOUND", `no ${containerName}`);
+      started.push(containerName);
+      let end!: (v: { exitCode: number | null }) => void;
+      const exited = new Promise<{ exitCode: number | null }>((r) => {
+        end = r;
+      });
+      setTimeout(
+        () => output.onLine('{"protocol":"compass.v1","type":"log","payload":{"message":"agent started"}}'),
+        5,
+      );
+      return {
+        send: (line) => {
+          sent.push(line);
+          return true;
+        },
+        stop: async () => end({ exitCode: 0 }),
+        exited,
+      };
+    },
+    scaleDown: async () => {},
+    remove: async () => {},
+    watch: async () => () => {},
+    endpoint: async () => "",
+  };
+  return { driver, started, sent };
+}
+
+function recorder() {
+  const states: string[] = [];
+  return { states, events: { frame: () => {}, state: (id: string, s: string) => states.push(`${id}:${s}`) } };
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+function tempFile(): SessionFile {
+  const dir = mkdtempSync(join(tmpdir(), "runner-sessions-"));
+  dirs.push(dir);
+  return new SessionFile(join(dir, "agent-sessions.json"));
+}
+
+describe("the runner's session set", () => {
+  it("is saved on every change and read back after a restart", () => {
+    const file = tempFile();
+    expect(file.load()).toEqual([]);
+    file.save([{ session_id: "s1", container_name: "c1", state: "READY" }]);
+    expect(file.load()).toEqual([{ session_id: "s1", container_name: "c1", state: "READY" }]);
+  });
+
+  it("refuses a file that is not a session file rather than reading it as empty", () => {
+    const file = tempFile();
+    writeFileSync(file.path, '{"sessions": "nope"}');
+    expect(() => file.load()).toThrow(/not a runner session file/);
+  });
+
+  it("restores after a restart: live agents started again, ERRORED kept, STOPPING dropped, a gone container left out", async () => {
+    const { driver, started } = fakeDriver(new Set(["c4"]));
+    const { events, states } = recorder();
+    let saved = 0;
+    const sessions = new AgentSessions(driver, { ...events, changed: () => void saved++ });
+    const failed = await sessions.restore([
+      { session_id: "s1", container_name: "c1", state: "READY" },
+      { session_id: "s2", container_name: "c2", state: "ERRORED" },
+      { session_id: "s3", container_name: "c3", state: "STOPPING" },
+      { session_id: "s4", container_name: "c4", state: "STARTING" },
+    ]);
+    expect(started).toEqual(["c1"]);
+    expect(failed.map((f) => f.session_id)).toEqual(["s4"]);
+    expect(sessions.report()).toEqual([
+      { session_id: "s1", container_name: "c1", state: "READY" },
+      { session_id: "s2", container_name: "c2", state: "ERRORED" },
+    ]);
+    expect(states).toEqual(["s1:READY"]);
+    expect(saved).toBeGreaterThan(0);
+  });
+
+  it("send: NOT_FOUND for a session it does not hold, FAILED_PRECONDITION for one not READY", async () => {
+    const { driver, sent } = fakeDriver();
+    const sessions = new AgentSessions(driver, recorder().events);
+    await sessions.start("s1", "c1");
+    sessions.send("s1", '{"type":"message"}');
+    expect(sent).toEqual(['{"type":"message"}']);
+    expect(() => sessions.send("nope", "{}")).toThrow(expect.objectContaining({ code: "NOT_FOUND" }));
+    await sessions.stop("s1");
+    expect(() => sessions.send("s1", "{}")).toThrow(expect.objectContaining({ code: "FAILED_PRECONDITION" }));
+  });
+});

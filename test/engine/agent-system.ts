@@ -1,0 +1,262 @@
+/**
+ * What the end-to-end agent-session suites share on top of system.ts: a namespace of their own
+ * (an AgentRuntime copied from `default/reference`, and Agents), probes of the real engine by that
+ * namespace's labels (containers, volumes, networks, agent processes, stacks), the frames of one
+ * session, and a cleanup that runs even when a test failed. Nothing here fakes an engine.
+ */
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import Docker from "dockerode";
+import type { Frame } from "../../contracts/compass.ts";
+import { API_VERSION } from "../../contracts/resources.ts";
+import { Labels } from "../../contracts/session-spec.ts";
+import { StackManager } from "../../stacks/index.ts";
+import type { SseEvent, System } from "./system.ts";
+
+const run = promisify(execFile);
+
+export function dockerClient(): Docker {
+  const host = process.env.DOCKER_HOST ?? "";
+  if (!host.startsWith("unix://")) throw new Error(`DOCKER_HOST (${host}) is not the test bed's socket`);
+  return new Docker({ socketPath: host.slice("unix://".length) });
+}
+
+/** The `docker` CLI against the test bed's engine; stdout. */
+export async function dockerCli(...args: string[]): Promise<string> {
+  return (await run("docker", args, { encoding: "utf8" })).stdout;
+}
+
+/** An AgentRuntime `reference` in `namespace` (the one `serve` registered, copied) and one Agent per name. */
+export async function setUpNamespace(system: System, namespace: string, agents: string[]): Promise<void> {
+  const got = await system.call("GET", "/v1/namespaces/default/agentruntimes/reference");
+  // Read it out of a list too: GET of one resource has answered with the namespace's list.
+  const reference = ((got.body.items as unknown[] | undefined) ?? [got.body]).find(
+    (r) => (r as { metadata?: { name?: string } }).metadata?.name === "reference",
+  ) as { spec: unknown } | undefined;
+  if (got.status !== 200 || !reference)
+    throw new Error(`no AgentRuntime default/reference: ${JSON.stringify(got.body)}`);
+  const runtime = await system.call("PUT", `/v1/namespaces/${namespace}/agentruntimes/reference`, {
+    apiVersion: API_VERSION,
+    kind: "AgentRuntime",
+    metadata: { name: "reference", namespace },
+    spec: reference.spec,
+  });
+  if (runtime.status >= 300) throw new Error(`PUT AgentRuntime: ${JSON.stringify(runtime.body)}`);
+  for (const name of agents) {
+    const agent = await system.call("PUT", `/v1/namespaces/${namespace}/agents/${name}`, {
+      apiVersion: API_VERSION,
+      kind: "Agent",
+      metadata: { name, namespace },
+      spec: { runtimeRef: "reference" },
+    });
+    if (agent.status >= 300) throw new Error(`PUT Agent ${name}: ${JSON.stringify(agent.body)}`);
+  }
+}
+
+export type ContainerInfo = { name: string; state: string; session: string };
+
+/** Every container of the namespace (running or not), optionally only one agent's (`<agent>-…` sessions). */
+export async function containersOf(namespace: string, agent?: string): Promise<ContainerInfo[]> {
+  const list = await dockerClient().listContainers({
+    all: true,
+    filters: JSON.stringify({ label: [`${Labels.namespace}=${namespace}`] }),
+  });
+  return list
+    .map((c) => ({
+      name: (c.Names[0] ?? "").replace(/^\//, ""),
+      state: c.State,
+      session: c.Labels[Labels.session] ?? "",
+    }))
+    .filter((c) => agent === undefined || c.session.startsWith(`${agent}-`))
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/** Volumes and networks of the namespace, by name. */
+export async function volumesAndNetworksOf(
+  namespace: string,
+): Promise<{ volumes: string[]; networks: string[] }> {
+  const docker = dockerClient();
+  const filters = JSON.stringify({ label: [`${Labels.namespace}=${namespace}`] });
+  const { Volumes } = await docker.listVolumes({ filters });
+  const networks = await docker.listNetworks({ filters });
+  return { volumes: (Volumes ?? []).map((v) => v.Name).sort(), networks: networks.map((n) => n.Name).sort() };
+}
+
+/** PIDs of reference agents running in a container (busybox `ps` in it); none when it does not run. */
+export async function agentPids(container: string): Promise<number[]> {
+  let out: string;
+  try {
+    out = await dockerCli("exec", container, "ps", "-o", "pid,args");
+  } catch {
+    return [];
+  }
+  return out
+    .split("\n")
+    .filter((line) => line.includes("/app/reference/agent.ts"))
+    .map((line) => Number(line.trim().split(/\s+/)[0]));
+}
+
+/** The session stacks in the runner's Pulumi backend (`<system>/runner`). */
+export async function stacksOf(system: System): Promise<string[]> {
+  const manager = await StackManager.create(
+    { dataDir: join(system.dataDir, "runner"), env: { DOCKER_HOST: process.env.DOCKER_HOST ?? "" } },
+    { log: () => {} },
+  );
+  return (await manager.list()).sort();
+}
+
+/** The frames of one session a follower collected, in arrival order. */
+export function framesOf(events: SseEvent[], sessionId: string): Frame[] {
+  return events.map((e) => e.data as Frame).filter((f) => f && f.session_id === sessionId);
+}
+
+/** Its status frames as `STATE` or `STATE(reason)`, in order. */
+export function statesOf(events: SseEvent[], sessionId: string): string[] {
+  return framesOf(events, sessionId)
+    .filter((f) => f.type === "status")
+    .map((f) => {
+      const { state, reason } = f.payload as { state: string; reason?: string };
+      return reason ? `${state}(${reason})` : state;
+    });
+}
+
+/** The payloads of the reference agent's "agent started" log frames (`starts` counts its starts on the volume). */
+export function agentStarts(events: SseEvent[], sessionId: string): { starts: number; messages: number }[] {
+  return framesOf(events, sessionId)
+    .filter((f) => f.type === "log" && f.payload.message === "agent started")
+    .map((f) => {
+      const { starts, messages } = f.payload as { starts: number; messages: number };
+      return { starts, messages };
+    });
+}
+
+/**
+ * Remove what a suite made: RemoveAgentWorkspace for each container while the server is up, then
+ * anything of the namespace left in the engine (containers, volumes, networks) by force. Never
+ * throws: it runs in afterAll, after failures too; returns what it had to force.
+ */
+export async function removeEverything(
+  system: System,
+  namespace: string,
+  containers: Iterable<string>,
+): Promise<string[]> {
+  const forced: string[] = [];
+  if (system.server && system.runner)
+    for (const container_name of containers)
+      await system.rpc("RemoveAgentWorkspace", { container_name }).catch(() => undefined);
+  const docker = dockerClient();
+  for (const c of await containersOf(namespace).catch(() => [])) {
+    forced.push(`container ${c.name}`);
+    await docker
+      .getContainer(c.name)
+      .remove({ force: true })
+      .catch(() => undefined);
+  }
+  const { volumes, networks } = await volumesAndNetworksOf(namespace).catch(() => ({
+    volumes: [],
+    networks: [],
+  }));
+  for (const n of networks) {
+    forced.push(`network ${n}`);
+    await docker
+      .getNetwork(n)
+      .remove()
+      .catch(() => undefined);
+  }
+  for (const v of volumes) {
+    forced.push(`volume ${v}`);
+    await docker
+      .getVolume(v)
+      .remove({ force: true })
+      .catch(() => undefined);
+  }
+  return forced;
+}
+
+/**
+ * Follows one session's frames from `Last-Event-ID: from` (0 = from its first frame), and
+ * resumes with the last id it saw whenever the stream ends (a server restart, a follower cut
+ * off for lagging), until closed. `gap` events are kept in `gaps`.
+ */
+export class SessionFollower {
+  readonly events: SseEvent[] = [];
+  readonly gaps: unknown[] = [];
+  readonly #system: System;
+  readonly #sessionId: string;
+  readonly #controller = new AbortController();
+  readonly #done: Promise<void>;
+  #last: string;
+
+  constructor(system: System, sessionId: string, from = "0") {
+    this.#system = system;
+    this.#sessionId = sessionId;
+    this.#last = from;
+    this.#done = this.#run();
+  }
+
+  get frames(): Frame[] {
+    return this.events.map((e) => e.data as Frame);
+  }
+
+  get states(): string[] {
+    return statesOf(this.events, this.#sessionId);
+  }
+
+  async close(): Promise<void> {
+    this.#controller.abort();
+    await this.#done;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#controller.signal;
+    while (!signal.aborted) {
+      try {
+        const res = await fetch(`${this.#system.url}/v1/events?session_id=${this.#sessionId}`, {
+          headers: { authorization: `Bearer ${this.#system.adminToken}`, "last-event-id": this.#last },
+          signal,
+        });
+        if (res.status !== 200 || !res.body) throw new Error(`events: HTTP ${res.status}`);
+        for await (const event of sseEvents(res.body as unknown as AsyncIterable<Uint8Array>)) {
+          if (event.event === "gap") this.gaps.push(event.data);
+          else {
+            this.events.push(event);
+            if (event.id) this.#last = event.id;
+          }
+        }
+      } catch {
+        // the server went away or the request was aborted: resume below unless closed
+      }
+      if (!signal.aborted) await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/** Server-sent events of a response body. */
+export async function* sseEvents(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseEvent> {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    let idx = buffer.indexOf("\n\n");
+    while (idx >= 0) {
+      const block = buffer.slice(0, idx);
+      buffer = buffer.slice(idx + 2);
+      const ev: SseEvent = { id: "", event: "message", data: undefined };
+      for (const line of block.split("\n")) {
+        if (line.startsWith("id:")) ev.id = line.slice(3).trim();
+        else if (line.startsWith("event:")) ev.event = line.slice(6).trim();
+        else if (line.startsWith("data:")) {
+          const raw = line.slice(5).trim();
+          try {
+            ev.data = JSON.parse(raw);
+          } catch {
+            ev.data = raw;
+          }
+        }
+      }
+      if (ev.data !== undefined) yield ev;
+      idx = buffer.indexOf("\n\n");
+    }
+  }
+}
