@@ -9,7 +9,9 @@ export default defineConfig({
       {
         test: {
           name: "unit",
-          include: ["{contracts,infra,stacks,policies,proxy,runner,reference,test/unit}/**/*.test.ts"],
+          include: [
+            "{contracts,client,infra,stacks,policies,proxy,runner,reference,bin,test/unit}/**/*.test.ts",
+          ],
           environment: "node",
         },
       },

@@ -1,127 +1,73 @@
 /**
- * `agent-sessions` — serve (server + embedded runner), runner (standalone).
- * Exit codes: 0 ok, 1 failure, 2 usage error.
+ * `agent-sessions`: the server and runner (`serve`, `runner`) and a client of the HTTP API for
+ * people and scripts. One command a file under bin/commands/.
+ *
+ * Exit codes: 0 ok, 1 server-side failure, 2 usage error (flags, input), 3 not found,
+ * 4 precondition or conflict.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { ExitCode, report } from "./cli-context.ts";
+import type { Command } from "./command.ts";
+import { apply } from "./commands/apply.ts";
+import { del } from "./commands/delete.ts";
+import { describe } from "./commands/describe.ts";
+import { events } from "./commands/events.ts";
+import { get } from "./commands/get.ts";
+import { policy } from "./commands/policy.ts";
+import { resume } from "./commands/resume.ts";
+import { runner } from "./commands/runner.ts";
+import { send } from "./commands/send.ts";
+import { serve } from "./commands/serve.ts";
+import { stop } from "./commands/stop.ts";
 
-const USAGE = `usage:
-  agent-sessions serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]
-  agent-sessions runner --server URL [--data-dir DIR] [--engine docker|kubernetes] [--name NAME]
+const COMMANDS: readonly Command[] = [
+  serve,
+  runner,
+  apply,
+  get,
+  describe,
+  stop,
+  resume,
+  del,
+  send,
+  events,
+  policy,
+];
+
+const GLOBAL_HELP = `global flags:
+  --server URL      the server (default $AGENT_SESSIONS_URL, else http://127.0.0.1:8787)
+  --token TOKEN     the admin token (default $AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token)
+  --data-dir DIR    the server's data directory (default ./.data)
+  -n, --namespace   namespace of resources (default "default")
+  -q, --quiet       no progress or confirmations
+  --json            machine-readable output (errors as JSON on stderr)
+exit codes: 0 ok, 1 server-side failure, 2 usage error, 3 not found, 4 precondition or conflict`;
+
+function help(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  return `usage: agent-sessions COMMAND [ARGS] [FLAGS]   (agent-sessions COMMAND --help for its flags)
+
+commands:
+${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join("\n")}
+
+${GLOBAL_HELP}
 `;
-
-function usage(message: string): never {
-  process.stderr.write(`agent-sessions: ${message}\n${USAGE}`);
-  process.exit(2);
 }
 
-/** The reference image the test bed built, when AGENT_SESSIONS_REFERENCE_IMAGE is not set. */
-function referenceImage(): string | undefined {
-  if (process.env.AGENT_SESSIONS_REFERENCE_IMAGE) return process.env.AGENT_SESSIONS_REFERENCE_IMAGE;
-  const file = join(
-    process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed",
-    "state",
-    "reference-image.json",
-  );
-  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { image: string }).image : undefined;
-}
-
-async function serve(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      port: { type: "string" },
-      "data-dir": { type: "string" },
-      engine: { type: "string", default: process.env.AGENT_SESSIONS_ENGINE ?? "docker" },
-      "no-runner": { type: "boolean", default: false },
-    },
-  });
-  if (values.engine !== "docker" && values.engine !== "kubernetes")
-    usage(`--engine must be docker or kubernetes`);
-  const { parseConfig } = await import("../proxy/config.ts");
-  const { startServer } = await import("../proxy/main.ts");
-  const image = referenceImage();
-  const config = parseConfig({
-    ...process.env,
-    ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
-    ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
-    ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
-  });
-  const server = await startServer(config);
-  process.stderr.write(
-    `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token") })}\n`,
-  );
-  let runner: { stop(): void } | undefined;
-  if (!values["no-runner"]) {
-    const { parseRunnerConfig, startRunner } = await import("../runner/main.ts");
-    runner = await startRunner(
-      parseRunnerConfig(process.env, {
-        serverUrl: server.url,
-        token: config.runnerToken,
-        dataDir: join(config.dataDir, "runner"),
-        engine: values.engine,
-        name: "embedded",
-      }),
-    );
+const [name, ...rest] = process.argv.slice(2);
+const wantsJson = rest.includes("--json");
+let exitCode: number = ExitCode.ok;
+if (name === undefined || name === "help" || name === "--help" || name === "-h") process.stdout.write(help());
+else {
+  const command = COMMANDS.find((c) => c.name === name || c.aliases?.includes(name));
+  if (!command) {
+    process.stderr.write(`agent-sessions: unknown command ${name}\n${help()}`);
+    exitCode = ExitCode.usage;
+  } else {
+    try {
+      exitCode = (await command.run(rest)) ?? ExitCode.ok;
+    } catch (error) {
+      exitCode = report(error, wantsJson);
+    }
   }
-  const shutdown = async () => {
-    runner?.stop();
-    await server.close();
-    process.exit(0);
-  };
-  process.once("SIGINT", () => void shutdown());
-  process.once("SIGTERM", () => void shutdown());
 }
-
-async function runner(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      server: { type: "string" },
-      "data-dir": { type: "string", default: resolve(".data/runner") },
-      engine: { type: "string" },
-      name: { type: "string" },
-    },
-  });
-  if (!values.server && !process.env.AGENT_SESSIONS_SERVER_URL) usage("--server URL is required");
-  const { parseRunnerConfig, startRunner } = await import("../runner/main.ts");
-  const r = await startRunner(
-    parseRunnerConfig(process.env, {
-      ...(values.server ? { serverUrl: values.server } : {}),
-      dataDir: values["data-dir"],
-      ...(values.engine ? { engine: values.engine as "docker" | "kubernetes" } : {}),
-      ...(values.name ? { name: values.name } : {}),
-    }),
-  );
-  process.once("SIGINT", () => {
-    r.stop();
-    process.exit(0);
-  });
-  process.once("SIGTERM", () => {
-    r.stop();
-    process.exit(0);
-  });
-}
-
-const [command, ...rest] = process.argv.slice(2);
-try {
-  switch (command) {
-    case "serve":
-      await serve(rest);
-      break;
-    case "runner":
-      await runner(rest);
-      break;
-    case undefined:
-    case "help":
-    case "--help":
-      process.stdout.write(USAGE);
-      break;
-    default:
-      usage(`unknown command ${command}`);
-  }
-} catch (error) {
-  process.stderr.write(`agent-sessions: ${(error as Error).message}\n`);
-  process.exit(1);
-}
+process.exitCode = exitCode;

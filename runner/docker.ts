@@ -129,7 +129,9 @@ export class DockerDriver implements EngineDriver {
     }
     if (!running) throw new CodedError("NOT_FOUND", `workspace ${containerName} has no running container`);
     const exec = await container.exec({
-      Cmd: command,
+      // The shell reports the agent's PID in the container's PID namespace, then becomes the
+      // agent: a stop that closing stdin does not finish can signal exactly that process.
+      Cmd: ["/bin/sh", "-c", 'echo "agent-pid $$" >&2; exec "$@"', "agent", ...command],
       AttachStdin: true,
       AttachStdout: true,
       AttachStderr: true,
@@ -146,7 +148,12 @@ export class DockerDriver implements EngineDriver {
       tail = lines.pop() ?? "";
       for (const line of lines) if (line.trim()) output.onLine(line);
     });
-    stderr.resume(); // the agent's stderr is its own log; frames come from stdout only
+    // The agent's stderr is its own log; frames come from stdout only. Its first line is our PID note.
+    let agentPid: string | undefined;
+    stderr.setEncoding("utf8");
+    stderr.on("data", (chunk: string) => {
+      agentPid ??= chunk.match(/agent-pid (\d+)/)?.[1];
+    });
     const exited = new Promise<{ exitCode: number | null }>((resolve) => {
       const done = () => {
         if (tail.trim()) output.onLine(tail);
@@ -169,15 +176,22 @@ export class DockerDriver implements EngineDriver {
           exited.then(() => true),
           new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
         ]);
+        const signal = async (sig: string) => {
+          if (!agentPid) return;
+          const kill = await container
+            .exec({ Cmd: ["kill", sig, agentPid], AttachStdout: false, AttachStderr: false })
+            .catch(() => undefined);
+          await kill?.start({}).catch(() => undefined);
+        };
+        const within = (ms: number) =>
+          Promise.race([
+            exited.then(() => true),
+            new Promise<boolean>((r) => setTimeout(() => r(false), ms)),
+          ]);
         if (!ended) {
-          const info = await exec.inspect().catch(() => undefined);
-          if (info?.Pid) {
-            const kill = await container
-              .exec({ Cmd: ["kill", "-TERM", String(info.Pid)], AttachStdout: false, AttachStderr: false })
-              .catch(() => undefined);
-            await kill?.start({}).catch(() => undefined);
-          }
-          stream.destroy();
+          await signal("-TERM");
+          if (!(await within(3000))) await signal("-KILL");
+          if (!(await within(2000))) stream.destroy();
         }
         await exited;
       },

@@ -1,0 +1,173 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { ParseArgsOptionsConfig } from "node:util";
+import { AgentSessionsClient } from "../client/client.ts";
+import { ClientError } from "../client/client-error.ts";
+import type { ErrorCode } from "../contracts/errors.ts";
+
+/**
+ * Exit codes scripts can rely on: 0 ok, 1 a server-side (or unexpected) failure, 2 a usage
+ * error (bad flags, unreadable or invalid input), 3 not found, 4 a precondition or conflict
+ * (not Ready, exists already, being written concurrently).
+ */
+export const ExitCode = { ok: 0, failure: 1, usage: 2, notFound: 3, conflict: 4 } as const;
+
+export function exitCodeOf(code: ErrorCode): number {
+  switch (code) {
+    case "NOT_FOUND":
+      return ExitCode.notFound;
+    case "FAILED_PRECONDITION":
+    case "ALREADY_EXISTS":
+    case "ABORTED":
+      return ExitCode.conflict;
+    case "INVALID_ARGUMENT":
+      return ExitCode.usage;
+    default:
+      return ExitCode.failure;
+  }
+}
+
+/** Wrong flags or arguments: printed with the command's usage, exit 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** A failure the command already explained; exit with `exitCode`. */
+export class CommandFailed extends Error {
+  override name = "CommandFailed";
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
+
+/** An API error with what to do about it in this command's terms. */
+export class HintedError extends Error {
+  override name = "HintedError";
+  readonly error: ClientError;
+  readonly hint: string;
+  constructor(error: ClientError, hint: string) {
+    super(error.message);
+    this.error = error;
+    this.hint = hint;
+  }
+}
+
+/** Flags every command takes. */
+export const GLOBAL_OPTIONS = {
+  server: { type: "string" },
+  token: { type: "string" },
+  "data-dir": { type: "string" },
+  namespace: { type: "string", short: "n" },
+  quiet: { type: "boolean", short: "q", default: false },
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const satisfies ParseArgsOptionsConfig;
+
+export type GlobalFlags = {
+  server?: string | undefined;
+  token?: string | undefined;
+  "data-dir"?: string | undefined;
+  namespace?: string | undefined;
+  quiet?: boolean | undefined;
+  json?: boolean | undefined;
+};
+
+/** What a command runs with: the client, the resolved global flags and where it writes. */
+export type CliContext = {
+  client: AgentSessionsClient;
+  serverUrl: string;
+  namespace: string;
+  /** The namespace only when given with -n (apply must not override manifests otherwise). */
+  explicitNamespace: string | undefined;
+  dataDir: string;
+  quiet: boolean;
+  json: boolean;
+  out(text: string): void;
+  /** Progress and notes on stderr; silent with --quiet. */
+  note(text: string): void;
+  env: NodeJS.ProcessEnv;
+};
+
+export const DEFAULT_SERVER_URL = "http://127.0.0.1:8787";
+
+/**
+ * Resolves the global flags: `--server` (else $AGENT_SESSIONS_URL, else http://127.0.0.1:8787),
+ * `--token` (else $AGENT_SESSIONS_TOKEN, else `<data-dir>/admin-token`, data dir default ./.data).
+ */
+export function contextFrom(flags: GlobalFlags, env: NodeJS.ProcessEnv = process.env): CliContext {
+  const serverUrl = flags.server ?? env.AGENT_SESSIONS_URL ?? DEFAULT_SERVER_URL;
+  try {
+    new URL(serverUrl);
+  } catch {
+    throw new UsageError(`--server must be a URL such as ${DEFAULT_SERVER_URL}, got ${serverUrl}`);
+  }
+  const dataDir = resolve(flags["data-dir"] ?? env.AGENT_SESSIONS_DATA_DIR ?? ".data");
+  const tokenFile = join(dataDir, "admin-token");
+  const token =
+    flags.token ??
+    env.AGENT_SESSIONS_TOKEN ??
+    (existsSync(tokenFile) ? readFileSync(tokenFile, "utf8").trim() : undefined);
+  const quiet = flags.quiet ?? false;
+  return {
+    client: new AgentSessionsClient({ baseUrl: serverUrl, token }),
+    serverUrl,
+    namespace: flags.namespace ?? "default",
+    explicitNamespace: flags.namespace,
+    dataDir,
+    quiet,
+    json: flags.json ?? false,
+    out: (text) => process.stdout.write(text.endsWith("\n") ? text : `${text}\n`),
+    note: (text) => {
+      if (!quiet) process.stderr.write(text.endsWith("\n") ? text : `${text}\n`);
+    },
+    env,
+  };
+}
+
+/** What to do about an API error, said once under its message. */
+export function hintFor(error: ClientError): string | undefined {
+  switch (error.code) {
+    case "UNAUTHENTICATED":
+      return "pass --token TOKEN, set AGENT_SESSIONS_TOKEN, or point --data-dir at the server's data directory (it holds admin-token)";
+    case "PERMISSION_DENIED":
+      return "that token is a runner token; the client API takes the admin token";
+    case "UNAVAILABLE":
+      return error.status === undefined
+        ? "is the server running? start one with `agent-sessions serve`, or pass --server URL (or set AGENT_SESSIONS_URL)"
+        : "the server or its runner cannot do this right now; retry, and check `agent-sessions get sessions`";
+    default:
+      return undefined;
+  }
+}
+
+/** Renders a failure on stderr (JSON with --json) and returns the exit code. */
+export function report(thrown: unknown, json: boolean): number {
+  const error = thrown instanceof HintedError ? thrown.error : thrown;
+  if (error instanceof ClientError) {
+    const hint = thrown instanceof HintedError ? thrown.hint : hintFor(error);
+    const violations = (error.details?.field_violations ?? []) as { field: string; description: string }[];
+    if (json)
+      process.stderr.write(
+        `${JSON.stringify({ error: { code: error.code, message: error.message, details: error.details, hint } })}\n`,
+      );
+    else {
+      let text = `agent-sessions: ${error.code}: ${error.message}\n`;
+      if (violations.length > 1) for (const v of violations) text += `  ${v.field}: ${v.description}\n`;
+      if (hint) text += `  hint: ${hint}\n`;
+      process.stderr.write(text);
+    }
+    return exitCodeOf(error.code);
+  }
+  const exitCode =
+    error instanceof UsageError
+      ? ExitCode.usage
+      : error instanceof CommandFailed
+        ? error.exitCode
+        : ExitCode.failure;
+  const message = error instanceof Error ? error.message : String(error);
+  if (json) process.stderr.write(`${JSON.stringify({ error: { message } })}\n`);
+  else if (message) process.stderr.write(`agent-sessions: ${message}\n`);
+  return exitCode;
+}

@@ -1,0 +1,193 @@
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { CommandFailed, ExitCode, UsageError } from "../cli-context.ts";
+import { type Command, parseCommand, positionals } from "../command.ts";
+
+const USAGE =
+  "policy check [-s STACK…] [--data-dir DIR] [--backend-url URL] [--cwd DIR]   (every stack of the backend without -s)";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+/** Our Docker provider plugin (stacks/options.ts PLUGIN_BIN_DIR). */
+const pluginBinDir = join(repoRoot, "infra", "bin");
+
+/** One policy violation as the engine reported it (its `policyEvent`). */
+export type Violation = {
+  policyName: string;
+  policyPackName: string;
+  enforcementLevel: string;
+  resourceUrn?: string;
+  message: string;
+};
+
+type PulumiEnv = Record<string, string>;
+
+/**
+ * The environment `pulumi` needs for session stacks: the backend and passphrase the embedded
+ * runner keeps under `<data-dir>/runner` (or the ones given), our plugins and the test bed's CLI.
+ */
+function pulumiEnv(dataDir: string, backendUrl: string | undefined): PulumiEnv {
+  const runnerDir = join(dataDir, "runner");
+  const backend = backendUrl ?? process.env.PULUMI_BACKEND_URL ?? `file://${join(runnerDir, "pulumi-state")}`;
+  if (backend.startsWith("file://") && !existsSync(backend.slice("file://".length)))
+    throw new UsageError(
+      `no Pulumi state at ${backend}: pass --data-dir of the server whose embedded runner made the stacks, or --backend-url URL`,
+    );
+  const passphraseFile = join(runnerDir, "pulumi-passphrase");
+  const passphrase =
+    process.env.PULUMI_CONFIG_PASSPHRASE ??
+    (existsSync(passphraseFile) ? readFileSync(passphraseFile, "utf8").trim() : undefined);
+  const env: PulumiEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  const pulumiHome = process.env.PULUMI_HOME;
+  return {
+    ...env,
+    PULUMI_BACKEND_URL: backend,
+    ...(passphrase !== undefined ? { PULUMI_CONFIG_PASSPHRASE: passphrase } : {}),
+    PULUMI_SKIP_UPDATE_CHECK: "1",
+    PATH: [
+      pluginBinDir,
+      dirname(process.execPath),
+      ...(pulumiHome ? [`${pulumiHome}/bin`] : []),
+      env.PATH ?? "",
+    ].join(":"),
+  };
+}
+
+function listStacks(cwd: string, env: PulumiEnv): string[] {
+  const ls = spawnSync("pulumi", ["stack", "ls", "--json", "--non-interactive"], {
+    cwd,
+    env,
+    encoding: "utf8",
+  });
+  if (ls.error)
+    throw new CommandFailed(`cannot run pulumi: ${ls.error.message} (is the Pulumi CLI on PATH?)`, 1);
+  if (ls.status !== 0)
+    throw new CommandFailed(`pulumi stack ls failed: ${ls.stderr.trim()}`, ExitCode.failure);
+  return (JSON.parse(ls.stdout) as { name: string }[]).map((s) => s.name);
+}
+
+type EngineEvent = {
+  policyEvent?: Violation;
+  resourcePreEvent?: { metadata?: { op?: string; type?: string; urn?: string } };
+  diagnosticEvent?: { severity?: string; message?: string; urn?: string };
+};
+
+/** A progress line for an engine event, or undefined for events people need not see. */
+export function progressLine(event: EngineEvent): string | undefined {
+  const pre = event.resourcePreEvent?.metadata;
+  if (pre?.urn && pre.op && pre.op !== "same")
+    return `  ${pre.op} ${pre.type ?? ""} ${pre.urn.split("::").pop()}`;
+  const diagnostic = event.diagnosticEvent;
+  if (diagnostic?.message && (diagnostic.severity === "error" || diagnostic.severity === "warning"))
+    return `  ${diagnostic.severity}: ${diagnostic.message.trim()}`;
+  return undefined;
+}
+
+/**
+ * `pulumi preview --policy-pack policies -s STACK` with the engine's own events streamed as JSON
+ * (`--json` with PULUMI_ENABLE_STREAMING_JSON_PREVIEW): progress from resource and diagnostic
+ * events, violations from policy events — no text scraping.
+ */
+async function preview(
+  stack: string,
+  cwd: string,
+  env: PulumiEnv,
+  show: boolean,
+): Promise<{ exitCode: number | null; violations: Violation[] }> {
+  const args = [
+    "preview",
+    "--policy-pack",
+    join(repoRoot, "policies"),
+    "--stack",
+    stack,
+    "--non-interactive",
+    "--json",
+  ];
+  const child = spawn("pulumi", args, {
+    cwd,
+    env: { ...env, PULUMI_ENABLE_STREAMING_JSON_PREVIEW: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const violations: Violation[] = [];
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const lines = createInterface({ input: child.stdout });
+  lines.on("line", (line) => {
+    let event: EngineEvent;
+    try {
+      event = JSON.parse(line) as EngineEvent;
+    } catch {
+      return;
+    }
+    if (event.policyEvent) violations.push(event.policyEvent);
+    const progress = show ? progressLine(event) : undefined;
+    if (progress) process.stderr.write(`${progress}\n`);
+  });
+  const exitCode = await new Promise<number | null>((resolveExit, reject) => {
+    child.once("error", (error) =>
+      reject(
+        new CommandFailed(
+          `cannot run pulumi: ${error.message} (is the Pulumi CLI on PATH?)`,
+          ExitCode.failure,
+        ),
+      ),
+    );
+    child.once("close", (code) => resolveExit(code));
+  });
+  if (exitCode !== 0 && violations.length === 0 && stderr.trim()) process.stderr.write(stderr);
+  return { exitCode, violations };
+}
+
+/**
+ * `policy check`: the CrossGuard pack over session stacks, as CI runs it by hand: a
+ * `pulumi preview --policy-pack <repo>/policies` of each stack (all of the backend without -s),
+ * violations listed at the end; exit 1 on any violation or failed preview.
+ */
+export const policy: Command = {
+  name: "policy",
+  usage: USAGE,
+  summary: "check session stacks against the policy pack (pulumi preview --policy-pack)",
+  async run(argv) {
+    const parsed = parseCommand(argv, USAGE, {
+      stack: { type: "string", short: "s", multiple: true },
+      "backend-url": { type: "string" },
+      cwd: { type: "string" },
+    });
+    const [sub] = positionals(parsed.positionals, ["check"], USAGE);
+    if (sub !== "check")
+      throw new UsageError(`unknown policy command ${sub}\nusage: agent-sessions ${USAGE}`);
+    const json = parsed.values.json;
+    const quiet = parsed.values.quiet;
+    const cwd = resolve(parsed.values.cwd ?? repoRoot);
+    const env = pulumiEnv(
+      resolve(parsed.values["data-dir"] ?? process.env.AGENT_SESSIONS_DATA_DIR ?? ".data"),
+      parsed.values["backend-url"],
+    );
+    const stacks = parsed.values.stack?.length ? parsed.values.stack : listStacks(cwd, env);
+    if (stacks.length === 0) {
+      if (!quiet) process.stderr.write(`no stacks in ${env.PULUMI_BACKEND_URL}: nothing to check\n`);
+      return 0;
+    }
+    let failed = false;
+    for (const stack of stacks) {
+      if (!quiet && !json) process.stderr.write(`policy check: ${stack}\n`);
+      const { exitCode, violations } = await preview(stack, cwd, env, !quiet && !json);
+      if (json) process.stdout.write(`${JSON.stringify({ stack, exitCode, violations })}\n`);
+      else if (violations.length) {
+        process.stdout.write(`${stack}: ${violations.length} policy violation(s)\n`);
+        for (const v of violations)
+          process.stdout.write(
+            `  [${v.enforcementLevel}] ${v.policyName}${v.resourceUrn ? ` ${v.resourceUrn.split("::").pop()}` : ""}: ${v.message.trim().split("\n").join(" — ")}\n`,
+          );
+      } else if (exitCode !== 0) process.stdout.write(`${stack}: pulumi preview failed (exit ${exitCode})\n`);
+      else if (!quiet) process.stdout.write(`${stack}: no policy violations\n`);
+      failed ||= violations.length > 0 || exitCode !== 0;
+    }
+    return failed ? ExitCode.failure : 0;
+  },
+};

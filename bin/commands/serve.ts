@@ -1,0 +1,68 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { UsageError } from "../cli-context.ts";
+import { type Command, parseCommand } from "../command.ts";
+
+const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
+
+/** The reference image the test bed built, when AGENT_SESSIONS_REFERENCE_IMAGE is not set. */
+function referenceImage(): string | undefined {
+  if (process.env.AGENT_SESSIONS_REFERENCE_IMAGE) return process.env.AGENT_SESSIONS_REFERENCE_IMAGE;
+  const file = join(
+    process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed",
+    "state",
+    "reference-image.json",
+  );
+  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { image: string }).image : undefined;
+}
+
+/** `serve`: the server and, unless --no-runner, an embedded runner dialing it over loopback. */
+export const serve: Command = {
+  name: "serve",
+  usage: USAGE,
+  summary: "start the server (and an embedded runner)",
+  async run(argv) {
+    const { values } = parseCommand(argv, USAGE, {
+      port: { type: "string" },
+      engine: { type: "string", default: process.env.AGENT_SESSIONS_ENGINE ?? "docker" },
+      "no-runner": { type: "boolean", default: false },
+    });
+    if (values.engine !== "docker" && values.engine !== "kubernetes")
+      throw new UsageError("--engine must be docker or kubernetes");
+    const { parseConfig } = await import("../../proxy/config.ts");
+    const { startServer } = await import("../../proxy/main.ts");
+    const image = referenceImage();
+    const config = parseConfig({
+      ...process.env,
+      ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
+      ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
+      ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
+    });
+    const server = await startServer(config);
+    process.stderr.write(
+      `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token") })}\n`,
+    );
+    let runner: { stop(): void } | undefined;
+    if (!values["no-runner"]) {
+      const { parseRunnerConfig, startRunner } = await import("../../runner/main.ts");
+      runner = await startRunner(
+        parseRunnerConfig(process.env, {
+          serverUrl: server.url,
+          token: config.runnerToken,
+          dataDir: join(config.dataDir, "runner"),
+          engine: values.engine,
+          name: "embedded",
+        }),
+      );
+    }
+    const shutdown = async () => {
+      runner?.stop();
+      await server.close();
+      process.exit(0);
+    };
+    process.once("SIGINT", () => void shutdown());
+    process.once("SIGTERM", () => void shutdown());
+    // Runs until a signal: the process stays up on its listeners.
+    return new Promise<never>(() => {});
+  },
+};

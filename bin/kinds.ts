@@ -1,0 +1,38 @@
+import { UsageError } from "./cli-context.ts";
+import type { ResourcePlural } from "../client/resource-kinds.ts";
+
+/** What `get`, `describe` and `delete` take as KIND. `sessions` are agent sessions (GetAgentStatus). */
+export type CliKind = ResourcePlural | "sessions";
+
+const ALIASES: Record<string, CliKind> = {
+  agentruntimes: "agentruntimes",
+  agentruntime: "agentruntimes",
+  art: "agentruntimes",
+  agents: "agents",
+  agent: "agents",
+  harnesssessions: "harnesssessions",
+  harnesssession: "harnesssessions",
+  hs: "harnesssessions",
+  sessions: "sessions",
+  session: "sessions",
+};
+
+export const KIND_NAMES = "agentruntimes (art), agents, harnesssessions (hs), sessions";
+
+/** The kind a KIND argument names (any case, singular, plural or short). */
+export function parseKind(text: string): CliKind {
+  const kind = ALIASES[text.toLowerCase()];
+  if (!kind) throw new UsageError(`unknown kind ${text}; one of ${KIND_NAMES}`);
+  return kind;
+}
+
+/** `agent/alice`, as kubectl names objects in its messages. */
+export function objectRef(plural: CliKind, name: string): string {
+  const singular = {
+    agentruntimes: "agentruntime",
+    agents: "agent",
+    harnesssessions: "harnesssession",
+    sessions: "session",
+  }[plural];
+  return `${singular}/${name}`;
+}

@@ -1,0 +1,179 @@
+import { stringify } from "yaml";
+import type { AgentSessionStatus } from "../contracts/rpc.ts";
+import type { HarnessSession } from "../contracts/harness-session.ts";
+import type { Agent, AgentRuntime } from "../contracts/resources.ts";
+import { UsageError } from "./cli-context.ts";
+import type { CliKind } from "./kinds.ts";
+
+export type OutputFormat = "table" | "json" | "yaml";
+
+export function parseOutput(text: string | undefined, json: boolean): OutputFormat {
+  if (text === undefined) return json ? "json" : "table";
+  if (text === "table" || text === "json" || text === "yaml") return text;
+  throw new UsageError(`-o must be table, json or yaml, got ${text}`);
+}
+
+/** Columns padded to their widest cell, kubectl-style (3 spaces between columns). */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join("   ")
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}
+
+/** `5s`, `3m`, `2h`, `4d` since `iso`, as kubectl's AGE column. */
+export function age(iso: string | undefined, now = Date.now()): string {
+  if (!iso) return "<none>";
+  const seconds = Math.max(0, Math.floor((now - Date.parse(iso)) / 1000));
+  if (Number.isNaN(seconds)) return "<unknown>";
+  if (seconds < 120) return `${seconds}s`;
+  if (seconds < 7200) return `${Math.floor(seconds / 60)}m`;
+  if (seconds < 172_800) return `${Math.floor(seconds / 3600)}h`;
+  return `${Math.floor(seconds / 86_400)}d`;
+}
+
+export function formatData(value: unknown, format: "json" | "yaml"): string {
+  return format === "json" ? JSON.stringify(value, null, 2) : stringify(value).trimEnd();
+}
+
+type AnyResource = AgentRuntime | Agent | HarnessSession;
+
+/** The rows of `get KIND` as a table. */
+export function resourceTable(kind: CliKind, items: readonly unknown[]): string {
+  switch (kind) {
+    case "agentruntimes":
+      return table(
+        ["NAME", "CONTRACT", "STREAMING", "APPROVED", "IMAGE", "AGE"],
+        (items as AgentRuntime[]).map((r) => [
+          r.metadata.name,
+          r.spec.contract,
+          String(r.spec.capabilities.includes("streaming")),
+          String(r.spec.approved),
+          shortImage(r.spec.image),
+          age(r.metadata.creationTimestamp),
+        ]),
+      );
+    case "agents":
+      return table(
+        ["NAME", "RUNTIME", "MODEL", "CREDENTIALS", "AGE"],
+        (items as Agent[]).map((a) => [
+          a.metadata.name,
+          a.spec.runtimeRef,
+          a.spec.model?.name ?? "<none>",
+          String(a.spec.credentials.length),
+          age(a.metadata.creationTimestamp),
+        ]),
+      );
+    case "harnesssessions":
+      return table(
+        ["NAME", "AGENT", "DESIRED", "PHASE", "REASON", "REQUESTS", "LAST ACTIVITY", "AGE"],
+        (items as HarnessSession[]).map((s) => [
+          s.metadata.name,
+          s.spec.agentRef,
+          s.spec.desiredState,
+          s.status.phase,
+          s.status.conditions.find((c) => c.type === "Ready")?.reason ?? "",
+          String(s.status.requestCount),
+          s.status.lastActivityTime ? age(s.status.lastActivityTime) : "<none>",
+          age(s.metadata.creationTimestamp),
+        ]),
+      );
+    case "sessions":
+      return table(
+        ["SESSION", "CONTAINER", "AGENT", "STATE", "REASON", "UPDATED"],
+        (items as AgentSessionStatus[]).map((s) => [
+          s.session_id,
+          s.container_name,
+          s.agent_ref,
+          s.state,
+          s.reason ?? "",
+          age(s.updated_at),
+        ]),
+      );
+    default: {
+      const never: never = kind;
+      return never;
+    }
+  }
+}
+
+/** `registry/repo@sha256:abcdef012345…`: enough of the digest to tell images apart. */
+function shortImage(image: string): string {
+  const at = image.indexOf("@sha256:");
+  return at < 0 ? image : `${image.slice(0, at)}@sha256:${image.slice(at + 8, at + 20)}…`;
+}
+
+/** Literal credential values never reach a terminal through `describe`. */
+function withoutSecrets(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutSecrets);
+  if (!value || typeof value !== "object") return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value))
+    out[k] = k === "credentials" ? redactCredentials(v) : withoutSecrets(v);
+  return out;
+}
+
+function redactCredentials(value: unknown): unknown {
+  if (!Array.isArray(value)) return value;
+  return value.map((c: Record<string, unknown>) => ("value" in c ? { ...c, value: "(literal, hidden)" } : c));
+}
+
+function indent(text: string, by = "  "): string {
+  return text
+    .split("\n")
+    .map((l) => (l ? by + l : l))
+    .join("\n");
+}
+
+/** `describe`: the object for people — metadata, spec, status and a conditions table. */
+export function describeResource(kindName: string, resource: AnyResource): string {
+  const meta = resource.metadata as {
+    name: string;
+    namespace: string;
+    creationTimestamp?: string;
+    uid?: string;
+    generation?: number;
+    deletionTimestamp?: string;
+  };
+  const lines = [
+    `Name:         ${meta.name}`,
+    `Namespace:    ${meta.namespace}`,
+    `Kind:         ${kindName}`,
+    `Created:      ${meta.creationTimestamp ? `${meta.creationTimestamp} (${age(meta.creationTimestamp)} ago)` : "<unknown>"}`,
+  ];
+  if (meta.uid) lines.push(`UID:          ${meta.uid}`);
+  if (meta.generation !== undefined) lines.push(`Generation:   ${meta.generation}`);
+  if (meta.deletionTimestamp) lines.push(`Deleting:     since ${meta.deletionTimestamp}`);
+  lines.push("Spec:", indent(stringify(withoutSecrets(resource.spec)).trimEnd()));
+  if ("status" in resource && resource.status) {
+    const { conditions, ...status } = resource.status;
+    lines.push("Status:", indent(stringify(status).trimEnd()));
+    lines.push(
+      "Conditions:",
+      conditions.length
+        ? indent(
+            table(
+              ["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"],
+              conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
+            ),
+          )
+        : "  <none>",
+    );
+  }
+  return lines.join("\n");
+}
+
+export function describeSession(s: AgentSessionStatus): string {
+  return [
+    `Session:      ${s.session_id}`,
+    `Container:    ${s.container_name}`,
+    `Agent:        ${s.agent_ref}`,
+    `State:        ${s.state}`,
+    `Reason:       ${s.reason ?? "<none>"}`,
+    `Runner:       ${s.runner_id ?? "<none>"}`,
+    `Updated:      ${s.updated_at} (${age(s.updated_at)} ago)`,
+  ].join("\n");
+}

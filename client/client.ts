@@ -1,0 +1,311 @@
+import type { z } from "zod";
+import type { StreamEvent } from "../contracts/adapter.ts";
+import type { Frame } from "../contracts/compass.ts";
+import { ErrorCode, httpStatusOf } from "../contracts/errors.ts";
+import type { HarnessReply } from "../contracts/harness-session.ts";
+import type { Rpc, RpcMethod } from "../contracts/rpc.ts";
+import { ClientError } from "./client-error.ts";
+import type { ResourceList, ResourcePlural, ResourceTypes } from "./resource-kinds.ts";
+import { readSse } from "./sse.ts";
+
+export type RpcRequest<M extends RpcMethod> = z.input<(typeof Rpc)[M]["request"]>;
+export type RpcResponse<M extends RpcMethod> = z.infer<(typeof Rpc)[M]["response"]>;
+
+export type ClientOptions = {
+  /** `http://host:port` of the server. */
+  baseUrl: string;
+  /** The admin bearer token. */
+  token?: string | undefined;
+  /** @default globalThis.fetch */
+  fetch?: typeof fetch;
+};
+
+/** What `events()` yields: a frame with its event id, or a note that retained frames are gone. */
+export type EventMessage =
+  | { kind: "frame"; id: string; frame: Frame }
+  | { kind: "gap"; session_id: string; from_seq: number; to_seq: number };
+
+export type EventsOptions = {
+  /** Follow one session (event ids are its seq); else every session (global frame ids). */
+  sessionId?: string | undefined;
+  /** Resume after this event id; without it the stream starts with the next frame. */
+  lastEventId?: string | undefined;
+  signal?: AbortSignal | undefined;
+  /** Reconnect (with Last-Event-ID) this many times in a row when the stream drops. @default 5 */
+  maxReconnects?: number;
+  /** Wait before a reconnect, doubled each time up to 10 s. @default 500 */
+  reconnectDelayMs?: number;
+  /** Told before each reconnect. */
+  onReconnect?: (attempt: number, error: unknown) => void;
+};
+
+export type SendOptions = { id?: string | undefined; signal?: AbortSignal | undefined };
+
+/**
+ * A typed client of the agent-sessions HTTP API (DESIGN.md "Fixed interfaces"): lifecycle RPCs,
+ * kubectl-style resources, the request proxy and the event stream. Types come from the zod
+ * contracts; the server validates, so the client sends what it is given. Every failure is a
+ * `ClientError` carrying the gRPC `code`.
+ */
+export class AgentSessionsClient {
+  readonly baseUrl: string;
+  readonly #token: string | undefined;
+  readonly #fetch: typeof fetch;
+
+  constructor(options: ClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.#token = options.token;
+    this.#fetch = options.fetch ?? globalThis.fetch;
+  }
+
+  /** `POST /v1/rpc/{method}`. */
+  rpc<M extends RpcMethod>(
+    method: M,
+    body: RpcRequest<M>,
+    init: { signal?: AbortSignal } = {},
+  ): Promise<RpcResponse<M>> {
+    return this.#json("POST", `/v1/rpc/${method}`, body, init.signal) as Promise<RpcResponse<M>>;
+  }
+
+  /** PUT (create or replace) a manifest at its `metadata.namespace` (default `default`) and name. */
+  async put<P extends ResourcePlural>(
+    plural: P,
+    manifest: ResourceTypes[P]["input"],
+  ): Promise<{ resource: ResourceTypes[P]["output"]; created: boolean }> {
+    const { namespace = "default", name } = manifest.metadata;
+    const response = await this.#send("PUT", resourcePath(plural, namespace, name), manifest);
+    return {
+      resource: (await response.json()) as ResourceTypes[P]["output"],
+      created: response.status === 201,
+    };
+  }
+
+  get<P extends ResourcePlural>(
+    plural: P,
+    namespace: string,
+    name: string,
+  ): Promise<ResourceTypes[P]["output"]> {
+    return this.#json("GET", resourcePath(plural, namespace, name)) as Promise<ResourceTypes[P]["output"]>;
+  }
+
+  list<P extends ResourcePlural>(
+    plural: P,
+    namespace: string,
+  ): Promise<ResourceList<ResourceTypes[P]["output"]>> {
+    return this.#json("GET", resourcePath(plural, namespace)) as Promise<
+      ResourceList<ResourceTypes[P]["output"]>
+    >;
+  }
+
+  /** JSON merge patch (RFC 7386) of a manifest, e.g. `{spec: {desiredState: "stopped"}}`. */
+  patch<P extends ResourcePlural>(
+    plural: P,
+    namespace: string,
+    name: string,
+    patch: Record<string, unknown>,
+  ): Promise<ResourceTypes[P]["output"]> {
+    return this.#json("PATCH", resourcePath(plural, namespace, name), patch, undefined, {
+      "content-type": "application/merge-patch+json",
+    }) as Promise<ResourceTypes[P]["output"]>;
+  }
+
+  /** Deletes and answers the resource's last state (a HarnessSession after its teardown). */
+  delete<P extends ResourcePlural>(
+    plural: P,
+    namespace: string,
+    name: string,
+  ): Promise<ResourceTypes[P]["output"]> {
+    return this.#json("DELETE", resourcePath(plural, namespace, name)) as Promise<ResourceTypes[P]["output"]>;
+  }
+
+  /** One request to a HarnessSession's agent, answered when complete. */
+  send(namespace: string, name: string, input: string, options: SendOptions = {}): Promise<HarnessReply> {
+    const body = { input, stream: false, ...(options.id ? { id: options.id } : {}) };
+    return this.#json("POST", requestsPath(namespace, name), body, options.signal) as Promise<HarnessReply>;
+  }
+
+  /**
+   * One request with a streamed reply: its `delta` events as they arrive, then its `result`.
+   * A failure (before or during the stream) throws a ClientError; aborting the signal cancels
+   * the request at the agent.
+   */
+  async *sendStreaming(
+    namespace: string,
+    name: string,
+    input: string,
+    options: SendOptions = {},
+  ): AsyncGenerator<StreamEvent> {
+    const body = { input, stream: true, ...(options.id ? { id: options.id } : {}) };
+    const response = await this.#send("POST", requestsPath(namespace, name), body, options.signal);
+    if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty streamed reply");
+    for await (const message of readSse(response.body)) {
+      const data = parseJson(message.data);
+      if (message.event === "error") throw errorFromBody(data, undefined);
+      if (message.event === "delta" || message.event === "result") yield data as StreamEvent;
+    }
+  }
+
+  /** `POST …/requests/{id}/cancel`. */
+  cancel(namespace: string, name: string, id: string): Promise<{ id: string; cancelling: true }> {
+    return this.#json(
+      "POST",
+      `${requestsPath(namespace, name)}/${encodeURIComponent(id)}/cancel`,
+      {},
+    ) as Promise<{ id: string; cancelling: true }>;
+  }
+
+  /**
+   * Follows `GET /v1/events`. When the stream drops (server restart, network) it reconnects with
+   * `Last-Event-ID` of the last event seen, so nothing retained is lost or repeated; an error
+   * answer (bad session id, bad token) throws at once. Ends when the signal aborts.
+   */
+  async *events(options: EventsOptions = {}): AsyncGenerator<EventMessage> {
+    const maxReconnects = options.maxReconnects ?? 5;
+    let delay = options.reconnectDelayMs ?? 500;
+    let lastEventId = options.lastEventId;
+    let failures = 0;
+    const query = options.sessionId ? `?session_id=${encodeURIComponent(options.sessionId)}` : "";
+    while (!options.signal?.aborted) {
+      let response: Response;
+      try {
+        response = await this.#send("GET", `/v1/events${query}`, undefined, options.signal, {
+          accept: "text/event-stream",
+          ...(lastEventId !== undefined ? { "last-event-id": lastEventId } : {}),
+        });
+      } catch (error) {
+        if (options.signal?.aborted) return;
+        // Only an unreachable server is worth another try; an answered error is final.
+        if (!(error instanceof ClientError) || error.status !== undefined || failures >= maxReconnects)
+          throw error;
+        failures++;
+        options.onReconnect?.(failures, error);
+        await sleep(delay, options.signal);
+        delay = Math.min(delay * 2, 10_000);
+        continue;
+      }
+      failures = 0;
+      delay = options.reconnectDelayMs ?? 500;
+      let dropped: unknown = new Error("the server ended the event stream");
+      try {
+        if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty event stream");
+        for await (const message of readSse(response.body)) {
+          const data = parseJson(message.data) as Record<string, unknown>;
+          if (message.event === "gap") {
+            yield { kind: "gap", ...(data as { session_id: string; from_seq: number; to_seq: number }) };
+            continue;
+          }
+          if (message.id !== undefined) lastEventId = message.id;
+          yield { kind: "frame", id: message.id ?? "", frame: data as Frame };
+        }
+      } catch (error) {
+        dropped = error;
+      }
+      if (options.signal?.aborted) return;
+      if (failures >= maxReconnects) throw dropped;
+      failures++;
+      options.onReconnect?.(failures, dropped);
+      await sleep(delay, options.signal);
+    }
+  }
+
+  /** `GET /openapi.json`. */
+  openapi(): Promise<Record<string, unknown>> {
+    return this.#json("GET", "/openapi.json") as Promise<Record<string, unknown>>;
+  }
+
+  /** `GET /metrics` (Prometheus text). */
+  async metrics(): Promise<string> {
+    return (await this.#send("GET", "/metrics")).text();
+  }
+
+  async #json(
+    method: string,
+    path: string,
+    body?: unknown,
+    signal?: AbortSignal,
+    headers?: Record<string, string>,
+  ): Promise<unknown> {
+    const response = await this.#send(method, path, body, signal, headers);
+    return response.json();
+  }
+
+  /** One HTTP exchange; a non-2xx answer or an unreachable server is a ClientError. */
+  async #send(
+    method: string,
+    path: string,
+    body?: unknown,
+    signal?: AbortSignal,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
+    const url = `${this.baseUrl}${path}`;
+    let response: Response;
+    try {
+      response = await this.#fetch(url, {
+        method,
+        headers: {
+          ...(this.#token ? { authorization: `Bearer ${this.#token}` } : {}),
+          ...(body !== undefined ? { "content-type": "application/json" } : {}),
+          ...headers,
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(signal ? { signal } : {}),
+      });
+    } catch (error) {
+      if (signal?.aborted)
+        throw new ClientError("CANCELLED", `${method} ${path} was cancelled`, { cause: error });
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      throw new ClientError(
+        "UNAVAILABLE",
+        `cannot reach ${this.baseUrl}: ${cause?.code ?? cause?.message ?? String(error)}`,
+        { cause: error },
+      );
+    }
+    if (response.ok) return response;
+    const text = await response.text();
+    throw errorFromBody(parseJson(text), response.status, text);
+  }
+}
+
+function resourcePath(plural: ResourcePlural, namespace: string, name?: string): string {
+  const base = `/v1/namespaces/${encodeURIComponent(namespace)}/${plural}`;
+  return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+}
+
+function requestsPath(namespace: string, name: string): string {
+  return `${resourcePath("harnesssessions", namespace, name)}/requests`;
+}
+
+/** `{code, message, details?}` as a ClientError; a body without a canonical code by its status. */
+function errorFromBody(body: unknown, status: number | undefined, text = ""): ClientError {
+  const b = body as { code?: unknown; message?: unknown; details?: unknown } | undefined;
+  const code = ErrorCode.safeParse(b?.code);
+  const details =
+    b?.details && typeof b.details === "object" ? (b.details as Record<string, unknown>) : undefined;
+  if (code.success) return new ClientError(code.data, String(b?.message ?? code.data), { status, details });
+  const byStatus = (Object.entries(httpStatusOf) as [ErrorCode, number][]).find(([, s]) => s === status);
+  return new ClientError(
+    byStatus?.[0] ?? (status !== undefined && status < 500 ? "FAILED_PRECONDITION" : "INTERNAL"),
+    `HTTP ${status ?? "?"}${text ? `: ${text.slice(0, 200)}` : ""}`,
+    { status },
+  );
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

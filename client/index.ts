@@ -1,0 +1,20 @@
+/** The typed TypeScript client of the agent-sessions HTTP API; depends on `contracts/` only. */
+export {
+  AgentSessionsClient,
+  type ClientOptions,
+  type EventMessage,
+  type EventsOptions,
+  type RpcRequest,
+  type RpcResponse,
+  type SendOptions,
+} from "./client.ts";
+export { ClientError } from "./client-error.ts";
+export {
+  KIND_OF_PLURAL,
+  type ManifestKind,
+  PLURAL_OF_KIND,
+  type ResourceList,
+  type ResourcePlural,
+  type ResourceTypes,
+} from "./resource-kinds.ts";
+export { readSse, type SseMessage } from "./sse.ts";

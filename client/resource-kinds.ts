@@ -1,0 +1,28 @@
+import type { z } from "zod";
+import type { HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
+import type { Agent, AgentInput, AgentRuntime, AgentRuntimeInput } from "../contracts/resources.ts";
+
+/** The namespaced kinds of `/v1/namespaces/{ns}/{plural}`: what a PUT takes and a GET returns. */
+export type ResourceTypes = {
+  agentruntimes: { input: AgentRuntimeInput; output: AgentRuntime };
+  agents: { input: AgentInput; output: Agent };
+  harnesssessions: { input: z.input<typeof HarnessSessionInput>; output: HarnessSession };
+};
+export type ResourcePlural = keyof ResourceTypes;
+
+/** `kind` of a manifest → its path segment. */
+export const PLURAL_OF_KIND = {
+  AgentRuntime: "agentruntimes",
+  Agent: "agents",
+  HarnessSession: "harnesssessions",
+} as const satisfies Record<string, ResourcePlural>;
+export type ManifestKind = keyof typeof PLURAL_OF_KIND;
+
+export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind> = {
+  agentruntimes: "AgentRuntime",
+  agents: "Agent",
+  harnesssessions: "HarnessSession",
+};
+
+/** A list answer: `{apiVersion, kind: "<Kind>List", items}`. */
+export type ResourceList<T> = { apiVersion: string; kind: string; items: T[] };
