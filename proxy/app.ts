@@ -19,6 +19,7 @@ import { rpcMetrics } from "./rpc-metrics.ts";
 import { rpcRoutes } from "./rpc-routes.ts";
 import { RUNNER_CONNECT_PATH } from "./runner-hub.ts";
 import type { Store } from "./store/store.ts";
+import { uiRoutes } from "./ui-route.ts";
 
 export type AppOptions = {
   store: Store;
@@ -64,6 +65,9 @@ export function buildApp(options: AppOptions): Hono {
       "runners connect here with a WebSocket upgrade and a runner token",
     );
   });
+
+  // The web UI: static files; it calls the API below with the token the user pastes.
+  app.route("/", uiRoutes());
 
   let openapi: string | undefined;
   app.get("/openapi.json", (c) => {

@@ -1,0 +1,203 @@
+/**
+ * The web UI in real headless Chromium (Debian's `chromium`, driven by playwright-core with the
+ * flags the machine docs list) against a real system: `serve --no-runner`, a `runner`, real
+ * dockerd and Pulumi, the reference image talking to the loopback model server. Everything is
+ * done through the page: paste the token, create a session, watch it become Ready without a
+ * reload, chat with a streamed reply, stop it, delete it. Screenshots go to /tmp/ui-*.png.
+ */
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
+import { BRIDGE_IP, System } from "./system.ts";
+
+const API = "agent-sessions.dev/v1alpha1";
+const NS = "/v1/namespaces/default";
+const NAME = "ui-chat";
+const CHROMIUM = "/usr/bin/chromium";
+const SECRET = `sk-ui-${randomBytes(12).toString("hex")}`;
+
+let system: System;
+let model: ModelServer;
+let browser: BrowserContext;
+let page: Page;
+let profile = "";
+/** Phases the page showed for the session, in order, read while it was open (never reloaded). */
+const phasesSeen: string[] = [];
+
+const row = () => page.locator(`tr[data-session="${NAME}"]`);
+const rowPhase = () => row().locator('[data-field="phase"]');
+const shot = (name: string) => page.screenshot({ path: `/tmp/ui-${name}.png`, fullPage: true });
+
+/** Watches the session's phase badge in the page and records every change. */
+async function watchPhases(): Promise<void> {
+  await page.exposeFunction("reportPhase", (phase: string) => {
+    if (phasesSeen.at(-1) !== phase) phasesSeen.push(phase);
+  });
+  // Runs in the page (a string: this file is typed for Node, not the DOM).
+  await page.evaluate(`(() => {
+    const look = () => {
+      const badge = document.querySelector('tr[data-session="${NAME}"] [data-field="phase"]');
+      if (badge && badge.textContent) window.reportPhase(badge.textContent);
+    };
+    new MutationObserver(look).observe(document.body, { subtree: true, childList: true, characterData: true });
+  })()`);
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM))
+    throw new Error(
+      `${CHROMIUM} is missing: run \`scripts/testbed up chromium\` (Debian's chromium package)`,
+    );
+  model = await startModelServer(BRIDGE_IP, 0);
+  process.env.E2E_UI_MODEL_KEY = SECRET;
+  system = new System();
+  await system.startServer();
+  await system.startRunner();
+  const agent = await system.call("PUT", `${NS}/agents/assistant`, {
+    apiVersion: API,
+    kind: "Agent",
+    metadata: { name: "assistant" },
+    spec: {
+      runtimeRef: "reference",
+      credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_UI_MODEL_KEY" } }],
+      model: { baseUrl: model.url, name: "tiny" },
+      egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
+    },
+  });
+  expect(agent.status).toBe(201);
+  profile = mkdtempSync(join(tmpdir(), "as-ui-chromium-"));
+  // A fresh, empty profile (the persistent-context form is how playwright takes --user-data-dir).
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 860 },
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+  page = browser.pages()[0] ?? (await browser.newPage());
+  page.on("dialog", (dialog) => void dialog.accept());
+});
+
+afterEach((context) => {
+  if (context.task.result?.state !== "fail") return;
+  void page?.screenshot({ path: "/tmp/ui-failure.png", fullPage: true }).catch(() => undefined);
+  for (const which of ["server", "runner"] as const)
+    process.stderr.write(
+      `--- ${which} log (tail) ---\n${(system[which]?.logs ?? []).join("").slice(-6_000)}\n`,
+    );
+});
+
+afterAll(async () => {
+  await browser?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+  await system?.call("DELETE", `${NS}/harnesssessions/${NAME}`).catch(() => undefined);
+  await system?.stop();
+  await model?.close();
+});
+
+describe("web UI in headless Chromium (real system)", () => {
+  it("serves the page and its module without a token, the API still needs one", async () => {
+    const html = await fetch(`${system.url}/ui`);
+    expect(html.status).toBe(200);
+    expect(html.headers.get("content-type")).toContain("text/html");
+    expect(html.headers.get("content-security-policy")).toContain("default-src 'self'");
+    const js = await fetch(`${system.url}/ui/app.js`);
+    expect(js.headers.get("content-type")).toContain("javascript");
+    expect((await fetch(`${system.url}${NS}/harnesssessions`)).status).toBe(401);
+  });
+
+  it("refuses a wrong token and connects with the admin token, which it never shows", async () => {
+    await page.goto(`${system.url}/ui`);
+    await page.fill("#token", "not-the-token");
+    await page.click("#token-form button");
+    await expect.poll(() => page.textContent("#global-error")).toContain("refused");
+    await page.fill("#token", system.adminToken);
+    await page.click("#token-form button");
+    await page.waitForSelector("#app:not([hidden])");
+    await page.waitForSelector("#live.on", { timeout: 10_000 });
+    expect(await page.evaluate(() => sessionStorage.getItem("agent-sessions.adminToken"))).toBe(
+      system.adminToken,
+    );
+    expect(await page.content()).not.toContain(system.adminToken);
+    await watchPhases();
+  });
+
+  it("creates a session and shows it become Ready live", async () => {
+    await page.fill('#create-form input[name="name"]', NAME);
+    await page.selectOption('#create-form select[name="agent"]', "assistant");
+    // The runtime follows the Agent's binding.
+    expect(await page.inputValue('#create-form select[name="runtime"]')).toBe("reference");
+    await page.click("#create-form button");
+    await row().waitFor();
+    await shot("1-pending");
+    await expect.poll(() => rowPhase().textContent(), { timeout: 180_000, interval: 250 }).toBe("Ready");
+    expect(phasesSeen[0]).toBe("Pending");
+    expect(phasesSeen.at(-1)).toBe("Ready");
+    expect(await page.textContent("#sel-name")).toBe(NAME);
+  });
+
+  it("chats: the reply streams in through the proxy and the status follows live", async () => {
+    await page.fill('#chat-form input[name="input"]', "remember kiwi-7");
+    await page.click("#chat-form button");
+    const reply = page.locator('#transcript .msg.assistant[data-done="true"] .text').first();
+    await expect.poll(() => reply.textContent(), { timeout: 30_000 }).toBe("OK, I will remember kiwi-7.");
+    const history = page.locator("#history tr").first();
+    await expect.poll(() => history.locator('[data-field="outcome"]').textContent()).toBe("succeeded");
+    expect(await history.locator("td").nth(3).textContent()).toBe("2/5");
+    // Status fields move without a reload.
+    await expect.poll(() => row().locator('[data-field="requests"]').textContent()).toBe("1");
+    await expect.poll(() => page.textContent('[data-field="last outcome"]')).toBe("succeeded");
+    await expect.poll(() => page.textContent('[data-field="total tokens (in/out)"]')).toBe("2/5");
+
+    // A slow reply: the page shows part of it before the end (delta by delta, not at once).
+    const words = "one two three four five six seven eight nine ten";
+    await page.fill('#chat-form input[name="input"]', `[slow] ${words}`);
+    await page.click("#chat-form button");
+    const streaming = page.locator('#transcript .msg.assistant[data-done="false"] .text');
+    await expect
+      .poll(
+        async () => {
+          const text = (await streaming.count()) ? await streaming.textContent() : "";
+          return text && text.length > 0 && text !== `echo: ${words}` ? text : "";
+        },
+        { timeout: 15_000, interval: 50 },
+      )
+      .not.toBe("");
+    const partialText = (await streaming.textContent()) ?? "";
+    await shot("2-streaming");
+    const last = page.locator("#transcript .msg.assistant .text").last();
+    await expect.poll(() => last.textContent(), { timeout: 30_000 }).toBe(`echo: ${words}`);
+    expect(`echo: ${words}`.startsWith(partialText)).toBe(true);
+    expect(partialText.length).toBeLessThan(`echo: ${words}`.length);
+    await expect
+      .poll(() => page.locator("#history tr").first().locator('[data-field="outcome"]').textContent())
+      .toBe("succeeded");
+    await expect.poll(() => row().locator('[data-field="requests"]').textContent()).toBe("2");
+    await expect.poll(() => page.textContent('[data-field="active"]')).toBe("0");
+    await shot("3-chat");
+  });
+
+  it("stops the session and shows Stopped, then deletes it", async () => {
+    await row().locator("button", { hasText: "Stop" }).click();
+    await expect.poll(() => rowPhase().textContent(), { timeout: 120_000, interval: 250 }).toBe("Stopped");
+    expect(await row().locator("button", { hasText: "Resume" }).count()).toBe(1);
+    await shot("4-stopped");
+    expect(phasesSeen).toContain("Stopped");
+    await row().locator("button", { hasText: "Delete" }).click();
+    await expect.poll(() => row().count(), { timeout: 180_000, interval: 250 }).toBe(0);
+    expect((await system.call("GET", `${NS}/harnesssessions/${NAME}`)).status).toBe(404);
+    await shot("5-deleted");
+  });
+});
