@@ -3,12 +3,17 @@
  * the loopback model as its allowed endpoint, a HarnessSession for it, and two requests through
  * the proxy — the second one only answers right if the session kept what the first one said.
  */
-const [url = "http://127.0.0.1:8787", token = "", modelUrl = "http://10.213.0.1:11434/v1"] = process.argv.slice(2);
+const [url = "http://127.0.0.1:8787", token = "", modelUrl = "http://10.213.0.1:11434/v1"] =
+  process.argv.slice(2);
 const model = new URL(modelUrl);
 const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
 
 async function call(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`${url}${path}`, { method, headers, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers,
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   const json = (await res.json()) as Record<string, unknown>;
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
   return json;
@@ -35,7 +40,9 @@ process.stdout.write("demo: HarnessSession default/demo created; waiting for Rea
 const started = Date.now();
 for (;;) {
   const hs = await call("GET", "/v1/namespaces/default/harnesssessions/demo");
-  const status = hs.status as { phase?: string; conditions?: { reason?: string; message?: string }[] } | undefined;
+  const status = hs.status as
+    | { phase?: string; conditions?: { reason?: string; message?: string }[] }
+    | undefined;
   if (status?.phase === "Ready") break;
   if (status?.phase === "Failed") throw new Error(`session failed: ${JSON.stringify(status.conditions)}`);
   if (Date.now() - started > 180_000) throw new Error("session not Ready within 180 s");
@@ -44,5 +51,7 @@ for (;;) {
 process.stdout.write(`demo: Ready in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 for (const input of ["remember banana-42", "what token did I ask you to remember?"]) {
   const reply = await call("POST", "/v1/namespaces/default/harnesssessions/demo/requests", { input });
-  process.stdout.write(`you:   ${input}\nagent: ${String(reply.output)}   (usage ${JSON.stringify(reply.usage)})\n`);
+  process.stdout.write(
+    `you:   ${input}\nagent: ${String(reply.output)}   (usage ${JSON.stringify(reply.usage)})\n`,
+  );
 }
