@@ -56,7 +56,11 @@ function testbedBridgeAddress(): string {
 
 /** A TCP listener that greets every connection with `greeting` and closes it. */
 async function listen(host: string, greeting: string): Promise<number> {
-  const server = createServer((socket) => socket.end(greeting));
+  // A peer that resets is fine here; an unhandled socket error would crash the test run.
+  const server = createServer((socket) => {
+    socket.on("error", () => undefined);
+    socket.end(greeting);
+  });
   servers.push(server);
   server.listen(0, host);
   await once(server, "listening");

@@ -68,7 +68,8 @@ export class System {
     return {
       AGENT_SESSIONS_REFERENCE_IMAGE: referenceImage().image,
       AGENT_SESSIONS_REATTACH_WINDOW_MS: process.env.AGENT_SESSIONS_REATTACH_WINDOW_MS ?? "20000",
-      AGENT_SESSIONS_HEARTBEAT_MS: "1000",
+      // 2 missed heartbeats = lost link: 5 s, long enough for a loaded 2-core CI machine.
+      AGENT_SESSIONS_HEARTBEAT_MS: "2500",
       ...this.extraEnv,
     };
   }
@@ -86,9 +87,19 @@ export class System {
     this.runnerToken = readFileSync(join(this.dataDir, "server", "runner-token"), "utf8").trim();
   }
 
-  async startRunner(): Promise<void> {
+  /** `extraArgs`: e.g. `["--engine", "kubernetes"]` (the runner's default engine is docker). */
+  async startRunner(extraArgs: string[] = []): Promise<void> {
     this.runner = await launch(
-      ["runner", "--server", this.url, "--data-dir", join(this.dataDir, "runner"), "--name", "e2e"],
+      [
+        "runner",
+        "--server",
+        this.url,
+        "--data-dir",
+        join(this.dataDir, "runner"),
+        "--name",
+        "e2e",
+        ...extraArgs,
+      ],
       { ...this.env(), AGENT_SESSIONS_RUNNER_TOKEN: this.runnerToken },
       /runner attached/,
     );
