@@ -29,7 +29,7 @@ TB_KUBE_STORAGECLASS=standard
 TB_KUBE_GUARD=AGENT-SESSIONS-GUARD          # our filter chain hooked into OUTPUT (and FORWARD)
 TB_KUBE_EGRESS=AGENT-SESSIONS-EGRESS        # counts, logs and rejects what the cluster sent elsewhere
 TB_KUBE_CGROUP=agent-sessions-kube          # cgroup v2 (unified) group holding every cluster daemon
-TB_KUBE_DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+TB_KUBE_DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kube-api-relay)
 TB_KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 # Kernel settings the kubelet or kube-proxy may change; saved before up, restored on down.
 TB_KUBE_SYSCTLS=(net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
@@ -481,7 +481,37 @@ tb_kube_start_proxy() {
     --conntrack-tcp-timeout-established=0s --conntrack-tcp-timeout-close-wait=0s
 }
 
+# In-cluster clients (the control plane's runner pod, infra/control-plane) reach the API server as on
+# any cluster: the `kubernetes` Service (10.214.0.1:443) -> its Endpoints <bridge IP>:6443 (kube-proxy)
+# -> this relay -> the API server on 127.0.0.1:6443. The API server itself stays on loopback;
+# socat only copies bytes, so TLS (the serving certificate already names the bridge IP and the
+# Service IP) and authentication stay end to end. Pods on the bridge could not reach the API at all
+# before; now they reach it like pods anywhere (session pods carry no token: anonymous gets only
+# system:public-info-viewer).
+tb_kube_start_api_relay() {
+  local bip; bip=$(tb_kube_bridge_ip)
+  [[ -n $bip ]] || { tb_say "no address on $(tb_kube_bridge): pods get no API server"; return 0; }
+  tb_kube_spawn kube-api-relay socat "TCP-LISTEN:$TB_KUBE_API_PORT,bind=$bip,reuseaddr,fork" "TCP:127.0.0.1:$TB_KUBE_API_PORT"
+}
+
 tb_kube_bootstrap_objects() {
+  local bip; bip=$(tb_kube_bridge_ip)
+  # --endpoint-reconciler-type=none: the API server never writes the `kubernetes` Service's
+  # Endpoints; they name the relay above.
+  [[ -n $bip ]] && tb_kube_kubectl apply -f - >/dev/null <<EP
+apiVersion: v1
+kind: Endpoints
+metadata:
+  name: kubernetes
+  namespace: default
+subsets:
+- addresses:
+  - ip: $bip
+  ports:
+  - name: https
+    port: $TB_KUBE_API_PORT
+    protocol: TCP
+EP
   tb_kube_kubectl apply -f - >/dev/null <<SC
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -539,6 +569,7 @@ tb_kube_up() {
   tb_step "kubernetes: etcd" tb_kube_start_etcd
   tb_step "kubernetes: kube-apiserver" tb_kube_start_apiserver
   tb_kube_bootstrap_objects
+  tb_kube_start_api_relay
   tb_kube_start_controller_manager
   tb_kube_start_scheduler
   tb_kube_start_kubelet
@@ -574,11 +605,11 @@ tb_kube_down() {
   local d cg; cg=$(tb_kube_cgdir)
   # SIGTERM to all at once (each takes ~2 s to exit), then wait; the pod containers go after.
   local pids=()
-  for d in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for d in kube-api-relay kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
     if tb_pid_alive "$d"; then pids+=("$(cat "$TB_RUN/$d.pid")"); kill "$(cat "$TB_RUN/$d.pid")" 2>/dev/null || true; fi
   done
   ((${#pids[@]})) && tb_say "stopping kubernetes daemons (pids ${pids[*]})"
-  for d in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do tb_stop_pid "$d"; done
+  for d in kube-api-relay kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do tb_stop_pid "$d"; done
   # Anything still in our cgroup was started by our daemons (e.g. a port-forward's socat).
   if [[ -f $cg/cgroup.procs ]]; then
     local pid

@@ -1,0 +1,362 @@
+/**
+ * The control plane on a cluster: the server (Deployment + ClusterIP Service + data PVC, no
+ * Kubernetes credentials) and one runner (Deployment + PVC, the only pod with a service-account
+ * token, least-privilege RBAC in the sessions namespace), their generated tokens, and the
+ * namespaces.
+ *
+ * "Ready" for the server means its /readyz answers (the readiness probe); the runner has no
+ * port: it is up when its process runs and has dialled the server (the server logs
+ * "runner attached", GetAgentStatus then answers for its sessions).
+ */
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { Labels } from "../../contracts/session-spec.ts";
+import type { ControlPlaneConfig } from "./config.ts";
+import { containerSecurityContext, podSecurityContext, resourcesOf, tmpVolume } from "./pod-security.ts";
+import { runnerRules } from "./runner-rbac.ts";
+import { GeneratedSecret } from "./tokens.ts";
+
+/** Where the image keeps the repository (scripts/testbed.d/control-plane-image.sh). */
+const APP_DIR = "/opt/agent-sessions";
+/** The data volume's mount point in both pods. */
+const DATA_DIR = "/var/lib/agent-sessions";
+/** The label value session NetworkPolicies can select the control plane's namespace by. */
+export const CONTROL_PLANE_COMPONENT = "control-plane";
+
+export interface ControlPlaneArgs {
+  config: ControlPlaneConfig;
+  provider?: k8s.Provider;
+}
+
+export class ControlPlane extends pulumi.ComponentResource {
+  readonly namespace: pulumi.Output<string>;
+  readonly sessionsNamespace: pulumi.Output<string>;
+  /** `http://<ClusterIP>:<port>`: the server inside the cluster (and from the node, via kube-proxy). */
+  readonly serverUrl: pulumi.Output<string>;
+  readonly serverService: pulumi.Output<string>;
+  readonly runnerServiceAccount: pulumi.Output<string>;
+  /** The admin (client API) bearer token. Secret. */
+  readonly adminToken: pulumi.Output<string>;
+
+  constructor(name: string, args: ControlPlaneArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("agent-sessions:control-plane:ControlPlane", name, {}, opts);
+    const { config } = args;
+    const child = { parent: this, ...(args.provider ? { provider: args.provider } : {}) };
+    const managed = { [Labels.managedBy]: "agent-sessions" };
+
+    const ns = new k8s.core.v1.Namespace(
+      `${name}-namespace`,
+      {
+        metadata: {
+          name: config.namespace,
+          labels: { ...managed, [Labels.component]: CONTROL_PLANE_COMPONENT },
+        },
+      },
+      child,
+    );
+    const namespace = ns.metadata.name;
+    const sessionsNs = config.createSessionsNamespace
+      ? new k8s.core.v1.Namespace(
+          `${name}-sessions-namespace`,
+          {
+            metadata: {
+              name: config.sessionsNamespace,
+              labels: { ...managed, [Labels.component]: "sessions" },
+            },
+          },
+          child,
+        )
+      : undefined;
+    const sessionsNamespace = sessionsNs ? sessionsNs.metadata.name : pulumi.output(config.sessionsNamespace);
+    const storageClass = config.storageClassName ? { storageClassName: config.storageClassName } : {};
+
+    // ── tokens ───────────────────────────────────────────────────────────────────────────────
+    const admin = new GeneratedSecret(
+      `${name}-admin-token`,
+      { metadata: { name: "agent-sessions-admin-token", namespace, labels: managed }, generated: ["token"] },
+      child,
+    );
+
+    // ── server ───────────────────────────────────────────────────────────────────────────────
+    const serverLabels = { ...managed, [Labels.component]: "server" };
+    const serverSa = new k8s.core.v1.ServiceAccount(
+      `${name}-server`,
+      {
+        metadata: { name: "agent-sessions-server", namespace, labels: serverLabels },
+        // The server holds no engine code and needs no Kubernetes API: no token anywhere.
+        automountServiceAccountToken: false,
+      },
+      child,
+    );
+    const serverData = new k8s.core.v1.PersistentVolumeClaim(
+      `${name}-server-data`,
+      {
+        metadata: { name: "agent-sessions-server-data", namespace, labels: serverLabels },
+        spec: {
+          accessModes: ["ReadWriteOnce"],
+          resources: { requests: { storage: config.serverStorage } },
+          ...storageClass,
+        },
+      },
+      { ...child, protect: config.protectData },
+    );
+    const service = new k8s.core.v1.Service(
+      `${name}-server`,
+      {
+        metadata: {
+          name: "agent-sessions-server",
+          namespace,
+          labels: serverLabels,
+          // Its endpoints come with the server pod, which the Deployment's own await waits for;
+          // awaiting them here first would only stall the Secret that needs the ClusterIP.
+          annotations: { "pulumi.com/skipAwait": "true" },
+        },
+        spec: {
+          type: "ClusterIP",
+          selector: serverLabels,
+          ports: [{ name: "http", port: config.serverPort, targetPort: "http", protocol: "TCP" }],
+        },
+      },
+      child,
+    );
+    const serverUrl = pulumi.interpolate`http://${service.spec.clusterIP}:${config.serverPort}`;
+
+    // The runner's Secret: its token (the server checks it too) and where the server is.
+    const runner = new GeneratedSecret(
+      `${name}-runner`,
+      {
+        metadata: { name: "agent-sessions-runner", namespace, labels: managed },
+        generated: ["token"],
+        plain: { serverUrl },
+      },
+      child,
+    );
+    // The passphrase of the session stacks' secrets provider, apart from the token: the token may
+    // be rotated (replace its Secret), the passphrase may not (the session stacks' config is
+    // encrypted with it; changing it takes `pulumi stack change-secrets-provider` on each).
+    const passphrase = new GeneratedSecret(
+      `${name}-runner-passphrase`,
+      {
+        metadata: { name: "agent-sessions-runner-passphrase", namespace, labels: managed },
+        generated: ["passphrase"],
+      },
+      { ...child, protect: config.protectData },
+    );
+    const fromSecret = (envName: string, secretName: pulumi.Input<string>, key: string) => ({
+      name: envName,
+      valueFrom: { secretKeyRef: { name: secretName, key } },
+    });
+
+    const server = new k8s.apps.v1.Deployment(
+      `${name}-server`,
+      {
+        metadata: { name: "agent-sessions-server", namespace, labels: serverLabels },
+        spec: {
+          replicas: 1,
+          // One writer of the SQLite store on a ReadWriteOnce volume: never two pods at once.
+          strategy: { type: "Recreate" },
+          selector: { matchLabels: serverLabels },
+          template: {
+            metadata: { labels: serverLabels },
+            spec: {
+              serviceAccountName: serverSa.metadata.name,
+              automountServiceAccountToken: false,
+              enableServiceLinks: false,
+              securityContext: podSecurityContext,
+              containers: [
+                {
+                  name: "server",
+                  image: config.image,
+                  imagePullPolicy: "IfNotPresent",
+                  args: [
+                    "serve",
+                    "--no-runner",
+                    "--port",
+                    String(config.serverPort),
+                    "--data-dir",
+                    `${DATA_DIR}/server`,
+                  ],
+                  env: [
+                    { name: "AGENT_SESSIONS_HOST", value: "0.0.0.0" },
+                    fromSecret("AGENT_SESSIONS_TOKEN", admin.secret.metadata.name, "token"),
+                    fromSecret("AGENT_SESSIONS_RUNNER_TOKEN", runner.secret.metadata.name, "token"),
+                    ...(config.referenceImage
+                      ? [{ name: "AGENT_SESSIONS_REFERENCE_IMAGE", value: config.referenceImage }]
+                      : []),
+                  ],
+                  ports: [{ name: "http", containerPort: config.serverPort, protocol: "TCP" }],
+                  securityContext: containerSecurityContext,
+                  resources: resourcesOf(config.serverResources),
+                  readinessProbe: { httpGet: { path: "/readyz", port: "http" }, periodSeconds: 2 },
+                  livenessProbe: {
+                    httpGet: { path: "/healthz", port: "http" },
+                    periodSeconds: 10,
+                    failureThreshold: 3,
+                  },
+                  volumeMounts: [
+                    { name: "data", mountPath: DATA_DIR },
+                    { name: "tmp", mountPath: "/tmp" },
+                  ],
+                },
+              ],
+              volumes: [
+                { name: "data", persistentVolumeClaim: { claimName: serverData.metadata.name } },
+                tmpVolume("64Mi", true),
+              ],
+            },
+          },
+        },
+      },
+      child,
+    );
+
+    // ── runner ───────────────────────────────────────────────────────────────────────────────
+    // The component label is what session NetworkPolicies admit (SessionSpec.kubernetes.runnerSelector).
+    const runnerLabels = { ...managed, [Labels.component]: "runner" };
+    const runnerSa = new k8s.core.v1.ServiceAccount(
+      `${name}-runner`,
+      { metadata: { name: "agent-sessions-runner", namespace, labels: runnerLabels } },
+      child,
+    );
+    const role = new k8s.rbac.v1.Role(
+      `${name}-runner`,
+      {
+        // Named after the control plane's namespace: several control planes may share one
+        // sessions namespace only if they never share names in it.
+        metadata: {
+          name: pulumi.interpolate`${namespace}-runner`,
+          namespace: sessionsNamespace,
+          labels: managed,
+        },
+        rules: runnerRules(config.sessionsNamespace),
+      },
+      child,
+    );
+    const binding = new k8s.rbac.v1.RoleBinding(
+      `${name}-runner`,
+      {
+        metadata: {
+          name: pulumi.interpolate`${namespace}-runner`,
+          namespace: sessionsNamespace,
+          labels: managed,
+        },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: role.metadata.name },
+        subjects: [{ kind: "ServiceAccount", name: runnerSa.metadata.name, namespace }],
+      },
+      child,
+    );
+    const runnerData = new k8s.core.v1.PersistentVolumeClaim(
+      `${name}-runner-data`,
+      {
+        metadata: { name: "agent-sessions-runner-data", namespace, labels: runnerLabels },
+        spec: {
+          accessModes: ["ReadWriteOnce"],
+          resources: { requests: { storage: config.runnerStorage } },
+          ...storageClass,
+        },
+      },
+      { ...child, protect: config.protectData },
+    );
+    new k8s.apps.v1.Deployment(
+      `${name}-runner`,
+      {
+        metadata: { name: "agent-sessions-runner", namespace, labels: runnerLabels },
+        spec: {
+          replicas: 1,
+          // The session stacks' state lives on a ReadWriteOnce volume: one runner pod at a time.
+          strategy: { type: "Recreate" },
+          selector: { matchLabels: runnerLabels },
+          template: {
+            metadata: {
+              labels: runnerLabels,
+              // The server URL reaches the runner through its Secret, read at container start:
+              // a new URL (a recreated Service) rolls the pod.
+              annotations: { "agent-sessions.dev/server-url": serverUrl },
+            },
+            spec: {
+              serviceAccountName: runnerSa.metadata.name,
+              // The one pod with Kubernetes credentials: the runner drives session stacks and execs.
+              automountServiceAccountToken: true,
+              enableServiceLinks: false,
+              securityContext: podSecurityContext,
+              containers: [
+                {
+                  name: "runner",
+                  image: config.image,
+                  imagePullPolicy: "IfNotPresent",
+                  command: ["/bin/sh", `${APP_DIR}/infra/control-plane/runner-entrypoint.sh`],
+                  env: [
+                    fromSecret("AGENT_SESSIONS_SERVER_URL", runner.secret.metadata.name, "serverUrl"),
+                    fromSecret("AGENT_SESSIONS_RUNNER_TOKEN", runner.secret.metadata.name, "token"),
+                    fromSecret("PULUMI_CONFIG_PASSPHRASE", passphrase.secret.metadata.name, "passphrase"),
+                    { name: "AGENT_SESSIONS_ENGINE", value: "kubernetes" },
+                    {
+                      name: "AGENT_SESSIONS_RUNNER_NAME",
+                      value: config.runnerName ?? `${config.namespace}-runner`,
+                    },
+                    { name: "AGENT_SESSIONS_RUNNER_CAPACITY", value: String(config.runnerCapacity) },
+                    { name: "AGENT_SESSIONS_KUBERNETES_NAMESPACE", value: sessionsNamespace },
+                    { name: "AGENT_SESSIONS_STATE_DIR", value: DATA_DIR },
+                    // Plugins come with the image; never reach out for one.
+                    { name: "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", value: "true" },
+                  ],
+                  securityContext: containerSecurityContext,
+                  resources: resourcesOf(config.runnerResources),
+                  volumeMounts: [
+                    { name: "data", mountPath: DATA_DIR },
+                    { name: "tmp", mountPath: "/tmp" },
+                  ],
+                },
+              ],
+              volumes: [
+                { name: "data", persistentVolumeClaim: { claimName: runnerData.metadata.name } },
+                tmpVolume("1Gi", false),
+              ],
+            },
+          },
+        },
+      },
+      // Without its binding the runner's first stack operation would be refused.
+      { ...child, dependsOn: [binding, server] },
+    );
+
+    // Intent for clusters whose network plugin enforces NetworkPolicy (the test bed's does not):
+    // the server takes its API port from anywhere (clients, an ingress), the runner takes nothing
+    // (it only dials out: the API server, the server, the session adapters).
+    new k8s.networking.v1.NetworkPolicy(
+      `${name}-server`,
+      {
+        metadata: { name: "agent-sessions-server", namespace, labels: serverLabels },
+        spec: {
+          podSelector: { matchLabels: serverLabels },
+          policyTypes: ["Ingress"],
+          ingress: [{ ports: [{ port: config.serverPort, protocol: "TCP" }] }],
+        },
+      },
+      child,
+    );
+    new k8s.networking.v1.NetworkPolicy(
+      `${name}-runner`,
+      {
+        metadata: { name: "agent-sessions-runner", namespace, labels: runnerLabels },
+        spec: { podSelector: { matchLabels: runnerLabels }, policyTypes: ["Ingress"], ingress: [] },
+      },
+      child,
+    );
+
+    this.namespace = namespace;
+    this.sessionsNamespace = sessionsNamespace;
+    this.serverUrl = serverUrl;
+    this.serverService = service.metadata.name;
+    this.runnerServiceAccount = runnerSa.metadata.name;
+    this.adminToken = pulumi.secret(admin.values.apply((v) => v.token ?? ""));
+    this.registerOutputs({
+      namespace: this.namespace,
+      sessionsNamespace: this.sessionsNamespace,
+      serverUrl: this.serverUrl,
+      serverService: this.serverService,
+      runnerServiceAccount: this.runnerServiceAccount,
+      adminToken: this.adminToken,
+    });
+  }
+}

@@ -1,0 +1,498 @@
+/**
+ * Issue 6, the control plane: `pulumi up` of infra/control-plane (Automation API, a file://
+ * backend in a temp dir) onto the test bed's real cluster, with the control-plane image built
+ * FROM scratch (scripts/testbed.d/control-plane-image.sh). The server and the runner run as pods;
+ * the runner reaches the API server with its own service account and drives session stacks from
+ * inside the cluster. Nothing is faked. The tests share one deployment and run in file order; the
+ * last one destroys it (afterAll destroys it too when a test failed).
+ *
+ * Sessions land in namespace `agent-sessions`: the runner's Kubernetes driver keeps them there
+ * (runner/kubernetes.ts), so the stack uses it without creating or deleting it
+ * (createSessionsNamespace=false); the control plane's own namespace is unique per run.
+ */
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import {
+  type EngineEvent,
+  LocalWorkspace,
+  PulumiCommand,
+  type Stack,
+} from "@pulumi/pulumi/automation/index.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { API_VERSION } from "../../contracts/resources.ts";
+import { Labels } from "../../contracts/session-spec.ts";
+import { ensureNamespace, isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
+import { until } from "./system.ts";
+import { applyTestbedEnv, referenceImage, repoRoot, testbedHome } from "./testbed.ts";
+
+applyTestbedEnv();
+
+const ID = randomBytes(3).toString("hex");
+/** The control plane's namespace (created and deleted by the stack). */
+const NS = `cp-${ID}`;
+const SESSIONS_NS = "agent-sessions";
+/** The agent-sessions namespace (server-side resources) of this run's Agent. */
+const AGENT_NS = `cpt-${ID}`;
+const STACK = `test-${ID}`;
+const RUNNER_SA = `system:serviceaccount:${NS}:agent-sessions-runner`;
+const programDir = join(repoRoot, "infra", "control-plane");
+const kubectlBin = join(testbedHome, "kubernetes", "bin", "kubectl");
+const workDir = mkdtempSync(join(tmpdir(), "cp-test-"));
+
+type Run = { code: number; stdout: string; stderr: string };
+/** The test bed's kubectl (never the machine image's); resolves with the exit code, never rejects. */
+function kubectl(...args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(kubectlBin, args, { encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** Builds (or finds cached) the control-plane image under the test bed's lock; its digest-pinned ref. */
+function controlPlaneImage(): Promise<string> {
+  const script = [
+    "set -euo pipefail",
+    "d=scripts/testbed.d",
+    "source $d/common.sh; source $d/node.sh; source $d/docker.sh; source $d/pulumi.sh; source $d/control-plane-image.sh",
+    'exec 9>"$TB_HOME/.lock"; flock 9',
+    "tb_control_plane_image_up",
+  ].join("\n");
+  return new Promise((resolve, reject) => {
+    execFile("bash", ["-c", script], { cwd: repoRoot, encoding: "utf8" }, (error, _out, stderr) => {
+      if (error) return reject(new Error(`control-plane image: ${stderr.slice(-2000)}`));
+      const state = JSON.parse(
+        readFileSync(join(testbedHome, "state", "control-plane-image.json"), "utf8"),
+      ) as { image: string };
+      resolve(state.image);
+    });
+  });
+}
+
+const timings: Record<string, number> = {};
+/** Per-resource durations of one engine operation, from its own event stream (slowest first). */
+function stepTimer(into: string) {
+  const began = new Map<string, number>();
+  const steps: [string, number][] = [];
+  return {
+    onEvent(e: EngineEvent) {
+      const pre = e.resourcePreEvent?.metadata;
+      const out = e.resOutputsEvent?.metadata;
+      if (pre) began.set(pre.urn, Date.now());
+      if (out && began.has(out.urn))
+        steps.push([`${out.op} ${out.urn.split("::").pop()}`, Date.now() - (began.get(out.urn) ?? 0)]);
+    },
+    report() {
+      steps.sort((a, b) => b[1] - a[1]);
+      console.log(
+        `${into}: slowest steps ${steps
+          .slice(0, 5)
+          .map(([s, ms]) => `${s} ${ms} ms`)
+          .join(", ")}`,
+      );
+    },
+  };
+}
+async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  const began = Date.now();
+  try {
+    return await fn();
+  } finally {
+    timings[what] = Date.now() - began;
+  }
+}
+
+let k8s: KubeClients;
+let stack: Stack;
+let serverUrl = "";
+let adminToken = "";
+let destroyed = false;
+const provisioned = new Set<string>();
+
+async function call(method: string, path: string, body?: unknown, token = adminToken) {
+  const res = await fetch(`${serverUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
+  let json: any = text;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: res.status, body: json };
+}
+const rpc = (method: string, body: unknown, token?: string) => call("POST", `/v1/rpc/${method}`, body, token);
+
+async function logsOf(deployment: string): Promise<string> {
+  const r = await kubectl("-n", NS, "logs", `deploy/${deployment}`, "--tail=200");
+  return r.stdout + r.stderr;
+}
+
+async function podOf(component: string) {
+  const pods = await k8s.core.listNamespacedPod({
+    namespace: NS,
+    labelSelector: `${Labels.component}=${component}`,
+  });
+  const pod = pods.items.find((p) => !p.metadata?.deletionTimestamp);
+  if (!pod) throw new Error(`no ${component} pod in ${NS}`);
+  return pod;
+}
+
+beforeAll(async () => {
+  k8s = await kubeClients();
+  // A runner pod reaches the API server through the `kubernetes` Service; on the test bed the
+  // API server listens on loopback, and scripts/testbed.d/kubernetes.sh relays the bridge address
+  // to it (infra/control-plane/README.md "On the test bed").
+  const endpoints = await k8s.core.readNamespacedEndpoints({ namespace: "default", name: "kubernetes" });
+  const apiAddresses = (endpoints.subsets ?? []).flatMap((s) => s.addresses ?? []);
+  if (apiAddresses.length === 0)
+    throw new Error(
+      "default/kubernetes has no endpoints: pods cannot reach the API server on this test bed " +
+        "(scripts/testbed.d/kubernetes.sh must relay <bridge IP>:6443 to the API server and publish that endpoint)",
+    );
+  await ensureNamespace(k8s.core, SESSIONS_NS);
+  const image = await timed("image", controlPlaneImage);
+
+  const pulumiHome = process.env.PULUMI_HOME;
+  if (!pulumiHome) throw new Error("PULUMI_HOME unset: run scripts/testbed up pulumi");
+  const pulumiCommand = await PulumiCommand.get({ root: pulumiHome, skipVersionCheck: true });
+  stack = await LocalWorkspace.createStack(
+    { stackName: STACK, workDir: programDir },
+    {
+      pulumiCommand,
+      pulumiHome,
+      secretsProvider: "passphrase",
+      envVars: {
+        PULUMI_BACKEND_URL: `file://${workDir}`,
+        PULUMI_CONFIG_PASSPHRASE: randomBytes(16).toString("hex"),
+        PULUMI_SKIP_UPDATE_CHECK: "1",
+        PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: "1",
+        KUBECONFIG: process.env.KUBECONFIG ?? "",
+        PATH: [`${pulumiHome}/bin`, dirname(process.execPath), process.env.PATH ?? ""].join(":"),
+      },
+    },
+  );
+  const c = (value: string) => ({ value });
+  await stack.setAllConfig({
+    "agent-sessions-control-plane:image": c(image),
+    "agent-sessions-control-plane:namespace": c(NS),
+    "agent-sessions-control-plane:sessionsNamespace": c(SESSIONS_NS),
+    "agent-sessions-control-plane:createSessionsNamespace": c("false"),
+    "agent-sessions-control-plane:referenceImage": c(referenceImage().image),
+  });
+});
+
+afterAll(async () => {
+  const forced: string[] = [];
+  if (serverUrl && adminToken) {
+    for (const name of provisioned) {
+      const r = await rpc("RemoveAgentWorkspace", { container_name: name }).catch(() => undefined);
+      if (r?.status !== 200) forced.push(name);
+    }
+  }
+  // Whatever a failed test left of this run's sessions (their stacks died with the runner's volume).
+  for (const kind of ["deployment", "service", "persistentvolumeclaim", "networkpolicy", "secret"]) {
+    await kubectl("-n", SESSIONS_NS, "delete", kind, "-l", `${Labels.namespace}=${AGENT_NS}`, "--wait=false");
+  }
+  if (stack && !destroyed) {
+    forced.push(`stack ${STACK}`);
+    await stack.destroy().catch((e: unknown) => console.warn(`control-plane: destroy failed: ${String(e)}`));
+  }
+  if (stack) await stack.workspace.removeStack(STACK).catch(() => undefined);
+  const settings = join(programDir, `Pulumi.${STACK}.yaml`);
+  if (existsSync(settings)) rmSync(settings);
+  rmSync(workDir, { recursive: true, force: true });
+  if (forced.length) console.warn(`control-plane: forced cleanup of ${forced.join(", ")}`);
+  console.log(`control-plane timings (ms): ${JSON.stringify(timings)}`);
+});
+
+describe("the control plane deployed by `pulumi up` onto the test bed's cluster", () => {
+  it("pulumi up brings the server pod to Ready, and its /readyz answers through its ClusterIP from the host", async () => {
+    const steps = stepTimer("up");
+    const up = await timed("up", () => stack.up({ onEvent: steps.onEvent }));
+    steps.report();
+    expect(up.summary.result).toBe("succeeded");
+    const outputs = await stack.outputs();
+    serverUrl = String(outputs.serverUrl?.value);
+    adminToken = String(outputs.adminToken?.value);
+    expect(outputs.adminToken?.secret).toBe(true);
+    expect(outputs.namespace?.value).toBe(NS);
+    expect(serverUrl).toMatch(/^http:\/\/10\.214\.\d+\.\d+:8787$/);
+
+    const server = await podOf("server");
+    expect(server.status?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
+    const ready = await fetch(`${serverUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: "ready" });
+  });
+
+  it("the runner pod starts, reaches the API server with its own service account and attaches to the server", async () => {
+    const runner = await podOf("runner");
+    expect(runner.status?.phase).toBe("Running");
+    await timed("runner attached", () =>
+      until(
+        "the server to log `runner attached` for the runner pod",
+        async () =>
+          /"msg":"runner attached".*"engine":"kubernetes"/.test(await logsOf("agent-sessions-server")),
+        60_000,
+      ),
+    ).catch(async (e: unknown) => {
+      throw new Error(`${String(e)}\nrunner log:\n${await logsOf("agent-sessions-runner")}`);
+    });
+    const status = await rpc("GetAgentStatus", {});
+    expect(status.status, JSON.stringify(status.body)).toBe(200);
+    expect(status.body).toEqual({ sessions: [] });
+    // The runner token (generated by the program, in the runner's Secret) is not a client credential.
+    const secret = await kubectl(
+      "-n",
+      NS,
+      "get",
+      "secret",
+      "agent-sessions-runner",
+      "-o",
+      "jsonpath={.data.token}",
+    );
+    const runnerToken = Buffer.from(secret.stdout, "base64").toString("utf8");
+    expect(runnerToken.length).toBeGreaterThanOrEqual(43);
+    expect([401, 403]).toContain((await rpc("GetAgentStatus", {}, runnerToken)).status);
+  });
+
+  it("ProvisionAgentWorkspace for an Agent bound to runtime `reference` runs the session stack from inside the cluster; StartAgentSession execs the agent; RemoveAgentWorkspace destroys it", async () => {
+    const reference = await call("GET", "/v1/namespaces/default/agentruntimes/reference");
+    const spec = ((reference.body.items as unknown[] | undefined) ?? [reference.body]).find(
+      (r) => (r as { metadata?: { name?: string } }).metadata?.name === "reference",
+    ) as { spec: { image: string } } | undefined;
+    expect(spec?.spec.image, JSON.stringify(reference.body)).toBe(referenceImage().image);
+    for (const [kind, name, body] of [
+      ["agentruntimes", "reference", { kind: "AgentRuntime", spec: spec?.spec }],
+      ["agents", "a", { kind: "Agent", spec: { runtimeRef: "reference" } }],
+    ] as const) {
+      const put = await call("PUT", `/v1/namespaces/${AGENT_NS}/${kind}/${name}`, {
+        apiVersion: API_VERSION,
+        metadata: { name, namespace: AGENT_NS },
+        ...body,
+      });
+      expect(put.status, JSON.stringify(put.body)).toBeLessThan(300);
+    }
+
+    const provision = await timed("provision", () =>
+      rpc("ProvisionAgentWorkspace", { agent_ref: `${AGENT_NS}/a`, client_request_id: "cp-1" }),
+    );
+    expect(provision.status, JSON.stringify(provision.body)).toBe(200);
+    const name = provision.body.container_name as string;
+    provisioned.add(name);
+    const deployment = await k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name });
+    expect(deployment.status?.readyReplicas).toBe(1);
+    expect(deployment.metadata?.labels?.[Labels.namespace]).toBe(AGENT_NS);
+
+    // Requests reach the adapter from the runner pod through the session's ClusterIP (kube-proxy).
+    const service = await k8s.core.readNamespacedService({ namespace: SESSIONS_NS, name });
+    const runner = await podOf("runner");
+    const url = `http://${service.spec?.clusterIP}:8080/healthz`;
+    const health = await kubectl(
+      ...["-n", NS, "exec", runner.metadata!.name!, "--", "/bin/node", "-e"],
+      `fetch(${JSON.stringify(url)}, { signal: AbortSignal.timeout(5000) }).then((r) => console.log(r.status))`,
+    );
+    expect(health.stdout.trim(), health.stderr).toBe("200");
+
+    const start = await timed("start", () => rpc("StartAgentSession", { container_name: name }));
+    expect(start.status, JSON.stringify(start.body)).toBe(200);
+    expect(start.body.state).toBe("READY");
+    const status = await rpc("GetAgentStatus", { session_id: start.body.session_id });
+    expect(status.body.sessions[0]).toMatchObject({ container_name: name, state: "READY" });
+    const stop = await rpc("StopAgentSession", { session_id: start.body.session_id });
+    expect(stop.body.state, JSON.stringify(stop.body)).toBe("STOPPED");
+
+    const removed = await timed("remove", () => rpc("RemoveAgentWorkspace", { container_name: name }));
+    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+    provisioned.delete(name);
+    expect(await isGone(() => k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name }))).toBe(
+      true,
+    );
+    expect(
+      await isGone(() =>
+        k8s.core.readNamespacedPersistentVolumeClaim({ namespace: SESSIONS_NS, name: `${name}-workspace` }),
+      ),
+    ).toBe(true);
+  });
+
+  it("the runner's RBAC is least privilege: session objects and pods/exec in the sessions namespace, nothing cluster-wide, nothing in the control plane's namespace", async () => {
+    // [verb, resource (`pods/exec` = resource pods, subresource exec), namespace ("" = cluster scope), allowed]
+    const matrix: [string, string, string, boolean][] = [
+      ["create", "pods/exec", SESSIONS_NS, true],
+      ["get", "pods/exec", SESSIONS_NS, true],
+      ["patch", "deployments.apps", SESSIONS_NS, true],
+      ["delete", "deployments.apps", SESSIONS_NS, true],
+      ["create", "persistentvolumeclaims", SESSIONS_NS, true],
+      ["create", "secrets", SESSIONS_NS, true],
+      ["update", "services", SESSIONS_NS, true],
+      ["delete", "networkpolicies.networking.k8s.io", SESSIONS_NS, true],
+      ["watch", "pods", SESSIONS_NS, true],
+      ["list", "replicasets.apps", SESSIONS_NS, true],
+      ["get", "endpoints", SESSIONS_NS, true],
+      // GET /api/v1/namespaces/agent-sessions is authorized with namespace=agent-sessions.
+      ["get", `namespaces/${SESSIONS_NS}`, SESSIONS_NS, true],
+      ["create", "pods", SESSIONS_NS, false],
+      ["delete", "pods", SESSIONS_NS, false],
+      ["create", "pods/attach", SESSIONS_NS, false],
+      ["create", "pods/portforward", SESSIONS_NS, false],
+      ["create", "rolebindings.rbac.authorization.k8s.io", SESSIONS_NS, false],
+      ["create", "roles.rbac.authorization.k8s.io", SESSIONS_NS, false],
+      ["create", "serviceaccounts", SESSIONS_NS, false],
+      ["list", "events", SESSIONS_NS, false],
+      ["*", "*", SESSIONS_NS, false],
+      ["get", "secrets", "kube-system", false],
+      ["list", "secrets", "kube-system", false],
+      ["create", "pods/exec", "kube-system", false],
+      ["get", "namespaces/kube-system", "kube-system", false],
+      ["list", "secrets", "default", false],
+      ["list", "nodes", "", false],
+      ["get", "nodes", "", false],
+      ["create", "clusterroles.rbac.authorization.k8s.io", "", false],
+      ["list", "clusterroles.rbac.authorization.k8s.io", "", false],
+      ["create", "clusterrolebindings.rbac.authorization.k8s.io", "", false],
+      ["list", "namespaces", "", false],
+      ["create", "namespaces", "", false],
+      ["list", "persistentvolumes", "", false],
+      ["get", "secrets", NS, false],
+      ["list", "pods", NS, false],
+      ["create", "pods/exec", NS, false],
+      ["patch", "deployments.apps", NS, false],
+      ["get", "configmaps", NS, false],
+    ];
+    const rows = await Promise.all(
+      matrix.map(async ([verb, resource, ns, allowed]) => {
+        const [kind, sub] = resource.startsWith("pods/") ? resource.split("/") : [resource];
+        const args = ["auth", "can-i", verb, kind!, ...(sub ? [`--subresource=${sub}`] : [])];
+        const r = await kubectl(...args, "--as", RUNNER_SA, ...(ns ? ["-n", ns] : []));
+        return { verb, resource, ns: ns || "(cluster)", allowed, answer: r.stdout.trim() };
+      }),
+    );
+    console.log(
+      `runner RBAC (${RUNNER_SA}):\n${rows.map((r) => `  ${r.answer.padEnd(3)} ${r.verb} ${r.resource} in ${r.ns}`).join("\n")}`,
+    );
+    for (const r of rows)
+      expect(`${r.verb} ${r.resource} in ${r.ns}: ${r.answer}`).toBe(
+        `${r.verb} ${r.resource} in ${r.ns}: ${r.allowed ? "yes" : "no"}`,
+      );
+    // The same through real requests as the runner's service account.
+    const own = await kubectl("get", "namespace", SESSIONS_NS, "--as", RUNNER_SA, "-o", "name");
+    expect(own.stdout.trim(), own.stderr).toBe(`namespace/${SESSIONS_NS}`);
+    const other = await kubectl("get", "namespace", "kube-system", "--as", RUNNER_SA, "-o", "name");
+    expect(other.stderr).toMatch(/Forbidden/);
+    const secrets = await kubectl("-n", "kube-system", "get", "secrets", "--as", RUNNER_SA);
+    expect(secrets.stderr).toMatch(/Forbidden/);
+    // No ClusterRoleBinding names the runner.
+    const kc = new KubeConfig();
+    kc.loadFromDefault();
+    const bindings = await kc.makeApiClient(RbacAuthorizationV1Api).listClusterRoleBinding();
+    const toRunner = bindings.items.filter((b) =>
+      (b.subjects ?? []).some((s) => s.kind === "ServiceAccount" && s.namespace === NS),
+    );
+    expect(toRunner.map((b) => b.metadata?.name)).toEqual([]);
+  });
+
+  it("the server pod carries no service-account token and is hardened like a session pod; the runner pod is the only one with a token", async () => {
+    const server = await podOf("server");
+    const spec = server.spec!;
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(spec.hostNetwork ?? false).toBe(false);
+    const c = spec.containers[0]!;
+    expect(c.volumeMounts?.map((m) => m.mountPath).sort()).toEqual(["/tmp", "/var/lib/agent-sessions"]);
+    expect(spec.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    expect(c.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ["ALL"] },
+    });
+    expect(c.resources?.limits).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
+    const ls = await kubectl(
+      "-n",
+      NS,
+      "exec",
+      server.metadata!.name!,
+      "--",
+      "ls",
+      "/var/run/secrets/kubernetes.io/serviceaccount",
+    );
+    expect(ls.code, ls.stdout).not.toBe(0);
+    expect(ls.stderr).toMatch(/No such file or directory/);
+    const id = await kubectl("-n", NS, "exec", server.metadata!.name!, "--", "id", "-u");
+    expect(id.stdout.trim()).toBe("65532");
+    const write = await kubectl(
+      "-n",
+      NS,
+      "exec",
+      server.metadata!.name!,
+      "--",
+      "sh",
+      "-c",
+      "echo x > /opt/x",
+    );
+    expect(write.code).not.toBe(0);
+
+    const runner = await podOf("runner");
+    expect(runner.spec?.automountServiceAccountToken).toBe(true);
+    expect(runner.spec?.serviceAccountName).toBe("agent-sessions-runner");
+    expect(runner.spec?.containers[0]?.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    });
+    const token = await kubectl(
+      "-n",
+      NS,
+      "exec",
+      runner.metadata!.name!,
+      "--",
+      "ls",
+      "/var/run/secrets/kubernetes.io/serviceaccount",
+    );
+    expect(token.stdout).toMatch(/token/);
+  });
+
+  it("a second pulumi up changes nothing and keeps the generated tokens", async () => {
+    const preview = await timed("preview", () => stack.preview());
+    const changes = Object.entries(preview.changeSummary).filter(([op, n]) => op !== "same" && n > 0);
+    expect(changes).toEqual([]);
+    const outputs = await stack.outputs();
+    expect(outputs.adminToken?.value).toBe(adminToken);
+    expect((await rpc("GetAgentStatus", {})).status).toBe(200);
+  });
+
+  it("pulumi destroy removes it all: namespace, workloads, volumes, the Role and RoleBinding in the sessions namespace", async () => {
+    const pvcs = await k8s.core.listNamespacedPersistentVolumeClaim({ namespace: NS });
+    const volumes = pvcs.items.map((p) => p.spec?.volumeName).filter((v): v is string => Boolean(v));
+    expect(volumes).toHaveLength(2);
+    const steps = stepTimer("destroy");
+    const result = await timed("destroy", () => stack.destroy({ onEvent: steps.onEvent }));
+    steps.report();
+    destroyed = true;
+    expect(result.summary.result).toBe("succeeded");
+    expect(await isGone(() => k8s.core.readNamespace({ name: NS }))).toBe(true);
+    const role = await kubectl("-n", SESSIONS_NS, "get", "role,rolebinding", `${NS}-runner`, "-o", "name");
+    expect(role.stdout.trim()).toBe("");
+    // The hostPath provisioner's volumes go with their claims (reclaim policy Delete).
+    await until(
+      "the control plane's persistent volumes to be deleted",
+      async () => {
+        const pvs = await k8s.core.listPersistentVolume();
+        return pvs.items.every((pv) => !volumes.includes(pv.metadata?.name ?? ""));
+      },
+      60_000,
+    );
+    expect(
+      (await fetch(`${serverUrl}/readyz`, { signal: AbortSignal.timeout(2000) }).catch(() => null))?.ok ??
+        false,
+    ).toBe(false);
+  });
+});
