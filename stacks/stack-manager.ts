@@ -193,9 +193,11 @@ export class StackManager {
     const stackName = this.stackName(namespace, name);
     return this.#mutex.run(stackName, async () => {
       const stack = await this.#selectExisting(stackName);
-      const current = await stack.getConfig(ConfigKeys.spec);
+      const current = await this.#configCall(stackName, () => stack.getConfig(ConfigKeys.spec));
       const spec = parseOrThrow(SessionSpec, JSON.parse(current.value), "stored session spec");
-      await stack.setConfig(ConfigKeys.spec, { value: JSON.stringify({ ...spec, replicas }) });
+      await this.#configCall(stackName, () =>
+        stack.setConfig(ConfigKeys.spec, { value: JSON.stringify({ ...spec, replicas }) }),
+      );
       return this.#runUp(stack, stackName, op, opts);
     });
   }
@@ -289,11 +291,26 @@ export class StackManager {
   }
 
   async #writeConfig(stack: Stack, spec: SessionSpec, secrets: SessionSecrets): Promise<void> {
-    await stack.setAllConfig({
-      [ConfigKeys.spec]: { value: JSON.stringify(spec) },
-      [ConfigKeys.credentials]: { value: JSON.stringify(secrets.credentials), secret: true },
-      [ConfigKeys.adapterToken]: { value: secrets.adapterToken, secret: true },
-    });
+    // The CLI's stderr may name config values: log it, never hand it to a caller.
+    await this.#configCall(stack.name, () =>
+      stack.setAllConfig({
+        [ConfigKeys.spec]: { value: JSON.stringify(spec) },
+        [ConfigKeys.credentials]: { value: JSON.stringify(secrets.credentials), secret: true },
+        [ConfigKeys.adapterToken]: { value: secrets.adapterToken, secret: true },
+      }),
+    );
+  }
+
+  async #configCall<T>(stackName: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      this.#log("error", "stack config failed", {
+        stack: stackName,
+        engine: String((error as Error).message).slice(-2000),
+      });
+      throw toStackError(stackName, "config", error);
+    }
   }
 
   async #runUp(
