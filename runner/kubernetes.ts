@@ -177,6 +177,12 @@ export class KubernetesDriver implements EngineDriver {
   readonly #runnerCidr: string | undefined;
   readonly #readyTimeoutMs: number;
   readonly #placements = new Map<string, Placement>();
+  /**
+   * The Service's ClusterIP:port by workload, from the last `up`: the Service outlives scale-down,
+   * so its address holds until the stack is destroyed. Reading the stack's outputs instead runs
+   * the Pulumi CLI, about a second, on every relayed request.
+   */
+  readonly #endpoints = new Map<string, string>();
   /** Workloads the runner itself is replacing, scaling down or removing: their pods' ends are no news. */
   readonly #quiet = new Set<string>();
 
@@ -221,7 +227,9 @@ export class KubernetesDriver implements EngineDriver {
     // A changed spec recreates the pod (strategy Recreate): that deletion is ours.
     this.#quiet.add(containerName);
     try {
+      this.#endpoints.delete(containerName);
       const outputs = await this.#stacks.up({ ...spec, kubernetes, replicas: 1 }, secrets);
+      if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
       await this.#waitReady(containerName);
       return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
     } finally {
@@ -305,7 +313,11 @@ export class KubernetesDriver implements EngineDriver {
     const p = await this.#placement(containerName);
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     // ClusterIP:8080: the host reaches it through kube-proxy, an in-cluster runner directly.
-    return (await this.#stacks.outputs(p.namespace, p.name)).endpoint;
+    const cached = this.#endpoints.get(containerName);
+    if (cached) return cached;
+    const { endpoint } = await this.#stacks.outputs(p.namespace, p.name);
+    if (endpoint) this.#endpoints.set(containerName, endpoint);
+    return endpoint;
   }
 
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
@@ -448,6 +460,7 @@ export class KubernetesDriver implements EngineDriver {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });
     this.#placements.delete(containerName);
+    this.#endpoints.delete(containerName);
   }
 
   async watch(onExit: OnExit): Promise<() => void> {
