@@ -86,14 +86,28 @@ tb_docker_down() {
   fi
   rm -f "$TB_RUN/docker.sock"
   # dockerd leaves its DOCKER* chains and the bridges of user networks behind: remove ours.
-  local t
+  # (Each pipeline may match nothing: with pipefail that is not an error here.)
+  local t rule chain
   for t in filter nat; do
-    iptables -t "$t" -S 2>/dev/null | grep -E '^-A (FORWARD|PREROUTING|OUTPUT|POSTROUTING) .*-j DOCKER' | sed 's/^-A/-D/' | while read -r r; do iptables -t "$t" $r 2>/dev/null || true; done
-    iptables -t "$t" -S 2>/dev/null | grep -E '^-N DOCKER' | awk '{print $2}' | while read -r c; do iptables -t "$t" -F "$c" 2>/dev/null || true; done
-    iptables -t "$t" -S 2>/dev/null | grep -E '^-N DOCKER' | awk '{print $2}' | while read -r c; do iptables -t "$t" -X "$c" 2>/dev/null || true; done
+    { iptables -t "$t" -S 2>/dev/null | grep -E '^-A (FORWARD|PREROUTING|OUTPUT|POSTROUTING) .*-j DOCKER' | sed 's/^-A/-D/' || true; } |
+      while read -r rule; do eval "iptables -t $t $rule" 2>/dev/null || true; done
+    for chain in $(iptables -t "$t" -S 2>/dev/null | awk '/^-N DOCKER/ {print $2}'); do iptables -t "$t" -F "$chain" 2>/dev/null || true; done
+    for chain in $(iptables -t "$t" -S 2>/dev/null | awk '/^-N DOCKER/ {print $2}'); do iptables -t "$t" -X "$chain" 2>/dev/null || true; done
   done
-  iptables -t nat -S POSTROUTING 2>/dev/null | grep -E "${TB_BRIDGE_CIDR%.*}|10\.213\." | sed 's/^-A/-D/' | while read -r r; do iptables -t nat $r 2>/dev/null || true; done
-  ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | grep -E "^($TB_BRIDGE|br-[0-9a-f]{12})$" | while read -r b; do ip link del "$b" 2>/dev/null || true; done
+  { iptables -t nat -S POSTROUTING 2>/dev/null | grep -E "10\.213\." | sed 's/^-A/-D/' || true; } |
+    while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
+  # The session networks' host-isolation chains (infra/docker-provider/host-isolation.ts).
+  local spec hook
+  for spec in "filter INPUT AGENT-SESSIONS-INPUT" "nat PREROUTING AGENT-SESSIONS-DNAT"; do
+    read -r t hook chain <<<"$spec"
+    while iptables -t "$t" -D "$hook" -j "$chain" 2>/dev/null; do :; done
+    iptables -t "$t" -F "$chain" 2>/dev/null || true
+    iptables -t "$t" -X "$chain" 2>/dev/null || true
+  done
+  # dockerd leaves its network-namespace bind mounts under the exec root.
+  { grep -o " $TB_RUN/docker-exec[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  { ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | grep -E "^($TB_BRIDGE|br-[0-9a-f]{12})$" || true; } |
+    while read -r b; do ip link del "$b" 2>/dev/null || true; done
   if [[ -f $TB_STATE/ip_forward.orig ]]; then
     cat "$TB_STATE/ip_forward.orig" >/proc/sys/net/ipv4/ip_forward 2>/dev/null || true
     rm -f "$TB_STATE/ip_forward.orig"
