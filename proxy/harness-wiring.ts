@@ -32,6 +32,8 @@ export type HarnessWiringOptions = {
   replyMaxBytes?: number;
   /** @default 1000 */
   idleCheckMs?: number;
+  /** Told the duration (seconds) of each idle-controller sweep. */
+  onIdleSweep?: (seconds: number) => void;
 };
 
 export type RunningHarness = {
@@ -70,6 +72,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     intervalMs: options.idleCheckMs ?? 1_000,
     // Above the proxy's deadline (plus the runner's grace): only crashed relays are ever cleared.
     staleRequestMs: requestTimeoutMs + 60_000,
+    ...(options.onIdleSweep ? { onSweep: options.onIdleSweep } : {}),
   });
   await controller.resync(false);
   idle.start();

@@ -1,10 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { idleCutoff } from "./idle-controller.ts";
+import { IdleController, idleCutoff } from "./idle-controller.ts";
+import { silentLogger } from "./log.ts";
+import type { HarnessStore } from "./store/harness-store.ts";
 
 const now = new Date("2026-01-01T00:10:00.000Z");
 const base = {
   phase: "Ready" as const,
-  spec: { agentRef: "a", runtimeRef: "r", desiredState: "running" as const, idleTimeout: "5m" },
+  spec: {
+    agentRef: "a",
+    runtimeRef: "r",
+    desiredState: "running" as const,
+    idleTimeout: "5m",
+    autoResume: false,
+  },
   active_requests: 0,
   last_activity_time: "2026-01-01T00:04:00.000Z",
   deletion_requested_at: undefined,
@@ -37,5 +45,34 @@ describe("idleness", () => {
   it("a session being deleted or desired stopped is left to its own stop", () => {
     expect(idleCutoff({ ...base, deletion_requested_at: "2026-01-01T00:09:00.000Z" }, now)).toBeUndefined();
     expect(idleCutoff({ ...base, spec: { ...base.spec, desiredState: "stopped" } }, now)).toBeUndefined();
+  });
+});
+
+describe("IdleController sweeps", () => {
+  it("tells how long each sweep took, also one that failed", async () => {
+    const seconds: number[] = [];
+    let fail = false;
+    const harness = {
+      reapStaleRequests: async () => 0,
+      listHarnessSessions: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        if (fail) throw new Error("store closed");
+        return [];
+      },
+    } as unknown as HarnessStore;
+    const idle = new IdleController({
+      harness,
+      controller: { idleStop: async () => false, resync: async () => undefined },
+      log: silentLogger,
+      onSweep: (s) => seconds.push(s),
+    });
+    await idle.tick();
+    fail = true;
+    await expect(idle.tick()).rejects.toThrow("store closed");
+    expect(seconds).toHaveLength(2);
+    for (const s of seconds) {
+      expect(s).toBeGreaterThanOrEqual(0.015);
+      expect(s).toBeLessThan(5);
+    }
   });
 });

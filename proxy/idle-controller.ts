@@ -19,6 +19,8 @@ export type IdleControllerOptions = {
   resyncMs?: number;
   /** @default () => new Date() */
   now?: () => Date;
+  /** Told how long each sweep (one `tick`) took, in seconds, when it ends (the metrics hook). */
+  onSweep?: (seconds: number) => void;
 };
 
 /**
@@ -28,7 +30,7 @@ export type IdleControllerOptions = {
  * forever), and resyncs unsettled sessions (retries after transient failures).
  */
 export class IdleController {
-  readonly #o: Required<IdleControllerOptions>;
+  readonly #o: Required<Omit<IdleControllerOptions, "onSweep">> & Pick<IdleControllerOptions, "onSweep">;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #lastResync = 0;
@@ -63,6 +65,15 @@ export class IdleController {
   }
 
   async tick(): Promise<void> {
+    const started = performance.now();
+    try {
+      await this.#sweep();
+    } finally {
+      this.#o.onSweep?.((performance.now() - started) / 1000);
+    }
+  }
+
+  async #sweep(): Promise<void> {
     const now = this.#o.now();
     const reaped = await this.#o.harness.reapStaleRequests(
       new Date(now.getTime() - this.#o.staleRequestMs).toISOString(),

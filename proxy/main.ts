@@ -91,6 +91,7 @@ export async function startServer(
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
       idleCheckMs: config.idleCheckMs,
+      onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
     });
     const appOptions: Parameters<typeof buildApp>[0] = {
       store,

@@ -117,6 +117,18 @@ describe("GET /metrics", () => {
     runner.kill();
   });
 
+  it("times the idle controller's sweeps", async () => {
+    t = await startTestServer({ idleCheckMs: 50 });
+    let sweeps = 0;
+    for (let i = 0; i < 100 && sweeps < 2; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      sweeps =
+        value(parseExposition((await scrape(t)).text), "agent_sessions_idle_sweep_duration_seconds_count") ??
+        0;
+    }
+    expect(sweeps).toBeGreaterThanOrEqual(2);
+  });
+
   it("takes the admin token unless AGENT_SESSIONS_METRICS_PUBLIC", async () => {
     t = await startTestServer();
     expect((await scrape(t, "")).status).toBe(401);
@@ -148,6 +160,18 @@ describe("Metrics", () => {
     expect(value(e, "agent_sessions_sessions")).toBeUndefined();
     expect(value(e, "agent_sessions_harness_sessions", { phase: "Ready" })).toBe(2);
     expect(value(e, "agent_sessions_harness_sessions", { phase: "Stopped" })).toBe(1);
+  });
+
+  it("records idle sweeps in a histogram", async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    metrics.recordIdleSweep(0.003);
+    metrics.recordIdleSweep(0.2);
+    const e = parseExposition(await metrics.render());
+    expect(e.types.get("agent_sessions_idle_sweep_duration_seconds")).toBe("histogram");
+    expect(value(e, "agent_sessions_idle_sweep_duration_seconds_count")).toBe(2);
+    expect(value(e, "agent_sessions_idle_sweep_duration_seconds_bucket", { le: "0.005" })).toBe(1);
+    expect(value(e, "agent_sessions_idle_sweep_duration_seconds_bucket", { le: "0.25" })).toBe(2);
+    expect(value(e, "agent_sessions_idle_sweep_duration_seconds_sum")).toBeCloseTo(0.203);
   });
 
   it("records proxied requests by outcome with their latency", async () => {

@@ -29,6 +29,8 @@ const RELAY_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 /** Runner commands: a send takes milliseconds, a stack up about a minute. */
 const COMMAND_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const RPC_BUCKETS = [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 300];
+/** Idle sweeps: a pass over every HarnessSession, milliseconds for a few, more for 10,000. */
+const SWEEP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 /**
  * The server's Prometheus metrics (`GET /metrics`), one registry per server. Other modules
@@ -43,6 +45,7 @@ export class Metrics {
   readonly #proxiedRequests: Counter<"outcome">;
   readonly #relayDuration: Histogram<"outcome" | "stream">;
   readonly #commandDuration: Histogram<"kind" | "code">;
+  readonly #idleSweepDuration: Histogram;
   #sources: MetricsSources = {};
   readonly #log: Logger | undefined;
 
@@ -80,6 +83,12 @@ export class Metrics {
       help: "Runner commands by kind and gRPC code; provision, scale_down and remove are stack operations.",
       labelNames: ["kind", "code"],
       buckets: COMMAND_BUCKETS,
+      registers,
+    });
+    this.#idleSweepDuration = new Histogram({
+      name: `${PREFIX}idle_sweep_duration_seconds`,
+      help: "Time of one idle-controller pass over every HarnessSession (stale requests, idleness, resync).",
+      buckets: SWEEP_BUCKETS,
       registers,
     });
     const metrics = this;
@@ -137,6 +146,11 @@ export class Metrics {
   /** One runner command settled (`code` "OK" or the failure's gRPC code). */
   recordRunnerCommand(kind: string, code: string, seconds: number): void {
     this.#commandDuration.observe({ kind, code }, seconds);
+  }
+
+  /** One idle-controller sweep finished. */
+  recordIdleSweep(seconds: number): void {
+    this.#idleSweepDuration.observe(seconds);
   }
 
   get contentType(): string {
