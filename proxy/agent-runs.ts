@@ -14,7 +14,7 @@ export type AgentRunsOptions = {
   store: Store;
   runners: RunnerDirectory;
   log: Logger;
-  /** Where Agent `secretRef` credentials are read. @default process.env */
+  /** The environment offered to sessions, where Agent `secretRef` credentials are read (offeredCredentialEnv). @default none */
   secretEnv?: Record<string, string | undefined>;
 };
 
@@ -57,7 +57,7 @@ export class AgentRuns {
       throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${runtimeRef} is not approved`, {
         reason: "RuntimeNotApproved",
       });
-    const credentials = resolveCredentials(agent, this.#o.secretEnv ?? process.env);
+    const credentials = resolveCredentials(agent, this.#o.secretEnv ?? {});
     // One-shot runs are a Docker driver feature; other runners answer UNIMPLEMENTED.
     const connected = this.#o.runners.connectedRunners();
     const docker = connected.filter((r) => r.engine === "docker");

@@ -58,4 +58,20 @@ describe("server configuration", () => {
       }),
     ).toThrow(/must differ/);
   });
+
+  it("offers sessions no server variable by default, and exactly the listed ones when set; never its own settings", () => {
+    expect(parseConfig({ AGENT_SESSIONS_DATA_DIR: dir }).credentialEnv).toEqual([]);
+    expect(
+      parseConfig({
+        AGENT_SESSIONS_DATA_DIR: dir,
+        AGENT_SESSIONS_CREDENTIAL_ENV: "OPENAI_API_KEY,PROVIDER_*",
+      }).credentialEnv,
+    ).toEqual(["OPENAI_API_KEY", "PROVIDER_*"]);
+    expect(() =>
+      parseConfig({
+        AGENT_SESSIONS_DATA_DIR: dir,
+        AGENT_SESSIONS_CREDENTIAL_ENV: "OPENAI_API_KEY,AGENT_SESSIONS_TOKEN",
+      }),
+    ).toThrow(/AGENT_SESSIONS_CREDENTIAL_ENV.*never offered/);
+  });
 });

@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
+import { CredentialEnvAllowlist } from "./credential-env.ts";
 
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");
@@ -40,6 +41,11 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_IDLE_CHECK_MS: Int(50).default(1_000),
   /** Serve `GET /metrics` without the admin token (a scraper on a trusted network). @default false */
   AGENT_SESSIONS_METRICS_PUBLIC: z.stringbool().default(false),
+  /**
+   * The server environment variables an Agent credential's `secretRef.env` may name,
+   * comma-separated: names and/or prefixes ending in `*` (never AGENT_SESSIONS_*). @default none
+   */
+  AGENT_SESSIONS_CREDENTIAL_ENV: CredentialEnvAllowlist.default([]),
 });
 
 /** Resolved server options: what `startServer` takes. */
@@ -62,6 +68,8 @@ export type ServerConfig = {
   idleCheckMs?: number;
   /** `GET /metrics` without a token. @default false */
   metricsPublic?: boolean;
+  /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. @default none */
+  credentialEnv?: string[];
 };
 
 /**
@@ -97,6 +105,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
+    credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
   };
 }
 

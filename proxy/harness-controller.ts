@@ -27,7 +27,7 @@ export type HarnessControllerOptions = {
   sessions: Sessions;
   runners: RunnerDirectory;
   log: Logger;
-  /** Where Agent `secretRef` credentials are read (the binding check). @default process.env */
+  /** The environment offered to sessions (offeredCredentialEnv), where Agent `secretRef` credentials are read (the binding check). @default none */
   secretEnv?: Record<string, string | undefined>;
   /** How long a stop waits for requests in flight to finish. @default 130000 */
   drainTimeoutMs?: number;
@@ -57,7 +57,7 @@ export class HarnessController {
       drainTimeoutMs: 130_000,
       now: () => new Date(),
       ...options,
-      secretEnv: options.secretEnv ?? process.env,
+      secretEnv: options.secretEnv ?? {},
     };
   }
 

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { createAdaptorServer } from "@hono/node-server";
 import { buildApp } from "./app.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
+import { offeredCredentialEnv } from "./credential-env.ts";
 import { EventBus } from "./event-bus.ts";
 import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle.ts";
@@ -17,7 +18,10 @@ import { SqliteStore } from "./store/sqlite-store.ts";
 export type StartServerOptions = {
   /** @default JSON lines on stderr */
   log?: Logger;
-  /** Where Agent `secretRef` credentials are read. @default process.env */
+  /**
+   * Where Agent `secretRef` credentials are read: the environment offered to sessions.
+   * @default the variables of process.env that `config.credentialEnv` lists (offeredCredentialEnv)
+   */
   secretEnv?: Record<string, string | undefined>;
   /** Keep-alive comment interval of event streams. @default 15000 */
   keepAliveMs?: number;
@@ -42,6 +46,7 @@ export async function startServer(
   options: StartServerOptions = {},
 ): Promise<RunningServer> {
   const log = options.log ?? jsonLogger("server");
+  const secretEnv = options.secretEnv ?? offeredCredentialEnv(config.credentialEnv ?? [], process.env);
   const store = new SqliteStore(join(config.dataDir, "agent-sessions.db"), {
     frameBufferSize: config.frameBufferSize,
   });
@@ -76,7 +81,7 @@ export async function startServer(
       journal,
       log,
     };
-    if (options.secretEnv) lifecycleOptions.secretEnv = options.secretEnv;
+    lifecycleOptions.secretEnv = secretEnv;
     const lifecycle = new Lifecycle(lifecycleOptions);
     harness = await startHarness({
       databasePath: join(config.dataDir, "agent-sessions.db"),
@@ -86,7 +91,7 @@ export async function startServer(
       runners: hub,
       sessions: lifecycle.sessions,
       log,
-      ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
+      secretEnv,
       requestTimeoutMs: config.requestTimeoutMs,
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,

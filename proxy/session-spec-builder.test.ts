@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Agent, AgentRuntime } from "../contracts/resources.ts";
+import { CodedError } from "../contracts/errors.ts";
+import { offeredCredentialEnv } from "./credential-env.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
 import { TEST_IMAGE } from "./testing/test-server.ts";
 
@@ -56,7 +58,7 @@ describe("session spec from an Agent and its runtime", () => {
     expect(() => assertSessionRuntime(runtime({ approved: false }))).toThrow(/not approved/);
   });
 
-  it("hands out exactly the allowlist, resolving secretRefs from the server's environment", () => {
+  it("hands out exactly the allowlist, resolving secretRefs from the offered environment", () => {
     const a = agent({
       credentials: [
         { name: "OPENAI_API_KEY", secretRef: { env: "HOST_KEY" } },
@@ -67,6 +69,42 @@ describe("session spec from an Agent and its runtime", () => {
       OPENAI_API_KEY: "sk-1",
       ORG: "acme",
     });
-    expect(() => resolveCredentials(a, {})).toThrow(/HOST_KEY/);
+    // Offered (listed) but unset: "does not set".
+    expect(() => resolveCredentials(a, { HOST_KEY: undefined })).toThrow(
+      /HOST_KEY, which the server's environment does not set/,
+    );
+  });
+
+  it("refuses a secretRef to a variable the server does not offer, naming the credential and the variable, never a value", () => {
+    const env = { HOST_KEY: "sk-1", SERVER_SECRET: "hunter2-very-secret" };
+    const offered = offeredCredentialEnv(["HOST_KEY"], env);
+    const a = agent({ credentials: [{ name: "OPENAI_API_KEY", secretRef: { env: "SERVER_SECRET" } }] });
+    let thrown: unknown;
+    try {
+      resolveCredentials(a, offered);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(CodedError);
+    const coded = thrown as CodedError;
+    expect(coded.code).toBe("FAILED_PRECONDITION");
+    expect(coded.message).toMatch(
+      /credential OPENAI_API_KEY of Agent [a-z]*\/alice refers to environment variable SERVER_SECRET, which the server does not offer to sessions/,
+    );
+    expect(coded.details).toMatchObject({
+      reason: "CredentialNotOffered",
+      credential: "OPENAI_API_KEY",
+      variable: "SERVER_SECRET",
+    });
+    expect(JSON.stringify({ m: coded.message, d: coded.details })).not.toContain("hunter2");
+  });
+
+  it("never hands out the server's own AGENT_SESSIONS_* settings, even from an unfiltered environment", () => {
+    const a = agent({
+      credentials: [{ name: "OPENAI_API_KEY", secretRef: { env: "AGENT_SESSIONS_TOKEN" } }],
+    });
+    expect(() => resolveCredentials(a, { AGENT_SESSIONS_TOKEN: "admin-token-value" })).toThrow(
+      /AGENT_SESSIONS_TOKEN, which the server does not offer/,
+    );
   });
 });

@@ -1,6 +1,7 @@
 import { CodedError } from "../contracts/errors.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
 import { type Engine, SessionSpec } from "../contracts/session-spec.ts";
+import { SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
 
 /**
  * A runtime may back a session only when approved and declaring the session contract v1alpha2
@@ -61,20 +62,35 @@ export function buildSessionSpec(input: {
 
 /**
  * The credentials a session receives: exactly the Agent's allowlist, literal values as given and
- * `secretRef`s read from the server's environment at provision time.
+ * `secretRef`s read from `offered`, the environment the server offers to sessions
+ * (`offeredCredentialEnv`: only the variables the operator lists in AGENT_SESSIONS_CREDENTIAL_ENV,
+ * never the server's own AGENT_SESSIONS_* settings). A reference to any other variable is
+ * FAILED_PRECONDITION, reason CredentialNotOffered; messages name variables, never values.
  */
 export function resolveCredentials(
   agent: Agent,
-  env: Record<string, string | undefined> = process.env,
+  offered: Readonly<Record<string, string | undefined>>,
 ): Record<string, string> {
+  const ref = `${agent.metadata.namespace}/${agent.metadata.name}`;
   const out: Record<string, string> = {};
   for (const credential of agent.spec.credentials) {
-    const value = credential.value ?? (credential.secretRef ? env[credential.secretRef.env] : undefined);
+    if (credential.value !== undefined) {
+      out[credential.name] = credential.value;
+      continue;
+    }
+    const variable = credential.secretRef?.env ?? "";
+    if (variable.startsWith(SERVER_SETTINGS_PREFIX) || !Object.hasOwn(offered, variable))
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server does not offer to sessions (an operator lists the variables it offers in AGENT_SESSIONS_CREDENTIAL_ENV; ${SERVER_SETTINGS_PREFIX}* settings never)`,
+        { reason: "CredentialNotOffered", credential: credential.name, variable },
+      );
+    const value = offered[variable];
     if (value === undefined || value === "")
       throw new CodedError(
         "FAILED_PRECONDITION",
-        `credential ${credential.name} of Agent ${agent.metadata.namespace}/${agent.metadata.name} refers to ${credential.secretRef?.env ?? "nothing"}, which the server's environment does not set`,
-        { reason: "CredentialUnresolved" },
+        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server's environment does not set`,
+        { reason: "CredentialUnresolved", credential: credential.name, variable },
       );
     out[credential.name] = value;
   }

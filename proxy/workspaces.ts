@@ -32,7 +32,7 @@ export type WorkspacesOptions = {
   runners: RunnerDirectory;
   journal: SessionJournal;
   log: Logger;
-  /** Where `secretRef` credentials are read. @default process.env */
+  /** The environment offered to sessions (offeredCredentialEnv), where `secretRef` credentials are read. @default none */
   secretEnv?: Record<string, string | undefined>;
 };
 
@@ -56,7 +56,7 @@ export class Workspaces {
     this.#runners = options.runners;
     this.#journal = options.journal;
     this.#log = options.log;
-    this.#secretEnv = options.secretEnv ?? process.env;
+    this.#secretEnv = options.secretEnv ?? {};
   }
 
   /**

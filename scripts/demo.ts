@@ -25,7 +25,9 @@ await call("PUT", "/v1/namespaces/default/agents/demo", {
   metadata: { name: "demo" },
   spec: {
     runtimeRef: "reference",
-    credentials: [{ name: "MODEL_API_KEY", value: "demo-key" }],
+    // Read by the server from DEMO_MODEL_API_KEY, which scripts/run offers to sessions
+    // (AGENT_SESSIONS_CREDENTIAL_ENV); the manifest never carries the key.
+    credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "DEMO_MODEL_API_KEY" } }],
     model: { baseUrl: modelUrl, name: "demo-model" },
     egress: [{ cidr: model.hostname, port: Number(model.port) }],
   },

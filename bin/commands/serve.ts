@@ -40,7 +40,7 @@ export const serve: Command = {
     });
     const server = await startServer(config);
     process.stderr.write(
-      `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token") })}\n`,
+      `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token"), credentialEnv: config.credentialEnv })}\n`,
     );
     let runner: { stop(): void } | undefined;
     if (!values["no-runner"]) {

@@ -38,11 +38,19 @@ type Sse = { event: string; data: Json; at: number };
 export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
   const CHAT = options.sessionName ?? "chat";
   const LEGACY = `${CHAT}-legacy`;
+  /** A session bound to an Agent that does not exist. */
+  const ORPHAN = `${CHAT}-orphan`;
+  /** A session whose Agent names a server variable the server does not offer to sessions. */
+  const LEAKY = `${CHAT}-leaky`;
   const READY_S = options.readySeconds ?? 180;
   const TOKEN = `tok-${randomBytes(4).toString("hex")}`;
   /** The provider credential the Agent allows, read by the server from its environment. */
   const SECRET = `sk-e2e-${randomBytes(12).toString("hex")}`;
-  /** A secret the server holds but no Agent allows: it must never reach a session. */
+  /**
+   * A secret in the server's environment that the server does not offer to sessions (not in
+   * AGENT_SESSIONS_CREDENTIAL_ENV, see system.ts): it must never reach a session, even when an
+   * Agent names it.
+   */
   const UNLISTED = `sk-unlisted-${randomBytes(12).toString("hex")}`;
 
   let system: System;
@@ -173,6 +181,24 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       },
     });
     expect(runAgent.status).toBe(201);
+    // Agents that name a server variable the server does not offer: a session one, a one-shot one.
+    for (const [name, runtimeRef] of [
+      ["leaky", "reference"],
+      ["leaky-run", "oneshot"],
+    ] as const) {
+      const leaky = await system.call("PUT", `${NS}/agents/${name}`, {
+        apiVersion: API,
+        kind: "Agent",
+        metadata: { name },
+        spec: {
+          runtimeRef,
+          credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_UNLISTED_SECRET" } }],
+          model: { baseUrl: model.url, name: "tiny" },
+          egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
+        },
+      });
+      expect(leaky.status).toBe(201);
+    }
   });
 
   const logs: { server: string[]; runner: string[] } = { server: [], runner: [] };
@@ -190,7 +216,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
 
   afterAll(async () => {
     // Best effort: never leave a stack behind a failed run.
-    for (const name of [CHAT, LEGACY])
+    for (const name of [CHAT, LEGACY, ORPHAN, LEAKY])
       await system?.call("DELETE", `${SESSIONS}/${name}`).catch(() => undefined);
     await system?.stop();
     await model?.close();
@@ -399,7 +425,30 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
         spec: { desiredState: "stopped" },
       });
       expect(stopping.status).toBe(200);
-      const stopped = await timed("stop→Stopped", () => phase("Stopped", CHAT, 120));
+      // Every phase the status passes through, polled every 100 ms (the drain, the agent's stop and
+      // the stack's scale-down take seconds, so Draining cannot slip between two polls).
+      const seen: string[] = [];
+      let draining: Json;
+      const stopped = await timed("stop→Stopped", () =>
+        until(
+          `${CHAT} Stopped`,
+          async () => {
+            const s = await session();
+            if (seen.at(-1) !== s.status.phase) seen.push(s.status.phase);
+            if (s.status.phase === "Draining") draining ??= s;
+            return s.status.phase === "Stopped" ? s : undefined;
+          },
+          120_000,
+        ),
+      );
+      // Ready until the controller takes the patch, then Draining, then Stopped: nothing else.
+      expect(seen.slice(seen[0] === "Ready" ? 1 : 0)).toEqual(["Draining", "Stopped"]);
+      expect(draining.status.conditions[0]).toMatchObject({
+        type: "Ready",
+        status: "False",
+        reason: "Stopped",
+      });
+      expect(draining.status.conditions[0].message).toMatch(/^draining: /);
       expect(stopped.status.conditions[0]).toMatchObject({
         type: "Ready",
         status: "False",
@@ -489,6 +538,68 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       expect(failed.status.containerName).toBeUndefined();
       expect(await probe.workloadsNamed("runner-agent")).toEqual([]);
       expect((await system.call("DELETE", `${SESSIONS}/${LEGACY}`)).status).toBe(200);
+    });
+
+    it("a binding to an Agent that does not exist fails with reason Invalid and provisions nothing", async () => {
+      const put = await system.call("PUT", `${SESSIONS}/${ORPHAN}`, {
+        apiVersion: API,
+        kind: "HarnessSession",
+        metadata: { name: ORPHAN },
+        spec: { agentRef: "nobody", runtimeRef: "reference" },
+      });
+      expect(put.status).toBe(201);
+      const failed = await phase("Failed", ORPHAN, 30);
+      expect(failed.status.conditions[0]).toMatchObject({
+        type: "Ready",
+        status: "False",
+        reason: "Invalid",
+        message: "Agent default/nobody not found",
+      });
+      expect(failed.status.containerName).toBeUndefined();
+      expect(failed.status.sessionId).toBeUndefined();
+      expect(await probe.workloadsNamed("nobody")).toEqual([]);
+      // A request to it is refused, not relayed.
+      expect((await system.call("POST", `${SESSIONS}/${ORPHAN}/requests`, { input: "hi" })).status).toBe(412);
+      expect((await system.call("DELETE", `${SESSIONS}/${ORPHAN}`)).status).toBe(200);
+    });
+
+    it("a credential naming a server variable the server does not offer fails with reason Invalid, naming it, never its value", async () => {
+      const put = await system.call("PUT", `${SESSIONS}/${LEAKY}`, {
+        apiVersion: API,
+        kind: "HarnessSession",
+        metadata: { name: LEAKY },
+        spec: { agentRef: "leaky", runtimeRef: "reference" },
+      });
+      expect(put.status).toBe(201);
+      const failed = await phase("Failed", LEAKY, 30);
+      expect(failed.status.conditions[0]).toMatchObject({
+        type: "Ready",
+        status: "False",
+        reason: "Invalid",
+      });
+      expect(failed.status.conditions[0].message).toMatch(
+        /^credential MODEL_API_KEY of Agent default\/leaky refers to environment variable E2E_UNLISTED_SECRET, which the server does not offer to sessions/,
+      );
+      expect(failed.status.containerName).toBeUndefined();
+      expect(await probe.workloadsNamed("leaky")).toEqual([]);
+      expect(JSON.stringify(await system.call("GET", `${SESSIONS}/${LEAKY}`))).not.toContain(UNLISTED);
+      expect((await system.call("DELETE", `${SESSIONS}/${LEAKY}`)).status).toBe(200);
+      // The same rule for a one-shot run: refused before anything runs.
+      const run = await system.call("POST", `${NS}/agentruns`, {
+        apiVersion: API,
+        kind: "AgentRun",
+        metadata: { name: "leaky-1" },
+        spec: { agentRef: "leaky-run", input: "hello" },
+      });
+      expect(run.status).toBe(412);
+      expect(run.body.code).toBe("FAILED_PRECONDITION");
+      expect(run.body.message).toMatch(
+        /credential MODEL_API_KEY of Agent default\/leaky-run refers to environment variable E2E_UNLISTED_SECRET/,
+      );
+      expect(JSON.stringify(run.body)).not.toContain(UNLISTED);
+      expect(await probe.workloadsNamed("leaky")).toEqual([]);
+      const logs = [...(system.server?.logs ?? []), ...(system.runner?.logs ?? [])].join("");
+      expect(logs).not.toContain(UNLISTED);
     });
 
     // One-shot AgentRuns are placed on Docker runners only (proxy/agent-runs.ts).

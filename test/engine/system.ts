@@ -70,6 +70,8 @@ export class System {
       AGENT_SESSIONS_REATTACH_WINDOW_MS: process.env.AGENT_SESSIONS_REATTACH_WINDOW_MS ?? "20000",
       // 2 missed heartbeats = lost link: 5 s, long enough for a loaded 2-core CI machine.
       AGENT_SESSIONS_HEARTBEAT_MS: "2500",
+      // The variables Agents in the engine tests name in secretRef; the server offers no other.
+      AGENT_SESSIONS_CREDENTIAL_ENV: "E2E_MODEL_KEY,E2E_UI_MODEL_KEY,BENCH_MODEL_KEY",
       ...this.extraEnv,
     };
   }
