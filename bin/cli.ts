@@ -9,15 +9,18 @@ import { ExitCode, report } from "./cli-context.ts";
 import type { Command } from "./command.ts";
 import { apply } from "./commands/apply.ts";
 import { del } from "./commands/delete.ts";
+import { drain } from "./commands/drain.ts";
 import { describe } from "./commands/describe.ts";
 import { events } from "./commands/events.ts";
 import { get } from "./commands/get.ts";
 import { policy } from "./commands/policy.ts";
 import { resume } from "./commands/resume.ts";
 import { runner } from "./commands/runner.ts";
+import { runners } from "./commands/runners.ts";
 import { send } from "./commands/send.ts";
 import { serve } from "./commands/serve.ts";
 import { stop } from "./commands/stop.ts";
+import { undrain } from "./commands/undrain.ts";
 
 const COMMANDS: readonly Command[] = [
   serve,
@@ -31,6 +34,9 @@ const COMMANDS: readonly Command[] = [
   send,
   events,
   policy,
+  runners,
+  drain,
+  undrain,
 ];
 
 const GLOBAL_HELP = `global flags:

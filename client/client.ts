@@ -4,6 +4,7 @@ import type { Frame } from "../contracts/compass.ts";
 import { ErrorCode, httpStatusOf } from "../contracts/errors.ts";
 import type { HarnessReply } from "../contracts/harness-session.ts";
 import type { Rpc, RpcMethod } from "../contracts/rpc.ts";
+import type { RunnerInfo, RunnerList } from "../contracts/runners.ts";
 import { ClientError } from "./client-error.ts";
 import type { ResourceList, ResourcePlural, ResourceTypes } from "./resource-kinds.ts";
 import { readSse } from "./sse.ts";
@@ -206,6 +207,26 @@ export class AgentSessionsClient {
       options.onReconnect?.(failures, dropped);
       await sleep(delay, options.signal);
     }
+  }
+
+  /** `GET /v1/runners`: every runner that attached, with capacity, labels, load, connection and drain state. */
+  runners(): Promise<RunnerList> {
+    return this.#json("GET", "/v1/runners") as Promise<RunnerList>;
+  }
+
+  /** `GET /v1/runners/{runner}` by name or id. */
+  runner(runner: string): Promise<RunnerInfo> {
+    return this.#json("GET", `/v1/runners/${encodeURIComponent(runner)}`) as Promise<RunnerInfo>;
+  }
+
+  /** `POST /v1/runners/{runner}:drain`: no new placements on it; its live sessions stay. */
+  drainRunner(runner: string): Promise<RunnerInfo> {
+    return this.#json("POST", `/v1/runners/${encodeURIComponent(runner)}:drain`) as Promise<RunnerInfo>;
+  }
+
+  /** `POST /v1/runners/{runner}:undrain`: it takes placements again. */
+  undrainRunner(runner: string): Promise<RunnerInfo> {
+    return this.#json("POST", `/v1/runners/${encodeURIComponent(runner)}:undrain`) as Promise<RunnerInfo>;
   }
 
   /** `GET /openapi.json`. */

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { RequestOutcome, ResultRecord, Usage } from "./adapter.ts";
 import { IdleTimeout } from "./duration.ts";
 import { API_VERSION, ObjectMeta } from "./resources.ts";
+import { RunnerSelector } from "./runners.ts";
 import { DnsLabel } from "./session-spec.ts";
 
 /**
@@ -27,6 +28,12 @@ export const HarnessSessionSpec = z.strictObject({
   desiredState: DesiredState.default("running"),
   /** Stop (scale to 0, volume kept) after this long without activity; `0` never. @default 15m */
   idleTimeout: IdleTimeout.default("15m"),
+  /**
+   * Place the session's workspace only on a runner whose labels include every `key: value` here
+   * (`agent-sessions runner --label key=value`). None matching: Pending, reason Unschedulable,
+   * retried when runners change. Read when the workspace is placed; a placed one stays put.
+   */
+  runnerSelector: RunnerSelector.optional(),
 });
 export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
 
@@ -93,6 +100,8 @@ export const HarnessReasons = {
   ProvisionFailed: "ProvisionFailed",
   /** The runner refused or failed to start the agent session. */
   StartFailed: "StartFailed",
+  /** No runner matches spec.runnerSelector, or every matching one is draining or full; retried. */
+  Unschedulable: "Unschedulable",
   /** No runner can take the work right now; retried. */
   RunnerUnavailable: "RunnerUnavailable",
   /** The session's runner link is lost; its reattach window runs. */

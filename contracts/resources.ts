@@ -32,6 +32,12 @@ export const AgentRuntimeSpec = z.strictObject({
    * the image's entrypoint. Sessions (v1alpha2) ignore it.
    */
   command: z.array(z.string().min(1).max(4096)).min(1).max(64).optional(),
+  /**
+   * Workspaces kept provisioned ahead, per Agent bound to this runtime (runner/warm-pool.ts):
+   * a new workspace of such an Agent claims one instead of waiting for a Pulumi `up`. 0 or
+   * absent: no pool.
+   */
+  warmPool: z.strictObject({ size: z.number().int().min(0).max(16) }).optional(),
 });
 export type AgentRuntimeSpec = z.infer<typeof AgentRuntimeSpec>;
 

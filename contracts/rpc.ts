@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { SessionState } from "./compass.ts";
+import { RunnerSelector } from "./runners.ts";
 
 /**
  * The lifecycle RPCs at `POST /v1/rpc/{Method}`; field names are the seed's, snake_case.
@@ -27,6 +28,11 @@ export const ProvisionAgentWorkspaceRequest = z.strictObject({
     .default(""),
   /** Idempotency key; "" opts out (each call provisions, reusing the agent's workspace for the workstream). */
   client_request_id: z.union([Id, z.literal("")]),
+  /**
+   * Only runners whose labels include every `key: value` here take a new workspace (none matching:
+   * FAILED_PRECONDITION naming the selector). A workspace already placed stays on its runner.
+   */
+  runner_selector: RunnerSelector.optional(),
 });
 export const ProvisionAgentWorkspaceResponse = z.object({ container_name: z.string(), created: z.boolean() });
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AgentFrame, SessionState } from "./compass.ts";
 import { ApiErrorBody } from "./errors.ts";
+import { RunnerLabels, RunnerName } from "./runners.ts";
 import { DigestPinnedImage, EgressRule, SessionSpec } from "./session-spec.ts";
 
 /**
@@ -48,6 +49,34 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     container_name: z.string(),
     relay_id: z.string(),
     request_id: z.string(),
+  }),
+  /**
+   * The whole desired warm-pool set of this runner (runner/warm-pool.ts): it keeps `size`
+   * unclaimed workspaces of each pool provisioned, agent pre-started, and destroys those of pools
+   * not listed (or of an older `fingerprint`). Answers at once; filling happens in the background.
+   */
+  z.object({
+    kind: z.literal("warm_pools"),
+    pools: z
+      .array(
+        z.object({
+          /** `<namespace>/<agent>`: one pool per Agent (credentials and egress are baked in). */
+          pool: z.string().min(1).max(200),
+          size: z.number().int().min(0).max(16),
+          /** Hash of the spec template and credentials: entries of another one are stale. */
+          fingerprint: z.string().min(1).max(128),
+          /** The session spec of every entry; the runner gives each its own `name`. */
+          template: SessionSpec,
+          credentials: z.record(z.string(), z.string()),
+        }),
+      )
+      .max(1000),
+  }),
+  /** Take one ready entry of a pool (never handed out twice); NOT_FOUND when none is ready. */
+  z.object({
+    kind: z.literal("claim_warm"),
+    pool: z.string().min(1).max(200),
+    fingerprint: z.string().min(1).max(128),
   }),
   /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
   z.object({
@@ -97,9 +126,11 @@ export const RunnerToServer = z.discriminatedUnion("type", [
     version: z.literal(RUNNER_PROTOCOL_VERSION),
     type: z.literal("hello"),
     payload: z.object({
-      runner_name: z.string().min(1).max(128),
+      runner_name: RunnerName,
+      /** How many workspaces it takes (placement never puts more on it). */
       capacity: z.number().int().nonnegative(),
-      labels: z.record(z.string(), z.string()).default({}),
+      /** What placement selects on (`runnerSelector`, `runner_selector`). */
+      labels: RunnerLabels.default({}),
       engine: z.enum(["docker", "kubernetes"]),
       /** The runner's authoritative set: the server reconciles to it on every (re)attach. */
       sessions: z.array(RunnerSessionReport),

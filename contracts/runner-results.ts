@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { SessionState } from "./compass.ts";
 import type { RunnerCommand } from "./runner-protocol.ts";
+import { SessionSpec } from "./session-spec.ts";
 
 /**
  * The `result` a runner returns for each command kind (`CommandResult.result` when `ok`). Extra
@@ -33,6 +34,20 @@ export const RunOnceResult = z.looseObject({
   resolved_image_digest: z.string().optional(),
 });
 
+export const WarmPoolsResult = z.looseObject({
+  /** Ready (unclaimed) entries per pool right now. */
+  ready: z.record(z.string(), z.number().int()).default({}),
+});
+/** The claimed workspace: from now on an ordinary one of the claiming account. */
+export const ClaimWarmResult = z.looseObject({
+  container_name: z.string(),
+  spec: SessionSpec,
+  /** The entry's own adapter token (generated for it by the runner, never used before). */
+  adapter_token: z.string(),
+  endpoint: z.string().optional(),
+  resolved_image_digest: z.string().optional(),
+});
+
 export const CommandResultSchemas = {
   provision: ProvisionResult,
   start: StartResult,
@@ -43,5 +58,7 @@ export const CommandResultSchemas = {
   relay: RelayResult,
   cancel_relay: CancelRelayResult,
   run_once: RunOnceResult,
+  warm_pools: WarmPoolsResult,
+  claim_warm: ClaimWarmResult,
 } as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
 export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

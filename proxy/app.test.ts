@@ -21,6 +21,7 @@ function recordingRunners(): RunnerDirectory {
     engine: "docker" as const,
     capacity: 10,
     labels: {},
+    draining: false,
     last_seen_at: "",
   };
   return {

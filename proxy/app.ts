@@ -18,6 +18,7 @@ import { resourceRoutes } from "./resource-routes.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { rpcRoutes } from "./rpc-routes.ts";
 import { RUNNER_CONNECT_PATH } from "./runner-hub.ts";
+import { type RunnerRoutesOptions, runnerRoutes } from "./runner-routes.ts";
 import type { Store } from "./store/store.ts";
 import { uiRoutes } from "./ui-route.ts";
 
@@ -40,6 +41,8 @@ export type AppOptions = {
   metricsPublic?: boolean;
   /** Called once per proxied request. @default an `audit` log line (and metrics) */
   audit?: Audit;
+  /** `/v1/runners`: list, drain and undrain runners; absent: no runner admin API. */
+  runnerAdmin?: Omit<RunnerRoutesOptions, "store" | "log">;
 };
 
 /**
@@ -88,6 +91,8 @@ export function buildApp(options: AppOptions): Hono {
   );
   app.route("/v1/rpc", rpcRoutes(options.rpc));
   app.route("/v1/namespaces", resourceRoutes(options.store));
+  if (options.runnerAdmin)
+    app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
   const events: Parameters<typeof eventRoutes>[0] = { store: options.store, bus: options.bus };
   if (options.shutdown) events.shutdown = options.shutdown;

@@ -264,6 +264,7 @@ export class HarnessController {
         agent_ref: agentRefOf(record),
         workstream: harnessWorkstream(record.name),
         client_request_id: "",
+        ...(record.spec.runnerSelector ? { runner_selector: record.spec.runnerSelector } : {}),
       }));
     } catch (error) {
       await this.#failed(current, generation, "provision", errorBody(error));

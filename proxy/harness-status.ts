@@ -106,6 +106,10 @@ export function failureOf(
   step: "provision" | "start" | "stop",
   error: ApiErrorBody,
 ): { reason: HarnessReason; transient: boolean } {
+  // No runner matches spec.runnerSelector, or every match is draining or full (placement.ts):
+  // Pending until runners change.
+  if (error.details?.reason === HarnessReasons.Unschedulable)
+    return { reason: HarnessReasons.Unschedulable, transient: true };
   // No runner (not connected, link lost) or a stack locked by another operation: it passes.
   if (error.code === "UNAVAILABLE" || error.code === "ABORTED")
     return {

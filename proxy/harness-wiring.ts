@@ -11,6 +11,7 @@ import type { SessionJournal } from "./session-journal.ts";
 import type { Sessions } from "./sessions.ts";
 import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
 import type { Store } from "./store/store.ts";
+import type { WarmPools } from "./warm-pools.ts";
 import { Workspaces } from "./workspaces.ts";
 
 export type HarnessWiringOptions = {
@@ -22,6 +23,8 @@ export type HarnessWiringOptions = {
   runners: RelayLink;
   /** The lifecycle's sessions (one start/stop discipline for RPCs and HarnessSessions). */
   sessions: Sessions;
+  /** Where a new HarnessSession's workspace is claimed from first. */
+  warmPools?: WarmPools;
   log: Logger;
   secretEnv?: Record<string, string | undefined>;
   /** @default 120000 */
@@ -38,6 +41,8 @@ export type HarnessWiringOptions = {
 
 export type RunningHarness = {
   routes: HarnessRoutesOptions;
+  /** Reconcile the sessions not settled (e.g. Pending for a runner); never throws. */
+  resyncUnsettled(): void;
   /** Stops the idle controller and event subscription, closes the harness store. */
   close(): Promise<void>;
 };
@@ -55,7 +60,14 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   const controller = new HarnessController({
     harness,
     store,
-    workspaces: new Workspaces({ store, runners: digests, journal: options.journal, log, ...secretEnv }),
+    workspaces: new Workspaces({
+      store,
+      runners: digests,
+      journal: options.journal,
+      log,
+      ...secretEnv,
+      ...(options.warmPools ? { warmPools: options.warmPools } : {}),
+    }),
     digests,
     sessions: options.sessions,
     runners,
@@ -90,6 +102,11 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       sessions: new HarnessSessions({ harness, controller }),
       relay: new RequestRelay(relayOptions),
       runs: new AgentRuns({ store, runners, log, ...secretEnv }),
+    },
+    resyncUnsettled: () => {
+      controller
+        .resync(true)
+        .catch((error: unknown) => log("error", "harness resync failed", { error: String(error) }));
     },
     close: async () => {
       unsubscribe();

@@ -10,6 +10,7 @@ import type { SessionJournal } from "./session-journal.ts";
 import { Sessions } from "./sessions.ts";
 import { isLive } from "./session-states.ts";
 import type { Store } from "./store/store.ts";
+import type { WarmPools } from "./warm-pools.ts";
 import { Workspaces } from "./workspaces.ts";
 
 export type RpcHandlers = {
@@ -25,6 +26,8 @@ export type LifecycleOptions = {
   log: Logger;
   /** Where Agent `secretRef` credentials are read. @default process.env */
   secretEnv?: Record<string, string | undefined>;
+  /** Where new workspaces are claimed from first (proxy/warm-pools.ts). */
+  warmPools?: WarmPools;
 };
 
 /**

@@ -14,6 +14,7 @@ import { registerReferenceRuntime } from "./reference-runtime.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
 import { SessionJournal } from "./session-journal.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
+import { WarmPools } from "./warm-pools.ts";
 
 export type StartServerOptions = {
   /** @default JSON lines on stderr */
@@ -82,7 +83,17 @@ export async function startServer(
       log,
     };
     lifecycleOptions.secretEnv = secretEnv;
+    // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/warm-pool.ts).
+    const warmPools = new WarmPools({
+      store,
+      runners: hub,
+      log,
+      ...(lifecycleOptions.secretEnv ? { secretEnv: lifecycleOptions.secretEnv } : {}),
+    });
+    lifecycleOptions.warmPools = warmPools;
     const lifecycle = new Lifecycle(lifecycleOptions);
+    warmPools.start();
+    shutdown.signal.addEventListener("abort", () => warmPools.stop());
     harness = await startHarness({
       databasePath: join(config.dataDir, "agent-sessions.db"),
       store,
@@ -90,6 +101,7 @@ export async function startServer(
       journal,
       runners: hub,
       sessions: lifecycle.sessions,
+      warmPools,
       log,
       secretEnv,
       requestTimeoutMs: config.requestTimeoutMs,
@@ -109,6 +121,10 @@ export async function startServer(
     };
     if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
     appOptions.harness = harness.routes;
+    // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
+    const placeWaiting = harness.resyncUnsettled;
+    hub.onRunnerAttached(placeWaiting);
+    appOptions.runnerAdmin = { runners: hub, onPlacementChanged: placeWaiting };
     appOptions.metrics = observability.metrics;
     appOptions.metricsPublic = config.metricsPublic ?? false;
     const app = buildApp(appOptions);

@@ -11,6 +11,7 @@ import {
 } from "../contracts/harness-session.ts";
 import { Agent, API_VERSION, AgentRuntime } from "../contracts/resources.ts";
 import { Rpc, type RpcMethod } from "../contracts/rpc.ts";
+import { RunnerInfo, RunnerList } from "../contracts/runners.ts";
 
 /** A JSON Schema / OpenAPI object as plain JSON. */
 export type JsonObject = { [key: string]: unknown };
@@ -85,6 +86,8 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.AgentRunInput = schemaOf(AgentRunInput, "input");
   schemas.AgentRun = schemaOf(AgentRun, "output");
   schemas.Frame = schemaOf(Frame, "output");
+  schemas.RunnerInfo = schemaOf(RunnerInfo, "output");
+  schemas.RunnerList = schemaOf(RunnerList, "output");
   return schemas;
 }
 
@@ -205,6 +208,53 @@ function resourcePaths(): Record<string, JsonObject> {
   return paths;
 }
 
+/** The runner admin API: list, drain, undrain (admin token; runners themselves only dial /v1/runners/connect). */
+function runnerPaths(): Record<string, JsonObject> {
+  const runnerParam = {
+    name: "runner",
+    in: "path",
+    required: true,
+    description: "the runner's name (`agent-sessions runner --name`) or id",
+    schema: { type: "string", pattern: "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", maxLength: 128 },
+  };
+  const action = (verb: "drain" | "undrain", description: string) => ({
+    parameters: [runnerParam],
+    post: {
+      operationId: `${verb}Runner`,
+      tags: ["runners"],
+      description,
+      responses: { "200": ok(`the runner after ${verb}`, ref("RunnerInfo")), ...errors },
+    },
+  });
+  return {
+    "/v1/runners": {
+      get: {
+        operationId: "listRunners",
+        tags: ["runners"],
+        description:
+          "Every runner that has attached to this server: capacity, labels, load (workspaces placed on it), live sessions, connected, draining.",
+        responses: { "200": ok("the runners", ref("RunnerList")), ...errors },
+      },
+    },
+    "/v1/runners/{runner}": {
+      parameters: [runnerParam],
+      get: {
+        operationId: "getRunner",
+        tags: ["runners"],
+        responses: { "200": ok("the runner", ref("RunnerInfo")), ...errors },
+      },
+    },
+    "/v1/runners/{runner}:drain": action(
+      "drain",
+      "No new workspace is placed on the runner; its live sessions stay and keep serving. Idempotent; kept across server restarts.",
+    ),
+    "/v1/runners/{runner}:undrain": action(
+      "undrain",
+      "The runner takes new placements again; HarnessSessions waiting for a runner are reconsidered.",
+    ),
+  };
+}
+
 function operationalPaths(): Record<string, JsonObject> {
   const status = (value: string) => ({
     type: "object",
@@ -281,7 +331,7 @@ export function buildOpenApiDocument(): JsonObject {
         "Persistent, isolated per-agent sessions. Lifecycle RPCs, kubectl-style resources, the request proxy and the event stream. Errors carry gRPC canonical codes.",
     },
     security: [{ bearer: [] }],
-    paths: { ...operationalPaths(), ...rpcPaths(), ...resourcePaths() },
+    paths: { ...operationalPaths(), ...rpcPaths(), ...resourcePaths(), ...runnerPaths() },
     components: {
       securitySchemes: {
         bearer: {

@@ -30,9 +30,12 @@ export class ProvisionRecorder implements RunnerDirectory {
     timeoutMs?: number,
   ): Promise<CommandOutcome<C>> {
     const outcome = await this.#inner.command(runnerId, command, timeoutMs);
-    if (command.kind === "provision" && outcome.ok) {
-      const digest = (outcome.result as { resolved_image_digest?: string }).resolved_image_digest;
-      if (digest) this.#digests.set(command.container_name, digest);
+    if ((command.kind === "provision" || command.kind === "claim_warm") && outcome.ok) {
+      const result = outcome.result as { container_name?: string; resolved_image_digest?: string };
+      // A warm-pool claim names its container in the result.
+      const container = command.kind === "provision" ? command.container_name : result.container_name;
+      if (result.resolved_image_digest && container)
+        this.#digests.set(container, result.resolved_image_digest);
     }
     return outcome;
   }

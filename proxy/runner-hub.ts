@@ -67,6 +67,7 @@ export class RunnerHub {
   /** Attach, detach and expiry of one runner never interleave. */
   readonly #runnerMutex = new KeyedMutex();
   readonly #heartbeat: NodeJS.Timeout;
+  readonly #attachListeners = new Set<(runner: RunnerRecord) => void>();
   #closing = false;
 
   constructor(options: RunnerHubOptions) {
@@ -109,6 +110,18 @@ export class RunnerHub {
 
   isConnected(runnerId: string): boolean {
     return this.#connections.get(runnerId)?.available === true;
+  }
+
+  /** The drain flag changed in the store: connected runners report it from now on. */
+  noteDraining(runnerId: string, draining: boolean): void {
+    const connection = this.#connections.get(runnerId);
+    if (connection?.runner) connection.runner = { ...connection.runner, draining };
+  }
+
+  /** Told each time a runner is attached and reconciled (it may take work waiting for a runner). */
+  onRunnerAttached(listener: (runner: RunnerRecord) => void): () => void {
+    this.#attachListeners.add(listener);
+    return () => this.#attachListeners.delete(listener);
   }
 
   /**
@@ -306,11 +319,22 @@ export class RunnerHub {
         runner_id: id,
         runner_name: runner.runner_name,
         engine: runner.engine,
+        capacity: runner.capacity,
+        labels: runner.labels,
+        draining: runner.draining,
         sessions: hello.sessions.length,
       });
       return toStop;
     });
     for (const sessionId of stops) this.#stopOnRunner(id, sessionId);
+    if (connection.available)
+      for (const listener of this.#attachListeners) {
+        try {
+          listener(runner);
+        } catch (error) {
+          this.#log("error", "runner attach listener failed", { error: String(error) });
+        }
+      }
   }
 
   /** PROTOCOL.md §3: the store follows the runner's authoritative set. Returns sessions to stop there. */

@@ -8,6 +8,7 @@ import type {
   RemoveAgentWorkspaceRequest,
   RemoveAgentWorkspaceResponse,
 } from "../contracts/rpc.ts";
+import type { RunnerSelector } from "../contracts/runners.ts";
 import { SessionReasons } from "../contracts/session-reasons.ts";
 import { workloadName } from "../contracts/session-spec.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
@@ -18,6 +19,7 @@ import type { SessionJournal } from "./session-journal.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
 import { LIVE_STATES } from "./session-states.ts";
 import { SingleFlight } from "./single-flight.ts";
+import type { WarmPools } from "./warm-pools.ts";
 import type { Store, WorkspaceRecord } from "./store/store.ts";
 import { workspaceName as workspaceNameFor } from "./workspace-name.ts";
 
@@ -34,6 +36,8 @@ export type WorkspacesOptions = {
   log: Logger;
   /** The environment offered to sessions (offeredCredentialEnv), where `secretRef` credentials are read. @default none */
   secretEnv?: Record<string, string | undefined>;
+  /** Where a new workspace is claimed from before provisioning one (runner/warm-pool.ts). */
+  warmPools?: WarmPools;
 };
 
 /**
@@ -48,6 +52,7 @@ export class Workspaces {
   readonly #secretEnv: Record<string, string | undefined>;
   /** Retries of one client_request_id share one execution. */
   readonly #flight = new SingleFlight();
+  readonly #warmPools: WarmPools | undefined;
   /** One provisioning or removal per `(agent, workstream)` at a time in this process. */
   readonly #mutex = new KeyedMutex();
 
@@ -56,6 +61,7 @@ export class Workspaces {
     this.#runners = options.runners;
     this.#journal = options.journal;
     this.#log = options.log;
+    this.#warmPools = options.warmPools;
     this.#secretEnv = options.secretEnv ?? {};
   }
 
@@ -98,7 +104,15 @@ export class Workspaces {
 
     // From here on something is provisioned: every check that can refuse comes first.
     const { agent, runtime } = await this.#resolveAgent(agentRef);
-    const runnerId = existing ? existing.runner_id : await this.#place();
+    if (!existing) {
+      const claimed = await this.#fromWarmPool(agentRef, request, agent, runtime);
+      if (claimed) {
+        if (requestId) await this.#claim(requestId, fingerprint, claimed.container_name);
+        return response(claimed, true);
+      }
+    }
+    // A workspace already placed stays on its runner (a draining one too: nothing moves).
+    const runnerId = existing ? existing.runner_id : await this.#place(request.runner_selector);
     const runner = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
     if (!runner)
       throw new CodedError(
@@ -217,12 +231,75 @@ export class Workspaces {
     return { agent, runtime };
   }
 
-  async #place(): Promise<string> {
+  /**
+   * A new workspace claimed from the Agent's warm pool: recorded under the container name and
+   * spec the runner returns (the pool entry's own, never re-derived from agent and workstream),
+   * then an ordinary workspace of this account. Undefined when there is no pool or no ready entry:
+   * the caller provisions the slow way.
+   */
+  async #fromWarmPool(
+    agentRef: string,
+    request: ProvisionRequest,
+    agent: Agent,
+    runtime: AgentRuntime,
+  ): Promise<WorkspaceRecord | undefined> {
+    const target = await this.#warmPools?.target(agent, runtime);
+    if (!target) return undefined;
+    const outcome = await this.#runners.command(target.runnerId, {
+      kind: "claim_warm",
+      pool: target.pool,
+      fingerprint: target.fingerprint,
+    });
+    if (!outcome.ok) {
+      if (outcome.error.code !== "NOT_FOUND")
+        this.#log("warn", "claiming a warm workspace failed", {
+          agent_ref: agentRef,
+          code: outcome.error.code,
+        });
+      return undefined;
+    }
+    const claimed = outcome.result;
+    try {
+      await this.#insert({
+        container_name: claimed.container_name,
+        agent_ref: agentRef,
+        workstream: request.workstream,
+        client_request_id: request.client_request_id || `generated-${randomUUID()}`,
+        runner_id: target.runnerId,
+        spec: claimed.spec,
+        adapter_token: claimed.adapter_token,
+      });
+    } catch (error) {
+      // Claimed but not recorded: destroy it rather than leave an orphan.
+      await this.#runners.command(target.runnerId, {
+        kind: "remove",
+        container_name: claimed.container_name,
+      });
+      throw error;
+    }
+    const ready = await this.#store.updateWorkspace(claimed.container_name, {
+      status: "ready",
+      endpoint: claimed.endpoint,
+    });
+    this.#log("info", "workspace claimed from the warm pool", {
+      agent_ref: agentRef,
+      container_name: claimed.container_name,
+    });
+    return ready;
+  }
+
+  /** A runner for a new workspace: labels matching `selector`, not draining, with room (placement.ts). */
+  async #place(selector: RunnerSelector | undefined): Promise<string> {
     const load = new Map<string, number>();
     for (const w of await this.#store.listWorkspaces())
       load.set(w.runner_id, (load.get(w.runner_id) ?? 0) + 1);
-    const placement = chooseRunner(this.#runners.connectedRunners(), load);
-    if (!placement.ok) throw new CodedError(placement.code, placement.message);
+    // The drain flag is the store's: an admin may have set it after the runner attached.
+    const stored = new Map((await this.#store.listRunners()).map((r) => [r.runner_id, r]));
+    const connected = this.#runners
+      .connectedRunners()
+      .map((r) => ({ ...r, draining: stored.get(r.runner_id)?.draining ?? r.draining }));
+    const placement = chooseRunner(connected, load, selector);
+    if (!placement.ok) throw new CodedError(placement.code, placement.message, placement.details);
     return placement.runner.runner_id;
   }
 

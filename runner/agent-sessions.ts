@@ -27,6 +27,18 @@ type Entry = {
   exitReason?: { reason: ExitReason; detail: string };
 };
 
+/**
+ * An agent started ahead in a warm-pool workspace (runner/warm-pool.ts) that no session owns
+ * yet: its frames are held until a session adopts it, then go out under that session's id.
+ */
+type WarmAgent = {
+  process: AgentProcess;
+  /** Frames before adoption (bounded). */
+  held: AgentFrame[];
+  deliver?: (frame: AgentFrame) => void;
+};
+const HELD_FRAMES_MAX = 64;
+
 /** The reference runtime's agent; a runtime may declare its own. */
 export const DEFAULT_AGENT_COMMAND = ["/bin/node", "/app/reference/agent.ts"];
 const READY_TIMEOUT_MS = 15_000;
@@ -37,6 +49,8 @@ export class AgentSessions {
   readonly #driver: EngineDriver;
   readonly #events: SessionEvents;
   readonly #entries = new Map<string, Entry>();
+  /** Pre-started agents by workspace (not in the session set until adopted). */
+  readonly #warm = new Map<string, WarmAgent>();
 
   constructor(driver: EngineDriver, events: SessionEvents) {
     this.#driver = driver;
@@ -108,6 +122,8 @@ export class AgentSessions {
         `workspace ${containerName} already runs session ${live.sessionId}`,
       );
     if (live) return live.state;
+    const warm = this.#warm.get(containerName);
+    if (warm) return this.#adopt(sessionId, containerName, warm);
     const entry: Entry = {
       sessionId,
       containerName,
@@ -122,16 +138,7 @@ export class AgentSessions {
       firstFrame = r;
     });
     const onLine = (line: string) => {
-      const parsed = parseAgentLine(line);
-      // A malformed line becomes an error frame; it never crashes the relay.
-      const frame: AgentFrame = parsed.ok
-        ? parsed.frame
-        : {
-            protocol: "compass.v1",
-            type: "error",
-            payload: { message: "malformed agent output", reason: parsed.reason },
-          };
-      this.#events.frame(sessionId, frame);
+      this.#events.frame(sessionId, frameOf(line));
       firstFrame();
     };
     let proc: AgentProcess;
@@ -163,6 +170,78 @@ export class AgentSessions {
       );
     }
     throw new CodedError("FAILED_PRECONDITION", `agent in ${containerName} exited during start`);
+  }
+
+  /**
+   * Starts the agent of a workspace no session owns yet (a warm-pool entry) and resolves once its
+   * first frame arrived; the next `start` in that workspace adopts it at once (no exec on the
+   * claim path). Throws when it sends nothing in time or exits.
+   */
+  async prestart(containerName: string, command: string[] = DEFAULT_AGENT_COMMAND): Promise<void> {
+    if (this.#warm.has(containerName) || this.#live(containerName)) return;
+    let firstFrame!: () => void;
+    const ready = new Promise<void>((r) => {
+      firstFrame = r;
+    });
+    const held: AgentFrame[] = [];
+    let warm: WarmAgent | undefined;
+    const proc = await this.#driver.startAgent(containerName, command, {
+      onLine: (line) => {
+        const frame = frameOf(line);
+        if (warm?.deliver) warm.deliver(frame);
+        else if (held.length < HELD_FRAMES_MAX) held.push(frame);
+        firstFrame();
+      },
+    });
+    warm = { process: proc, held };
+    const started = warm;
+    void proc.exited.then(() => {
+      if (this.#warm.get(containerName) === started) this.#warm.delete(containerName);
+    });
+    const outcome = await Promise.race([
+      ready.then(() => "ready" as const),
+      proc.exited.then(() => "exited" as const),
+      new Promise<"timeout">((r) => setTimeout(() => r("timeout"), READY_TIMEOUT_MS)),
+    ]);
+    if (outcome !== "ready") {
+      await proc.stop();
+      throw new CodedError(
+        outcome === "timeout" ? "DEADLINE_EXCEEDED" : "FAILED_PRECONDITION",
+        `pre-started agent in ${containerName} ${outcome === "timeout" ? "sent no frame in time" : "exited"}`,
+      );
+    }
+    this.#warm.set(containerName, started);
+  }
+
+  /** True while a pre-started agent waits in the workspace. */
+  hasWarm(containerName: string): boolean {
+    return this.#warm.has(containerName);
+  }
+
+  /** Ends a pre-started agent nobody adopted (its workspace is about to go). */
+  async discardWarm(containerName: string): Promise<void> {
+    const warm = this.#warm.get(containerName);
+    this.#warm.delete(containerName);
+    await warm?.process.stop();
+  }
+
+  /** A session takes over a pre-started agent: its held frames, then READY. */
+  #adopt(sessionId: string, containerName: string, warm: WarmAgent): SessionState {
+    this.#warm.delete(containerName);
+    const entry: Entry = {
+      sessionId,
+      containerName,
+      state: "STARTING",
+      process: warm.process,
+      deliberate: false,
+      startedAt: Date.now(),
+    };
+    this.#entries.set(sessionId, entry);
+    warm.deliver = (frame) => this.#events.frame(sessionId, frame);
+    for (const frame of warm.held.splice(0)) this.#events.frame(sessionId, frame);
+    void warm.process.exited.then(({ exitCode }) => this.#onAgentExit(entry, exitCode));
+    this.#set(entry, "READY");
+    return "READY";
   }
 
   /** Deliberate stop; idempotent, fine for unknown ids. */
@@ -230,4 +309,16 @@ export class AgentSessions {
     }
     this.#set(entry, "ERRORED", exitCode === null ? "AgentExited" : `AgentExited(${exitCode})`);
   }
+}
+
+/** An agent's stdout line as a frame; a malformed line becomes an error frame (never a crash). */
+function frameOf(line: string): AgentFrame {
+  const parsed = parseAgentLine(line);
+  return parsed.ok
+    ? parsed.frame
+    : {
+        protocol: "compass.v1",
+        type: "error",
+        payload: { message: "malformed agent output", reason: parsed.reason },
+      };
 }

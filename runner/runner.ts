@@ -11,6 +11,7 @@ import type { EngineDriver } from "./driver.ts";
 import { RunnerLink } from "./link.ts";
 import { Relays } from "./relay.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./session-file.ts";
+import { WARM_POOL_FILE_NAME, WarmPool } from "./warm-pool.ts";
 
 export type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
 
@@ -31,6 +32,8 @@ export class Runner {
   readonly #tokens = new Map<string, string>();
   /** The session set survives a restart of this process (runner/session-file.ts). */
   readonly #sessionFile: SessionFile;
+  /** Workspaces provisioned ahead (runner/warm-pool.ts), as the server's `warm_pools` asks. */
+  readonly #pool: WarmPool;
   #unwatch: (() => void) | undefined;
 
   constructor(config: RunnerConfig, driver: EngineDriver, log: Log = jsonLog("runner")) {
@@ -53,6 +56,12 @@ export class Runner {
           this.#log("error", "saving the session set failed", { error: String(error) });
         }
       },
+    });
+    this.#pool = new WarmPool({
+      driver,
+      agents: this.sessions,
+      log,
+      stateFile: join(config.dataDir, WARM_POOL_FILE_NAME),
     });
     this.link = new RunnerLink(
       {
@@ -78,11 +87,13 @@ export class Runner {
       const failed = await this.sessions.restore(saved);
       this.#log("info", "session set restored", { saved: saved.length, failed });
     }
+    this.#pool.start();
     this.link.start();
   }
 
   stop(): void {
     this.link.close();
+    this.#pool.stop();
     this.#unwatch?.();
   }
 
@@ -110,6 +121,11 @@ export class Runner {
         };
       }
       case "start":
+        if (this.#pool.isUnclaimed(command.container_name))
+          throw new CodedError(
+            "FAILED_PRECONDITION",
+            `workspace ${command.container_name} is an unclaimed warm-pool entry`,
+          );
         return { state: await this.sessions.start(command.session_id, command.container_name) };
       case "stop":
         return { state: await this.sessions.stop(command.session_id) };
@@ -148,6 +164,19 @@ export class Runner {
       }
       case "cancel_relay":
         return { cancelled: await this.#relays.cancel(command.relay_id) };
+      case "warm_pools":
+        return { ready: this.#pool.configure(command.pools) };
+      case "claim_warm": {
+        const entry = this.#pool.claim(command.pool, command.fingerprint);
+        this.#tokens.set(entry.containerName, entry.adapterToken);
+        return {
+          container_name: entry.containerName,
+          spec: entry.spec,
+          adapter_token: entry.adapterToken,
+          endpoint: entry.endpoint,
+          resolved_image_digest: entry.resolvedImageDigest,
+        };
+      }
       case "run_once": {
         if (!this.#driver.runOnce)
           throw new CodedError("UNIMPLEMENTED", `the ${this.#driver.engine} driver has no one-shot runs`);

@@ -2,9 +2,14 @@ import { resolve } from "node:path";
 import { UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
 
-const USAGE = "runner --server URL [--data-dir DIR] [--engine docker|kubernetes] [--name NAME]";
+const USAGE =
+  "runner --server URL [--data-dir DIR] [--engine docker|kubernetes] [--name NAME] [--capacity N] [--label KEY=VALUE]...";
 
-/** `runner`: a standalone runner dialing the server (token: $AGENT_SESSIONS_RUNNER_TOKEN). */
+/**
+ * `runner`: a standalone runner dialing the server (token: $AGENT_SESSIONS_RUNNER_TOKEN). It
+ * advertises `--capacity` (workspaces it takes; $AGENT_SESSIONS_RUNNER_CAPACITY, default 100) and
+ * `--label`s (repeatable, or comma-separated; $AGENT_SESSIONS_RUNNER_LABELS) for placement.
+ */
 export const runner: Command = {
   name: "runner",
   usage: USAGE,
@@ -13,20 +18,41 @@ export const runner: Command = {
     const { values } = parseCommand(argv, USAGE, {
       engine: { type: "string" },
       name: { type: "string" },
+      capacity: { type: "string" },
+      label: { type: "string", multiple: true },
     });
     if (!values.server && !process.env.AGENT_SESSIONS_SERVER_URL)
       throw new UsageError("--server URL is required");
     if (values.engine !== undefined && values.engine !== "docker" && values.engine !== "kubernetes")
       throw new UsageError("--engine must be docker or kubernetes");
+    const capacity = values.capacity === undefined ? undefined : Number(values.capacity);
+    if (capacity !== undefined && !(Number.isInteger(capacity) && capacity > 0))
+      throw new UsageError(`--capacity must be a positive integer, got ${values.capacity}`);
     const { parseRunnerConfig, startRunner } = await import("../../runner/main.ts");
-    const r = await startRunner(
-      parseRunnerConfig(process.env, {
-        ...(values.server ? { serverUrl: values.server } : {}),
-        dataDir: values["data-dir"] ?? resolve(".data/runner"),
-        ...(values.engine ? { engine: values.engine } : {}),
-        ...(values.name ? { name: values.name } : {}),
-      }),
-    );
+    const { parseLabelPairs, RunnerConfig } = await import("../../runner/config.ts");
+    let labels: Record<string, string> | undefined;
+    try {
+      labels = values.label ? parseLabelPairs(values.label) : undefined;
+    } catch (error) {
+      throw new UsageError(`--label: ${(error as Error).message}`);
+    }
+    const overrides = {
+      ...(values.server ? { serverUrl: values.server } : {}),
+      dataDir: values["data-dir"] ?? resolve(".data/runner"),
+      ...(values.engine ? { engine: values.engine as "docker" | "kubernetes" } : {}),
+      ...(values.name ? { name: values.name } : {}),
+      ...(capacity !== undefined ? { capacity } : {}),
+      ...(labels ? { labels } : {}),
+    };
+    // Names and labels are checked before anything starts: a usage error, not a crash.
+    for (const field of ["name", "labels"] as const) {
+      const checked = RunnerConfig.shape[field].safeParse(overrides[field]);
+      if (overrides[field] !== undefined && !checked.success)
+        throw new UsageError(
+          `--${field === "name" ? "name" : "label"}: ${checked.error.issues.map((i) => `${i.path.join(".") || field} ${i.message}`).join("; ")}`,
+        );
+    }
+    const r = await startRunner(parseRunnerConfig(process.env, overrides));
     const stop = () => {
       r.stop();
       process.exit(0);

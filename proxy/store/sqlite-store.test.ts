@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -131,6 +132,64 @@ describe("SqliteStore", () => {
       capacity: 2,
       labels: { a: "b" },
     });
+  });
+
+  it("keeps a runner's drain flag across its reconnects, and finds runners by name or id", async () => {
+    const a = await store.registerRunner({ runner_name: "a", engine: "docker", capacity: 1, labels: {} });
+    await store.registerRunner({ runner_name: "b", engine: "docker", capacity: 1, labels: {} });
+    expect(a.draining).toBe(false);
+    expect(await store.setRunnerDraining(a.runner_id, true)).toMatchObject({
+      runner_name: "a",
+      draining: true,
+    });
+    // The runner says hello again (with other labels): the server's drain flag stays.
+    const again = await store.registerRunner({
+      runner_name: "a",
+      engine: "docker",
+      capacity: 3,
+      labels: { zone: "x" },
+    });
+    expect(again).toMatchObject({
+      runner_id: a.runner_id,
+      capacity: 3,
+      labels: { zone: "x" },
+      draining: true,
+    });
+    expect((await store.listRunners()).map((r) => [r.runner_name, r.draining])).toEqual([
+      ["a", true],
+      ["b", false],
+    ]);
+    expect(await store.findRunner("a")).toMatchObject({ runner_id: a.runner_id });
+    expect(await store.findRunner(a.runner_id)).toMatchObject({ runner_name: "a" });
+    expect(await store.findRunner("nobody")).toBeUndefined();
+    expect(await store.setRunnerDraining("runner-none", true)).toBeUndefined();
+    expect(await store.setRunnerDraining(a.runner_id, false)).toMatchObject({ draining: false });
+  });
+
+  it("adds the drain flag to a runners table made before it existed, keeping its rows", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-sessions-store-"));
+    try {
+      const path = join(dir, "db.sqlite");
+      const old = new DatabaseSync(path);
+      old.exec(`CREATE TABLE runners (
+        runner_id TEXT PRIMARY KEY, runner_name TEXT NOT NULL UNIQUE, engine TEXT NOT NULL,
+        capacity INTEGER NOT NULL, labels TEXT NOT NULL, last_seen_at TEXT NOT NULL);
+        INSERT INTO runners VALUES ('runner-old', 'old', 'docker', 2, '{"zone":"a"}', '2026-01-01T00:00:00.000Z');`);
+      old.close();
+      const migrated = new SqliteStore(path);
+      expect(await migrated.findRunner("old")).toMatchObject({
+        runner_id: "runner-old",
+        labels: { zone: "a" },
+        draining: false,
+      });
+      expect(await migrated.setRunnerDraining("runner-old", true)).toMatchObject({ draining: true });
+      await migrated.close();
+      const reopened = new SqliteStore(path);
+      expect(await reopened.findRunner("old")).toMatchObject({ draining: true });
+      await reopened.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("survives a reopen of its file (WAL)", async () => {

@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS resources (
 );
 CREATE TABLE IF NOT EXISTS runners (
   runner_id TEXT PRIMARY KEY, runner_name TEXT NOT NULL UNIQUE, engine TEXT NOT NULL,
-  capacity INTEGER NOT NULL, labels TEXT NOT NULL, last_seen_at TEXT NOT NULL
+  capacity INTEGER NOT NULL, labels TEXT NOT NULL, last_seen_at TEXT NOT NULL,
+  draining INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS workspaces (
   container_name TEXT PRIMARY KEY, agent_ref TEXT NOT NULL, workstream TEXT NOT NULL,
@@ -80,6 +81,14 @@ export class SqliteStore implements Store {
     this.#now = options.now ?? (() => new Date());
     this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
     this.#db.exec(SCHEMA);
+    this.#migrate();
+  }
+
+  /** Columns added after a table was first created (CREATE TABLE IF NOT EXISTS leaves old tables as they are). */
+  #migrate(): void {
+    const columns = this.#all("PRAGMA table_info(runners)").map((row) => String(row.name));
+    if (!columns.includes("draining"))
+      this.#db.exec("ALTER TABLE runners ADD COLUMN draining INTEGER NOT NULL DEFAULT 0");
   }
 
   get isOpen(): boolean {
@@ -123,11 +132,15 @@ export class SqliteStore implements Store {
     return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
   }
 
-  async listResources(kind: ResourceKind, namespace: string): Promise<Resource[]> {
-    return this.#all("SELECT body FROM resources WHERE kind = ? AND namespace = ? ORDER BY name", [
-      kind,
-      namespace,
-    ]).map((row) => JSON.parse(String(row.body)) as Resource);
+  async listResources(kind: ResourceKind, namespace: string | undefined): Promise<Resource[]> {
+    const rows =
+      namespace === undefined
+        ? this.#all("SELECT body FROM resources WHERE kind = ? ORDER BY namespace, name", [kind])
+        : this.#all("SELECT body FROM resources WHERE kind = ? AND namespace = ? ORDER BY name", [
+            kind,
+            namespace,
+          ]);
+    return rows.map((row) => JSON.parse(String(row.body)) as Resource);
   }
 
   async deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
@@ -140,7 +153,9 @@ export class SqliteStore implements Store {
 
   // ── runners ──────────────────────────────────────────────────────────────────────────────
 
-  async registerRunner(runner: Omit<RunnerRecord, "runner_id" | "last_seen_at">): Promise<RunnerRecord> {
+  async registerRunner(
+    runner: Omit<RunnerRecord, "runner_id" | "last_seen_at" | "draining">,
+  ): Promise<RunnerRecord> {
     const row = this.#get(
       `INSERT INTO runners (runner_id, runner_name, engine, capacity, labels, last_seen_at) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (runner_name) DO UPDATE SET engine = excluded.engine, capacity = excluded.capacity,
@@ -156,14 +171,26 @@ export class SqliteStore implements Store {
       ],
     );
     if (!row) throw new Error("runner upsert returned no row");
-    return {
-      runner_id: String(row.runner_id),
-      runner_name: String(row.runner_name),
-      engine: String(row.engine) as RunnerRecord["engine"],
-      capacity: Number(row.capacity),
-      labels: JSON.parse(String(row.labels)) as Record<string, string>,
-      last_seen_at: String(row.last_seen_at),
-    };
+    return toRunner(row);
+  }
+
+  async listRunners(): Promise<RunnerRecord[]> {
+    return this.#all("SELECT * FROM runners ORDER BY runner_name").map(toRunner);
+  }
+
+  async findRunner(nameOrId: string): Promise<RunnerRecord | undefined> {
+    const row =
+      this.#get("SELECT * FROM runners WHERE runner_name = ?", [nameOrId]) ??
+      this.#get("SELECT * FROM runners WHERE runner_id = ?", [nameOrId]);
+    return row ? toRunner(row) : undefined;
+  }
+
+  async setRunnerDraining(runnerId: string, draining: boolean): Promise<RunnerRecord | undefined> {
+    const row = this.#get("UPDATE runners SET draining = ? WHERE runner_id = ? RETURNING *", [
+      draining ? 1 : 0,
+      runnerId,
+    ]);
+    return row ? toRunner(row) : undefined;
   }
 
   // ── idempotency keys ─────────────────────────────────────────────────────────────────────
@@ -430,6 +457,18 @@ export class SqliteStore implements Store {
 
 function optionalString(value: SQLOutputValue | undefined): string | undefined {
   return value === null || value === undefined ? undefined : String(value);
+}
+
+function toRunner(row: Row): RunnerRecord {
+  return {
+    runner_id: String(row.runner_id),
+    runner_name: String(row.runner_name),
+    engine: String(row.engine) as RunnerRecord["engine"],
+    capacity: Number(row.capacity),
+    labels: JSON.parse(String(row.labels)) as Record<string, string>,
+    draining: Number(row.draining) === 1,
+    last_seen_at: String(row.last_seen_at),
+  };
 }
 
 function toIdempotency(row: Row): IdempotencyRecord {

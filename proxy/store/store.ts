@@ -15,12 +15,24 @@ export interface Store {
 
   putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }>;
   getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
-  listResources(kind: ResourceKind, namespace: string): Promise<Resource[]>;
+  /** One namespace's, or every namespace's when `namespace` is undefined. */
+  listResources(kind: ResourceKind, namespace: string | undefined): Promise<Resource[]>;
   /** The deleted resource, or undefined when there was none. */
   deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
 
-  /** Upsert by `runner_name`: a runner keeps its id across reconnects and server restarts. */
-  registerRunner(runner: Omit<RunnerRecord, "runner_id" | "last_seen_at">): Promise<RunnerRecord>;
+  /**
+   * Upsert by `runner_name`: a runner keeps its id across reconnects and server restarts. Capacity,
+   * labels and engine follow what it says now; `draining` is the server's and is kept.
+   */
+  registerRunner(
+    runner: Omit<RunnerRecord, "runner_id" | "last_seen_at" | "draining">,
+  ): Promise<RunnerRecord>;
+  /** Every runner that ever attached, by name. */
+  listRunners(): Promise<RunnerRecord[]>;
+  /** A runner by its name, else by its id. */
+  findRunner(nameOrId: string): Promise<RunnerRecord | undefined>;
+  /** Set (or clear) the drain flag; undefined when there is no such runner. */
+  setRunnerDraining(runnerId: string, draining: boolean): Promise<RunnerRecord | undefined>;
 
   /** Claim `(scope, key)`; when it exists already, the existing record and nothing written. */
   claimIdempotencyKey(record: Omit<IdempotencyRecord, "created_at">): Promise<ClaimResult>;
@@ -70,6 +82,8 @@ export type RunnerRecord = {
   engine: Engine;
   capacity: number;
   labels: Record<string, string>;
+  /** Keeps its live sessions but takes no new placement (set by an admin, survives restarts). */
+  draining: boolean;
   last_seen_at: string;
 };
 

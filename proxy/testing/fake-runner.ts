@@ -19,6 +19,7 @@ export type FakeRunnerOptions = {
   name?: string;
   engine?: "docker" | "kubernetes";
   capacity?: number;
+  labels?: Record<string, string>;
   sessions?: RunnerSessionReport[];
   /** Answer pings (turn off to test missed heartbeats). @default true */
   answerPings?: boolean;
@@ -74,7 +75,7 @@ export class FakeRunner {
           payload: {
             runner_name: options.name ?? "fake",
             capacity: options.capacity ?? 10,
-            labels: {},
+            labels: options.labels ?? {},
             engine: options.engine ?? "docker",
             sessions: options.sessions ?? [],
           },

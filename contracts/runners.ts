@@ -1,0 +1,93 @@
+import { z } from "zod";
+
+/**
+ * Runners as placement targets: the labels a runner advertises, the selector a workspace asks
+ * for, and the admin view of a runner (`GET /v1/runners`). Labels follow Kubernetes' syntax so a
+ * selector reads the same on both engines.
+ */
+
+/** A runner's name (`agent-sessions runner --name`, default the host name): its identity across reconnects. */
+export const RunnerName = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, "letters, digits, '-', '_' and '.' only");
+
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_PREFIX = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** `name` or `prefix/name` (prefix a DNS subdomain of at most 253, name at most 63 characters). */
+export const LabelKey = z
+  .string()
+  .min(1)
+  .max(317)
+  .refine(
+    (key) => {
+      const slash = key.lastIndexOf("/");
+      const name = slash < 0 ? key : key.slice(slash + 1);
+      const prefix = slash < 0 ? undefined : key.slice(0, slash);
+      return (
+        LABEL_NAME.test(name) && (prefix === undefined || (prefix.length <= 253 && LABEL_PREFIX.test(prefix)))
+      );
+    },
+    { message: "must be NAME or PREFIX/NAME (NAME: up to 63 of letters, digits, '-', '_', '.')" },
+  );
+/** Empty, or up to 63 of letters, digits, '-', '_', '.' starting and ending alphanumeric. */
+export const LabelValue = z
+  .string()
+  .max(63)
+  .regex(/^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/, "up to 63 of letters, digits, '-', '_', '.'");
+
+/** What a runner advertises (`--label key=value`). */
+export const RunnerLabels = z
+  .record(LabelKey, LabelValue)
+  .refine((labels) => Object.keys(labels).length <= 64, { message: "at most 64 labels" });
+export type RunnerLabels = z.infer<typeof RunnerLabels>;
+
+/** Equality-based selector: a runner matches when it has every key with the same value. `{}` matches any. */
+export const RunnerSelector = z
+  .record(LabelKey, LabelValue)
+  .refine((selector) => Object.keys(selector).length <= 16, { message: "at most 16 labels" });
+export type RunnerSelector = z.infer<typeof RunnerSelector>;
+
+export function selectorMatches(selector: RunnerSelector | undefined, labels: RunnerLabels): boolean {
+  if (!selector) return true;
+  return Object.entries(selector).every(
+    ([key, value]) => Object.hasOwn(labels, key) && labels[key] === value,
+  );
+}
+
+/** `{zone=b,gpu=true}`: how messages name a selector or a runner's labels. */
+export function formatLabels(labels: Record<string, string> | undefined): string {
+  return `{${Object.entries(labels ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",")}}`;
+}
+
+/** One runner as the admin API shows it. */
+export const RunnerInfo = z.object({
+  runner_id: z.string(),
+  runner_name: z.string(),
+  engine: z.enum(["docker", "kubernetes"]),
+  /** How many workspaces it takes. */
+  capacity: z.number().int().nonnegative(),
+  labels: z.record(z.string(), z.string()),
+  /** Workspaces placed on it (any state: a stopped session's workspace keeps its place). */
+  load: z.number().int().nonnegative(),
+  /** Its agent sessions that are not STOPPED or ERRORED. */
+  live_sessions: z.number().int().nonnegative(),
+  /** Attached now (a runner that dialed once is remembered after it goes away). */
+  connected: z.boolean(),
+  /** Keeps its live sessions but takes no new placement; survives server restarts. */
+  draining: z.boolean(),
+  /** When it last said hello. */
+  last_seen_at: z.string(),
+});
+export type RunnerInfo = z.infer<typeof RunnerInfo>;
+
+export const RunnerList = z.object({ items: z.array(RunnerInfo) });
+export type RunnerList = z.infer<typeof RunnerList>;
+
+/** `POST /v1/runners/{runner}:drain` and `:undrain`; `{runner}` is a runner's name or id. */
+export const RunnerAction = z.enum(["drain", "undrain"]);
+export type RunnerAction = z.infer<typeof RunnerAction>;

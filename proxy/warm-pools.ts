@@ -1,0 +1,174 @@
+import { createHash } from "node:crypto";
+import type { Agent, AgentRuntime } from "../contracts/resources.ts";
+import type { RunnerCommand } from "../contracts/runner-protocol.ts";
+import type { Logger } from "./log.ts";
+import { chooseRunner } from "./placement.ts";
+import type { RunnerDirectory } from "./runner-directory.ts";
+import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
+import type { RunnerRecord, Store } from "./store/store.ts";
+
+type PoolConfig = Extract<RunnerCommand, { kind: "warm_pools" }>["pools"][number];
+
+/** The `name` of a pool's spec template; the runner gives every entry its own. */
+const TEMPLATE_NAME = "pool";
+
+export type WarmPoolsOptions = {
+  store: Store;
+  runners: RunnerDirectory;
+  log: Logger;
+  /** Where `secretRef` credentials are read. @default {} */
+  secretEnv?: Record<string, string | undefined>;
+  /** How often the desired pools are sent to the runners. @default 5000 */
+  intervalMs?: number;
+};
+
+/** Where a new workspace of an Agent may be claimed from. */
+export type WarmTarget = { runnerId: string; pool: string; fingerprint: string };
+
+/**
+ * The server's half of the warm pool (the design is in runner/warm-pool.ts): policy only. Every
+ * `intervalMs` it computes the pools the AgentRuntimes ask for (`spec.warmPool.size` per Agent
+ * bound to the runtime), assigns each pool to one connected runner (kept while it stays
+ * connected) and sends every connected runner its whole set (`warm_pools`; an empty set makes a
+ * runner destroy what it holds). Nothing is stored: after a server restart the next sync sends
+ * the same set again, so the runners keep what they have and nothing leaks.
+ */
+export class WarmPools {
+  readonly #store: Store;
+  readonly #runners: RunnerDirectory;
+  readonly #log: Logger;
+  readonly #secretEnv: Record<string, string | undefined>;
+  readonly #intervalMs: number;
+  /** Pool → the runner holding it. */
+  readonly #holders = new Map<string, string>();
+  #timer: NodeJS.Timeout | undefined;
+  #syncing: Promise<void> | undefined;
+
+  constructor(options: WarmPoolsOptions) {
+    this.#store = options.store;
+    this.#runners = options.runners;
+    this.#log = options.log;
+    this.#secretEnv = options.secretEnv ?? {};
+    this.#intervalMs = options.intervalMs ?? 5_000;
+  }
+
+  start(): void {
+    void this.sync();
+    this.#timer = setInterval(() => void this.sync(), this.#intervalMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+
+  /** One round: desired pools to every connected runner. Never throws (failures are logged). */
+  sync(): Promise<void> {
+    this.#syncing ??= this.#sync()
+      .catch((error: unknown) => this.#log("error", "warm pool sync failed", { error: String(error) }))
+      .finally(() => {
+        this.#syncing = undefined;
+      });
+    return this.#syncing;
+  }
+
+  /**
+   * The pool a new workspace of `agent` may claim from: its runtime asks for a pool and the pool
+   * is assigned to a connected runner. The fingerprint is of the Agent and runtime as they are
+   * now, so an entry made from an older version is never claimed.
+   */
+  async target(agent: Agent, runtime: AgentRuntime): Promise<WarmTarget | undefined> {
+    if ((runtime.spec.warmPool?.size ?? 0) === 0) return undefined;
+    const pool = poolKey(agent);
+    const runner = this.#runners.connectedRunners().find((r) => r.runner_id === this.#holders.get(pool));
+    if (!runner) return undefined;
+    const config = this.#config(agent, runtime, runner);
+    return config ? { runnerId: runner.runner_id, pool, fingerprint: config.fingerprint } : undefined;
+  }
+
+  async #sync(): Promise<void> {
+    const connected = this.#runners.connectedRunners();
+    if (connected.length === 0) return;
+    const runtimes = new Map<string, AgentRuntime>();
+    for (const r of (await this.#store.listResources("AgentRuntime", undefined)) as AgentRuntime[])
+      if ((r.spec.warmPool?.size ?? 0) > 0) runtimes.set(`${r.metadata.namespace}/${r.metadata.name}`, r);
+    const byRunner = new Map<string, PoolConfig[]>(connected.map((r) => [r.runner_id, []]));
+    const load = new Map<string, number>();
+    for (const [pool, runnerId] of this.#holders) {
+      if (byRunner.has(runnerId)) load.set(runnerId, (load.get(runnerId) ?? 0) + 1);
+      else this.#holders.delete(pool);
+    }
+    const wanted = new Set<string>();
+    for (const agent of (await this.#store.listResources("Agent", undefined)) as Agent[]) {
+      const runtime = runtimes.get(`${agent.metadata.namespace}/${agent.spec.runtimeRef}`);
+      if (!runtime) continue;
+      const pool = poolKey(agent);
+      let runnerId = this.#holders.get(pool);
+      if (runnerId === undefined) {
+        const placement = chooseRunner(connected, load);
+        if (!placement.ok) continue;
+        runnerId = placement.runner.runner_id;
+        load.set(runnerId, (load.get(runnerId) ?? 0) + 1);
+      }
+      const runner = connected.find((r) => r.runner_id === runnerId);
+      const config = runner ? this.#config(agent, runtime, runner) : undefined;
+      if (!config) continue;
+      this.#holders.set(pool, runnerId);
+      wanted.add(pool);
+      byRunner.get(runnerId)?.push(config);
+    }
+    for (const pool of this.#holders.keys()) if (!wanted.has(pool)) this.#holders.delete(pool);
+    await Promise.all(
+      [...byRunner].map(async ([runnerId, pools]) => {
+        const outcome = await this.#runners.command(runnerId, { kind: "warm_pools", pools });
+        if (!outcome.ok)
+          this.#log("warn", "runner refused its warm pools", {
+            runner_id: runnerId,
+            code: outcome.error.code,
+            message: outcome.error.message,
+          });
+      }),
+    );
+  }
+
+  /** The pool of an Agent as its runner gets it; undefined when the Agent cannot have sessions. */
+  #config(agent: Agent, runtime: AgentRuntime, runner: RunnerRecord): PoolConfig | undefined {
+    try {
+      assertSessionRuntime(runtime);
+      const template = buildSessionSpec({
+        namespace: agent.metadata.namespace,
+        name: TEMPLATE_NAME,
+        engine: runner.engine,
+        agent,
+        runtime,
+      });
+      const credentials = resolveCredentials(agent, this.#secretEnv);
+      return {
+        pool: poolKey(agent),
+        size: runtime.spec.warmPool?.size ?? 0,
+        fingerprint: fingerprintOf(template, credentials),
+        template,
+        credentials,
+      };
+    } catch (error) {
+      this.#log("warn", "no warm pool for agent", {
+        agent: poolKey(agent),
+        error: String((error as Error).message ?? error),
+      });
+      return undefined;
+    }
+  }
+}
+
+/** One pool per Agent: `<namespace>/<agent>`. */
+export function poolKey(agent: Agent): string {
+  return `${agent.metadata.namespace}/${agent.metadata.name}`;
+}
+
+/** What an entry is made of (spec template and credentials), as a hash: never the secrets themselves. */
+export function fingerprintOf(template: unknown, credentials: Record<string, string>): string {
+  const sorted = Object.fromEntries(Object.entries(credentials).sort(([a], [b]) => a.localeCompare(b)));
+  return createHash("sha256")
+    .update(JSON.stringify([template, sorted]))
+    .digest("hex");
+}
