@@ -1,7 +1,12 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { HarnessSessionSpec } from "../contracts/harness-session.ts";
 import { IdleController, idleCutoff } from "./idle-controller.ts";
 import { silentLogger } from "./log.ts";
 import type { HarnessStore } from "./store/harness-store.ts";
+import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
 
 const now = new Date("2026-01-01T00:10:00.000Z");
 const base = {
@@ -54,7 +59,7 @@ describe("IdleController sweeps", () => {
     let fail = false;
     const harness = {
       reapStaleRequests: async () => 0,
-      listHarnessSessions: async () => {
+      listIdleCandidates: async () => {
         await new Promise((resolve) => setTimeout(resolve, 20));
         if (fail) throw new Error("store closed");
         return [];
@@ -73,6 +78,48 @@ describe("IdleController sweeps", () => {
     for (const s of seconds) {
       expect(s).toBeGreaterThanOrEqual(0.015);
       expect(s).toBeLessThan(5);
+    }
+  });
+});
+
+describe("IdleController over the SQLite store", () => {
+  it("stops exactly the sessions idle for their timeout", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "idle-sweep-"));
+    const harness = new SqliteHarnessStore(join(dir, "agent-sessions.db"));
+    try {
+      const spec = HarnessSessionSpec.parse({ agentRef: "a", runtimeRef: "r", idleTimeout: "5m" });
+      const ready = async (name: string, lastActivity: string, over: object = {}) => {
+        await harness.createHarnessSession({
+          namespace: "default",
+          name,
+          uid: name,
+          spec: HarnessSessionSpec.parse({ ...spec, ...over }),
+          conditions: [],
+        });
+        await harness.setObserved("default", name, { phase: "Ready", last_activity_time: lastActivity });
+      };
+      await ready("old", "2026-01-01T00:04:00.000Z");
+      await ready("fresh", "2026-01-01T00:09:00.000Z");
+      await ready("never", "2026-01-01T00:00:00.000Z", { idleTimeout: "0" });
+      await ready("long", "2026-01-01T00:00:00.000Z", { idleTimeout: "1h" });
+      const stopped: [string, string][] = [];
+      const idle = new IdleController({
+        harness,
+        controller: {
+          idleStop: async (_ns, name, cutoff) => {
+            stopped.push([name, cutoff]);
+            return true;
+          },
+          resync: async () => undefined,
+        },
+        log: silentLogger,
+        now: () => now,
+      });
+      await idle.tick();
+      expect(stopped).toEqual([["old", "2026-01-01T00:05:00.000Z"]]);
+    } finally {
+      await harness.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -290,9 +290,8 @@ export class Workspaces {
 
   /** A runner for a new workspace: labels matching `selector`, not draining, with room (placement.ts). */
   async #place(selector: RunnerSelector | undefined): Promise<string> {
-    const load = new Map<string, number>();
-    for (const w of await this.#store.listWorkspaces())
-      load.set(w.runner_id, (load.get(w.runner_id) ?? 0) + 1);
+    // Counted in the store: reading every workspace made each placement O(workspaces).
+    const load = await this.#store.countWorkspacesByRunner();
     // The drain flag is the store's: an admin may have set it after the runner attached.
     const stored = new Map((await this.#store.listRunners()).map((r) => [r.runner_id, r]));
     const connected = this.#runners

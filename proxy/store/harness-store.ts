@@ -22,6 +22,12 @@ export interface HarnessStore {
   getHarnessSession(namespace: string, name: string): Promise<HarnessRecord | undefined>;
   /** One namespace, or every session (the controllers' resync). */
   listHarnessSessions(namespace?: string): Promise<HarnessRecord[]>;
+  /**
+   * What the idle sweep looks at: the sessions Ready, desired running, not being deleted and with
+   * nothing in flight (a superset of the idle ones: `idleCutoff` decides), filtered in the store
+   * and read without their conditions, so one sweep over many sessions stays cheap.
+   */
+  listIdleCandidates(): Promise<IdleCandidate[]>;
   findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined>;
   /** Set `deletion_requested_at` (kept when already set); refuses requests from then on. */
   markHarnessDeleting(namespace: string, name: string, now: string): Promise<HarnessRecord | undefined>;
@@ -92,6 +98,11 @@ export type HarnessRecord = {
   usage_reported: number;
   usage_unavailable: number;
 };
+
+export type IdleCandidate = Pick<
+  HarnessRecord,
+  "namespace" | "name" | "phase" | "spec" | "active_requests" | "last_activity_time" | "deletion_requested_at"
+>;
 
 export type NewHarnessSession = Pick<HarnessRecord, "namespace" | "name" | "uid" | "spec"> & {
   conditions: Condition[];

@@ -179,3 +179,37 @@ describe("HarnessSession accounting in SQLite", () => {
     expect((await store.getHarnessSession("default", "chat"))?.spec.desiredState).toBe("stopped");
   });
 });
+
+describe("HarnessSession idle candidates in SQLite", () => {
+  it("are the Ready, desired-running, not deleting sessions with nothing in flight", async () => {
+    const create = (name: string, over: Partial<HarnessSessionSpec> = {}) =>
+      store.createHarnessSession({
+        namespace: "default",
+        name,
+        uid: name,
+        spec: { ...spec, ...over },
+        conditions: [],
+      });
+    await create("idle");
+    await create("busy");
+    await create("pending");
+    await create("deleting");
+    await create("stopped", { desiredState: "stopped" });
+    for (const name of ["chat", "idle", "busy", "deleting", "stopped"])
+      await store.setObserved("default", name, { phase: "Ready", last_activity_time: T(1) });
+    await store.beginRequest({ ...request("r1"), name: "busy" });
+    await store.markHarnessDeleting("default", "deleting", T(2));
+
+    const candidates = await store.listIdleCandidates();
+    expect(candidates.map((c) => c.name)).toEqual(["chat", "idle"]);
+    expect(candidates[1]).toEqual({
+      namespace: "default",
+      name: "idle",
+      phase: "Ready",
+      spec,
+      active_requests: 0,
+      last_activity_time: T(1),
+      deletion_requested_at: undefined,
+    });
+  });
+});

@@ -1,5 +1,5 @@
 import { closeSync, openSync } from "node:fs";
-import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from "node:sqlite";
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite";
 import type { RequestOutcome, Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
 import type {
@@ -7,6 +7,7 @@ import type {
   HarnessRecord,
   HarnessRequestRecord,
   HarnessStore,
+  IdleCandidate,
   NewHarnessRequest,
   NewHarnessSession,
   ObservedPatch,
@@ -49,6 +50,8 @@ CREATE INDEX IF NOT EXISTS harness_requests_in_flight ON harness_requests (finis
  */
 export class SqliteHarnessStore implements HarnessStore {
   readonly #db: DatabaseSync;
+  /** Prepared statements by SQL text: preparing costs more than running a point query. */
+  readonly #statements = new Map<string, StatementSync>();
 
   constructor(path: string) {
     if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));
@@ -58,6 +61,7 @@ export class SqliteHarnessStore implements HarnessStore {
   }
 
   async close(): Promise<void> {
+    this.#statements.clear();
     if (this.#db.isOpen) this.#db.close();
   }
 
@@ -106,6 +110,24 @@ export class SqliteHarnessStore implements HarnessStore {
         ? this.#all("SELECT * FROM harness_sessions ORDER BY namespace, name")
         : this.#all("SELECT * FROM harness_sessions WHERE namespace = ? ORDER BY name", [namespace]);
     return rows.map(toRecord);
+  }
+
+  async listIdleCandidates(): Promise<IdleCandidate[]> {
+    const rows = this.#all(
+      `SELECT namespace, name, spec, last_activity_time FROM harness_sessions
+       WHERE phase = 'Ready' AND deletion_requested_at IS NULL AND active_requests = 0
+         AND json_extract(spec, '$.desiredState') = 'running'
+       ORDER BY namespace, name`,
+    );
+    return rows.map((row) => ({
+      namespace: String(row.namespace),
+      name: String(row.name),
+      phase: "Ready",
+      spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
+      active_requests: 0,
+      last_activity_time: optional(row.last_activity_time),
+      deletion_requested_at: undefined,
+    }));
   }
 
   async findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined> {
@@ -287,16 +309,25 @@ export class SqliteHarnessStore implements HarnessStore {
 
   // ── plumbing ─────────────────────────────────────────────────────────────────────────────
 
+  #prepare(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
   #get(sql: string, params: SQLInputValue[] = []): Row | undefined {
-    return this.#db.prepare(sql).get(...params) as Row | undefined;
+    return this.#prepare(sql).get(...params) as Row | undefined;
   }
 
   #all(sql: string, params: SQLInputValue[] = []): Row[] {
-    return this.#db.prepare(sql).all(...params) as Row[];
+    return this.#prepare(sql).all(...params) as Row[];
   }
 
   #run(sql: string, params: SQLInputValue[] = []): number {
-    return Number(this.#db.prepare(sql).run(...params).changes);
+    return Number(this.#prepare(sql).run(...params).changes);
   }
 
   /** Synchronous inside, so nothing interleaves; BEGIN IMMEDIATE so another process waits. */

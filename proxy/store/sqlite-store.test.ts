@@ -206,3 +206,23 @@ describe("SqliteStore", () => {
     }
   });
 });
+
+describe("SqliteStore placement load", () => {
+  it("counts workspaces by runner without listing them, and forgets removed ones", async () => {
+    expect(await store.countWorkspacesByRunner()).toEqual(new Map());
+    const place = (i: number, runner_id: string) =>
+      store.insertWorkspace(
+        workspace({ container_name: `c-${i}`, client_request_id: `r-${i}`, workstream: `w-${i}`, runner_id }),
+      );
+    for (let i = 0; i < 3; i++) await place(i, "runner-1");
+    await place(3, "runner-2");
+    expect(await store.countWorkspacesByRunner()).toEqual(
+      new Map([
+        ["runner-1", 3],
+        ["runner-2", 1],
+      ]),
+    );
+    await store.deleteWorkspace("c-3");
+    expect(await store.countWorkspacesByRunner()).toEqual(new Map([["runner-1", 3]]));
+  });
+});

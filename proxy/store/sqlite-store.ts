@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { closeSync, openSync } from "node:fs";
-import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from "node:sqlite";
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite";
 import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from "../../contracts/compass.ts";
 import type { Resource, ResourceKind } from "../../contracts/resources.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS sessions (
   state TEXT NOT NULL, reason TEXT, runner_id TEXT NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0,
   created_at TEXT NOT NULL, updated_at TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS workspaces_by_runner ON workspaces (runner_id);
 CREATE INDEX IF NOT EXISTS sessions_by_container ON sessions (container_name);
 CREATE INDEX IF NOT EXISTS sessions_by_runner ON sessions (runner_id);
 CREATE INDEX IF NOT EXISTS sessions_by_agent ON sessions (agent_ref);
@@ -69,6 +70,8 @@ CREATE TABLE IF NOT EXISTS frames (
 /** The embedded store: one SQLite file in WAL mode (readers never block the writer). */
 export class SqliteStore implements Store {
   readonly #db: DatabaseSync;
+  /** Prepared statements by SQL text: preparing costs more than running a point query. */
+  readonly #statements = new Map<string, StatementSync>();
   readonly #frameBufferSize: number;
   readonly #now: () => Date;
 
@@ -96,6 +99,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#statements.clear();
     if (this.#db.isOpen) this.#db.close();
   }
 
@@ -264,6 +268,11 @@ export class SqliteStore implements Store {
     return rows.map(toWorkspace);
   }
 
+  async countWorkspacesByRunner(): Promise<Map<string, number>> {
+    const rows = this.#all("SELECT runner_id, COUNT(*) AS n FROM workspaces GROUP BY runner_id");
+    return new Map(rows.map((row) => [String(row.runner_id), Number(row.n)]));
+  }
+
   async updateWorkspace(
     containerName: string,
     patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,
@@ -417,16 +426,25 @@ export class SqliteStore implements Store {
     return this.#now().toISOString();
   }
 
+  #prepare(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
   #get(sql: string, params: SQLInputValue[] = []): Row | undefined {
-    return this.#db.prepare(sql).get(...params) as Row | undefined;
+    return this.#prepare(sql).get(...params) as Row | undefined;
   }
 
   #all(sql: string, params: SQLInputValue[] = []): Row[] {
-    return this.#db.prepare(sql).all(...params) as Row[];
+    return this.#prepare(sql).all(...params) as Row[];
   }
 
   #run(sql: string, params: SQLInputValue[] = []): number {
-    return Number(this.#db.prepare(sql).run(...params).changes);
+    return Number(this.#prepare(sql).run(...params).changes);
   }
 
   /** Synchronous, so nothing else interleaves; BEGIN IMMEDIATE so another process waits for us. */

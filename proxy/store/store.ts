@@ -43,6 +43,8 @@ export interface Store {
   getWorkspace(containerName: string): Promise<WorkspaceRecord | undefined>;
   findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined>;
   listWorkspaces(filter?: { runnerId?: string }): Promise<WorkspaceRecord[]>;
+  /** How many workspaces each runner holds (for placement), counted without reading them. */
+  countWorkspacesByRunner(): Promise<Map<string, number>>;
   updateWorkspace(
     containerName: string,
     patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,

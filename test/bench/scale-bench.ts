@@ -4,6 +4,8 @@
  *
  *   node test/bench/scale-bench.ts [sessions] [subscribers] [frames]
  *     (defaults 10000, 1000, 500; needs no Docker or Kubernetes)
+ *   SCALE_BENCH_RUNNERS (default 10) simulated runners; SCALE_BENCH_PROFILE=<dir> writes CPU
+ *   profiles of the server and runners; SCALE_BENCH_KEEP=1 keeps the data directory (logs).
  *
  * The server (`node proxy/main.ts`) and the simulated runner are processes of their own, so the
  * server's RSS (/proc/<pid>/status VmRSS) is its alone. Everything goes through the public API:
@@ -38,6 +40,12 @@ const STEADY_RATE = 20;
 const STEADY_SECONDS = 5;
 /** Frames are spread over this many sessions. */
 const EMITTING_SESSIONS = 100;
+/**
+ * Simulated runners the sessions are spread over. A runner saves its whole session set on every
+ * change (runner/session-file.ts), which is quadratic on one runner holding 10,000; real runners
+ * hold ~100 each (default capacity).
+ */
+const RUNNERS = positive(process.env.SCALE_BENCH_RUNNERS, 10, "SCALE_BENCH_RUNNERS");
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(here, "..", "..");
@@ -81,6 +89,21 @@ function memoryOf(pid: number): { rss: number; peak: number } {
   return { rss: kib("VmRSS") / 1024, peak: kib("VmHWM") / 1024 };
 }
 
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // utime and stime are fields 14 and 15 of /proc/<pid>/stat (11 and 12 after the name).
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100;
+
+/** `SCALE_BENCH_PROFILE=<dir>`: CPU profiles of the server and the runner, written when they exit. */
+function profileFlags(name: string): string[] {
+  const dir = process.env.SCALE_BENCH_PROFILE;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
+}
+
 // ── processes ─────────────────────────────────────────────────────────────────────────────────
 
 const dataDir = mkdtempSync(join(tmpdir(), "scale-bench-"));
@@ -90,7 +113,7 @@ const children: ChildProcess[] = [];
 
 async function startServer(): Promise<{ child: ChildProcess; url: string }> {
   const log = createWriteStream(join(dataDir, "server.log"));
-  const child = spawn(process.execPath, [join(repoRoot, "proxy", "main.ts")], {
+  const child = spawn(process.execPath, [...profileFlags("server"), join(repoRoot, "proxy", "main.ts")], {
     cwd: repoRoot,
     env: {
       ...process.env,
@@ -123,19 +146,22 @@ async function startServer(): Promise<{ child: ChildProcess; url: string }> {
 
 type RunnerReply = { type: string; [key: string]: unknown };
 
-function startRunner(url: string): {
-  child: ChildProcess;
-  ask(message: object, expect: string): Promise<RunnerReply>;
-} {
-  const log = createWriteStream(join(dataDir, "runner.log"));
+type SimulatedRunner = { child: ChildProcess; ask(message: object, expect: string): Promise<RunnerReply> };
+
+function startRunner(url: string, index: number): SimulatedRunner {
+  const name = `simulated-${index}`;
+  const log = createWriteStream(join(dataDir, `${name}.log`));
   const child = fork(join(here, "simulated-runner.ts"), [], {
     cwd: repoRoot,
+    execArgv: profileFlags(name),
     env: {
       ...process.env,
       AGENT_SESSIONS_SERVER_URL: url,
       AGENT_SESSIONS_RUNNER_TOKEN: runnerToken,
-      AGENT_SESSIONS_RUNNER_DATA_DIR: join(dataDir, "runner"),
-      AGENT_SESSIONS_RUNNER_CAPACITY: String(SESSIONS * 2),
+      AGENT_SESSIONS_RUNNER_NAME: name,
+      AGENT_SESSIONS_RUNNER_DATA_DIR: join(dataDir, name),
+      // Room for all of them on each: placement spreads them evenly anyway.
+      AGENT_SESSIONS_RUNNER_CAPACITY: String(SESSIONS),
     },
     stdio: ["ignore", "ignore", "pipe", "ipc"],
   });
@@ -244,7 +270,7 @@ function sentAt(data: string): number | undefined {
 
 type Snapshot = {
   sessions: number;
-  createSeconds: number;
+  created: Created;
   rss: number;
   peak: number;
   sweepMeanMs: number;
@@ -256,8 +282,13 @@ type Snapshot = {
 
 const readyFrames = { count: 0 };
 
-async function createSessions(from: number, to: number): Promise<number> {
+const pids = { server: 0, runners: [] as number[] };
+type Created = { seconds: number; serverCpu: number; runnerCpu: number };
+
+async function createSessions(from: number, to: number): Promise<Created> {
   const started = performance.now();
+  const runnersCpu = () => pids.runners.reduce((sum, pid) => sum + cpuSecondsOf(pid), 0);
+  const cpu0 = { server: cpuSecondsOf(pids.server), runner: runnersCpu() };
   const target = readyFrames.count + (to - from);
   let next = from;
   const putOne = async (i: number) => {
@@ -287,7 +318,11 @@ async function createSessions(from: number, to: number): Promise<number> {
       process.stderr.write(`\r  ${readyFrames.count} READY`);
   }
   process.stderr.write("\n");
-  return (performance.now() - started) / 1000;
+  return {
+    seconds: (performance.now() - started) / 1000,
+    serverCpu: cpuSecondsOf(pids.server) - cpu0.server,
+    runnerCpu: runnersCpu() - cpu0.runner,
+  };
 }
 
 /** Until the HarnessSessions gauge says `n` are Ready. */
@@ -301,7 +336,7 @@ async function waitHarnessReady(n: number): Promise<void> {
   }
 }
 
-async function measure(serverPid: number, sessions: number, createSeconds: number): Promise<Snapshot> {
+async function measure(serverPid: number, sessions: number, created: Created): Promise<Snapshot> {
   await waitHarnessReady(sessions);
   const name = "agent_sessions_idle_sweep_duration_seconds";
   const before = await scrape();
@@ -324,7 +359,7 @@ async function measure(serverPid: number, sessions: number, createSeconds: numbe
   const { rss, peak } = memoryOf(serverPid);
   return {
     sessions,
-    createSeconds,
+    created,
     rss,
     peak,
     sweepMeanMs,
@@ -419,15 +454,19 @@ async function main(): Promise<void> {
   const server = await startServer();
   baseUrl = server.url;
   const serverPid = server.child.pid ?? 0;
-  const runner = startRunner(server.url);
-  for (let i = 0; ; i++) {
-    const status = await runner
-      .ask({ type: "status" }, "status")
-      .catch(() => ({ type: "status", attached: false }));
-    if (status.attached) break;
-    if (i > 300) throw new Error("the simulated runner never attached");
-    await sleep(100);
-  }
+  const runners = Array.from({ length: RUNNERS }, (_, i) => startRunner(server.url, i));
+  pids.server = serverPid;
+  pids.runners = runners.map((r) => r.child.pid ?? 0);
+  for (const runner of runners)
+    for (let i = 0; ; i++) {
+      const status = await runner
+        .ask({ type: "status" }, "status")
+        .catch(() => ({ type: "status", attached: false }));
+      if (status.attached) break;
+      if (i > 600) throw new Error("a simulated runner never attached");
+      await sleep(100);
+    }
+  const runner = runners[0] as SimulatedRunner;
   const idle = memoryOf(serverPid);
   await must("PUT", `/v1/namespaces/${NS}/agentruntimes/bench`, {
     apiVersion: API,
@@ -471,8 +510,13 @@ async function main(): Promise<void> {
     ["sessions (HarnessSessions → agent sessions READY)", f0(baseline.sessions), f0(full.sessions)],
     [
       "create throughput (sessions/s)",
-      f1(baseline.sessions / baseline.createSeconds),
-      f1((full.sessions - baseline.sessions) / full.createSeconds),
+      f1(baseline.sessions / baseline.created.seconds),
+      f1((full.sessions - baseline.sessions) / full.created.seconds),
+    ],
+    [
+      `CPU per created session, server / ${RUNNERS} runners (ms)`,
+      `${f1((baseline.created.serverCpu * 1000) / baseline.sessions)} / ${f1((baseline.created.runnerCpu * 1000) / baseline.sessions)}`,
+      `${f1((full.created.serverCpu * 1000) / (full.sessions - baseline.sessions))} / ${f1((full.created.runnerCpu * 1000) / (full.sessions - baseline.sessions))}`,
     ],
     ["server RSS (MiB; before any session: " + f1(idle.rss) + ")", f1(baseline.rss), f1(full.rss)],
     ["server peak RSS VmHWM (MiB)", f1(baseline.peak), f1(full.peak)],
@@ -523,7 +567,7 @@ async function main(): Promise<void> {
   );
 }
 
-main()
+void main()
   .then(
     () => 0,
     (error: unknown) => {
