@@ -34,6 +34,12 @@ export const HarnessSessionSpec = z.strictObject({
    * retried when runners change. Read when the workspace is placed; a placed one stays put.
    */
   runnerSelector: RunnerSelector.optional(),
+  /**
+   * A request to the session while it is stopped for IdleTimeout resumes it, waits until it is
+   * Ready and is then served (one slower reply instead of FAILED_PRECONDITION). A session stopped
+   * by `desiredState: stopped`, Failed or being deleted is never resumed by a request. @default false
+   */
+  autoResume: z.boolean().default(false),
 });
 export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
 
@@ -70,7 +76,14 @@ export const Condition = z.object({
 });
 export type Condition = z.infer<typeof Condition>;
 
-export const ConditionTypes = { Ready: "Ready" } as const;
+export const ConditionTypes = {
+  Ready: "Ready",
+  /**
+   * True once a request auto-resumed the session (spec.autoResume); `lastTransitionTime` is when
+   * the latest auto-resume began, `message` names the request that triggered it.
+   */
+  AutoResumed: "AutoResumed",
+} as const;
 
 /**
  * Stable reasons of the Ready condition. Clients switch on them; never reword one.
@@ -84,6 +97,10 @@ export const HarnessReasons = {
   Starting: "Starting",
   /** A stopped session is being brought back (stack up at scale 1, start with resume). */
   Resuming: "Resuming",
+  /** A request arrived for a session stopped for IdleTimeout with spec.autoResume: it is being resumed. */
+  AutoResuming: "AutoResuming",
+  /** The AutoResumed condition: a request arrived while the session was stopped for IdleTimeout. */
+  RequestArrived: "RequestArrived",
   /** Stopped because spec.desiredState is stopped. */
   Stopped: "Stopped",
   /** Stopped by the idle controller; resumes when the spec is written again (e.g. desiredState running). */

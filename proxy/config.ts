@@ -39,6 +39,8 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
   /** How often the idle controller looks for idle HarnessSessions. @default 1000 */
   AGENT_SESSIONS_IDLE_CHECK_MS: Int(50).default(1_000),
+  /** How long a request waits for an auto-resumed HarnessSession to come Ready; then 504. @default 120000 */
+  AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS: Int(1).default(120_000),
   /** Serve `GET /metrics` without the admin token (a scraper on a trusted network). @default false */
   AGENT_SESSIONS_METRICS_PUBLIC: z.stringbool().default(false),
   /**
@@ -66,6 +68,7 @@ export type ServerConfig = {
   requestBodyMaxBytes?: number;
   replyMaxBytes?: number;
   idleCheckMs?: number;
+  autoResumeTimeoutMs?: number;
   /** `GET /metrics` without a token. @default false */
   metricsPublic?: boolean;
   /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. @default none */
@@ -104,6 +107,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
+    autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
   };

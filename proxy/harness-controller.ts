@@ -1,7 +1,8 @@
 import { type ApiErrorBody, CodedError, ErrorCode } from "../contracts/errors.ts";
 import { type HarnessReason, HarnessReasons } from "../contracts/harness-session.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
-import { failureOf, observeSession, type Readiness, withReady } from "./harness-status.ts";
+import { type AutoResumeStart, autoResumePlan, autoResumedCondition } from "./auto-resume-plan.ts";
+import { failureOf, observeSession, type Readiness, withCondition, withReady } from "./harness-status.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import type { Logger } from "./log.ts";
 import type { ProvisionRecorder } from "./provision-recorder.ts";
@@ -51,6 +52,8 @@ export class HarnessController {
   };
   readonly #mutex = new KeyedMutex();
   readonly #queued = new Set<string>();
+  /** Requests waiting (in this process) for a session's auto-resume: no idle stop meanwhile. */
+  readonly #awake = new Map<string, number>();
 
   constructor(options: HarnessControllerOptions) {
     this.#o = {
@@ -104,6 +107,7 @@ export class HarnessController {
    */
   idleStop(namespace: string, name: string, cutoff: string): Promise<boolean> {
     return this.#mutex.run(keyOf(namespace, name), async () => {
+      if (this.#awake.has(keyOf(namespace, name))) return false; // requests wait for it
       const record = await this.#o.harness.getHarnessSession(namespace, name);
       if (!record || record.deletion_requested_at !== undefined) return false;
       const draining = await this.#o.harness.beginDraining(namespace, name, {
@@ -119,6 +123,61 @@ export class HarnessController {
       const session = await this.#session(record);
       await this.#stop(record, session, HarnessReasons.IdleTimeout, { settlesGeneration: false });
       return true;
+    });
+  }
+
+  /**
+   * Keeps the session from being stopped for idleness until the returned release is called
+   * (requests waiting for its auto-resume hold it until they are admitted). In this process only.
+   */
+  holdAwake(namespace: string, name: string): () => void {
+    const key = keyOf(namespace, name);
+    this.#awake.set(key, (this.#awake.get(key) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.#awake.get(key) ?? 1) - 1;
+      if (left > 0) this.#awake.set(key, left);
+      else this.#awake.delete(key);
+    };
+  }
+
+  /**
+   * Auto-resume (spec.autoResume) for request `requestId`: a session stopped for IdleTimeout (an
+   * idle stop under way finishes first) is brought back up like a spec write would, with the
+   * AutoResumed condition set. A session already on its way up is joined; anything else (stopped
+   * by the user, Failed, being deleted, no autoResume) is refused and left alone. Returns once the
+   * agent session is started, not Ready: the caller waits for Ready.
+   */
+  autoResume(namespace: string, name: string, requestId: string): Promise<AutoResumeStart> {
+    return this.#mutex.run(keyOf(namespace, name), async () => {
+      let record = await this.#o.harness.getHarnessSession(namespace, name);
+      if (!record) return { action: "refuse", record: undefined };
+      const plan = autoResumePlan(record);
+      if (plan !== "resume") return { action: plan, record };
+      let session = await this.#session(record);
+      if (record.phase === "Draining") {
+        // An idle stop that did not finish (e.g. a server restart): finish it, then resume.
+        await this.#stop(record, session, HarnessReasons.IdleTimeout, { settlesGeneration: false });
+        record = (await this.#o.harness.getHarnessSession(namespace, name)) ?? record;
+        if (autoResumePlan(record) !== "resume" || record.phase !== "Stopped")
+          return { action: autoResumePlan(record), record };
+        session = await this.#session(record);
+      }
+      this.#o.log("info", "harness session auto-resuming for a request", {
+        namespace,
+        name,
+        request_id: requestId,
+      });
+      const marked = await this.#observe(record, {
+        conditions: withCondition(record.conditions, autoResumedCondition(requestId, this.#now())),
+      });
+      await this.#bringUp(marked, session, { autoResumeFor: requestId });
+      return {
+        action: "resume",
+        record: (await this.#o.harness.getHarnessSession(namespace, name)) ?? marked,
+      };
     });
   }
 
@@ -222,7 +281,11 @@ export class HarnessController {
   }
 
   /** Provision (stack up at scale 1) and start the agent session, resuming the previous one. */
-  async #bringUp(record: HarnessRecord, previous: SessionRecord | undefined): Promise<void> {
+  async #bringUp(
+    record: HarnessRecord,
+    previous: SessionRecord | undefined,
+    opts: { autoResumeFor?: string } = {},
+  ): Promise<void> {
     const generation = record.generation;
     const binding = await this.#checkBinding(record);
     if (!binding.ok) {
@@ -243,6 +306,10 @@ export class HarnessController {
       return;
     }
     const resuming = previous !== undefined;
+    const resumeReason =
+      opts.autoResumeFor !== undefined ? HarnessReasons.AutoResuming : HarnessReasons.Resuming;
+    const resumeWhy =
+      opts.autoResumeFor !== undefined ? `auto-resuming for request ${opts.autoResumeFor}` : "resuming";
     let current = await this.#observe(record, {
       phase: "Pending",
       conditions: withReady(
@@ -250,8 +317,8 @@ export class HarnessController {
         resuming
           ? {
               status: "False",
-              reason: HarnessReasons.Resuming,
-              message: "resuming: bringing the stack up at scale 1",
+              reason: resumeReason,
+              message: `${resumeWhy}: bringing the stack up at scale 1`,
             }
           : { status: "False", reason: HarnessReasons.Provisioning, message: "provisioning the workspace" },
         this.#now(),
@@ -278,8 +345,8 @@ export class HarnessController {
         current.conditions,
         {
           status: "False",
-          reason: resuming ? HarnessReasons.Resuming : HarnessReasons.Starting,
-          message: "starting the agent session",
+          reason: resuming ? resumeReason : HarnessReasons.Starting,
+          message: resuming ? `${resumeWhy}: starting the agent session` : "starting the agent session",
         },
         this.#now(),
       ),
@@ -322,7 +389,11 @@ export class HarnessController {
       reason,
       message:
         reason === HarnessReasons.IdleTimeout
-          ? `stopped after ${record.spec.idleTimeout} without activity; the volume is kept. Write the spec (e.g. desiredState: running) to resume`
+          ? `stopped after ${record.spec.idleTimeout} without activity; the volume is kept. ${
+              record.spec.autoResume === true
+                ? "The next request resumes it (spec.autoResume)"
+                : "Write the spec (e.g. desiredState: running) to resume"
+            }`
           : "stopped (desiredState: stopped); the volume is kept",
     };
     const running = session !== undefined && session.state !== "STOPPED";

@@ -39,6 +39,11 @@ export function withReady(previous: readonly Condition[], ready: Readiness, now:
   return [...previous.filter((c) => c.type !== ConditionTypes.Ready), next];
 }
 
+/** The conditions with the one of `condition.type` replaced (or added), as given. */
+export function withCondition(previous: readonly Condition[], condition: Condition): Condition[] {
+  return [...previous.filter((c) => c.type !== condition.type), condition];
+}
+
 export function readyOf(conditions: readonly Condition[]): Condition | undefined {
   return conditions.find((c) => c.type === ConditionTypes.Ready);
 }

@@ -1,4 +1,5 @@
 import { AgentRuns } from "./agent-runs.ts";
+import { AutoResumer } from "./auto-resumer.ts";
 import type { EventBus } from "./event-bus.ts";
 import { HarnessController } from "./harness-controller.ts";
 import type { HarnessRoutesOptions } from "./harness-routes.ts";
@@ -35,6 +36,8 @@ export type HarnessWiringOptions = {
   replyMaxBytes?: number;
   /** @default 1000 */
   idleCheckMs?: number;
+  /** How long requests wait for an auto-resumed session to come Ready. @default 120000 */
+  autoResumeTimeoutMs?: number | undefined;
   /** Told the duration (seconds) of each idle-controller sweep. */
   onIdleSweep?: (seconds: number) => void;
 };
@@ -94,6 +97,13 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     runners,
     log,
     timeoutMs: requestTimeoutMs,
+    autoResume: new AutoResumer({
+      harness,
+      controller,
+      journal: options.journal,
+      log,
+      ...(options.autoResumeTimeoutMs !== undefined ? { timeoutMs: options.autoResumeTimeoutMs } : {}),
+    }),
   };
   if (options.requestBodyMaxBytes !== undefined) relayOptions.bodyMaxBytes = options.requestBodyMaxBytes;
   if (options.replyMaxBytes !== undefined) relayOptions.replyMaxBytes = options.replyMaxBytes;

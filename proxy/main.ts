@@ -108,6 +108,7 @@ export async function startServer(
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
       idleCheckMs: config.idleCheckMs,
+      autoResumeTimeoutMs: config.autoResumeTimeoutMs,
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
     });
     const appOptions: Parameters<typeof buildApp>[0] = {

@@ -4,6 +4,7 @@ import { streamSSE } from "hono/streaming";
 import { type RequestOutcome, ResultRecord, StreamEvent, type Usage } from "../contracts/adapter.ts";
 import { type ApiErrorBody, CodedError, ErrorCode, httpStatusOf } from "../contracts/errors.ts";
 import { HARNESS_SESSION_KIND, HarnessRequest } from "../contracts/harness-session.ts";
+import type { AutoResumer, AwakeSession } from "./auto-resumer.ts";
 import { readyOf } from "./harness-status.ts";
 import type { Logger } from "./log.ts";
 import { RelayInbox } from "./relay-inbox.ts";
@@ -11,7 +12,7 @@ import { parseInput } from "./request-body.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { RelayChunk } from "./runner-hub.ts";
 import { SseSplitter } from "./sse-splitter.ts";
-import type { HarnessStore } from "./store/harness-store.ts";
+import type { HarnessRecord, HarnessStore } from "./store/harness-store.ts";
 import type { Store, WorkspaceRecord } from "./store/store.ts";
 
 /** What the relay needs of the runner link: commands, and the chunks of relayed replies. */
@@ -30,9 +31,14 @@ export type RequestRelayOptions = {
   replyMaxBytes?: number;
   /** Deadline of one request, streamed or not; then 504 DEADLINE_EXCEEDED. @default 120000 */
   timeoutMs?: number;
+  /** Auto-resume of sessions with spec.autoResume; without it a stopped session is refused. */
+  autoResume?: AutoResumer | undefined;
   /** @default () => new Date() */
   now?: () => Date;
 };
+
+/** The options with their defaults, as a flight uses them. */
+type RelaySettings = Required<Omit<RequestRelayOptions, "autoResume">>;
 
 /** The runner's own deadline is a little later, so the server's decides (and says DEADLINE_EXCEEDED). */
 const RUNNER_DEADLINE_GRACE_MS = 1_000;
@@ -48,15 +54,18 @@ const CANCEL_TIMEOUT_MS = 10_000;
  * (`cancel_relay`). Body, reply and time are bounded, each with its own clear error.
  */
 export class RequestRelay {
-  readonly #o: Required<RequestRelayOptions>;
+  readonly #o: RelaySettings;
+  readonly #autoResume: AutoResumer | undefined;
 
   constructor(options: RequestRelayOptions) {
+    const { autoResume, ...rest } = options;
+    this.#autoResume = autoResume;
     this.#o = {
       bodyMaxBytes: 128 * 1024,
       replyMaxBytes: 8 * 1024 * 1024,
       timeoutMs: 120_000,
       now: () => new Date(),
-      ...options,
+      ...rest,
     };
   }
 
@@ -78,20 +87,38 @@ export class RequestRelay {
       throw new CodedError("INVALID_ARGUMENT", "the request body is not valid JSON");
     }
     const request = parseInput(HarnessRequest, json, "request");
-    const record = await this.#o.harness.getHarnessSession(namespace, name);
-    if (!record) throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
-    const workspace =
-      record.container_name === undefined
-        ? undefined
-        : await this.#o.store.getWorkspace(record.container_name);
-    if (!workspace || record.phase !== "Ready") throw notReady(namespace, name, record);
-    if (request.stream && !workspace.spec.streaming)
-      throw new CodedError(
-        "INVALID_ARGUMENT",
-        `the runtime of ${HARNESS_SESSION_KIND} ${namespace}/${name} does not declare streaming; send stream: false`,
-      );
-
     const requestId = request.id ?? `req-${randomBytes(8).toString("hex")}`;
+    let record = await this.#o.harness.getHarnessSession(namespace, name);
+    if (!record) throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
+    let workspace = await this.#workspaceOf(record);
+    // Bad input is refused before anything is resumed.
+    if (workspace) this.#assertStreamable(request.stream, workspace, namespace, name);
+    let awake: AwakeSession | undefined;
+    if (record.phase !== "Ready" && this.#autoResume) {
+      awake = await this.#autoResume.awaitReady(record, requestId, c.req.raw.signal);
+      if (awake) {
+        record = awake.record;
+        workspace = await this.#workspaceOf(record);
+      }
+    }
+    try {
+      return await this.#admit(c, record, workspace, request, requestId);
+    } finally {
+      // Admitted (activeRequests holds the session awake from here) or refused.
+      awake?.release();
+    }
+  }
+
+  async #admit(
+    c: Context,
+    record: HarnessRecord,
+    workspace: WorkspaceRecord | undefined,
+    request: HarnessRequest,
+    requestId: string,
+  ): Promise<Response> {
+    const { namespace, name } = record;
+    if (!workspace || record.phase !== "Ready") throw notReady(namespace, name, record);
+    this.#assertStreamable(request.stream, workspace, namespace, name);
     const relayId = randomUUID();
     const begun = await this.#o.harness.beginRequest({
       namespace,
@@ -121,6 +148,20 @@ export class RequestRelay {
     const flight = new Flight(this.#o, c, { namespace, name, requestId, relayId, workspace });
     flight.start({ id: requestId, input: request.input, stream: request.stream });
     return request.stream ? flight.streamed() : flight.whole();
+  }
+
+  async #workspaceOf(record: HarnessRecord): Promise<WorkspaceRecord | undefined> {
+    return record.container_name === undefined
+      ? undefined
+      : this.#o.store.getWorkspace(record.container_name);
+  }
+
+  #assertStreamable(stream: boolean, workspace: WorkspaceRecord, namespace: string, name: string): void {
+    if (stream && !workspace.spec.streaming)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `the runtime of ${HARNESS_SESSION_KIND} ${namespace}/${name} does not declare streaming; send stream: false`,
+      );
   }
 
   /** `POST …/requests/{id}/cancel`: asks the runner to cancel the request at the adapter. */
@@ -172,7 +213,7 @@ type FlightTarget = {
 
 /** One relayed request in flight: its inbox, deadline, cancellation and its settlement (once). */
 class Flight {
-  readonly #o: Required<RequestRelayOptions>;
+  readonly #o: RelaySettings;
   readonly #c: Context;
   readonly #t: FlightTarget;
   readonly #inbox = new RelayInbox();
@@ -188,7 +229,7 @@ class Flight {
     this.#cancelUpstream("client disconnected");
   };
 
-  constructor(options: Required<RequestRelayOptions>, c: Context, target: FlightTarget) {
+  constructor(options: RelaySettings, c: Context, target: FlightTarget) {
     this.#o = options;
     this.#c = c;
     this.#t = target;
@@ -447,12 +488,17 @@ function adapterError(status: number | undefined, body: unknown): ApiErrorBody {
 function notReady(
   namespace: string,
   name: string,
-  record: { phase: string; conditions: Parameters<typeof readyOf>[0] },
+  record: Pick<HarnessRecord, "phase" | "conditions" | "spec">,
 ): CodedError {
   const ready = readyOf(record.conditions);
+  // With autoResume, a session the user stopped stays stopped: say why the request did not resume it.
+  const hint =
+    record.spec.autoResume === true && record.spec.desiredState === "stopped"
+      ? "; spec.autoResume does not override desiredState: stopped (set desiredState: running)"
+      : "";
   return new CodedError(
     "FAILED_PRECONDITION",
-    `${HARNESS_SESSION_KIND} ${namespace}/${name} is not Ready (phase ${record.phase}${ready ? `, reason ${ready.reason}` : ""}); only Ready sessions accept requests`,
+    `${HARNESS_SESSION_KIND} ${namespace}/${name} is not Ready (phase ${record.phase}${ready ? `, reason ${ready.reason}` : ""}); only Ready sessions accept requests${hint}`,
     { phase: record.phase, ...(ready ? { reason: ready.reason } : {}) },
   );
 }

@@ -12,6 +12,7 @@ const spec: HarnessSessionSpec = {
   runtimeRef: "reference",
   desiredState: "running",
   idleTimeout: "5m",
+  autoResume: false,
 };
 const T = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 let dir: string;
