@@ -233,6 +233,35 @@ describe("warm pools (server policy)", () => {
     expect(claim?.kind === "claim_warm" && claim.fingerprint).not.toBe(old);
   });
 
+  it("a claim is a placement: never from a runner the selector does not match, nor from a draining one", async () => {
+    const { runners, warmPools, lifecycle } = setUp(["r1", "r2"]);
+    await warmPools.sync();
+    const holderOf = (pool: string) =>
+      runners.sent.find(
+        (s) => s.command.kind === "warm_pools" && s.command.pools.some((p) => p.pool === pool),
+      )?.runnerId;
+    const [holderA, holderB] = [holderOf("ns/a"), holderOf("ns/b")];
+    const records = runners.directory.connectedRunners();
+    for (const r of records) r.labels = { zone: r.runner_id === holderA ? "pool" : "other" };
+    runners.sent.length = 0;
+    await lifecycle.spawn(
+      Rpc.SpawnAgent.request.parse({
+        agent_ref: "ns/a",
+        client_request_id: "",
+        runner_selector: { zone: "other" },
+      }),
+    );
+    expect(runners.sent.map((s) => s.command.kind)).toEqual(["provision", "start"]);
+    expect(runners.sent[0]?.runnerId).not.toBe(holderA);
+    const b = records.find((r) => r.runner_id === holderB);
+    if (!b) throw new Error("no holder of ns/b");
+    b.draining = true;
+    runners.sent.length = 0;
+    await spawn(lifecycle, "ns/b");
+    expect(runners.sent.map((s) => s.command.kind)).toEqual(["provision", "start"]);
+    expect(runners.sent[0]?.runnerId).not.toBe(holderB);
+  });
+
   it("without a connected runner holding the pool, nothing is claimed", async () => {
     const { runners, lifecycle } = setUp();
     // No sync yet: no pool is assigned.

@@ -20,7 +20,7 @@ import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./se
 import { LIVE_STATES } from "./session-states.ts";
 import { SingleFlight } from "./single-flight.ts";
 import type { WarmPools } from "./warm-pools.ts";
-import type { Store, WorkspaceRecord } from "./store/store.ts";
+import type { RunnerRecord, Store, WorkspaceRecord } from "./store/store.ts";
 import { workspaceName as workspaceNameFor } from "./workspace-name.ts";
 
 type ProvisionRequest = z.infer<typeof ProvisionAgentWorkspaceRequest>;
@@ -245,6 +245,8 @@ export class Workspaces {
   ): Promise<WorkspaceRecord | undefined> {
     const target = await this.#warmPools?.target(agent, runtime);
     if (!target) return undefined;
+    // A claim is a placement too: only on a runner the request's selector matches, not draining, with room.
+    if (!(await this.#placeable(target.runnerId, request.runner_selector))) return undefined;
     const outcome = await this.#runners.command(target.runnerId, {
       kind: "claim_warm",
       pool: target.pool,
@@ -290,6 +292,24 @@ export class Workspaces {
 
   /** A runner for a new workspace: labels matching `selector`, not draining, with room (placement.ts). */
   async #place(selector: RunnerSelector | undefined): Promise<string> {
+    const { connected, load } = await this.#placementView();
+    const placement = chooseRunner(connected, load, selector);
+    if (!placement.ok) throw new CodedError(placement.code, placement.message, placement.details);
+    return placement.runner.runner_id;
+  }
+
+  /** Whether placement would allow a new workspace on this runner (selector, drain, capacity). */
+  async #placeable(runnerId: string, selector: RunnerSelector | undefined): Promise<boolean> {
+    const { connected, load } = await this.#placementView();
+    return chooseRunner(
+      connected.filter((r) => r.runner_id === runnerId),
+      load,
+      selector,
+    ).ok;
+  }
+
+  /** Connected runners with the store's drain flag, and the workspaces placed on each. */
+  async #placementView(): Promise<{ connected: RunnerRecord[]; load: Map<string, number> }> {
     // Counted in the store: reading every workspace made each placement O(workspaces).
     const load = await this.#store.countWorkspacesByRunner();
     // The drain flag is the store's: an admin may have set it after the runner attached.
@@ -297,9 +317,7 @@ export class Workspaces {
     const connected = this.#runners
       .connectedRunners()
       .map((r) => ({ ...r, draining: stored.get(r.runner_id)?.draining ?? r.draining }));
-    const placement = chooseRunner(connected, load, selector);
-    if (!placement.ok) throw new CodedError(placement.code, placement.message, placement.details);
-    return placement.runner.runner_id;
+    return { connected, load };
   }
 
   async #hasLiveSession(workspace: WorkspaceRecord): Promise<boolean> {

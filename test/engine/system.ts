@@ -107,6 +107,27 @@ export class System {
     );
   }
 
+  /**
+   * One more runner process, apart from `runner` (several-runner tests): its own `--name` and data
+   * dir (`runner-<name>`), `extraArgs` such as `--capacity 2 --label zone=a`. The caller stops it.
+   */
+  launchRunner(name: string, extraArgs: string[] = []): Promise<Proc> {
+    return launch(
+      [
+        "runner",
+        "--server",
+        this.url,
+        "--data-dir",
+        join(this.dataDir, `runner-${name}`),
+        "--name",
+        name,
+        ...extraArgs,
+      ],
+      { ...this.env(), AGENT_SESSIONS_RUNNER_TOKEN: this.runnerToken },
+      /runner attached/,
+    );
+  }
+
   async kill(which: "server" | "runner", signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
     const p = this[which];
     if (!p) return;
