@@ -36,18 +36,37 @@ export const LabelKey = z
 export const LabelValue = z
   .string()
   .max(63)
-  .regex(/^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/, "up to 63 of letters, digits, '-', '_', '.'");
+  .regex(
+    /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/,
+    "must be empty or letters, digits, '-', '_', '.' (alphanumeric at both ends)",
+  );
+
+/** A map of labels whose every key and value is checked, each problem naming its key. */
+function labelMap(max: number) {
+  return z.record(z.string(), z.string()).superRefine((labels, ctx) => {
+    const entries = Object.entries(labels);
+    if (entries.length > max) ctx.addIssue({ code: "custom", message: `at most ${max} labels` });
+    for (const [key, value] of entries) {
+      const k = LabelKey.safeParse(key);
+      if (!k.success)
+        ctx.addIssue({ code: "custom", path: [key], message: `key "${key}" ${k.error.issues[0]?.message}` });
+      const v = LabelValue.safeParse(value);
+      if (!v.success)
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `value "${value}" ${v.error.issues[0]?.message}`,
+        });
+    }
+  });
+}
 
 /** What a runner advertises (`--label key=value`). */
-export const RunnerLabels = z
-  .record(LabelKey, LabelValue)
-  .refine((labels) => Object.keys(labels).length <= 64, { message: "at most 64 labels" });
+export const RunnerLabels = labelMap(64);
 export type RunnerLabels = z.infer<typeof RunnerLabels>;
 
 /** Equality-based selector: a runner matches when it has every key with the same value. `{}` matches any. */
-export const RunnerSelector = z
-  .record(LabelKey, LabelValue)
-  .refine((selector) => Object.keys(selector).length <= 16, { message: "at most 16 labels" });
+export const RunnerSelector = labelMap(16);
 export type RunnerSelector = z.infer<typeof RunnerSelector>;
 
 export function selectorMatches(selector: RunnerSelector | undefined, labels: RunnerLabels): boolean {

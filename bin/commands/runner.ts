@@ -49,7 +49,7 @@ export const runner: Command = {
       const checked = RunnerConfig.shape[field].safeParse(overrides[field]);
       if (overrides[field] !== undefined && !checked.success)
         throw new UsageError(
-          `--${field === "name" ? "name" : "label"}: ${checked.error.issues.map((i) => `${i.path.join(".") || field} ${i.message}`).join("; ")}`,
+          `--${field === "name" ? "name" : "label"}: ${checked.error.issues.map((i) => i.message).join("; ")}`,
         );
     }
     const r = await startRunner(parseRunnerConfig(process.env, overrides));
