@@ -8,6 +8,8 @@
  * without autoResume, or one the user stopped, still answers FAILED_PRECONDITION.
  */
 import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { dockerProbe, type EngineProbe } from "./engine-probes.ts";
@@ -103,8 +105,12 @@ afterEach((context) => {
 afterAll(async () => {
   for (const name of [AUTO, PLAIN])
     await system?.call("DELETE", `${SESSIONS}/${name}`).catch(() => undefined);
+  const logs = { server: system?.server?.logs ?? [], runner: system?.runner?.logs ?? [] };
   await system?.stop();
   await model?.close();
+  // The whole logs, for reading a failure past the tails afterEach shows.
+  for (const [which, lines] of Object.entries(logs))
+    if (lines.length) writeFileSync(join(system.dataDir, `${which}.log`), lines.join(""));
   console.log(`auto-resume: timings (ms) ${JSON.stringify(timings)}; logs in ${system?.dataDir}`);
 });
 
@@ -178,6 +184,7 @@ describe("auto-resume of an idle HarnessSession (real engine: docker)", () => {
         request_id: "recall-auto-1",
         harness_session: { namespace: "default", name: AUTO },
       });
+      timings["auto-resume→Ready (server)"] = resumedEvent.data.payload.resumed_in_ms;
     } finally {
       await events.close();
     }
@@ -219,6 +226,7 @@ describe("auto-resume of an idle HarnessSession (real engine: docker)", () => {
       );
       expect(resumed).toHaveLength(1);
       expect(ids).toContain(resumed[0]?.data.payload.request_id);
+      timings["auto-resume→Ready, 4 waiting (server)"] = resumed[0]?.data.payload.resumed_in_ms;
     } finally {
       await events.close();
     }
