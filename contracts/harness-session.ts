@@ -103,7 +103,10 @@ export const HarnessReasons = {
   RequestArrived: "RequestArrived",
   /** Stopped because spec.desiredState is stopped. */
   Stopped: "Stopped",
-  /** Stopped by the idle controller; resumes when the spec is written again (e.g. desiredState running). */
+  /**
+   * Stopped by the idle controller; resumes when the spec is written again (e.g. desiredState
+   * running), or with spec.autoResume on the next request.
+   */
   IdleTimeout: "IdleTimeout",
   /** The adapter (the workload's main process) exited, was killed or removed. */
   AdapterExited: "AdapterExited",

@@ -44,7 +44,9 @@ export type HarnessControllerOptions = {
  *
  * One reconcile per session at a time (in this process); reconciles are coalesced. A spec write
  * bumps the generation, and only a new generation retries a Failed session or resumes one
- * stopped for IdleTimeout: the controller never revives those behind the user's back.
+ * stopped for IdleTimeout: the controller never revives those behind the user's back. The one
+ * exception is asked for in the spec: with spec.autoResume a request resumes a session stopped
+ * for IdleTimeout (`autoResume`).
  */
 export class HarnessController {
   readonly #o: Required<Omit<HarnessControllerOptions, "secretEnv">> & {
