@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { RunnerInfo } from "../contracts/runners.ts";
 import type { FakeRunner, FakeRunnerOptions } from "./testing/fake-runner.ts";
@@ -299,6 +300,59 @@ describe("runner admin API and label placement", () => {
     expect(await state(onA.body.session_id)).toMatchObject({ state: "ERRORED", reason: "ReattachExpired" });
     expect(await state(onB.body.session_id)).toMatchObject({ state: "READY" });
   }, 20_000);
+});
+
+describe("runner admin API and selectors under arbitrary input (fast-check)", () => {
+  it("any runner path and action, any runner_selector: a coded 4xx or success, never a 5xx, and a refusal changes nothing", async () => {
+    const a = await attach({ name: "a", capacity: 100, labels: { zone: "a" } });
+    const segment = fc.oneof(
+      fc.constantFrom("a", "nobody", "", "a:b", "..", "%2F", "x".repeat(200)),
+      fc.string({ maxLength: 20 }),
+    );
+    const action = fc.oneof(fc.constantFrom("drain", "undrain", "", "explode"), fc.string({ maxLength: 10 }));
+    await fc.assert(
+      fc.asyncProperty(segment, action, fc.boolean(), async (name, verb, withColon) => {
+        const before = (await runners()).a?.draining;
+        const path = `/v1/runners/${encodeURIComponent(name)}${withColon ? `:${encodeURIComponent(verb)}` : ""}`;
+        const reply = await call("POST", path);
+        expect(reply.status, path).toBeLessThan(500);
+        if (reply.status >= 400) {
+          expect(typeof reply.body.code, path).toBe("string");
+          expect((await runners()).a?.draining, path).toBe(before);
+        }
+        const got = await call("GET", path);
+        expect(got.status, path).toBeLessThan(500);
+      }),
+      { numRuns: 150 },
+    );
+    await call("POST", "/v1/runners/a:undrain");
+    const selector = fc.oneof(
+      fc.dictionary(fc.string({ maxLength: 12 }), fc.string({ maxLength: 12 }), { maxKeys: 20 }),
+      fc.dictionary(fc.constantFrom("zone", "disk", "example.com/tier"), fc.constantFrom("a", "b", ""), {
+        maxKeys: 3,
+      }),
+      fc.jsonValue({ maxDepth: 2 }),
+    );
+    let placed = 0;
+    await fc.assert(
+      fc.asyncProperty(selector, async (runner_selector) => {
+        const loadBefore = (await runners()).a?.load ?? 0;
+        const reply = await rpc("ProvisionAgentWorkspace", {
+          agent_ref: "alice",
+          workstream: `w${placed}`,
+          client_request_id: "",
+          runner_selector,
+        });
+        expect(reply.status, JSON.stringify(runner_selector)).toBeLessThan(500);
+        if (reply.status === 200) placed += 1;
+        else expect((await runners()).a?.load).toBe(loadBefore);
+      }),
+      { numRuns: 150 },
+    );
+    // Only selectors a's labels satisfy were placed, each on a.
+    expect(placed).toBeGreaterThan(0);
+    expect(a.commandsOf("provision")).toHaveLength(placed);
+  }, 120_000);
 });
 
 describe("HarnessSession spec.runnerSelector", () => {
