@@ -73,6 +73,29 @@ describe("GET /v1/events", () => {
     expect(client.frames()).toMatchObject([{ seq: 2, payload: { state: "READY" } }]);
   });
 
+  it("delivers a burst to many followers complete and in order, with and without a session filter", async () => {
+    const runner = await t.runner();
+    const id = await session(t);
+    const followers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => t.events(i % 2 === 0 ? `?session_id=${id}` : "")),
+    );
+    // Both kinds are subscribed once they see a frame published after they connected.
+    runner.frame(id, { type: "log", payload: { warmup: true } });
+    for (const f of followers) await f.until((e) => e.length >= 1);
+    for (let i = 0; i < 300; i++) runner.frame(id, { type: "delta", payload: { i } });
+    for (const f of followers) await f.until((e) => e.length >= 301);
+    for (const f of followers) {
+      const frames = f.frames();
+      expect(frames.map((x) => (x.payload as { i?: number }).i)).toEqual([
+        undefined,
+        ...Array.from({ length: 300 }, (_, i) => i),
+      ]);
+      const ids = f.events.map((e) => Number(e.id));
+      expect(ids).toEqual([...ids].sort((x, y) => x - y));
+      expect(new Set(ids).size).toBe(ids.length);
+    }
+  });
+
   it("rejects a bad cursor with 400 and an unknown session with 404", async () => {
     expect((await t.events("?session_id=ses-nope")).status).toBe(404);
     expect((await t.events("", "minus-one")).status).toBe(400);

@@ -57,11 +57,10 @@ export function eventRoutes(options: EventStreamOptions): Hono {
       let wake: (() => void) | undefined;
       let overflowed = false;
       const unsubscribe = bus.subscribe((f) => {
-        if (sessionId !== undefined && f.frame.session_id !== sessionId) return;
         if (queue.length >= maxQueued) overflowed = true;
         else queue.push(f);
         wake?.();
-      });
+      }, sessionId);
       const stop = new AbortController();
       const end = () => {
         stop.abort();
@@ -87,12 +86,15 @@ export function eventRoutes(options: EventStreamOptions): Hono {
             if (queue.length === 0 && !stop.signal.aborted) await stream.write(": keepalive\n\n");
             continue;
           }
+          // Everything queued in one write: a follower that fell behind catches up in one go.
+          let text = "";
           for (const f of queue.splice(0)) {
             const key = keyOf(f);
             if (last !== undefined && key <= last) continue;
-            await stream.writeSSE({ id: String(key), data: JSON.stringify(f.frame) });
+            text += sseEvent(key, f);
             last = key;
           }
+          if (text !== "") await stream.write(text);
         }
       } finally {
         unsubscribe();
@@ -100,6 +102,22 @@ export function eventRoutes(options: EventStreamOptions): Hono {
       }
     });
   });
+}
+
+/** The SSE `data` of each frame, serialized once however many followers write it. */
+const serialized = new WeakMap<StoredFrame, string>();
+
+/**
+ * One server-sent event, as hono's `writeSSE` writes it (`data:` then `id:`). Serialized JSON
+ * never holds a raw CR or LF, so the data is one line.
+ */
+function sseEvent(id: number, stored: StoredFrame): string {
+  let data = serialized.get(stored);
+  if (data === undefined) {
+    data = JSON.stringify(stored.frame);
+    serialized.set(stored, data);
+  }
+  return `data: ${data}\nid: ${id}\n\n`;
 }
 
 /** The retained frames after the cursor, page by page; returns the last id sent. */
@@ -122,10 +140,12 @@ async function sendBacklog(
         data: JSON.stringify({ session_id: sessionId, from_seq: last + 1, to_seq: head.frame.seq - 1 }),
       });
     first = false;
+    let text = "";
     for (const f of page) {
-      await stream.writeSSE({ id: String(keyOf(f)), data: JSON.stringify(f.frame) });
+      text += sseEvent(keyOf(f), f);
       last = keyOf(f);
     }
+    if (text !== "") await stream.write(text);
     if (page.length < PAGE) break;
   }
   return last;

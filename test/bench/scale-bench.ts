@@ -226,11 +226,11 @@ function metric(text: string, name: string, labels = ""): number {
 type Subscriber = { frames: number; close(): void };
 
 /** Follows every session; `onData` gets each event's data line. Resolves once the response began. */
-function subscribe(onData: (data: string, at: number) => void): Promise<Subscriber> {
+function subscribe(onData: (data: string, at: number) => void, sessionId?: string): Promise<Subscriber> {
   return new Promise((resolve, reject) => {
     const sub: Subscriber = { frames: 0, close: () => req.destroy() };
     const req = http.get(
-      `${baseUrl}/v1/events`,
+      `${baseUrl}/v1/events${sessionId === undefined ? "" : `?session_id=${sessionId}`}`,
       { agent: false, headers: { authorization: `Bearer ${adminToken}`, accept: "text/event-stream" } },
       (res) => {
         if (res.statusCode !== 200) {
@@ -278,6 +278,7 @@ type Snapshot = {
   statusP50: number;
   statusP99: number;
   statusBytes: number;
+  scrapeMs: number;
 };
 
 const readyFrames = { count: 0 };
@@ -303,6 +304,7 @@ async function createSessions(from: number, to: number): Promise<Created> {
   const baseReady = readyFrames.count;
   let lastProgress = performance.now();
   let lastCount = readyFrames.count;
+  let lastPrint = performance.now();
   while (readyFrames.count < target) {
     const inFlight = next - from - (readyFrames.count - baseReady);
     const batch: Promise<void>[] = [];
@@ -314,10 +316,13 @@ async function createSessions(from: number, to: number): Promise<Created> {
       lastProgress = performance.now();
     } else if (performance.now() - lastProgress > 120_000)
       throw new Error(`no session became READY for 120 s (${readyFrames.count - baseReady} of ${to - from})`);
-    if ((readyFrames.count - baseReady) % 1000 === 0 && readyFrames.count > baseReady)
-      process.stderr.write(`\r  ${readyFrames.count} READY`);
+    if (performance.now() - lastPrint > 5_000) {
+      lastPrint = performance.now();
+      process.stderr.write(
+        `  ${readyFrames.count} READY after ${((lastPrint - started) / 1000).toFixed(0)} s\n`,
+      );
+    }
   }
-  process.stderr.write("\n");
   return {
     seconds: (performance.now() - started) / 1000,
     serverCpu: cpuSecondsOf(pids.server) - cpu0.server,
@@ -341,7 +346,9 @@ async function measure(serverPid: number, sessions: number, created: Created): P
   const name = "agent_sessions_idle_sweep_duration_seconds";
   const before = await scrape();
   await sleep(11_000);
+  const scrapeStarted = performance.now();
   const after = await scrape();
+  const scrapeMs = performance.now() - scrapeStarted;
   const sweeps = metric(after, `${name}_count`) - metric(before, `${name}_count`);
   const sweepMeanMs = ((metric(after, `${name}_sum`) - metric(before, `${name}_sum`)) / sweeps) * 1000;
   const times: number[] = [];
@@ -367,11 +374,13 @@ async function measure(serverPid: number, sessions: number, created: Created): P
     statusP50: percentile(sorted, 50),
     statusP99: percentile(sorted, 99),
     statusBytes,
+    scrapeMs,
   };
 }
 
 type FanOut = {
   subscribers: number;
+  followed: string;
   connectMs: number;
   steady: { delivered: number; expected: number; p50: number; p99: number; perSecond: number };
   burst: {
@@ -385,10 +394,15 @@ type FanOut = {
   rss: number;
 };
 
+/**
+ * `n` subscribers following every session (`emitting` undefined), or each following one of the
+ * `emitting` sessions (subscriber i the (i mod k)-th): frame j goes to the (j mod k)-th session.
+ */
 async function fanOut(
   serverPid: number,
   n: number,
   emit: (count: number, perSecond: number) => Promise<RunnerReply>,
+  emitting?: string[],
 ): Promise<FanOut> {
   let latencies: number[] = [];
   let lastAt = 0;
@@ -401,13 +415,29 @@ async function fanOut(
   const t0 = performance.now();
   const subs: Subscriber[] = [];
   for (let i = 0; i < n; i += 100)
-    subs.push(...(await Promise.all(Array.from({ length: Math.min(100, n - i) }, () => subscribe(onData)))));
+    subs.push(
+      ...(await Promise.all(
+        Array.from({ length: Math.min(100, n - i) }, (_, k) =>
+          subscribe(onData, emitting?.[(i + k) % emitting.length]),
+        ),
+      )),
+    );
+  // How many subscribers each frame reaches, by the emitting session it comes from.
+  const reach = (count: number) => {
+    if (!emitting) return count * n;
+    let total = 0;
+    for (let j = 0; j < count; j++) {
+      const session = j % emitting.length;
+      total += Math.floor(n / emitting.length) + (session < n % emitting.length ? 1 : 0);
+    }
+    return total;
+  };
   const connectMs = performance.now() - t0;
   try {
     // Barrier: every subscriber has seen a frame (so each is subscribed on the bus).
     for (let tries = 0; ; tries++) {
       for (const s of subs) s.frames = 0;
-      await emit(1, 1000);
+      await emit(emitting ? emitting.length : 1, 100_000);
       const until = Date.now() + 5_000;
       while (subs.some((s) => s.frames === 0) && Date.now() < until) await sleep(20);
       if (subs.every((s) => s.frames > 0)) break;
@@ -419,7 +449,7 @@ async function fanOut(
       latencies = [];
       const started = preciseNow();
       await emit(count, perSecond);
-      const expected = count * n;
+      const expected = reach(count);
       const until = Date.now() + 120_000;
       while (latencies.length < expected && Date.now() < until) await sleep(10);
       const sorted = sortedOf(latencies);
@@ -436,7 +466,14 @@ async function fanOut(
     const steady = await run(STEADY_RATE * STEADY_SECONDS, STEADY_RATE);
     await sleep(500);
     const burst = await run(BURST_FRAMES, 1_000_000);
-    return { subscribers: n, connectMs, steady, burst, rss: memoryOf(serverPid).rss };
+    return {
+      subscribers: n,
+      followed: emitting ? `one of ${emitting.length} sessions each` : "every session",
+      connectMs,
+      steady,
+      burst,
+      rss: memoryOf(serverPid).rss,
+    };
   } finally {
     for (const s of subs) s.close();
     await sleep(1_000);
@@ -499,14 +536,31 @@ async function main(): Promise<void> {
 
   const emit = (count: number, perSecond: number) =>
     runner.ask({ type: "emit", count, sessions: EMITTING_SESSIONS, perSecond }, "emitted");
+  // The sessions of the workspaces whose agents emit, for subscribers following one session.
+  const containers = (await runner.ask({ type: "emitting", sessions: EMITTING_SESSIONS }, "emitting"))
+    .containers as string[];
+  const statuses = JSON.parse(await must("POST", "/v1/rpc/GetAgentStatus", {})) as {
+    sessions: { session_id: string; container_name: string; state: string }[];
+  };
+  const sessionOf = new Map(
+    statuses.sessions.filter((x) => x.state === "READY").map((x) => [x.container_name, x.session_id]),
+  );
+  const emitting = containers.map((c) => {
+    const id = sessionOf.get(c);
+    if (id === undefined) throw new Error(`no READY session in ${c}`);
+    return id;
+  });
   process.stderr.write("fan-out to 1 subscriber…\n");
   const one = await fanOut(serverPid, 1, emit);
   process.stderr.write(`fan-out to ${SUBSCRIBERS} subscribers…\n`);
   const many = await fanOut(serverPid, SUBSCRIBERS, emit);
+  process.stderr.write(`fan-out to ${SUBSCRIBERS} subscribers, each following one session…\n`);
+  const perSession = await fanOut(serverPid, SUBSCRIBERS, emit, emitting);
+  const fans = [one, many, perSession];
 
   const f1 = (v: number) => v.toFixed(1);
   const f0 = (v: number) => Math.round(v).toLocaleString("en-US");
-  const rows: [string, string, string][] = [
+  const rows: string[][] = [
     ["sessions (HarnessSessions → agent sessions READY)", f0(baseline.sessions), f0(full.sessions)],
     [
       "create throughput (sessions/s)",
@@ -524,45 +578,45 @@ async function main(): Promise<void> {
     [`GetAgentStatus(all) p50 (ms, ${CALLS} calls)`, f1(baseline.statusP50), f1(full.statusP50)],
     ["GetAgentStatus(all) p99 (ms)", f1(baseline.statusP99), f1(full.statusP99)],
     ["GetAgentStatus(all) reply (KiB)", f1(baseline.statusBytes / 1024), f1(full.statusBytes / 1024)],
+    ["GET /metrics, one scrape (ms)", f1(baseline.scrapeMs), f1(full.scrapeMs)],
   ];
-  const sse: [string, string, string][] = [
-    ["subscribers (each follows every session)", f0(one.subscribers), f0(many.subscribers)],
-    ["connect all (ms)", f1(one.connectMs), f1(many.connectMs)],
+  const each = (f: (x: FanOut) => string) => fans.map(f);
+  const sse: string[][] = [
+    ["subscribers", ...each((x) => f0(x.subscribers))],
+    ["each follows", ...each((x) => x.followed)],
+    ["connect all (ms)", ...each((x) => f1(x.connectMs))],
     [
       `steady ${STEADY_RATE} frames/s: delivered / expected`,
-      `${f0(one.steady.delivered)} / ${f0(one.steady.expected)}`,
-      `${f0(many.steady.delivered)} / ${f0(many.steady.expected)}`,
+      ...each((x) => `${f0(x.steady.delivered)} / ${f0(x.steady.expected)}`),
     ],
-    ["steady: latency p50 (ms)", f1(one.steady.p50), f1(many.steady.p50)],
-    ["steady: latency p99 (ms)", f1(one.steady.p99), f1(many.steady.p99)],
+    ["steady: latency p50 (ms)", ...each((x) => f1(x.steady.p50))],
+    ["steady: latency p99 (ms)", ...each((x) => f1(x.steady.p99))],
     [
       `burst ${BURST_FRAMES} frames: delivered / expected`,
-      `${f0(one.burst.delivered)} / ${f0(one.burst.expected)}`,
-      `${f0(many.burst.delivered)} / ${f0(many.burst.expected)}`,
+      ...each((x) => `${f0(x.burst.delivered)} / ${f0(x.burst.expected)}`),
     ],
-    [
-      "burst: throughput (frames delivered/s, all subscribers)",
-      f0(one.burst.perSecond),
-      f0(many.burst.perSecond),
-    ],
-    ["burst: drained in (s)", f1(one.burst.seconds), f1(many.burst.seconds)],
-    ["burst: latency p50 (ms)", f1(one.burst.p50), f1(many.burst.p50)],
-    ["burst: latency p99 (ms)", f1(one.burst.p99), f1(many.burst.p99)],
-    ["server RSS with the subscribers (MiB)", f1(one.rss), f1(many.rss)],
+    ["burst: throughput (frames delivered/s, in all)", ...each((x) => f0(x.burst.perSecond))],
+    ["burst: drained in (s)", ...each((x) => f1(x.burst.seconds))],
+    ["burst: latency p50 (ms)", ...each((x) => f1(x.burst.p50))],
+    ["burst: latency p99 (ms)", ...each((x) => f1(x.burst.p99))],
+    ["server RSS with the subscribers (MiB)", ...each((x) => f1(x.rss))],
   ];
-  const table = (title: string, head: [string, string], body: [string, string, string][]) => {
-    const w = Math.max(...body.map((r) => r[0].length));
+  const table = (title: string, head: string[], body: string[][]) => {
+    const w = Math.max(...body.map((r) => (r[0] ?? "").length));
+    const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i + 1] ?? "").length)));
+    const line = (k: string, cells: string[]) =>
+      `  ${k.padEnd(w)}${cells.map((c, i) => `  ${c.padStart(widths[i] ?? 0)}`).join("")}`;
     console.log(`\n${title}`);
-    console.log(`  ${"".padEnd(w)}  ${head[0].padStart(14)}  ${head[1].padStart(16)}`);
-    for (const [k, a, b] of body) console.log(`  ${k.padEnd(w)}  ${a.padStart(14)}  ${b.padStart(16)}`);
+    console.log(line("", head));
+    for (const [k, ...cells] of body) console.log(line(k ?? "", cells));
   };
   console.log(
     `\nscale benchmark: node ${process.version}, ${SESSIONS} sessions, ${SUBSCRIBERS} subscribers, data in ${dataDir}`,
   );
   table("sessions", ["baseline", "full"], rows);
   table(
-    `SSE fan-out (${EMITTING_SESSIONS} sessions emit; ${SESSIONS} tracked)`,
-    ["1 subscriber", `${SUBSCRIBERS} subscribers`],
+    `SSE fan-out (${EMITTING_SESSIONS} sessions emit, round-robin; ${SESSIONS} tracked)`,
+    ["baseline", "all", "per session"],
     sse,
   );
 }

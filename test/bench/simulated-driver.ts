@@ -116,6 +116,11 @@ export class SimulatedDriver implements EngineDriver {
     return this.#agents.size;
   }
 
+  /** The workspaces whose agents `emit` uses, in its round-robin order. */
+  emitting(sessions: number): string[] {
+    return [...this.#agents.keys()].slice(0, Math.max(1, sessions));
+  }
+
   /**
    * `count` `log` frames, round-robin over the first `sessions` live agents, at `perSecond`
    * (in 10 ms slices). Each payload carries `bench_seq` and `sent_at` (preciseNow()).

@@ -7,6 +7,7 @@
  *     node test/bench/simulated-runner.ts
  *
  * IPC messages (parent → runner): `{type: "status"}` → `{type: "status", attached, agents}`;
+ * `{type: "emitting", sessions}` → `{type: "emitting", containers}` (the workspaces `emit` uses);
  * `{type: "emit", count, sessions, perSecond}` → `{type: "emitted", emitted, ms}`.
  */
 import { z } from "zod";
@@ -16,6 +17,7 @@ import { SimulatedDriver } from "./simulated-driver.ts";
 
 const Control = z.discriminatedUnion("type", [
   z.object({ type: z.literal("status") }),
+  z.object({ type: z.literal("emitting"), sessions: z.number().int().positive() }),
   z.object({
     type: z.literal("emit"),
     count: z.number().int().nonnegative(),
@@ -56,6 +58,9 @@ async function main(): Promise<void> {
     switch (message.type) {
       case "status":
         reply({ type: "status", attached: runner.link.attached, agents: driver.agentCount });
+        return;
+      case "emitting":
+        reply({ type: "emitting", containers: driver.emitting(message.sessions) });
         return;
       case "emit":
         driver.emit(message.count, message.sessions, message.perSecond).then(
