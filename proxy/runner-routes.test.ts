@@ -153,6 +153,22 @@ describe("runner admin API and label placement", () => {
     }
   });
 
+  it("concurrent placements never put more workspaces on a runner than its capacity", async () => {
+    const a = await attach({ name: "a", capacity: 2, labels: { zone: "a" } });
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        rpc("ProvisionAgentWorkspace", {
+          agent_ref: "alice",
+          workstream: `w${i}`,
+          client_request_id: `c${i}`,
+        }),
+      ),
+    );
+    expect(replies.map((r) => r.status).sort()).toEqual([200, 200, 429, 429, 429, 429]);
+    expect(a.commandsOf("provision")).toHaveLength(2);
+    expect((await runners()).a?.load).toBe(2);
+  });
+
   it("drain: no new placement on the runner, its live session untouched; undrain lifts it", async () => {
     const a = await attach({ name: "a", capacity: 1, labels: { zone: "a" } });
     const b = await attach({ name: "b", capacity: 5, labels: { zone: "b" } });

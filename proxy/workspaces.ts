@@ -10,7 +10,7 @@ import type {
 } from "../contracts/rpc.ts";
 import type { RunnerSelector } from "../contracts/runners.ts";
 import { SessionReasons } from "../contracts/session-reasons.ts";
-import { workloadName } from "../contracts/session-spec.ts";
+import { type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
@@ -55,6 +55,11 @@ export class Workspaces {
   readonly #warmPools: WarmPools | undefined;
   /** One provisioning or removal per `(agent, workstream)` at a time in this process. */
   readonly #mutex = new KeyedMutex();
+  /**
+   * From choosing a runner to the store holding the workspace that counts on it, one placement at
+   * a time in this process: concurrent provisions never put more on a runner than its capacity.
+   */
+  readonly #placing = new KeyedMutex();
 
   constructor(options: WorkspacesOptions) {
     this.#store = options.store;
@@ -105,42 +110,59 @@ export class Workspaces {
     // From here on something is provisioned: every check that can refuse comes first.
     const { agent, runtime } = await this.#resolveAgent(agentRef);
     if (!existing) {
-      const claimed = await this.#fromWarmPool(agentRef, request, agent, runtime);
+      const claimed = await this.#placing.run("placement", () =>
+        this.#fromWarmPool(agentRef, request, agent, runtime),
+      );
       if (claimed) {
         if (requestId) await this.#claim(requestId, fingerprint, claimed.container_name);
         return response(claimed, true);
       }
     }
-    // A workspace already placed stays on its runner (a draining one too: nothing moves).
-    const runnerId = existing ? existing.runner_id : await this.#place(request.runner_selector);
-    const runner = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
-    if (!runner)
-      throw new CodedError(
-        "UNAVAILABLE",
-        `the runner of workspace ${existing?.container_name} is not connected`,
-      );
     const { namespace } = parseAgentRef(agentRef);
-    const sessionName =
-      existing?.spec.name ??
-      workspaceNameFor(agent.metadata.name, request.workstream, requestId || randomUUID());
-    const spec = buildSessionSpec({ namespace, name: sessionName, engine: runner.engine, agent, runtime });
     const credentials = resolveCredentials(agent, this.#secretEnv);
-
-    let workspace = existing;
-    if (!workspace) {
-      workspace = await this.#insert({
-        container_name: workloadName(namespace, sessionName),
-        agent_ref: agentRef,
-        workstream: request.workstream,
-        client_request_id: requestId || `generated-${randomUUID()}`,
-        runner_id: runner.runner_id,
-        spec,
-        adapter_token: randomBytes(32).toString("base64url"),
-      });
-    } else {
+    let runner: RunnerRecord;
+    let spec: SessionSpec;
+    let workspace: WorkspaceRecord;
+    if (existing) {
+      // A workspace already placed stays on its runner (a draining one too: nothing moves).
+      const its = this.#runners.connectedRunners().find((r) => r.runner_id === existing.runner_id);
+      if (!its)
+        throw new CodedError(
+          "UNAVAILABLE",
+          `the runner of workspace ${existing.container_name} is not connected`,
+        );
+      runner = its;
+      spec = buildSessionSpec({ namespace, name: existing.spec.name, engine: runner.engine, agent, runtime });
       workspace =
-        (await this.#store.updateWorkspace(workspace.container_name, { status: "provisioning" })) ??
-        workspace;
+        (await this.#store.updateWorkspace(existing.container_name, { status: "provisioning" })) ?? existing;
+    } else {
+      ({ runner, spec, workspace } = await this.#placing.run("placement", async () => {
+        const runnerId = await this.#place(request.runner_selector);
+        const chosen = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
+        if (!chosen) throw new CodedError("UNAVAILABLE", `runner ${runnerId} is not connected`);
+        const sessionName = workspaceNameFor(
+          agent.metadata.name,
+          request.workstream,
+          requestId || randomUUID(),
+        );
+        const chosenSpec = buildSessionSpec({
+          namespace,
+          name: sessionName,
+          engine: chosen.engine,
+          agent,
+          runtime,
+        });
+        const inserted = await this.#insert({
+          container_name: workloadName(namespace, sessionName),
+          agent_ref: agentRef,
+          workstream: request.workstream,
+          client_request_id: requestId || `generated-${randomUUID()}`,
+          runner_id: chosen.runner_id,
+          spec: chosenSpec,
+          adapter_token: randomBytes(32).toString("base64url"),
+        });
+        return { runner: chosen, spec: chosenSpec, workspace: inserted };
+      }));
     }
     if (requestId) await this.#claim(requestId, fingerprint, workspace.container_name);
 
