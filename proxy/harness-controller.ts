@@ -94,7 +94,10 @@ export class HarnessController {
 
   /** Reconcile every session (server start, periodic resync of unsettled ones with `unsettledOnly`). */
   async resync(unsettledOnly: boolean): Promise<void> {
-    for (const r of await this.#o.harness.listHarnessSessions()) {
+    const records = unsettledOnly
+      ? await this.#o.harness.listUnsettledHarnessSessions()
+      : await this.#o.harness.listHarnessSessions();
+    for (const r of records) {
       if (r.deletion_requested_at !== undefined) continue;
       const unsettled =
         r.phase === "Pending" || r.phase === "Draining" || r.observed_generation < r.generation;

@@ -80,7 +80,11 @@ export class IdleController {
       now.toISOString(),
     );
     if (reaped > 0) this.#o.log("warn", "cleared requests in flight for too long", { count: reaped });
-    for (const record of await this.#o.harness.listIdleCandidates()) {
+    const cutoffFor = (idleTimeout: string) => {
+      const timeoutMs = parseDuration(idleTimeout);
+      return timeoutMs ? new Date(now.getTime() - timeoutMs).toISOString() : undefined;
+    };
+    for (const record of await this.#o.harness.listIdleCandidates(cutoffFor)) {
       const cutoff = idleCutoff(record, now);
       if (cutoff === undefined) continue;
       // Fire and forget: a stop takes a while, and other sessions' idleness must not wait for it.

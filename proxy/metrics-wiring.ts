@@ -25,8 +25,8 @@ export function startMetrics(options: {
   const metrics = new Metrics({ log: options.log });
   const harness = new SqliteHarnessStore(options.databasePath);
   metrics.observe({
-    sessionStates: async () => (await options.store.listSessions()).map((s) => s.state),
-    harnessPhases: async () => (await harness.listHarnessSessions()).map((h) => h.phase),
+    sessionStates: () => options.store.countSessionsByState(),
+    harnessPhases: () => harness.countHarnessSessionsByPhase(),
     runnerLinks: () => options.hub.connectedRunners().length,
   });
   timeRunnerCommands(options.hub, metrics);

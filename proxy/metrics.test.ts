@@ -154,7 +154,11 @@ describe("Metrics", () => {
       sessionStates: async () => {
         throw new Error("store closed");
       },
-      harnessPhases: async () => ["Ready", "Ready", "Stopped"],
+      harnessPhases: async () =>
+        new Map([
+          ["Ready", 2],
+          ["Stopped", 1],
+        ]),
     });
     const e = parseExposition(await metrics.render());
     expect(value(e, "agent_sessions_sessions")).toBeUndefined();

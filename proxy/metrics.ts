@@ -8,10 +8,10 @@ export type ProxiedOutcome = "succeeded" | "failed" | "cancelled" | "rejected";
 
 /** Where the scrape-time gauges read the current state; each is optional. */
 export type MetricsSources = {
-  /** The state of every retained agent session. */
-  sessionStates?: () => Promise<readonly string[]>;
-  /** The phase of every HarnessSession. */
-  harnessPhases?: () => Promise<readonly string[]>;
+  /** How many retained agent sessions are in each state (counted by the store, not listed). */
+  sessionStates?: () => Promise<ReadonlyMap<string, number>>;
+  /** How many HarnessSessions are in each phase. */
+  harnessPhases?: () => Promise<ReadonlyMap<string, number>>;
   /** Runner links attached and reconciled. */
   runnerLinks?: () => number;
 };
@@ -162,7 +162,7 @@ export class Metrics {
     return this.registry.metrics();
   }
 
-  async #read(source: "sessionStates" | "harnessPhases"): Promise<readonly string[] | undefined> {
+  async #read(source: "sessionStates" | "harnessPhases"): Promise<ReadonlyMap<string, number> | undefined> {
     const read = this.#sources[source];
     if (!read) return undefined;
     try {
@@ -176,8 +176,8 @@ export class Metrics {
 }
 
 /** Counts of each known value (0 for the absent), plus any unknown value seen. */
-function countBy(known: readonly string[], values: readonly string[]): Map<string, number> {
+function countBy(known: readonly string[], counted: ReadonlyMap<string, number>): Map<string, number> {
   const counts = new Map<string, number>(known.map((k) => [k, 0]));
-  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+  for (const [value, n] of counted) counts.set(value, (counts.get(value) ?? 0) + n);
   return counts;
 }

@@ -23,11 +23,17 @@ export interface HarnessStore {
   /** One namespace, or every session (the controllers' resync). */
   listHarnessSessions(namespace?: string): Promise<HarnessRecord[]>;
   /**
-   * What the idle sweep looks at: the sessions Ready, desired running, not being deleted and with
-   * nothing in flight (a superset of the idle ones: `idleCutoff` decides), filtered in the store
-   * and read without their conditions, so one sweep over many sessions stays cheap.
+   * What the idle sweep looks at: the sessions Ready, desired running, not being deleted, with
+   * nothing in flight and a last activity at or before the cutoff of their `idleTimeout`
+   * (`cutoffFor` of it; undefined = never idle) or none at all. A superset of the idle ones
+   * (`idleCutoff` decides), found through an index and read without their conditions, so a sweep
+   * costs the idle sessions, not all of them.
    */
-  listIdleCandidates(): Promise<IdleCandidate[]>;
+  listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]>;
+  /** Sessions not being deleted that are Pending, Draining or have an unobserved spec (resync). */
+  listUnsettledHarnessSessions(): Promise<HarnessRecord[]>;
+  /** How many sessions are in each phase (metrics), counted without reading them. */
+  countHarnessSessionsByPhase(): Promise<Map<HarnessPhase, number>>;
   findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined>;
   /** Set `deletion_requested_at` (kept when already set); refuses requests from then on. */
   markHarnessDeleting(namespace: string, name: string, now: string): Promise<HarnessRecord | undefined>;

@@ -181,29 +181,42 @@ describe("HarnessSession accounting in SQLite", () => {
   });
 });
 
-describe("HarnessSession idle candidates in SQLite", () => {
-  it("are the Ready, desired-running, not deleting sessions with nothing in flight", async () => {
-    const create = (name: string, over: Partial<HarnessSessionSpec> = {}) =>
-      store.createHarnessSession({
-        namespace: "default",
-        name,
-        uid: name,
-        spec: { ...spec, ...over },
-        conditions: [],
-      });
-    await create("idle");
-    await create("busy");
-    await create("pending");
-    await create("deleting");
+describe("HarnessSession sweeps in SQLite", () => {
+  const create = (name: string, over: Partial<HarnessSessionSpec> = {}) =>
+    store.createHarnessSession({
+      namespace: "default",
+      name,
+      uid: name,
+      spec: { ...spec, ...over },
+      conditions: [],
+    });
+  const settle = (name: string, patch: { phase: "Ready" | "Draining"; last_activity_time?: string }) =>
+    store.setObserved("default", name, { observed_generation: 1, ...patch });
+
+  beforeEach(async () => {
+    for (const name of ["idle", "busy", "pending", "deleting", "recent", "untouched", "draining"])
+      await create(name);
     await create("stopped", { desiredState: "stopped" });
-    for (const name of ["chat", "idle", "busy", "deleting", "stopped"])
-      await store.setObserved("default", name, { phase: "Ready", last_activity_time: T(1) });
+    await create("never", { idleTimeout: "0" });
+    await create("hourly", { idleTimeout: "1h" });
+    for (const name of ["chat", "idle", "busy", "deleting", "stopped", "never", "hourly"])
+      await settle(name, { phase: "Ready", last_activity_time: T(1) });
+    await settle("recent", { phase: "Ready", last_activity_time: T(40) });
+    await settle("untouched", { phase: "Ready" });
+    await settle("draining", { phase: "Draining", last_activity_time: T(1) });
     await store.beginRequest({ ...request("r1"), name: "busy" });
     await store.markHarnessDeleting("default", "deleting", T(2));
+  });
 
-    const candidates = await store.listIdleCandidates();
-    expect(candidates.map((c) => c.name)).toEqual(["chat", "idle"]);
-    expect(candidates[1]).toEqual({
+  it("idle candidates: Ready, desired running, not deleting, nothing in flight, quiet since their timeout's cutoff", async () => {
+    const asked: string[] = [];
+    const candidates = await store.listIdleCandidates((timeout) => {
+      asked.push(timeout);
+      return timeout === "5m" ? T(30) : timeout === "1h" ? T(0) : undefined;
+    });
+    expect(asked.sort()).toEqual(["0", "1h", "5m"]);
+    expect(candidates.map((c) => c.name).sort()).toEqual(["chat", "idle", "untouched"]);
+    expect(candidates.find((c) => c.name === "idle")).toEqual({
       namespace: "default",
       name: "idle",
       phase: "Ready",
@@ -212,5 +225,25 @@ describe("HarnessSession idle candidates in SQLite", () => {
       last_activity_time: T(1),
       deletion_requested_at: undefined,
     });
+  });
+
+  it("unsettled: Pending, Draining or an unobserved spec, never one being deleted", async () => {
+    expect((await store.listUnsettledHarnessSessions()).map((r) => r.name)).toEqual(["draining", "pending"]);
+    await store.replaceHarnessSpec("default", "idle", { ...spec, desiredState: "stopped" }, 1);
+    expect((await store.listUnsettledHarnessSessions()).map((r) => r.name)).toEqual([
+      "draining",
+      "idle",
+      "pending",
+    ]);
+  });
+
+  it("counts sessions by phase", async () => {
+    expect(await store.countHarnessSessionsByPhase()).toEqual(
+      new Map([
+        ["Draining", 1],
+        ["Pending", 1],
+        ["Ready", 9],
+      ]),
+    );
   });
 });

@@ -34,6 +34,10 @@ CREATE TABLE IF NOT EXISTS harness_sessions (
   PRIMARY KEY (namespace, name)
 );
 CREATE INDEX IF NOT EXISTS harness_sessions_by_session ON harness_sessions (session_id);
+CREATE INDEX IF NOT EXISTS harness_sessions_idle ON harness_sessions
+  (phase, json_extract(spec, '$.idleTimeout'), last_activity_time);
+CREATE INDEX IF NOT EXISTS harness_sessions_unsettled ON harness_sessions (namespace, name)
+  WHERE deletion_requested_at IS NULL AND (phase IN ('Pending', 'Draining') OR observed_generation < generation);
 CREATE TABLE IF NOT EXISTS harness_requests (
   namespace TEXT NOT NULL, name TEXT NOT NULL, request_id TEXT NOT NULL,
   relay_id TEXT NOT NULL, runner_id TEXT NOT NULL, container_name TEXT NOT NULL,
@@ -112,13 +116,27 @@ export class SqliteHarnessStore implements HarnessStore {
     return rows.map(toRecord);
   }
 
-  async listIdleCandidates(): Promise<IdleCandidate[]> {
-    const rows = this.#all(
-      `SELECT namespace, name, spec, last_activity_time FROM harness_sessions
-       WHERE phase = 'Ready' AND deletion_requested_at IS NULL AND active_requests = 0
-         AND json_extract(spec, '$.desiredState') = 'running'
-       ORDER BY namespace, name`,
-    );
+  async listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]> {
+    // Few distinct timeouts; each one's idle sessions are a range of the idle index.
+    const timeouts = this.#all(
+      `SELECT DISTINCT json_extract(spec, '$.idleTimeout') AS idle_timeout FROM harness_sessions
+       WHERE phase = 'Ready'`,
+    ).map((row) => String(row.idle_timeout));
+    const rows: Row[] = [];
+    for (const timeout of timeouts) {
+      const cutoff = cutoffFor(timeout);
+      if (cutoff === undefined) continue;
+      rows.push(
+        ...this.#all(
+          `SELECT namespace, name, spec, last_activity_time FROM harness_sessions
+           WHERE phase = 'Ready' AND json_extract(spec, '$.idleTimeout') = ?
+             AND (last_activity_time IS NULL OR last_activity_time <= ?)
+             AND deletion_requested_at IS NULL AND active_requests = 0
+             AND json_extract(spec, '$.desiredState') = 'running'`,
+          [timeout, cutoff],
+        ),
+      );
+    }
     return rows.map((row) => ({
       namespace: String(row.namespace),
       name: String(row.name),
@@ -128,6 +146,19 @@ export class SqliteHarnessStore implements HarnessStore {
       last_activity_time: optional(row.last_activity_time),
       deletion_requested_at: undefined,
     }));
+  }
+
+  async listUnsettledHarnessSessions(): Promise<HarnessRecord[]> {
+    return this.#all(
+      `SELECT * FROM harness_sessions WHERE deletion_requested_at IS NULL
+         AND (phase IN ('Pending', 'Draining') OR observed_generation < generation)
+       ORDER BY namespace, name`,
+    ).map(toRecord);
+  }
+
+  async countHarnessSessionsByPhase(): Promise<Map<HarnessPhase, number>> {
+    const rows = this.#all("SELECT phase, COUNT(*) AS n FROM harness_sessions GROUP BY phase");
+    return new Map(rows.map((row) => [String(row.phase) as HarnessPhase, Number(row.n)]));
   }
 
   async findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined> {

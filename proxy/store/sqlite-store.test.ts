@@ -226,3 +226,21 @@ describe("SqliteStore placement load", () => {
     expect(await store.countWorkspacesByRunner()).toEqual(new Map([["runner-1", 3]]));
   });
 });
+
+describe("SqliteStore session counts", () => {
+  it("counts sessions by state, following transitions", async () => {
+    expect(await store.countSessionsByState()).toEqual(new Map());
+    await store.insertWorkspace(workspace());
+    for (const id of ["s1", "s2", "s3"]) await store.insertSession(session(id));
+    await store.transitionSession("s1", { state: "READY" });
+    await store.transitionSession("s2", { state: "READY" });
+    await store.transitionSession("s2", { state: "ERRORED", reason: "AgentExited" });
+    expect(await store.countSessionsByState()).toEqual(
+      new Map([
+        ["ERRORED", 1],
+        ["READY", 1],
+        ["STARTING", 1],
+      ]),
+    );
+  });
+});

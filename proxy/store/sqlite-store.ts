@@ -341,6 +341,11 @@ export class SqliteStore implements Store {
     return this.#all(sql, params).map(toSession);
   }
 
+  async countSessionsByState(): Promise<Map<SessionState, number>> {
+    const rows = this.#all("SELECT state, COUNT(*) AS n FROM sessions GROUP BY state");
+    return new Map(rows.map((row) => [String(row.state) as SessionState, Number(row.n)]));
+  }
+
   async transitionSession(sessionId: string, change: SessionChange): Promise<Transition | undefined> {
     return this.#tx(() => {
       const current = this.#get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);

@@ -56,6 +56,8 @@ export interface Store {
   insertSession(session: NewSession): Promise<SessionRecord>;
   getSession(sessionId: string): Promise<SessionRecord | undefined>;
   listSessions(filter?: SessionFilter): Promise<SessionRecord[]>;
+  /** How many retained sessions are in each state (metrics), counted without reading them. */
+  countSessionsByState(): Promise<Map<SessionState, number>>;
   /**
    * Move a session to `state` and append its status frame (`type: "status"`, payload
    * `{state, reason}`) in one transaction. Nothing happens, and undefined is returned, when the
