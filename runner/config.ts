@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { KubernetesRunnerConfig, kubernetesRunnerSource } from "./kubernetes-config.ts";
 import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
 
 /** The runner's configuration: one schema, defaults and units in it, parsed at start, never at import. */
@@ -17,6 +18,8 @@ export const RunnerConfig = z.object({
   /** What placement selects on (`runnerSelector` of a HarnessSession, `runner_selector` of an RPC). */
   labels: RunnerLabels.default({}),
   dockerHost: z.string().default("unix:///var/run/docker.sock"),
+  /** The Kubernetes engine's settings (kubernetes-config.ts): sessions namespace, NetworkPolicy peer. */
+  kubernetes: KubernetesRunnerConfig.default({ namespace: "agent-sessions" }),
 });
 export type RunnerConfig = z.infer<typeof RunnerConfig>;
 
@@ -54,6 +57,7 @@ export function parseRunnerConfig(
       ? parseLabelPairs([source.AGENT_SESSIONS_RUNNER_LABELS])
       : undefined,
     dockerHost: source.DOCKER_HOST,
+    kubernetes: kubernetesRunnerSource(source),
     ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
   });
 }
