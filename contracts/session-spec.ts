@@ -75,6 +75,12 @@ export const SessionSpec = z.object({
       namespace: DnsLabel.default("agent-sessions"),
       /** Labels of the runner pods: the only ingress a session pod accepts. */
       runnerSelector: z.record(z.string(), z.string()).default({ "agent-sessions.dev/component": "runner" }),
+      /**
+       * Labels of the namespace the runner pods run in, when that is not the sessions namespace
+       * (a control plane of its own): the ingress peer is then those pods in those namespaces.
+       * Unset: the runner pods are looked for in the sessions namespace.
+       */
+      runnerNamespaceSelector: z.record(z.string(), z.string()).optional(),
       storageClassName: z.string().optional(),
       /** CIDR the runner reaches session pods from when it runs outside the cluster (the node). */
       runnerCidr: z.string().optional(),

@@ -57,6 +57,8 @@ describe("KubernetesSession component", () => {
       capabilities: { drop: ["ALL"] },
     });
     expect(c.resources.limits).toEqual({ cpu: "500m", memory: "512Mi" });
+    // CPU reserved at a tenth of the limit (compressible, sessions idle); memory at the limit.
+    expect(c.resources.requests).toEqual({ cpu: "50m", memory: "512Mi" });
     expect(c.readinessProbe.httpGet.path).toBe("/readyz");
     expect(c.livenessProbe.httpGet.path).toBe("/healthz");
     expect(pod.volumes.map((v: Obj) => Object.keys(v).find((k) => k !== "name"))).toEqual([
@@ -75,5 +77,50 @@ describe("KubernetesSession component", () => {
       to: [{ ipBlock: { cidr: "10.213.0.1/32" } }],
       ports: [{ port: 11434, protocol: "TCP" }],
     });
+    // The runner in the sessions namespace: its pods by label, nothing else.
+    expect(np.spec.ingress).toEqual([
+      {
+        from: [{ podSelector: { matchLabels: { "agent-sessions.dev/component": "runner" } } }],
+        ports: [{ port: 8080, protocol: "TCP" }],
+      },
+    ]);
+  });
+
+  it("admits a runner in another namespace by one peer of namespaceSelector and podSelector, plus its node CIDR", async () => {
+    recorded.length = 0;
+    const spec = SessionSpec.parse({
+      namespace: "default",
+      name: "beta",
+      engine: "kubernetes",
+      image,
+      contract: "v1alpha2",
+      kubernetes: {
+        namespace: "agent-sessions",
+        runnerSelector: { "agent-sessions.dev/component": "runner" },
+        runnerNamespaceSelector: { "agent-sessions.dev/component": "control-plane" },
+        runnerCidr: "10.213.0.1/32",
+      },
+    });
+    new mod.KubernetesSession("beta", { spec, credentials: {}, adapterToken: "tok" });
+    await new Promise((r) => setTimeout(r, 50));
+    const np = custom(recorded).find((r) => r.type === "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+      ?.inputs as Obj;
+    expect(np.spec.ingress[0].from).toEqual([
+      {
+        namespaceSelector: { matchLabels: { "agent-sessions.dev/component": "control-plane" } },
+        podSelector: { matchLabels: { "agent-sessions.dev/component": "runner" } },
+      },
+      { ipBlock: { cidr: "10.213.0.1/32" } },
+    ]);
+  });
+});
+
+describe("cpuRequestOf", () => {
+  it("reserves a tenth of the CPU limit, at least 10m, for millicores and cores alike", async () => {
+    const { cpuRequestOf } = await import("./kubernetes-session.ts");
+    expect(cpuRequestOf("500m")).toBe("50m");
+    expect(cpuRequestOf("2")).toBe("200m");
+    expect(cpuRequestOf("1.5")).toBe("150m");
+    expect(cpuRequestOf("50m")).toBe("10m");
   });
 });

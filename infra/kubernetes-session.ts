@@ -12,6 +12,18 @@ import * as pulumi from "@pulumi/pulumi";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 
+/**
+ * What the scheduler reserves for a session's CPU: a tenth of its limit (at least 10m). CPU is
+ * compressible and a session idles between requests, so reserving the whole limit (500m by
+ * default) let a 2-core node hold three sessions and left the fourth Pending with "Insufficient
+ * cpu". The limit still caps what a busy session takes. Memory is not compressible: its request
+ * stays equal to its limit, so a node never promises memory it does not have.
+ */
+export function cpuRequestOf(limit: string): string {
+  const millicores = limit.endsWith("m") ? Number(limit.slice(0, -1)) : Number(limit) * 1000;
+  return `${Math.max(10, Math.floor(millicores / 10))}m`;
+}
+
 export interface KubernetesSessionArgs {
   spec: SessionSpec;
   credentials: pulumi.Input<Record<string, string>>;
@@ -113,7 +125,10 @@ export class KubernetesSession extends pulumi.ComponentResource {
                     seccompProfile: { type: "RuntimeDefault" },
                   },
                   resources: {
-                    requests: { cpu: spec.resources.cpu, memory: `${spec.resources.memoryMiB}Mi` },
+                    requests: {
+                      cpu: cpuRequestOf(spec.resources.cpu),
+                      memory: `${spec.resources.memoryMiB}Mi`,
+                    },
                     limits: { cpu: spec.resources.cpu, memory: `${spec.resources.memoryMiB}Mi` },
                   },
                   readinessProbe: {
@@ -156,8 +171,14 @@ export class KubernetesSession extends pulumi.ComponentResource {
       child,
     );
 
+    // A podSelector alone selects pods in the policy's own namespace; a runner in another
+    // namespace is matched by namespaceSelector AND podSelector in one peer (two peers would admit
+    // every pod of those namespaces, or any namespace's pods with the runner's labels).
+    const runnerPod = { podSelector: { matchLabels: spec.kubernetes.runnerSelector } };
     const runnerPeers: k8s.types.input.networking.v1.NetworkPolicyPeer[] = [
-      { podSelector: { matchLabels: spec.kubernetes.runnerSelector } },
+      spec.kubernetes.runnerNamespaceSelector
+        ? { namespaceSelector: { matchLabels: spec.kubernetes.runnerNamespaceSelector }, ...runnerPod }
+        : runnerPod,
       ...(spec.kubernetes.runnerCidr ? [{ ipBlock: { cidr: spec.kubernetes.runnerCidr } }] : []),
     ];
     new k8s.networking.v1.NetworkPolicy(

@@ -2,7 +2,7 @@ import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { Labels, workloadName } from "../contracts/session-spec.ts";
 import type { ExitReason } from "./driver.ts";
-import { exitCodeOf, isPodReady, PodExits } from "./kubernetes.ts";
+import { exitCodeOf, isPodReady, oomKillsOf, PodExits } from "./kubernetes.ts";
 
 const name = workloadName("team", "s1");
 
@@ -145,5 +145,14 @@ describe("exec status and readiness", () => {
       isPodReady(pod({ status: { phase: "Running", conditions: [{ type: "Ready", status: "False" }] } })),
     ).toBe(false);
     expect(isPodReady(pod({ status: { phase: "Pending" } }))).toBe(false);
+  });
+});
+
+describe("oomKillsOf reads a container cgroup's OOM kill count", () => {
+  it("from cgroup v1 memory.oom_control and cgroup v2 memory.events; undefined when there is none", () => {
+    expect(oomKillsOf("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")).toBe(3);
+    expect(oomKillsOf("low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n")).toBe(1);
+    expect(oomKillsOf("oom_kill_disable 0\nunder_oom 0\n")).toBeUndefined();
+    expect(oomKillsOf("")).toBeUndefined();
   });
 });

@@ -13,12 +13,14 @@
  */
 import { PassThrough } from "node:stream";
 import {
+  AppsV1Api,
   CoreV1Api,
   Exec,
   type KubeConfig,
   type V1ContainerStateTerminated,
   type V1Pod,
   type V1Status,
+  NetworkingV1Api,
   Watch,
 } from "@kubernetes/client-node";
 import { CodedError } from "../contracts/errors.ts";
@@ -38,6 +40,16 @@ export type KubernetesDriverOptions = {
    * matched by their pod labels instead. @default none
    */
   runnerCidr?: string;
+  /**
+   * The runner pod's labels, when it runs in the cluster: what a session's NetworkPolicy admits
+   * (its ingress podSelector) in place of the spec's runnerSelector. @default the spec's
+   */
+  podLabels?: Record<string, string>;
+  /**
+   * Labels of the namespace the runner pod runs in, when that is not the sessions namespace: the
+   * ingress peer is then a namespaceSelector and podSelector together. @default none (same namespace)
+   */
+  namespaceLabels?: Record<string, string>;
   /** How long provision waits for a Ready pod after the stack is up. @default 120000 */
   readyTimeoutMs?: number;
 };
@@ -45,6 +57,21 @@ export type KubernetesDriverOptions = {
 /** Marker the exec wrapper writes to stderr before it becomes the agent: the agent's PID. */
 const PID_MARKER = "agent-sessions-agent-pid=";
 const STOP_GRACE_MS = 5000;
+/**
+ * The container cgroup's count of OOM kills, read inside the container: cgroup v2 `memory.events`,
+ * else cgroup v1 `memory.oom_control` (both have an `oom_kill N` line).
+ */
+const OOM_KILLS = [
+  "/bin/sh",
+  "-c",
+  "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control",
+];
+
+/** The `oom_kill N` count of a cgroup memory.events / memory.oom_control text; undefined when absent. */
+export function oomKillsOf(text: string): number | undefined {
+  const m = text.match(/^oom_kill (\d+)$/m);
+  return m ? Number(m[1]) : undefined;
+}
 const WATCH_RETRY_MS = 1000;
 
 /** True when `e` is an API error (ApiException) or a watch's HTTP error with this status code. */
@@ -173,8 +200,12 @@ export class KubernetesDriver implements EngineDriver {
   readonly namespace: string;
   readonly #kc: KubeConfig;
   readonly #core: CoreV1Api;
+  readonly #apps: AppsV1Api;
+  readonly #networking: NetworkingV1Api;
   readonly #stacks: StackManager;
   readonly #runnerCidr: string | undefined;
+  readonly #podLabels: Record<string, string> | undefined;
+  readonly #namespaceLabels: Record<string, string> | undefined;
   readonly #readyTimeoutMs: number;
   readonly #placements = new Map<string, Placement>();
   /**
@@ -185,13 +216,23 @@ export class KubernetesDriver implements EngineDriver {
   readonly #endpoints = new Map<string, string>();
   /** Workloads the runner itself is replacing, scaling down or removing: their pods' ends are no news. */
   readonly #quiet = new Set<string>();
+  /**
+   * When an agent last ended by an OOM kill that left its container running, by workload. The
+   * kernel's OOM killer may take the agent (an exec'd process) alone: the kubelet reports nothing
+   * then (no container terminated), but the container cgroup's oom_kill count went up.
+   */
+  readonly #ooms = new Map<string, number>();
 
   constructor(kc: KubeConfig, stacks: StackManager, options: KubernetesDriverOptions = {}) {
     this.#kc = kc;
     this.#core = kc.makeApiClient(CoreV1Api);
+    this.#apps = kc.makeApiClient(AppsV1Api);
+    this.#networking = kc.makeApiClient(NetworkingV1Api);
     this.#stacks = stacks;
     this.namespace = options.namespace ?? "agent-sessions";
     this.#runnerCidr = options.runnerCidr;
+    this.#podLabels = options.podLabels;
+    this.#namespaceLabels = options.namespaceLabels;
     this.#readyTimeoutMs = options.readyTimeoutMs ?? 120_000;
   }
 
@@ -222,18 +263,55 @@ export class KubernetesDriver implements EngineDriver {
     // the runner selector matches, so the NetworkPolicy also admits runnerCidr. NetworkPolicy
     // needs a policy-capable network plugin to be enforced: the test bed has none (pods sit on
     // the docker bridge), so there the objects are declared and checked, not enforced.
+    // The runner knows where its own connections come from: its pod labels and its namespace's
+    // labels (a runner in the control plane's namespace) take the place of the spec's.
     const runnerCidr = spec.kubernetes.runnerCidr ?? this.#runnerCidr;
-    const kubernetes = { ...spec.kubernetes, ...(runnerCidr ? { runnerCidr } : {}) };
+    const kubernetes = {
+      ...spec.kubernetes,
+      ...(this.#podLabels ? { runnerSelector: this.#podLabels } : {}),
+      ...(this.#namespaceLabels ? { runnerNamespaceSelector: this.#namespaceLabels } : {}),
+      ...(runnerCidr ? { runnerCidr } : {}),
+    };
     // A changed spec recreates the pod (strategy Recreate): that deletion is ours.
     this.#quiet.add(containerName);
     try {
       this.#endpoints.delete(containerName);
+      await this.#forgetLostObjects(containerName, spec);
       const outputs = await this.#stacks.up({ ...spec, kubernetes, replicas: 1 }, secrets);
       if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
       await this.#waitReady(containerName);
       return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
     } finally {
       this.#quiet.delete(containerName);
+    }
+  }
+
+  /**
+   * A re-provision recreates session objects deleted outside (the Deployment, most often): `up`
+   * alone trusts the stack's state and would change nothing, leaving no pod. When one is missing,
+   * `refresh` first drops what is gone from the state, so `up` creates it again under its name
+   * (the PVC, when it is still there, keeps the workspace). A session with a Ready pod, and a
+   * first provision, skip this.
+   */
+  async #forgetLostObjects(containerName: string, spec: SessionSpec): Promise<void> {
+    if (await this.#readyPod(containerName).catch(() => undefined)) return;
+    if (!(await this.#stacks.exists(spec.namespace, spec.name))) return;
+    const namespace = this.namespace;
+    const reads: (() => Promise<unknown>)[] = [
+      () => this.#apps.readNamespacedDeployment({ name: containerName, namespace }),
+      () => this.#core.readNamespacedService({ name: containerName, namespace }),
+      () => this.#networking.readNamespacedNetworkPolicy({ name: containerName, namespace }),
+      () => this.#core.readNamespacedSecret({ name: `${containerName}-credentials`, namespace }),
+      () => this.#core.readNamespacedPersistentVolumeClaim({ name: `${containerName}-workspace`, namespace }),
+    ];
+    for (const read of reads) {
+      try {
+        await read();
+      } catch (e) {
+        if (!isApiStatus(e, 404)) throw e;
+        await this.#stacks.refresh(spec.namespace, spec.name);
+        return;
+      }
     }
   }
 
@@ -299,6 +377,20 @@ export class KubernetesDriver implements EngineDriver {
       ].join(","),
     });
     return pods.items.find(isPodReady);
+  }
+
+  oomSince(containerName: string, sinceMs: number): boolean {
+    return (this.#ooms.get(containerName) ?? Number.NEGATIVE_INFINITY) >= sinceMs;
+  }
+
+  /** The OOM kills the pod container's cgroup counted so far; undefined when it cannot be read. */
+  async #oomKills(podName: string, container: string): Promise<number | undefined> {
+    try {
+      const { exitCode, stdout } = await this.#capture(podName, container, OOM_KILLS);
+      return exitCode === 0 ? oomKillsOf(stdout) : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   async isRunning(containerName: string): Promise<boolean> {
@@ -378,15 +470,30 @@ export class KubernetesDriver implements EngineDriver {
         throw new CodedError("NOT_FOUND", `workspace ${containerName} has no Ready pod`);
       throw new CodedError("UNAVAILABLE", `exec into ${podName} failed: ${String(error)}`);
     }
+    // The cgroup's OOM kills before this agent: one more when it ends killed means the OOM killer.
+    const oomBaseline = this.#oomKills(podName, container);
     const exited = new Promise<{ exitCode: number | null }>((resolve) => {
       let closed = false;
       let drained = false;
+      let finished = false;
       const finish = () => {
-        if (!closed || !drained) return;
+        if (!closed || !drained || finished) return;
+        finished = true;
         if (tail.trim()) output.onLine(tail);
         tail = "";
         pidResolve(undefined);
-        resolve({ exitCode: exitCodeOf(status) });
+        const exitCode = exitCodeOf(status);
+        if (exitCode !== 137) {
+          resolve({ exitCode });
+          return;
+        }
+        // SIGKILL: from the OOM killer, or from someone's kill -9. Settled before the exit is
+        // reported, so that oomSince answers by the time the runner asks.
+        void Promise.all([oomBaseline, this.#oomKills(podName, container)]).then(([before, after]) => {
+          if (before !== undefined && after !== undefined && after > before)
+            this.#ooms.set(containerName, Date.now());
+          resolve({ exitCode });
+        });
       };
       stdout.once("end", () => {
         drained = true;
@@ -421,6 +528,36 @@ export class KubernetesDriver implements EngineDriver {
       },
       exited,
     };
+  }
+
+  /** A short command in the pod; its exit code and stdout once its status frame arrives. */
+  async #capture(
+    podName: string,
+    container: string,
+    command: string[],
+  ): Promise<{ exitCode: number | null; stdout: string }> {
+    let status: V1Status | undefined;
+    let stdout = "";
+    const out = new PassThrough();
+    out.setEncoding("utf8");
+    out.on("data", (chunk: string) => {
+      if (stdout.length < 65_536) stdout += chunk;
+    });
+    const ws = await new Exec(this.#kc).exec(
+      this.namespace,
+      podName,
+      container,
+      command,
+      out,
+      new PassThrough().resume(),
+      null,
+      false,
+      (s) => {
+        status = s;
+      },
+    );
+    await new Promise<void>((r) => ws.once("close", () => r()));
+    return { exitCode: exitCodeOf(status), stdout };
   }
 
   /** A short command in the pod; resolves with its exit code once its status frame arrives. */

@@ -32,7 +32,7 @@ export async function startRunner(config: RunnerConfig): Promise<Runner> {
       // KUBECONFIG when set, else ~/.kube/config, else the in-cluster service account.
       const kc = new KubeConfig();
       kc.loadFromDefault();
-      driver = new KubernetesDriver(kc, stacks);
+      driver = new KubernetesDriver(kc, stacks, config.kubernetes);
       break;
     }
     default: {

@@ -16,6 +16,9 @@ import { testbedHome } from "./testbed.ts";
 
 export type Engine = "docker" | "kubernetes";
 
+/** A session workload of a namespace: `running` when it can run an agent now. */
+export type WorkspaceInfo = { name: string; state: "running" | "stopped" | "starting"; session: string };
+
 export interface EngineProbe {
   readonly engine: Engine;
   /** The workload runs: the container is Running / the Deployment has its one Ready pod. */
@@ -35,7 +38,63 @@ export interface EngineProbe {
   processEnv(workload: string): Promise<string[]>;
   /** Names of engine workloads of ours whose name contains `fragment`. */
   workloadsNamed(fragment: string): Promise<string[]>;
+
+  // ── what the agent-session lifecycle scenarios (agent-lifecycle-scenarios.ts) need ──
+  /** A command in the running workload (the session container / the Ready pod's container); stdout. */
+  exec(workload: string, argv: string[]): Promise<string>;
+  /** The session workloads of an agent-sessions namespace, optionally one agent's (`<agent>-…` sessions). */
+  workspacesOf(namespace: string, agent?: string): Promise<WorkspaceInfo[]>;
+  /**
+   * Removes the workload outside the system, so that nothing brings it back: `docker rm -f` of the
+   * container / the Deployment deleted (its ReplicaSet and pod with it). The volume stays.
+   */
+  removeOutside(workload: string): Promise<void>;
+  /** How many exec sessions the engine created in the workload at or after `sinceMs` (epoch ms). */
+  execsSince(workload: string, sinceMs: number): Promise<number>;
+  /** Sets the running workload's memory limit to what it uses now plus `headroomMiB`. */
+  squeezeMemory(workload: string, headroomMiB: number): Promise<void>;
+  /** The engine's own record that the workload's container was OOM-killed. */
+  oomKilled(workload: string): Promise<boolean>;
+  /**
+   * The ERRORED reasons this engine's runner reports when a live session's workload is removed
+   * outside (`removeOutside`) or killed outside (`kill`).
+   */
+  readonly reasons: { removed: string; killed: string };
+  /** Force-removes every engine object left of a namespace's sessions; what it removed. Never throws. */
+  forceRemove(namespace: string): Promise<string[]>;
 }
+
+const execFileAsync = promisify(execFile);
+
+/** The `docker` CLI against the test bed's dockerd (DOCKER_HOST); stdout. */
+async function dockerCli(...args: string[]): Promise<string> {
+  return (await execFileAsync("docker", args, { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 })).stdout;
+}
+
+/** Exec sessions dockerd created since `sinceMs` in containers whose name `matches`. */
+async function dockerExecsSince(sinceMs: number, matches: (name: string) => boolean): Promise<number> {
+  const out = await dockerCli(
+    "events",
+    "--since",
+    (sinceMs / 1000).toFixed(3),
+    "--until",
+    (Date.now() / 1000 + 1).toFixed(3),
+    "--filter",
+    "event=exec_create",
+    "--format",
+    "{{.Actor.Attributes.name}}",
+  );
+  return out.split("\n").filter((name) => name.trim() && matches(name.trim())).length;
+}
+
+/** Sets a dockerd container's memory limit (and swap, so it cannot swap instead) to `MiB`. */
+async function dockerLimitMemory(container: string, usageBytes: number, headroomMiB: number): Promise<void> {
+  const limitMiB = Math.ceil(usageBytes / 1024 / 1024) + headroomMiB;
+  await dockerCli("update", "--memory", `${limitMiB}m`, "--memory-swap", `${limitMiB}m`, container);
+}
+
+/** The memory a container's cgroup (v1) uses, read from inside it. */
+const CGROUP_MEMORY_USAGE = "/sys/fs/cgroup/memory/memory.usage_in_bytes";
 
 function dockerStatus(e: unknown): Promise<false> {
   return (e as { statusCode?: number }).statusCode === 404 ? Promise.resolve(false) : Promise.reject(e);
@@ -54,6 +113,13 @@ export function dockerProbe(docker: Docker = dockerClient()): EngineProbe {
       .then(() => true, dockerStatus);
   const networkExists = async (name: string) =>
     (await docker.listNetworks({ filters: JSON.stringify({ name: [name] }) })).some((n) => n.Name === name);
+  const exec = async (w: string, argv: string[]) => {
+    const { exitCode, output } = await dockerExec(docker.getContainer(w), argv);
+    if (exitCode !== 0) throw new Error(`${argv.join(" ")} in ${w} exited ${exitCode}: ${output}`);
+    return output;
+  };
+  const namespaceFilter = (namespace: string) =>
+    JSON.stringify({ label: [`${Labels.namespace}=${namespace}`] });
   return {
     engine: "docker",
     running: async (w) =>
@@ -81,10 +147,51 @@ export function dockerProbe(docker: Docker = dockerClient()): EngineProbe {
       )
         .flatMap((c) => c.Names)
         .filter((n) => n.includes(fragment)),
+    exec,
+    workspacesOf: async (namespace, agent) =>
+      (await docker.listContainers({ all: true, filters: namespaceFilter(namespace) }))
+        .map(
+          (c): WorkspaceInfo => ({
+            name: (c.Names[0] ?? "").replace(/^\//, ""),
+            state: c.State === "running" ? "running" : "stopped",
+            session: c.Labels[Labels.session] ?? "",
+          }),
+        )
+        .filter((c) => agent === undefined || c.session.startsWith(`${agent}-`))
+        .sort((a, b) => a.name.localeCompare(b.name)),
+    removeOutside: async (w) => {
+      await dockerCli("rm", "-f", w);
+    },
+    execsSince: (w, sinceMs) => dockerExecsSince(sinceMs, (name) => name === w),
+    squeezeMemory: async (w, headroomMiB) =>
+      dockerLimitMemory(w, Number((await exec(w, ["cat", CGROUP_MEMORY_USAGE])).trim()), headroomMiB),
+    oomKilled: async (w) => (await docker.getContainer(w).inspect()).State.OOMKilled,
+    // `docker kill` is SIGKILL: exit 137 without an oom event.
+    reasons: { removed: "ContainerRemoved", killed: "ContainerExited" },
+    forceRemove: async (namespace) => {
+      const forced: string[] = [];
+      const filters = namespaceFilter(namespace);
+      const quietly = (p: Promise<unknown>) => p.catch(() => undefined);
+      try {
+        for (const c of await docker.listContainers({ all: true, filters })) {
+          forced.push(`container ${c.Names[0]}`);
+          await quietly(docker.getContainer(c.Id).remove({ force: true }));
+        }
+        for (const n of await docker.listNetworks({ filters })) {
+          forced.push(`network ${n.Name}`);
+          await quietly(docker.getNetwork(n.Id).remove());
+        }
+        for (const v of (await docker.listVolumes({ filters })).Volumes ?? []) {
+          forced.push(`volume ${v.Name}`);
+          await quietly(docker.getVolume(v.Name).remove({ force: true }));
+        }
+      } catch (error) {
+        forced.push(`(listing failed: ${String(error)})`);
+      }
+      return forced;
+    },
   };
 }
-
-const execFileAsync = promisify(execFile);
 
 /** The test bed's kubectl (its KUBECONFIG comes from the environment the test bed sets). */
 export const kubectl = () => join(testbedHome, "kubernetes", "bin", "kubectl");
@@ -113,6 +220,25 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
     return stdout;
   };
   const exists = async (read: () => Promise<unknown>) => !(await isGone(read));
+  const ofNamespace = (ns: string) => `${Labels.managedBy}=agent-sessions,${Labels.namespace}=${ns}`;
+  /** The dockerd container behind the workload's Ready pod (the test bed's kubelet runs dockershim). */
+  const runtimeContainer = async (workload: string): Promise<string> => {
+    const pod = await readyPod(workload);
+    const id = (
+      await dockerCli(
+        "ps",
+        "-q",
+        "--filter",
+        `label=io.kubernetes.pod.namespace=${namespace}`,
+        "--filter",
+        `label=io.kubernetes.pod.name=${pod}`,
+        "--filter",
+        "label=io.kubernetes.container.name=adapter",
+      )
+    ).trim();
+    if (!id || id.includes("\n")) throw new Error(`pod ${pod}: adapter container ${JSON.stringify(id)}`);
+    return id;
+  };
   return {
     engine: "kubernetes",
     running: async (w) => {
@@ -154,5 +280,87 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
       ).items
         .map((d) => d.metadata?.name ?? "")
         .filter((n) => n.includes(fragment)),
+    exec,
+    workspacesOf: async (ns, agent) => {
+      const labelSelector = ofNamespace(ns);
+      const deployments = (await k.apps.listNamespacedDeployment({ namespace, labelSelector })).items;
+      const out: WorkspaceInfo[] = [];
+      for (const d of deployments) {
+        const name = d.metadata?.name ?? "";
+        const session = d.metadata?.labels?.[Labels.session] ?? "";
+        if (agent !== undefined && !session.startsWith(`${agent}-`)) continue;
+        const ready = (await pods(name)).some(isPodReady);
+        out.push({
+          name,
+          session,
+          state:
+            ready && d.spec?.replicas === 1 ? "running" : d.spec?.replicas === 0 ? "stopped" : "starting",
+        });
+      }
+      return out.sort((a, b) => a.name.localeCompare(b.name));
+    },
+    removeOutside: async (w) => {
+      // Foreground: the call returns once the ReplicaSet and the pod are gone too.
+      await k.apps.deleteNamespacedDeployment({
+        name: w,
+        namespace,
+        body: { propagationPolicy: "Foreground", gracePeriodSeconds: 0 },
+      });
+    },
+    // The API server keeps no record of exec sessions; the node's runtime does (the test bed's
+    // kubelet execs through dockershim into dockerd containers named k8s_<container>_<pod>_…).
+    execsSince: (w, sinceMs) => dockerExecsSince(sinceMs, (name) => name.includes(`_${w}-`)),
+    squeezeMemory: async (w, headroomMiB) => {
+      // Kubernetes 1.20 cannot change a running pod's limits (in-place resize came with 1.27), and a
+      // changed limit in the Deployment replaces the pod. So the limit is tightened where the
+      // kubelet put it: the pod container's cgroup, through the node's runtime (dockerd).
+      const usage = Number((await exec(w, ["cat", CGROUP_MEMORY_USAGE])).trim());
+      await dockerLimitMemory(await runtimeContainer(w), usage, headroomMiB);
+    },
+    oomKilled: async (w) =>
+      (await pods(w)).some((p) =>
+        (p.status?.containerStatuses ?? []).some(
+          (c) =>
+            c.lastState?.terminated?.reason === "OOMKilled" || c.state?.terminated?.reason === "OOMKilled",
+        ),
+      ),
+    // Removing the Deployment deletes its pod; deleting the pod alone too (the ReplicaSet replaces it).
+    reasons: { removed: "PodDeleted", killed: "PodDeleted" },
+    forceRemove: async (ns) => {
+      const forced: string[] = [];
+      const labelSelector = ofNamespace(ns);
+      const quietly = (p: Promise<unknown>) => p.catch(() => undefined);
+      try {
+        for (const d of (await k.apps.listNamespacedDeployment({ namespace, labelSelector })).items) {
+          forced.push(`deployment ${d.metadata?.name}`);
+          await quietly(k.apps.deleteNamespacedDeployment({ name: d.metadata?.name ?? "", namespace }));
+        }
+        for (const s of (await k.core.listNamespacedService({ namespace, labelSelector })).items) {
+          forced.push(`service ${s.metadata?.name}`);
+          await quietly(k.core.deleteNamespacedService({ name: s.metadata?.name ?? "", namespace }));
+        }
+        for (const p of (await k.networking.listNamespacedNetworkPolicy({ namespace, labelSelector }))
+          .items) {
+          forced.push(`networkpolicy ${p.metadata?.name}`);
+          await quietly(
+            k.networking.deleteNamespacedNetworkPolicy({ name: p.metadata?.name ?? "", namespace }),
+          );
+        }
+        for (const s of (await k.core.listNamespacedSecret({ namespace, labelSelector })).items) {
+          forced.push(`secret ${s.metadata?.name}`);
+          await quietly(k.core.deleteNamespacedSecret({ name: s.metadata?.name ?? "", namespace }));
+        }
+        for (const c of (await k.core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector }))
+          .items) {
+          forced.push(`pvc ${c.metadata?.name}`);
+          await quietly(
+            k.core.deleteNamespacedPersistentVolumeClaim({ name: c.metadata?.name ?? "", namespace }),
+          );
+        }
+      } catch (error) {
+        forced.push(`(listing failed: ${String(error)})`);
+      }
+      return forced;
+    },
   };
 }
