@@ -80,6 +80,13 @@ describe("ControlPlane component", () => {
     });
     expect(env.PULUMI_CONFIG_PASSPHRASE.valueFrom.secretKeyRef.name).toBe("agent-sessions-runner-passphrase");
     expect(env.PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION.value).toBe("true");
+    // Session NetworkPolicies admit the runner pod in this namespace, by both labels.
+    expect(env.AGENT_SESSIONS_RUNNER_POD_LABELS.value).toBe(
+      "agent-sessions.dev/managed-by=agent-sessions,agent-sessions.dev/component=runner",
+    );
+    expect(env.AGENT_SESSIONS_RUNNER_NAMESPACE_LABELS.value).toBe(
+      "agent-sessions.dev/managed-by=agent-sessions,agent-sessions.dev/component=control-plane",
+    );
 
     const admin = byTypeAndName("kubernetes:core/v1:Secret", "agent-sessions-admin-token");
     // Registered as a Pulumi secret (the engine's secret signature wraps the value).

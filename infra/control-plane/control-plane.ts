@@ -23,6 +23,12 @@ const DATA_DIR = "/var/lib/agent-sessions";
 /** The label value session NetworkPolicies can select the control plane's namespace by. */
 export const CONTROL_PLANE_COMPONENT = "control-plane";
 
+/** Labels as `k=v,k=v`, the runner's environment form. */
+const labelPairs = (labels: Record<string, string>) =>
+  Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",");
+
 export interface ControlPlaneArgs {
   config: ControlPlaneConfig;
   provider?: k8s.Provider;
@@ -296,6 +302,13 @@ export class ControlPlane extends pulumi.ComponentResource {
                     },
                     { name: "AGENT_SESSIONS_RUNNER_CAPACITY", value: String(config.runnerCapacity) },
                     { name: "AGENT_SESSIONS_KUBERNETES_NAMESPACE", value: sessionsNamespace },
+                    // What session NetworkPolicies admit: this pod's labels in this namespace
+                    // (by its labels), not pods of the sessions namespace (runner/kubernetes-config.ts).
+                    { name: "AGENT_SESSIONS_RUNNER_POD_LABELS", value: labelPairs(runnerLabels) },
+                    {
+                      name: "AGENT_SESSIONS_RUNNER_NAMESPACE_LABELS",
+                      value: labelPairs({ ...managed, [Labels.component]: CONTROL_PLANE_COMPONENT }),
+                    },
                     { name: "AGENT_SESSIONS_STATE_DIR", value: DATA_DIR },
                     // Plugins come with the image; never reach out for one.
                     { name: "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", value: "true" },
