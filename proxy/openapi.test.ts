@@ -136,8 +136,15 @@ describe("GET /openapi.json", () => {
       "/v1/namespaces/{namespace}/agents/{name}",
       "/v1/namespaces/{namespace}/harnesssessions/{name}",
       "/v1/namespaces/{namespace}/harnesssessions/{name}/requests",
+      "/v1/runners",
+      "/v1/runners/{runner}",
+      "/v1/runners/{runner}:drain",
+      "/v1/runners/{runner}:undrain",
     ])
       expect(paths()[path], path).toBeDefined();
+    expect(schemas().RunnerInfo?.required).toEqual(
+      expect.arrayContaining(["capacity", "labels", "load", "connected", "draining"]),
+    );
     expect(Object.keys(paths()["/v1/namespaces/{namespace}/harnesssessions/{name}"] ?? {})).toEqual(
       expect.arrayContaining(["get", "put", "patch", "delete"]),
     );
