@@ -102,7 +102,9 @@ export class Runner {
     try {
       return await this.#dispatch(command);
     } finally {
-      this.#log("info", "command done", { kind: command.kind, ms: Date.now() - started });
+      // `warm_pools` comes every few seconds and changes nothing most times: not logged.
+      if (command.kind !== "warm_pools")
+        this.#log("info", "command done", { kind: command.kind, ms: Date.now() - started });
     }
   }
 

@@ -14,7 +14,13 @@
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { API_VERSION } from "../../contracts/resources.ts";
-import { agentPids, containersOf, removeEverything, setUpNamespace } from "../engine/agent-system.ts";
+import {
+  agentPids,
+  containersOf,
+  removeEverything,
+  setUpNamespace,
+  stacksOf,
+} from "../engine/agent-system.ts";
 import { System, until } from "../engine/system.ts";
 import { applyTestbedEnv, referenceImage } from "../engine/testbed.ts";
 
@@ -139,7 +145,8 @@ try {
   await putRuntime("pooled", 0).catch(() => undefined);
   await until(
     "pool emptied",
-    async () => (await containersOf(NS)).every((c) => containers.has(c.name)),
+    // Containers go first, then networks and volumes, then the stacks.
+    async () => (await stacksOf(system)).every((s) => !s.startsWith(`${NS}--pool-`)),
     300_000,
   ).catch(() => undefined);
   const forced = await removeEverything(system, NS, containers);

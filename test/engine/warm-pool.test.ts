@@ -107,7 +107,8 @@ afterAll(async () => {
     await putRuntime("pooled-one", 0).catch(() => undefined);
     await until(
       "pools emptied",
-      async () => (await containersOf(NS)).every((c) => claimed.has(c.name)),
+      // Containers go first, then networks and volumes, then the stacks.
+      async () => (await stacksOf(system)).every((s) => !s.startsWith(`${NS}--pool-`)),
       FILL_MS,
     ).catch(() => undefined);
   }
