@@ -262,6 +262,24 @@ describe("warm pools (server policy)", () => {
     expect(runners.sent[0]?.runnerId).not.toBe(holderB);
   });
 
+  it("an Agent whose credentials do not resolve gets no pool, said once in the log", async () => {
+    const runners = fakeRunners(["r1"]);
+    const logged: string[] = [];
+    const warmPools = new WarmPools({
+      store,
+      runners: runners.directory,
+      log: (_level, msg) => logged.push(msg),
+      secretEnv: {},
+    });
+    await warmPools.sync();
+    await warmPools.sync();
+    expect(runners.sent.map((s) => s.command)).toEqual([
+      { kind: "warm_pools", pools: [] },
+      { kind: "warm_pools", pools: [] },
+    ]);
+    expect(logged.filter((m) => m === "no warm pool for agent")).toHaveLength(2); // a and b, once each
+  });
+
   it("without a connected runner holding the pool, nothing is claimed", async () => {
     const { runners, lifecycle } = setUp();
     // No sync yet: no pool is assigned.

@@ -41,6 +41,8 @@ export class WarmPools {
   readonly #intervalMs: number;
   /** Pool → the runner holding it. */
   readonly #holders = new Map<string, string>();
+  /** Why an Agent's pool cannot be made, as last logged. */
+  readonly #refusals = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
   #syncing: Promise<void> | undefined;
 
@@ -151,10 +153,12 @@ export class WarmPools {
         credentials,
       };
     } catch (error) {
-      this.#log("warn", "no warm pool for agent", {
-        agent: poolKey(agent),
-        error: String((error as Error).message ?? error),
-      });
+      const message = String((error as Error).message ?? error);
+      // Said once per cause, not every sync round.
+      if (this.#refusals.get(poolKey(agent)) !== message) {
+        this.#refusals.set(poolKey(agent), message);
+        this.#log("warn", "no warm pool for agent", { agent: poolKey(agent), error: message });
+      }
       return undefined;
     }
   }
