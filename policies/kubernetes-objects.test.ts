@@ -69,6 +69,55 @@ describe("a Secret", () => {
   });
 });
 
+describe("a NetworkPolicy's ingress", () => {
+  it("a runner in another namespace, by namespaceSelector and podSelector in one peer, passes", async () => {
+    const violated = await violatedBy(
+      networkPolicy((policy) => {
+        policy.spec!.ingress![0]!.from = [
+          {
+            namespaceSelector: { matchLabels: { "agent-sessions.dev/component": "control-plane" } },
+            podSelector: { matchLabels: { "agent-sessions.dev/component": "runner" } },
+          },
+          { ipBlock: { cidr: "10.213.0.1/32" } },
+        ];
+      }),
+    );
+    expect(violated).toEqual([]);
+  });
+
+  it.each([
+    ["no from (every source)", undefined, 'ingress rule 0 admits every source (no "from" peers)'],
+    [
+      "a namespaceSelector alone",
+      [{ namespaceSelector: { matchLabels: { "agent-sessions.dev/component": "control-plane" } } }],
+      "ingress rule 0 peer 0 admits every pod of the namespaces its namespaceSelector picks",
+    ],
+    [
+      "an empty podSelector",
+      [{ podSelector: {} }],
+      "ingress rule 0 peer 0 admits every pod of the namespace (empty podSelector)",
+    ],
+    [
+      "every namespace's pods with an empty podSelector",
+      [{ namespaceSelector: {}, podSelector: {} }],
+      "ingress rule 0 peer 0 admits every pod of the namespaces its namespaceSelector picks",
+    ],
+    [
+      "ipBlock 0.0.0.0/0",
+      [{ ipBlock: { cidr: "0.0.0.0/0" } }],
+      "ingress rule 0 peer 0 admits ipBlock 0.0.0.0/0, wider than /8",
+    ],
+  ])("a rule with %s violates ingress-from-scoped-peers", async (_, from, message) => {
+    const violations = await resourceViolations(
+      networkPolicy((policy) => {
+        if (from === undefined) delete policy.spec!.ingress![0]!.from;
+        else policy.spec!.ingress![0]!.from = from;
+      }),
+    );
+    expect(violations).toEqual([{ policy: "ingress-from-scoped-peers", message }]);
+  });
+});
+
 describe("a NetworkPolicy's egress", () => {
   it("a rule allowing NATS (4222) violates egress-excludes-control-plane-ports", async () => {
     const violations = await resourceViolations(

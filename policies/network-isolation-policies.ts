@@ -90,6 +90,41 @@ export const egressExcludesControlPlanePorts: ResourceValidationPolicy = {
   }),
 };
 
+export const ingressFromScopedPeers: ResourceValidationPolicy = {
+  name: "ingress-from-scoped-peers",
+  description:
+    "Every NetworkPolicy ingress rule names its sources (from), and each source is scoped: pods " +
+    "picked by a non-empty podSelector (alone: in the policy's namespace; with a namespaceSelector: " +
+    "in those namespaces), or an ipBlock narrower than /8. A namespaceSelector alone admits every pod " +
+    "of its namespaces, an empty podSelector every pod of the namespace.",
+  validateResource: validateKinds({
+    networkPolicy: (policy, report) => {
+      for (const [index, rule] of (policy.spec?.ingress ?? []).entries()) {
+        const where = `ingress rule ${index}`;
+        const from = rule.from ?? [];
+        if (from.length === 0) report(`${where} admits every source (no "from" peers)`);
+        for (const [p, peer] of from.entries()) {
+          if (peer.ipBlock) {
+            const prefix = Number(peer.ipBlock.cidr?.split("/")[1] ?? "32");
+            if (!(prefix >= 8))
+              report(`${where} peer ${p} admits ipBlock ${peer.ipBlock.cidr}, wider than /8`);
+            continue;
+          }
+          const pods = peer.podSelector;
+          const picks =
+            Object.keys(pods?.matchLabels ?? {}).length > 0 || (pods?.matchExpressions ?? []).length > 0;
+          if (!picks)
+            report(
+              peer.namespaceSelector
+                ? `${where} peer ${p} admits every pod of the namespaces its namespaceSelector picks`
+                : `${where} peer ${p} admits every pod of the namespace (empty podSelector)`,
+            );
+        }
+      }
+    },
+  }),
+};
+
 export const serviceClusterIpOnly: ResourceValidationPolicy = {
   name: "service-cluster-ip-only",
   description:

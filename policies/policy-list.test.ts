@@ -33,6 +33,7 @@ describe("the agent-sessions policy list", () => {
       "resource-limits-set",
       "service-cluster-ip-only",
       "egress-excludes-control-plane-ports",
+      "ingress-from-scoped-peers",
       "docker-internal-network",
       "network-policy-selects-every-session-pod",
       "docker-container-on-stack-network",
@@ -72,7 +73,7 @@ describe("the compliant baseline", () => {
     ["PersistentVolumeClaim", () => persistentVolumeClaim(), 1],
     ["Service", () => service(), 1],
     ["Secret", () => secret(), 1],
-    ["NetworkPolicy", () => networkPolicy(), 1],
+    ["NetworkPolicy", () => networkPolicy(), 2],
     ["docker Container", () => dockerContainer(), 12],
     ["docker Network", () => dockerNetwork(), 2],
   ] as const)("a %s is judged by the policies that apply to it", async (_, build, count) => {

@@ -13,6 +13,7 @@ import { narrowedMounts, noHostNamespaces, noServiceAccountToken } from "./isola
 import {
   dockerInternalNetwork,
   egressExcludesControlPlanePorts,
+  ingressFromScopedPeers,
   networkPolicySelectsEverySessionPod,
   serviceClusterIpOnly,
 } from "./network-isolation-policies.ts";
@@ -39,6 +40,7 @@ export const policies: Policies = [
   resourceLimitsSet,
   serviceClusterIpOnly,
   egressExcludesControlPlanePorts,
+  ingressFromScopedPeers,
   dockerInternalNetwork,
   networkPolicySelectsEverySessionPod,
   dockerContainerOnStackNetwork,
