@@ -34,8 +34,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Agent as Dispatcher, request } from "undici";
@@ -309,7 +310,11 @@ async function relay(container: string): Promise<Cell[]> {
   if (!token || !ip) throw new Error(`${container}: no adapter token or IP address`);
   const adapter = `${ip}:8080`;
   const chpUrl = await startChp(adapter);
-  const dispatcher = () => new Dispatcher({ connections: 512, keepAliveTimeout: 30_000 });
+  // Idle sockets are dropped before the servers' own keep-alive timeout (Node's default: 5 s):
+  // a path waits for its turn longer than that, and reusing a socket the server is closing
+  // would count a connection reset against the path.
+  const dispatcher = () =>
+    new Dispatcher({ connections: 512, keepAliveTimeout: 2_000, keepAliveMaxTimeout: 2_000 });
   const targets: Target[] = [
     { name: "direct", url: `http://${adapter}/v1/requests`, token, dispatcher: dispatcher() },
     { name: "chp", url: `${chpUrl}/v1/requests`, token, dispatcher: dispatcher() },
@@ -402,7 +407,16 @@ try {
       console.error(`deleting ${name}: ${e}`),
     );
   await call("DELETE", `${NS}/agents/${PREFIX}`).catch(() => undefined);
+  // The processes' logs outlive the run (a failed request is read there); the data goes.
+  const logs = join(tmpdir(), `relay-bench-${PREFIX}.log`);
+  writeFileSync(
+    logs,
+    (["server", "runner"] as const)
+      .map((w) => `--- ${w} ---\n${(system[w]?.logs ?? []).join("")}`)
+      .join("\n"),
+  );
   await system.stop();
   await model?.close();
   rmSync(system.dataDir, { recursive: true, force: true });
+  console.log(`\nserver and runner logs: ${logs}`);
 }
