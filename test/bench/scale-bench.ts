@@ -413,6 +413,7 @@ async function fanOut(
     lastAt = at;
   };
   const t0 = performance.now();
+  const cpu0 = cpuSecondsOf(serverPid);
   const subs: Subscriber[] = [];
   for (let i = 0; i < n; i += 100)
     subs.push(
@@ -433,6 +434,10 @@ async function fanOut(
     return total;
   };
   const connectMs = performance.now() - t0;
+  if (process.env.SCALE_BENCH_DEBUG)
+    process.stderr.write(
+      `  connected ${n} in ${connectMs.toFixed(0)} ms; server CPU ${(cpuSecondsOf(serverPid) - cpu0).toFixed(1)} s\n`,
+    );
   try {
     // Barrier: every subscriber has seen a frame (so each is subscribed on the bus).
     for (let tries = 0; ; tries++) {
