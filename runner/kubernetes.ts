@@ -57,6 +57,8 @@ export type KubernetesDriverOptions = {
 /** Marker the exec wrapper writes to stderr before it becomes the agent: the agent's PID. */
 const PID_MARKER = "agent-sessions-agent-pid=";
 const STOP_GRACE_MS = 5000;
+/** How long an agent's SIGKILL waits for a sign of the OOM killer (pod status, cgroup count). */
+const OOM_SETTLE_MS = 3000;
 /**
  * The container cgroup's count of OOM kills, read inside the container: cgroup v2 `memory.events`,
  * else cgroup v1 `memory.oom_control` (both have an `oom_kill N` line).
@@ -304,15 +306,27 @@ export class KubernetesDriver implements EngineDriver {
       () => this.#core.readNamespacedSecret({ name: `${containerName}-credentials`, namespace }),
       () => this.#core.readNamespacedPersistentVolumeClaim({ name: `${containerName}-workspace`, namespace }),
     ];
+    let lost = false;
     for (const read of reads) {
-      try {
-        await read();
-      } catch (e) {
-        if (!isApiStatus(e, 404)) throw e;
-        await this.#stacks.refresh(spec.namespace, spec.name);
-        return;
+      // An object being deleted (a foreground deletion waits for its pods) still reads fine, and a
+      // refresh now would keep it: wait until it is gone, then it counts as lost.
+      const deadline = Date.now() + this.#readyTimeoutMs;
+      for (;;) {
+        let deleting = false;
+        try {
+          const object = (await read()) as { metadata?: { deletionTimestamp?: unknown } };
+          deleting = Boolean(object.metadata?.deletionTimestamp);
+        } catch (e) {
+          if (!isApiStatus(e, 404)) throw e;
+          lost = true;
+        }
+        if (!deleting) break;
+        if (Date.now() > deadline)
+          throw new CodedError("DEADLINE_EXCEEDED", `an object of ${containerName} is still being deleted`);
+        await new Promise((r) => setTimeout(r, 250));
       }
     }
+    if (lost) await this.#stacks.refresh(spec.namespace, spec.name);
   }
 
   async #ensureNamespace(): Promise<void> {
@@ -381,6 +395,39 @@ export class KubernetesDriver implements EngineDriver {
 
   oomSince(containerName: string, sinceMs: number): boolean {
     return (this.#ooms.get(containerName) ?? Number.NEGATIVE_INFINITY) >= sinceMs;
+  }
+
+  /**
+   * Whether an agent that ended by SIGKILL was killed by the OOM killer. Two ways it shows: the
+   * container died of it (its status says terminated or restarted, reason OOMKilled: the kernel
+   * took the main process), or the container lives on and its cgroup counted one more OOM kill
+   * (the kernel took the agent alone; the kubelet reports nothing then). Pod status lags the
+   * kernel by a PLEG relist (~1 s), so this looks for up to OOM_SETTLE_MS; only a positive sign
+   * counts, and without one the answer is no.
+   */
+  async #killedByOom(
+    podName: string,
+    container: string,
+    baseline: Promise<number | undefined>,
+    restarts: number,
+  ): Promise<boolean> {
+    const before = await baseline;
+    const deadline = Date.now() + OOM_SETTLE_MS;
+    for (;;) {
+      const pod = await this.#core
+        .readNamespacedPod({ name: podName, namespace: this.namespace })
+        .catch(() => undefined);
+      const status = pod?.status?.containerStatuses?.find((c) => c.name === container);
+      const ended =
+        status?.state?.terminated ??
+        (status && status.restartCount > restarts ? status.lastState?.terminated : undefined);
+      if (ended) return ended.reason === "OOMKilled";
+      if (!pod || pod.metadata?.deletionTimestamp) return false; // the pod went: the watch says why
+      const after = await this.#oomKills(podName, container);
+      if (before !== undefined && after !== undefined && after > before) return true;
+      if (Date.now() > deadline) return false;
+      await new Promise((r) => setTimeout(r, 250));
+    }
   }
 
   /** The OOM kills the pod container's cgroup counted so far; undefined when it cannot be read. */
@@ -472,6 +519,7 @@ export class KubernetesDriver implements EngineDriver {
     }
     // The cgroup's OOM kills before this agent: one more when it ends killed means the OOM killer.
     const oomBaseline = this.#oomKills(podName, container);
+    const restarts = pod.status?.containerStatuses?.find((c) => c.name === container)?.restartCount ?? 0;
     const exited = new Promise<{ exitCode: number | null }>((resolve) => {
       let closed = false;
       let drained = false;
@@ -489,9 +537,8 @@ export class KubernetesDriver implements EngineDriver {
         }
         // SIGKILL: from the OOM killer, or from someone's kill -9. Settled before the exit is
         // reported, so that oomSince answers by the time the runner asks.
-        void Promise.all([oomBaseline, this.#oomKills(podName, container)]).then(([before, after]) => {
-          if (before !== undefined && after !== undefined && after > before)
-            this.#ooms.set(containerName, Date.now());
+        void this.#killedByOom(podName, container, oomBaseline, restarts).then((oom) => {
+          if (oom) this.#ooms.set(containerName, Date.now());
           resolve({ exitCode });
         });
       };

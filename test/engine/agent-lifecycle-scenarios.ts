@@ -13,7 +13,8 @@
  * expect to find. Everything is removed in afterAll, also after a failure.
  */
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Frame } from "../../contracts/compass.ts";
@@ -46,8 +47,11 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
   const runnerArgs = ["--engine", options.engine];
   let probe!: EngineProbe;
   const NS = `lc-${randomBytes(3).toString("hex")}`;
-  /** Short, so expiry is quick to show; long enough for a runner to come back from a pause. */
-  const WINDOW_MS = 8_000;
+  /**
+   * Short, so expiry is quick to show; long enough for a runner to come back from a pause or a
+   * restart (a Kubernetes runner took 9 s to reattach after a SIGKILL on the loaded test bed).
+   */
+  const WINDOW_MS = 15_000;
   const system = new System(undefined, { AGENT_SESSIONS_REATTACH_WINDOW_MS: String(WINDOW_MS) });
   const provisioned = new Set<string>();
   const followers = new Map<string, SessionFollower>();
@@ -73,10 +77,13 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
     if (context.task.result?.state !== "fail") return;
     for (const error of context.task.result.errors ?? [])
       process.stderr.write(`--- ${context.task.name} failed: ${error.message}\n`);
-    for (const which of ["server", "runner"] as const)
-      process.stderr.write(
-        `--- ${which} log (tail) ---\n${(system[which]?.logs ?? []).join("").slice(-6_000)}\n`,
-      );
+    for (const which of ["server", "runner"] as const) {
+      // The whole log outside the data dir (afterAll removes that), the tail here.
+      const log = (system[which]?.logs ?? []).join("");
+      const file = join(tmpdir(), `agent-lifecycle-${options.engine}-${NS}-${which}.log`);
+      writeFileSync(file, log);
+      process.stderr.write(`--- ${which} log (tail; all of it in ${file}) ---\n${log.slice(-6_000)}\n`);
+    }
   });
 
   afterAll(async () => {

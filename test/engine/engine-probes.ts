@@ -12,6 +12,7 @@ import { Labels } from "../../contracts/session-spec.ts";
 import { isPodReady } from "../../runner/kubernetes.ts";
 import { isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
 import { dockerClient, dockerExec } from "./session-harness.ts";
+import { until } from "./system.ts";
 import { testbedHome } from "./testbed.ts";
 
 export type Engine = "docker" | "kubernetes";
@@ -300,12 +301,25 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
       return out.sort((a, b) => a.name.localeCompare(b.name));
     },
     removeOutside: async (w) => {
-      // Foreground: the call returns once the ReplicaSet and the pod are gone too.
+      // Foreground: the Deployment goes once its ReplicaSet and pod are gone; like `docker rm -f`,
+      // this returns when nothing of the workload is left.
+      const selector = (await k.apps.readNamespacedDeployment({ name: w, namespace })).spec?.selector
+        .matchLabels;
       await k.apps.deleteNamespacedDeployment({
         name: w,
         namespace,
         body: { propagationPolicy: "Foreground", gracePeriodSeconds: 0 },
       });
+      const labelSelector = Object.entries(selector ?? {})
+        .map(([key, v]) => `${key}=${v}`)
+        .join(",");
+      await until(
+        `Deployment ${w} and its pods gone`,
+        async () =>
+          (await isGone(() => k.apps.readNamespacedDeployment({ name: w, namespace }))) &&
+          (await k.core.listNamespacedPod({ namespace, labelSelector })).items.length === 0,
+        120_000,
+      );
     },
     // The API server keeps no record of exec sessions; the node's runtime does (the test bed's
     // kubelet execs through dockershim into dockerd containers named k8s_<container>_<pod>_…).
