@@ -291,6 +291,24 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
     expect(deployment.status?.readyReplicas).toBe(1);
     expect(deployment.metadata?.labels?.[Labels.namespace]).toBe(AGENT_NS);
 
+    // Its NetworkPolicy admits the runner where it runs: pods with the runner's labels in the
+    // control plane's namespace (one peer: namespaceSelector and podSelector), nothing else.
+    const policy = await k8s.networking.readNamespacedNetworkPolicy({ namespace: SESSIONS_NS, name });
+    expect(policy.spec?.ingress?.map((rule) => rule._from)).toEqual([
+      [
+        {
+          namespaceSelector: {
+            matchLabels: { [Labels.managedBy]: "agent-sessions", [Labels.component]: "control-plane" },
+          },
+          podSelector: {
+            matchLabels: { [Labels.managedBy]: "agent-sessions", [Labels.component]: "runner" },
+          },
+        },
+      ],
+    ]);
+    const controlPlaneNamespace = await k8s.core.readNamespace({ name: NS });
+    expect(controlPlaneNamespace.metadata?.labels).toMatchObject({ [Labels.component]: "control-plane" });
+
     // Requests reach the adapter from the runner pod through the session's ClusterIP (kube-proxy).
     const service = await k8s.core.readNamespacedService({ namespace: SESSIONS_NS, name });
     const runner = await podOf("runner");
