@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { describeIssue, issueField } from "./issue-message.ts";
 
 /** gRPC canonical codes used across the API, the runner link and the CLI. */
 export const ErrorCode = z.enum([
@@ -64,16 +65,14 @@ export class CodedError extends Error {
 }
 
 /** Render a zod failure as one readable line: `spec.image: must be pinned by digest; …`. */
-export function describeZodError(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`)
-    .join("; ");
+export function describeZodError(error: z.ZodError, input?: unknown): string {
+  return error.issues.map((issue) => `${issueField(issue)}: ${describeIssue(issue, input)}`).join("; ");
 }
 
 /** Parse with a schema or throw INVALID_ARGUMENT naming what is wrong. */
 export function parseOrThrow<T extends z.ZodType>(schema: T, input: unknown, what: string): z.infer<T> {
   const result = schema.safeParse(input);
   if (!result.success)
-    throw new CodedError("INVALID_ARGUMENT", `invalid ${what}: ${describeZodError(result.error)}`);
+    throw new CodedError("INVALID_ARGUMENT", `invalid ${what}: ${describeZodError(result.error, input)}`);
   return result.data;
 }

@@ -26,8 +26,11 @@ export const ProvisionAgentWorkspaceRequest = z.strictObject({
     .max(128)
     .regex(/^[a-z0-9-]*$/, "lowercase letters, digits and '-'")
     .default(""),
-  /** Idempotency key; "" opts out (each call provisions, reusing the agent's workspace for the workstream). */
-  client_request_id: z.union([Id, z.literal("")]),
+  /**
+   * Idempotency key: a retry with the same key returns the first call's workspace. Absent or ""
+   * opts out (each call provisions, reusing the agent's workspace for the workstream).
+   */
+  client_request_id: z.union([Id, z.literal("")]).default(""),
   /**
    * Only runners whose labels include every `key: value` here take a new workspace (none matching:
    * FAILED_PRECONDITION naming the selector). A workspace already placed stays on its runner.

@@ -128,7 +128,7 @@ describe("POST /v1/rpc/{Method}", () => {
 
   it.each([
     ["ProvisionAgentWorkspace", { agent_ref: "Alice!", client_request_id: "r" }, "agent_ref"],
-    ["ProvisionAgentWorkspace", { agent_ref: "alice" }, "client_request_id"],
+    ["ProvisionAgentWorkspace", { agent_ref: "alice", client_request_id: "a b" }, "client_request_id"],
     [
       "ProvisionAgentWorkspace",
       { agent_ref: "alice", client_request_id: "r", workstream: "UPPER" },
@@ -154,7 +154,15 @@ describe("POST /v1/rpc/{Method}", () => {
     expect(error.code).toBe("INVALID_ARGUMENT");
     expect(error.message).toContain(field);
     expect(error.details.field_violations.map((v) => v.field)).toContain(field);
+    // zod's developer wording ("Invalid input: expected …") never reaches a person.
+    expect(error.message).not.toMatch(/Invalid input|received undefined/);
     await nothingStored();
+  });
+
+  it("sends a browser opening the server's address to the UI", async () => {
+    const reply = await app.request("/");
+    expect(reply.status).toBe(302);
+    expect(reply.headers.get("location")).toBe("/ui");
   });
 
   it("renders an unexpected failure as 500 INTERNAL without its text", async () => {

@@ -32,6 +32,15 @@ describe("ProvisionAgentWorkspace", () => {
     expect(runner.commandsOf("provision")).toHaveLength(1);
   });
 
+  it("takes a request without client_request_id: no idempotency, each call provisions", async () => {
+    const runner = await t.runner();
+    const first = await t.rpc("ProvisionAgentWorkspace", { agent_ref: "alice", workstream: "main" });
+    const second = await t.rpc("ProvisionAgentWorkspace", { agent_ref: "alice", workstream: "main" });
+    expect([first.status, second.status]).toEqual([200, 200]);
+    expect(second.body.container_name).toBe(first.body.container_name);
+    expect(runner.commandsOf("provision")).toHaveLength(2);
+  });
+
   it("names the container from agent, workstream and the request, as a DNS label", async () => {
     await t.runner();
     const reply = await provision("req-name");
@@ -255,6 +264,16 @@ describe("SpawnAgent", () => {
 
     const retry = await t.rpc("SpawnAgent", { agent_ref: "alice", client_request_id: "spawn-1" });
     expect(retry.body).toEqual(spawned.body);
+  });
+
+  it("takes a request without client_request_id; a second one is ALREADY_EXISTS like any other", async () => {
+    const runner = await t.runner();
+    const spawned = await t.rpc("SpawnAgent", { agent_ref: "alice" });
+    expect(spawned.status).toBe(200);
+    expect(spawned.body).toMatchObject({ state: "READY" });
+    const again = await t.rpc("SpawnAgent", { agent_ref: "alice" });
+    expect(again.status).toBe(409);
+    expect(runner.commandsOf("provision")).toHaveLength(1);
   });
 
   it('refuses with FAILED_PRECONDITION "agent errored; reload or stop it" before provisioning', async () => {

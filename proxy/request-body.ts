@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { z } from "zod";
 import { CodedError } from "../contracts/errors.ts";
+import { describeIssue, issueField } from "../contracts/issue-message.ts";
 
 /**
  * Deepest nesting of objects and arrays a JSON body may have. Deeper bodies would reach
@@ -45,11 +46,10 @@ export function nestedDeeperThan(value: unknown, limit: number): boolean {
 export function parseInput<T extends z.ZodType>(schema: T, input: unknown, what: string): z.infer<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const violations = result.error.issues.map((issue) => {
-    const keys = issue.code === "unrecognized_keys" ? issue.keys : [];
-    const path = [...issue.path, ...(keys.length === 1 ? keys : [])].map(String).join(".");
-    return { field: path || "(body)", description: issue.message };
-  });
+  const violations = result.error.issues.map((issue) => ({
+    field: issueField(issue),
+    description: describeIssue(issue, input),
+  }));
   throw new CodedError(
     "INVALID_ARGUMENT",
     `invalid ${what}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,

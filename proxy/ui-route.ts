@@ -7,7 +7,7 @@ const files = {
 } as const;
 
 /**
- * `GET /ui`: the web UI, a static page and one vanilla JS module from `proxy/ui/` (no build
+ * `GET /ui`: the web UI (`GET /` redirects there, so the server's address opens it), a static page and one vanilla JS module from `proxy/ui/` (no build
  * step). The page itself needs no token; everything it shows comes from the public API with the
  * admin token the user pastes (kept in sessionStorage).
  */
@@ -32,6 +32,7 @@ export function uiRoutes(): Hono {
     });
   };
   return new Hono()
+    .get("/", (c) => c.redirect("/ui", 302))
     .get("/ui", () => serve("index.html"))
     .get("/ui/", () => serve("index.html"))
     .get("/ui/app.js", () => serve("app.js"));
