@@ -182,10 +182,17 @@ tb_pulumi_up() {
   if [[ ! -f $(_tb_pulumi_scripts_stamp) || ! -x $TB_PULUMI_BIN/pulumi-resource-pulumi-nodejs ]]; then
     tb_step "pulumi helper scripts" _tb_pulumi_scripts
   fi
+  # pulumi-resource-docker: not served by the module proxy; see PULUMI-DOCKER-PROVIDER.md.
+  # The Kubernetes provider is its own part (pulumi-kubernetes): Docker stacks never load it.
+}
+
+# The Kubernetes provider plugin: only Kubernetes session stacks and the control-plane project
+# load it (a Docker stack's `up` runs without it), and its cold build is the longest step here.
+tb_pulumi_kubernetes_up() {
+  [[ -x $TB_PULUMI_BIN/pulumi ]] || tb_pulumi_up
   if [[ ! -f $(_tb_pulumi_k8s_stamp) ]] || ! compgen -G "$PULUMI_HOME/plugins/resource-kubernetes-v$TB_PULUMI_K8S_PLUGIN_VERSION/pulumi-resource-kubernetes" >/dev/null; then
     tb_step "pulumi-resource-kubernetes $TB_PULUMI_K8S_PLUGIN_VERSION (go build, plugin install)" _tb_pulumi_build_k8s
   fi
-  # pulumi-resource-docker: not served by the module proxy; see PULUMI-DOCKER-PROVIDER.md.
 }
 
 tb_pulumi_status() {

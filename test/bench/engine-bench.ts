@@ -3,7 +3,7 @@
  * Ready, p50/p99 per engine in one table.
  *
  *   node test/bench/engine-bench.ts [runs] [warmups]   (defaults 10 and 1; the test bed must be up:
- *                                                     scripts/testbed up node docker pulumi image kubernetes)
+ *                                                     scripts/testbed up node docker pulumi pulumi-kubernetes image kubernetes)
  *
  * Everything is real: stacks/StackManager (Pulumi CLI, the Docker provider plugin and the
  * Kubernetes provider, the policy pack, a file backend on a temp dir), the test bed's dockerd and
