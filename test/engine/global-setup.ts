@@ -6,7 +6,10 @@ import { spawnSync } from "node:child_process";
 import { applyTestbedEnv, testbedScript } from "./testbed.ts";
 
 export default function setup(): void {
-  const parts = (process.env.AGENT_SESSIONS_TESTBED_PARTS ?? "node docker pulumi pulumi-kubernetes image kubernetes chromium")
+  const parts = (
+    process.env.AGENT_SESSIONS_TESTBED_PARTS ??
+    "node docker pulumi pulumi-kubernetes image kubernetes chromium"
+  )
     .split(/\s+/)
     .filter(Boolean);
   const started = Date.now();
