@@ -4,7 +4,7 @@ import type { Frame } from "../contracts/compass.ts";
 import { ErrorCode, httpStatusOf } from "../contracts/errors.ts";
 import type { HarnessReply } from "../contracts/harness-session.ts";
 import type { Rpc, RpcMethod } from "../contracts/rpc.ts";
-import type { RunnerInfo, RunnerList } from "../contracts/runners.ts";
+import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
 import { ClientError } from "./client-error.ts";
 import type { ResourceList, ResourcePlural, ResourceTypes } from "./resource-kinds.ts";
 import { readSse } from "./sse.ts";
@@ -227,6 +227,22 @@ export class AgentSessionsClient {
   /** `POST /v1/runners/{runner}:undrain`: it takes placements again. */
   undrainRunner(runner: string): Promise<RunnerInfo> {
     return this.#json("POST", `/v1/runners/${encodeURIComponent(runner)}:undrain`) as Promise<RunnerInfo>;
+  }
+
+  /** `POST /v1/runners/{runner}/token`: a new credential for the runner (shown once); its old one stops working. */
+  issueRunnerToken(runner: string): Promise<RunnerTokenIssued> {
+    return this.#json(
+      "POST",
+      `/v1/runners/${encodeURIComponent(runner)}/token`,
+    ) as Promise<RunnerTokenIssued>;
+  }
+
+  /** `DELETE /v1/runners/{runner}/token`: forget its credential (the name may register again). */
+  revokeRunnerToken(runner: string): Promise<RunnerTokenRevoked> {
+    return this.#json(
+      "DELETE",
+      `/v1/runners/${encodeURIComponent(runner)}/token`,
+    ) as Promise<RunnerTokenRevoked>;
   }
 
   /** `GET /openapi.json`. */

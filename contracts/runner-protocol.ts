@@ -11,6 +11,12 @@ import { DigestPinnedImage, EgressRule, SessionSpec } from "./session-spec.ts";
  */
 export const RUNNER_PROTOCOL_VERSION = 1;
 
+/**
+ * How a runner's own credential begins (PROTOCOL.md §1): the server issues them, the runner
+ * presents one as its bearer; anything else it presents is the shared registration token.
+ */
+export const RUNNER_CREDENTIAL_PREFIX = "asr_";
+
 export const RunnerSessionReport = z.object({
   session_id: z.string(),
   container_name: z.string(),
@@ -100,7 +106,15 @@ export const ServerToRunner = z.discriminatedUnion("type", [
   z.object({
     version: z.literal(RUNNER_PROTOCOL_VERSION),
     type: z.literal("welcome"),
-    payload: z.object({ runner_id: z.string(), heartbeat_ms: z.number().int().positive() }),
+    payload: z.object({
+      runner_id: z.string(),
+      heartbeat_ms: z.number().int().positive(),
+      /**
+       * The runner's own credential, issued once when it registered with the shared runner token
+       * (PROTOCOL.md §2): it keeps it (0600) and presents it instead of that token from then on.
+       */
+      credential: z.string().min(16).max(256).optional(),
+    }),
   }),
   z.object({
     version: z.literal(RUNNER_PROTOCOL_VERSION),

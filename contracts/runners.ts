@@ -110,3 +110,17 @@ export type RunnerList = z.infer<typeof RunnerList>;
 /** `POST /v1/runners/{runner}:drain` and `:undrain`; `{runner}` is a runner's name or id. */
 export const RunnerAction = z.enum(["drain", "undrain"]);
 export type RunnerAction = z.infer<typeof RunnerAction>;
+
+/**
+ * `POST /v1/runners/{name}/token` (201): a new credential for runner `name` — shown once, never
+ * stored in the clear. The name's older credential stops working and its link is closed.
+ */
+export const RunnerTokenIssued = z.object({ runner_name: z.string(), token: z.string() });
+export type RunnerTokenIssued = z.infer<typeof RunnerTokenIssued>;
+
+/**
+ * `DELETE /v1/runners/{name}/token`: the name's credential is forgotten and its link closed; the
+ * name may then be registered again with the runner token.
+ */
+export const RunnerTokenRevoked = z.object({ runner_name: z.string(), revoked: z.boolean() });
+export type RunnerTokenRevoked = z.infer<typeof RunnerTokenRevoked>;

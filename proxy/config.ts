@@ -19,7 +19,10 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_DATA_DIR: z.string().min(1).default(".data"),
   /** Admin (client API) bearer token; generated into `<data-dir>/admin-token` when unset. */
   AGENT_SESSIONS_TOKEN: Token.optional(),
-  /** Runner bearer token; generated into `<data-dir>/runner-token` when unset. */
+  /**
+   * Runner registration token; generated into `<data-dir>/runner-token` when unset. A runner
+   * registers its name with it once and gets its own credential (proxy/runner-identity.ts).
+   */
   AGENT_SESSIONS_RUNNER_TOKEN: Token.optional(),
   /** Ping interval of the runner link; 2 missed heartbeats = disconnected. @default 5000 */
   AGENT_SESSIONS_HEARTBEAT_MS: Int(50).default(5_000),
@@ -27,6 +30,8 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_REATTACH_WINDOW_MS: Int(0).default(60_000),
   /** Frames kept per session for Last-Event-ID resumption. @default 1000 */
   AGENT_SESSIONS_FRAME_BUFFER_SIZE: Int(1).default(1_000),
+  /** The most workspaces a runner may take, whatever capacity its hello claims. @default 1000 */
+  AGENT_SESSIONS_RUNNER_MAX_CAPACITY: Int(1).default(1_000),
   /** Deadline of one runner command; provisioning can take about a minute. @default 300000 */
   AGENT_SESSIONS_COMMAND_TIMEOUT_MS: Int(1).default(300_000),
   /** Image of AgentRuntime `default/reference`, registered on first start when set. */
@@ -62,6 +67,8 @@ export type ServerConfig = {
   reattachWindowMs: number;
   frameBufferSize: number;
   commandTimeoutMs: number;
+  /** Capacity a runner's hello may claim at most. @default 1000 */
+  maxRunnerCapacity?: number;
   referenceImage: string | undefined;
   /** HarnessSession proxy and idle controller; defaults as in `ServerEnv` when absent. */
   requestTimeoutMs?: number;
@@ -102,6 +109,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     reattachWindowMs: env.AGENT_SESSIONS_REATTACH_WINDOW_MS,
     frameBufferSize: env.AGENT_SESSIONS_FRAME_BUFFER_SIZE,
     commandTimeoutMs: env.AGENT_SESSIONS_COMMAND_TIMEOUT_MS,
+    maxRunnerCapacity: env.AGENT_SESSIONS_RUNNER_MAX_CAPACITY,
     referenceImage: env.AGENT_SESSIONS_REFERENCE_IMAGE,
     requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,

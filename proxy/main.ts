@@ -12,6 +12,7 @@ import { jsonLogger, type Logger } from "./log.ts";
 import { startMetrics } from "./metrics-wiring.ts";
 import { registerReferenceRuntime } from "./reference-runtime.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
+import { issueRunnerCredential } from "./runner-identity.ts";
 import { SessionJournal } from "./session-journal.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
 import { WarmPools } from "./warm-pools.ts";
@@ -34,6 +35,11 @@ export type RunningServer = {
   /** `ws://host:port/v1/runners/connect`: where runners dial. */
   runnerUrl: string;
   config: ServerConfig;
+  /**
+   * Issue runner `name` a new credential (its older one stops working): how `serve` gives its
+   * embedded runner an identity in process, with nothing written or typed.
+   */
+  issueRunnerCredential(name: string): Promise<string>;
   /** Stops accepting, closes runner links and event streams, closes the store. */
   close(): Promise<void>;
 };
@@ -61,6 +67,7 @@ export async function startServer(
     heartbeatMs: config.heartbeatMs,
     reattachWindowMs: config.reattachWindowMs,
     commandTimeoutMs: config.commandTimeoutMs,
+    ...(config.maxRunnerCapacity !== undefined ? { maxRunnerCapacity: config.maxRunnerCapacity } : {}),
     log,
   });
   const observability = startMetrics({
@@ -161,6 +168,11 @@ export async function startServer(
     url,
     runnerUrl: `ws://${host}:${address.port}${RUNNER_CONNECT_PATH}`,
     config,
+    issueRunnerCredential: async (name) => {
+      const issued = await issueRunnerCredential(store, name);
+      hub.closeLinksOf(name, issued.tokenHash);
+      return issued.credential;
+    },
     close: () => {
       closing ??= (async () => {
         shutdown.abort();

@@ -11,7 +11,7 @@ import {
 } from "../contracts/harness-session.ts";
 import { Agent, API_VERSION, AgentRuntime } from "../contracts/resources.ts";
 import { Rpc, type RpcMethod } from "../contracts/rpc.ts";
-import { RunnerInfo, RunnerList } from "../contracts/runners.ts";
+import { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
 
 /** A JSON Schema / OpenAPI object as plain JSON. */
 export type JsonObject = { [key: string]: unknown };
@@ -88,6 +88,8 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.Frame = schemaOf(Frame, "output");
   schemas.RunnerInfo = schemaOf(RunnerInfo, "output");
   schemas.RunnerList = schemaOf(RunnerList, "output");
+  schemas.RunnerTokenIssued = schemaOf(RunnerTokenIssued, "output");
+  schemas.RunnerTokenRevoked = schemaOf(RunnerTokenRevoked, "output");
   return schemas;
 }
 
@@ -208,7 +210,7 @@ function resourcePaths(): Record<string, JsonObject> {
   return paths;
 }
 
-/** The runner admin API: list, drain, undrain (admin token; runners themselves only dial /v1/runners/connect). */
+/** The runner admin API: list, drain, undrain, credentials (admin token; runners themselves only dial /v1/runners/connect). */
 function runnerPaths(): Record<string, JsonObject> {
   const runnerParam = {
     name: "runner",
@@ -252,6 +254,23 @@ function runnerPaths(): Record<string, JsonObject> {
       "undrain",
       "The runner takes new placements again; HarnessSessions waiting for a runner are reconsidered.",
     ),
+    "/v1/runners/{runner}/token": {
+      parameters: [{ ...runnerParam, description: "the runner's name (it need not have attached yet)" }],
+      post: {
+        operationId: "issueRunnerToken",
+        tags: ["runners"],
+        description:
+          "A new credential for the runner (shown once, kept only as a hash). Its older credential stops working and its live link is closed; the runner presents the new one as its bearer.",
+        responses: { "201": ok("the credential", ref("RunnerTokenIssued")), ...errors },
+      },
+      delete: {
+        operationId: "revokeRunnerToken",
+        tags: ["runners"],
+        description:
+          "Forget the runner's credential and close its live link; the name may then register again with the runner token.",
+        responses: { "200": ok("whether a credential was revoked", ref("RunnerTokenRevoked")), ...errors },
+      },
+    },
   };
 }
 

@@ -7,6 +7,7 @@ import {
   type RunnerCommand,
   ServerToRunner,
 } from "../contracts/runner-protocol.ts";
+import type { RunnerIdentity } from "./runner-identity.ts";
 import type { RunnerRecord } from "./store/store.ts";
 
 /** A command's outcome as a value: nothing crosses the link as a throw. */
@@ -21,6 +22,8 @@ type Pending = {
 /** One runner's WebSocket: validated sends, and the commands awaiting its replies. */
 export class RunnerConnection {
   readonly ws: WebSocket;
+  /** What it authenticated with; a credential once its `hello` was admitted (runner-identity.ts). */
+  identity: RunnerIdentity;
   /** Set by a valid `hello`. */
   runner: RunnerRecord | undefined;
   helloSeen = false;
@@ -31,8 +34,9 @@ export class RunnerConnection {
   lastSeenAt: number;
   readonly #pending = new Map<string, Pending>();
 
-  constructor(ws: WebSocket, now: number) {
+  constructor(ws: WebSocket, now: number, identity: RunnerIdentity) {
     this.ws = ws;
+    this.identity = identity;
     this.lastSeenAt = now;
   }
 

@@ -10,11 +10,11 @@ import {
 } from "../contracts/runner-protocol.ts";
 import { type CommandResultOf, CommandResultSchemas } from "../contracts/runner-results.ts";
 import { SessionReasons } from "../contracts/session-reasons.ts";
-import { identifyCaller } from "./bearer.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import { type Outcome, RunnerConnection } from "./runner-connection.ts";
+import { admitHello, authenticateRunner, type RunnerIdentity } from "./runner-identity.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import { ATTACHED_STATES, type Decision, decideMissing, decideReported } from "./session-states.ts";
 import type { RunnerRecord, SessionRecord, Store } from "./store/store.ts";
@@ -35,6 +35,8 @@ export type RunnerHubOptions = {
   commandTimeoutMs?: number;
   /** A connection must say `hello` within this. @default 10000 */
   helloTimeoutMs?: number;
+  /** The most workspaces a runner may claim to take in its `hello`; more is cut to this. @default 1000 */
+  maxRunnerCapacity?: number;
   log?: Logger;
 };
 
@@ -55,6 +57,7 @@ export class RunnerHub {
   readonly #reattachWindowMs: number;
   readonly #commandTimeoutMs: number;
   readonly #helloTimeoutMs: number;
+  readonly #maxRunnerCapacity: number;
   readonly #log: Logger;
   readonly #wss: WebSocketServer;
   /** Every open socket, attached or not (heartbeats). */
@@ -64,6 +67,8 @@ export class RunnerHub {
   /** Reattach windows running, by runner id. */
   readonly #expiries = new Map<string, NodeJS.Timeout>();
   readonly #relays = new Map<string, (chunk: RelayChunk) => void>();
+  /** The runner each relayed request was sent to: only it may send that request's chunks. */
+  readonly #relayRunners = new Map<string, string>();
   /** Attach, detach and expiry of one runner never interleave. */
   readonly #runnerMutex = new KeyedMutex();
   readonly #heartbeat: NodeJS.Timeout;
@@ -78,29 +83,59 @@ export class RunnerHub {
     this.#reattachWindowMs = options.reattachWindowMs ?? 60_000;
     this.#commandTimeoutMs = options.commandTimeoutMs ?? 300_000;
     this.#helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
+    this.#maxRunnerCapacity = options.maxRunnerCapacity ?? 1_000;
     this.#log = options.log ?? silentLogger;
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: 8 * 1024 * 1024 });
-    this.#wss.on("connection", (ws) => this.#onConnection(ws));
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
   }
 
-  /** The node server's `upgrade` event: authenticate with the runner token, then hand over to ws. */
+  /**
+   * The node server's `upgrade` event: authenticate with the runner token or a runner's own
+   * credential (runner-identity.ts), then hand over to ws.
+   */
   handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const refusal = this.#refuseUpgrade(request);
-    if (refusal) rejectUpgrade(socket, refusal);
-    else this.#wss.handleUpgrade(request, socket, head, (ws) => this.#wss.emit("connection", ws, request));
+    this.#authenticate(request).then(
+      (outcome) => {
+        if (socket.destroyed) return;
+        if (!outcome.ok) rejectUpgrade(socket, outcome.error);
+        else this.#wss.handleUpgrade(request, socket, head, (ws) => this.#onConnection(ws, outcome.identity));
+      },
+      (error: unknown) => {
+        this.#log("error", "runner link: authentication failed", { error: String(error) });
+        if (!socket.destroyed)
+          rejectUpgrade(socket, {
+            code: "UNAVAILABLE",
+            message: "the server could not check the credential",
+          });
+      },
+    );
   }
 
-  #refuseUpgrade(request: IncomingMessage): ApiErrorBody | undefined {
+  async #authenticate(
+    request: IncomingMessage,
+  ): Promise<{ ok: true; identity: RunnerIdentity } | { ok: false; error: ApiErrorBody }> {
     const path = new URL(request.url ?? "/", "http://localhost").pathname;
-    if (path !== RUNNER_CONNECT_PATH) return { code: "NOT_FOUND", message: `no WebSocket at ${path}` };
-    if (this.#closing) return { code: "UNAVAILABLE", message: "the server is shutting down" };
-    const caller = identifyCaller(request.headers.authorization, this.#tokens);
-    if (caller === "admin")
-      return { code: "PERMISSION_DENIED", message: "the admin token cannot connect as a runner" };
-    if (caller !== "runner")
-      return { code: "UNAUTHENTICATED", message: "a runner token is required (Authorization: Bearer)" };
-    return undefined;
+    if (path !== RUNNER_CONNECT_PATH)
+      return { ok: false, error: { code: "NOT_FOUND", message: `no WebSocket at ${path}` } };
+    if (this.#closing)
+      return { ok: false, error: { code: "UNAVAILABLE", message: "the server is shutting down" } };
+    return authenticateRunner(request.headers.authorization, this.#tokens, this.#store);
+  }
+
+  /**
+   * A runner's credential was replaced or revoked (runner admin API): links that still speak with
+   * an older one are closed (4003); the runner has to come back with its new credential.
+   */
+  closeLinksOf(runnerName: string, keepTokenHash?: string): void {
+    for (const connection of this.#sockets) {
+      const { identity } = connection;
+      if (identity.kind !== "credential" || identity.runnerName !== runnerName) continue;
+      if (identity.tokenHash === keepTokenHash) continue;
+      this.#log("warn", "runner link closed: its credential was replaced or revoked", {
+        runner_name: runnerName,
+      });
+      connection.close(CloseCodes.identityRefused, "runner credential revoked");
+    }
   }
 
   /** Runners attached and reconciled, ready for commands. */
@@ -136,7 +171,12 @@ export class RunnerHub {
     const connection = this.#connections.get(runnerId);
     if (!connection?.available)
       return { ok: false, error: { code: "UNAVAILABLE", message: `runner ${runnerId} is not connected` } };
+    // Chunks of a relayed request are taken from the runner it went to, and from no other.
+    const relayId = command.kind === "relay" ? command.relay_id : undefined;
+    if (relayId !== undefined) this.#relayRunners.set(relayId, runnerId);
     const outcome = await connection.request(command, timeoutMs);
+    if (relayId !== undefined && this.#relayRunners.get(relayId) === runnerId)
+      this.#relayRunners.delete(relayId);
     if (!outcome.ok) return outcome;
     const parsed = CommandResultSchemas[command.kind].safeParse(outcome.result);
     if (!parsed.success)
@@ -192,8 +232,8 @@ export class RunnerHub {
 
   // ── one connection ───────────────────────────────────────────────────────────────────────
 
-  #onConnection(ws: WebSocket): void {
-    const connection = new RunnerConnection(ws, Date.now());
+  #onConnection(ws: WebSocket, identity: RunnerIdentity): void {
+    const connection = new RunnerConnection(ws, Date.now(), identity);
     this.#sockets.add(connection);
     const helloTimer = setTimeout(() => {
       if (!connection.helloSeen) connection.close(CloseCodes.helloExpected, "hello expected");
@@ -235,7 +275,22 @@ export class RunnerHub {
           clearTimeout(helloTimer);
           enqueue("attach", async () => {
             try {
-              await this.#attach(connection, envelope.payload);
+              const admission = await admitHello(
+                connection.identity,
+                envelope.payload.runner_name,
+                this.#store,
+              );
+              if (!admission.ok) {
+                // Nothing of the runner that holds the name is touched: not its record, link or sessions.
+                this.#log("warn", "runner link refused: not that runner", {
+                  runner_name: envelope.payload.runner_name,
+                  reason: admission.reason,
+                });
+                connection.close(CloseCodes.identityRefused, "runner identity refused");
+                return;
+              }
+              connection.identity = admission.identity;
+              await this.#attach(connection, envelope.payload, admission.issued);
             } catch (error) {
               connection.close(CloseCodes.internalError, "attach failed"); // the runner redials
               throw error;
@@ -256,9 +311,19 @@ export class RunnerHub {
         case "session_state":
           enqueue("session_state", () => this.#onSessionState(connection, envelope.payload));
           return;
-        case "relay_chunk":
-          this.#relays.get(envelope.payload.relay_id)?.(envelope.payload);
+        case "relay_chunk": {
+          const relayId = envelope.payload.relay_id;
+          const owner = this.#relayRunners.get(relayId);
+          if (owner === undefined || owner !== connection.runner?.runner_id) {
+            this.#log("warn", "runner sent a relay chunk for a request not sent to it; dropped", {
+              runner_id: connection.runner?.runner_id,
+              relay_id: relayId,
+            });
+            return;
+          }
+          this.#relays.get(relayId)?.(envelope.payload);
           return;
+        }
         case "pong":
           return;
         default: {
@@ -287,22 +352,37 @@ export class RunnerHub {
   async #attach(
     connection: RunnerConnection,
     hello: Extract<RunnerToServer, { type: "hello" }>["payload"],
+    issuedCredential: string | undefined,
   ): Promise<void> {
+    if (hello.capacity > this.#maxRunnerCapacity)
+      this.#log("warn", "runner claimed more capacity than the server allows; cut", {
+        runner_name: hello.runner_name,
+        claimed: hello.capacity,
+        max: this.#maxRunnerCapacity,
+      });
     const runner = await this.#store.registerRunner({
       runner_name: hello.runner_name,
       engine: hello.engine,
-      capacity: hello.capacity,
+      capacity: Math.min(hello.capacity, this.#maxRunnerCapacity),
       labels: hello.labels,
     });
     connection.runner = runner;
     const id = runner.runner_id;
+    // A credential issued for a link that never got its welcome frees the name for the next try.
+    const unissue = async () => {
+      if (issuedCredential !== undefined && connection.identity.kind === "credential")
+        await this.#store.deleteRunnerCredential(runner.runner_name, connection.identity.tokenHash);
+    };
     const stops = await this.#runnerMutex.run(id, async () => {
       const previous = this.#connections.get(id);
       if (previous && previous !== connection) {
         previous.close(CloseCodes.superseded, "superseded by a newer connection");
         await this.#detach(previous);
       }
-      if (connection.ws.readyState !== connection.ws.OPEN) return [];
+      if (connection.ws.readyState !== connection.ws.OPEN) {
+        await unissue();
+        return [];
+      }
       this.#connections.set(id, connection);
       const expiry = this.#expiries.get(id);
       if (expiry) clearTimeout(expiry);
@@ -310,9 +390,16 @@ export class RunnerHub {
       const welcomed = await connection.send({
         version: RUNNER_PROTOCOL_VERSION,
         type: "welcome",
-        payload: { runner_id: id, heartbeat_ms: this.#heartbeatMs },
+        payload: {
+          runner_id: id,
+          heartbeat_ms: this.#heartbeatMs,
+          ...(issuedCredential !== undefined ? { credential: issuedCredential } : {}),
+        },
       });
-      if (!welcomed.ok) return [];
+      if (!welcomed.ok) {
+        await unissue();
+        return [];
+      }
       const toStop = await this.#reconcile(id, hello.sessions);
       connection.available = true;
       this.#log("info", "runner attached", {

@@ -1,9 +1,17 @@
 import { Hono } from "hono";
 import { CodedError } from "../contracts/errors.ts";
-import { RunnerAction, type RunnerInfo, type RunnerList, RunnerName } from "../contracts/runners.ts";
+import {
+  RunnerAction,
+  type RunnerInfo,
+  type RunnerList,
+  RunnerName,
+  type RunnerTokenIssued,
+  type RunnerTokenRevoked,
+} from "../contracts/runners.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import { parseInput } from "./request-body.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
+import { issueRunnerCredential } from "./runner-identity.ts";
 import { LIVE_STATES } from "./session-states.ts";
 import type { RunnerRecord, Store } from "./store/store.ts";
 
@@ -12,6 +20,8 @@ export type RunnerRoutesOptions = {
   runners: Pick<RunnerDirectory, "isConnected"> & {
     /** Keep the connected runner's record in step with the store (RunnerHub). */
     noteDraining?(runnerId: string, draining: boolean): void;
+    /** Close the links of a runner whose credential changed, but the one presenting `keepTokenHash`. */
+    closeLinksOf?(runnerName: string, keepTokenHash?: string): void;
   };
   /** Told after an undrain: work waiting for a runner (Pending HarnessSessions) may be placed now. */
   onPlacementChanged?: () => void;
@@ -24,6 +34,9 @@ export type RunnerRoutesOptions = {
  * drain state; `GET /{runner}` shows one; `POST /{runner}:drain` stops new placements on it (its
  * live sessions stay where they are) and `POST /{runner}:undrain` lifts that. `{runner}` is the
  * runner's name or id. The drain flag lives in the store, so it survives a server restart.
+ * `POST /{name}/token` issues runner `name` a new credential (shown once; its older one stops
+ * working), `DELETE /{name}/token` revokes it (the name can then register again with the runner
+ * token); both close the runner's live link. The name need not have attached yet.
  */
 export function runnerRoutes(options: RunnerRoutesOptions): Hono {
   const { store, runners } = options;
@@ -56,6 +69,20 @@ export function runnerRoutes(options: RunnerRoutesOptions): Hono {
   }
 
   return new Hono()
+    .post("/:runner/token", async (c) => {
+      const name = parseInput(RunnerName, c.req.param("runner"), "runner name");
+      const issued = await issueRunnerCredential(store, name);
+      runners.closeLinksOf?.(name, issued.tokenHash);
+      log("info", "runner credential issued", { runner_name: name });
+      return c.json({ runner_name: name, token: issued.credential } satisfies RunnerTokenIssued, 201);
+    })
+    .delete("/:runner/token", async (c) => {
+      const name = parseInput(RunnerName, c.req.param("runner"), "runner name");
+      const revoked = await store.deleteRunnerCredential(name);
+      runners.closeLinksOf?.(name);
+      if (revoked) log("info", "runner credential revoked", { runner_name: name });
+      return c.json({ runner_name: name, revoked } satisfies RunnerTokenRevoked);
+    })
     .get("/", async (c) => {
       const items = await Promise.all((await store.listRunners()).map(info));
       return c.json({ items } satisfies RunnerList);

@@ -15,6 +15,11 @@ export const CloseCodes = {
   internalError: 1011,
   /** A newer connection of the same runner took over. */
   superseded: 4000,
+  /**
+   * The link may not speak as the runner its `hello` names: the name is bound to another
+   * credential, or the link's credential was revoked. The runner holding the name is untouched.
+   */
+  identityRefused: 4003,
   /** The first message was not a valid `hello` (or none came in time). */
   helloExpected: 4002,
 } as const;

@@ -3,24 +3,53 @@ import { z } from "zod";
 import { KubernetesRunnerConfig, kubernetesRunnerSource } from "./kubernetes-config.ts";
 import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
 
+/** A host on this machine: 127.0.0.0/8, ::1 or localhost. */
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * The link carries credentials and every session's provisions: off this machine only over TLS
+ * (`https://` or `wss://`). Plain `http://`/`ws://` to another host only with `allowInsecure`.
+ */
+export function insecureServerUrl(serverUrl: string): string | undefined {
+  const url = new URL(serverUrl);
+  if (url.protocol === "https:" || url.protocol === "wss:") return undefined;
+  if (url.protocol !== "http:" && url.protocol !== "ws:")
+    return `the server URL must be http(s):// or ws(s)://, got ${url.protocol}`;
+  if (isLoopbackHost(url.hostname)) return undefined;
+  return `the server URL ${url.origin} is not on this machine and not TLS: use https:// or wss:// (AGENT_SESSIONS_RUNNER_ALLOW_INSECURE=true allows plain ws:// in a test bed)`;
+}
+
 /** The runner's configuration: one schema, defaults and units in it, parsed at start, never at import. */
-export const RunnerConfig = z.object({
-  serverUrl: z.string().url(),
-  /** The runner token (not the admin token). */
-  token: z.string().min(16),
-  /** Its identity on the server (drain and undrain name it); keep it stable across restarts. */
-  name: RunnerName.default(hostname()),
-  engine: z.enum(["docker", "kubernetes"]).default("docker"),
-  /** Where stacks keep their file:// backend and passphrase. */
-  dataDir: z.string().min(1),
-  /** How many workspaces placement puts on this runner at most. */
-  capacity: z.number().int().positive().default(100),
-  /** What placement selects on (`runnerSelector` of a HarnessSession, `runner_selector` of an RPC). */
-  labels: RunnerLabels.default({}),
-  dockerHost: z.string().default("unix:///var/run/docker.sock"),
-  /** The Kubernetes engine's settings (kubernetes-config.ts): sessions namespace, NetworkPolicy peer. */
-  kubernetes: KubernetesRunnerConfig.default({ namespace: "agent-sessions" }),
-});
+export const RunnerConfig = z
+  .object({
+    serverUrl: z.string().url(),
+    /**
+     * The runner token (registers this runner's name once; the server then issues the runner its
+     * own credential, kept in `<dataDir>/runner-credential`), or a credential an admin issued for it.
+     */
+    token: z.string().min(16),
+    /** Allow plain `ws://` to a server that is not on loopback (a test bed). @default false */
+    allowInsecure: z.boolean().default(false),
+    /** Its identity on the server (drain and undrain name it); keep it stable across restarts. */
+    name: RunnerName.default(hostname()),
+    engine: z.enum(["docker", "kubernetes"]).default("docker"),
+    /** Where stacks keep their file:// backend and passphrase. */
+    dataDir: z.string().min(1),
+    /** How many workspaces placement puts on this runner at most. */
+    capacity: z.number().int().positive().default(100),
+    /** What placement selects on (`runnerSelector` of a HarnessSession, `runner_selector` of an RPC). */
+    labels: RunnerLabels.default({}),
+    dockerHost: z.string().default("unix:///var/run/docker.sock"),
+    /** The Kubernetes engine's settings (kubernetes-config.ts): sessions namespace, NetworkPolicy peer. */
+    kubernetes: KubernetesRunnerConfig.default({ namespace: "agent-sessions" }),
+  })
+  .superRefine((config, ctx) => {
+    const insecure = config.allowInsecure ? undefined : insecureServerUrl(config.serverUrl);
+    if (insecure) ctx.addIssue({ code: "custom", path: ["serverUrl"], message: insecure });
+  });
 export type RunnerConfig = z.infer<typeof RunnerConfig>;
 
 /**
@@ -47,6 +76,7 @@ export function parseRunnerConfig(
   return RunnerConfig.parse({
     serverUrl: source.AGENT_SESSIONS_SERVER_URL,
     token: source.AGENT_SESSIONS_RUNNER_TOKEN,
+    allowInsecure: source.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE === "true",
     name: source.AGENT_SESSIONS_RUNNER_NAME,
     engine: source.AGENT_SESSIONS_ENGINE,
     dataDir: source.AGENT_SESSIONS_RUNNER_DATA_DIR ?? source.AGENT_SESSIONS_DATA_DIR,

@@ -13,10 +13,17 @@ import {
   RunnerToServer,
   ServerToRunner,
 } from "../contracts/runner-protocol.ts";
+import { RunnerCredential } from "./runner-credential.ts";
 
 export type LinkOptions = {
   serverUrl: string;
+  /** The runner token (registers this runner once) or this runner's own credential. */
   token: string;
+  /**
+   * Where the credential the server issues at registration is kept and read back (0600).
+   * Without it, a runner registered with the runner token gets a new name binding never again.
+   */
+  credentialFile?: string | undefined;
   name: string;
   engine: "docker" | "kubernetes";
   capacity: number;
@@ -43,8 +50,9 @@ export function backoffDelay(attempt: number, baseMs: number, maxMs: number, ran
 }
 
 export class RunnerLink {
-  readonly #o: Required<LinkOptions>;
+  readonly #o: Required<Omit<LinkOptions, "credentialFile">>;
   readonly #h: LinkHandlers;
+  readonly #credential: RunnerCredential;
   #ws: WebSocket | undefined;
   #attached = false;
   #closed = false;
@@ -53,8 +61,10 @@ export class RunnerLink {
   runnerId: string | undefined;
 
   constructor(options: LinkOptions, handlers: LinkHandlers) {
-    this.#o = { backoffBaseMs: 250, backoffMaxMs: 10_000, maxQueue: 10_000, ...options };
+    const { credentialFile, ...rest } = options;
+    this.#o = { backoffBaseMs: 250, backoffMaxMs: 10_000, maxQueue: 10_000, ...rest };
     this.#h = handlers;
+    this.#credential = new RunnerCredential(options.token, credentialFile);
   }
 
   start(): void {
@@ -89,7 +99,7 @@ export class RunnerLink {
   #connect(): void {
     const url = `${this.#o.serverUrl.replace(/^http/, "ws").replace(/\/$/, "")}/v1/runners/connect`;
     const ws = new WebSocket(url, {
-      headers: { authorization: `Bearer ${this.#o.token}` },
+      headers: { authorization: `Bearer ${this.#credential.bearer()}` },
       maxPayload: 8 * 1024 * 1024,
     });
     this.#ws = ws;
@@ -110,12 +120,29 @@ export class RunnerLink {
     });
     ws.on("message", (data) => this.#onMessage(ws, String(data)));
     ws.on("unexpected-response", (_req, res) => {
-      this.#h.log("error", "server refused the runner link", { status: res.statusCode });
+      const fallback = res.statusCode === 401 && this.#credential.refused();
+      this.#h.log("error", "server refused the runner link", {
+        status: res.statusCode,
+        ...(fallback
+          ? {
+              next: "the server does not know this runner's saved credential: registering again with the runner token",
+            }
+          : {}),
+      });
+      // With this listener ws leaves the socket CONNECTING; end it so `close` redials.
+      ws.terminate();
     });
     ws.on("error", (error) => this.#h.log("warn", "runner link error", { error: error.message }));
-    ws.on("close", () => {
+    ws.on("close", (code, reason) => {
       this.#attached = false;
       if (this.#closed) return;
+      // 4003: this runner's name is bound to another credential, or its credential was revoked.
+      if (code === 4003)
+        this.#h.log("error", "server refused this runner's identity", {
+          name: this.#o.name,
+          reason: reason.toString(),
+          hint: `an admin can issue this runner a credential: agent-sessions runners token create ${this.#o.name} (then AGENT_SESSIONS_RUNNER_TOKEN=<it>)`,
+        });
       const delay = backoffDelay(this.#attempt++, this.#o.backoffBaseMs, this.#o.backoffMaxMs);
       this.#h.log("warn", "runner link lost; reconnecting", { delayMs: delay, attempt: this.#attempt });
       setTimeout(() => this.#connect(), delay);
@@ -132,6 +159,24 @@ export class RunnerLink {
     }
     switch (message.type) {
       case "welcome": {
+        // Registered with the runner token: keep the credential issued to this runner before
+        // anything else, so the next connect presents it (PROTOCOL.md §2).
+        if (message.payload.credential !== undefined) {
+          const kept = this.#credential.issued(message.payload.credential);
+          if (kept.ok)
+            this.#h.log("info", "runner registered; its own credential is kept in its data dir", {
+              name: this.#o.name,
+            });
+          else
+            this.#h.log(
+              "error",
+              "runner registered, but its credential could not be kept: it lasts until this process ends",
+              {
+                name: this.#o.name,
+                error: kept.error,
+              },
+            );
+        }
         this.runnerId = message.payload.runner_id;
         this.#attached = true;
         const queued = this.#queue;

@@ -10,6 +10,7 @@ import type { RunnerConfig } from "./config.ts";
 import type { EngineDriver } from "./driver.ts";
 import { RunnerLink } from "./link.ts";
 import { Relays } from "./relay.ts";
+import { CREDENTIAL_FILE_NAME } from "./runner-credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./warm-pool.ts";
 
@@ -67,6 +68,7 @@ export class Runner {
       {
         serverUrl: config.serverUrl,
         token: config.token,
+        credentialFile: join(config.dataDir, CREDENTIAL_FILE_NAME),
         name: config.name,
         engine: config.engine,
         capacity: config.capacity,

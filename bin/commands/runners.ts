@@ -1,9 +1,10 @@
 import type { RunnerInfo } from "../../contracts/runners.ts";
-import { contextFrom } from "../cli-context.ts";
+import { contextFrom, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand, positionals } from "../command.ts";
 import { age, formatData, parseOutput, table } from "../render.ts";
 
-const USAGE = "runners [RUNNER] [-o table|json|yaml]";
+const USAGE = "runners [RUNNER] [-o table|json|yaml] | runners token create|revoke RUNNER";
+const TOKEN_USAGE = "runners token create|revoke RUNNER";
 
 /** The runners as a table: capacity and load, labels, connection and drain state. */
 export function runnerTable(items: readonly RunnerInfo[]): string {
@@ -29,6 +30,7 @@ export const runners: Command = {
   usage: USAGE,
   summary: "list runners: capacity, load, labels, connected, draining",
   async run(argv) {
+    if (argv[0] === "token") return runnerToken(argv.slice(1));
     const parsed = parseCommand(argv, USAGE, { output: { type: "string", short: "o" } });
     const [name] = positionals(parsed.positionals, ["RUNNER"], USAGE, 1);
     const ctx = contextFrom(parsed.values);
@@ -41,3 +43,39 @@ export const runners: Command = {
     return 0;
   },
 };
+
+/**
+ * `runners token create RUNNER`: a new credential for the runner, printed once (give it to the
+ * runner as AGENT_SESSIONS_RUNNER_TOKEN; its older credential stops working). `runners token
+ * revoke RUNNER`: forget it; the name may then register again with the runner token.
+ */
+async function runnerToken(argv: string[]): Promise<number> {
+  const parsed = parseCommand(argv, TOKEN_USAGE, {});
+  const [verb = "", name = ""] = positionals(parsed.positionals, ["create|revoke", "RUNNER"], TOKEN_USAGE);
+  const ctx = contextFrom(parsed.values);
+  if (verb === "create") {
+    const issued = await ctx.client.issueRunnerToken(name);
+    if (ctx.json) ctx.out(formatData(issued, "json"));
+    else {
+      ctx.out(issued.token);
+      ctx.note(
+        `runner/${issued.runner_name}: start it with AGENT_SESSIONS_RUNNER_TOKEN=<the token above>; its previous credential no longer works`,
+      );
+    }
+    return 0;
+  }
+  if (verb === "revoke") {
+    const revoked = await ctx.client.revokeRunnerToken(name);
+    if (ctx.json) ctx.out(formatData(revoked, "json"));
+    else
+      ctx.note(
+        revoked.revoked
+          ? `runner/${name}: credential revoked; the name may register again with the runner token`
+          : `runner/${name} held no credential`,
+      );
+    return 0;
+  }
+  throw new UsageError(
+    `runners token: expected create or revoke, got "${verb}"\nusage: agent-sessions ${TOKEN_USAGE}`,
+  );
+}

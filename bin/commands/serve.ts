@@ -48,7 +48,8 @@ export const serve: Command = {
       runner = await startRunner(
         parseRunnerConfig(process.env, {
           serverUrl: server.url,
-          token: config.runnerToken,
+          // Its own credential, issued in process on every start: nothing to register or keep.
+          token: await server.issueRunnerCredential("embedded"),
           dataDir: join(config.dataDir, "runner"),
           engine: values.engine,
           name: "embedded",

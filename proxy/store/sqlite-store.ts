@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS runners (
   capacity INTEGER NOT NULL, labels TEXT NOT NULL, last_seen_at TEXT NOT NULL,
   draining INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS runner_credentials (
+  runner_name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS workspaces (
   container_name TEXT PRIMARY KEY, agent_ref TEXT NOT NULL, workstream TEXT NOT NULL,
   client_request_id TEXT NOT NULL UNIQUE, runner_id TEXT NOT NULL, status TEXT NOT NULL,
@@ -195,6 +198,37 @@ export class SqliteStore implements Store {
       runnerId,
     ]);
     return row ? toRunner(row) : undefined;
+  }
+
+  async claimRunnerCredential(runnerName: string, tokenHash: string): Promise<boolean> {
+    return (
+      this.#run(
+        "INSERT INTO runner_credentials (runner_name, token_hash, created_at) VALUES (?, ?, ?) ON CONFLICT (runner_name) DO NOTHING",
+        [runnerName, tokenHash, this.#iso()],
+      ) === 1
+    );
+  }
+
+  async replaceRunnerCredential(runnerName: string, tokenHash: string): Promise<void> {
+    this.#run(
+      `INSERT INTO runner_credentials (runner_name, token_hash, created_at) VALUES (?, ?, ?)
+       ON CONFLICT (runner_name) DO UPDATE SET token_hash = excluded.token_hash, created_at = excluded.created_at`,
+      [runnerName, tokenHash, this.#iso()],
+    );
+  }
+
+  async findRunnerCredential(tokenHash: string): Promise<string | undefined> {
+    const row = this.#get("SELECT runner_name FROM runner_credentials WHERE token_hash = ?", [tokenHash]);
+    return row ? String(row.runner_name) : undefined;
+  }
+
+  async deleteRunnerCredential(runnerName: string, tokenHash?: string): Promise<boolean> {
+    return tokenHash === undefined
+      ? this.#run("DELETE FROM runner_credentials WHERE runner_name = ?", [runnerName]) === 1
+      : this.#run("DELETE FROM runner_credentials WHERE runner_name = ? AND token_hash = ?", [
+          runnerName,
+          tokenHash,
+        ]) === 1;
   }
 
   // ── idempotency keys ─────────────────────────────────────────────────────────────────────

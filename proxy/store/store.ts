@@ -34,6 +34,19 @@ export interface Store {
   /** Set (or clear) the drain flag; undefined when there is no such runner. */
   setRunnerDraining(runnerId: string, draining: boolean): Promise<RunnerRecord | undefined>;
 
+  /**
+   * Runner credentials (proxy/runner-identity.ts), one per runner name, kept as a hash only.
+   * `claimRunnerCredential` writes only when the name holds none yet (atomic: of two runners
+   * registering one new name, one wins); false when the name is held.
+   */
+  claimRunnerCredential(runnerName: string, tokenHash: string): Promise<boolean>;
+  /** Issue a credential whatever the name held before (an admin's rotation): the old one stops working. */
+  replaceRunnerCredential(runnerName: string, tokenHash: string): Promise<void>;
+  /** The runner name a credential hash belongs to. */
+  findRunnerCredential(tokenHash: string): Promise<string | undefined>;
+  /** Forget the name's credential (only when it is still `tokenHash`, if given); true when one was removed. */
+  deleteRunnerCredential(runnerName: string, tokenHash?: string): Promise<boolean>;
+
   /** Claim `(scope, key)`; when it exists already, the existing record and nothing written. */
   claimIdempotencyKey(record: Omit<IdempotencyRecord, "created_at">): Promise<ClaimResult>;
   getIdempotencyKey(scope: string, key: string): Promise<IdempotencyRecord | undefined>;
