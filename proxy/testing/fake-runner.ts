@@ -51,6 +51,8 @@ export class FakeRunner {
   readonly commands: RunnerCommand[] = [];
   readonly received: ServerToRunner[] = [];
   runnerId = "";
+  /** The credential the server issued in `welcome` (a runner that registered with the runner token). */
+  issuedCredential: string | undefined;
   handler: CommandHandler;
   answerPings: boolean;
   #waiters: (() => void)[] = [];
@@ -61,13 +63,17 @@ export class FakeRunner {
     this.answerPings = options.answerPings ?? true;
   }
 
-  /** Dial, say hello, resolve on welcome. */
+  /** Dial, say hello, resolve on welcome; rejects when refused (HTTP) or closed before a welcome. */
   static connect(url: string, token: string, options: FakeRunnerOptions = {}): Promise<FakeRunner> {
     const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
     const runner = new FakeRunner(ws, options);
     return new Promise((resolve, reject) => {
-      ws.on("unexpected-response", (_req, res) => reject(new Error(`refused with HTTP ${res.statusCode}`)));
+      ws.on("unexpected-response", (_req, res) => {
+        reject(new Error(`refused with HTTP ${res.statusCode}`));
+        ws.terminate();
+      });
       ws.on("error", reject);
+      ws.on("close", (code) => reject(new Error(`closed with ${code} before a welcome`)));
       ws.on("open", () =>
         runner.send({
           version: RUNNER_PROTOCOL_VERSION,
@@ -87,6 +93,7 @@ export class FakeRunner {
         runner.#onMessage(message);
         if (message.type === "welcome") {
           runner.runnerId = message.payload.runner_id;
+          runner.issuedCredential = message.payload.credential;
           resolve(runner);
         }
         for (const wake of runner.#waiters.splice(0)) wake();

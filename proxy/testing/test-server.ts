@@ -22,12 +22,19 @@ export type TestServer = {
   ): Promise<{ status: number; body: Record<string, unknown> }>;
   put(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }>;
   events(query?: string, lastEventId?: string): Promise<SseClient>;
+  /**
+   * A fake runner, dialing like the real one: with the credential this data dir's server issued
+   * its name before (kept across restarts of the test server), else with the runner token.
+   */
   runner(options?: FakeRunnerOptions): Promise<FakeRunner>;
   /** Stop the server, keep the data directory (restart tests). */
   stop(): Promise<void>;
   /** Stop and delete everything. */
   close(): Promise<void>;
 };
+
+/** Credentials issued to fake runners, by data dir and runner name (a runner's credential file). */
+const issued = new Map<string, string>();
 
 /** A real server on port 0 with a fresh data directory, the reference runtime and one Agent `alice`. */
 export async function startTestServer(
@@ -72,7 +79,9 @@ export async function startTestServer(
       return client;
     },
     runner: async (runnerOptions) => {
-      const runner = await FakeRunner.connect(server.runnerUrl, RUNNER_TOKEN, runnerOptions);
+      const key = `${dataDir}\0${runnerOptions?.name ?? "fake"}`;
+      const runner = await FakeRunner.connect(server.runnerUrl, issued.get(key) ?? RUNNER_TOKEN, runnerOptions);
+      if (runner.issuedCredential) issued.set(key, runner.issuedCredential);
       runners.push(runner);
       return runner;
     },
