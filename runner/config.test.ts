@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseLabelPairs, parseRunnerConfig } from "./config.ts";
+import { insecureServerUrl, parseLabelPairs, parseRunnerConfig } from "./config.ts";
 
 const base = {
   AGENT_SESSIONS_SERVER_URL: "http://127.0.0.1:8787",
@@ -44,5 +44,29 @@ describe("runner config: capacity and labels", () => {
     expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_RUNNER_NAME: "a/b" })).toThrow();
     expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_RUNNER_CAPACITY: "0" })).toThrow();
     expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_RUNNER_CAPACITY: "two" })).toThrow();
+  });
+});
+
+describe("runner config: the server URL", () => {
+  it("takes plain ws:// or http:// only to loopback; TLS anywhere", () => {
+    for (const url of ["http://127.0.0.1:8787", "ws://127.3.4.5", "http://localhost:1", "http://[::1]:8787"])
+      expect(insecureServerUrl(url), url).toBeUndefined();
+    for (const url of ["https://server.example", "wss://10.0.0.5:443"])
+      expect(insecureServerUrl(url), url).toBeUndefined();
+    for (const url of ["http://10.0.0.5:8787", "ws://server.example", "http://127.0.0.1.example.com"])
+      expect(insecureServerUrl(url), url).toMatch(/not TLS/);
+    expect(insecureServerUrl("ftp://127.0.0.1")).toMatch(/http/);
+  });
+
+  it("refuses plain ws:// off loopback unless AGENT_SESSIONS_RUNNER_ALLOW_INSECURE=true", () => {
+    const remote = { ...base, AGENT_SESSIONS_SERVER_URL: "http://10.213.0.1:8787" };
+    expect(() => parseRunnerConfig(remote)).toThrow(/not TLS: use https:\/\/ or wss:\/\//);
+    expect(parseRunnerConfig({ ...remote, AGENT_SESSIONS_RUNNER_ALLOW_INSECURE: "true" })).toMatchObject({
+      serverUrl: "http://10.213.0.1:8787",
+      allowInsecure: true,
+    });
+    expect(
+      parseRunnerConfig({ ...base, AGENT_SESSIONS_SERVER_URL: "wss://runner.example" }).allowInsecure,
+    ).toBe(false);
   });
 });

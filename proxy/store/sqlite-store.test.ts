@@ -55,6 +55,20 @@ describe("SqliteStore", () => {
     expect(await store.listWorkspaces()).toHaveLength(1);
   });
 
+  it("binds a runner name to one credential hash: claimed once, replaced by an admin, deleted only when still current", async () => {
+    expect(await store.claimRunnerCredential("r1", "h1")).toBe(true);
+    expect(await store.claimRunnerCredential("r1", "h2")).toBe(false);
+    expect(await store.findRunnerCredential("h1")).toBe("r1");
+    expect(await store.findRunnerCredential("h2")).toBeUndefined();
+    await store.replaceRunnerCredential("r1", "h3");
+    expect(await store.findRunnerCredential("h1")).toBeUndefined();
+    expect(await store.findRunnerCredential("h3")).toBe("r1");
+    expect(await store.deleteRunnerCredential("r1", "h1")).toBe(false);
+    expect(await store.findRunnerCredential("h3")).toBe("r1");
+    expect(await store.deleteRunnerCredential("r1")).toBe(true);
+    expect(await store.claimRunnerCredential("r1", "h4")).toBe(true);
+  });
+
   it("claims an idempotency key once per scope", async () => {
     const key = { scope: "workspace", key: "req-1", fingerprint: "f", container_name: "c" };
     expect(await store.claimIdempotencyKey(key)).toEqual({ claimed: true });

@@ -80,7 +80,11 @@ export async function startTestServer(
     },
     runner: async (runnerOptions) => {
       const key = `${dataDir}\0${runnerOptions?.name ?? "fake"}`;
-      const runner = await FakeRunner.connect(server.runnerUrl, issued.get(key) ?? RUNNER_TOKEN, runnerOptions);
+      const runner = await FakeRunner.connect(
+        server.runnerUrl,
+        issued.get(key) ?? RUNNER_TOKEN,
+        runnerOptions,
+      );
       if (runner.issuedCredential) issued.set(key, runner.issuedCredential);
       runners.push(runner);
       return runner;
