@@ -18,7 +18,7 @@ const cli = join(repoRoot, "bin", "agent-sessions");
 
 export type Proc = { child: ChildProcess; logs: string[]; exited: Promise<number | null> };
 
-function launch(
+export function launch(
   args: string[],
   env: Record<string, string>,
   ready: RegExp,
