@@ -296,6 +296,9 @@ export class ControlPlane extends pulumi.ComponentResource {
                     fromSecret("AGENT_SESSIONS_RUNNER_TOKEN", runner.secret.metadata.name, "token"),
                     fromSecret("PULUMI_CONFIG_PASSPHRASE", passphrase.secret.metadata.name, "passphrase"),
                     { name: "AGENT_SESSIONS_ENGINE", value: "kubernetes" },
+                    // The server speaks plain HTTP on its ClusterIP (this program gives it no TLS):
+                    // the link stays inside the cluster network. Off-cluster runners need wss://.
+                    { name: "AGENT_SESSIONS_RUNNER_ALLOW_INSECURE", value: "true" },
                     {
                       name: "AGENT_SESSIONS_RUNNER_NAME",
                       value: config.runnerName ?? `${config.namespace}-runner`,
