@@ -5,7 +5,8 @@
  * on every later connect, across restarts. A credential configured explicitly (an admin's
  * `agent-sessions runners token create NAME`) is presented as it is and never replaced.
  */
-import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
 import { RUNNER_CREDENTIAL_PREFIX } from "../contracts/runner-protocol.ts";
 
 export const CREDENTIAL_FILE_NAME = "runner-credential";
@@ -48,6 +49,7 @@ export class RunnerCredential {
     this.#savedRefused = false;
     const temporary = `${this.#file}.tmp`;
     try {
+      mkdirSync(dirname(this.#file), { recursive: true, mode: 0o700 });
       rmSync(temporary, { force: true }); // the mode applies to a file written anew only
       writeFileSync(temporary, `${credential}\n`, { mode: 0o600 });
       renameSync(temporary, this.#file);

@@ -123,6 +123,8 @@ async function startServer(): Promise<{ child: ChildProcess; url: string }> {
       AGENT_SESSIONS_TOKEN: adminToken,
       AGENT_SESSIONS_RUNNER_TOKEN: runnerToken,
       AGENT_SESSIONS_IDLE_CHECK_MS: "1000",
+      // The simulated runners claim 100,000 workspaces each (the server cuts a hello at this).
+      AGENT_SESSIONS_RUNNER_MAX_CAPACITY: "100000",
     },
     stdio: ["ignore", "ignore", "pipe"],
   });
