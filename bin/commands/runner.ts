@@ -6,7 +6,9 @@ const USAGE =
   "runner --server URL [--data-dir DIR] [--engine docker|kubernetes] [--name NAME] [--capacity N] [--label KEY=VALUE]...";
 
 /**
- * `runner`: a standalone runner dialing the server (token: $AGENT_SESSIONS_RUNNER_TOKEN). It
+ * `runner`: a standalone runner dialing the server (token: $AGENT_SESSIONS_RUNNER_TOKEN, the runner
+ * token — it registers the name once and the runner keeps its own credential in
+ * `<data-dir>/runner-credential` — or a credential from `runners token create`). It
  * advertises `--capacity` (workspaces it takes; $AGENT_SESSIONS_RUNNER_CAPACITY, default 100) and
  * `--label`s (repeatable, or comma-separated; $AGENT_SESSIONS_RUNNER_LABELS) for placement.
  */
@@ -52,7 +54,15 @@ export const runner: Command = {
           `--${field === "name" ? "name" : "label"}: ${checked.error.issues.map((i) => i.message).join("; ")}`,
         );
     }
-    const r = await startRunner(parseRunnerConfig(process.env, overrides));
+    let config: ReturnType<typeof parseRunnerConfig>;
+    try {
+      config = parseRunnerConfig(process.env, overrides);
+    } catch (error) {
+      const issues = (error as { issues?: { path: PropertyKey[]; message: string }[] }).issues;
+      if (!issues) throw error;
+      throw new UsageError(issues.map((i) => `${i.path.map(String).join(".")}: ${i.message}`).join("; "));
+    }
+    const r = await startRunner(config);
     const stop = () => {
       r.stop();
       process.exit(0);
