@@ -32,6 +32,11 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_FRAME_BUFFER_SIZE: Int(1).default(1_000),
   /** The most workspaces a runner may take, whatever capacity its hello claims. @default 1000 */
   AGENT_SESSIONS_RUNNER_MAX_CAPACITY: Int(1).default(1_000),
+  /**
+   * `open`: the runner token registers a new runner name once (the runner then holds its own
+   * credential); `closed`: only credentials an admin issued (`runners token create`). @default open
+   */
+  AGENT_SESSIONS_RUNNER_REGISTRATION: z.enum(["open", "closed"]).default("open"),
   /** Deadline of one runner command; provisioning can take about a minute. @default 300000 */
   AGENT_SESSIONS_COMMAND_TIMEOUT_MS: Int(1).default(300_000),
   /** Image of AgentRuntime `default/reference`, registered on first start when set. */
@@ -69,6 +74,8 @@ export type ServerConfig = {
   commandTimeoutMs: number;
   /** Capacity a runner's hello may claim at most. @default 1000 */
   maxRunnerCapacity?: number;
+  /** Whether the runner token registers new runner names. @default "open" */
+  runnerRegistration?: "open" | "closed";
   referenceImage: string | undefined;
   /** HarnessSession proxy and idle controller; defaults as in `ServerEnv` when absent. */
   requestTimeoutMs?: number;
@@ -110,6 +117,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     frameBufferSize: env.AGENT_SESSIONS_FRAME_BUFFER_SIZE,
     commandTimeoutMs: env.AGENT_SESSIONS_COMMAND_TIMEOUT_MS,
     maxRunnerCapacity: env.AGENT_SESSIONS_RUNNER_MAX_CAPACITY,
+    runnerRegistration: env.AGENT_SESSIONS_RUNNER_REGISTRATION,
     referenceImage: env.AGENT_SESSIONS_REFERENCE_IMAGE,
     requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,

@@ -68,6 +68,7 @@ export async function startServer(
     reattachWindowMs: config.reattachWindowMs,
     commandTimeoutMs: config.commandTimeoutMs,
     ...(config.maxRunnerCapacity !== undefined ? { maxRunnerCapacity: config.maxRunnerCapacity } : {}),
+    ...(config.runnerRegistration !== undefined ? { registration: config.runnerRegistration } : {}),
     log,
   });
   const observability = startMetrics({

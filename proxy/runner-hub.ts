@@ -14,7 +14,12 @@ import { missedHeartbeats } from "./heartbeat.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { type Logger, silentLogger } from "./log.ts";
 import { type Outcome, RunnerConnection } from "./runner-connection.ts";
-import { admitHello, authenticateRunner, type RunnerIdentity } from "./runner-identity.ts";
+import {
+  admitHello,
+  authenticateRunner,
+  type RunnerIdentity,
+  type RunnerRegistration,
+} from "./runner-identity.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import { ATTACHED_STATES, type Decision, decideMissing, decideReported } from "./session-states.ts";
 import type { RunnerRecord, SessionRecord, Store } from "./store/store.ts";
@@ -37,6 +42,8 @@ export type RunnerHubOptions = {
   helloTimeoutMs?: number;
   /** The most workspaces a runner may claim to take in its `hello`; more is cut to this. @default 1000 */
   maxRunnerCapacity?: number;
+  /** Whether the runner token registers new runner names (runner-identity.ts). @default "open" */
+  registration?: RunnerRegistration;
   log?: Logger;
 };
 
@@ -58,6 +65,7 @@ export class RunnerHub {
   readonly #commandTimeoutMs: number;
   readonly #helloTimeoutMs: number;
   readonly #maxRunnerCapacity: number;
+  readonly #registration: RunnerRegistration;
   readonly #log: Logger;
   readonly #wss: WebSocketServer;
   /** Every open socket, attached or not (heartbeats). */
@@ -84,6 +92,7 @@ export class RunnerHub {
     this.#commandTimeoutMs = options.commandTimeoutMs ?? 300_000;
     this.#helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
     this.#maxRunnerCapacity = options.maxRunnerCapacity ?? 1_000;
+    this.#registration = options.registration ?? "open";
     this.#log = options.log ?? silentLogger;
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: 8 * 1024 * 1024 });
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
@@ -119,7 +128,7 @@ export class RunnerHub {
       return { ok: false, error: { code: "NOT_FOUND", message: `no WebSocket at ${path}` } };
     if (this.#closing)
       return { ok: false, error: { code: "UNAVAILABLE", message: "the server is shutting down" } };
-    return authenticateRunner(request.headers.authorization, this.#tokens, this.#store);
+    return authenticateRunner(request.headers.authorization, this.#tokens, this.#store, this.#registration);
   }
 
   /**

@@ -173,6 +173,17 @@ describe("PROTOCOL.md §2 runner identity: credentials", () => {
     expect(await stateOf(t, sessionId)).toMatchObject({ state: "READY" });
   });
 
+  it("with registration closed, refuses the runner token (403) and takes a credential an admin issued", async () => {
+    t = await startTestServer({ runnerRegistration: "closed" });
+    expect(await impostor(t.server.runnerUrl, RUNNER_TOKEN, "new-one")).toEqual({ status: 403 });
+    const issued = await fetch(`${t.server.url}/v1/runners/new-one/token`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    const { token } = (await issued.json()) as { token: string };
+    expect(await impostor(t.server.runnerUrl, token, "new-one")).toEqual({ welcome: true });
+  });
+
   it("cuts the capacity a hello claims to the server's maximum", async () => {
     t = await startTestServer({ maxRunnerCapacity: 50 });
     await t.runner({ name: "greedy", capacity: 1_000_000 });

@@ -34,13 +34,29 @@ export type RunnerIdentity =
 
 export type Authenticated = { ok: true; identity: RunnerIdentity } | { ok: false; error: ApiErrorBody };
 
+/**
+ * Whether the runner token registers new runner names (`open`), or only credentials an admin
+ * issued open the link (`closed`: a stolen runner token then opens nothing).
+ */
+export type RunnerRegistration = "open" | "closed";
+
 /** The upgrade's bearer: the registration token, a runner's credential, or a refusal. */
 export async function authenticateRunner(
   authorization: string | undefined,
   tokens: { adminToken: string; runnerToken: string },
   store: Pick<Store, "findRunnerCredential">,
+  registration: RunnerRegistration = "open",
 ): Promise<Authenticated> {
   const caller = identifyCaller(authorization, tokens);
+  if (caller === "runner" && registration === "closed")
+    return {
+      ok: false,
+      error: {
+        code: "PERMISSION_DENIED",
+        message:
+          "runner registration is closed on this server: present the runner's own credential (agent-sessions runners token create NAME)",
+      },
+    };
   if (caller === "admin")
     return {
       ok: false,
