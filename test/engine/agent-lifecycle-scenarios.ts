@@ -658,7 +658,11 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
         };
         const cases: [string, unknown, string][] = [
           ["ProvisionAgentWorkspace", { agent_ref: "Not A Ref!", client_request_id: "x1" }, "agent_ref"],
-          ["ProvisionAgentWorkspace", { agent_ref: `${NS}/a` }, "client_request_id"],
+          [
+            "ProvisionAgentWorkspace",
+            { agent_ref: `${NS}/a`, client_request_id: "has space" },
+            "client_request_id",
+          ],
           [
             "ProvisionAgentWorkspace",
             { agent_ref: `${NS}/a`, client_request_id: "x2", replicas: 3 },
