@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { AppsV1Api, CoreV1Api, KubeConfig, NetworkingV1Api, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentFrame, parseAgentLine } from "../../contracts/compass.ts";
@@ -19,6 +20,7 @@ import {
   SessionSpec as SessionSpecSchema,
   workloadName,
 } from "../../contracts/session-spec.ts";
+import { AgentStdout, DEFAULT_OUTPUT_LIMITS } from "../../runner/agent-stdout.ts";
 import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
@@ -74,13 +76,18 @@ async function startAgent(): Promise<{
   next: (type: string) => Promise<AgentFrame>;
 }> {
   const frames: AgentFrame[] = [];
-  const proc = await driver.startAgent(containerName, agentCommand, {
+  const stdout = new AgentStdout({
+    limits: DEFAULT_OUTPUT_LIMITS,
     onLine(line) {
       const parsed = parseAgentLine(line);
       if (!parsed.ok) throw new Error(`agent wrote a malformed line (${parsed.reason}): ${line}`);
       frames.push(parsed.frame);
     },
+    onOverlong(limitBytes) {
+      throw new Error(`agent wrote a line longer than ${limitBytes} bytes`);
+    },
   });
+  const proc = await driver.startAgent(containerName, agentCommand, stdout);
   agents.push(proc);
   let read = 0;
   const next = (type: string) =>
@@ -231,7 +238,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     const t0 = Date.now();
     await core.deleteNamespacedPod({ name: oldName, namespace: k8sNamespace });
     // Right after the delete the old pod is terminating and the new one not Ready yet.
-    expect(await codeOf(driver.startAgent(containerName, agentCommand, { onLine: () => undefined }))).toBe(
+    expect(await codeOf(driver.startAgent(containerName, agentCommand, new PassThrough().resume()))).toBe(
       "NOT_FOUND",
     );
     const exit = await until("the watch to report the pod", 30_000, () =>
@@ -288,7 +295,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     });
     timings.scaleDownPodGone = Date.now() - t0;
     expect(await driver.isRunning(containerName)).toBe(false);
-    expect(await codeOf(driver.startAgent(containerName, agentCommand, { onLine: () => undefined }))).toBe(
+    expect(await codeOf(driver.startAgent(containerName, agentCommand, new PassThrough().resume()))).toBe(
       "NOT_FOUND",
     );
     const pvcs = await core.listNamespacedPersistentVolumeClaim({
