@@ -168,15 +168,22 @@ export class Runner {
         if (!endpoint)
           throw new CodedError("FAILED_PRECONDITION", `workspace ${command.container_name} is not running`);
         const relayId = command.relay_id;
-        return this.#relays.relay(relayId, { endpoint, token }, command.request, command.timeout_ms, {
-          chunk: (data, done, status) =>
-            this.link.send({
-              version: RUNNER_PROTOCOL_VERSION,
-              type: "relay_chunk",
-              payload: { relay_id: relayId, data, done, ...(status !== undefined ? { status } : {}) },
-            }),
-          buffered: () => this.link.bufferedAmount,
-        });
+        return this.#relays.relay(
+          relayId,
+          { endpoint, token },
+          command.request,
+          command.timeout_ms,
+          {
+            chunk: (data, done, status) =>
+              this.link.send({
+                version: RUNNER_PROTOCOL_VERSION,
+                type: "relay_chunk",
+                payload: { relay_id: relayId, data, done, ...(status !== undefined ? { status } : {}) },
+              }),
+            buffered: () => this.link.bufferedAmount,
+          },
+          command.reply_max_bytes,
+        );
       }
       case "cancel_relay":
         return { cancelled: await this.#relays.cancel(command.relay_id) };
