@@ -20,7 +20,7 @@ import {
   SessionSpec as SessionSpecSchema,
   workloadName,
 } from "../../contracts/session-spec.ts";
-import { AgentStdout, DEFAULT_OUTPUT_LIMITS } from "../../runner/agent-stdout.ts";
+import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "../../runner/agent-stdout.ts";
 import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
@@ -69,23 +69,30 @@ async function until<T>(
   }
 }
 
-/** An agent over the driver, with its frames collected as they arrive. */
-async function startAgent(): Promise<{
+/**
+ * An agent over the driver, with its frames collected as they arrive. A line too long is a test
+ * failure unless `onOverlong` says otherwise.
+ */
+async function startAgent(
+  options: { limits?: OutputLimits; onOverlong?: (limitBytes: number) => void } = {},
+): Promise<{
   proc: AgentProcess;
   frames: AgentFrame[];
   next: (type: string) => Promise<AgentFrame>;
 }> {
   const frames: AgentFrame[] = [];
   const stdout = new AgentStdout({
-    limits: DEFAULT_OUTPUT_LIMITS,
+    limits: options.limits ?? DEFAULT_OUTPUT_LIMITS,
     onLine(line) {
       const parsed = parseAgentLine(line);
       if (!parsed.ok) throw new Error(`agent wrote a malformed line (${parsed.reason}): ${line}`);
       frames.push(parsed.frame);
     },
-    onOverlong(limitBytes) {
-      throw new Error(`agent wrote a line longer than ${limitBytes} bytes`);
-    },
+    onOverlong:
+      options.onOverlong ??
+      ((limitBytes) => {
+        throw new Error(`agent wrote a line longer than ${limitBytes} bytes`);
+      }),
   });
   const proc = await driver.startAgent(containerName, agentCommand, stdout);
   agents.push(proc);
@@ -224,6 +231,42 @@ describe("the Kubernetes driver on a real cluster", () => {
     const t1 = Date.now();
     await agent.proc.stop();
     timings.stop = Date.now() - t1;
+    expect(await agent.proc.exited).toEqual({ exitCode: 0 });
+    expect(exits).toEqual([]);
+  });
+
+  it("bounds an agent writing 128 MiB without a newline over the exec WebSocket: one overlong notice, this (the runner's) memory bounded, the agent answers after", async () => {
+    const overlong: number[] = [];
+    const agent = await startAgent({
+      // The byte budget raised so the whole line passes in seconds (throttling: agent-stdout.test.ts).
+      limits: { ...DEFAULT_OUTPUT_LIMITS, bytesPerSecond: 64 * 1024 * 1024 },
+      onOverlong: (limit) => overlong.push(limit),
+    });
+    firstStarts = Number((await agent.next("log")).payload.starts);
+    const before = process.memoryUsage().rss;
+    let peak = before;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+    }, 50);
+    const t0 = Date.now();
+    try {
+      expect(agent.proc.send(JSON.stringify({ type: "spew", mb: 128 }))).toBe(true);
+      const done = await until("the spew to end", 120_000, () =>
+        agent.frames.find((f) => f.type === "log" && f.payload.message === "spew done"),
+      );
+      expect(done.payload.mb).toBe(128);
+    } finally {
+      clearInterval(sampler);
+    }
+    timings.spew128MiB = Date.now() - t0;
+    console.info(
+      `kubernetes driver: 128 MiB without a newline in ${timings.spew128MiB} ms; RSS ${Math.round(before / 2 ** 20)} MiB before, ${Math.round(peak / 2 ** 20)} MiB at most`,
+    );
+    expect(overlong).toEqual([DEFAULT_OUTPUT_LIMITS.maxLineBytes]);
+    expect(peak - before).toBeLessThan(96 * 1024 * 1024);
+    expect(agent.proc.send(JSON.stringify({ type: "message", text: "after" }))).toBe(true);
+    expect((await agent.next("message")).payload.text).toBe("echo: after");
+    await agent.proc.stop();
     expect(await agent.proc.exited).toEqual({ exitCode: 0 });
     expect(exits).toEqual([]);
   });
