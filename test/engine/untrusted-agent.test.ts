@@ -153,9 +153,10 @@ describe("an untrusted agent and a broken adapter cannot exhaust what serves eve
     expect(dropped).toHaveLength(1);
     expect(dropped[0]?.payload.reason).toBe("line longer than 262144 bytes");
     // Bounded: the runner grew by far less than what passed through it (the unbounded buffer
-    // took a simulated runner to 836 MB on this input).
-    expect(runnerRss - before.runner.rss).toBeLessThan(128 * MiB);
-    expect(after.runner.peak).toBeLessThan(before.runner.peak + 128 * MiB);
+    // took a simulated runner to 836 MB on this input). What it does grow is the engine stream's
+    // garbage (Buffers freed at the next GC): 66-116 MiB measured at 20-65 MB/s.
+    expect(runnerRss - before.runner.rss).toBeLessThan(192 * MiB);
+    expect(after.runner.peak).toBeLessThan(before.runner.peak + 192 * MiB);
     expect(after.server.peak).toBeLessThan(before.server.peak + 128 * MiB);
 
     // No heartbeat missed: neither session went DISCONNECTED; both READY and answering.
