@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { FrameType, LineSplitter, MAX_FRAME_LINE_BYTES, parseAgentLine } from "./compass.ts";
+import { AgentFrameType, LineSplitter, MAX_FRAME_LINE_BYTES, parseAgentLine } from "./compass.ts";
 
 // Property-based fuzzing of the compass.v1 frame parser (fast-check prints the seed and the
 // shrunk counterexample of a failure; replay with `{ seed, path }` in fc.assert's options).
@@ -15,7 +15,7 @@ const iso = fc
 const validFrame = fc.record(
   {
     protocol: fc.constant("compass.v1"),
-    type: fc.constantFrom(...FrameType.options),
+    type: fc.constantFrom(...AgentFrameType.options),
     ts: iso,
     // A `__proto__` payload key is dropped by the parser (zod's record), so it is left out here;
     // the round trip of any accepted line still covers it.
@@ -76,7 +76,7 @@ describe("compass.v1 frame parser (property-based)", () => {
         }
         expect(line.length).toBeLessThanOrEqual(MAX_FRAME_LINE_BYTES);
         expect(parsed.frame.protocol).toBe("compass.v1");
-        expect(FrameType.options).toContain(parsed.frame.type);
+        expect(AgentFrameType.options).toContain(parsed.frame.type);
         expect(parsed.frame.payload).toBeTypeOf("object");
       }),
       { numRuns: RUNS.lines },
@@ -117,36 +117,45 @@ describe("compass.v1 frame parser (property-based)", () => {
       .map((lines) => lines.join("\n"));
     fc.assert(
       fc.property(text, fc.array(fc.nat(), { maxLength: 20 }), (stream, cuts) => {
-        const points = [...new Set(cuts.map((c) => c % (stream.length + 1)))].sort((a, b) => a - b);
+        const bytes = new TextEncoder().encode(stream);
+        const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
         const splitter = new LineSplitter();
         const got: string[] = [];
+        const take = (items: ReturnType<LineSplitter["push"]>) => {
+          for (const item of items) if (item.kind === "line") got.push(item.line);
+        };
         let from = 0;
-        for (const at of [...points, stream.length]) {
-          got.push(...splitter.push(stream.slice(from, at)));
+        // Cuts fall anywhere, inside a UTF-8 character too.
+        for (const at of [...points, bytes.length]) {
+          take(splitter.push(bytes.subarray(from, at)));
           from = at;
         }
-        got.push(...splitter.flush());
-        expect(got).toEqual(stream.split("\n").filter((l) => l.trim().length > 0));
+        take(splitter.flush());
+        const decoded = new TextDecoder().decode(bytes);
+        expect(got).toEqual(decoded.split("\n").filter((l) => l.trim().length > 0));
         for (const line of got) parseAgentLine(line);
       }),
       { numRuns: RUNS.splitter },
     );
   });
 
-  it("LineSplitter hands over an endless line instead of buffering it without bound", () => {
+  it("LineSplitter drops an endless line with one notice and never holds more than the bound", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 64 * 1024 }), (size) => {
         const splitter = new LineSplitter();
         const chunk = "y".repeat(size);
-        let handed = 0;
+        let notices = 0;
         for (let i = 0; i < Math.ceil((MAX_FRAME_LINE_BYTES * 1.5) / size) && i < 2_000; i++) {
-          for (const line of splitter.push(chunk)) {
-            handed += line.length;
-            expect(parseAgentLine(line).ok).toBe(false);
+          for (const item of splitter.push(chunk)) {
+            expect(item.kind).toBe("overlong");
+            notices++;
           }
+          expect(splitter.pendingBytes).toBeLessThanOrEqual(MAX_FRAME_LINE_BYTES);
         }
-        handed += splitter.flush().reduce((n, l) => n + l.length, 0);
-        expect(handed).toBe(size * Math.min(Math.ceil((MAX_FRAME_LINE_BYTES * 1.5) / size), 2_000));
+        const total = size * Math.min(Math.ceil((MAX_FRAME_LINE_BYTES * 1.5) / size), 2_000);
+        // Past the bound: dropped with one notice; within it (few, small chunks) still a line.
+        expect(notices).toBe(total > MAX_FRAME_LINE_BYTES ? 1 : 0);
+        expect(splitter.flush().map((i) => i.kind)).toEqual(total > MAX_FRAME_LINE_BYTES ? [] : ["line"]);
       }),
       { numRuns: 30 },
     );

@@ -10,6 +10,14 @@ export const COMPASS_PROTOCOL = "compass.v1";
 export const FrameType = z.enum(["status", "message", "delta", "tool", "log", "result", "error"]);
 export type FrameType = z.infer<typeof FrameType>;
 
+/**
+ * The types an agent may emit: every type but `status`. Status frames are the server's record of
+ * a session's transitions (STARTING, READY, …); one forged by an agent would be stored and fanned
+ * out like a real transition, so the runner refuses it and so does the server.
+ */
+export const AgentFrameType = FrameType.exclude(["status"]);
+export type AgentFrameType = z.infer<typeof AgentFrameType>;
+
 export const SessionState = z.enum(["STARTING", "READY", "STOPPING", "STOPPED", "ERRORED", "DISCONNECTED"]);
 export type SessionState = z.infer<typeof SessionState>;
 
@@ -26,7 +34,7 @@ export type Frame = z.infer<typeof Frame>;
 /** What the agent writes: a frame before the relay assigns the session's seq and id. */
 export const AgentFrame = z.object({
   protocol: z.literal(COMPASS_PROTOCOL),
-  type: FrameType,
+  type: AgentFrameType,
   ts: z.string().datetime().optional(),
   payload: z.record(z.string(), z.unknown()).default({}),
 });
@@ -36,6 +44,9 @@ export type ParsedLine = { ok: true; frame: AgentFrame } | { ok: false; reason: 
 
 /** Longest line a relay accepts; a longer one becomes an error frame. */
 export const MAX_FRAME_LINE_BYTES = 256 * 1024;
+
+/** Why an agent's `status` frame is refused (the runner says so in the error frame it sends instead). */
+export const FORGED_STATUS_REASON = "status frames come only from the server";
 
 /**
  * Parse one stdout line of an agent. Never throws: a malformed line is a value the relay turns
@@ -50,29 +61,89 @@ export function parseAgentLine(line: string): ParsedLine {
   } catch {
     return { ok: false, reason: "not JSON" };
   }
+  if ((json as { type?: unknown } | null)?.type === "status")
+    return { ok: false, reason: FORGED_STATUS_REASON };
   const parsed = AgentFrame.safeParse(json);
   if (!parsed.success)
     return { ok: false, reason: `not a compass.v1 frame: ${parsed.error.issues[0]?.message ?? "invalid"}` };
   return { ok: true, frame: parsed.data };
 }
 
-/** Splits a byte stream into lines; keeps the unfinished tail between chunks. */
+/** One result of splitting: a complete line, or notice that a line outgrew the bound (dropped). */
+export type SplitItem = { kind: "line"; line: string } | { kind: "overlong"; limitBytes: number };
+
+const NEWLINE = 0x0a;
+const encoder = new TextEncoder();
+
+/**
+ * Splits a byte stream into lines, holding at most `maxLineBytes` of an unfinished line. A line
+ * that grows past the bound is dropped whole: one `overlong` item when it crosses the bound, then
+ * its bytes are discarded up to its newline (an agent writing 200 MB without one costs the
+ * bound, not 200 MB). Lines are decoded as UTF-8 once complete, so a character split across
+ * chunks stays whole. Blank lines are skipped.
+ */
 export class LineSplitter {
-  #tail = "";
-  push(chunk: string): string[] {
-    const text = this.#tail + chunk;
-    const lines = text.split("\n");
-    this.#tail = lines.pop() ?? "";
-    if (this.#tail.length > MAX_FRAME_LINE_BYTES) {
-      // An endless line: hand it over as is (it will be rejected) instead of growing forever.
-      lines.push(this.#tail);
-      this.#tail = "";
-    }
-    return lines.filter((l) => l.trim().length > 0);
+  readonly #max: number;
+  readonly #decoder = new TextDecoder();
+  #parts: Uint8Array[] = [];
+  #size = 0;
+  #discarding = false;
+
+  /** @param maxLineBytes @default MAX_FRAME_LINE_BYTES */
+  constructor(maxLineBytes = MAX_FRAME_LINE_BYTES) {
+    this.#max = maxLineBytes;
   }
-  flush(): string[] {
-    const rest = this.#tail;
-    this.#tail = "";
-    return rest.trim() ? [rest] : [];
+
+  /** Bytes held of the unfinished line (never more than the bound). */
+  get pendingBytes(): number {
+    return this.#size;
+  }
+
+  push(chunk: Uint8Array | string): SplitItem[] {
+    const bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
+    const out: SplitItem[] = [];
+    let start = 0;
+    for (;;) {
+      const newline = bytes.indexOf(NEWLINE, start);
+      const end = newline === -1 ? bytes.length : newline;
+      if (!this.#discarding && end > start) {
+        if (this.#size + (end - start) > this.#max) {
+          this.#discarding = true;
+          this.#parts = [];
+          this.#size = 0;
+          out.push({ kind: "overlong", limitBytes: this.#max });
+        } else {
+          // A copy: a short tail must not keep the engine's whole chunk alive.
+          this.#parts.push(bytes.slice(start, end));
+          this.#size += end - start;
+        }
+      }
+      if (newline === -1) return out;
+      this.#takeLine(out);
+      start = newline + 1;
+    }
+  }
+
+  /** The unfinished last line, when the stream ends. */
+  flush(): SplitItem[] {
+    const out: SplitItem[] = [];
+    this.#takeLine(out);
+    return out;
+  }
+
+  #takeLine(out: SplitItem[]): void {
+    if (!this.#discarding && this.#size > 0) {
+      const whole = new Uint8Array(this.#size);
+      let at = 0;
+      for (const part of this.#parts) {
+        whole.set(part, at);
+        at += part.length;
+      }
+      const line = this.#decoder.decode(whole);
+      if (line.trim().length > 0) out.push({ kind: "line", line });
+    }
+    this.#parts = [];
+    this.#size = 0;
+    this.#discarding = false;
   }
 }

@@ -49,6 +49,13 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     relay_id: z.string(),
     request: z.object({ id: z.string(), input: z.string(), stream: z.boolean() }),
     timeout_ms: z.number().int().positive(),
+    /** Bytes of the adapter's reply the runner relays at most; past it the relay ends RESOURCE_EXHAUSTED. */
+    reply_max_bytes: z
+      .number()
+      .int()
+      .positive()
+      .max(1024 * 1024 * 1024)
+      .optional(),
   }),
   z.object({
     kind: z.literal("cancel_relay"),

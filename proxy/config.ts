@@ -47,6 +47,10 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES: Int(1).default(128 * 1024),
   /** Largest reply the proxy relays. @default 8388608 */
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
+  /** Frames a second one session's runner may send before they are dropped (2 s may come at once). @default 4000 */
+  AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND: Int(1).default(4_000),
+  /** Frame bytes a second one session's runner may send before they are dropped. @default 16777216 */
+  AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND: Int(1).default(16 * 1024 * 1024),
   /** How often the idle controller looks for idle HarnessSessions. @default 1000 */
   AGENT_SESSIONS_IDLE_CHECK_MS: Int(50).default(1_000),
   /** How long a request waits for an auto-resumed HarnessSession to come Ready; then 504. @default 120000 */
@@ -81,6 +85,9 @@ export type ServerConfig = {
   requestTimeoutMs?: number;
   requestBodyMaxBytes?: number;
   replyMaxBytes?: number;
+  /** Per-session budget of frames from runners (proxy/frame-budget.ts); defaults as in `ServerEnv`. */
+  sessionFramesPerSecond?: number;
+  sessionFrameBytesPerSecond?: number;
   idleCheckMs?: number;
   autoResumeTimeoutMs?: number;
   /** `GET /metrics` without a token. @default false */
@@ -122,6 +129,8 @@ export function parseConfig(source: Record<string, string | undefined> = process
     requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
+    sessionFramesPerSecond: env.AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND,
+    sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,

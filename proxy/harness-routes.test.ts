@@ -341,6 +341,42 @@ describe("request proxy", () => {
     await runner.until(() => runner.commandsOf("cancel_relay").length === 1);
   });
 
+  it("bounds an adapter's refusal of a streamed request: an endless HTTP 500 body ends RESOURCE_EXHAUSTED, counted as failed, activeRequests back to 0", async () => {
+    await readyChat();
+    onRelay = (command, r) => {
+      // The adapter answers 500 and never stops writing its body (until cancelled).
+      chunk(r, command.relay_id, "e".repeat(1_000), false, 500);
+      for (let i = 0; i < 50; i++) chunk(r, command.relay_id, "e".repeat(1_000), false);
+      return "no-reply";
+    };
+    const reply = await call("POST", `${BASE}/chat/requests`, { input: "err", id: "e-1", stream: true });
+    expect(reply.status).toBe(502);
+    expect(reply.body).toMatchObject({ code: "RESOURCE_EXHAUSTED", details: { limit_bytes: 4_096 } });
+    expect(reply.body.message).toMatch(/reply exceeds 4096 bytes/);
+    await runner.until(() => runner.commandsOf("cancel_relay").length === 1);
+    expect(runner.commandsOf("relay")[0]?.reply_max_bytes).toBe(4_096);
+    expect((await phaseOf()).status).toMatchObject({
+      requestCount: 1,
+      activeRequests: 0,
+      errorCount: 1,
+      lastRequestId: "e-1",
+      lastRequestOutcome: "failed",
+    });
+  });
+
+  it("answers an adapter's short refusal of a streamed request with its own code", async () => {
+    await readyChat();
+    onRelay = (command, r) => {
+      chunk(r, command.relay_id, '{"code":"INVALID_ARGUMENT","message":"no such tool"}', false, 400);
+      chunk(r, command.relay_id, "", true);
+      return { ok: true, result: { status: 400 } };
+    };
+    const reply = await call("POST", `${BASE}/chat/requests`, { input: "x", stream: true });
+    expect(reply.status).toBe(400);
+    expect(reply.body).toMatchObject({ code: "INVALID_ARGUMENT" });
+    expect((await phaseOf()).status).toMatchObject({ activeRequests: 0, lastRequestOutcome: "failed" });
+  });
+
   it("a client that goes away cancels the request upstream; the outcome is cancelled", async () => {
     await readyChat();
     onRelay = (command, r) => {

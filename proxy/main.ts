@@ -69,6 +69,10 @@ export async function startServer(
     commandTimeoutMs: config.commandTimeoutMs,
     ...(config.maxRunnerCapacity !== undefined ? { maxRunnerCapacity: config.maxRunnerCapacity } : {}),
     ...(config.runnerRegistration !== undefined ? { registration: config.runnerRegistration } : {}),
+    frameBudget: {
+      ...(config.sessionFramesPerSecond ? { framesPerSecond: config.sessionFramesPerSecond } : {}),
+      ...(config.sessionFrameBytesPerSecond ? { bytesPerSecond: config.sessionFrameBytesPerSecond } : {}),
+    },
     log,
   });
   const observability = startMetrics({

@@ -1,13 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context } from "hono";
-import { streamSSE } from "hono/streaming";
+import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { type RequestOutcome, ResultRecord, StreamEvent, type Usage } from "../contracts/adapter.ts";
 import { type ApiErrorBody, CodedError, ErrorCode, httpStatusOf } from "../contracts/errors.ts";
 import { HARNESS_SESSION_KIND, HarnessRequest } from "../contracts/harness-session.ts";
 import type { AutoResumer, AwakeSession } from "./auto-resumer.ts";
 import { readyOf } from "./harness-status.ts";
 import type { Logger } from "./log.ts";
-import { RelayInbox } from "./relay-inbox.ts";
+import { type InboxEvent, RelayInbox } from "./relay-inbox.ts";
 import { parseInput } from "./request-body.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { RelayChunk } from "./runner-hub.ts";
@@ -42,6 +42,11 @@ type RelaySettings = Required<Omit<RequestRelayOptions, "autoResume">>;
 
 /** The runner's own deadline is a little later, so the server's decides (and says DEADLINE_EXCEEDED). */
 const RUNNER_DEADLINE_GRACE_MS = 1_000;
+/**
+ * Largest error body read from an adapter that refused a streamed request: a refusal is a short
+ * `{code, message}`; more is an adapter gone wrong, and the request ends RESOURCE_EXHAUSTED.
+ */
+export const ERROR_BODY_MAX_BYTES = 64 * 1024;
 const CANCEL_TIMEOUT_MS = 10_000;
 
 /**
@@ -216,7 +221,7 @@ class Flight {
   readonly #o: RelaySettings;
   readonly #c: Context;
   readonly #t: FlightTarget;
-  readonly #inbox = new RelayInbox();
+  readonly #inbox: RelayInbox;
   #unsubscribe: () => void = () => {};
   #timer: NodeJS.Timeout | undefined;
   #cancelSent = false;
@@ -233,6 +238,10 @@ class Flight {
     this.#o = options;
     this.#c = c;
     this.#t = target;
+    this.#inbox = new RelayInbox({
+      maxBytes: options.replyMaxBytes,
+      onOverflow: () => this.#cancelUpstream("reply too large"),
+    });
   }
 
   start(request: { id: string; input: string; stream: boolean }): void {
@@ -258,6 +267,7 @@ class Flight {
           relay_id: relayId,
           request,
           timeout_ms: timeoutMs,
+          reply_max_bytes: this.#o.replyMaxBytes,
         },
         timeoutMs + 5_000,
       )
@@ -283,10 +293,6 @@ class Flight {
           break;
         }
         status ??= event.status;
-        if (this.#inbox.bytes > this.#o.replyMaxBytes) {
-          failure = this.#replyTooLarge();
-          break;
-        }
         body += event.data;
         if (event.done) break;
       }
@@ -307,61 +313,71 @@ class Flight {
   /**
    * A streamed reply. The adapter's SSE events are re-emitted one by one (`event: delta`,
    * `event: result`), each write awaited; a failure after the first byte is `event: error`.
-   * A failure before it is a plain JSON error.
+   * A failure before it is a plain JSON error. Settled exactly once whatever happens: here in
+   * `finally` until the SSE stream takes over, then in the stream's own `finally`.
    */
   async streamed(): Promise<Response> {
-    const first = await this.#inbox.next();
-    if (first.kind === "error") {
-      const failure = await this.#explain(first.error);
-      await this.#settle();
-      return this.#errorResponse(failure);
+    let handedOver = false;
+    try {
+      const first = await this.#inbox.next();
+      if (first.kind === "error") return this.#errorResponse(await this.#explain(first.error));
+      if (first.status !== 200) return this.#errorResponse(await this.#refusal(first));
+      const response = streamSSE(this.#c, (sse) => this.#pipeSse(sse, first));
+      handedOver = true;
+      return response;
+    } finally {
+      if (!handedOver) await this.#settle();
     }
-    if (first.status !== 200) {
-      // The adapter refused (its error body follows): answer like a non-streamed request.
-      let body = first.data;
-      let failure: ApiErrorBody | undefined;
-      for (let event = first; !event.done; ) {
-        const next = await this.#inbox.next();
-        if (next.kind === "error") {
-          failure = next.error;
-          break;
-        }
-        body += next.data;
-        event = next;
+  }
+
+  /**
+   * The adapter refused a streamed request (its error body follows): read that body, at most
+   * ERROR_BODY_MAX_BYTES of it, and answer like a non-streamed request.
+   */
+  async #refusal(first: Extract<InboxEvent, { kind: "chunk" }>): Promise<ApiErrorBody> {
+    const parts = [first.data];
+    for (let event = first; !event.done; ) {
+      if (this.#inbox.bytes > ERROR_BODY_MAX_BYTES) {
+        this.#cancelUpstream("error reply too large");
+        return {
+          code: "RESOURCE_EXHAUSTED",
+          message: `the agent's error reply (HTTP ${first.status ?? "?"}) exceeds ${ERROR_BODY_MAX_BYTES} bytes`,
+          details: { limit_bytes: ERROR_BODY_MAX_BYTES, status: first.status },
+        };
       }
-      await this.#settle();
-      return this.#errorResponse(failure ?? adapterError(first.status, parseJson(body)));
+      const next = await this.#inbox.next();
+      if (next.kind === "error") return this.#explain(next.error);
+      parts.push(next.data);
+      event = next;
     }
-    return streamSSE(this.#c, async (sse) => {
-      sse.onAbort(this.#onClientAbort);
-      const splitter = new SseSplitter();
-      try {
-        for (let event: typeof first | Awaited<ReturnType<RelayInbox["next"]>> = first; ; ) {
-          if (event.kind === "error") {
-            await sse.writeSSE({ event: "error", data: JSON.stringify(await this.#explain(event.error)) });
-            return;
-          }
-          if (this.#inbox.bytes > this.#o.replyMaxBytes) {
-            await sse.writeSSE({ event: "error", data: JSON.stringify(this.#replyTooLarge()) });
-            return;
-          }
-          for (const data of splitter.push(event.data)) {
-            const parsed = StreamEvent.safeParse(parseJson(data));
-            if (!parsed.success) continue; // not part of the contract: never forwarded
-            if (parsed.data.type === "result") this.#result = parsed.data.result;
-            await sse.writeSSE({ event: parsed.data.type, data: JSON.stringify(parsed.data) });
-          }
-          if (event.done) return;
-          event = await this.#inbox.next();
+    return adapterError(first.status, parseJson(parts.join("")));
+  }
+
+  async #pipeSse(sse: SSEStreamingApi, first: Extract<InboxEvent, { kind: "chunk" }>): Promise<void> {
+    sse.onAbort(this.#onClientAbort);
+    const splitter = new SseSplitter();
+    try {
+      for (let event: InboxEvent = first; ; ) {
+        if (event.kind === "error") {
+          await sse.writeSSE({ event: "error", data: JSON.stringify(await this.#explain(event.error)) });
+          return;
         }
-      } catch (error) {
-        // The client's writer failed: it went away.
-        this.#onClientAbort();
-        this.#o.log("debug", "streamed reply ended by the client", { error: String(error) });
-      } finally {
-        await this.#settle();
+        for (const data of splitter.push(event.data)) {
+          const parsed = StreamEvent.safeParse(parseJson(data));
+          if (!parsed.success) continue; // not part of the contract: never forwarded
+          if (parsed.data.type === "result") this.#result = parsed.data.result;
+          await sse.writeSSE({ event: parsed.data.type, data: JSON.stringify(parsed.data) });
+        }
+        if (event.done) return;
+        event = await this.#inbox.next();
       }
-    });
+    } catch (error) {
+      // The client's writer failed: it went away.
+      this.#onClientAbort();
+      this.#o.log("debug", "streamed reply ended by the client", { error: String(error) });
+    } finally {
+      await this.#settle();
+    }
   }
 
   /**
@@ -380,15 +396,6 @@ class Flight {
     const { namespace, name, requestId } = this.#t;
     const record = await this.#o.harness.getRequest(namespace, name, requestId);
     return record?.cancel_requested_at !== undefined;
-  }
-
-  #replyTooLarge(): ApiErrorBody {
-    this.#cancelUpstream("reply too large");
-    return {
-      code: "RESOURCE_EXHAUSTED",
-      message: `the agent's reply exceeds ${this.#o.replyMaxBytes} bytes`,
-      details: { limit_bytes: this.#o.replyMaxBytes },
-    };
   }
 
   #errorResponse(error: ApiErrorBody): Response {

@@ -1,4 +1,5 @@
 import WebSocket from "ws";
+import { RUNNER_PROTOCOL_VERSION } from "../contracts/runner-protocol.ts";
 import { afterEach, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "./testing/test-server.ts";
 
@@ -9,10 +10,11 @@ afterEach(async () => {
 });
 
 /** Provision and start one session through the API; its ids. */
-async function liveSession(server: TestServer, requestId = "req-1") {
+async function liveSession(server: TestServer, requestId = "req-1", workstream?: string) {
   const provisioned = await server.rpc("ProvisionAgentWorkspace", {
     agent_ref: "alice",
     client_request_id: requestId,
+    ...(workstream ? { workstream } : {}),
   });
   const container = provisioned.body.container_name as string;
   const started = await server.rpc("StartAgentSession", { container_name: container });
@@ -284,5 +286,60 @@ describe("§8 frames and states", () => {
     await events.until((e) => e.length >= 2);
     await new Promise((r) => setTimeout(r, 100));
     expect(events.frames().map((f) => f.type)).toEqual(["status", "status"]);
+  });
+
+  it("refuses a status frame relayed for an agent: not stored, not fanned out, the state unchanged", async () => {
+    t = await startTestServer();
+    const runner = await t.runner();
+    const { sessionId } = await liveSession(t);
+    const events = await t.events(`?session_id=${sessionId}`, "0");
+    // Sent raw: the fake runner's own validation would refuse it before it left.
+    runner.ws.send(
+      JSON.stringify({
+        version: RUNNER_PROTOCOL_VERSION,
+        type: "frame",
+        payload: {
+          session_id: sessionId,
+          frame: { protocol: "compass.v1", type: "status", payload: { state: "STOPPED" } },
+        },
+      }),
+    );
+    runner.frame(sessionId, { type: "message", payload: { text: "after" } });
+    await events.until((e) => e.length >= 3);
+    expect(events.frames().map((f) => [f.type, f.payload])).toEqual([
+      ["status", { state: "STARTING" }],
+      ["status", { state: "READY" }],
+      ["message", { text: "after" }],
+    ]);
+    expect(await stateOf(t, sessionId)).toMatchObject({ state: "READY" });
+  });
+
+  it("drops a session's frames over the server's budget with one notice in their place; other sessions unaffected", async () => {
+    t = await startTestServer({ sessionFramesPerSecond: 1 }); // a burst of 2 s = 2 frames
+    const runner = await t.runner();
+    const { sessionId } = await liveSession(t);
+    const quiet = await liveSession(t, "req-2", "quiet");
+    const events = await t.events(`?session_id=${sessionId}`, "0");
+    for (let i = 0; i < 20; i++) runner.frame(sessionId, { type: "log", payload: { i } });
+    runner.frame(quiet.sessionId, { type: "message", payload: { text: "unaffected" } });
+    await events.until((e) => e.length >= 5);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(events.frames().map((f) => [f.type, f.payload])).toEqual([
+      ["status", { state: "STARTING" }],
+      ["status", { state: "READY" }],
+      ["log", { i: 0 }],
+      ["log", { i: 1 }],
+      [
+        "error",
+        {
+          message: "frames dropped: the session's output exceeds the server's budget",
+          frames_per_second: 1,
+          bytes_per_second: 16 * 1024 * 1024,
+        },
+      ],
+    ]);
+    const other = await t.events(`?session_id=${quiet.sessionId}`, "0");
+    await other.until((e) => e.length >= 3);
+    expect(other.frames().at(-1)).toMatchObject({ type: "message", payload: { text: "unaffected" } });
   });
 });

@@ -10,6 +10,7 @@ import {
 } from "../contracts/runner-protocol.ts";
 import { type CommandResultOf, CommandResultSchemas } from "../contracts/runner-results.ts";
 import { SessionReasons } from "../contracts/session-reasons.ts";
+import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { type Logger, silentLogger } from "./log.ts";
@@ -23,7 +24,7 @@ import {
 import type { SessionJournal } from "./session-journal.ts";
 import { ATTACHED_STATES, type Decision, decideMissing, decideReported } from "./session-states.ts";
 import type { RunnerRecord, SessionRecord, Store } from "./store/store.ts";
-import { CloseCodes, parseEnvelope, rejectUpgrade } from "./runner-wire.ts";
+import { CloseCodes, parseEnvelope, rawByteLength, rejectUpgrade } from "./runner-wire.ts";
 
 export const RUNNER_CONNECT_PATH = "/v1/runners/connect";
 
@@ -44,8 +45,18 @@ export type RunnerHubOptions = {
   maxRunnerCapacity?: number;
   /** Whether the runner token registers new runner names (runner-identity.ts). @default "open" */
   registration?: RunnerRegistration;
+  /** Per-session budget of frames from runners, before their store writes (frame-budget.ts). */
+  frameBudget?: Partial<FrameBudgetLimits>;
   log?: Logger;
 };
+
+/**
+ * Store writes one connection may have queued before the server stops reading its socket (the
+ * runner's send buffer then fills and its agents wait: backpressure to the exec streams), and
+ * the depth at which reading resumes.
+ */
+const INBOX_PAUSE_AT = 1_000;
+const INBOX_RESUME_AT = 100;
 
 export type CommandOutcome<C extends RunnerCommand> = Outcome<CommandResultOf<C["kind"]>>;
 export type RelayChunk = { relay_id: string; data: string; done: boolean; status?: number | undefined };
@@ -81,6 +92,7 @@ export class RunnerHub {
   readonly #runnerMutex = new KeyedMutex();
   readonly #heartbeat: NodeJS.Timeout;
   readonly #attachListeners = new Set<(runner: RunnerRecord) => void>();
+  readonly #frameBudget: FrameBudget;
   #closing = false;
 
   constructor(options: RunnerHubOptions) {
@@ -94,6 +106,7 @@ export class RunnerHub {
     this.#maxRunnerCapacity = options.maxRunnerCapacity ?? 1_000;
     this.#registration = options.registration ?? "open";
     this.#log = options.log ?? silentLogger;
+    this.#frameBudget = new FrameBudget(options.frameBudget);
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: 8 * 1024 * 1024 });
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
   }
@@ -247,12 +260,20 @@ export class RunnerHub {
     const helloTimer = setTimeout(() => {
       if (!connection.helloSeen) connection.close(CloseCodes.helloExpected, "hello expected");
     }, this.#helloTimeoutMs);
-    // Store writes of one connection happen in arrival order (frames keep their order).
+    // Store writes of one connection happen in arrival order (frames keep their order), and
+    // at most INBOX_PAUSE_AT wait: beyond that the socket is not read until they drain.
     let queue: Promise<void> = Promise.resolve();
+    let queued = 0;
     const enqueue = (what: string, task: () => Promise<void>) => {
-      queue = queue.then(task).catch((error: unknown) => {
-        this.#log("error", `runner link: ${what} failed`, { error: String(error) });
-      });
+      if (++queued >= INBOX_PAUSE_AT && !ws.isPaused) ws.pause();
+      queue = queue
+        .then(task)
+        .catch((error: unknown) => {
+          this.#log("error", `runner link: ${what} failed`, { error: String(error) });
+        })
+        .finally(() => {
+          if (--queued <= INBOX_RESUME_AT && ws.isPaused) ws.resume();
+        });
     };
     ws.on("message", (data, isBinary) => {
       connection.lastSeenAt = Date.now();
@@ -312,11 +333,23 @@ export class RunnerHub {
               command_id: envelope.payload.command_id,
             });
           return;
-        case "frame":
-          enqueue("frame", () =>
-            this.#onFrame(connection, envelope.payload.session_id, envelope.payload.frame),
-          );
+        case "frame": {
+          // The budget is checked before the frame costs a store write (frame-budget.ts); it is
+          // kept per runner and session, so frames another runner sends for a session (dropped
+          // below: not its own) never spend the owner's budget.
+          const { session_id, frame } = envelope.payload;
+          const account = `${connection.runner?.runner_id ?? ""}/${session_id}`;
+          const admission = this.#frameBudget.admit(account, rawByteLength(data), Date.now());
+          if (admission === "drop") return;
+          if (admission === "notice")
+            this.#log("warn", "runner link: a session's frames exceed the budget; dropping", {
+              runner_id: connection.runner?.runner_id,
+              session_id,
+            });
+          const stored = admission === "notice" ? this.#frameBudget.notice() : frame;
+          enqueue("frame", () => this.#onFrame(connection, session_id, stored));
           return;
+        }
         case "session_state":
           enqueue("session_state", () => this.#onSessionState(connection, envelope.payload));
           return;
@@ -514,10 +547,11 @@ export class RunnerHub {
     this.#log("warn", "runner did not reattach within the window", { runner_id: runnerId });
   }
 
+  /** Frames are agents' output: never `status` (contracts AgentFrame; status frames are the server's). */
   async #onFrame(
     connection: RunnerConnection,
     sessionId: string,
-    frame: Extract<RunnerToServer, { type: "frame" }>["payload"]["frame"],
+    frame: Pick<Extract<RunnerToServer, { type: "frame" }>["payload"]["frame"], "type" | "ts" | "payload">,
   ): Promise<void> {
     const session = await this.#ownedSession(connection, sessionId);
     if (!session) return;

@@ -46,6 +46,12 @@ export function parseEnvelope(data: RawData, isBinary: boolean): ParsedEnvelope 
   return { ok: false, reason: describeZodError(parsed.error), commandId };
 }
 
+/** Size of a message as received, in bytes. */
+export function rawByteLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
+  return data.byteLength;
+}
+
 function rawText(data: RawData): string {
   if (Array.isArray(data)) return Buffer.concat(data).toString("utf8");
   if (data instanceof ArrayBuffer) return Buffer.from(data).toString("utf8");

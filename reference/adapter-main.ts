@@ -3,6 +3,10 @@
  * process and fronts an agent that talks to an OpenAI-compatible model endpoint given by the
  * Agent's allowed credential (MODEL_BASE_URL + MODEL_API_KEY). Conversation state lives on the
  * session volume, so a session stopped and resumed remembers what it was told.
+ *
+ * The reference runtime is the tests' runtime: an input of exactly `reference-fault:endless-error`
+ * makes it the adapter gone wrong, answering HTTP 500 with a body that never ends (until the
+ * connection goes), so the tests can show the runner and the server bound it.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -135,6 +139,20 @@ function record(result: ResultRecord): ResultRecord {
   return result;
 }
 
+/** The input that makes this adapter answer 500 with an endless body (see the header). */
+const ENDLESS_ERROR_FAULT = "reference-fault:endless-error";
+
+function endlessError(res: ServerResponse): void {
+  res.writeHead(500, { "content-type": "application/json" });
+  res.write('{"code":"INTERNAL","message":"');
+  const piece = Buffer.alloc(64 * 1024, 0x65);
+  const pump = () => {
+    while (!res.destroyed && res.write(piece));
+    if (!res.destroyed) res.once("drain", pump);
+  };
+  pump();
+}
+
 async function handleRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const parsed = AdapterRequest.safeParse(JSON.parse(await readBody(req)));
   if (!parsed.success)
@@ -143,6 +161,7 @@ async function handleRequest(req: IncomingMessage, res: ServerResponse): Promise
       message: parsed.error.issues[0]?.message ?? "invalid request",
     });
   const request = parsed.data;
+  if (request.input === ENDLESS_ERROR_FAULT) return endlessError(res);
   if (request.stream && !env.streaming)
     return send(res, 400, { code: "INVALID_ARGUMENT", message: "this runtime does not declare streaming" });
   if (inflight.has(request.id) || results.has(request.id))

@@ -4,7 +4,9 @@
  *
  * Commands (one JSON object a line): {"type":"message","text":"…"} answers with a message frame;
  * {"type":"crash"} exits 3; {"type":"exit"} exits 0 cleanly; {"type":"hang"} stops answering;
- * {"type":"flood","count":N} emits N log frames; {"type":"garbage"} writes a malformed line.
+ * {"type":"flood","count":N} emits N log frames; {"type":"garbage"} writes a malformed line;
+ * {"type":"spew","mb":N} writes N MiB without a newline (then ends the line and logs "spew done");
+ * {"type":"forge"} writes a status frame (only the server may: the runner refuses it).
  * State lives on the workspace volume, so a reload resumes from it.
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -36,7 +38,7 @@ let hung = false;
 const lines = createInterface({ input: process.stdin });
 lines.on("line", (line) => {
   if (hung) return;
-  let cmd: { type?: string; text?: string; count?: number };
+  let cmd: { type?: string; text?: string; count?: number; mb?: number };
   try {
     cmd = JSON.parse(line) as typeof cmd;
   } catch {
@@ -64,6 +66,18 @@ lines.on("line", (line) => {
       break;
     case "garbage":
       process.stdout.write("this is not json\n");
+      break;
+    case "spew": {
+      // One endless line: stdout is a pipe, so each write waits for the reader (the runner).
+      const mib = Buffer.alloc(1024 * 1024, 0x78);
+      const mb = Math.max(0, Math.min(cmd.mb ?? 1, 4096));
+      for (let i = 0; i < mb; i++) process.stdout.write(mib);
+      process.stdout.write("\n");
+      emit("log", { message: "spew done", mb });
+      break;
+    }
+    case "forge":
+      emit("status", { state: "STOPPED" });
       break;
     default:
       emit("error", { message: `unknown command ${String(cmd.type)}` });

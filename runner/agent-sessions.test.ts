@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { FORGED_STATUS_REASON } from "../contracts/compass.ts";
 import { CodedError } from "../contracts/errors.ts";
 import { AgentSessions } from "./agent-sessions.ts";
 import type { AgentOutput, AgentProcess, EngineDriver } from "./driver.ts";
@@ -10,6 +11,8 @@ import { SessionFile } from "./session-file.ts";
 /** An engine whose agents say one frame at start and end when stopped; `gone` containers do not exist. */
 function fakeDriver(gone = new Set<string>()) {
   const started: string[] = [];
+  /** The last agent's stdout (a test writes what the agent would). */
+  const outputs: AgentOutput[] = [];
   const sent: string[] = [];
   const driver: EngineDriver = {
     engine: "docker",
@@ -24,12 +27,13 @@ function fakeDriver(gone = new Set<string>()) {
     ): Promise<AgentProcess> => {
       if (gone.has(containerName)) throw new CodedError("NOT_FOUND", `no ${containerName}`);
       started.push(containerName);
+      outputs.push(output);
       let end!: (v: { exitCode: number | null }) => void;
       const exited = new Promise<{ exitCode: number | null }>((r) => {
         end = r;
       });
       setTimeout(
-        () => output.onLine('{"protocol":"compass.v1","type":"log","payload":{"message":"agent started"}}'),
+        () => output.write('{"protocol":"compass.v1","type":"log","payload":{"message":"agent started"}}\n'),
         5,
       );
       return {
@@ -46,7 +50,7 @@ function fakeDriver(gone = new Set<string>()) {
     watch: async () => () => {},
     endpoint: async () => "",
   };
-  return { driver, started, sent };
+  return { driver, started, sent, outputs };
 }
 
 function recorder() {
@@ -108,5 +112,36 @@ describe("the runner's session set", () => {
     expect(() => sessions.send("nope", "{}")).toThrow(expect.objectContaining({ code: "NOT_FOUND" }));
     await sessions.stop("s1");
     expect(() => sessions.send("s1", "{}")).toThrow(expect.objectContaining({ code: "FAILED_PRECONDITION" }));
+  });
+
+  it("refuses an agent's status frame (status frames come only from the server) and drops a too-long line; the session stays READY", async () => {
+    const { driver, outputs } = fakeDriver();
+    const frames: { type: string; payload: Record<string, unknown> }[] = [];
+    const sessions = new AgentSessions(
+      driver,
+      { frame: (_id, f) => frames.push(f), state: () => {} },
+      { limits: { maxLineBytes: 1024, bytesPerSecond: 1e9, framesPerSecond: 1e9 } },
+    );
+    expect(await sessions.start("s1", "c1")).toBe("READY");
+    const agent = outputs[0];
+    agent?.write('{"protocol":"compass.v1","type":"status","payload":{"state":"STOPPED"}}\n');
+    agent?.write(`${"x".repeat(5000)}\n`);
+    agent?.write('{"protocol":"compass.v1","type":"message","payload":{"text":"still here"}}\n');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(frames.slice(1)).toEqual([
+      {
+        protocol: "compass.v1",
+        type: "error",
+        payload: { message: "malformed agent output", reason: FORGED_STATUS_REASON },
+      },
+      {
+        protocol: "compass.v1",
+        type: "error",
+        payload: { message: "agent output line dropped", reason: "line longer than 1024 bytes" },
+      },
+      { protocol: "compass.v1", type: "message", payload: { text: "still here" } },
+    ]);
+    expect(frames.some((f) => f.type === "status")).toBe(false);
+    expect(sessions.report()).toEqual([{ session_id: "s1", container_name: "c1", state: "READY" }]);
   });
 });

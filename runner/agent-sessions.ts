@@ -6,6 +6,7 @@
 import { type AgentFrame, parseAgentLine, type SessionState } from "../contracts/compass.ts";
 import { CodedError } from "../contracts/errors.ts";
 import type { RunnerSessionReport } from "../contracts/runner-protocol.ts";
+import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./agent-stdout.ts";
 import type { AgentProcess, EngineDriver, ExitReason } from "./driver.ts";
 
 export type SessionEvents = {
@@ -13,6 +14,14 @@ export type SessionEvents = {
   state(sessionId: string, state: SessionState, reason?: string): void;
   /** The set changed (a session added, removed, or in a new state): persist `report()`. */
   changed?(): void;
+};
+
+export type AgentSessionsOptions = {
+  /** Bounds on each agent's stdout (line length, bytes and frames a second). @default DEFAULT_OUTPUT_LIMITS */
+  limits?: OutputLimits;
+  /** True while the way to the server is backed up: agents' output is not read meanwhile. */
+  congested?: () => boolean;
+  log?: (level: "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
 };
 
 type Entry = {
@@ -51,10 +60,34 @@ export class AgentSessions {
   readonly #entries = new Map<string, Entry>();
   /** Pre-started agents by workspace (not in the session set until adopted). */
   readonly #warm = new Map<string, WarmAgent>();
+  readonly #options: AgentSessionsOptions;
 
-  constructor(driver: EngineDriver, events: SessionEvents) {
+  constructor(driver: EngineDriver, events: SessionEvents, options: AgentSessionsOptions = {}) {
     this.#driver = driver;
     this.#events = events;
+    this.#options = options;
+  }
+
+  /** The bounded, budgeted sink of one agent's stdout: frames (malformed ones as error frames) to `frame`. */
+  #stdout(containerName: string, frame: (frame: AgentFrame) => void): AgentStdout {
+    const stdout = new AgentStdout({
+      limits: this.#options.limits ?? DEFAULT_OUTPUT_LIMITS,
+      onLine: (line) => frame(frameOf(line)),
+      onOverlong: (limitBytes) =>
+        frame({
+          protocol: "compass.v1",
+          type: "error",
+          payload: {
+            message: "agent output line dropped",
+            reason: `line longer than ${limitBytes} bytes`,
+          },
+        }),
+      ...(this.#options.congested ? { congested: this.#options.congested } : {}),
+    });
+    stdout.on("error", (error) =>
+      this.#options.log?.("error", "agent output failed", { containerName, error: String(error) }),
+    );
+    return stdout;
   }
 
   report(): RunnerSessionReport[] {
@@ -137,13 +170,13 @@ export class AgentSessions {
     const ready = new Promise<void>((r) => {
       firstFrame = r;
     });
-    const onLine = (line: string) => {
-      this.#events.frame(sessionId, frameOf(line));
+    const stdout = this.#stdout(containerName, (frame) => {
+      this.#events.frame(sessionId, frame);
       firstFrame();
-    };
+    });
     let proc: AgentProcess;
     try {
-      proc = await this.#driver.startAgent(containerName, command, { onLine });
+      proc = await this.#driver.startAgent(containerName, command, stdout);
     } catch (error) {
       this.#entries.delete(sessionId);
       this.#events.changed?.();
@@ -185,14 +218,12 @@ export class AgentSessions {
     });
     const held: AgentFrame[] = [];
     let warm: WarmAgent | undefined;
-    const proc = await this.#driver.startAgent(containerName, command, {
-      onLine: (line) => {
-        const frame = frameOf(line);
-        if (warm?.deliver) warm.deliver(frame);
-        else if (held.length < HELD_FRAMES_MAX) held.push(frame);
-        firstFrame();
-      },
+    const stdout = this.#stdout(containerName, (frame) => {
+      if (warm?.deliver) warm.deliver(frame);
+      else if (held.length < HELD_FRAMES_MAX) held.push(frame);
+      firstFrame();
     });
+    const proc = await this.#driver.startAgent(containerName, command, stdout);
     warm = { process: proc, held };
     const started = warm;
     void proc.exited.then(() => {
@@ -311,7 +342,10 @@ export class AgentSessions {
   }
 }
 
-/** An agent's stdout line as a frame; a malformed line becomes an error frame (never a crash). */
+/**
+ * An agent's stdout line as a frame; a malformed line becomes an error frame (never a crash), and
+ * so does a `status` frame: status frames come only from the server.
+ */
 function frameOf(line: string): AgentFrame {
   const parsed = parseAgentLine(line);
   return parsed.ok

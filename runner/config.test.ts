@@ -70,3 +70,26 @@ describe("runner config: the server URL", () => {
     ).toBe(false);
   });
 });
+
+describe("runner config: agent output bounds", () => {
+  it("defaults to the documented bounds and reads them from the environment", () => {
+    expect(parseRunnerConfig(base).agentOutput).toEqual({
+      maxLineBytes: 256 * 1024,
+      bytesPerSecond: 4 * 1024 * 1024,
+      framesPerSecond: 2000,
+    });
+    expect(
+      parseRunnerConfig({
+        ...base,
+        AGENT_SESSIONS_AGENT_LINE_MAX_BYTES: "4096",
+        AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND: "1000000",
+        AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND: "50",
+      }).agentOutput,
+    ).toEqual({ maxLineBytes: 4096, bytesPerSecond: 1_000_000, framesPerSecond: 50 });
+  });
+
+  it("refuses a rate that is not a positive integer", () => {
+    expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND: "0" })).toThrow();
+    expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND: "x" })).toThrow();
+  });
+});

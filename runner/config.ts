@@ -2,6 +2,22 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { KubernetesRunnerConfig, kubernetesRunnerSource } from "./kubernetes-config.ts";
 import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
+import { DEFAULT_OUTPUT_LIMITS } from "./agent-stdout.ts";
+
+/** Bounds on each agent's stdout (runner/agent-stdout.ts). */
+export const AgentOutputConfig = z.object({
+  /** AGENT_SESSIONS_AGENT_LINE_MAX_BYTES: a longer line is dropped with an error frame. @default 262144 */
+  maxLineBytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(4 * 1024 * 1024)
+    .default(DEFAULT_OUTPUT_LIMITS.maxLineBytes),
+  /** AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND: per session; more is throttled. @default 4194304 */
+  bytesPerSecond: z.coerce.number().int().positive().default(DEFAULT_OUTPUT_LIMITS.bytesPerSecond),
+  /** AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND: per session; more is throttled. @default 2000 */
+  framesPerSecond: z.coerce.number().int().positive().default(DEFAULT_OUTPUT_LIMITS.framesPerSecond),
+});
 
 /** A host on this machine: 127.0.0.0/8, ::1 or localhost. */
 export function isLoopbackHost(hostname: string): boolean {
@@ -45,6 +61,7 @@ export const RunnerConfig = z
     dockerHost: z.string().default("unix:///var/run/docker.sock"),
     /** The Kubernetes engine's settings (kubernetes-config.ts): sessions namespace, NetworkPolicy peer. */
     kubernetes: KubernetesRunnerConfig.default({ namespace: "agent-sessions" }),
+    agentOutput: AgentOutputConfig.default(DEFAULT_OUTPUT_LIMITS),
   })
   .superRefine((config, ctx) => {
     const insecure = config.allowInsecure ? undefined : insecureServerUrl(config.serverUrl);
@@ -88,6 +105,11 @@ export function parseRunnerConfig(
       : undefined,
     dockerHost: source.DOCKER_HOST,
     kubernetes: kubernetesRunnerSource(source),
+    agentOutput: {
+      maxLineBytes: source.AGENT_SESSIONS_AGENT_LINE_MAX_BYTES || undefined,
+      bytesPerSecond: source.AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND || undefined,
+      framesPerSecond: source.AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND || undefined,
+    },
     ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
   });
 }

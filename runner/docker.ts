@@ -9,6 +9,7 @@ import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { runOnce } from "./docker-one-shot.ts";
+import { outputSettled } from "./driver.ts";
 import type {
   AgentOutput,
   AgentProcess,
@@ -23,6 +24,8 @@ type Placement = { namespace: string; name: string };
 
 /** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
 const DIE_SETTLE_MS = 500;
+/** How long an ended agent's exit waits for its last output to be taken. */
+const OUTPUT_SETTLE_MS = 2_000;
 
 export class DockerDriver implements EngineDriver {
   readonly engine = "docker" as const;
@@ -141,13 +144,13 @@ export class DockerDriver implements EngineDriver {
     const stdout = new PassThrough();
     const stderr = new PassThrough();
     this.#docker.modem.demuxStream(stream, stdout, stderr);
-    stdout.setEncoding("utf8");
-    let tail = "";
-    stdout.on("data", (chunk: string) => {
-      const lines = (tail + chunk).split("\n");
-      tail = lines.pop() ?? "";
-      for (const line of lines) if (line.trim()) output.onLine(line);
+    // demuxStream writes without looking at write()'s answer: the exec stream itself is held
+    // while stdout is full, so a slow `output` backs up through dockerd to the agent's writes.
+    stream.on("data", () => {
+      if (stdout.writableNeedDrain) stream.pause();
     });
+    stdout.on("drain", () => stream.resume());
+    stdout.pipe(output);
     // The agent's stderr is its own log; frames come from stdout only. Its first line is our PID note.
     let agentPid: string | undefined;
     stderr.setEncoding("utf8");
@@ -155,17 +158,22 @@ export class DockerDriver implements EngineDriver {
       agentPid ??= chunk.match(/agent-pid (\d+)/)?.[1];
     });
     const exited = new Promise<{ exitCode: number | null }>((resolve) => {
-      const done = () => {
-        if (tail.trim()) output.onLine(tail);
-        tail = "";
-        exec.inspect().then(
-          (info) => resolve({ exitCode: info.ExitCode ?? null }),
-          () => resolve({ exitCode: null }), // container removed: the events say why
+      let done = false;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        stdout.end();
+        // The last lines reach `output` before the exit is reported (bounded: it may be throttled).
+        void outputSettled(output, OUTPUT_SETTLE_MS).then(() =>
+          exec.inspect().then(
+            (info) => resolve({ exitCode: info.ExitCode ?? null }),
+            () => resolve({ exitCode: null }), // container removed: the events say why
+          ),
         );
       };
-      stream.once("end", done);
-      stream.once("close", done);
-      stream.once("error", done);
+      stream.once("end", finish);
+      stream.once("close", finish);
+      stream.once("error", finish);
     });
     return {
       send: (line) => stream.write(`${line}\n`),

@@ -2,6 +2,7 @@
  * The engine driver interface: one implementation per engine (docker.ts, kubernetes.ts), the
  * rest of the runner never touches an engine directly.
  */
+import type { Writable } from "node:stream";
 import type { SessionSpec } from "../contracts/session-spec.ts";
 import type { RunnerCommand } from "../contracts/runner-protocol.ts";
 
@@ -38,7 +39,12 @@ export interface AgentProcess {
   readonly exited: Promise<{ exitCode: number | null }>;
 }
 
-export type AgentOutput = { onLine(line: string): void };
+/**
+ * Where the agent's stdout bytes go (runner/agent-stdout.ts): the driver pipes them in and honours
+ * its backpressure all the way to the exec stream, so a slow sink slows the agent, never the runner.
+ * The driver ends it when stdout ends.
+ */
+export type AgentOutput = Writable;
 
 export interface EngineDriver {
   readonly engine: "docker" | "kubernetes";
@@ -50,7 +56,10 @@ export interface EngineDriver {
   ): Promise<ProvisionResult>;
   /** True when the workload exists and runs. */
   isRunning(containerName: string): Promise<boolean>;
-  /** Starts the agent over an exec stream. Throws a NOT_FOUND CodedError when the workload is gone. */
+  /**
+   * Starts the agent over an exec stream, its stdout piped into `output`. Throws a NOT_FOUND
+   * CodedError when the workload is gone.
+   */
   startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess>;
   /** Scale to 0: the workload goes, the volume stays. */
   scaleDown(containerName: string): Promise<void>;
@@ -71,4 +80,23 @@ export interface EngineDriver {
    * (contracts/agent-run.ts). Engines without it answer `run_once` with UNIMPLEMENTED.
    */
   runOnce?(command: RunOnceCommand): Promise<RunOnceOutcome>;
+}
+
+/** Resolves once `output` has taken everything (finished or destroyed), or after `ms` at most. */
+export function outputSettled(output: AgentOutput, ms: number): Promise<void> {
+  if (output.writableFinished || output.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    timer.unref?.();
+    function done() {
+      clearTimeout(timer);
+      output.off("finish", done);
+      output.off("close", done);
+      output.off("error", done);
+      resolve();
+    }
+    output.once("finish", done);
+    output.once("close", done);
+    output.once("error", done);
+  });
 }

@@ -26,7 +26,14 @@ import {
 import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
-import type { AgentOutput, AgentProcess, EngineDriver, ExitReason, ProvisionResult } from "./driver.ts";
+import {
+  type AgentOutput,
+  type AgentProcess,
+  type EngineDriver,
+  type ExitReason,
+  outputSettled,
+  type ProvisionResult,
+} from "./driver.ts";
 
 type Placement = { namespace: string; name: string };
 type OnExit = (containerName: string, reason: ExitReason, detail: string) => void;
@@ -57,6 +64,8 @@ export type KubernetesDriverOptions = {
 /** Marker the exec wrapper writes to stderr before it becomes the agent: the agent's PID. */
 const PID_MARKER = "agent-sessions-agent-pid=";
 const STOP_GRACE_MS = 5000;
+/** How long an ended agent's exit waits for its last output to be taken. */
+const OUTPUT_SETTLE_MS = 2_000;
 /** How long an agent's SIGKILL waits for a sign of the OOM killer (pod status, cgroup count). */
 const OOM_SETTLE_MS = 3000;
 /**
@@ -469,14 +478,8 @@ export class KubernetesDriver implements EngineDriver {
     const stdin = new PassThrough();
     const stdout = new PassThrough();
     const stderr = new PassThrough();
-    stdout.setEncoding("utf8");
     stderr.setEncoding("utf8");
-    let tail = "";
-    stdout.on("data", (chunk: string) => {
-      const lines = (tail + chunk).split("\n");
-      tail = lines.pop() ?? "";
-      for (const line of lines) if (line.trim()) output.onLine(line);
-    });
+    stdout.pipe(output);
     // The wrapper's first stderr line is the agent's PID (for stop); the rest is the agent's own log.
     let pidResolve!: (pid: string | undefined) => void;
     const pid = new Promise<string | undefined>((r) => {
@@ -517,6 +520,12 @@ export class KubernetesDriver implements EngineDriver {
         throw new CodedError("NOT_FOUND", `workspace ${containerName} has no Ready pod`);
       throw new CodedError("UNAVAILABLE", `exec into ${podName} failed: ${String(error)}`);
     }
+    // The exec's handler writes stdout without looking at write()'s answer: the exec WebSocket is
+    // paused while stdout is full, so a slow `output` backs up through the kubelet to the agent.
+    ws.on("message", () => {
+      if (stdout.writableNeedDrain) ws.pause();
+    });
+    stdout.on("drain", () => ws.resume());
     // The cgroup's OOM kills before this agent: one more when it ends killed means the OOM killer.
     const oomBaseline = this.#oomKills(podName, container);
     const restarts = pod.status?.containerStatuses?.find((c) => c.name === container)?.restartCount ?? 0;
@@ -527,20 +536,22 @@ export class KubernetesDriver implements EngineDriver {
       const finish = () => {
         if (!closed || !drained || finished) return;
         finished = true;
-        if (tail.trim()) output.onLine(tail);
-        tail = "";
         pidResolve(undefined);
         const exitCode = exitCodeOf(status);
+        // The last lines reach `output` before the exit is reported (bounded: it may be throttled).
+        const settled = outputSettled(output, OUTPUT_SETTLE_MS);
         if (exitCode !== 137) {
-          resolve({ exitCode });
+          void settled.then(() => resolve({ exitCode }));
           return;
         }
         // SIGKILL: from the OOM killer, or from someone's kill -9. Settled before the exit is
         // reported, so that oomSince answers by the time the runner asks.
-        void this.#killedByOom(podName, container, oomBaseline, restarts).then((oom) => {
-          if (oom) this.#ooms.set(containerName, Date.now());
-          resolve({ exitCode });
-        });
+        void Promise.all([this.#killedByOom(podName, container, oomBaseline, restarts), settled]).then(
+          ([oom]) => {
+            if (oom) this.#ooms.set(containerName, Date.now());
+            resolve({ exitCode });
+          },
+        );
       };
       stdout.once("end", () => {
         drained = true;

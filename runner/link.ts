@@ -2,7 +2,9 @@
  * The runner's link to the server (proxy/PROTOCOL.md): dials OUT over WebSocket like a CI runner,
  * says hello with its authoritative session set on every (re)attach, answers pings, runs
  * commands, and reconnects with exponential backoff and full jitter. Messages produced while
- * the link is down (frames, state changes) are queued (bounded) and flushed after the hello.
+ * the link is down (frames, state changes) are queued, bounded in messages and in bytes (the
+ * oldest go first), and flushed after the hello. `backlog` (socket buffer + queue) is what the
+ * runner's agents wait on: while it is high their output is not read (runner/agent-stdout.ts).
  */
 import WebSocket from "ws";
 import {
@@ -34,6 +36,8 @@ export type LinkOptions = {
   backoffMaxMs?: number;
   /** @default 10000 queued messages while disconnected */
   maxQueue?: number;
+  /** @default 8388608 bytes of queued messages while disconnected */
+  maxQueueBytes?: number;
 };
 
 export type LinkHandlers = {
@@ -57,12 +61,22 @@ export class RunnerLink {
   #attached = false;
   #closed = false;
   #attempt = 0;
-  #queue: Outgoing[] = [];
+  /** Serialized messages waiting for the next attach, oldest first, and their total size. */
+  #queue: string[] = [];
+  #queuedBytes = 0;
+  /** Messages the bounded queue let go since the last attach. */
+  #dropped = 0;
   runnerId: string | undefined;
 
   constructor(options: LinkOptions, handlers: LinkHandlers) {
     const { credentialFile, ...rest } = options;
-    this.#o = { backoffBaseMs: 250, backoffMaxMs: 10_000, maxQueue: 10_000, ...rest };
+    this.#o = {
+      backoffBaseMs: 250,
+      backoffMaxMs: 10_000,
+      maxQueue: 10_000,
+      maxQueueBytes: 8 * 1024 * 1024,
+      ...rest,
+    };
     this.#h = handlers;
     this.#credential = new RunnerCredential(options.token, credentialFile);
   }
@@ -81,19 +95,31 @@ export class RunnerLink {
     return this.#ws?.bufferedAmount ?? 0;
   }
 
+  /** Bytes on their way to the server: the socket's buffer plus what waits for the next attach. */
+  get backlog(): number {
+    return this.bufferedAmount + this.#queuedBytes;
+  }
+
   get attached(): boolean {
     return this.#attached;
   }
 
   /** Sends now, or queues while detached. Validated before it leaves. */
   send(message: Outgoing): void {
-    const checked = RunnerToServer.parse(message) as Outgoing;
+    const text = JSON.stringify(RunnerToServer.parse(message));
     if (this.#attached && this.#ws?.readyState === WebSocket.OPEN) {
-      this.#ws.send(JSON.stringify(checked));
+      this.#ws.send(text);
       return;
     }
-    if (this.#queue.length >= this.#o.maxQueue) this.#queue.shift(); // bounded: drop the oldest
-    this.#queue.push(checked);
+    this.#queue.push(text);
+    this.#queuedBytes += Buffer.byteLength(text);
+    // Bounded in messages and in bytes: the oldest go first.
+    while (this.#queue.length > this.#o.maxQueue || this.#queuedBytes > this.#o.maxQueueBytes) {
+      const oldest = this.#queue.shift();
+      if (oldest === undefined) break;
+      this.#queuedBytes -= Buffer.byteLength(oldest);
+      this.#dropped++;
+    }
   }
 
   #connect(): void {
@@ -180,9 +206,12 @@ export class RunnerLink {
         this.runnerId = message.payload.runner_id;
         this.#attached = true;
         const queued = this.#queue;
+        const dropped = this.#dropped;
         this.#queue = [];
-        for (const m of queued) ws.send(JSON.stringify(m));
-        this.#h.log("info", "runner attached", { runnerId: this.runnerId, flushed: queued.length });
+        this.#queuedBytes = 0;
+        this.#dropped = 0;
+        for (const m of queued) ws.send(m);
+        this.#h.log("info", "runner attached", { runnerId: this.runnerId, flushed: queued.length, dropped });
         return;
       }
       case "ping":

@@ -2,9 +2,11 @@
  * Relays one client request down to the session's v1alpha2 adapter (undici; redirects are never
  * followed: undici's `request` does not follow them) and the reply back up as `relay_chunk`
  * messages: the first carries the adapter's HTTP status. While the link's send buffer is above a
- * high-water mark, the adapter's body is not read (backpressure reaches the adapter).
+ * high-water mark, the adapter's body is not read (backpressure reaches the adapter). A reply past
+ * its bound (the server's reply limit) is cut off: the relay ends RESOURCE_EXHAUSTED.
  */
 import { request } from "undici";
+import { CodedError } from "../contracts/errors.ts";
 
 export type RelayTarget = { endpoint: string; token: string };
 export type RelayRequest = { id: string; input: string; stream: boolean };
@@ -15,6 +17,8 @@ export type ChunkSink = {
 };
 
 const HIGH_WATER_BYTES = 1024 * 1024;
+/** A relay without a bound of its own (an older server) still stops here. */
+const DEFAULT_REPLY_MAX_BYTES = 64 * 1024 * 1024;
 
 export class Relays {
   readonly #inflight = new Map<
@@ -28,6 +32,7 @@ export class Relays {
     req: RelayRequest,
     timeoutMs: number,
     sink: ChunkSink,
+    replyMaxBytes = DEFAULT_REPLY_MAX_BYTES,
   ): Promise<{ status: number }> {
     const controller = new AbortController();
     this.#inflight.set(relayId, { controller, target, requestId: req.id });
@@ -42,7 +47,17 @@ export class Relays {
         bodyTimeout: timeoutMs,
       });
       let first = true;
+      let relayed = 0;
       for await (const piece of res.body) {
+        relayed += (piece as Uint8Array).byteLength;
+        if (relayed > replyMaxBytes) {
+          controller.abort(new Error("reply too large"));
+          throw new CodedError(
+            "RESOURCE_EXHAUSTED",
+            `the adapter's reply (HTTP ${res.statusCode}) exceeds ${replyMaxBytes} bytes`,
+            { limit_bytes: replyMaxBytes },
+          );
+        }
         sink.chunk(
           Buffer.from(piece as Uint8Array).toString("utf8"),
           false,

@@ -14,6 +14,9 @@ import { CREDENTIAL_FILE_NAME } from "./runner-credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./warm-pool.ts";
 
+/** Bytes toward the server (socket buffer + offline queue) above which agents' output is not read. */
+const OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
+
 export type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
 
 export const jsonLog =
@@ -41,23 +44,32 @@ export class Runner {
     this.#driver = driver;
     this.#log = log;
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
-    this.sessions = new AgentSessions(driver, {
-      frame: (session_id, frame) =>
-        this.link.send({ version: RUNNER_PROTOCOL_VERSION, type: "frame", payload: { session_id, frame } }),
-      state: (session_id, state, reason) =>
-        this.link.send({
-          version: RUNNER_PROTOCOL_VERSION,
-          type: "session_state",
-          payload: { session_id, state, ...(reason ? { reason } : {}) },
-        }),
-      changed: () => {
-        try {
-          this.#sessionFile.save(this.sessions.report());
-        } catch (error) {
-          this.#log("error", "saving the session set failed", { error: String(error) });
-        }
+    this.sessions = new AgentSessions(
+      driver,
+      {
+        frame: (session_id, frame) =>
+          this.link.send({ version: RUNNER_PROTOCOL_VERSION, type: "frame", payload: { session_id, frame } }),
+        state: (session_id, state, reason) =>
+          this.link.send({
+            version: RUNNER_PROTOCOL_VERSION,
+            type: "session_state",
+            payload: { session_id, state, ...(reason ? { reason } : {}) },
+          }),
+        changed: () => {
+          try {
+            this.#sessionFile.save(this.sessions.report());
+          } catch (error) {
+            this.#log("error", "saving the session set failed", { error: String(error) });
+          }
+        },
       },
-    });
+      {
+        limits: config.agentOutput,
+        // Agents wait while the way to the server is backed up (a slow server, a lost link).
+        congested: () => this.link.backlog > OUTPUT_HIGH_WATER_BYTES,
+        log,
+      },
+    );
     this.#pool = new WarmPool({
       driver,
       agents: this.sessions,
@@ -156,15 +168,22 @@ export class Runner {
         if (!endpoint)
           throw new CodedError("FAILED_PRECONDITION", `workspace ${command.container_name} is not running`);
         const relayId = command.relay_id;
-        return this.#relays.relay(relayId, { endpoint, token }, command.request, command.timeout_ms, {
-          chunk: (data, done, status) =>
-            this.link.send({
-              version: RUNNER_PROTOCOL_VERSION,
-              type: "relay_chunk",
-              payload: { relay_id: relayId, data, done, ...(status !== undefined ? { status } : {}) },
-            }),
-          buffered: () => this.link.bufferedAmount,
-        });
+        return this.#relays.relay(
+          relayId,
+          { endpoint, token },
+          command.request,
+          command.timeout_ms,
+          {
+            chunk: (data, done, status) =>
+              this.link.send({
+                version: RUNNER_PROTOCOL_VERSION,
+                type: "relay_chunk",
+                payload: { relay_id: relayId, data, done, ...(status !== undefined ? { status } : {}) },
+              }),
+            buffered: () => this.link.bufferedAmount,
+          },
+          command.reply_max_bytes,
+        );
       }
       case "cancel_relay":
         return { cancelled: await this.#relays.cancel(command.relay_id) };

@@ -57,8 +57,8 @@ function fakeEngine(options: { failProvisions?: number } = {}) {
       agents.set(containerName, (code) => end({ exitCode: code }));
       setTimeout(
         () =>
-          output.onLine(
-            '{"protocol":"compass.v1","type":"log","payload":{"message":"agent started","starts":1}}',
+          output.write(
+            '{"protocol":"compass.v1","type":"log","payload":{"message":"agent started","starts":1}}\n',
           ),
         2,
       );

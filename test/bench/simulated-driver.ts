@@ -42,7 +42,7 @@ class SimulatedAgent implements AgentProcess {
   /** One compass.v1 line on the agent's stdout. */
   emit(type: "log" | "message", payload: Record<string, unknown>): void {
     if (this.#gone) return;
-    this.#output.onLine(JSON.stringify({ protocol: "compass.v1", type, payload }));
+    this.#output.write(`${JSON.stringify({ protocol: "compass.v1", type, payload })}\n`);
   }
 
   send(line: string): boolean {

@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { AppsV1Api, CoreV1Api, KubeConfig, NetworkingV1Api, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentFrame, parseAgentLine } from "../../contracts/compass.ts";
@@ -19,6 +20,7 @@ import {
   SessionSpec as SessionSpecSchema,
   workloadName,
 } from "../../contracts/session-spec.ts";
+import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "../../runner/agent-stdout.ts";
 import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
@@ -67,20 +69,32 @@ async function until<T>(
   }
 }
 
-/** An agent over the driver, with its frames collected as they arrive. */
-async function startAgent(): Promise<{
+/**
+ * An agent over the driver, with its frames collected as they arrive. A line too long is a test
+ * failure unless `onOverlong` says otherwise.
+ */
+async function startAgent(
+  options: { limits?: OutputLimits; onOverlong?: (limitBytes: number) => void } = {},
+): Promise<{
   proc: AgentProcess;
   frames: AgentFrame[];
   next: (type: string) => Promise<AgentFrame>;
 }> {
   const frames: AgentFrame[] = [];
-  const proc = await driver.startAgent(containerName, agentCommand, {
+  const stdout = new AgentStdout({
+    limits: options.limits ?? DEFAULT_OUTPUT_LIMITS,
     onLine(line) {
       const parsed = parseAgentLine(line);
       if (!parsed.ok) throw new Error(`agent wrote a malformed line (${parsed.reason}): ${line}`);
       frames.push(parsed.frame);
     },
+    onOverlong:
+      options.onOverlong ??
+      ((limitBytes) => {
+        throw new Error(`agent wrote a line longer than ${limitBytes} bytes`);
+      }),
   });
+  const proc = await driver.startAgent(containerName, agentCommand, stdout);
   agents.push(proc);
   let read = 0;
   const next = (type: string) =>
@@ -221,6 +235,42 @@ describe("the Kubernetes driver on a real cluster", () => {
     expect(exits).toEqual([]);
   });
 
+  it("bounds an agent writing 128 MiB without a newline over the exec WebSocket: one overlong notice, this (the runner's) memory bounded, the agent answers after", async () => {
+    const overlong: number[] = [];
+    const agent = await startAgent({
+      // The byte budget raised so the whole line passes in seconds (throttling: agent-stdout.test.ts).
+      limits: { ...DEFAULT_OUTPUT_LIMITS, bytesPerSecond: 64 * 1024 * 1024 },
+      onOverlong: (limit) => overlong.push(limit),
+    });
+    firstStarts = Number((await agent.next("log")).payload.starts);
+    const before = process.memoryUsage().rss;
+    let peak = before;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+    }, 50);
+    const t0 = Date.now();
+    try {
+      expect(agent.proc.send(JSON.stringify({ type: "spew", mb: 128 }))).toBe(true);
+      const done = await until("the spew to end", 120_000, () =>
+        agent.frames.find((f) => f.type === "log" && f.payload.message === "spew done"),
+      );
+      expect(done.payload.mb).toBe(128);
+    } finally {
+      clearInterval(sampler);
+    }
+    timings.spew128MiB = Date.now() - t0;
+    console.info(
+      `kubernetes driver: 128 MiB without a newline in ${timings.spew128MiB} ms; RSS ${Math.round(before / 2 ** 20)} MiB before, ${Math.round(peak / 2 ** 20)} MiB at most`,
+    );
+    expect(overlong).toEqual([DEFAULT_OUTPUT_LIMITS.maxLineBytes]);
+    expect(peak - before).toBeLessThan(96 * 1024 * 1024);
+    expect(agent.proc.send(JSON.stringify({ type: "message", text: "after" }))).toBe(true);
+    expect((await agent.next("message")).payload.text).toBe("echo: after");
+    await agent.proc.stop();
+    expect(await agent.proc.exited).toEqual({ exitCode: 0 });
+    expect(exits).toEqual([]);
+  });
+
   it("reports a pod deleted from outside, refuses exec (NOT_FOUND) until the replacement is Ready, and the PVC state survives", async () => {
     const agent = await startAgent();
     const first = await agent.next("log");
@@ -231,7 +281,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     const t0 = Date.now();
     await core.deleteNamespacedPod({ name: oldName, namespace: k8sNamespace });
     // Right after the delete the old pod is terminating and the new one not Ready yet.
-    expect(await codeOf(driver.startAgent(containerName, agentCommand, { onLine: () => undefined }))).toBe(
+    expect(await codeOf(driver.startAgent(containerName, agentCommand, new PassThrough().resume()))).toBe(
       "NOT_FOUND",
     );
     const exit = await until("the watch to report the pod", 30_000, () =>
@@ -288,7 +338,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     });
     timings.scaleDownPodGone = Date.now() - t0;
     expect(await driver.isRunning(containerName)).toBe(false);
-    expect(await codeOf(driver.startAgent(containerName, agentCommand, { onLine: () => undefined }))).toBe(
+    expect(await codeOf(driver.startAgent(containerName, agentCommand, new PassThrough().resume()))).toBe(
       "NOT_FOUND",
     );
     const pvcs = await core.listNamespacedPersistentVolumeClaim({

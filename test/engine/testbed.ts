@@ -13,10 +13,15 @@ export const testbedHome = process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cach
 
 export type ReferenceImage = { repository: string; tag: string; image: string; digest: string };
 
+/**
+ * The reference image the last `testbed up image` built. That state file is shared by every
+ * checkout on the machine (the last build wins): `AGENT_SESSIONS_TESTBED_REFERENCE_STATE` names a
+ * copy of it to pin one build for a run.
+ */
 export function referenceImage(): ReferenceImage {
-  return JSON.parse(
-    readFileSync(join(testbedHome, "state", "reference-image.json"), "utf8"),
-  ) as ReferenceImage;
+  const state =
+    process.env.AGENT_SESSIONS_TESTBED_REFERENCE_STATE ?? join(testbedHome, "state", "reference-image.json");
+  return JSON.parse(readFileSync(state, "utf8")) as ReferenceImage;
 }
 
 /** The environment `scripts/testbed env` prints, applied to this process. */

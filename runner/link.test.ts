@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../contracts/runner-protocol.ts";
+import { backoffDelay, RunnerLink } from "./link.ts";
+
+/** A link never started: every send goes to the offline queue. */
+function detachedLink(limits: { maxQueue?: number; maxQueueBytes?: number }) {
+  return new RunnerLink(
+    {
+      serverUrl: "http://127.0.0.1:1",
+      token: "runner-token-0123456789",
+      name: "r",
+      engine: "docker",
+      capacity: 1,
+      labels: {},
+      ...limits,
+    },
+    { sessions: () => [], command: async () => ({}), log: () => {} },
+  );
+}
+
+const frame = (text: string): RunnerToServer & { type: "frame" } => ({
+  version: RUNNER_PROTOCOL_VERSION,
+  type: "frame" as const,
+  payload: {
+    session_id: "s1",
+    frame: { protocol: "compass.v1" as const, type: "log" as const, payload: { text } },
+  },
+});
+
+describe("the runner link's offline queue", () => {
+  it("is bounded in bytes, not only in messages: big frames push out the oldest", () => {
+    const link = detachedLink({ maxQueue: 10_000, maxQueueBytes: 100_000 });
+    for (let i = 0; i < 100; i++) link.send(frame("z".repeat(10_000)));
+    expect(link.backlog).toBeLessThanOrEqual(100_000);
+    expect(link.backlog).toBeGreaterThan(80_000);
+  });
+
+  it("is bounded in messages too", () => {
+    const link = detachedLink({ maxQueue: 5 });
+    for (let i = 0; i < 50; i++) link.send(frame("a"));
+    const one = JSON.stringify(frame("a")).length;
+    expect(link.backlog).toBe(5 * one);
+  });
+
+  it("validates a message before queueing it", () => {
+    const link = detachedLink({});
+    expect(() => link.send({ ...frame("a"), payload: { session_id: 1 } } as never)).toThrow();
+    expect(link.backlog).toBe(0);
+  });
+});
+
+describe("backoff", () => {
+  it("is full jitter below the capped exponential", () => {
+    expect(backoffDelay(3, 250, 10_000, () => 0.999)).toBe(1998);
+    expect(backoffDelay(30, 250, 10_000, () => 0.5)).toBe(5000);
+  });
+});
