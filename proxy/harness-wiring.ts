@@ -89,6 +89,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     staleRequestMs: requestTimeoutMs + 60_000,
     ...(options.onIdleSweep ? { onSweep: options.onIdleSweep } : {}),
   });
+  // Before the API listens: nothing is Ready for this process until it serves (and says so).
+  await controller.recover();
   await controller.resync(false);
   idle.start();
   const relayOptions: ConstructorParameters<typeof RequestRelay>[0] = {
@@ -120,6 +122,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     },
     close: async () => {
       unsubscribe();
+      controller.close();
       await idle.stop();
       await harness.close();
     },

@@ -18,7 +18,11 @@ export async function probeAdapter(endpoint: string, timeoutMs = 5_000): Promise
     status = res.statusCode;
     await res.body.dump();
   } catch (error) {
-    throw new CodedError("UNAVAILABLE", `the adapter at ${endpoint} did not answer: ${(error as Error).message}`);
+    throw new CodedError(
+      "UNAVAILABLE",
+      `the adapter at ${endpoint} did not answer: ${(error as Error).message}`,
+    );
   }
-  if (status !== 200) throw new CodedError("UNAVAILABLE", `the adapter at ${endpoint} is not ready (HTTP ${status})`);
+  if (status !== 200)
+    throw new CodedError("UNAVAILABLE", `the adapter at ${endpoint} is not ready (HTTP ${status})`);
 }

@@ -94,7 +94,9 @@ describe("the runner's session set", () => {
     ]);
     expect(started).toEqual(["c1"]);
     expect(failed.map((f) => f.session_id)).toEqual(["s5"]);
-    expect(sessions.report()).toEqual([
+    const byId = (a: { session_id: string }, b: { session_id: string }) =>
+      a.session_id.localeCompare(b.session_id);
+    expect(sessions.report().sort(byId)).toEqual([
       { session_id: "s1", container_name: "c1", state: "READY" },
       { session_id: "s2", container_name: "c2", state: "ERRORED", reason: "OOMKilled" },
       { session_id: "s4", container_name: "c4", state: "ERRORED", reason: "WorkspaceNotRunning" },
@@ -109,7 +111,9 @@ describe("the runner's session set", () => {
     await sessions.start("s1", "c1");
     sessions.workloadExited("c1", "EngineRestarted", "docker engine event stream ended");
     const report = sessions.report();
-    expect(report).toEqual([{ session_id: "s1", container_name: "c1", state: "ERRORED", reason: "EngineRestarted" }]);
+    expect(report).toEqual([
+      { session_id: "s1", container_name: "c1", state: "ERRORED", reason: "EngineRestarted" },
+    ]);
     const restarted = new AgentSessions(fakeDriver().driver, recorder().events);
     await restarted.restore(report);
     expect(restarted.report()).toEqual(report);

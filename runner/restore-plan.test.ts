@@ -33,8 +33,10 @@ describe("what a restarted runner does with each saved session", () => {
   });
 
   it("asks the engine about the workload only for sessions that were live", () => {
-    expect(["STARTING", "READY", "STOPPING", "STOPPED", "ERRORED", "DISCONNECTED"].filter((state) =>
-      needsWorkloadCheck({ state: state as "READY" }),
-    )).toEqual(["STARTING", "READY"]);
+    expect(
+      ["STARTING", "READY", "STOPPING", "STOPPED", "ERRORED", "DISCONNECTED"].filter((state) =>
+        needsWorkloadCheck({ state: state as "READY" }),
+      ),
+    ).toEqual(["STARTING", "READY"]);
   });
 });

@@ -212,7 +212,10 @@ export class Runner {
   async #relayTarget(containerName: string): Promise<{ endpoint: string; token: string }> {
     const token = await this.#tokenOf(containerName);
     if (!token)
-      throw new CodedError("FAILED_PRECONDITION", `workspace ${containerName} was not provisioned by this runner`);
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `workspace ${containerName} was not provisioned by this runner`,
+      );
     const endpoint = await this.#driver.endpoint(containerName);
     if (!endpoint) throw new CodedError("FAILED_PRECONDITION", `workspace ${containerName} is not running`);
     return { endpoint, token };
