@@ -23,12 +23,13 @@
  */
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { dockerCli } from "./agent-system.ts";
 import { dockerClient, removeSessionLeftovers } from "./session-harness.ts";
 import { BRIDGE_IP, type Json, System } from "./system.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+import { applyTestbedEnv, repoRoot } from "./testbed.ts";
 
 applyTestbedEnv();
 
@@ -43,6 +44,10 @@ const BACK_S = 120;
 
 const system = new System();
 let model: ModelServer;
+/** The session label of the session's Docker objects, for the cleanup. */
+let workspace: string | undefined;
+/** The session's workload (container) name. */
+let containerName = "";
 
 type Observation =
   | { at: number; kind: "status"; phase: string; reason: string | undefined }
@@ -57,13 +62,11 @@ async function status(): Promise<Json> {
 const readyReason = (s: Json): string | undefined =>
   s.status.conditions.find((c: { type: string }) => c.type === "Ready")?.reason;
 
-/** The session's containers, running or not (by its label). */
+/** The session's containers, running or not (by its workload name, which a re-provision keeps). */
 async function containers(): Promise<{ id: string; state: string }[]> {
-  const list = await dockerClient().listContainers({
-    all: true,
-    filters: JSON.stringify({ label: [`agent-sessions.dev/session=${NAME}`] }),
-  });
-  return list.map((c) => ({ id: c.Id, state: c.State }));
+  const name = containerName;
+  const list = await dockerClient().listContainers({ all: true, filters: JSON.stringify({ name: [name] }) });
+  return list.filter((c) => c.Names.includes(`/${name}`)).map((c) => ({ id: c.Id, state: c.State }));
 }
 
 /**
@@ -143,6 +146,9 @@ beforeAll(async () => {
     if (Date.now() > end) throw new Error(`${NAME} not Ready: ${JSON.stringify((await status()).status)}`);
     await new Promise((r) => setTimeout(r, 250));
   }
+  containerName = (await status()).status.containerName;
+  const container = await dockerClient().getContainer(containerName).inspect();
+  workspace = container.Config.Labels["agent-sessions.dev/session"];
   const told = await system.call("POST", `${SESSION}/requests`, { input: `remember ${TOKEN}` });
   expect(told.body.output).toBe(`OK, I will remember ${TOKEN}.`);
 }, 240_000);
@@ -150,7 +156,12 @@ beforeAll(async () => {
 afterAll(async () => {
   if (system.server) await system.call("DELETE", SESSION).catch(() => undefined);
   await system.stop();
-  await removeSessionLeftovers(dockerClient(), NAME);
+  // By the workload's session label (the workspace's name, not the HarnessSession's).
+  if (workspace) {
+    await removeSessionLeftovers(dockerClient(), workspace);
+    // The stack's config file beside the project, when DELETE (stack rm) did not run.
+    rmSync(join(repoRoot, `Pulumi.default--${workspace}.yaml`), { force: true });
+  }
   await model?.close();
   rmSync(system.dataDir, { recursive: true, force: true });
 }, 120_000);
