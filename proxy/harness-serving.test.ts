@@ -149,6 +149,22 @@ describe("a HarnessSession is Ready only while it serves", () => {
     expect(served.body).toMatchObject({ id: "once-reachable", outcome: "succeeded" });
   });
 
+  it("takes Ready back when the runner cannot relay a request (AdapterUnreachable), until a probe succeeds", async () => {
+    await connectRunner();
+    await readySession();
+    reachable = false;
+    // Admitted while Ready; the runner fails it: the relay's own error, and the session is probed.
+    const failed = await ask("breaks");
+    expect(failed.status).toBe(412);
+    expect(failed.body.details?.phase).toBeUndefined();
+    const unreachable = await phase("Pending", "AdapterUnreachable");
+    expect(unreachable.status.conditions[0].status).toBe("False");
+    expect((await ask("while-unreachable")).body.details).toMatchObject({ phase: "Pending" });
+    reachable = true;
+    await phase("Ready", "SessionReady");
+    expect((await ask("healed")).status).toBe(200);
+  });
+
   it("after a server restart shows no stale Ready: not Ready until its runner reattached and the relay path answered", async () => {
     const runner = await connectRunner();
     const before = await readySession();

@@ -99,6 +99,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     runners,
     log,
     timeoutMs: requestTimeoutMs,
+    // Ready means serving: a request the runner could not relay has the session probed again.
+    onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
     autoResume: new AutoResumer({
       harness,
       controller,
