@@ -24,6 +24,11 @@ export const jsonLog =
       `${JSON.stringify({ level, time: new Date().toISOString(), component, msg, ...fields })}\n`,
     );
 
+export type RunnerOptions = {
+  /** Asks an adapter whether it takes requests (`probe`). @default probeAdapter (GET /readyz) */
+  probeAdapter?: (endpoint: string) => Promise<void>;
+};
+
 export class Runner {
   readonly link: RunnerLink;
   readonly sessions: AgentSessions;
@@ -43,9 +48,16 @@ export class Runner {
   /** Workspaces provisioned ahead (runner/warm-pool.ts), as the server's `warm_pools` asks. */
   readonly #pool: WarmPool;
   #unwatch: (() => void) | undefined;
+  readonly #probeAdapter: (endpoint: string) => Promise<void>;
 
-  constructor(config: RunnerConfig, driver: EngineDriver, log: Log = jsonLog("runner")) {
+  constructor(
+    config: RunnerConfig,
+    driver: EngineDriver,
+    log: Log = jsonLog("runner"),
+    options: RunnerOptions = {},
+  ) {
     this.#driver = driver;
+    this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = log;
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
     this.sessions = new AgentSessions(driver, {
@@ -178,7 +190,7 @@ export class Runner {
       }
       case "probe": {
         const { endpoint } = await this.#relayTarget(command.container_name);
-        await probeAdapter(endpoint);
+        await this.#probeAdapter(endpoint);
         return { endpoint };
       }
       case "cancel_relay":
