@@ -12,7 +12,8 @@ import { DnsLabel } from "./session-spec.ts";
  *
  * "running" (spec.desiredState) is what the user asks for: the session's workspace provisioned
  * at scale 1 and its agent session started. "Ready" (status.conditions[type=Ready]) is what the
- * controller observed: the agent session is READY and the proxy accepts requests. A running
+ * controller observed: the agent session is READY and a request can reach its adapter (the
+ * runner answered a probe of the relay path), so the proxy accepts requests. A running
  * session can be not Ready (Pending while provisioning, Stopped after an idle timeout, Failed).
  */
 export const HARNESS_SESSION_KIND = "HarnessSession";
@@ -89,7 +90,7 @@ export const ConditionTypes = {
  * Stable reasons of the Ready condition. Clients switch on them; never reword one.
  */
 export const HarnessReasons = {
-  /** Ready=True: the agent session is READY and requests are accepted. */
+  /** Ready=True: the agent session is READY, its adapter is reachable, and requests are accepted. */
   SessionReady: "SessionReady",
   /** The workspace (stack) is being brought up. */
   Provisioning: "Provisioning",
@@ -101,6 +102,17 @@ export const HarnessReasons = {
   AutoResuming: "AutoResuming",
   /** The AutoResumed condition: a request arrived while the session was stopped for IdleTimeout. */
   RequestArrived: "RequestArrived",
+  /**
+   * The workspace stopped underneath the session while its runner or the engine restarted (agent
+   * session ERRORED WorkspaceNotRunning or EngineRestarted): desiredState is running, so it is
+   * brought back up (stack at scale 1, the agent session resumed; the volume keeps its state).
+   */
+  Recovering: "Recovering",
+  /**
+   * The agent session is READY but a request cannot reach its adapter yet (the runner cannot
+   * relay to it: no link, no token, adapter not answering ready); retried until it can.
+   */
+  AdapterUnreachable: "AdapterUnreachable",
   /** Stopped because spec.desiredState is stopped. */
   Stopped: "Stopped",
   /**

@@ -21,6 +21,8 @@ export const RunnerSessionReport = z.object({
   session_id: z.string(),
   container_name: z.string(),
   state: SessionState,
+  /** Why an ERRORED session ended (contracts/session-reasons.ts or an engine reason). */
+  reason: z.string().optional(),
 });
 export type RunnerSessionReport = z.infer<typeof RunnerSessionReport>;
 
@@ -57,6 +59,12 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
       .max(1024 * 1024 * 1024)
       .optional(),
   }),
+  /**
+   * Is the relay path to the workspace's adapter up? The runner holds its adapter token (or
+   * recovers it from the workspace's stack), resolves its endpoint and asks its readiness
+   * endpoint. The server reports a HarnessSession Ready only after one succeeded.
+   */
+  z.object({ kind: z.literal("probe"), container_name: z.string() }),
   z.object({
     kind: z.literal("cancel_relay"),
     container_name: z.string(),

@@ -11,6 +11,8 @@ import { SessionSpec } from "./session-spec.ts";
  * - `start`: `NOT_FOUND` when the container does not exist (checked before any exec).
  * - `stop`: `NOT_FOUND` when the runner does not know the session (the server treats it as stopped).
  * - `remove`: `NOT_FOUND` when there is nothing left to remove (the server treats it as removed).
+ * - `probe`: `FAILED_PRECONDITION` when the runner cannot reach the adapter (no token, not
+ *   running), `UNAVAILABLE` when the adapter does not answer ready.
  */
 export const ProvisionResult = z.looseObject({
   container_name: z.string(),
@@ -24,6 +26,8 @@ export const RemoveResult = z.looseObject({ removed: z.boolean().default(true) }
 export const ScaleDownResult = z.looseObject({});
 export const SendResult = z.looseObject({});
 export const RelayResult = z.looseObject({ status: z.number().int().optional() });
+/** The relay path is up: the adapter answered its readiness endpoint at `endpoint`. */
+export const ProbeResult = z.looseObject({ endpoint: z.string().optional() });
 export const CancelRelayResult = z.looseObject({ cancelled: z.boolean().optional() });
 export const RunOnceResult = z.looseObject({
   /** The entry's exit code; null when it was killed (timeout). */
@@ -56,6 +60,7 @@ export const CommandResultSchemas = {
   scale_down: ScaleDownResult,
   remove: RemoveResult,
   relay: RelayResult,
+  probe: ProbeResult,
   cancel_relay: CancelRelayResult,
   run_once: RunOnceResult,
   warm_pools: WarmPoolsResult,

@@ -2,7 +2,16 @@ import { type ApiErrorBody, CodedError, ErrorCode } from "../contracts/errors.ts
 import { type HarnessReason, HarnessReasons } from "../contracts/harness-session.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
 import { type AutoResumeStart, autoResumePlan, autoResumedCondition } from "./auto-resume-plan.ts";
-import { failureOf, observeSession, type Readiness, withCondition, withReady } from "./harness-status.ts";
+import {
+  failureOf,
+  observeSession,
+  type Readiness,
+  readyOf,
+  recoversByItself,
+  unreachable,
+  withCondition,
+  withReady,
+} from "./harness-status.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import type { Logger } from "./log.ts";
 import type { ProvisionRecorder } from "./provision-recorder.ts";
@@ -32,6 +41,10 @@ export type HarnessControllerOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** How long a stop waits for requests in flight to finish. @default 130000 */
   drainTimeoutMs?: number;
+  /** How long the relay-path probe before Ready may take. @default 30000 */
+  probeTimeoutMs?: number;
+  /** How soon a session whose adapter a request could not reach is probed again. @default 1000 */
+  probeRetryMs?: number;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -56,10 +69,15 @@ export class HarnessController {
   readonly #queued = new Set<string>();
   /** Requests waiting (in this process) for a session's auto-resume: no idle stop meanwhile. */
   readonly #awake = new Map<string, number>();
+  /** Sessions whose relay-path probe failed, to be reconciled (probed) again soon. */
+  readonly #reprobes = new Map<string, NodeJS.Timeout>();
+  #closed = false;
 
   constructor(options: HarnessControllerOptions) {
     this.#o = {
       drainTimeoutMs: 130_000,
+      probeTimeoutMs: 30_000,
+      probeRetryMs: 1_000,
       now: () => new Date(),
       ...options,
       secretEnv: options.secretEnv ?? {},
@@ -103,6 +121,45 @@ export class HarnessController {
         r.phase === "Pending" || r.phase === "Draining" || r.observed_generation < r.generation;
       if (!unsettledOnly || unsettled) this.enqueue(r.namespace, r.name);
     }
+  }
+
+  /**
+   * Server start, before the API listens: a session the store says is Ready was Ready for the
+   * previous process. No runner link is up yet (every agent session is DISCONNECTED after
+   * RunnerHub.recover), so no request could be relayed: it is mirrored from its agent session now
+   * (Pending, RunnerDisconnected) and becomes Ready again only once it serves. Without this, a GET
+   * would show Ready while every request fails.
+   */
+  async recover(): Promise<void> {
+    for (const r of await this.#o.harness.listHarnessSessions()) {
+      if (r.phase !== "Ready" || r.deletion_requested_at !== undefined) continue;
+      await this.#mutex.run(keyOf(r.namespace, r.name), async () => {
+        const record = await this.#o.harness.getHarnessSession(r.namespace, r.name);
+        if (record?.phase !== "Ready") return;
+        const session = await this.#session(record);
+        const observed = observeSession(session);
+        if (observed?.phase === "Ready") return; // cannot be after recover(); left to the reconcile
+        await this.#observe(record, {
+          phase: "Pending",
+          conditions: withReady(
+            record.conditions,
+            observed?.ready ?? {
+              status: "Unknown",
+              reason: HarnessReasons.RunnerDisconnected,
+              message: "the server restarted; waiting for the session's runner",
+            },
+            this.#now(),
+          ),
+        });
+      });
+    }
+  }
+
+  /** No more scheduled re-probes (server shutdown). */
+  close(): void {
+    this.#closed = true;
+    for (const timer of this.#reprobes.values()) clearTimeout(timer);
+    this.#reprobes.clear();
   }
 
   /**
@@ -250,6 +307,11 @@ export class HarnessController {
       await this.#stop(record, session, HarnessReasons.Stopped, { settlesGeneration: true });
       return;
     }
+    if (session && recoversByItself(record, session)) {
+      // The workload stopped underneath it while its runner or the engine restarted: it should run.
+      await this.#bringUp(record, session, { recovering: session.reason ?? "" });
+      return;
+    }
     const explicit = record.observed_generation < record.generation;
     if (session && isLive(session.state) && session.state !== "STOPPING") {
       await this.#mirror(record, session, explicit);
@@ -271,10 +333,31 @@ export class HarnessController {
     await this.#bringUp(record, session);
   }
 
-  /** Status follows a live (or errored) agent session. */
+  /**
+   * Status follows a live (or errored) agent session. Ready only once a request could reach the
+   * adapter: a READY agent session is Ready after the runner's probe of the relay path succeeded;
+   * until then it is Pending, AdapterUnreachable, and probed again shortly.
+   */
   async #mirror(record: HarnessRecord, session: SessionRecord, settlesGeneration: boolean): Promise<void> {
-    const observed = observeSession(session);
+    let observed = observeSession(session);
     if (!observed) return;
+    if (observed.phase === "Ready") {
+      const probed = await this.#probe(session);
+      if (!probed.ok) {
+        if (
+          record.phase === "Ready" ||
+          readyOf(record.conditions)?.reason !== HarnessReasons.AdapterUnreachable
+        )
+          this.#o.log("warn", "harness session not serving: its adapter cannot be reached", {
+            namespace: record.namespace,
+            name: record.name,
+            code: probed.error.code,
+            message: probed.error.message,
+          });
+        observed = unreachable(session.session_id, probed.error);
+        this.#reprobeLater(record.namespace, record.name);
+      }
+    }
     const becameReady = observed.phase === "Ready" && record.phase !== "Ready";
     await this.#observe(record, {
       phase: observed.phase,
@@ -289,7 +372,7 @@ export class HarnessController {
   async #bringUp(
     record: HarnessRecord,
     previous: SessionRecord | undefined,
-    opts: { autoResumeFor?: string } = {},
+    opts: { autoResumeFor?: string; recovering?: string } = {},
   ): Promise<void> {
     const generation = record.generation;
     const binding = await this.#checkBinding(record);
@@ -312,9 +395,17 @@ export class HarnessController {
     }
     const resuming = previous !== undefined;
     const resumeReason =
-      opts.autoResumeFor !== undefined ? HarnessReasons.AutoResuming : HarnessReasons.Resuming;
+      opts.recovering !== undefined
+        ? HarnessReasons.Recovering
+        : opts.autoResumeFor !== undefined
+          ? HarnessReasons.AutoResuming
+          : HarnessReasons.Resuming;
     const resumeWhy =
-      opts.autoResumeFor !== undefined ? `auto-resuming for request ${opts.autoResumeFor}` : "resuming";
+      opts.recovering !== undefined
+        ? `recovering: its workspace stopped while the runner or the engine restarted (${opts.recovering})`
+        : opts.autoResumeFor !== undefined
+          ? `auto-resuming for request ${opts.autoResumeFor}`
+          : "resuming";
     let current = await this.#observe(record, {
       phase: "Pending",
       conditions: withReady(
@@ -379,6 +470,33 @@ export class HarnessController {
     current = await this.#observe(current, { session_id: sessionId });
     const session = await this.#o.store.getSession(sessionId);
     if (session) await this.#mirror(current, session, true);
+  }
+
+  /** Asks the session's runner whether a request could reach the adapter now (PROTOCOL.md §7 `probe`). */
+  async #probe(session: SessionRecord): Promise<{ ok: true } | { ok: false; error: ApiErrorBody }> {
+    const workspace = await this.#o.store.getWorkspace(session.container_name);
+    if (!workspace)
+      return {
+        ok: false,
+        error: { code: "FAILED_PRECONDITION", message: `workspace ${session.container_name} is not known` },
+      };
+    const outcome = await this.#o.runners.command(
+      workspace.runner_id,
+      { kind: "probe", container_name: workspace.container_name },
+      this.#o.probeTimeoutMs,
+    );
+    return outcome.ok ? { ok: true } : { ok: false, error: outcome.error };
+  }
+
+  #reprobeLater(namespace: string, name: string): void {
+    const key = keyOf(namespace, name);
+    if (this.#closed || this.#reprobes.has(key)) return;
+    const timer = setTimeout(() => {
+      this.#reprobes.delete(key);
+      if (!this.#closed) this.enqueue(namespace, name);
+    }, this.#o.probeRetryMs);
+    timer.unref();
+    this.#reprobes.set(key, timer);
   }
 
   /** Drain, stop the agent session, scale the stack to 0 (volume kept); phase Stopped with `reason`. */

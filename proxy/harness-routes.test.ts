@@ -161,7 +161,7 @@ describe("HarnessSession resource", () => {
       conditions: [{ type: "Ready", status: "True", reason: "SessionReady" }],
     });
     expect(ready.status.sessionId).toMatch(/^ses-/);
-    expect(runner.commands.map((c) => c.kind)).toEqual(["provision", "start"]);
+    expect(runner.commands.map((c) => c.kind)).toEqual(["provision", "start", "probe"]);
     const list = await call("GET", BASE);
     expect(list.body).toMatchObject({ kind: "HarnessSessionList", items: [{ metadata: { name: "chat" } }] });
   });

@@ -1,6 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { HarnessReasons } from "../contracts/harness-session.ts";
-import { failureOf, observeSession, sessionFailureReason, toManifest, withReady } from "./harness-status.ts";
+import { type HarnessReason, HarnessReasons } from "../contracts/harness-session.ts";
+import {
+  failureOf,
+  observeSession,
+  recoversByItself,
+  sessionFailureReason,
+  toManifest,
+  unreachable,
+  withReady,
+} from "./harness-status.ts";
 import type { HarnessRecord } from "./store/harness-store.ts";
 
 const T0 = "2026-01-01T00:00:00.000Z";
@@ -43,6 +51,7 @@ describe("HarnessSession status derivation", () => {
     ["OOMKilled", HarnessReasons.AdapterExited],
     ["ContainerRemoved", HarnessReasons.AdapterExited],
     ["EngineRestarted", HarnessReasons.AdapterExited],
+    ["WorkspaceNotRunning", HarnessReasons.AdapterExited],
     ["AgentExited(3)", HarnessReasons.AgentExited],
     ["AgentNotReady", HarnessReasons.AgentExited],
     ["LostByRunner", HarnessReasons.RunnerLost],
@@ -53,6 +62,82 @@ describe("HarnessSession status derivation", () => {
     expect(observeSession({ session_id: "ses-1", state: "ERRORED", reason })).toMatchObject({
       phase: "Failed",
       ready: { status: "False", reason: expected },
+    });
+  });
+
+  it("a READY agent session whose adapter a request cannot reach is not Ready: Pending, AdapterUnreachable, saying why", () => {
+    expect(
+      unreachable("ses-1", {
+        code: "FAILED_PRECONDITION",
+        message: "workspace w was not provisioned by this runner",
+      }),
+    ).toEqual({
+      phase: "Pending",
+      ready: {
+        status: "False",
+        reason: HarnessReasons.AdapterUnreachable,
+        message:
+          "agent session ses-1 is READY but a request cannot reach its adapter yet (FAILED_PRECONDITION: workspace w was not provisioned by this runner); retrying",
+      },
+    });
+  });
+
+  describe("which sessions the controller brings back up by itself", () => {
+    const running: HarnessRecord["spec"] = {
+      desiredState: "running",
+      agentRef: "a",
+      runtimeRef: "r",
+      idleTimeout: "15m",
+      autoResume: false,
+    };
+    const record = (
+      phase: HarnessRecord["phase"],
+      reason: HarnessReason = HarnessReasons.RunnerDisconnected,
+      spec = running,
+    ) => ({
+      phase,
+      spec,
+      deletion_requested_at: undefined,
+      conditions: withReady([], { status: "False", reason, message: "m" }, T0),
+    });
+    const errored = (reason: string) => ({ state: "ERRORED" as const, reason });
+
+    it("one that should run whose workload stopped while the runner or the engine restarted", () => {
+      expect(recoversByItself(record("Pending"), errored("WorkspaceNotRunning"))).toBe(true);
+      expect(recoversByItself(record("Ready"), errored("EngineRestarted"))).toBe(true);
+      // Already mirrored as Failed for that very error: still brought back.
+      expect(
+        recoversByItself(record("Failed", HarnessReasons.AdapterExited), errored("WorkspaceNotRunning")),
+      ).toBe(true);
+    });
+
+    it("never one that crashed, was OOM-killed or removed, or that lost its runner: those stay Failed until the spec is written", () => {
+      for (const reason of [
+        "ContainerExited",
+        "OOMKilled",
+        "ContainerRemoved",
+        "AgentExited(1)",
+        "LostByRunner",
+      ])
+        expect(recoversByItself(record("Pending"), errored(reason)), reason).toBe(false);
+      expect(recoversByItself(record("Pending"), { state: "READY" })).toBe(false);
+    });
+
+    it("never one that should not run, is stopping, stopped, being deleted, or whose bring-up failed for good", () => {
+      const stopped: HarnessRecord["spec"] = { ...running, desiredState: "stopped" };
+      expect(recoversByItself(record("Pending", undefined, stopped), errored("WorkspaceNotRunning"))).toBe(
+        false,
+      );
+      expect(recoversByItself(record("Draining"), errored("WorkspaceNotRunning"))).toBe(false);
+      expect(
+        recoversByItself(record("Stopped", HarnessReasons.IdleTimeout), errored("WorkspaceNotRunning")),
+      ).toBe(false);
+      expect(
+        recoversByItself({ ...record("Pending"), deletion_requested_at: T1 }, errored("WorkspaceNotRunning")),
+      ).toBe(false);
+      expect(
+        recoversByItself(record("Failed", HarnessReasons.ProvisionFailed), errored("WorkspaceNotRunning")),
+      ).toBe(false);
     });
   });
 

@@ -106,6 +106,52 @@ export function sessionFailureReason(reason: string | undefined): HarnessReason 
   }
 }
 
+/**
+ * An agent session READY whose adapter a request cannot reach (the runner's `probe` of the relay
+ * path failed): not Ready, until a probe succeeds. "Ready" promises that a request is served.
+ */
+export function unreachable(sessionId: string, error: ApiErrorBody): Observed {
+  return ready(
+    "Pending",
+    "False",
+    HarnessReasons.AdapterUnreachable,
+    `agent session ${sessionId} is READY but a request cannot reach its adapter yet (${error.code}: ${error.message}); retrying`,
+  );
+}
+
+/** Agent-session reasons that say the workload stopped underneath the session, not of its own doing. */
+const STOPPED_UNDERNEATH: readonly string[] = [SessionReasons.WorkspaceNotRunning, "EngineRestarted"];
+
+/**
+ * Whether the controller brings a session back up by itself, without a spec write: it should run
+ * (desiredState running, not stopping or stopped), and its agent session is ERRORED because its
+ * workload stopped while its runner or the engine restarted (`WorkspaceNotRunning`,
+ * `EngineRestarted`), not because it crashed, was OOM-killed or removed. A bring-up that failed
+ * for good since (Failed with another reason than the one that mirrors this error) settles it
+ * until the spec is written again; a transient failure (Pending) is retried.
+ */
+export function recoversByItself(
+  record: Pick<HarnessRecord, "phase" | "conditions" | "spec" | "deletion_requested_at">,
+  session: { state: SessionState; reason?: string | undefined },
+): boolean {
+  if (record.spec.desiredState !== "running" || record.deletion_requested_at !== undefined) return false;
+  if (session.state !== "ERRORED" || !STOPPED_UNDERNEATH.includes(session.reason ?? "")) return false;
+  switch (record.phase) {
+    case "Pending":
+    case "Ready":
+      return true;
+    case "Failed":
+      return readyOf(record.conditions)?.reason === HarnessReasons.AdapterExited;
+    case "Draining":
+    case "Stopped":
+      return false;
+    default: {
+      const exhaustive: never = record.phase;
+      return exhaustive;
+    }
+  }
+}
+
 /** A failed provisioning or start: the reason, and whether the controller retries on its own. */
 export function failureOf(
   step: "provision" | "start" | "stop",

@@ -89,6 +89,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     staleRequestMs: requestTimeoutMs + 60_000,
     ...(options.onIdleSweep ? { onSweep: options.onIdleSweep } : {}),
   });
+  // Before the API listens: nothing is Ready for this process until it serves (and says so).
+  await controller.recover();
   await controller.resync(false);
   idle.start();
   const relayOptions: ConstructorParameters<typeof RequestRelay>[0] = {
@@ -97,6 +99,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     runners,
     log,
     timeoutMs: requestTimeoutMs,
+    // Ready means serving: a request the runner could not relay has the session probed again.
+    onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
     autoResume: new AutoResumer({
       harness,
       controller,
@@ -120,6 +124,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     },
     close: async () => {
       unsubscribe();
+      controller.close();
       await idle.stop();
       await harness.close();
     },

@@ -33,6 +33,13 @@ export type RequestRelayOptions = {
   timeoutMs?: number;
   /** Auto-resume of sessions with spec.autoResume; without it a stopped session is refused. */
   autoResume?: AutoResumer | undefined;
+  /**
+   * Told when the runner could not relay a request to the session's adapter at all
+   * (FAILED_PRECONDITION or UNAVAILABLE from the runner, not the adapter's own answer): the
+   * controller probes the relay path again and takes Ready back until it serves.
+   * @default nothing
+   */
+  onRelayPathFailed?: (namespace: string, name: string) => void;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -69,6 +76,7 @@ export class RequestRelay {
       bodyMaxBytes: 128 * 1024,
       replyMaxBytes: 8 * 1024 * 1024,
       timeoutMs: 120_000,
+      onRelayPathFailed: () => {},
       now: () => new Date(),
       ...rest,
     };
@@ -273,8 +281,12 @@ class Flight {
       )
       .then(
         (outcome) => {
-          if (!outcome.ok) this.#inbox.fail(outcome.error);
-          else this.#inbox.fail({ code: "INTERNAL", message: "the runner ended the relay without a reply" });
+          if (!outcome.ok) {
+            if (outcome.error.code === "FAILED_PRECONDITION" || outcome.error.code === "UNAVAILABLE")
+              this.#o.onRelayPathFailed(this.#t.namespace, this.#t.name);
+            this.#inbox.fail(outcome.error);
+          } else
+            this.#inbox.fail({ code: "INTERNAL", message: "the runner ended the relay without a reply" });
         },
         (error: unknown) => this.#inbox.fail({ code: "INTERNAL", message: String(error) }),
       );

@@ -473,7 +473,9 @@ export class RunnerHub {
     for (const session of await this.#store.listSessions({ runnerId })) {
       const report = remaining.get(session.session_id);
       remaining.delete(session.session_id);
-      const decision = report ? decideReported(session, report.state) : decideMissing(session.state);
+      const decision = report
+        ? decideReported(session, report.state, report.reason)
+        : decideMissing(session.state);
       if (await this.#apply(session, decision)) toStop.push(session.session_id);
     }
     for (const report of remaining.values()) {

@@ -9,7 +9,7 @@ import type { AgentOutput, AgentProcess, EngineDriver } from "./driver.ts";
 import { SessionFile } from "./session-file.ts";
 
 /** An engine whose agents say one frame at start and end when stopped; `gone` containers do not exist. */
-function fakeDriver(gone = new Set<string>()) {
+function fakeDriver(gone = new Set<string>(), broken = new Set<string>()) {
   const started: string[] = [];
   /** The last agent's stdout (a test writes what the agent would). */
   const outputs: AgentOutput[] = [];
@@ -26,6 +26,7 @@ function fakeDriver(gone = new Set<string>()) {
       output: AgentOutput,
     ): Promise<AgentProcess> => {
       if (gone.has(containerName)) throw new CodedError("NOT_FOUND", `no ${containerName}`);
+      if (broken.has(containerName)) throw new CodedError("INTERNAL", `exec failed in ${containerName}`);
       started.push(containerName);
       outputs.push(output);
       let end!: (v: { exitCode: number | null }) => void;
@@ -49,6 +50,7 @@ function fakeDriver(gone = new Set<string>()) {
     remove: async () => {},
     watch: async () => () => {},
     endpoint: async () => "",
+    adapterToken: async () => undefined,
   };
   return { driver, started, sent, outputs };
 }
@@ -82,25 +84,43 @@ describe("the runner's session set", () => {
     expect(() => file.load()).toThrow(/not a runner session file/);
   });
 
-  it("restores after a restart: live agents started again, ERRORED kept, STOPPING dropped, a gone container left out", async () => {
-    const { driver, started } = fakeDriver(new Set(["c4"]));
+  it("restores after a restart: agents started again where the workload runs, ERRORED kept with its reason, STOPPING dropped, a stopped workload's session ERRORED WorkspaceNotRunning, a failed exec left out", async () => {
+    const { driver, started } = fakeDriver(new Set(["c4"]), new Set(["c5"]));
     const { events, states } = recorder();
     let saved = 0;
     const sessions = new AgentSessions(driver, { ...events, changed: () => void saved++ });
     const failed = await sessions.restore([
       { session_id: "s1", container_name: "c1", state: "READY" },
-      { session_id: "s2", container_name: "c2", state: "ERRORED" },
+      { session_id: "s2", container_name: "c2", state: "ERRORED", reason: "OOMKilled" },
       { session_id: "s3", container_name: "c3", state: "STOPPING" },
       { session_id: "s4", container_name: "c4", state: "STARTING" },
+      { session_id: "s5", container_name: "c5", state: "READY" },
     ]);
     expect(started).toEqual(["c1"]);
-    expect(failed.map((f) => f.session_id)).toEqual(["s4"]);
-    expect(sessions.report()).toEqual([
+    expect(failed.map((f) => f.session_id)).toEqual(["s5"]);
+    const byId = (a: { session_id: string }, b: { session_id: string }) =>
+      a.session_id.localeCompare(b.session_id);
+    expect(sessions.report().sort(byId)).toEqual([
       { session_id: "s1", container_name: "c1", state: "READY" },
-      { session_id: "s2", container_name: "c2", state: "ERRORED" },
+      { session_id: "s2", container_name: "c2", state: "ERRORED", reason: "OOMKilled" },
+      { session_id: "s4", container_name: "c4", state: "ERRORED", reason: "WorkspaceNotRunning" },
     ]);
     expect(states).toEqual(["s1:READY"]);
     expect(saved).toBeGreaterThan(0);
+  });
+
+  it("a session that errored keeps its reason in the saved set, and a restart reports it again", async () => {
+    const { driver } = fakeDriver();
+    const sessions = new AgentSessions(driver, recorder().events);
+    await sessions.start("s1", "c1");
+    sessions.workloadExited("c1", "EngineRestarted", "docker engine event stream ended");
+    const report = sessions.report();
+    expect(report).toEqual([
+      { session_id: "s1", container_name: "c1", state: "ERRORED", reason: "EngineRestarted" },
+    ]);
+    const restarted = new AgentSessions(fakeDriver().driver, recorder().events);
+    await restarted.restore(report);
+    expect(restarted.report()).toEqual(report);
   });
 
   it("send: NOT_FOUND for a session it does not hold, FAILED_PRECONDITION for one not READY", async () => {

@@ -5,9 +5,11 @@
  */
 import { type AgentFrame, parseAgentLine, type SessionState } from "../contracts/compass.ts";
 import { CodedError } from "../contracts/errors.ts";
+import { SessionReasons } from "../contracts/session-reasons.ts";
 import type { RunnerSessionReport } from "../contracts/runner-protocol.ts";
 import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./agent-stdout.ts";
 import type { AgentProcess, EngineDriver, ExitReason } from "./driver.ts";
+import { needsWorkloadCheck, restoreAction } from "./restore-plan.ts";
 
 export type SessionEvents = {
   frame(sessionId: string, frame: AgentFrame): void;
@@ -28,6 +30,8 @@ type Entry = {
   sessionId: string;
   containerName: string;
   state: SessionState;
+  /** Why it is in its state (ERRORED: why it ended), as reported to the server. */
+  reason?: string;
   process?: AgentProcess;
   deliberate: boolean;
   /** When this agent process was started (an OOM event after it is its own). */
@@ -93,7 +97,12 @@ export class AgentSessions {
   report(): RunnerSessionReport[] {
     return [...this.#entries.values()]
       .filter((e) => e.state !== "STOPPED")
-      .map((e) => ({ session_id: e.sessionId, container_name: e.containerName, state: e.state }));
+      .map((e) => ({
+        session_id: e.sessionId,
+        container_name: e.containerName,
+        state: e.state,
+        ...(e.state === "ERRORED" && e.reason !== undefined ? { reason: e.reason } : {}),
+      }));
   }
 
   #live(containerName: string): Entry | undefined {
@@ -104,37 +113,58 @@ export class AgentSessions {
 
   #set(entry: Entry, state: SessionState, reason?: string): void {
     entry.state = state;
+    if (reason !== undefined) entry.reason = reason;
+    else delete entry.reason;
     this.#events.state(entry.sessionId, state, reason);
     this.#events.changed?.();
   }
 
   /**
-   * After a runner restart: the set it saved before. Agents that were live are started again in
-   * their workspaces (their exec streams died with the previous process; the agent resumes from
-   * its workspace state); ERRORED ones are kept for the server's reload or stop. A session whose
-   * agent cannot be started again is left out: the server makes it ERRORED `LostByRunner`.
-   * Resolves when every start has settled; returns the ones that failed and why.
+   * After a runner restart: the set it saved before, each session as runner/restore-plan.ts
+   * decides. Agents that were live are started again in their workspaces when the workload still
+   * runs (their exec streams died with the previous process; the agent resumes from its workspace
+   * state); a live session whose workload stopped meanwhile is kept ERRORED `WorkspaceNotRunning`
+   * (the server brings it back up when it should run); ERRORED ones are kept for the server's
+   * reload or stop. A session whose agent cannot be started again in a running workload is left
+   * out: the server makes it ERRORED `LostByRunner`. Resolves when every start has settled;
+   * returns the ones that failed and why.
    */
   async restore(saved: RunnerSessionReport[]): Promise<{ session_id: string; error: string }[]> {
     const failed: { session_id: string; error: string }[] = [];
+    const keepErrored = (s: RunnerSessionReport, reason: string | undefined) => {
+      this.#entries.set(s.session_id, {
+        sessionId: s.session_id,
+        containerName: s.container_name,
+        state: "ERRORED",
+        ...(reason !== undefined ? { reason } : {}),
+        deliberate: false,
+        startedAt: Date.now(),
+      });
+    };
     await Promise.all(
       saved.map(async (s) => {
-        if (s.state === "ERRORED") {
-          this.#entries.set(s.session_id, {
-            sessionId: s.session_id,
-            containerName: s.container_name,
-            state: "ERRORED",
-            deliberate: false,
-            startedAt: Date.now(),
-          });
-          return;
-        }
-        // STOPPING: the agent went with the previous process, so the stop is done.
-        if (s.state !== "READY" && s.state !== "STARTING") return;
-        try {
-          await this.start(s.session_id, s.container_name);
-        } catch (error) {
-          failed.push({ session_id: s.session_id, error: (error as Error).message });
+        const running = needsWorkloadCheck(s) ? await this.#driver.isRunning(s.container_name) : undefined;
+        const action = restoreAction(s, running);
+        switch (action.kind) {
+          case "drop":
+            return;
+          case "keep-errored":
+            keepErrored(s, action.reason);
+            return;
+          case "restart-agent":
+            try {
+              await this.start(s.session_id, s.container_name);
+            } catch (error) {
+              // The workload went between the check and the exec: the same as not running.
+              if ((error as { code?: unknown }).code === "NOT_FOUND")
+                keepErrored(s, SessionReasons.WorkspaceNotRunning);
+              else failed.push({ session_id: s.session_id, error: (error as Error).message });
+            }
+            return;
+          default: {
+            const exhaustive: never = action;
+            return exhaustive;
+          }
         }
       }),
     );

@@ -119,7 +119,19 @@ export class DockerDriver implements EngineDriver {
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     const cached = this.#endpoints.get(containerName);
     if (cached) return cached;
-    return (await this.#stacks.outputs(p.namespace, p.name)).endpoint;
+    // After a runner restart: the last `up`'s outputs, kept until the workload goes.
+    const { endpoint } = await this.#stacks.outputs(p.namespace, p.name);
+    if (endpoint) this.#endpoints.set(containerName, endpoint);
+    return endpoint;
+  }
+
+  async adapterToken(containerName: string): Promise<string | undefined> {
+    const p = await this.#placement(containerName);
+    if (!p) return undefined;
+    return this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
+      if ((e as { code?: string }).code === "NOT_FOUND") return undefined;
+      throw e;
+    });
   }
 
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {

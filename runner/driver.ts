@@ -70,6 +70,12 @@ export interface EngineDriver {
   /** host:port of the adapter for relayed requests. */
   endpoint(containerName: string): Promise<string>;
   /**
+   * The adapter token the workspace's stack holds (a Pulumi secret of its config), for a runner
+   * that restarted since it provisioned the workspace and so lost the token it was given.
+   * Undefined when this runner holds no workspace (stack) of that name.
+   */
+  adapterToken(containerName: string): Promise<string | undefined>;
+  /**
    * True when the engine reported an out-of-memory kill in the workload at or after `sinceMs`
    * (epoch ms): an agent that ends then was OOM-killed even if the workload lives on. Optional:
    * an engine that cannot tell leaves it out.

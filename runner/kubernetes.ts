@@ -468,6 +468,15 @@ export class KubernetesDriver implements EngineDriver {
     return endpoint;
   }
 
+  async adapterToken(containerName: string): Promise<string | undefined> {
+    const p = await this.#placement(containerName);
+    if (!p) return undefined;
+    return this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
+      if ((e as { code?: string }).code === "NOT_FOUND") return undefined;
+      throw e;
+    });
+  }
+
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
     const pod = await this.#readyPod(containerName);
     const podName = pod?.metadata?.name;

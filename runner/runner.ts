@@ -5,6 +5,7 @@
 import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../contracts/runner-protocol.ts";
+import { probeAdapter } from "./adapter-probe.ts";
 import { AgentSessions } from "./agent-sessions.ts";
 import type { RunnerConfig } from "./config.ts";
 import type { EngineDriver } from "./driver.ts";
@@ -26,22 +27,40 @@ export const jsonLog =
       `${JSON.stringify({ level, time: new Date().toISOString(), component, msg, ...fields })}\n`,
     );
 
+export type RunnerOptions = {
+  /** Asks an adapter whether it takes requests (`probe`). @default probeAdapter (GET /readyz) */
+  probeAdapter?: (endpoint: string) => Promise<void>;
+};
+
 export class Runner {
   readonly link: RunnerLink;
   readonly sessions: AgentSessions;
   readonly #driver: EngineDriver;
   readonly #log: Log;
   readonly #relays = new Relays();
-  /** Adapter tokens by workspace, from the provision command (the runner holds them, never clients). */
+  /**
+   * Adapter tokens by workspace, from the provision command (the runner holds them, never
+   * clients); after a restart of this process, read back from the workspace's stack once
+   * (`#tokenOf`), so the workspaces it provisioned before are served again without a new provision.
+   */
   readonly #tokens = new Map<string, string>();
+  /** Token look-ups in the stacks under way, one per workspace. */
+  readonly #tokenLookups = new Map<string, Promise<string | undefined>>();
   /** The session set survives a restart of this process (runner/session-file.ts). */
   readonly #sessionFile: SessionFile;
   /** Workspaces provisioned ahead (runner/warm-pool.ts), as the server's `warm_pools` asks. */
   readonly #pool: WarmPool;
   #unwatch: (() => void) | undefined;
+  readonly #probeAdapter: (endpoint: string) => Promise<void>;
 
-  constructor(config: RunnerConfig, driver: EngineDriver, log: Log = jsonLog("runner")) {
+  constructor(
+    config: RunnerConfig,
+    driver: EngineDriver,
+    log: Log = jsonLog("runner"),
+    options: RunnerOptions = {},
+  ) {
     this.#driver = driver;
+    this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = log;
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
     this.sessions = new AgentSessions(
@@ -100,6 +119,15 @@ export class Runner {
     if (saved.length > 0) {
       const failed = await this.sessions.restore(saved);
       this.#log("info", "session set restored", { saved: saved.length, failed });
+      // Read the restored workspaces' tokens back ahead of the first request (in the background).
+      for (const s of this.sessions.report())
+        if (s.state === "READY")
+          this.#tokenOf(s.container_name).catch((error: unknown) =>
+            this.#log("warn", "reading a workspace's adapter token back failed", {
+              container_name: s.container_name,
+              error: String(error),
+            }),
+          );
     }
     this.#pool.start();
     this.link.start();
@@ -125,6 +153,7 @@ export class Runner {
   async #dispatch(command: RunnerCommand): Promise<Record<string, unknown>> {
     switch (command.kind) {
       case "provision": {
+        this.#tokenLookups.delete(command.container_name);
         this.#tokens.set(command.container_name, command.adapter_token);
         const r = await this.#driver.provision(command.container_name, command.spec, {
           credentials: command.credentials,
@@ -156,21 +185,14 @@ export class Runner {
         await this.sessions.stopWorkspace(command.container_name);
         await this.#driver.remove(command.container_name);
         this.sessions.forgetWorkspace(command.container_name);
+        this.#tokens.delete(command.container_name);
         return { container_name: command.container_name, removed: true };
       case "relay": {
-        const token = this.#tokens.get(command.container_name);
-        if (!token)
-          throw new CodedError(
-            "FAILED_PRECONDITION",
-            `workspace ${command.container_name} was not provisioned by this runner`,
-          );
-        const endpoint = await this.#driver.endpoint(command.container_name);
-        if (!endpoint)
-          throw new CodedError("FAILED_PRECONDITION", `workspace ${command.container_name} is not running`);
+        const target = await this.#relayTarget(command.container_name);
         const relayId = command.relay_id;
         return this.#relays.relay(
           relayId,
-          { endpoint, token },
+          target,
           command.request,
           command.timeout_ms,
           {
@@ -184,6 +206,11 @@ export class Runner {
           },
           command.reply_max_bytes,
         );
+      }
+      case "probe": {
+        const { endpoint } = await this.#relayTarget(command.container_name);
+        await this.#probeAdapter(endpoint);
+        return { endpoint };
       }
       case "cancel_relay":
         return { cancelled: await this.#relays.cancel(command.relay_id) };
@@ -210,5 +237,41 @@ export class Runner {
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /** Where a relayed request goes: the adapter's endpoint and the token it wants. */
+  async #relayTarget(containerName: string): Promise<{ endpoint: string; token: string }> {
+    const token = await this.#tokenOf(containerName);
+    if (!token)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `workspace ${containerName} was not provisioned by this runner`,
+      );
+    const endpoint = await this.#driver.endpoint(containerName);
+    if (!endpoint) throw new CodedError("FAILED_PRECONDITION", `workspace ${containerName} is not running`);
+    return { endpoint, token };
+  }
+
+  /** The workspace's adapter token: the one it was provisioned with, else its stack's (read once). */
+  async #tokenOf(containerName: string): Promise<string | undefined> {
+    const known = this.#tokens.get(containerName);
+    if (known) return known;
+    let lookup = this.#tokenLookups.get(containerName);
+    if (!lookup) {
+      lookup = this.#driver.adapterToken(containerName);
+      this.#tokenLookups.set(containerName, lookup);
+      // A failed look-up is tried again by the next request; a found token is kept.
+      lookup.then(
+        (token) => {
+          if (this.#tokenLookups.get(containerName) !== lookup) return;
+          this.#tokenLookups.delete(containerName);
+          if (token && !this.#tokens.has(containerName)) this.#tokens.set(containerName, token);
+        },
+        () => {
+          if (this.#tokenLookups.get(containerName) === lookup) this.#tokenLookups.delete(containerName);
+        },
+      );
+    }
+    return lookup;
   }
 }

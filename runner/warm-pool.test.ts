@@ -71,6 +71,7 @@ function fakeEngine(options: { failProvisions?: number } = {}) {
     },
     watch: async () => () => {},
     endpoint: async () => "",
+    adapterToken: async () => undefined,
   };
   return { driver, containers, provisioned, removed, agents };
 }

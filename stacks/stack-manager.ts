@@ -227,6 +227,18 @@ export class StackManager {
     return this.#outputsOf(stack, stackName);
   }
 
+  /**
+   * The session's adapter token, read back from the stack's config (a secret, decrypted with the
+   * stack's secrets provider): a runner restarted since the `up` that wrote it takes it from here.
+   * NOT_FOUND when there is no such stack.
+   */
+  async adapterToken(namespace: string, name: string): Promise<string> {
+    const stackName = this.stackName(namespace, name);
+    const stack = await this.#selectExisting(stackName);
+    const { value } = await this.#configCall(stackName, () => stack.getConfig(ConfigKeys.adapterToken));
+    return value;
+  }
+
   /** Reconcile state with the engine (e.g. a container removed outside Pulumi). */
   refresh(namespace: string, name: string, opts: OperationOptions = {}): Promise<void> {
     const stackName = this.stackName(namespace, name);

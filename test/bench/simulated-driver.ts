@@ -111,6 +111,11 @@ export class SimulatedDriver implements EngineDriver {
     return this.#workspaces.get(containerName) ?? "";
   }
 
+  /** No stacks here: a simulated runner that restarts has no token to read back. */
+  async adapterToken(): Promise<string | undefined> {
+    return undefined;
+  }
+
   /** Live agents, in start order. */
   get agentCount(): number {
     return this.#agents.size;

@@ -77,10 +77,26 @@ export class System {
   }
 
   async startServer(): Promise<void> {
+    await this.#serve(["--no-runner"], /"url":"(http:\/\/[^"]+)"/);
+  }
+
+  /**
+   * `agent-sessions serve` with its embedded runner (server and runner in one process: the
+   * default a new user runs; its runner's data dir is `<dataDir>/server/runner`). Resolves once the
+   * server listens, or with `waitForRunner` once the embedded runner attached too.
+   */
+  async startEmbedded(options: { waitForRunner: boolean } = { waitForRunner: true }): Promise<void> {
+    await this.#serve(
+      [],
+      options.waitForRunner ? /"url":"(http:\/\/[^"]+)"[\s\S]*runner attached/ : /"url":"(http:\/\/[^"]+)"/,
+    );
+  }
+
+  async #serve(args: string[], ready: RegExp): Promise<void> {
     const s = await launch(
-      ["serve", "--no-runner", "--port", String(this.port), "--data-dir", join(this.dataDir, "server")],
+      ["serve", ...args, "--port", String(this.port), "--data-dir", join(this.dataDir, "server")],
       this.env(),
-      /"url":"(http:\/\/[^"]+)"/,
+      ready,
     );
     this.server = s;
     this.url = s.match[1] ?? "";

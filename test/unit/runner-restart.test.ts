@@ -1,0 +1,188 @@
+/**
+ * A restarted runner serves the workspaces it provisioned before (issue 21), without engines: a
+ * real server, the real Runner over the real WebSocket, an in-memory engine driver whose
+ * "engine" (running workloads) and "stacks" (adapter tokens) outlive the runner process, and a
+ * loopback adapter that checks the token on every request.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CodedError } from "../../contracts/errors.ts";
+import {
+  ADMIN_TOKEN,
+  RUNNER_TOKEN,
+  startTestServer,
+  type TestServer,
+} from "../../proxy/testing/test-server.ts";
+import { parseRunnerConfig } from "../../runner/config.ts";
+import type { AgentProcess, EngineDriver } from "../../runner/driver.ts";
+import { Runner } from "../../runner/runner.ts";
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
+type Json = any;
+
+const BASE = "/v1/namespaces/default/harnesssessions";
+
+/** What survives a runner process: the engine's running workloads and the stacks' tokens. */
+type Machine = { running: Set<string>; stackTokens: Map<string, string>; endpoint: string };
+
+/** One runner process's driver over the machine; counts its provisions. */
+function driverOf(machine: Machine) {
+  const counts = { provisions: 0, agentStarts: 0 };
+  const driver: EngineDriver = {
+    engine: "docker",
+    provision: async (containerName, _spec, secrets) => {
+      counts.provisions += 1;
+      machine.stackTokens.set(containerName, secrets.adapterToken);
+      machine.running.add(containerName);
+      return { containerName, endpoint: machine.endpoint, resolvedImageDigest: `sha256:${"b".repeat(64)}` };
+    },
+    isRunning: async (c) => machine.running.has(c),
+    startAgent: async (containerName, _command, output): Promise<AgentProcess> => {
+      if (!machine.running.has(containerName)) throw new CodedError("NOT_FOUND", `no ${containerName}`);
+      counts.agentStarts += 1;
+      let end!: (v: { exitCode: number | null }) => void;
+      const exited = new Promise<{ exitCode: number | null }>((r) => {
+        end = r;
+      });
+      setTimeout(
+        () => output.write('{"protocol":"compass.v1","type":"log","payload":{"message":"up"}}\n'),
+        5,
+      );
+      return { send: () => true, stop: async () => end({ exitCode: 0 }), exited };
+    },
+    scaleDown: async (c) => void machine.running.delete(c),
+    remove: async (c) => {
+      machine.running.delete(c);
+      machine.stackTokens.delete(c);
+    },
+    watch: async () => () => {},
+    endpoint: async (c) => (machine.running.has(c) ? machine.endpoint : ""),
+    adapterToken: async (c) => machine.stackTokens.get(c),
+  };
+  return { driver, counts };
+}
+
+let t: TestServer;
+let adapter: Server;
+let machine: Machine;
+let dataDir: string;
+const runners: Runner[] = [];
+/** Tokens the adapter saw on requests. */
+const seenTokens: string[] = [];
+
+async function startRunner() {
+  const config = parseRunnerConfig(
+    {},
+    { serverUrl: t.server.url, token: RUNNER_TOKEN, dataDir, name: "embedded", engine: "docker" },
+  );
+  const { driver, counts } = driverOf(machine);
+  const runner = new Runner(config, driver, () => {});
+  runners.push(runner);
+  await runner.start();
+  return { runner, counts };
+}
+
+async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
+  const response = await fetch(`${t.server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+async function ready(): Promise<Json> {
+  const end = Date.now() + 10_000;
+  for (;;) {
+    const s = (await call("GET", `${BASE}/chat`)).body;
+    if (s.status.phase === "Ready") return s;
+    if (Date.now() > end) throw new Error(`not Ready: ${JSON.stringify(s.status)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** The runner process ends; resolves once the server saw its link go (the session not Ready). */
+async function stopRunner(): Promise<void> {
+  runners[0]?.stop();
+  const end = Date.now() + 10_000;
+  while ((await call("GET", `${BASE}/chat`)).body.status.phase === "Ready") {
+    if (Date.now() > end) throw new Error("still Ready after the runner went");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const ask = (id: string) => call("POST", `${BASE}/chat/requests`, { input: "hi", id });
+
+beforeEach(async () => {
+  adapter = createServer((req, res) => {
+    if (req.url === "/readyz") return res.writeHead(200).end("{}");
+    const token = (req.headers.authorization ?? "").replace(/^Bearer /, "");
+    seenTokens.push(token);
+    if (![...machine.stackTokens.values()].includes(token)) return res.writeHead(401).end("{}");
+    const now = new Date().toISOString();
+    req.resume();
+    req.on("end", () =>
+      res.writeHead(200, { "content-type": "application/json" }).end(
+        JSON.stringify({
+          id: "r",
+          outcome: "succeeded",
+          output: "hello",
+          usage: "unavailable",
+          started_at: now,
+          finished_at: now,
+        }),
+      ),
+    );
+  });
+  await new Promise<void>((r) => adapter.listen(0, "127.0.0.1", r));
+  machine = {
+    running: new Set(),
+    stackTokens: new Map(),
+    endpoint: `127.0.0.1:${(adapter.address() as AddressInfo).port}`,
+  };
+  t = await startTestServer();
+  dataDir = `${t.dataDir}/runner`;
+  seenTokens.length = 0;
+  const { counts } = await startRunner();
+  const created = await call("PUT", `${BASE}/chat`, {
+    apiVersion: "agent-sessions.dev/v1alpha1",
+    kind: "HarnessSession",
+    metadata: { name: "chat" },
+    spec: { agentRef: "alice", runtimeRef: "reference" },
+  });
+  expect(created.status).toBe(201);
+  await ready();
+  expect(counts.provisions).toBe(1);
+  expect((await ask("before")).status).toBe(200);
+});
+
+afterEach(async () => {
+  for (const r of runners.splice(0)) r.stop();
+  await t.close();
+  await new Promise((r) => adapter.close(r));
+});
+
+describe("a runner restarted on the same data dir", () => {
+  it("serves a workspace whose workload still runs again: its agent started anew, the adapter token read back from the stack, no new provision", async () => {
+    await stopRunner(); // the process is gone: its tokens and agents with it
+    const { counts } = await startRunner();
+    const again = await ready();
+    expect(again.status.conditions[0]).toMatchObject({ reason: "SessionReady" });
+    const answered = await ask("after");
+    expect(answered.status).toBe(200);
+    expect(counts).toEqual({ provisions: 0, agentStarts: 1 });
+    expect(new Set(seenTokens).size).toBe(1); // the same token before and after
+  });
+
+  it("brings back a workspace whose workload stopped meanwhile (an engine restart): re-provisioned by the server, the same session id", async () => {
+    const before = await ready();
+    await stopRunner();
+    machine.running.clear(); // the engine restarted: no container runs
+    const { counts } = await startRunner();
+    const again = await ready();
+    expect(again.status.sessionId).toBe(before.status.sessionId);
+    expect(counts.provisions).toBe(1);
+    expect((await ask("after")).status).toBe(200);
+  });
+});
