@@ -14,14 +14,20 @@ export const testbedHome = process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cach
 export type ReferenceImage = { repository: string; tag: string; image: string; digest: string };
 
 /**
- * The reference image the last `testbed up image` built. That state file is shared by every
- * checkout on the machine (the last build wins): `AGENT_SESSIONS_TESTBED_REFERENCE_STATE` names a
- * copy of it to pin one build for a run.
+ * An image the test bed built and pushed, as recorded in its state dir (`<name>.json`). Those
+ * state files are shared by every checkout on the machine (the last build wins):
+ * `AGENT_SESSIONS_TESTBED_REFERENCE_STATE` names a copy of the reference image's to pin one
+ * build for a run.
  */
-export function referenceImage(): ReferenceImage {
+export function builtImage(name: "reference-image" | "base-image" | "pi-image"): ReferenceImage {
   const state =
-    process.env.AGENT_SESSIONS_TESTBED_REFERENCE_STATE ?? join(testbedHome, "state", "reference-image.json");
+    (name === "reference-image" ? process.env.AGENT_SESSIONS_TESTBED_REFERENCE_STATE : undefined) ??
+    join(testbedHome, "state", `${name}.json`);
   return JSON.parse(readFileSync(state, "utf8")) as ReferenceImage;
+}
+
+export function referenceImage(): ReferenceImage {
+  return builtImage("reference-image");
 }
 
 /** The environment `scripts/testbed env` prints, applied to this process. */
