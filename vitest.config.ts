@@ -10,7 +10,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: [
-            "{contracts,client,infra,stacks,policies,proxy,runner,reference,bin,test/unit}/**/*.test.ts",
+            "{contracts,client,infra,stacks,policies,proxy,runner,reference,runtimes,bin,test/unit}/**/*.test.ts",
           ],
           environment: "node",
         },

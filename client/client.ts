@@ -142,7 +142,8 @@ export class AgentSessionsClient {
     for await (const message of readSse(response.body)) {
       const data = parseJson(message.data);
       if (message.event === "error") throw errorFromBody(data, undefined);
-      if (message.event === "delta" || message.event === "result") yield data as StreamEvent;
+      if (message.event === "delta" || message.event === "tool" || message.event === "result")
+        yield data as StreamEvent;
     }
   }
 

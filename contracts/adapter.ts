@@ -44,9 +44,20 @@ export const ResultRecord = z.object({
 });
 export type ResultRecord = z.infer<typeof ResultRecord>;
 
-/** One server-sent event of a streamed reply (`data:` lines of JSON). */
+/**
+ * One server-sent event of a streamed reply (`data:` lines of JSON). `tool` is sent by runtimes
+ * that declare the `tools` capability: a tool call the agent started or finished (its name only,
+ * never its arguments or output).
+ */
 export const StreamEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("delta"), text: z.string() }),
+  z.object({
+    type: z.literal("tool"),
+    phase: z.enum(["start", "end"]),
+    call_id: z.string().max(256),
+    name: z.string().max(256),
+    is_error: z.boolean().optional(),
+  }),
   z.object({ type: z.literal("result"), result: ResultRecord }),
 ]);
 export type StreamEvent = z.infer<typeof StreamEvent>;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DigestPinnedImage, DnsLabel, EgressRule, RuntimeContract } from "./session-spec.ts";
+import { AgentCommand, DigestPinnedImage, DnsLabel, EgressRule, RuntimeContract } from "./session-spec.ts";
 
 /**
  * The namespaced resources of `/v1/namespaces/{ns}/…`, kubectl-style manifests:
@@ -16,8 +16,18 @@ export const ObjectMeta = z.object({
 });
 export type ObjectMeta = z.infer<typeof ObjectMeta>;
 
-/** What a runtime declares it can do beyond the contract's baseline. */
-export const RuntimeCapability = z.enum(["streaming"]);
+/**
+ * The agent command of a runtime that declares none (`spec.agent`): the reference agent, baked
+ * into the reference image (scripts/testbed.d/image.sh).
+ */
+export const REFERENCE_AGENT_COMMAND: readonly string[] = ["/bin/node", "/app/reference/agent.ts"];
+
+/**
+ * What a runtime declares it can do beyond the contract's baseline: `streaming` (streamed replies),
+ * `tools` (the agent calls tools inside its workspace and streams `tool` events), `resume` (its
+ * conversation survives a restart of the workload: it is kept on the session volume).
+ */
+export const RuntimeCapability = z.enum(["streaming", "tools", "resume"]);
 export type RuntimeCapability = z.infer<typeof RuntimeCapability>;
 
 export const AgentRuntimeSpec = z.strictObject({
@@ -32,6 +42,12 @@ export const AgentRuntimeSpec = z.strictObject({
    * the image's entrypoint. Sessions (v1alpha2) ignore it.
    */
   command: z.array(z.string().min(1).max(4096)).min(1).max(64).optional(),
+  /**
+   * The runtime's agent for seed-004 sessions (StartAgentSession): `command` is the argv the
+   * runner executes inside the workload over a long-lived exec stream (compass.v1 on stdout, JSON
+   * commands on stdin). Default: the reference agent (`/bin/node /app/reference/agent.ts`).
+   */
+  agent: z.strictObject({ command: AgentCommand }).optional(),
   /**
    * Workspaces kept provisioned ahead, per Agent bound to this runtime (runner/warm-pool.ts):
    * a new workspace of such an Agent claims one instead of waiting for a Pulumi `up`. 0 or

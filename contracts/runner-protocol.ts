@@ -2,7 +2,7 @@ import { z } from "zod";
 import { AgentFrame, SessionState } from "./compass.ts";
 import { ApiErrorBody } from "./errors.ts";
 import { RunnerLabels, RunnerName } from "./runners.ts";
-import { DigestPinnedImage, EgressRule, SessionSpec } from "./session-spec.ts";
+import { AgentCommand, DigestPinnedImage, EgressRule, SessionSpec } from "./session-spec.ts";
 
 /**
  * The runner link (see proxy/PROTOCOL.md): a WebSocket the runner dials OUT to
@@ -26,6 +26,10 @@ export const RunnerSessionReport = z.object({
 });
 export type RunnerSessionReport = z.infer<typeof RunnerSessionReport>;
 
+/** What a runner keeps of a session across its own restart: the report and the agent's command. */
+export const SavedRunnerSession = RunnerSessionReport.extend({ command: AgentCommand.optional() });
+export type SavedRunnerSession = z.infer<typeof SavedRunnerSession>;
+
 /** What the server asks a runner to do. */
 export const RunnerCommand = z.discriminatedUnion("kind", [
   z.object({
@@ -40,6 +44,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     container_name: z.string(),
     session_id: z.string(),
     resume: z.boolean(),
+    /** The runtime's agent command (SessionSpec.agentCommand); absent: the reference agent. */
+    command: AgentCommand.optional(),
   }),
   z.object({ kind: z.literal("stop"), session_id: z.string() }),
   z.object({ kind: z.literal("send"), session_id: z.string(), line: z.string().max(64 * 1024) }),

@@ -26,6 +26,10 @@ export const DigestPinnedImage = z
 export const RuntimeContract = z.enum(["v1alpha1", "v1alpha2"]);
 export type RuntimeContract = z.infer<typeof RuntimeContract>;
 
+/** An argv: the executable, then its arguments. */
+export const AgentCommand = z.array(z.string().min(1).max(4096)).min(1).max(64);
+export type AgentCommand = z.infer<typeof AgentCommand>;
+
 export const Engine = z.enum(["docker", "kubernetes"]);
 export type Engine = z.infer<typeof Engine>;
 
@@ -67,6 +71,12 @@ export const SessionSpec = z.object({
   resources: SessionResources.default(SessionResources.parse({})),
   /** Allowed model endpoints; DNS is added on Kubernetes. */
   egress: z.array(EgressRule).max(32).default([]),
+  /**
+   * What the runner executes in the workload for a seed-004 agent session (the runtime's
+   * `spec.agent.command`), kept with the image it belongs to. Not declared by the stack.
+   * Absent: the reference agent.
+   */
+  agentCommand: AgentCommand.optional(),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z

@@ -17,7 +17,7 @@ import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle.ts";
 import type { Logger } from "./log.ts";
 import { startMetrics } from "./metrics-wiring.ts";
-import { registerReferenceRuntime } from "./reference-runtime.ts";
+import { registerShippedRuntimes } from "./shipped-runtimes.ts";
 import { MAX_JSON_DEPTH } from "./request-body.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
 import { SessionJournal } from "./session-journal.ts";
@@ -572,7 +572,7 @@ beforeAll(async () => {
     log: log,
   });
   observability = startMetrics({ store, hub, databasePath, log: log });
-  await registerReferenceRuntime(store, TEST_IMAGE, log);
+  await registerShippedRuntimes(store, { reference: TEST_IMAGE }, log);
   lifecycle = new Lifecycle({ store, runners: hub, journal, log: log });
   harness = await startHarness({
     databasePath,

@@ -10,7 +10,7 @@ import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle.ts";
 import { jsonLogger, type Logger } from "./log.ts";
 import { startMetrics } from "./metrics-wiring.ts";
-import { registerReferenceRuntime } from "./reference-runtime.ts";
+import { registerShippedRuntimes } from "./shipped-runtimes.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
 import { issueRunnerCredential } from "./runner-identity.ts";
 import { SessionJournal } from "./session-journal.ts";
@@ -85,7 +85,7 @@ export async function startServer(
   let server: Server | undefined;
   let harness: RunningHarness | undefined;
   try {
-    await registerReferenceRuntime(store, config.referenceImage, log);
+    await registerShippedRuntimes(store, { reference: config.referenceImage, pi: config.piImage }, log);
     // Sessions of a previous run wait for their runners to reattach (or the window to close).
     await hub.recover();
     const lifecycleOptions: ConstructorParameters<typeof Lifecycle>[0] = {

@@ -53,6 +53,14 @@ describe("session spec from an Agent and its runtime", () => {
     });
   });
 
+  it("keeps the runtime's agent command with its image; none declared: none in the spec", () => {
+    const build = (rt: AgentRuntime) =>
+      buildSessionSpec({ namespace: "default", name: "w", engine: "docker", agent: agent(), runtime: rt });
+    const command = ["/usr/local/bin/node", "/app/runtimes/pi/agent.ts"];
+    expect(build(runtime({ agent: { command } })).agentCommand).toEqual(command);
+    expect(build(runtime()).agentCommand).toBeUndefined();
+  });
+
   it("refuses v1alpha1 and unapproved runtimes", () => {
     expect(() => assertSessionRuntime(runtime({ contract: "v1alpha1" }))).toThrow(/v1alpha2/);
     expect(() => assertSessionRuntime(runtime({ approved: false }))).toThrow(/not approved/);

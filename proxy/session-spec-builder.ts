@@ -22,8 +22,8 @@ export function assertSessionRuntime(runtime: AgentRuntime): void {
 }
 
 /**
- * The SessionSpec of a workspace, from its Agent and the Agent's runtime: image and contract
- * from the runtime, streaming only when the runtime declares it, egress and plain env (model
+ * The SessionSpec of a workspace, from its Agent and the Agent's runtime: image, contract and
+ * agent command from the runtime, streaming only when the runtime declares it, egress and plain env (model
  * URL and name) from the Agent. Credentials never go in here (see `resolveCredentials`).
  */
 export function buildSessionSpec(input: {
@@ -46,6 +46,7 @@ export function buildSessionSpec(input: {
     image: runtime.spec.image,
     contract: runtime.spec.contract,
     streaming: runtime.spec.capabilities.includes("streaming"),
+    ...(runtime.spec.agent ? { agentCommand: runtime.spec.agent.command } : {}),
     egress: agent.spec.egress,
     env,
   });

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { z } from "zod";
 import type { SessionState } from "../contracts/compass.ts";
 import { CodedError } from "../contracts/errors.ts";
+import { REFERENCE_AGENT_COMMAND } from "../contracts/resources.ts";
 import type {
   AgentSessionStatus,
   GetAgentStatusRequest,
@@ -136,6 +137,8 @@ export class Sessions {
       container_name: workspace.container_name,
       session_id: sessionId,
       resume: resumeId !== undefined,
+      // The runtime's agent, fixed with its image when the workspace was made.
+      command: workspace.spec.agentCommand ?? [...REFERENCE_AGENT_COMMAND],
     });
     if (!outcome.ok) {
       // A lost link leaves the session DISCONNECTED for the reattach window to settle; only a

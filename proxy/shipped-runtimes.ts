@@ -1,33 +1,73 @@
-import { type AgentRuntime, API_VERSION } from "../contracts/resources.ts";
+import { type AgentRuntime, type AgentRuntimeSpec, API_VERSION } from "../contracts/resources.ts";
 import type { Logger } from "./log.ts";
 import type { Store } from "./store/store.ts";
 
 export const REFERENCE_RUNTIME = { namespace: "default", name: "reference" } as const;
+export const PI_RUNTIME = { namespace: "default", name: "pi" } as const;
+
+/** The `pi` runtime's agent for seed-004 sessions (runtimes/pi/agent.ts, in the pi image). */
+export const PI_AGENT_COMMAND = ["/usr/local/bin/node", "/app/runtimes/pi/agent.ts"];
+
+/** The images of the runtimes that ship with the product; one not given is not registered. */
+export type ShippedRuntimeImages = { reference: string | undefined; pi?: string | undefined };
 
 /**
- * First start: register the project's reference runtime as AgentRuntime `default/reference`
- * (contract v1alpha2, streaming, approved), pinned by the digest the local registry gave its
- * image, so a new user can bind an Agent to it at once. An existing one is left as the user made it.
+ * First start: register the runtimes the project ships, each pinned by the digest the local
+ * registry gave its image, so a new user can bind an Agent to one at once:
+ * - `default/reference`: the deterministic chat adapter (v1alpha2, streaming);
+ * - `default/pi`: the Pi coding agent behind the v1alpha2 adapter of runtimes/pi (streaming,
+ *   tools, resume), its seed-004 agent `runtimes/pi/agent.ts`.
+ * An existing one is left as the user made it.
  */
-export async function registerReferenceRuntime(
+export async function registerShippedRuntimes(
   store: Store,
-  image: string | undefined,
+  images: ShippedRuntimeImages,
   log: Logger,
+): Promise<void> {
+  await register(
+    store,
+    REFERENCE_RUNTIME,
+    images.reference,
+    "AGENT_SESSIONS_REFERENCE_IMAGE",
+    log,
+    (image) => ({
+      image,
+      contract: "v1alpha2",
+      capabilities: ["streaming"],
+      approved: true,
+    }),
+  );
+  await register(store, PI_RUNTIME, images.pi, "AGENT_SESSIONS_PI_IMAGE", log, (image) => ({
+    image,
+    contract: "v1alpha2",
+    capabilities: ["streaming", "tools", "resume"],
+    approved: true,
+    agent: { command: PI_AGENT_COMMAND },
+  }));
+}
+
+async function register(
+  store: Store,
+  ref: { namespace: string; name: string },
+  image: string | undefined,
+  setting: string,
+  log: Logger,
+  spec: (image: string) => AgentRuntimeSpec,
 ): Promise<void> {
   if (image === undefined) {
     log(
       "info",
-      "no reference image configured (AGENT_SESSIONS_REFERENCE_IMAGE); AgentRuntime default/reference not registered",
+      `no ${ref.name} image configured (${setting}); AgentRuntime ${ref.namespace}/${ref.name} not registered`,
     );
     return;
   }
-  if (await store.getResource("AgentRuntime", REFERENCE_RUNTIME.namespace, REFERENCE_RUNTIME.name)) return;
+  if (await store.getResource("AgentRuntime", ref.namespace, ref.name)) return;
   const runtime: AgentRuntime = {
     apiVersion: API_VERSION,
     kind: "AgentRuntime",
-    metadata: { ...REFERENCE_RUNTIME },
-    spec: { image, contract: "v1alpha2", capabilities: ["streaming"], approved: true },
+    metadata: { ...ref },
+    spec: spec(image),
   };
   await store.putResource(runtime);
-  log("info", "registered AgentRuntime default/reference", { image });
+  log("info", `registered AgentRuntime ${ref.namespace}/${ref.name}`, { image });
 }

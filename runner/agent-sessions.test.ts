@@ -13,6 +13,7 @@ function fakeDriver(gone = new Set<string>(), broken = new Set<string>()) {
   const started: string[] = [];
   /** The last agent's stdout (a test writes what the agent would). */
   const outputs: AgentOutput[] = [];
+  const commands: string[][] = [];
   const sent: string[] = [];
   const driver: EngineDriver = {
     engine: "docker",
@@ -22,13 +23,14 @@ function fakeDriver(gone = new Set<string>(), broken = new Set<string>()) {
     isRunning: async (c) => !gone.has(c),
     startAgent: async (
       containerName: string,
-      _command: string[],
+      command: string[],
       output: AgentOutput,
     ): Promise<AgentProcess> => {
       if (gone.has(containerName)) throw new CodedError("NOT_FOUND", `no ${containerName}`);
       if (broken.has(containerName)) throw new CodedError("INTERNAL", `exec failed in ${containerName}`);
       started.push(containerName);
       outputs.push(output);
+      commands.push(command);
       let end!: (v: { exitCode: number | null }) => void;
       const exited = new Promise<{ exitCode: number | null }>((r) => {
         end = r;
@@ -52,7 +54,7 @@ function fakeDriver(gone = new Set<string>(), broken = new Set<string>()) {
     endpoint: async () => "",
     adapterToken: async () => undefined,
   };
-  return { driver, started, sent, outputs };
+  return { driver, started, sent, outputs, commands };
 }
 
 function recorder() {
@@ -121,6 +123,24 @@ describe("the runner's session set", () => {
     const restarted = new AgentSessions(fakeDriver().driver, recorder().events);
     await restarted.restore(report);
     expect(restarted.report()).toEqual(report);
+  });
+
+  it("starts the runtime's agent command, keeps it in the saved set, and starts it again on restore", async () => {
+    const pi = ["/usr/local/bin/node", "/app/runtimes/pi/agent.ts"];
+    const first = fakeDriver();
+    const before = new AgentSessions(first.driver, recorder().events);
+    await before.start("s1", "c1", pi);
+    await before.start("s2", "c2");
+    expect(first.commands).toEqual([pi, ["/bin/node", "/app/reference/agent.ts"]]);
+    const file = tempFile();
+    file.save(before.saved());
+    // The hello report stays the session set alone.
+    expect(before.report()[0]).toEqual({ session_id: "s1", container_name: "c1", state: "READY" });
+
+    const second = fakeDriver();
+    const after = new AgentSessions(second.driver, recorder().events);
+    expect(await after.restore(file.load())).toEqual([]);
+    expect(second.commands).toEqual([pi, ["/bin/node", "/app/reference/agent.ts"]]);
   });
 
   it("send: NOT_FOUND for a session it does not hold, FAILED_PRECONDITION for one not READY", async () => {

@@ -5,8 +5,9 @@
  */
 import { type AgentFrame, parseAgentLine, type SessionState } from "../contracts/compass.ts";
 import { CodedError } from "../contracts/errors.ts";
+import { REFERENCE_AGENT_COMMAND } from "../contracts/resources.ts";
+import type { RunnerSessionReport, SavedRunnerSession } from "../contracts/runner-protocol.ts";
 import { SessionReasons } from "../contracts/session-reasons.ts";
-import type { RunnerSessionReport } from "../contracts/runner-protocol.ts";
 import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./agent-stdout.ts";
 import type { AgentProcess, EngineDriver, ExitReason } from "./driver.ts";
 import { needsWorkloadCheck, restoreAction } from "./restore-plan.ts";
@@ -32,6 +33,8 @@ type Entry = {
   state: SessionState;
   /** Why it is in its state (ERRORED: why it ended), as reported to the server. */
   reason?: string;
+  /** The argv the agent was started with (the runtime's agent command). */
+  command: string[];
   process?: AgentProcess;
   deliberate: boolean;
   /** When this agent process was started (an OOM event after it is its own). */
@@ -46,14 +49,15 @@ type Entry = {
  */
 type WarmAgent = {
   process: AgentProcess;
+  command: string[];
   /** Frames before adoption (bounded). */
   held: AgentFrame[];
   deliver?: (frame: AgentFrame) => void;
 };
 const HELD_FRAMES_MAX = 64;
 
-/** The reference runtime's agent; a runtime may declare its own. */
-export const DEFAULT_AGENT_COMMAND = ["/bin/node", "/app/reference/agent.ts"];
+/** A start that names no command (a server or session file from before runtimes declared one). */
+const DEFAULT_AGENT_COMMAND = [...REFERENCE_AGENT_COMMAND];
 const READY_TIMEOUT_MS = 15_000;
 /** How long an agent whose workload is gone waits for the engine watcher's reason. */
 const WATCHER_GRACE_MS = 3_000;
@@ -95,14 +99,14 @@ export class AgentSessions {
   }
 
   report(): RunnerSessionReport[] {
+    return [...this.#entries.values()].filter((e) => e.state !== "STOPPED").map(reportOf);
+  }
+
+  /** `report()` with each agent's command: what the runner's session file keeps. */
+  saved(): SavedRunnerSession[] {
     return [...this.#entries.values()]
       .filter((e) => e.state !== "STOPPED")
-      .map((e) => ({
-        session_id: e.sessionId,
-        container_name: e.containerName,
-        state: e.state,
-        ...(e.state === "ERRORED" && e.reason !== undefined ? { reason: e.reason } : {}),
-      }));
+      .map((e) => ({ ...reportOf(e), command: e.command }));
   }
 
   #live(containerName: string): Entry | undefined {
@@ -129,13 +133,14 @@ export class AgentSessions {
    * out: the server makes it ERRORED `LostByRunner`. Resolves when every start has settled;
    * returns the ones that failed and why.
    */
-  async restore(saved: RunnerSessionReport[]): Promise<{ session_id: string; error: string }[]> {
+  async restore(saved: SavedRunnerSession[]): Promise<{ session_id: string; error: string }[]> {
     const failed: { session_id: string; error: string }[] = [];
-    const keepErrored = (s: RunnerSessionReport, reason: string | undefined) => {
+    const keepErrored = (s: SavedRunnerSession, reason: string | undefined) => {
       this.#entries.set(s.session_id, {
         sessionId: s.session_id,
         containerName: s.container_name,
         state: "ERRORED",
+        command: s.command ?? DEFAULT_AGENT_COMMAND,
         ...(reason !== undefined ? { reason } : {}),
         deliberate: false,
         startedAt: Date.now(),
@@ -153,7 +158,7 @@ export class AgentSessions {
             return;
           case "restart-agent":
             try {
-              await this.start(s.session_id, s.container_name);
+              await this.start(s.session_id, s.container_name, s.command);
             } catch (error) {
               // The workload went between the check and the exec: the same as not running.
               if ((error as { code?: unknown }).code === "NOT_FOUND")
@@ -191,6 +196,7 @@ export class AgentSessions {
       sessionId,
       containerName,
       state: "STARTING",
+      command,
       deliberate: false,
       startedAt: Date.now(),
     };
@@ -254,7 +260,7 @@ export class AgentSessions {
       firstFrame();
     });
     const proc = await this.#driver.startAgent(containerName, command, stdout);
-    warm = { process: proc, held };
+    warm = { process: proc, command, held };
     const started = warm;
     void proc.exited.then(() => {
       if (this.#warm.get(containerName) === started) this.#warm.delete(containerName);
@@ -293,6 +299,7 @@ export class AgentSessions {
       sessionId,
       containerName,
       state: "STARTING",
+      command: warm.command,
       process: warm.process,
       deliberate: false,
       startedAt: Date.now(),
@@ -370,6 +377,15 @@ export class AgentSessions {
     }
     this.#set(entry, "ERRORED", exitCode === null ? "AgentExited" : `AgentExited(${exitCode})`);
   }
+}
+
+function reportOf(e: Entry): RunnerSessionReport {
+  return {
+    session_id: e.sessionId,
+    container_name: e.containerName,
+    state: e.state,
+    ...(e.state === "ERRORED" && e.reason !== undefined ? { reason: e.reason } : {}),
+  };
 }
 
 /**

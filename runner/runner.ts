@@ -76,7 +76,7 @@ export class Runner {
           }),
         changed: () => {
           try {
-            this.#sessionFile.save(this.sessions.report());
+            this.#sessionFile.save(this.sessions.saved());
           } catch (error) {
             this.#log("error", "saving the session set failed", { error: String(error) });
           }
@@ -171,7 +171,9 @@ export class Runner {
             "FAILED_PRECONDITION",
             `workspace ${command.container_name} is an unclaimed warm-pool entry`,
           );
-        return { state: await this.sessions.start(command.session_id, command.container_name) };
+        return {
+          state: await this.sessions.start(command.session_id, command.container_name, command.command),
+        };
       case "stop":
         return { state: await this.sessions.stop(command.session_id) };
       case "send":

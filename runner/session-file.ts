@@ -8,9 +8,10 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { z } from "zod";
-import { RunnerSessionReport } from "../contracts/runner-protocol.ts";
+import { SavedRunnerSession } from "../contracts/runner-protocol.ts";
 
-const SessionFileContent = z.object({ version: z.literal(1), sessions: z.array(RunnerSessionReport) });
+// `command` was added within version 1 (optional): a file written before it still loads.
+const SessionFileContent = z.object({ version: z.literal(1), sessions: z.array(SavedRunnerSession) });
 
 export const SESSION_FILE_NAME = "agent-sessions.json";
 
@@ -22,7 +23,7 @@ export class SessionFile {
   }
 
   /** The set saved last; empty when there is none. A file that does not parse is an error, not an empty set. */
-  load(): RunnerSessionReport[] {
+  load(): SavedRunnerSession[] {
     let text: string;
     try {
       text = readFileSync(this.path, "utf8");
@@ -37,7 +38,7 @@ export class SessionFile {
   }
 
   /** Replaces the saved set atomically (write aside, then rename). */
-  save(sessions: RunnerSessionReport[]): void {
+  save(sessions: SavedRunnerSession[]): void {
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
     const aside = `${this.path}.${process.pid}.tmp`;
     writeFileSync(aside, `${JSON.stringify({ version: 1, sessions })}\n`, { mode: 0o600 });

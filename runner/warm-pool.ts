@@ -58,7 +58,8 @@ export type WarmEntry = {
 
 /** What the pool needs of the session set (AgentSessions). */
 export interface PrestartedAgents {
-  prestart(containerName: string): Promise<void>;
+  /** `command`: the runtime's agent command (absent: the reference agent). */
+  prestart(containerName: string, command?: string[]): Promise<void>;
   hasWarm(containerName: string): boolean;
   discardWarm(containerName: string): Promise<void>;
 }
@@ -236,7 +237,7 @@ export class WarmPool {
         credentials: want.credentials,
         adapterToken,
       });
-      await this.#o.agents.prestart(containerName);
+      await this.#o.agents.prestart(containerName, spec.agentCommand);
       this.#busy.delete(containerName);
       this.#ready.push({
         pool: want.pool,

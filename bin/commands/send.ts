@@ -68,7 +68,7 @@ export const send: Command = {
         else if (event.type === "delta") {
           process.stdout.write(event.text);
           wroteText ||= event.text.length > 0;
-        }
+        } else if (event.type === "tool" && event.phase === "start") ctx.note(`[tool ${event.name}]`);
       }
       if (!ctx.json && wroteText) process.stdout.write("\n");
       if (!result) throw new CommandFailed("the stream ended without a result", ExitCode.failure);

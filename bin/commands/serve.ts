@@ -5,13 +5,13 @@ import { type Command, parseCommand } from "../command.ts";
 
 const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
 
-/** The reference image the test bed built, when AGENT_SESSIONS_REFERENCE_IMAGE is not set. */
-function referenceImage(): string | undefined {
-  if (process.env.AGENT_SESSIONS_REFERENCE_IMAGE) return process.env.AGENT_SESSIONS_REFERENCE_IMAGE;
+/** An image the test bed built (`state/<name>.json`), when its setting is not set. */
+function testbedImage(setting: string, name: "reference-image" | "pi-image"): string | undefined {
+  if (process.env[setting]) return process.env[setting];
   const file = join(
     process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed",
     "state",
-    "reference-image.json",
+    `${name}.json`,
   );
   return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { image: string }).image : undefined;
 }
@@ -31,12 +31,14 @@ export const serve: Command = {
       throw new UsageError("--engine must be docker or kubernetes");
     const { parseConfig } = await import("../../proxy/config.ts");
     const { startServer } = await import("../../proxy/main.ts");
-    const image = referenceImage();
+    const image = testbedImage("AGENT_SESSIONS_REFERENCE_IMAGE", "reference-image");
+    const piImage = testbedImage("AGENT_SESSIONS_PI_IMAGE", "pi-image");
     const config = parseConfig({
       ...process.env,
       ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
       ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
       ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
+      ...(piImage ? { AGENT_SESSIONS_PI_IMAGE: piImage } : {}),
     });
     const server = await startServer(config);
     process.stderr.write(
