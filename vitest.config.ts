@@ -18,7 +18,8 @@ export default defineConfig({
       {
         test: {
           name: "engine",
-          include: ["test/engine/**/*.test.ts"],
+          // test/conformance: the one suite every runtime the project ships passes.
+          include: ["test/engine/**/*.test.ts", "test/conformance/**/*.test.ts"],
           globalSetup: ["test/engine/global-setup.ts"],
           testTimeout: 300_000,
           hookTimeout: 600_000,

@@ -14,7 +14,7 @@ export type ShippedRuntimeImages = { reference: string | undefined; pi?: string 
 /**
  * First start: register the runtimes the project ships, each pinned by the digest the local
  * registry gave its image, so a new user can bind an Agent to one at once:
- * - `default/reference`: the deterministic chat adapter (v1alpha2, streaming);
+ * - `default/reference`: the deterministic chat adapter (v1alpha2, streaming, resume);
  * - `default/pi`: the Pi coding agent behind the v1alpha2 adapter of runtimes/pi (streaming,
  *   tools, resume), its seed-004 agent `runtimes/pi/agent.ts`.
  * An existing one is left as the user made it.
@@ -33,7 +33,8 @@ export async function registerShippedRuntimes(
     (image) => ({
       image,
       contract: "v1alpha2",
-      capabilities: ["streaming"],
+      // Its conversation is a file on the session volume: it survives a restart of the workload.
+      capabilities: ["streaming", "resume"],
       approved: true,
     }),
   );

@@ -4,10 +4,10 @@
  * model server on our bridge (sessions reach it through their gateway). Used by end-to-end tests.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { referenceImage, repoRoot } from "./testbed.ts";
+import { builtImage, referenceImage, repoRoot, testbedHome } from "./testbed.ts";
 
 /** A parsed JSON body; tests read into it freely. */
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -65,8 +65,11 @@ export class System {
   }
 
   env(): Record<string, string> {
+    const pi = join(testbedHome, "state", "pi-image.json");
     return {
       AGENT_SESSIONS_REFERENCE_IMAGE: referenceImage().image,
+      // `serve` registers default/pi when the test bed built its image (the default parts do).
+      ...(existsSync(pi) ? { AGENT_SESSIONS_PI_IMAGE: builtImage("pi-image").image } : {}),
       AGENT_SESSIONS_REATTACH_WINDOW_MS: process.env.AGENT_SESSIONS_REATTACH_WINDOW_MS ?? "20000",
       // 2 missed heartbeats = lost link: 5 s, long enough for a loaded 2-core CI machine.
       AGENT_SESSIONS_HEARTBEAT_MS: "2500",

@@ -1,0 +1,4 @@
+/** The runtime conformance suite (runtime-conformance.ts) against the Pi coding agent runtime. */
+import { runtimeConformance } from "./runtime-conformance.ts";
+
+runtimeConformance("pi");
