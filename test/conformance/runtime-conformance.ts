@@ -59,6 +59,8 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
   let docker: Docker;
   let events: ReturnType<typeof followEvents>;
   let container = "";
+  /** The workspace of the seed-004 session (SpawnAgent). */
+  let rpcContainer = "";
   /**
    * The runtime's image as the test bed recorded it when this suite started. The state file is
    * shared by every checkout on the machine (another one may rebuild it meanwhile): the server
@@ -152,6 +154,19 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
       },
     });
     expect(agent.status).toBe(201);
+    // A second account for the seed-004 RPC session (at most one live container per account).
+    const rpcAgent = await call("PUT", `${NS}/agents/${NAME}-rpc`, {
+      apiVersion: API,
+      kind: "Agent",
+      metadata: { name: `${NAME}-rpc` },
+      spec: {
+        runtimeRef: runtime,
+        credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
+        model: { baseUrl: model.url, name: "tiny" },
+        egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
+      },
+    });
+    expect(rpcAgent.status).toBe(201);
   });
 
   afterEach((context) => {
@@ -164,6 +179,8 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
 
   afterAll(async () => {
     await system?.call("DELETE", `${SESSIONS}/${NAME}`).catch(() => undefined);
+    if (rpcContainer)
+      await system?.rpc("RemoveAgentWorkspace", { container_name: rpcContainer }).catch(() => undefined);
     await events?.close();
     for (const which of ["server", "runner"] as const)
       if (system?.[which]?.logs.length)
@@ -381,6 +398,47 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
         "session volume": await workspaceArchive(),
       }))
         expect(text.includes(SECRET), `the credential appears in the ${where}`).toBe(false);
+    });
+
+    it("runs its agent command for seed-004 sessions (spec.agent.command): SpawnAgent READY, a message answered as frames", async () => {
+      const registered = (await call("GET", `${NS}/agentruntimes/${runtime}`)).body;
+      const spawned = await system.rpc("SpawnAgent", {
+        agent_ref: `${NAME}-rpc`,
+        client_request_id: `${NAME}-rpc-1`,
+      });
+      received.push(JSON.stringify(spawned.body));
+      expect(spawned.status, JSON.stringify(spawned.body)).toBe(200);
+      expect(spawned.body.state).toBe("READY");
+      rpcContainer = spawned.body.container_name;
+      const sessionId = spawned.body.session_id as string;
+      // The exec'd process is the runtime's declared agent (the reference one when it declares none).
+      const command: string[] = registered.spec.agent?.command ?? ["/bin/node", "/app/reference/agent.ts"];
+      // Every process's argv, NUL-separated (a process may end between the glob and its read).
+      const processes = await probe.exec(rpcContainer, [
+        "sh",
+        "-c",
+        "cat /proc/[0-9]*/cmdline 2>/dev/null; true",
+      ]);
+      expect(processes.replace(/\0/g, " ")).toContain(command.join(" "));
+      const sent = await system.rpc("SendAgentMessage", {
+        session_id: sessionId,
+        message: { type: "message", text: `remember ${TOKEN}` },
+      });
+      expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+      const answer = await until(
+        "the agent's answer frame",
+        () =>
+          events.events.find(
+            (e) =>
+              e.data?.session_id === sessionId &&
+              e.data?.type === "message" &&
+              String(e.data.payload?.text).includes(TOKEN),
+          ),
+        60_000,
+      );
+      expect(answer.data.payload.role).toBe("assistant");
+      expect((await system.rpc("RemoveAgentWorkspace", { container_name: rpcContainer })).status).toBe(200);
+      rpcContainer = "";
     });
 
     it("is deleted with its workload and volume", async () => {
