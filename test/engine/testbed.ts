@@ -13,17 +13,27 @@ export const testbedHome = process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cach
 
 export type ReferenceImage = { repository: string; tag: string; image: string; digest: string };
 
+type BuiltImageName = "reference-image" | "base-image" | "pi-image";
+const builtImages = new Map<BuiltImageName, ReferenceImage>();
+
 /**
- * An image the test bed built and pushed, as recorded in its state dir (`<name>.json`). Those
- * state files are shared by every checkout on the machine (the last build wins):
+ * An image the test bed built and pushed, as recorded in its state dir (`<name>.json`) when this
+ * test file first asked: one image for the whole file. Those state files are shared by every
+ * checkout on the machine (the last build wins), and another one's `testbed up` may record its
+ * own build meanwhile; the registry keeps the one read first, so it stays runnable by digest.
  * `AGENT_SESSIONS_TESTBED_REFERENCE_STATE` names a copy of the reference image's to pin one
- * build for a run.
+ * build for a whole run.
  */
-export function builtImage(name: "reference-image" | "base-image" | "pi-image"): ReferenceImage {
-  const state =
-    (name === "reference-image" ? process.env.AGENT_SESSIONS_TESTBED_REFERENCE_STATE : undefined) ??
-    join(testbedHome, "state", `${name}.json`);
-  return JSON.parse(readFileSync(state, "utf8")) as ReferenceImage;
+export function builtImage(name: BuiltImageName): ReferenceImage {
+  let image = builtImages.get(name);
+  if (!image) {
+    const state =
+      (name === "reference-image" ? process.env.AGENT_SESSIONS_TESTBED_REFERENCE_STATE : undefined) ??
+      join(testbedHome, "state", `${name}.json`);
+    image = JSON.parse(readFileSync(state, "utf8")) as ReferenceImage;
+    builtImages.set(name, image);
+  }
+  return image;
 }
 
 export function referenceImage(): ReferenceImage {
