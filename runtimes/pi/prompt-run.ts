@@ -89,12 +89,14 @@ export async function runPrompt(
   };
   try {
     if (options.signal?.aborted) return { outcome: "cancelled", text };
+    // Listening before the prompt goes out: a cancel that comes while pi's answer to `prompt` is
+    // on its way (its first events can arrive with it) still sends `abort`, after the prompt.
+    options.signal?.addEventListener("abort", onAbort, { once: true });
     const accepted = await pi.command("prompt", { message });
     if (!accepted.success)
       return { outcome: "failed", error: `pi refused the prompt: ${accepted.error}`, text };
     if ((accepted.data as { disposition?: string } | undefined)?.disposition === "handled")
       return { outcome: "succeeded", text, usage: "unavailable" };
-    options.signal?.addEventListener("abort", onAbort, { once: true });
     const exited = pi.exited.then(() => "exited" as const);
     const first = await Promise.race([settled, exited]);
     if (first === "exited")
