@@ -1,4 +1,7 @@
 import { z } from "zod";
+import { CONTROL_PLANE_PORTS, EgressRule } from "./egress.ts";
+
+export { EgressRule };
 
 /**
  * The spec of one session stack: what `infra/program.ts` declares, read from stack config.
@@ -28,14 +31,6 @@ export type RuntimeContract = z.infer<typeof RuntimeContract>;
 
 export const Engine = z.enum(["docker", "kubernetes"]);
 export type Engine = z.infer<typeof Engine>;
-
-/** A destination a session may reach (the Agent's allowed model endpoints). */
-export const EgressRule = z.object({
-  /** An IPv4 address or CIDR. */
-  cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?$/, "must be an IPv4 address or CIDR"),
-  port: z.number().int().min(1).max(65535),
-});
-export type EgressRule = z.infer<typeof EgressRule>;
 
 export const SessionResources = z.object({
   /** Kubernetes CPU quantity, e.g. "500m". */
@@ -67,6 +62,14 @@ export const SessionSpec = z.object({
   resources: SessionResources.default(SessionResources.parse({})),
   /** Allowed model endpoints; DNS is added on Kubernetes. */
   egress: z.array(EgressRule).max(32).default([]),
+  /**
+   * Ports no egress may open, on any address: the server's own and the control plane's. The
+   * runner hands them to the policy pack on every `up` (stacks/policy-pack-config.ts).
+   */
+  forbiddenEgressPorts: z
+    .array(z.number().int().min(1).max(65535))
+    .max(64)
+    .default(() => [...CONTROL_PLANE_PORTS]),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z

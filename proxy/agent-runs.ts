@@ -3,6 +3,7 @@ import { ResultRecord, type Usage } from "../contracts/adapter.ts";
 import { AGENT_RUN_KIND, type AgentRun, AgentRunInput } from "../contracts/agent-run.ts";
 import { CodedError } from "../contracts/errors.ts";
 import { API_VERSION, type Agent, type AgentRuntime } from "../contracts/resources.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
 import { parseInput } from "./request-body.ts";
@@ -16,6 +17,8 @@ export type AgentRunsOptions = {
   log: Logger;
   /** The environment offered to sessions, where Agent `secretRef` credentials are read (offeredCredentialEnv). @default none */
   secretEnv?: Record<string, string | undefined>;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
 };
 
 /** Time a runner gets on top of the run's own timeout (pulling the image, network setup). */
@@ -57,6 +60,12 @@ export class AgentRuns {
       throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${runtimeRef} is not approved`, {
         reason: "RuntimeNotApproved",
       });
+    // Runs skip the policy pack (no stack): the server's egress guard is what stands in for it.
+    (this.#o.admission ?? defaultAdmission()).egress.assertAllowed(
+      agent.spec.egress,
+      `Agent ${namespace}/${agent.metadata.name}`,
+      "FAILED_PRECONDITION",
+    );
     const credentials = resolveCredentials(agent, this.#o.secretEnv ?? {});
     // One-shot runs are a Docker driver feature; other runners answer UNIMPLEMENTED.
     const connected = this.#o.runners.connectedRunners();

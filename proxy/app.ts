@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { requestId } from "hono/request-id";
 import { CodedError } from "../contracts/errors.ts";
 import { accessLog } from "./access-log.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { type Audit, createAudit } from "./audit.ts";
 import { requireAdminToken } from "./auth.ts";
 import { toErrorResponse } from "./error-response.ts";
@@ -43,6 +44,8 @@ export type AppOptions = {
   audit?: Audit;
   /** `/v1/runners`: list, drain and undrain runners; absent: no runner admin API. */
   runnerAdmin?: Omit<RunnerRoutesOptions, "store" | "log">;
+  /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
+  admission?: Admission;
 };
 
 /**
@@ -90,7 +93,7 @@ export function buildApp(options: AppOptions): Hono {
     auditProxiedRequests(options.audit ?? createAudit(log, options.metrics)),
   );
   app.route("/v1/rpc", rpcRoutes(options.rpc));
-  app.route("/v1/namespaces", resourceRoutes(options.store));
+  app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));

@@ -5,6 +5,7 @@ import { z } from "zod";
 import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { CredentialEnvAllowlist } from "./credential-env.ts";
+import { type EgressDeny, EgressDenyList } from "./egress-guard.ts";
 
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");
@@ -62,6 +63,13 @@ export const ServerEnv = z.object({
    * comma-separated: names and/or prefixes ending in `*` (never AGENT_SESSIONS_*). @default none
    */
   AGENT_SESSIONS_CREDENTIAL_ENV: CredentialEnvAllowlist.default([]),
+  /**
+   * Destinations no Agent's egress may reach, comma-separated `cidr` (every port) or `cidr:port`:
+   * the cluster's pod and service ranges, the runners' and engines' addresses. Loopback,
+   * link-local, multicast, ranges wider than /16, the control-plane ports and the server's own
+   * port are refused anyway. @default none
+   */
+  AGENT_SESSIONS_EGRESS_DENY: EgressDenyList.default([]),
 });
 
 /** Resolved server options: what `startServer` takes. */
@@ -94,6 +102,8 @@ export type ServerConfig = {
   metricsPublic?: boolean;
   /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. @default none */
   credentialEnv?: string[];
+  /** AGENT_SESSIONS_EGRESS_DENY. @default none */
+  egressDeny?: EgressDeny[];
 };
 
 /**
@@ -135,6 +145,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
+    egressDeny: env.AGENT_SESSIONS_EGRESS_DENY,
   };
 }
 

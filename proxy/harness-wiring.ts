@@ -1,3 +1,4 @@
+import type { Admission } from "./admission.ts";
 import { AgentRuns } from "./agent-runs.ts";
 import { AutoResumer } from "./auto-resumer.ts";
 import type { EventBus } from "./event-bus.ts";
@@ -28,6 +29,8 @@ export type HarnessWiringOptions = {
   warmPools?: WarmPools;
   log: Logger;
   secretEnv?: Record<string, string | undefined>;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
   /** @default 120000 */
   requestTimeoutMs?: number;
   /** @default 131072 */
@@ -59,7 +62,10 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   const requestTimeoutMs = options.requestTimeoutMs ?? 120_000;
   const harness = new SqliteHarnessStore(options.databasePath);
   const digests = new ProvisionRecorder(runners);
-  const secretEnv = options.secretEnv ? { secretEnv: options.secretEnv } : {};
+  const secretEnv = {
+    ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
+    ...(options.admission ? { admission: options.admission } : {}),
+  };
   const controller = new HarnessController({
     harness,
     store,

@@ -2,9 +2,11 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { createAdaptorServer } from "@hono/node-server";
+import type { Admission } from "./admission.ts";
 import { buildApp } from "./app.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
 import { offeredCredentialEnv } from "./credential-env.ts";
+import { EgressGuard } from "./egress-guard.ts";
 import { EventBus } from "./event-bus.ts";
 import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle.ts";
@@ -58,6 +60,9 @@ export async function startServer(
     frameBufferSize: config.frameBufferSize,
   });
   const bus = new EventBus();
+  const admission: Admission = {
+    egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny ?? [] }),
+  };
   const journal = new SessionJournal(store, bus);
   const hub = new RunnerHub({
     store,
@@ -93,6 +98,7 @@ export async function startServer(
       runners: hub,
       journal,
       log,
+      admission,
     };
     lifecycleOptions.secretEnv = secretEnv;
     // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/warm-pool.ts).
@@ -100,6 +106,7 @@ export async function startServer(
       store,
       runners: hub,
       log,
+      admission,
       ...(lifecycleOptions.secretEnv ? { secretEnv: lifecycleOptions.secretEnv } : {}),
     });
     lifecycleOptions.warmPools = warmPools;
@@ -116,6 +123,7 @@ export async function startServer(
       warmPools,
       log,
       secretEnv,
+      admission,
       requestTimeoutMs: config.requestTimeoutMs,
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
@@ -131,6 +139,7 @@ export async function startServer(
       runnerToken: config.runnerToken,
       shutdown: shutdown.signal,
       log,
+      admission,
     };
     if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
     appOptions.harness = harness.routes;
@@ -164,6 +173,8 @@ export async function startServer(
   }
 
   const address = server.address() as AddressInfo;
+  // Asked for port 0: the port it got is the one sessions must not reach.
+  admission.egress.addServerPort(address.port);
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
   log("info", "server listening", { url, data_dir: config.dataDir });

@@ -2,14 +2,16 @@ import { Hono } from "hono";
 import { CodedError } from "../contracts/errors.ts";
 import { API_VERSION, type ResourcePlural, ResourceKinds } from "../contracts/resources.ts";
 import { DnsLabel } from "../contracts/session-spec.ts";
+import type { Admission } from "./admission.ts";
 import { parseInput, readJson } from "./request-body.ts";
 import type { Store } from "./store/store.ts";
 
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
- * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes.
+ * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes. An Agent whose
+ * egress the server's guard refuses is INVALID_ARGUMENT, naming each rule (egress-guard.ts).
  */
-export function resourceRoutes(store: Store): Hono {
+export function resourceRoutes(store: Store, admission: Admission): Hono {
   // The alternation stays in a group: hono's RegExpRouter splices the pattern into one big
   // regex, and a bare `a|b` then swallowed `…/agentruntimes/{name}` into the list route once
   // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
@@ -45,6 +47,8 @@ export function resourceRoutes(store: Store): Hono {
         `invalid ${kind}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
         { field_violations: [{ field: "metadata", description: "must match the path" }] },
       );
+    if (resource.kind === "Agent")
+      admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
     const { resource: stored, created } = await store.putResource(resource);
     return c.json(stored, created ? 201 : 200);
   });

@@ -1,6 +1,7 @@
 import { CodedError } from "../contracts/errors.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
 import { type Engine, SessionSpec } from "../contracts/session-spec.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
 
 /**
@@ -24,7 +25,9 @@ export function assertSessionRuntime(runtime: AgentRuntime): void {
 /**
  * The SessionSpec of a workspace, from its Agent and the Agent's runtime: image and contract
  * from the runtime, streaming only when the runtime declares it, egress and plain env (model
- * URL and name) from the Agent. Credentials never go in here (see `resolveCredentials`).
+ * URL and name) from the Agent. Credentials never go in here (see `resolveCredentials`). The
+ * Agent's egress must pass the server's egress guard (FAILED_PRECONDITION, reason EgressForbidden,
+ * naming each refused rule), and the spec carries the ports the policy pack refuses.
  */
 export function buildSessionSpec(input: {
   namespace: string;
@@ -32,8 +35,16 @@ export function buildSessionSpec(input: {
   engine: Engine;
   agent: Agent;
   runtime: AgentRuntime;
+  /** @default defaultAdmission() */
+  admission?: Admission;
 }): SessionSpec {
   const { agent, runtime } = input;
+  const { egress } = input.admission ?? defaultAdmission();
+  egress.assertAllowed(
+    agent.spec.egress,
+    `Agent ${agent.metadata.namespace}/${agent.metadata.name}`,
+    "FAILED_PRECONDITION",
+  );
   const env: Record<string, string> = {};
   if (agent.spec.model) {
     env.MODEL_BASE_URL = agent.spec.model.baseUrl;
@@ -47,6 +58,7 @@ export function buildSessionSpec(input: {
     contract: runtime.spec.contract,
     streaming: runtime.spec.capabilities.includes("streaming"),
     egress: agent.spec.egress,
+    forbiddenEgressPorts: egress.forbiddenPorts,
     env,
   });
   if (!parsed.success)

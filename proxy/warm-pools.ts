@@ -4,6 +4,7 @@ import type { RunnerCommand } from "../contracts/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
 import type { RunnerRecord, Store } from "./store/store.ts";
 
@@ -20,6 +21,8 @@ export type WarmPoolsOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** How often the desired pools are sent to the runners. @default 5000 */
   intervalMs?: number;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
 };
 
 /** Where a new workspace of an Agent may be claimed from. */
@@ -39,6 +42,7 @@ export class WarmPools {
   readonly #log: Logger;
   readonly #secretEnv: Record<string, string | undefined>;
   readonly #intervalMs: number;
+  readonly #admission: Admission;
   /** Pool → the runner holding it. */
   readonly #holders = new Map<string, string>();
   /** Why an Agent's pool cannot be made, as last logged. */
@@ -52,6 +56,7 @@ export class WarmPools {
     this.#log = options.log;
     this.#secretEnv = options.secretEnv ?? {};
     this.#intervalMs = options.intervalMs ?? 5_000;
+    this.#admission = options.admission ?? defaultAdmission();
   }
 
   start(): void {
@@ -143,6 +148,7 @@ export class WarmPools {
         engine: runner.engine,
         agent,
         runtime,
+        admission: this.#admission,
       });
       const credentials = resolveCredentials(agent, this.#secretEnv);
       return {

@@ -5,7 +5,7 @@
  * attached to every up and preview. One operation per stack at a time in this process, any
  * number of stacks concurrently; a lock left by a crashed process is recovered and logged.
  */
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import {
   type EngineEvent,
   LocalWorkspace,
@@ -27,11 +27,13 @@ import { isLockedError, PolicyViolationError, StackError, toStackError } from ".
 import { KeyedMutex } from "./keyed-mutex.ts";
 import {
   PLUGIN_BIN_DIR,
+  OUR_POLICY_PACK,
   PROJECT_NAME,
   type ResolvedStackOptions,
   resolveStackOptions,
   type StackManagerOptionsInput,
 } from "./options.ts";
+import { policyPackConfigsFor } from "./policy-pack-config.ts";
 import { allStale, lockHolders } from "./stale-lock.ts";
 
 export type SessionSecrets = {
@@ -169,7 +171,7 @@ export class StackManager {
             throw toStackError(stackName, "create", e);
           });
       await this.#writeConfig(stack, spec, secrets);
-      return this.#runUp(stack, stackName, "up", opts);
+      return this.#runUp(stack, stackName, spec, "up", opts);
     });
   }
 
@@ -195,10 +197,11 @@ export class StackManager {
       const stack = await this.#selectExisting(stackName);
       const current = await this.#configCall(stackName, () => stack.getConfig(ConfigKeys.spec));
       const spec = parseOrThrow(SessionSpec, JSON.parse(current.value), "stored session spec");
+      const scaled = { ...spec, replicas };
       await this.#configCall(stackName, () =>
-        stack.setConfig(ConfigKeys.spec, { value: JSON.stringify({ ...spec, replicas }) }),
+        stack.setConfig(ConfigKeys.spec, { value: JSON.stringify(scaled) }),
       );
-      return this.#runUp(stack, stackName, op, opts);
+      return this.#runUp(stack, stackName, scaled, op, opts);
     });
   }
 
@@ -268,9 +271,7 @@ export class StackManager {
       try {
         const result = await stack.preview({
           policyPacks: this.options.policyPacks,
-          ...(this.options.policyPackConfigs.length
-            ? { policyPackConfigs: this.options.policyPackConfigs }
-            : {}),
+          ...this.#policyPackConfigs(stackName, spec),
           onEvent: this.#progress(stackName, "preview", opts, violations),
         });
         if (violations.length) throw new PolicyViolationError(stackName, violations);
@@ -280,6 +281,19 @@ export class StackManager {
         throw toStackError(stackName, "preview", error);
       }
     });
+  }
+
+  /** The pack's config for this stack: the operator's files plus the spec's forbidden egress ports. */
+  #policyPackConfigs(stackName: string, spec: SessionSpec): { policyPackConfigs?: string[] } {
+    const configs = policyPackConfigsFor({
+      packs: this.options.policyPacks,
+      configs: this.options.policyPackConfigs,
+      ourPack: OUR_POLICY_PACK,
+      dir: join(this.options.dataDir, "policy-config"),
+      stackName,
+      spec,
+    });
+    return configs.length ? { policyPackConfigs: configs } : {};
   }
 
   #wsOptions() {
@@ -328,6 +342,7 @@ export class StackManager {
   async #runUp(
     stack: Stack,
     stackName: string,
+    spec: SessionSpec,
     op: StackOperation,
     opts: OperationOptions,
   ): Promise<SessionOutputs> {
@@ -337,9 +352,7 @@ export class StackManager {
       result = await this.#withLockRecovery(stackName, op, () =>
         stack.up({
           policyPacks: this.options.policyPacks,
-          ...(this.options.policyPackConfigs.length
-            ? { policyPackConfigs: this.options.policyPackConfigs }
-            : {}),
+          ...this.#policyPackConfigs(stackName, spec),
           onEvent: this.#progress(stackName, op, opts, violations),
           ...(opts.signal ? { signal: opts.signal } : {}),
         }),
