@@ -8,7 +8,7 @@ import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
 import { parseInput } from "./request-body.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
-import { resolveCredentials } from "./session-spec-builder.ts";
+import { assertApproved, resolveCredentials } from "./session-spec-builder.ts";
 import type { Store } from "./store/store.ts";
 
 export type AgentRunsOptions = {
@@ -56,12 +56,10 @@ export class AgentRuns {
         `AgentRuntime ${runtimeRef} declares contract ${runtime.spec.contract} (sessions); AgentRuns run one-shot v1alpha1 runtimes — use a HarnessSession`,
         { reason: "RuntimeContractUnsupported" },
       );
-    if (!runtime.spec.approved)
-      throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${runtimeRef} is not approved`, {
-        reason: "RuntimeNotApproved",
-      });
+    const admission = this.#o.admission ?? defaultAdmission();
+    assertApproved(runtime, admission);
     // Runs skip the policy pack (no stack): the server's egress guard is what stands in for it.
-    (this.#o.admission ?? defaultAdmission()).egress.assertAllowed(
+    admission.egress.assertAllowed(
       agent.spec.egress,
       `Agent ${namespace}/${agent.metadata.name}`,
       "FAILED_PRECONDITION",

@@ -6,6 +6,7 @@ import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { CredentialEnvAllowlist } from "./credential-env.ts";
 import { type EgressDeny, EgressDenyList } from "./egress-guard.ts";
+import { ApprovedRegistryList, ApprovedRuntimeList } from "./runtime-approval.ts";
 
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");
@@ -70,6 +71,16 @@ export const ServerEnv = z.object({
    * port are refused anyway. @default none
    */
   AGENT_SESSIONS_EGRESS_DENY: EgressDenyList.default([]),
+  /**
+   * Registry hosts (`host[:port]`) runtime images may come from, comma-separated: a runtime whose
+   * image comes from elsewhere is not approved. @default 127.0.0.1:5000
+   */
+  AGENT_SESSIONS_APPROVED_REGISTRIES: ApprovedRegistryList.optional(),
+  /**
+   * The runtimes approved, comma-separated `namespace/name`, `namespace/*` or `*` (their images
+   * must still come from an approved registry). @default *
+   */
+  AGENT_SESSIONS_APPROVED_RUNTIMES: ApprovedRuntimeList.optional(),
 });
 
 /** Resolved server options: what `startServer` takes. */
@@ -104,6 +115,10 @@ export type ServerConfig = {
   credentialEnv?: string[];
   /** AGENT_SESSIONS_EGRESS_DENY. @default none */
   egressDeny?: EgressDeny[];
+  /** AGENT_SESSIONS_APPROVED_REGISTRIES. @default ["127.0.0.1:5000"] */
+  approvedRegistries?: string[];
+  /** AGENT_SESSIONS_APPROVED_RUNTIMES. @default ["*"] */
+  approvedRuntimes?: string[];
 };
 
 /**
@@ -146,6 +161,12 @@ export function parseConfig(source: Record<string, string | undefined> = process
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
     egressDeny: env.AGENT_SESSIONS_EGRESS_DENY,
+    ...(env.AGENT_SESSIONS_APPROVED_REGISTRIES
+      ? { approvedRegistries: env.AGENT_SESSIONS_APPROVED_REGISTRIES }
+      : {}),
+    ...(env.AGENT_SESSIONS_APPROVED_RUNTIMES
+      ? { approvedRuntimes: env.AGENT_SESSIONS_APPROVED_RUNTIMES }
+      : {}),
   };
 }
 

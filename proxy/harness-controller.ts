@@ -623,7 +623,7 @@ export class HarnessController {
       | undefined;
     if (!runtime) return { ok: false, message: `AgentRuntime ${namespace}/${spec.runtimeRef} not found` };
     try {
-      assertSessionRuntime(runtime);
+      assertSessionRuntime(runtime, this.#o.admission);
       buildSessionSpec({
         namespace,
         name: record.name,

@@ -15,6 +15,7 @@ import { startMetrics } from "./metrics-wiring.ts";
 import { registerReferenceRuntime } from "./reference-runtime.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
 import { issueRunnerCredential } from "./runner-identity.ts";
+import { RuntimeApproval } from "./runtime-approval.ts";
 import { SessionJournal } from "./session-journal.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
 import { WarmPools } from "./warm-pools.ts";
@@ -62,6 +63,11 @@ export async function startServer(
   const bus = new EventBus();
   const admission: Admission = {
     egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny ?? [] }),
+    runtimes: new RuntimeApproval({
+      ...(config.approvedRegistries ? { registries: config.approvedRegistries } : {}),
+      ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),
+      referenceImage: config.referenceImage,
+    }),
   };
   const journal = new SessionJournal(store, bus);
   const hub = new RunnerHub({

@@ -6,7 +6,7 @@ export const REFERENCE_RUNTIME = { namespace: "default", name: "reference" } as 
 
 /**
  * First start: register the project's reference runtime as AgentRuntime `default/reference`
- * (contract v1alpha2, streaming, approved), pinned by the digest the local registry gave its
+ * (contract v1alpha2, streaming; approved by the server's configuration: runtime-approval.ts), pinned by the digest the local registry gave its
  * image, so a new user can bind an Agent to it at once. An existing one is left as the user made it.
  */
 export async function registerReferenceRuntime(
@@ -26,7 +26,7 @@ export async function registerReferenceRuntime(
     apiVersion: API_VERSION,
     kind: "AgentRuntime",
     metadata: { ...REFERENCE_RUNTIME },
-    spec: { image, contract: "v1alpha2", capabilities: ["streaming"], approved: true },
+    spec: { image, contract: "v1alpha2", capabilities: ["streaming"] },
   };
   await store.putResource(runtime);
   log("info", "registered AgentRuntime default/reference", { image });

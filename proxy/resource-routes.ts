@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { CodedError } from "../contracts/errors.ts";
-import { API_VERSION, type ResourcePlural, ResourceKinds } from "../contracts/resources.ts";
+import { API_VERSION, type Resource, type ResourcePlural, ResourceKinds } from "../contracts/resources.ts";
 import { DnsLabel } from "../contracts/session-spec.ts";
 import type { Admission } from "./admission.ts";
 import { parseInput, readJson } from "./request-body.ts";
@@ -23,9 +23,16 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
     return { namespace, ...entry };
   };
 
+  /** What a client reads: an AgentRuntime with the approval the operator's configuration gives it. */
+  const shown = (resource: Resource): Resource => {
+    if (resource.kind !== "AgentRuntime") return resource;
+    const { approved: _ignored, ...spec } = resource.spec;
+    return { ...resource, spec, status: admission.runtimes.verdict(resource) };
+  };
+
   app.get("/:ns/:plural{(?:agentruntimes|agents)}", async (c) => {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
-    const items = await store.listResources(kind, namespace);
+    const items = (await store.listResources(kind, namespace)).map(shown);
     return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, items });
   });
 
@@ -34,7 +41,7 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const resource = await store.getResource(kind, namespace, name);
     if (!resource) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
-    return c.json(resource);
+    return c.json(shown(resource));
   });
 
   app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
@@ -49,8 +56,8 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
       );
     if (resource.kind === "Agent")
       admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
-    const { resource: stored, created } = await store.putResource(resource);
-    return c.json(stored, created ? 201 : 200);
+    const { resource: stored, created } = await store.putResource(stripped(resource));
+    return c.json(shown(stored), created ? 201 : 200);
   });
 
   app.delete("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
@@ -58,10 +65,21 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const deleted = await store.deleteResource(kind, namespace, name);
     if (!deleted) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
-    return c.json(deleted);
+    return c.json(shown(deleted));
   });
 
   return app;
+}
+
+/**
+ * What is stored of a manifest: an AgentRuntime's `spec.approved` and `status` are a writer's
+ * say-so, never the approval (that is the operator's configuration: runtime-approval.ts).
+ */
+function stripped(resource: Resource): Resource {
+  if (resource.kind !== "AgentRuntime") return resource;
+  const { status: _status, ...rest } = resource;
+  const { approved: _approved, ...spec } = rest.spec;
+  return { ...rest, spec };
 }
 
 /** A manifest may leave out the name and namespace the path already says. */

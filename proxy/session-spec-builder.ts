@@ -5,10 +5,10 @@ import { type Admission, defaultAdmission } from "./admission.ts";
 import { SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
 
 /**
- * A runtime may back a session only when approved and declaring the session contract v1alpha2
+ * A runtime may back a session only when approved (by the operator's configuration) and declaring the session contract v1alpha2
  * (v1alpha1 runtimes stay one-shot). Checked before anything is provisioned.
  */
-export function assertSessionRuntime(runtime: AgentRuntime): void {
+export function assertSessionRuntime(runtime: AgentRuntime, admission: Admission = defaultAdmission()): void {
   const ref = `${runtime.metadata.namespace}/${runtime.metadata.name}`;
   if (runtime.spec.contract !== "v1alpha2")
     throw new CodedError(
@@ -16,8 +16,15 @@ export function assertSessionRuntime(runtime: AgentRuntime): void {
       `AgentRuntime ${ref} declares contract ${runtime.spec.contract} (one-shot); sessions need a runtime that declares v1alpha2`,
       { reason: "RuntimeContractUnsupported" },
     );
-  if (!runtime.spec.approved)
-    throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${ref} is not approved`, {
+  assertApproved(runtime, admission);
+}
+
+/** FAILED_PRECONDITION, reason RuntimeNotApproved, unless the operator's configuration approves it. */
+export function assertApproved(runtime: AgentRuntime, admission: Admission): void {
+  const ref = `${runtime.metadata.namespace}/${runtime.metadata.name}`;
+  const verdict = admission.runtimes.verdict(runtime);
+  if (!verdict.approved)
+    throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${ref} is not approved: ${verdict.message}`, {
       reason: "RuntimeNotApproved",
     });
 }

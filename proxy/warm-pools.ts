@@ -141,7 +141,7 @@ export class WarmPools {
   /** The pool of an Agent as its runner gets it; undefined when the Agent cannot have sessions. */
   #config(agent: Agent, runtime: AgentRuntime, runner: RunnerRecord): PoolConfig | undefined {
     try {
-      assertSessionRuntime(runtime);
+      assertSessionRuntime(runtime, this.#admission);
       const template = buildSessionSpec({
         namespace: agent.metadata.namespace,
         name: TEMPLATE_NAME,

@@ -262,7 +262,7 @@ export class Workspaces {
         `AgentRuntime ${namespace}/${agent.spec.runtimeRef} of Agent ${agentRef} not found`,
         { reason: "RuntimeNotFound" },
       );
-    assertSessionRuntime(runtime);
+    assertSessionRuntime(runtime, this.#admission);
     return { agent, runtime };
   }
 
