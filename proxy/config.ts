@@ -47,6 +47,13 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_REQUEST_TIMEOUT_MS: Int(1).default(120_000),
   /** Largest request body the proxy accepts; more is 413 RESOURCE_EXHAUSTED. @default 131072 */
   AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES: Int(1).default(128 * 1024),
+  /**
+   * Largest body of every other JSON route (resources, RPCs, runs, runner admin); more is 413
+   * RESOURCE_EXHAUSTED. @default 1048576
+   */
+  AGENT_SESSIONS_JSON_BODY_MAX_BYTES: Int(1).default(1024 * 1024),
+  /** Open `/v1/events` streams at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX: Int(1).default(2_000),
   /** Largest reply the proxy relays. @default 8388608 */
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
   /** Frames a second one session's runner may send before they are dropped (2 s may come at once). @default 4000 */
@@ -107,6 +114,10 @@ export type ServerConfig = {
   /** Per-session budget of frames from runners (proxy/frame-budget.ts); defaults as in `ServerEnv`. */
   sessionFramesPerSecond?: number;
   sessionFrameBytesPerSecond?: number;
+  /** AGENT_SESSIONS_JSON_BODY_MAX_BYTES. @default 1048576 */
+  jsonBodyMaxBytes?: number;
+  /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX. @default 2000 */
+  maxEventSubscribers?: number;
   idleCheckMs?: number;
   autoResumeTimeoutMs?: number;
   /** `GET /metrics` without a token. @default false */
@@ -156,6 +167,8 @@ export function parseConfig(source: Record<string, string | undefined> = process
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
     sessionFramesPerSecond: env.AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND,
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
+    jsonBodyMaxBytes: env.AGENT_SESSIONS_JSON_BODY_MAX_BYTES,
+    maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,

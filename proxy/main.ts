@@ -148,6 +148,8 @@ export async function startServer(
       admission,
     };
     if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
+    if (config.jsonBodyMaxBytes !== undefined) appOptions.jsonBodyMaxBytes = config.jsonBodyMaxBytes;
+    if (config.maxEventSubscribers !== undefined) appOptions.maxEventSubscribers = config.maxEventSubscribers;
     appOptions.harness = harness.routes;
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
     const placeWaiting = harness.resyncUnsettled;
