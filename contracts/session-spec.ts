@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import { CONTROL_PLANE_PORTS, EgressRule } from "./egress.ts";
 
@@ -8,7 +9,10 @@ export { EgressRule };
  * Validated here before any Pulumi call, so bad input never reaches the engine.
  */
 
-/** RFC 1123 DNS label: the names Kubernetes and Docker both accept. */
+/**
+ * RFC 1123 DNS label (the names Kubernetes and Docker both accept) without `--`: `--` separates
+ * namespace and name in stack and workload names, so it may not occur inside either.
+ */
 export const DnsLabel = z
   .string()
   .min(1)
@@ -16,7 +20,8 @@ export const DnsLabel = z
   .regex(
     /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/,
     "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric",
-  );
+  )
+  .refine((s) => !s.includes("--"), "must not contain '--' (it separates namespace and name)");
 
 /** `registry/repository@sha256:<64 hex>`; a tag is not a pin. */
 export const DigestPinnedImage = z
@@ -101,14 +106,22 @@ export function sessionStackName(namespace: string, name: string): string {
   return `${DnsLabel.parse(namespace)}--${DnsLabel.parse(name)}`;
 }
 
-/** Name of engine objects of a session: short, stable, a DNS label. */
+/**
+ * Name of engine objects of a session: short, stable, a DNS label, and one session's only.
+ * `as-<ns>-<name>` when the namespace has no `-` (as before, so those sessions keep their
+ * objects), else `as-<ns>--<name>`: neither part contains `--`, so the first form never holds
+ * `--` and the second exactly once, and no two sessions share a name
+ * (`("team", "x-foo")` → `as-team-x-foo`, `("team-x", "foo")` → `as-team-x--foo`). Over 63
+ * characters: a readable prefix and 64 bits of a SHA-256 of the full name.
+ */
 export function workloadName(namespace: string, name: string): string {
-  const base = `as-${namespace}-${name}`;
+  const base = namespace.includes("-") ? `as-${namespace}--${name}` : `as-${namespace}-${name}`;
   if (base.length <= 63) return base;
-  // Too long for a label: keep a readable prefix and a stable hash suffix.
-  let h = 0;
-  for (const ch of base) h = (Math.imul(h, 31) + ch.charCodeAt(0)) >>> 0;
-  return `${base.slice(0, 54).replace(/-+$/, "")}-${h.toString(16).padStart(8, "0")}`;
+  // `as--` starts no name of the two forms above (a namespace starts alphanumeric), so a hashed
+  // name never equals an unhashed one; two hashed ones only on a 64-bit SHA-256 collision.
+  const hash = createHash("sha256").update(base).digest("hex").slice(0, 16);
+  const head = base.slice(3, 63 - 4 - hash.length - 1).replace(/-+$/, "");
+  return `as--${head}-${hash}`;
 }
 
 /** Stack outputs every session program exports. */
