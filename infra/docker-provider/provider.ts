@@ -91,6 +91,11 @@ export function containerCreateOptions(
   };
 }
 
+/** The Linux bridge Docker makes for a network: `br-` and the first 12 characters of its id. */
+function bridgeOf(networkId: string): string {
+  return `br-${networkId.slice(0, 12)}`;
+}
+
 async function pullIfMissing(docker: Docker, image: string): Promise<void> {
   try {
     await docker.getImage(image).inspect();
@@ -210,7 +215,11 @@ export class DockerSessionProvider implements provider.Provider {
           await this.#docker.getVolume(id).remove();
           return;
         case DockerTypes.network:
-          await removeBridgeRules(String(props.bridge ?? ""));
+          // The bridge is named after the network id (see create); an empty name would match
+          // every session's rules, and removeBridgeRules refuses it.
+          await removeBridgeRules(
+            typeof props.bridge === "string" && props.bridge ? props.bridge : bridgeOf(id),
+          );
           await this.#docker.getNetwork(id).remove();
           return;
         case DockerTypes.container: {
@@ -256,7 +265,7 @@ export class DockerSessionProvider implements provider.Provider {
     });
     const info = await this.#docker.getNetwork(created.id).inspect();
     const gateway: string = info.IPAM?.Config?.[0]?.Gateway ?? "";
-    const bridge = `br-${created.id.slice(0, 12)}`;
+    const bridge = bridgeOf(created.id);
     if (inputs.isolateFromHost) {
       try {
         await isolateBridge(bridge, gateway, inputs.allowedEgress ?? []);
