@@ -19,6 +19,8 @@ export type AgentRunsOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
+  /** Runs at once at most, across runners; one more is 429 RESOURCE_EXHAUSTED. @default 16 */
+  maxConcurrent?: number;
 };
 
 /** Time a runner gets on top of the run's own timeout (pulling the image, network setup). */
@@ -32,6 +34,9 @@ const RUNNER_OVERHEAD_MS = 120_000;
  */
 export class AgentRuns {
   readonly #o: AgentRunsOptions;
+  /** Runs in flight per runner: each takes a place of the runner's capacity while it runs. */
+  readonly #running = new Map<string, number>();
+  #total = 0;
 
   constructor(options: AgentRunsOptions) {
     this.#o = options;
@@ -65,11 +70,50 @@ export class AgentRuns {
       "FAILED_PRECONDITION",
     );
     const credentials = resolveCredentials(agent, this.#o.secretEnv ?? {});
+    // A run takes a place of its runner's capacity like a workspace, and a draining runner none.
+    const load = await this.#o.store.countWorkspacesByRunner();
+    for (const [runnerId, runs] of this.#running) load.set(runnerId, (load.get(runnerId) ?? 0) + runs);
+    const draining = new Set(
+      (await this.#o.store.listRunners()).filter((r) => r.draining).map((r) => r.runner_id),
+    );
     // One-shot runs are a Docker driver feature; other runners answer UNIMPLEMENTED.
-    const connected = this.#o.runners.connectedRunners();
+    const connected = this.#o.runners
+      .connectedRunners()
+      .map((r) => ({ ...r, draining: r.draining || draining.has(r.runner_id) }));
     const docker = connected.filter((r) => r.engine === "docker");
-    const placement = chooseRunner(docker.length ? docker : connected, new Map());
+    // From the cap check to the count below nothing awaits: concurrent runs see each other.
+    const maxConcurrent = this.#o.maxConcurrent ?? 16;
+    if (this.#total >= maxConcurrent)
+      throw new CodedError(
+        "RESOURCE_EXHAUSTED",
+        `${this.#total} agent runs are running, the most this server runs at once (AGENT_SESSIONS_AGENT_RUNS_MAX); retry later`,
+        { limit: maxConcurrent },
+      );
+    const placement = chooseRunner(docker.length ? docker : connected, load);
     if (!placement.ok) throw new CodedError(placement.code, placement.message);
+    const runnerId = placement.runner.runner_id;
+    this.#running.set(runnerId, (this.#running.get(runnerId) ?? 0) + 1);
+    this.#total++;
+    try {
+      return await this.#execute(namespace, name, input.spec, agent, runtime, credentials, runnerId);
+    } finally {
+      this.#total--;
+      const left = (this.#running.get(runnerId) ?? 1) - 1;
+      if (left > 0) this.#running.set(runnerId, left);
+      else this.#running.delete(runnerId);
+    }
+  }
+
+  async #execute(
+    namespace: string,
+    name: string,
+    spec: AgentRunInput["spec"],
+    agent: Agent,
+    runtime: AgentRuntime,
+    credentials: Record<string, string>,
+    runnerId: string,
+  ): Promise<AgentRun> {
+    const runtimeRef = `${namespace}/${agent.spec.runtimeRef}`;
 
     const env: Record<string, string> = {};
     if (agent.spec.model) {
@@ -80,7 +124,7 @@ export class AgentRuns {
     const startTime = new Date().toISOString();
     this.#o.log("info", "agent run starting", { namespace, name, agent: spec.agentRef, runtime: runtimeRef });
     const outcome = await this.#o.runners.command(
-      placement.runner.runner_id,
+      runnerId,
       {
         kind: "run_once",
         run_id: name,

@@ -54,6 +54,11 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_JSON_BODY_MAX_BYTES: Int(1).default(1024 * 1024),
   /** Open `/v1/events` streams at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
   AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX: Int(1).default(2_000),
+  /**
+   * One-shot AgentRuns at once at most (each also takes a place of its runner's capacity while it
+   * runs); one more is 429 RESOURCE_EXHAUSTED. @default 16
+   */
+  AGENT_SESSIONS_AGENT_RUNS_MAX: Int(1).default(16),
   /** Largest reply the proxy relays. @default 8388608 */
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
   /** Frames a second one session's runner may send before they are dropped (2 s may come at once). @default 4000 */
@@ -118,6 +123,8 @@ export type ServerConfig = {
   jsonBodyMaxBytes?: number;
   /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX. @default 2000 */
   maxEventSubscribers?: number;
+  /** AGENT_SESSIONS_AGENT_RUNS_MAX. @default 16 */
+  agentRunsMax?: number;
   idleCheckMs?: number;
   autoResumeTimeoutMs?: number;
   /** `GET /metrics` without a token. @default false */
@@ -169,6 +176,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
     jsonBodyMaxBytes: env.AGENT_SESSIONS_JSON_BODY_MAX_BYTES,
     maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
+    agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,

@@ -39,6 +39,8 @@ export type HarnessWiringOptions = {
   replyMaxBytes?: number;
   /** @default 1000 */
   idleCheckMs?: number;
+  /** One-shot AgentRuns at once at most. @default 16 */
+  agentRunsMax?: number;
   /** How long requests wait for an auto-resumed session to come Ready. @default 120000 */
   autoResumeTimeoutMs?: number | undefined;
   /** Told the duration (seconds) of each idle-controller sweep. */
@@ -121,7 +123,13 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     routes: {
       sessions: new HarnessSessions({ harness, controller }),
       relay: new RequestRelay(relayOptions),
-      runs: new AgentRuns({ store, runners, log, ...secretEnv }),
+      runs: new AgentRuns({
+        store,
+        runners,
+        log,
+        ...secretEnv,
+        ...(options.agentRunsMax !== undefined ? { maxConcurrent: options.agentRunsMax } : {}),
+      }),
     },
     resyncUnsettled: () => {
       controller

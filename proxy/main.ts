@@ -134,6 +134,7 @@ export async function startServer(
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
       idleCheckMs: config.idleCheckMs,
+      ...(config.agentRunsMax !== undefined ? { agentRunsMax: config.agentRunsMax } : {}),
       autoResumeTimeoutMs: config.autoResumeTimeoutMs,
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
     });
