@@ -347,6 +347,9 @@ export class Workspaces {
   async #placementView(): Promise<{ connected: RunnerRecord[]; load: Map<string, number> }> {
     // Counted in the store: reading every workspace made each placement O(workspaces).
     const load = await this.#store.countWorkspacesByRunner();
+    // Warm pool entries hold places of their runner's capacity too.
+    for (const [runnerId, entries] of this.#warmPools?.reservedByRunner() ?? [])
+      load.set(runnerId, (load.get(runnerId) ?? 0) + entries);
     // The drain flag is the store's: an admin may have set it after the runner attached.
     const stored = new Map((await this.#store.listRunners()).map((r) => [r.runner_id, r]));
     const connected = this.#runners
