@@ -43,6 +43,8 @@ import {
 import { policyPackConfigsFor } from "./policy-pack-config.ts";
 import {
   adoptSettings,
+  type CliInvocation,
+  getConfigValue,
   readPlainConfig,
   setSecretConfig,
   settingsPath,
@@ -260,9 +262,17 @@ export class StackManager {
    */
   async adapterToken(namespace: string, name: string): Promise<string> {
     const stackName = this.stackName(namespace, name);
-    const stack = await this.#selectExisting(stackName);
-    const { value } = await this.#configCall(stackName, () => stack.getConfig(ConfigKeys.adapterToken));
-    return value;
+    await this.#selectExisting(stackName);
+    const file = this.#adopt(stackName);
+    try {
+      return await getConfigValue(this.#cli(), stackName, file, ConfigKeys.adapterToken);
+    } catch (error) {
+      this.#log("error", "stack config failed", {
+        stack: stackName,
+        engine: redactCommandText(String((error as Error).message)).slice(-2000),
+      });
+      throw toStackError(stackName, "config", error);
+    }
   }
 
   /** Reconcile state with the engine (e.g. a container removed outside Pulumi). */
@@ -355,6 +365,11 @@ export class StackManager {
     }
   }
 
+  /** How our own CLI calls (secrets on stdin, values on stdout) are run. */
+  #cli(): CliInvocation {
+    return { command: this.#command.command, cwd: this.options.projectDir, env: this.#envVars() };
+  }
+
   /** The stack's settings file under the data dir (0600), taken over from the project dir once. */
   #adopt(stackName: string): string {
     const file = settingsPath(this.options.dataDir, stackName);
@@ -370,7 +385,7 @@ export class StackManager {
   async #writeConfig(stack: Stack, spec: SessionSpec, secrets: SessionSecrets): Promise<void> {
     const file = this.#adopt(stack.name);
     writePlainConfig(file, { [ConfigKeys.spec]: JSON.stringify(spec) });
-    const cli = { command: this.#command.command, cwd: this.options.projectDir, env: this.#envVars() };
+    const cli = this.#cli();
     const redact = secretValues(secrets);
     for (const [key, value] of [
       [ConfigKeys.credentials, JSON.stringify(secrets.credentials)],

@@ -22,7 +22,7 @@ function fakeCli(dir: string): string {
   const bin = join(dir, "pulumi");
   writeFileSync(
     bin,
-    `#!/bin/sh\nprintf '%s\\n' "$*" >> "${dir}/argv.log"\ncat >> "${dir}/stdin.log"\nprintf '\\n' >> "${dir}/stdin.log"\n`,
+    `#!/bin/sh\nprintf '%s\\n' "$*" >> "${dir}/argv.log"\ncat >> "${dir}/stdin.log"\nprintf '\\n' >> "${dir}/stdin.log"\nif [ "$1 $2" = "config get" ]; then printf '{"value":"${TOKEN}","secret":true}'; fi\n`,
   );
   chmodSync(bin, 0o755);
   return bin;
@@ -124,6 +124,24 @@ describe("secrets reach Pulumi without argv", () => {
     await manager.scaleDown("default", "s").catch(() => undefined);
     expect(calls.map((c) => c.args[0])).toEqual(["stack", "up"]);
     expect(readFileSync(settingsPath(dataDir, "default--s"), "utf8")).toMatch(/"replicas":0/);
+  });
+});
+
+describe("reading the adapter token back (a restarted runner)", () => {
+  it("asks the CLI with the settings file and reads the value from its stdout", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "as-stack-secrets-"));
+    const dataDir = join(dir, "data");
+    const calls: { args: string[]; cwd: string }[] = [];
+    const manager = await StackManager.create(
+      { dataDir, projectDir: join(dir, "project"), passphrase: "pass-phrase-for-tests" },
+      { pulumiCommand: recordingCommand(fakeCli(dir), calls, "boom"), log: () => undefined },
+    );
+    await manager.up(spec, { credentials: {}, adapterToken: TOKEN }).catch(() => undefined);
+    expect(await manager.adapterToken("default", "s")).toBe(TOKEN);
+    const lines = readFileSync(join(dir, "argv.log"), "utf8").trim().split("\n");
+    expect(lines.at(-1)).toMatch(
+      /^config get agent-sessions:adapterToken --json --stack default--s --config-file .*stack-settings\/Pulumi.default--s.yaml/,
+    );
   });
 });
 

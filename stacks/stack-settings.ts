@@ -59,6 +59,63 @@ export type CliInvocation = {
 };
 
 /**
+ * A config value decrypted by the CLI (`pulumi config get KEY --json --config-file F`): the value
+ * comes back on stdout, never through an argument.
+ */
+export async function getConfigValue(
+  cli: CliInvocation,
+  stackName: string,
+  file: string,
+  key: string,
+): Promise<string> {
+  const args = [
+    "config",
+    "get",
+    key,
+    "--json",
+    "--stack",
+    stackName,
+    "--config-file",
+    file,
+    "--non-interactive",
+  ];
+  const { code, stdout, stderr } = await runCli(cli, args, "");
+  if (code !== 0) throw new Error(`pulumi config get ${key} exited with ${code}: ${stderr.trim()}`);
+  const parsed = JSON.parse(stdout) as { value?: unknown };
+  if (typeof parsed.value !== "string") throw new Error(`pulumi config get ${key}: no string value`);
+  return parsed.value;
+}
+
+/** Runs the CLI with `input` on stdin; stdout kept whole, stderr kept to 8 KiB. */
+function runCli(
+  cli: CliInvocation,
+  args: string[],
+  input: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cli.command, args, {
+      cwd: cli.cwd,
+      env: { ...process.env, ...cli.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (chunk: string) => {
+      if (stderr.length < 8192) stderr += chunk;
+    });
+    child.once("error", reject);
+    child.once("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(input);
+  });
+}
+
+/**
  * `pulumi config set --secret KEY --stack S --config-file F` with the value on stdin: the CLI
  * encrypts it with the stack's secrets provider. Rejects with the exit code and the CLI's stderr
  * (which never echoes the value), not the value.
@@ -81,24 +138,9 @@ export function setSecretConfig(
     file,
     "--non-interactive",
   ];
-  return new Promise((resolve, reject) => {
-    const child = spawn(cli.command, args, {
-      cwd: cli.cwd,
-      env: { ...process.env, ...cli.env },
-      stdio: ["pipe", "ignore", "pipe"],
-    });
-    let stderr = "";
-    child.stderr.setEncoding("utf8");
-    child.stderr.on("data", (chunk: string) => {
-      if (stderr.length < 8192) stderr += chunk;
-    });
-    child.once("error", reject);
-    child.once("close", (code) => {
-      chmodSync(file, 0o600);
-      if (code === 0) resolve();
-      else reject(new Error(`pulumi config set --secret ${key} exited with ${code}: ${stderr.trim()}`));
-    });
-    child.stdin.on("error", () => undefined);
-    child.stdin.end(value);
+  return runCli(cli, args, value).then(({ code, stderr }) => {
+    chmodSync(file, 0o600);
+    if (code !== 0)
+      throw new Error(`pulumi config set --secret ${key} exited with ${code}: ${stderr.trim()}`);
   });
 }
