@@ -51,7 +51,7 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
           r.metadata.name,
           r.spec.contract,
           String(r.spec.capabilities.includes("streaming")),
-          String(r.spec.approved),
+          r.status ? String(r.status.approved) : "<unknown>",
           shortImage(r.spec.image),
           age(r.metadata.creationTimestamp),
         ]),
@@ -148,7 +148,9 @@ export function describeResource(kindName: string, resource: AnyResource): strin
   if (meta.generation !== undefined) lines.push(`Generation:   ${meta.generation}`);
   if (meta.deletionTimestamp) lines.push(`Deleting:     since ${meta.deletionTimestamp}`);
   lines.push("Spec:", indent(stringify(withoutSecrets(resource.spec)).trimEnd()));
-  if ("status" in resource && resource.status) {
+  if (resource.kind === "AgentRuntime" && resource.status) {
+    lines.push("Status:", indent(stringify(resource.status).trimEnd()));
+  } else if ("status" in resource && resource.status && "conditions" in resource.status) {
     const { conditions, ...status } = resource.status;
     lines.push("Status:", indent(stringify(status).trimEnd()));
     lines.push(

@@ -9,12 +9,22 @@ import { z } from "zod";
 export const ADAPTER_CONTRACT = "v1alpha2";
 export const ADAPTER_PORT = 8080;
 
+/**
+ * A request's id: the server gives it, the adapter echoes it in its result record, the audit log
+ * records it. Short and log-safe, checked both ways (an adapter's answer is as untrusted as the
+ * agent behind it).
+ */
+export const RequestId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9._-]+$/, "must be 1-128 of A-Z a-z 0-9 . _ -");
+
+/** A token count: a non-negative integer, at most 10^12 (far above any context, exact as a double). */
+const TokenCount = z.number().int().nonnegative().max(1e12);
+
 export const AdapterRequest = z.object({
-  id: z
-    .string()
-    .min(1)
-    .max(128)
-    .regex(/^[A-Za-z0-9._-]+$/),
+  id: RequestId,
   input: z
     .string()
     .min(1)
@@ -25,7 +35,7 @@ export type AdapterRequest = z.infer<typeof AdapterRequest>;
 
 /** Usage as the model reported it, or the explicit value "unavailable" — never a fake zero. */
 export const Usage = z.union([
-  z.object({ input_tokens: z.number().int().nonnegative(), output_tokens: z.number().int().nonnegative() }),
+  z.object({ input_tokens: TokenCount, output_tokens: TokenCount }),
   z.literal("unavailable"),
 ]);
 export type Usage = z.infer<typeof Usage>;
@@ -34,13 +44,17 @@ export const RequestOutcome = z.enum(["succeeded", "failed", "cancelled"]);
 export type RequestOutcome = z.infer<typeof RequestOutcome>;
 
 export const ResultRecord = z.object({
-  id: z.string(),
+  id: RequestId,
   outcome: RequestOutcome,
+  /** Bounded by the relay's reply limit (AGENT_SESSIONS_REPLY_MAX_BYTES). */
   output: z.string().optional(),
-  error: z.string().optional(),
+  error: z
+    .string()
+    .max(16 * 1024)
+    .optional(),
   usage: Usage,
-  started_at: z.string(),
-  finished_at: z.string(),
+  started_at: z.string().max(64),
+  finished_at: z.string().max(64),
 });
 export type ResultRecord = z.infer<typeof ResultRecord>;
 

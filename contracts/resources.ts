@@ -35,8 +35,12 @@ export const AgentRuntimeSpec = z.strictObject({
   /** v1alpha1 runtimes stay one-shot; only v1alpha2 runtimes can back a session. */
   contract: RuntimeContract,
   capabilities: z.array(RuntimeCapability).default([]),
-  /** Only approved runtimes may be provisioned. */
-  approved: z.boolean().default(false),
+  /**
+   * Ignored, never stored: approval is the operator's configuration (AGENT_SESSIONS_APPROVED_REGISTRIES,
+   * AGENT_SESSIONS_APPROVED_RUNTIMES), read back as `status.approved`. Accepted so older manifests
+   * still apply.
+   */
+  approved: z.boolean().optional(),
   /**
    * The one-shot entry a v1alpha1 runtime's AgentRun executes (contracts/agent-run.ts); default:
    * the image's entrypoint. Sessions (v1alpha2) ignore it.
@@ -57,11 +61,21 @@ export const AgentRuntimeSpec = z.strictObject({
 });
 export type AgentRuntimeSpec = z.infer<typeof AgentRuntimeSpec>;
 
+/** Set by the server on every read from its configuration; ignored on input. */
+export const AgentRuntimeStatus = z.object({
+  /** Only approved runtimes may be provisioned. */
+  approved: z.boolean(),
+  /** Why (not) approved, e.g. the registry that is not in the approved list. */
+  message: z.string(),
+});
+export type AgentRuntimeStatus = z.infer<typeof AgentRuntimeStatus>;
+
 export const AgentRuntime = z.strictObject({
   apiVersion: z.literal(API_VERSION),
   kind: z.literal("AgentRuntime"),
   metadata: ObjectMeta,
   spec: AgentRuntimeSpec,
+  status: AgentRuntimeStatus.optional(),
 });
 export type AgentRuntime = z.infer<typeof AgentRuntime>;
 export type AgentRuntimeInput = z.input<typeof AgentRuntime>;

@@ -1,11 +1,18 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
+import { CONTROL_PLANE_PORTS, EgressRule } from "./egress.ts";
+
+export { EgressRule };
 
 /**
  * The spec of one session stack: what `infra/program.ts` declares, read from stack config.
  * Validated here before any Pulumi call, so bad input never reaches the engine.
  */
 
-/** RFC 1123 DNS label: the names Kubernetes and Docker both accept. */
+/**
+ * RFC 1123 DNS label (the names Kubernetes and Docker both accept) without `--`: `--` separates
+ * namespace and name in stack and workload names, so it may not occur inside either.
+ */
 export const DnsLabel = z
   .string()
   .min(1)
@@ -13,7 +20,8 @@ export const DnsLabel = z
   .regex(
     /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/,
     "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric",
-  );
+  )
+  .refine((s) => !s.includes("--"), "must not contain '--' (it separates namespace and name)");
 
 /** `registry/repository@sha256:<64 hex>`; a tag is not a pin. */
 export const DigestPinnedImage = z
@@ -32,14 +40,6 @@ export type AgentCommand = z.infer<typeof AgentCommand>;
 
 export const Engine = z.enum(["docker", "kubernetes"]);
 export type Engine = z.infer<typeof Engine>;
-
-/** A destination a session may reach (the Agent's allowed model endpoints). */
-export const EgressRule = z.object({
-  /** An IPv4 address or CIDR. */
-  cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}(\/\d{1,2})?$/, "must be an IPv4 address or CIDR"),
-  port: z.number().int().min(1).max(65535),
-});
-export type EgressRule = z.infer<typeof EgressRule>;
 
 export const SessionResources = z.object({
   /** Kubernetes CPU quantity, e.g. "500m". */
@@ -77,6 +77,14 @@ export const SessionSpec = z.object({
    * Absent: the reference agent.
    */
   agentCommand: AgentCommand.optional(),
+  /**
+   * Ports no egress may open, on any address: the server's own and the control plane's. The
+   * runner hands them to the policy pack on every `up` (stacks/policy-pack-config.ts).
+   */
+  forbiddenEgressPorts: z
+    .array(z.number().int().min(1).max(65535))
+    .max(64)
+    .default(() => [...CONTROL_PLANE_PORTS]),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z
@@ -108,14 +116,22 @@ export function sessionStackName(namespace: string, name: string): string {
   return `${DnsLabel.parse(namespace)}--${DnsLabel.parse(name)}`;
 }
 
-/** Name of engine objects of a session: short, stable, a DNS label. */
+/**
+ * Name of engine objects of a session: short, stable, a DNS label, and one session's only.
+ * `as-<ns>-<name>` when the namespace has no `-` (as before, so those sessions keep their
+ * objects), else `as-<ns>--<name>`: neither part contains `--`, so the first form never holds
+ * `--` and the second exactly once, and no two sessions share a name
+ * (`("team", "x-foo")` → `as-team-x-foo`, `("team-x", "foo")` → `as-team-x--foo`). Over 63
+ * characters: a readable prefix and 64 bits of a SHA-256 of the full name.
+ */
 export function workloadName(namespace: string, name: string): string {
-  const base = `as-${namespace}-${name}`;
+  const base = namespace.includes("-") ? `as-${namespace}--${name}` : `as-${namespace}-${name}`;
   if (base.length <= 63) return base;
-  // Too long for a label: keep a readable prefix and a stable hash suffix.
-  let h = 0;
-  for (const ch of base) h = (Math.imul(h, 31) + ch.charCodeAt(0)) >>> 0;
-  return `${base.slice(0, 54).replace(/-+$/, "")}-${h.toString(16).padStart(8, "0")}`;
+  // `as--` starts no name of the two forms above (a namespace starts alphanumeric), so a hashed
+  // name never equals an unhashed one; two hashed ones only on a 64-bit SHA-256 collision.
+  const hash = createHash("sha256").update(base).digest("hex").slice(0, 16);
+  const head = base.slice(3, 63 - 4 - hash.length - 1).replace(/-+$/, "");
+  return `as--${head}-${hash}`;
 }
 
 /** Stack outputs every session program exports. */

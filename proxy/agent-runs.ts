@@ -3,11 +3,12 @@ import { ResultRecord, type Usage } from "../contracts/adapter.ts";
 import { AGENT_RUN_KIND, type AgentRun, AgentRunInput } from "../contracts/agent-run.ts";
 import { CodedError } from "../contracts/errors.ts";
 import { API_VERSION, type Agent, type AgentRuntime } from "../contracts/resources.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
 import { parseInput } from "./request-body.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
-import { resolveCredentials } from "./session-spec-builder.ts";
+import { assertApproved, resolveCredentials } from "./session-spec-builder.ts";
 import type { Store } from "./store/store.ts";
 
 export type AgentRunsOptions = {
@@ -16,6 +17,10 @@ export type AgentRunsOptions = {
   log: Logger;
   /** The environment offered to sessions, where Agent `secretRef` credentials are read (offeredCredentialEnv). @default none */
   secretEnv?: Record<string, string | undefined>;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
+  /** Runs at once at most, across runners; one more is 429 RESOURCE_EXHAUSTED. @default 16 */
+  maxConcurrent?: number;
 };
 
 /** Time a runner gets on top of the run's own timeout (pulling the image, network setup). */
@@ -29,6 +34,9 @@ const RUNNER_OVERHEAD_MS = 120_000;
  */
 export class AgentRuns {
   readonly #o: AgentRunsOptions;
+  /** Runs in flight per runner: each takes a place of the runner's capacity while it runs. */
+  readonly #running = new Map<string, number>();
+  #total = 0;
 
   constructor(options: AgentRunsOptions) {
     this.#o = options;
@@ -53,16 +61,59 @@ export class AgentRuns {
         `AgentRuntime ${runtimeRef} declares contract ${runtime.spec.contract} (sessions); AgentRuns run one-shot v1alpha1 runtimes — use a HarnessSession`,
         { reason: "RuntimeContractUnsupported" },
       );
-    if (!runtime.spec.approved)
-      throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${runtimeRef} is not approved`, {
-        reason: "RuntimeNotApproved",
-      });
+    const admission = this.#o.admission ?? defaultAdmission();
+    assertApproved(runtime, admission);
+    // Runs skip the policy pack (no stack): the server's egress guard is what stands in for it.
+    admission.egress.assertAllowed(
+      agent.spec.egress,
+      `Agent ${namespace}/${agent.metadata.name}`,
+      "FAILED_PRECONDITION",
+    );
     const credentials = resolveCredentials(agent, this.#o.secretEnv ?? {});
+    // A run takes a place of its runner's capacity like a workspace, and a draining runner none.
+    const load = await this.#o.store.countWorkspacesByRunner();
+    for (const [runnerId, runs] of this.#running) load.set(runnerId, (load.get(runnerId) ?? 0) + runs);
+    const draining = new Set(
+      (await this.#o.store.listRunners()).filter((r) => r.draining).map((r) => r.runner_id),
+    );
     // One-shot runs are a Docker driver feature; other runners answer UNIMPLEMENTED.
-    const connected = this.#o.runners.connectedRunners();
+    const connected = this.#o.runners
+      .connectedRunners()
+      .map((r) => ({ ...r, draining: r.draining || draining.has(r.runner_id) }));
     const docker = connected.filter((r) => r.engine === "docker");
-    const placement = chooseRunner(docker.length ? docker : connected, new Map());
+    // From the cap check to the count below nothing awaits: concurrent runs see each other.
+    const maxConcurrent = this.#o.maxConcurrent ?? 16;
+    if (this.#total >= maxConcurrent)
+      throw new CodedError(
+        "RESOURCE_EXHAUSTED",
+        `${this.#total} agent runs are running, the most this server runs at once (AGENT_SESSIONS_AGENT_RUNS_MAX); retry later`,
+        { limit: maxConcurrent },
+      );
+    const placement = chooseRunner(docker.length ? docker : connected, load);
     if (!placement.ok) throw new CodedError(placement.code, placement.message);
+    const runnerId = placement.runner.runner_id;
+    this.#running.set(runnerId, (this.#running.get(runnerId) ?? 0) + 1);
+    this.#total++;
+    try {
+      return await this.#execute(namespace, name, input.spec, agent, runtime, credentials, runnerId);
+    } finally {
+      this.#total--;
+      const left = (this.#running.get(runnerId) ?? 1) - 1;
+      if (left > 0) this.#running.set(runnerId, left);
+      else this.#running.delete(runnerId);
+    }
+  }
+
+  async #execute(
+    namespace: string,
+    name: string,
+    spec: AgentRunInput["spec"],
+    agent: Agent,
+    runtime: AgentRuntime,
+    credentials: Record<string, string>,
+    runnerId: string,
+  ): Promise<AgentRun> {
+    const runtimeRef = `${namespace}/${agent.spec.runtimeRef}`;
 
     const env: Record<string, string> = {};
     if (agent.spec.model) {
@@ -73,7 +124,7 @@ export class AgentRuns {
     const startTime = new Date().toISOString();
     this.#o.log("info", "agent run starting", { namespace, name, agent: spec.agentRef, runtime: runtimeRef });
     const outcome = await this.#o.runners.command(
-      placement.runner.runner_id,
+      runnerId,
       {
         kind: "run_once",
         run_id: name,

@@ -208,7 +208,10 @@ describe("/v1/namespaces/{ns}/agentruntimes and agents", () => {
     });
     expect(replaced.status).toBe(200);
     const read = await app.request("/v1/namespaces/team-a/agentruntimes/custom", { headers: auth() });
-    expect(await read.json()).toMatchObject({ spec: { approved: false }, metadata: body.metadata });
+    // A writer's `approved` is not stored: approval is the operator's (its image's registry is).
+    const readBody = (await read.json()) as { spec: Record<string, unknown> };
+    expect(readBody).toMatchObject({ status: { approved: true }, metadata: body.metadata });
+    expect(readBody.spec).not.toHaveProperty("approved");
     const list = await app.request("/v1/namespaces/team-a/agentruntimes", { headers: auth() });
     expect(await list.json()).toMatchObject({
       kind: "AgentRuntimeList",

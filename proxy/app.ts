@@ -1,7 +1,9 @@
 import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import { CodedError } from "../contracts/errors.ts";
 import { accessLog } from "./access-log.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { type Audit, createAudit } from "./audit.ts";
 import { requireAdminToken } from "./auth.ts";
 import { toErrorResponse } from "./error-response.ts";
@@ -43,7 +45,23 @@ export type AppOptions = {
   audit?: Audit;
   /** `/v1/runners`: list, drain and undrain runners; absent: no runner admin API. */
   runnerAdmin?: Omit<RunnerRoutesOptions, "store" | "log">;
+  /**
+   * Largest body of any JSON route (resources, RPCs, runs, runner admin); more is 413
+   * RESOURCE_EXHAUSTED before anything is parsed. The proxied `…/requests` have their own limit
+   * (AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES). @default 1048576
+   */
+  jsonBodyMaxBytes?: number;
+  /** Open `/v1/events` streams at most; more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  maxEventSubscribers?: number;
+  /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
+  admission?: Admission;
 };
+
+/** @default of AppOptions.jsonBodyMaxBytes: 1 MiB. */
+export const DEFAULT_JSON_BODY_MAX_BYTES = 1024 * 1024;
+
+/** The proxy's request route: its body is the session's business, limited by the relay. */
+const PROXIED_REQUEST_PATH = /^\/v1\/namespaces\/[^/]+\/harnesssessions\/[^/]+\/requests\/?$/;
 
 /**
  * The HTTP API (never listens; `main.ts` does). Everything under `/v1` takes the admin bearer
@@ -84,17 +102,32 @@ export function buildApp(options: AppOptions): Hono {
     );
 
   app.use("/v1/*", requireAdminToken(options));
+  const jsonBodyMaxBytes = options.jsonBodyMaxBytes ?? DEFAULT_JSON_BODY_MAX_BYTES;
+  const limitBody = bodyLimit({
+    maxSize: jsonBodyMaxBytes,
+    onError: (c) =>
+      c.json(
+        {
+          code: "RESOURCE_EXHAUSTED",
+          message: `the request body exceeds ${jsonBodyMaxBytes} bytes`,
+          details: { limit_bytes: jsonBodyMaxBytes },
+        },
+        413,
+      ),
+  });
+  app.use("/v1/*", (c, next) => (PROXIED_REQUEST_PATH.test(c.req.path) ? next() : limitBody(c, next)));
   if (options.metrics) app.use("/v1/rpc/:method", rpcMetrics(options.metrics));
   app.use(
     "/v1/namespaces/:ns/harnesssessions/:name/requests",
     auditProxiedRequests(options.audit ?? createAudit(log, options.metrics)),
   );
   app.route("/v1/rpc", rpcRoutes(options.rpc));
-  app.route("/v1/namespaces", resourceRoutes(options.store));
+  app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
   const events: Parameters<typeof eventRoutes>[0] = { store: options.store, bus: options.bus };
+  if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
   if (options.shutdown) events.shutdown = options.shutdown;
   if (options.keepAliveMs !== undefined) events.keepAliveMs = options.keepAliveMs;
   app.route("/v1/events", eventRoutes(events));

@@ -5,6 +5,8 @@ import { z } from "zod";
 import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { CredentialEnvAllowlist } from "./credential-env.ts";
+import { type EgressDeny, EgressDenyList } from "./egress-guard.ts";
+import { ApprovedRegistryList, ApprovedRuntimeList } from "./runtime-approval.ts";
 
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");
@@ -47,6 +49,18 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_REQUEST_TIMEOUT_MS: Int(1).default(120_000),
   /** Largest request body the proxy accepts; more is 413 RESOURCE_EXHAUSTED. @default 131072 */
   AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES: Int(1).default(128 * 1024),
+  /**
+   * Largest body of every other JSON route (resources, RPCs, runs, runner admin); more is 413
+   * RESOURCE_EXHAUSTED. @default 1048576
+   */
+  AGENT_SESSIONS_JSON_BODY_MAX_BYTES: Int(1).default(1024 * 1024),
+  /** Open `/v1/events` streams at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX: Int(1).default(2_000),
+  /**
+   * One-shot AgentRuns at once at most (each also takes a place of its runner's capacity while it
+   * runs); one more is 429 RESOURCE_EXHAUSTED. @default 16
+   */
+  AGENT_SESSIONS_AGENT_RUNS_MAX: Int(1).default(16),
   /** Largest reply the proxy relays. @default 8388608 */
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
   /** Frames a second one session's runner may send before they are dropped (2 s may come at once). @default 4000 */
@@ -64,6 +78,23 @@ export const ServerEnv = z.object({
    * comma-separated: names and/or prefixes ending in `*` (never AGENT_SESSIONS_*). @default none
    */
   AGENT_SESSIONS_CREDENTIAL_ENV: CredentialEnvAllowlist.default([]),
+  /**
+   * Destinations no Agent's egress may reach, comma-separated `cidr` (every port) or `cidr:port`:
+   * the cluster's pod and service ranges, the runners' and engines' addresses. Loopback,
+   * link-local, multicast, ranges wider than /16, the control-plane ports and the server's own
+   * port are refused anyway. @default none
+   */
+  AGENT_SESSIONS_EGRESS_DENY: EgressDenyList.default([]),
+  /**
+   * Registry hosts (`host[:port]`) runtime images may come from, comma-separated: a runtime whose
+   * image comes from elsewhere is not approved. @default 127.0.0.1:5000
+   */
+  AGENT_SESSIONS_APPROVED_REGISTRIES: ApprovedRegistryList.optional(),
+  /**
+   * The runtimes approved, comma-separated `namespace/name`, `namespace/*` or `*` (their images
+   * must still come from an approved registry). @default *
+   */
+  AGENT_SESSIONS_APPROVED_RUNTIMES: ApprovedRuntimeList.optional(),
 });
 
 /** Resolved server options: what `startServer` takes. */
@@ -92,12 +123,24 @@ export type ServerConfig = {
   /** Per-session budget of frames from runners (proxy/frame-budget.ts); defaults as in `ServerEnv`. */
   sessionFramesPerSecond?: number;
   sessionFrameBytesPerSecond?: number;
+  /** AGENT_SESSIONS_JSON_BODY_MAX_BYTES. @default 1048576 */
+  jsonBodyMaxBytes?: number;
+  /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX. @default 2000 */
+  maxEventSubscribers?: number;
+  /** AGENT_SESSIONS_AGENT_RUNS_MAX. @default 16 */
+  agentRunsMax?: number;
   idleCheckMs?: number;
   autoResumeTimeoutMs?: number;
   /** `GET /metrics` without a token. @default false */
   metricsPublic?: boolean;
   /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. @default none */
   credentialEnv?: string[];
+  /** AGENT_SESSIONS_EGRESS_DENY. @default none */
+  egressDeny?: EgressDeny[];
+  /** AGENT_SESSIONS_APPROVED_REGISTRIES. @default ["127.0.0.1:5000"] */
+  approvedRegistries?: string[];
+  /** AGENT_SESSIONS_APPROVED_RUNTIMES. @default ["*"] */
+  approvedRuntimes?: string[];
 };
 
 /**
@@ -136,10 +179,20 @@ export function parseConfig(source: Record<string, string | undefined> = process
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
     sessionFramesPerSecond: env.AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND,
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
+    jsonBodyMaxBytes: env.AGENT_SESSIONS_JSON_BODY_MAX_BYTES,
+    maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
+    agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
+    egressDeny: env.AGENT_SESSIONS_EGRESS_DENY,
+    ...(env.AGENT_SESSIONS_APPROVED_REGISTRIES
+      ? { approvedRegistries: env.AGENT_SESSIONS_APPROVED_REGISTRIES }
+      : {}),
+    ...(env.AGENT_SESSIONS_APPROVED_RUNTIMES
+      ? { approvedRuntimes: env.AGENT_SESSIONS_APPROVED_RUNTIMES }
+      : {}),
   };
 }
 

@@ -15,6 +15,8 @@ export type EventStreamOptions = {
   maxQueuedFrames?: number;
   /** Ends every stream (server shutdown). */
   shutdown?: AbortSignal;
+  /** Streams open at once at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  maxSubscribers?: number;
 };
 
 const PAGE = 500;
@@ -36,6 +38,8 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   const { store, bus } = options;
   const keepAliveMs = options.keepAliveMs ?? 15_000;
   const maxQueued = options.maxQueuedFrames ?? 10_000;
+  const maxSubscribers = options.maxSubscribers ?? 2_000;
+  let open = 0;
 
   return new Hono().get("/", async (c) => {
     const rawSession = c.req.query("session_id");
@@ -49,6 +53,15 @@ export function eventRoutes(options: EventStreamOptions): Hono {
     if (sessionId !== undefined && !(await store.getSession(sessionId)))
       throw new CodedError("NOT_FOUND", `session ${sessionId} not found`);
     const keyOf = (f: StoredFrame) => (sessionId === undefined ? f.id : f.frame.seq);
+    // Each follower holds a socket, a bus subscription and a queue: their number is bounded.
+    if (open >= maxSubscribers)
+      throw new CodedError(
+        "RESOURCE_EXHAUSTED",
+        `${open} event streams are open, the most this server serves (AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX); retry later`,
+        { limit: maxSubscribers },
+      );
+    // Counted until the stream's callback ends (its `finally`); nothing before it can throw.
+    open++;
 
     return streamSSE(c, async (stream) => {
       // Subscribe before reading the backlog so nothing published in between is missed;
@@ -97,6 +110,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           if (text !== "") await stream.write(text);
         }
       } finally {
+        open--;
         unsubscribe();
         options.shutdown?.removeEventListener("abort", end);
       }

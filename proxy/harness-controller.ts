@@ -16,6 +16,7 @@ import { KeyedMutex } from "./keyed-mutex.ts";
 import type { Logger } from "./log.ts";
 import type { ProvisionRecorder } from "./provision-recorder.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
 import { isLive } from "./session-states.ts";
 import type { Sessions } from "./sessions.ts";
@@ -45,6 +46,8 @@ export type HarnessControllerOptions = {
   probeTimeoutMs?: number;
   /** How soon a session whose adapter a request could not reach is probed again. @default 1000 */
   probeRetryMs?: number;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -79,6 +82,7 @@ export class HarnessController {
       probeTimeoutMs: 30_000,
       probeRetryMs: 1_000,
       now: () => new Date(),
+      admission: defaultAdmission(),
       ...options,
       secretEnv: options.secretEnv ?? {},
     };
@@ -619,8 +623,15 @@ export class HarnessController {
       | undefined;
     if (!runtime) return { ok: false, message: `AgentRuntime ${namespace}/${spec.runtimeRef} not found` };
     try {
-      assertSessionRuntime(runtime);
-      buildSessionSpec({ namespace, name: record.name, engine: "docker", agent, runtime });
+      assertSessionRuntime(runtime, this.#o.admission);
+      buildSessionSpec({
+        namespace,
+        name: record.name,
+        engine: "docker",
+        agent,
+        runtime,
+        admission: this.#o.admission,
+      });
       resolveCredentials(agent, this.#o.secretEnv);
     } catch (error) {
       return { ok: false, message: errorBody(error).message };

@@ -1,3 +1,4 @@
+import type { Admission } from "./admission.ts";
 import { AgentRuns } from "./agent-runs.ts";
 import { AutoResumer } from "./auto-resumer.ts";
 import type { EventBus } from "./event-bus.ts";
@@ -28,6 +29,8 @@ export type HarnessWiringOptions = {
   warmPools?: WarmPools;
   log: Logger;
   secretEnv?: Record<string, string | undefined>;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
   /** @default 120000 */
   requestTimeoutMs?: number;
   /** @default 131072 */
@@ -36,6 +39,8 @@ export type HarnessWiringOptions = {
   replyMaxBytes?: number;
   /** @default 1000 */
   idleCheckMs?: number;
+  /** One-shot AgentRuns at once at most. @default 16 */
+  agentRunsMax?: number;
   /** How long requests wait for an auto-resumed session to come Ready. @default 120000 */
   autoResumeTimeoutMs?: number | undefined;
   /** Told the duration (seconds) of each idle-controller sweep. */
@@ -59,7 +64,10 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   const requestTimeoutMs = options.requestTimeoutMs ?? 120_000;
   const harness = new SqliteHarnessStore(options.databasePath);
   const digests = new ProvisionRecorder(runners);
-  const secretEnv = options.secretEnv ? { secretEnv: options.secretEnv } : {};
+  const secretEnv = {
+    ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
+    ...(options.admission ? { admission: options.admission } : {}),
+  };
   const controller = new HarnessController({
     harness,
     store,
@@ -115,7 +123,13 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     routes: {
       sessions: new HarnessSessions({ harness, controller }),
       relay: new RequestRelay(relayOptions),
-      runs: new AgentRuns({ store, runners, log, ...secretEnv }),
+      runs: new AgentRuns({
+        store,
+        runners,
+        log,
+        ...secretEnv,
+        ...(options.agentRunsMax !== undefined ? { maxConcurrent: options.agentRunsMax } : {}),
+      }),
     },
     resyncUnsettled: () => {
       controller

@@ -4,6 +4,7 @@ import { canonicalAgentRef } from "../contracts/resources.ts";
 import type { Rpc, RpcMethod, SpawnAgentRequest, SpawnAgentResponse } from "../contracts/rpc.ts";
 import { AgentMessages } from "./agent-messages.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
+import type { Admission } from "./admission.ts";
 import type { Logger } from "./log.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
@@ -28,6 +29,8 @@ export type LifecycleOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** Where new workspaces are claimed from first (proxy/warm-pools.ts). */
   warmPools?: WarmPools;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
 };
 
 /**

@@ -2,9 +2,11 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { createAdaptorServer } from "@hono/node-server";
+import type { Admission } from "./admission.ts";
 import { buildApp } from "./app.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
 import { offeredCredentialEnv } from "./credential-env.ts";
+import { EgressGuard } from "./egress-guard.ts";
 import { EventBus } from "./event-bus.ts";
 import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle.ts";
@@ -13,6 +15,7 @@ import { startMetrics } from "./metrics-wiring.ts";
 import { registerShippedRuntimes } from "./shipped-runtimes.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
 import { issueRunnerCredential } from "./runner-identity.ts";
+import { RuntimeApproval } from "./runtime-approval.ts";
 import { SessionJournal } from "./session-journal.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
 import { WarmPools } from "./warm-pools.ts";
@@ -58,6 +61,15 @@ export async function startServer(
     frameBufferSize: config.frameBufferSize,
   });
   const bus = new EventBus();
+  const admission: Admission = {
+    egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny ?? [] }),
+    runtimes: new RuntimeApproval({
+      ...(config.approvedRegistries ? { registries: config.approvedRegistries } : {}),
+      ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),
+      referenceImage: config.referenceImage,
+      piImage: config.piImage,
+    }),
+  };
   const journal = new SessionJournal(store, bus);
   const hub = new RunnerHub({
     store,
@@ -93,6 +105,7 @@ export async function startServer(
       runners: hub,
       journal,
       log,
+      admission,
     };
     lifecycleOptions.secretEnv = secretEnv;
     // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/warm-pool.ts).
@@ -100,6 +113,7 @@ export async function startServer(
       store,
       runners: hub,
       log,
+      admission,
       ...(lifecycleOptions.secretEnv ? { secretEnv: lifecycleOptions.secretEnv } : {}),
     });
     lifecycleOptions.warmPools = warmPools;
@@ -116,10 +130,12 @@ export async function startServer(
       warmPools,
       log,
       secretEnv,
+      admission,
       requestTimeoutMs: config.requestTimeoutMs,
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
       idleCheckMs: config.idleCheckMs,
+      ...(config.agentRunsMax !== undefined ? { agentRunsMax: config.agentRunsMax } : {}),
       autoResumeTimeoutMs: config.autoResumeTimeoutMs,
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
     });
@@ -131,8 +147,11 @@ export async function startServer(
       runnerToken: config.runnerToken,
       shutdown: shutdown.signal,
       log,
+      admission,
     };
     if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
+    if (config.jsonBodyMaxBytes !== undefined) appOptions.jsonBodyMaxBytes = config.jsonBodyMaxBytes;
+    if (config.maxEventSubscribers !== undefined) appOptions.maxEventSubscribers = config.maxEventSubscribers;
     appOptions.harness = harness.routes;
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
     const placeWaiting = harness.resyncUnsettled;
@@ -164,6 +183,8 @@ export async function startServer(
   }
 
   const address = server.address() as AddressInfo;
+  // Asked for port 0: the port it got is the one sessions must not reach.
+  admission.egress.addServerPort(address.port);
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
   log("info", "server listening", { url, data_dir: config.dataDir });

@@ -1,15 +1,17 @@
 import { Hono } from "hono";
 import { CodedError } from "../contracts/errors.ts";
-import { API_VERSION, type ResourcePlural, ResourceKinds } from "../contracts/resources.ts";
+import { API_VERSION, type Resource, type ResourcePlural, ResourceKinds } from "../contracts/resources.ts";
 import { DnsLabel } from "../contracts/session-spec.ts";
+import type { Admission } from "./admission.ts";
 import { parseInput, readJson } from "./request-body.ts";
 import type { Store } from "./store/store.ts";
 
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
- * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes.
+ * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes. An Agent whose
+ * egress the server's guard refuses is INVALID_ARGUMENT, naming each rule (egress-guard.ts).
  */
-export function resourceRoutes(store: Store): Hono {
+export function resourceRoutes(store: Store, admission: Admission): Hono {
   // The alternation stays in a group: hono's RegExpRouter splices the pattern into one big
   // regex, and a bare `a|b` then swallowed `…/agentruntimes/{name}` into the list route once
   // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
@@ -21,9 +23,16 @@ export function resourceRoutes(store: Store): Hono {
     return { namespace, ...entry };
   };
 
+  /** What a client reads: an AgentRuntime with the approval the operator's configuration gives it. */
+  const shown = (resource: Resource): Resource => {
+    if (resource.kind !== "AgentRuntime") return resource;
+    const { approved: _ignored, ...spec } = resource.spec;
+    return { ...resource, spec, status: admission.runtimes.verdict(resource) };
+  };
+
   app.get("/:ns/:plural{(?:agentruntimes|agents)}", async (c) => {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
-    const items = await store.listResources(kind, namespace);
+    const items = (await store.listResources(kind, namespace)).map(shown);
     return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, items });
   });
 
@@ -32,7 +41,7 @@ export function resourceRoutes(store: Store): Hono {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const resource = await store.getResource(kind, namespace, name);
     if (!resource) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
-    return c.json(resource);
+    return c.json(shown(resource));
   });
 
   app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
@@ -45,8 +54,10 @@ export function resourceRoutes(store: Store): Hono {
         `invalid ${kind}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
         { field_violations: [{ field: "metadata", description: "must match the path" }] },
       );
-    const { resource: stored, created } = await store.putResource(resource);
-    return c.json(stored, created ? 201 : 200);
+    if (resource.kind === "Agent")
+      admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
+    const { resource: stored, created } = await store.putResource(stripped(resource));
+    return c.json(shown(stored), created ? 201 : 200);
   });
 
   app.delete("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
@@ -54,10 +65,21 @@ export function resourceRoutes(store: Store): Hono {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const deleted = await store.deleteResource(kind, namespace, name);
     if (!deleted) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
-    return c.json(deleted);
+    return c.json(shown(deleted));
   });
 
   return app;
+}
+
+/**
+ * What is stored of a manifest: an AgentRuntime's `spec.approved` and `status` are a writer's
+ * say-so, never the approval (that is the operator's configuration: runtime-approval.ts).
+ */
+function stripped(resource: Resource): Resource {
+  if (resource.kind !== "AgentRuntime") return resource;
+  const { status: _status, ...rest } = resource;
+  const { approved: _approved, ...spec } = rest.spec;
+  return { ...rest, spec };
 }
 
 /** A manifest may leave out the name and namespace the path already says. */

@@ -63,7 +63,9 @@ describe("session spec from an Agent and its runtime", () => {
 
   it("refuses v1alpha1 and unapproved runtimes", () => {
     expect(() => assertSessionRuntime(runtime({ contract: "v1alpha1" }))).toThrow(/v1alpha2/);
-    expect(() => assertSessionRuntime(runtime({ approved: false }))).toThrow(/not approved/);
+    expect(() =>
+      assertSessionRuntime(runtime({ approved: true, image: `r.example/x@sha256:${"b".repeat(64)}` })),
+    ).toThrow(/not approved: its image comes from registry r.example/);
   });
 
   it("hands out exactly the allowlist, resolving secretRefs from the offered environment", () => {

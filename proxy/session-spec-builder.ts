@@ -1,13 +1,14 @@
 import { CodedError } from "../contracts/errors.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
 import { type Engine, SessionSpec } from "../contracts/session-spec.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
 
 /**
- * A runtime may back a session only when approved and declaring the session contract v1alpha2
+ * A runtime may back a session only when approved (by the operator's configuration) and declaring the session contract v1alpha2
  * (v1alpha1 runtimes stay one-shot). Checked before anything is provisioned.
  */
-export function assertSessionRuntime(runtime: AgentRuntime): void {
+export function assertSessionRuntime(runtime: AgentRuntime, admission: Admission = defaultAdmission()): void {
   const ref = `${runtime.metadata.namespace}/${runtime.metadata.name}`;
   if (runtime.spec.contract !== "v1alpha2")
     throw new CodedError(
@@ -15,16 +16,25 @@ export function assertSessionRuntime(runtime: AgentRuntime): void {
       `AgentRuntime ${ref} declares contract ${runtime.spec.contract} (one-shot); sessions need a runtime that declares v1alpha2`,
       { reason: "RuntimeContractUnsupported" },
     );
-  if (!runtime.spec.approved)
-    throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${ref} is not approved`, {
+  assertApproved(runtime, admission);
+}
+
+/** FAILED_PRECONDITION, reason RuntimeNotApproved, unless the operator's configuration approves it. */
+export function assertApproved(runtime: AgentRuntime, admission: Admission): void {
+  const ref = `${runtime.metadata.namespace}/${runtime.metadata.name}`;
+  const verdict = admission.runtimes.verdict(runtime);
+  if (!verdict.approved)
+    throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${ref} is not approved: ${verdict.message}`, {
       reason: "RuntimeNotApproved",
     });
 }
 
 /**
  * The SessionSpec of a workspace, from its Agent and the Agent's runtime: image, contract and
- * agent command from the runtime, streaming only when the runtime declares it, egress and plain env (model
- * URL and name) from the Agent. Credentials never go in here (see `resolveCredentials`).
+ * agent command from the runtime, streaming only when the runtime declares it, egress and plain
+ * env (model URL and name) from the Agent. Credentials never go in here (see `resolveCredentials`).
+ * The Agent's egress must pass the server's egress guard (FAILED_PRECONDITION, reason
+ * EgressForbidden, naming each refused rule), and the spec carries the ports the policy pack refuses.
  */
 export function buildSessionSpec(input: {
   namespace: string;
@@ -32,8 +42,16 @@ export function buildSessionSpec(input: {
   engine: Engine;
   agent: Agent;
   runtime: AgentRuntime;
+  /** @default defaultAdmission() */
+  admission?: Admission;
 }): SessionSpec {
   const { agent, runtime } = input;
+  const { egress } = input.admission ?? defaultAdmission();
+  egress.assertAllowed(
+    agent.spec.egress,
+    `Agent ${agent.metadata.namespace}/${agent.metadata.name}`,
+    "FAILED_PRECONDITION",
+  );
   const env: Record<string, string> = {};
   if (agent.spec.model) {
     env.MODEL_BASE_URL = agent.spec.model.baseUrl;
@@ -48,6 +66,7 @@ export function buildSessionSpec(input: {
     streaming: runtime.spec.capabilities.includes("streaming"),
     ...(runtime.spec.agent ? { agentCommand: runtime.spec.agent.command } : {}),
     egress: agent.spec.egress,
+    forbiddenEgressPorts: egress.forbiddenPorts,
     env,
   });
   if (!parsed.success)

@@ -13,7 +13,8 @@ export type ShippedRuntimeImages = { reference: string | undefined; pi?: string 
 
 /**
  * First start: register the runtimes the project ships, each pinned by the digest the local
- * registry gave its image, so a new user can bind an Agent to one at once:
+ * registry gave its image, so a new user can bind an Agent to one at once (approval is the
+ * server's configuration: runtime-approval.ts):
  * - `default/reference`: the deterministic chat adapter (v1alpha2, streaming, resume);
  * - `default/pi`: the Pi coding agent behind the v1alpha2 adapter of runtimes/pi (streaming,
  *   tools, resume), its seed-004 agent `runtimes/pi/agent.ts`.
@@ -35,14 +36,12 @@ export async function registerShippedRuntimes(
       contract: "v1alpha2",
       // Its conversation is a file on the session volume: it survives a restart of the workload.
       capabilities: ["streaming", "resume"],
-      approved: true,
     }),
   );
   await register(store, PI_RUNTIME, images.pi, "AGENT_SESSIONS_PI_IMAGE", log, (image) => ({
     image,
     contract: "v1alpha2",
     capabilities: ["streaming", "tools", "resume"],
-    approved: true,
     agent: { command: PI_AGENT_COMMAND },
   }));
 }

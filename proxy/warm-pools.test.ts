@@ -287,3 +287,28 @@ describe("warm pools (server policy)", () => {
     expect(runners.sent.map((s) => s.command.kind)).toEqual(["provision", "start"]);
   });
 });
+
+describe("warm pool entries take runner capacity", () => {
+  it("a pool goes only to a runner with room for all its entries, and placement counts them", async () => {
+    const { runners, warmPools, lifecycle } = setUp(["r1"]);
+    const [r1] = runners.directory.connectedRunners();
+    if (r1) r1.capacity = 3;
+    await warmPools.sync();
+    // Two Agents on the pooled runtime (size 2): only one pool fits in a capacity of 3.
+    const last = runners.sent.filter((s) => s.command.kind === "warm_pools").at(-1)?.command;
+    expect(last?.kind === "warm_pools" ? last.pools.map((p) => p.pool) : []).toEqual(["ns/a"]);
+    expect(warmPools.reservedByRunner().get("id-r1")).toBe(2);
+    // One place is left: the plain Agent's first workspace fits, its second does not.
+    runners.state.warmReady = false;
+    await spawn(lifecycle, "ns/c", "c1");
+    await expect(
+      lifecycle.workspaces.provision(
+        Rpc.ProvisionAgentWorkspace.request.parse({
+          agent_ref: "ns/c",
+          workstream: "w2",
+          client_request_id: "c2",
+        }),
+      ),
+    ).rejects.toMatchObject({ code: "RESOURCE_EXHAUSTED" });
+  });
+});

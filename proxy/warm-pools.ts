@@ -4,6 +4,7 @@ import type { RunnerCommand } from "../contracts/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
 import type { RunnerRecord, Store } from "./store/store.ts";
 
@@ -20,6 +21,8 @@ export type WarmPoolsOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** How often the desired pools are sent to the runners. @default 5000 */
   intervalMs?: number;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
 };
 
 /** Where a new workspace of an Agent may be claimed from. */
@@ -39,8 +42,11 @@ export class WarmPools {
   readonly #log: Logger;
   readonly #secretEnv: Record<string, string | undefined>;
   readonly #intervalMs: number;
+  readonly #admission: Admission;
   /** Pool → the runner holding it. */
   readonly #holders = new Map<string, string>();
+  /** Runner → pool entries it keeps (the sizes of the pools it holds), as of the last sync. */
+  #reserved = new Map<string, number>();
   /** Why an Agent's pool cannot be made, as last logged. */
   readonly #refusals = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
@@ -52,6 +58,7 @@ export class WarmPools {
     this.#log = options.log;
     this.#secretEnv = options.secretEnv ?? {};
     this.#intervalMs = options.intervalMs ?? 5_000;
+    this.#admission = options.admission ?? defaultAdmission();
   }
 
   start(): void {
@@ -88,38 +95,57 @@ export class WarmPools {
     return config ? { runnerId: runner.runner_id, pool, fingerprint: config.fingerprint } : undefined;
   }
 
+  /**
+   * Pool entries per runner: they hold a place of the runner's capacity like workspaces do, so
+   * placement counts them (workspaces.ts) and a pool goes only where all its entries fit.
+   */
+  reservedByRunner(): ReadonlyMap<string, number> {
+    return this.#reserved;
+  }
+
   async #sync(): Promise<void> {
     const connected = this.#runners.connectedRunners();
     if (connected.length === 0) return;
+    const workspaces = await this.#store.countWorkspacesByRunner();
     const runtimes = new Map<string, AgentRuntime>();
     for (const r of (await this.#store.listResources("AgentRuntime", undefined)) as AgentRuntime[])
       if ((r.spec.warmPool?.size ?? 0) > 0) runtimes.set(`${r.metadata.namespace}/${r.metadata.name}`, r);
     const byRunner = new Map<string, PoolConfig[]>(connected.map((r) => [r.runner_id, []]));
-    const load = new Map<string, number>();
-    for (const [pool, runnerId] of this.#holders) {
-      if (byRunner.has(runnerId)) load.set(runnerId, (load.get(runnerId) ?? 0) + 1);
-      else this.#holders.delete(pool);
-    }
+    for (const [pool, runnerId] of this.#holders) if (!byRunner.has(runnerId)) this.#holders.delete(pool);
+    // A runner's load: its workspaces and the entries of the pools it keeps.
+    const load = new Map(workspaces);
+    const reserved = new Map<string, number>();
+    const reserve = (runnerId: string, size: number) => {
+      load.set(runnerId, (load.get(runnerId) ?? 0) + size);
+      reserved.set(runnerId, (reserved.get(runnerId) ?? 0) + size);
+    };
     const wanted = new Set<string>();
     for (const agent of (await this.#store.listResources("Agent", undefined)) as Agent[]) {
       const runtime = runtimes.get(`${agent.metadata.namespace}/${agent.spec.runtimeRef}`);
       if (!runtime) continue;
       const pool = poolKey(agent);
+      const size = runtime.spec.warmPool?.size ?? 0;
       let runnerId = this.#holders.get(pool);
       if (runnerId === undefined) {
-        const placement = chooseRunner(connected, load);
-        if (!placement.ok) continue;
+        // A new pool goes only to a runner with room for all its entries.
+        const fits = connected.filter((r) => r.capacity - (load.get(r.runner_id) ?? 0) >= size);
+        const placement = chooseRunner(fits, load);
+        if (!placement.ok) {
+          this.#refuse(pool, `no connected runner has room for ${size} warm pool entries`);
+          continue;
+        }
         runnerId = placement.runner.runner_id;
-        load.set(runnerId, (load.get(runnerId) ?? 0) + 1);
       }
       const runner = connected.find((r) => r.runner_id === runnerId);
       const config = runner ? this.#config(agent, runtime, runner) : undefined;
       if (!config) continue;
       this.#holders.set(pool, runnerId);
+      reserve(runnerId, size);
       wanted.add(pool);
       byRunner.get(runnerId)?.push(config);
     }
     for (const pool of this.#holders.keys()) if (!wanted.has(pool)) this.#holders.delete(pool);
+    this.#reserved = reserved;
     await Promise.all(
       [...byRunner].map(async ([runnerId, pools]) => {
         const outcome = await this.#runners.command(runnerId, { kind: "warm_pools", pools });
@@ -136,13 +162,14 @@ export class WarmPools {
   /** The pool of an Agent as its runner gets it; undefined when the Agent cannot have sessions. */
   #config(agent: Agent, runtime: AgentRuntime, runner: RunnerRecord): PoolConfig | undefined {
     try {
-      assertSessionRuntime(runtime);
+      assertSessionRuntime(runtime, this.#admission);
       const template = buildSessionSpec({
         namespace: agent.metadata.namespace,
         name: TEMPLATE_NAME,
         engine: runner.engine,
         agent,
         runtime,
+        admission: this.#admission,
       });
       const credentials = resolveCredentials(agent, this.#secretEnv);
       return {
@@ -153,14 +180,16 @@ export class WarmPools {
         credentials,
       };
     } catch (error) {
-      const message = String((error as Error).message ?? error);
-      // Said once per cause, not every sync round.
-      if (this.#refusals.get(poolKey(agent)) !== message) {
-        this.#refusals.set(poolKey(agent), message);
-        this.#log("warn", "no warm pool for agent", { agent: poolKey(agent), error: message });
-      }
+      this.#refuse(poolKey(agent), String((error as Error).message ?? error));
       return undefined;
     }
+  }
+
+  /** Why a pool is not kept, said once per cause, not every sync round. */
+  #refuse(pool: string, message: string): void {
+    if (this.#refusals.get(pool) === message) return;
+    this.#refusals.set(pool, message);
+    this.#log("warn", "no warm pool for agent", { agent: pool, error: message });
   }
 }
 

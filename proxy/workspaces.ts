@@ -16,6 +16,7 @@ import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
 import { LIVE_STATES } from "./session-states.ts";
 import { SingleFlight } from "./single-flight.ts";
@@ -38,6 +39,8 @@ export type WorkspacesOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** Where a new workspace is claimed from before provisioning one (runner/warm-pool.ts). */
   warmPools?: WarmPools;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
 };
 
 /**
@@ -53,6 +56,7 @@ export class Workspaces {
   /** Retries of one client_request_id share one execution. */
   readonly #flight = new SingleFlight();
   readonly #warmPools: WarmPools | undefined;
+  readonly #admission: Admission;
   /** One provisioning or removal per `(agent, workstream)` at a time in this process. */
   readonly #mutex = new KeyedMutex();
   /**
@@ -68,6 +72,7 @@ export class Workspaces {
     this.#log = options.log;
     this.#warmPools = options.warmPools;
     this.#secretEnv = options.secretEnv ?? {};
+    this.#admission = options.admission ?? defaultAdmission();
   }
 
   /**
@@ -132,7 +137,14 @@ export class Workspaces {
           `the runner of workspace ${existing.container_name} is not connected`,
         );
       runner = its;
-      spec = buildSessionSpec({ namespace, name: existing.spec.name, engine: runner.engine, agent, runtime });
+      spec = buildSessionSpec({
+        namespace,
+        name: existing.spec.name,
+        engine: runner.engine,
+        agent,
+        runtime,
+        admission: this.#admission,
+      });
       workspace =
         (await this.#store.updateWorkspace(existing.container_name, { status: "provisioning" })) ?? existing;
     } else {
@@ -151,6 +163,7 @@ export class Workspaces {
           engine: chosen.engine,
           agent,
           runtime,
+          admission: this.#admission,
         });
         const inserted = await this.#insert({
           container_name: workloadName(namespace, sessionName),
@@ -249,7 +262,7 @@ export class Workspaces {
         `AgentRuntime ${namespace}/${agent.spec.runtimeRef} of Agent ${agentRef} not found`,
         { reason: "RuntimeNotFound" },
       );
-    assertSessionRuntime(runtime);
+    assertSessionRuntime(runtime, this.#admission);
     return { agent, runtime };
   }
 
@@ -334,6 +347,9 @@ export class Workspaces {
   async #placementView(): Promise<{ connected: RunnerRecord[]; load: Map<string, number> }> {
     // Counted in the store: reading every workspace made each placement O(workspaces).
     const load = await this.#store.countWorkspacesByRunner();
+    // Warm pool entries hold places of their runner's capacity too.
+    for (const [runnerId, entries] of this.#warmPools?.reservedByRunner() ?? [])
+      load.set(runnerId, (load.get(runnerId) ?? 0) + entries);
     // The drain flag is the store's: an admin may have set it after the runner attached.
     const stored = new Map((await this.#store.listRunners()).map((r) => [r.runner_id, r]));
     const connected = this.#runners

@@ -11,6 +11,7 @@ import { ONE_SHOT_INPUT_ENV } from "../contracts/agent-run.ts";
 import { CodedError } from "../contracts/errors.ts";
 import { LABEL_PREFIX, Labels } from "../contracts/session-spec.ts";
 import { isolateBridge, removeBridgeRules } from "../infra/docker-provider/host-isolation.ts";
+import { CONTAINER_LOG_CONFIG } from "../infra/docker-provider/log-limits.ts";
 import { viaGateway } from "../infra/docker-session.ts";
 import type { RunOnceCommand, RunOnceOutcome } from "./driver.ts";
 
@@ -45,39 +46,7 @@ export async function runOnce(docker: Docker, command: RunOnceCommand): Promise<
       [ONE_SHOT_INPUT_ENV, command.input],
       ...Object.entries(command.credentials),
     ].map(([k, v]) => `${k}=${v}`);
-    const options: Docker.ContainerCreateOptions = {
-      name: `${name}-${suffix}`,
-      Image: command.image,
-      ...(command.command ? { Entrypoint: command.command, Cmd: [] } : {}),
-      User: "65532:65532",
-      Env: env,
-      Labels: labels,
-      HostConfig: {
-        ReadonlyRootfs: true,
-        Privileged: false,
-        CapDrop: ["ALL"],
-        SecurityOpt: ["no-new-privileges"],
-        NetworkMode: `${name}-${suffix}-net`,
-        Mounts: [
-          {
-            Type: "tmpfs",
-            Source: "",
-            Target: "/tmp",
-            TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 },
-          },
-          {
-            Type: "tmpfs",
-            Source: "",
-            Target: "/workspace",
-            TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 },
-          },
-        ],
-        Memory: 512 * 1024 * 1024,
-        NanoCpus: 1e9,
-        PidsLimit: 256,
-        RestartPolicy: { Name: "no" },
-      },
-    };
+    const options = oneShotContainerOptions(command, `${name}-${suffix}`, labels, env);
     const created = await docker.createContainer(options);
     container = created;
     await created.start();
@@ -99,6 +68,52 @@ export async function runOnce(docker: Docker, command: RunOnceCommand): Promise<
       .remove()
       .catch(() => undefined);
   }
+}
+
+/**
+ * The run's container (pure: tested apart from the engine): hardened like a session's, on the
+ * run's own network `<name>-net`, logs capped (infra/docker-provider/log-limits.ts).
+ */
+export function oneShotContainerOptions(
+  command: RunOnceCommand,
+  name: string,
+  labels: Record<string, string>,
+  env: string[],
+): Docker.ContainerCreateOptions {
+  return {
+    name,
+    Image: command.image,
+    ...(command.command ? { Entrypoint: command.command, Cmd: [] } : {}),
+    User: "65532:65532",
+    Env: env,
+    Labels: labels,
+    HostConfig: {
+      ReadonlyRootfs: true,
+      Privileged: false,
+      CapDrop: ["ALL"],
+      SecurityOpt: ["no-new-privileges"],
+      NetworkMode: `${name}-net`,
+      Mounts: [
+        {
+          Type: "tmpfs",
+          Source: "",
+          Target: "/tmp",
+          TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 },
+        },
+        {
+          Type: "tmpfs",
+          Source: "",
+          Target: "/workspace",
+          TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 },
+        },
+      ],
+      Memory: 512 * 1024 * 1024,
+      NanoCpus: 1e9,
+      PidsLimit: 256,
+      RestartPolicy: { Name: "no" },
+      LogConfig: { Type: CONTAINER_LOG_CONFIG.Type, Config: { ...CONTAINER_LOG_CONFIG.Config } },
+    },
+  };
 }
 
 /** True when the run outlived its deadline and was killed. */

@@ -52,3 +52,22 @@ export function toStackError(stack: string, op: string, error: unknown): StackEr
     });
   return new StackError("INTERNAL", `${op} of stack ${stack} failed`, { reason: "StackOperationFailed" });
 }
+
+/**
+ * A failed command's text fit for a log: every known secret value (also JSON-escaped) replaced,
+ * the command line cut to its subcommand, and `KEY=VALUE` config arguments blanked — so a
+ * credential can reach a log neither from an argument nor from an echo in stderr.
+ */
+export function redactCommandText(text: string, secrets: readonly string[] = []): string {
+  let out = text;
+  const values = secrets.flatMap((s) => [s, JSON.stringify(s).slice(1, -1)]).filter((s) => s.length >= 4);
+  for (const value of [...new Set(values)].sort((a, b) => b.length - a.length))
+    out = out.split(value).join("[REDACTED]");
+  // execa: "Command failed with exit code N: /path/pulumi config set-all --secret k=v …"
+  out = out.replace(
+    /(Command failed with exit code -?\d+: )(\S+)((?: [a-z][a-z-]*){0,2})[^\n]*/g,
+    (_m, head: string, binary: string, sub: string) =>
+      `${head}${binary.split("/").pop()}${sub} [arguments not logged]`,
+  );
+  return out.replace(/((?:--secret|--plaintext|--path)\s+[^\s=]+=)\S+/g, "$1[REDACTED]");
+}

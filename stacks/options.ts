@@ -5,6 +5,8 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+/** The project's CrossGuard pack (policies/). */
+export const OUR_POLICY_PACK = join(repoRoot, "policies");
 
 /** Options of a StackManager; every field has a default that works embedded. */
 export const StackManagerOptions = z.object({
@@ -21,7 +23,7 @@ export const StackManagerOptions = z.object({
   /** PULUMI_HOME (CLI plugins). @default $PULUMI_HOME */
   pulumiHome: z.string().optional(),
   /** Policy packs attached to every up and preview (mandatory). @default [<repo>/policies] */
-  policyPacks: z.array(z.string()).default([join(repoRoot, "policies")]),
+  policyPacks: z.array(z.string()).default([OUR_POLICY_PACK]),
   /** JSON config files for the policy packs. */
   policyPackConfigs: z.array(z.string()).default([]),
   /** Extra environment for the engine and providers (DOCKER_HOST, KUBECONFIG, …). */

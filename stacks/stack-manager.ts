@@ -5,7 +5,8 @@
  * attached to every up and preview. One operation per stack at a time in this process, any
  * number of stacks concurrently; a lock left by a crashed process is recovered and logged.
  */
-import { dirname } from "node:path";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import {
   type EngineEvent,
   LocalWorkspace,
@@ -23,15 +24,32 @@ import {
   type SessionSpecInput,
   sessionStackName,
 } from "../contracts/session-spec.ts";
-import { isLockedError, PolicyViolationError, StackError, toStackError } from "./errors.ts";
+import {
+  isLockedError,
+  PolicyViolationError,
+  redactCommandText,
+  StackError,
+  toStackError,
+} from "./errors.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import {
   PLUGIN_BIN_DIR,
+  OUR_POLICY_PACK,
   PROJECT_NAME,
   type ResolvedStackOptions,
   resolveStackOptions,
   type StackManagerOptionsInput,
 } from "./options.ts";
+import { policyPackConfigsFor } from "./policy-pack-config.ts";
+import {
+  adoptSettings,
+  type CliInvocation,
+  getConfigValue,
+  readPlainConfig,
+  setSecretConfig,
+  settingsPath,
+  writePlainConfig,
+} from "./stack-settings.ts";
 import { allStale, lockHolders } from "./stale-lock.ts";
 
 export type SessionSecrets = {
@@ -160,16 +178,18 @@ export class StackManager {
     const spec = parseOrThrow(SessionSpec, specInput, "session spec");
     const stackName = this.stackName(spec.namespace, spec.name);
     return this.#mutex.run(stackName, async () => {
-      const stack = (await this.exists(spec.namespace, spec.name))
-        ? await this.#select(stackName)
-        : await LocalWorkspace.createStack(
-            { stackName, workDir: this.options.projectDir },
-            this.#wsOptions(),
-          ).catch((e: unknown) => {
-            throw toStackError(stackName, "create", e);
-          });
+      if (!(await this.exists(spec.namespace, spec.name))) {
+        // `stack init` writes the new stack's settings (its encryption salt) into its working
+        // directory: the settings directory under the data dir, never the repo root.
+        const settings = await this.#settingsWorkspace();
+        await settings.createStack(stackName).catch((e: unknown) => {
+          throw toStackError(stackName, "create", e);
+        });
+      }
+      const stack = await this.#select(stackName);
+      this.#adopt(stackName);
       await this.#writeConfig(stack, spec, secrets);
-      return this.#runUp(stack, stackName, "up", opts);
+      return this.#runUp(stack, stackName, spec, "up", opts, secretValues(secrets));
     });
   }
 
@@ -193,12 +213,15 @@ export class StackManager {
     const stackName = this.stackName(namespace, name);
     return this.#mutex.run(stackName, async () => {
       const stack = await this.#selectExisting(stackName);
-      const current = await this.#configCall(stackName, () => stack.getConfig(ConfigKeys.spec));
-      const spec = parseOrThrow(SessionSpec, JSON.parse(current.value), "stored session spec");
-      await this.#configCall(stackName, () =>
-        stack.setConfig(ConfigKeys.spec, { value: JSON.stringify({ ...spec, replicas }) }),
-      );
-      return this.#runUp(stack, stackName, op, opts);
+      // The spec is plain config in the settings file: read and written here, no CLI call.
+      const file = this.#adopt(stackName);
+      const current = readPlainConfig(file, ConfigKeys.spec);
+      if (current === undefined)
+        throw new StackError("FAILED_PRECONDITION", `stack ${stackName} has no session spec in its settings`);
+      const spec = parseOrThrow(SessionSpec, JSON.parse(current), "stored session spec");
+      const scaled = { ...spec, replicas };
+      writePlainConfig(file, { [ConfigKeys.spec]: JSON.stringify(scaled) });
+      return this.#runUp(stack, stackName, scaled, op, opts, []);
     });
   }
 
@@ -207,8 +230,12 @@ export class StackManager {
     const stackName = this.stackName(namespace, name);
     return this.#mutex.run(stackName, async () => {
       const stack = await this.#selectExisting(stackName);
+      const configFile = this.#adopt(stackName);
       await this.#withLockRecovery(stackName, "destroy", () =>
         stack.destroy({
+          configFile,
+          // With secrets shown, the summary's `stack history` writes a new salt file beside the project.
+          showSecrets: false,
           onEvent: this.#progress(stackName, "destroy", opts, []),
           ...(opts.signal ? { signal: opts.signal } : {}),
         }),
@@ -216,6 +243,7 @@ export class StackManager {
       await stack.workspace.removeStack(stackName).catch((e: unknown) => {
         throw toStackError(stackName, "stack rm", e);
       });
+      rmSync(configFile, { force: true });
       this.#log("info", "stack destroyed and removed", { stack: stackName });
     });
   }
@@ -234,9 +262,17 @@ export class StackManager {
    */
   async adapterToken(namespace: string, name: string): Promise<string> {
     const stackName = this.stackName(namespace, name);
-    const stack = await this.#selectExisting(stackName);
-    const { value } = await this.#configCall(stackName, () => stack.getConfig(ConfigKeys.adapterToken));
-    return value;
+    await this.#selectExisting(stackName);
+    const file = this.#adopt(stackName);
+    try {
+      return await getConfigValue(this.#cli(), stackName, file, ConfigKeys.adapterToken);
+    } catch (error) {
+      this.#log("error", "stack config failed", {
+        stack: stackName,
+        engine: redactCommandText(String((error as Error).message)).slice(-2000),
+      });
+      throw toStackError(stackName, "config", error);
+    }
   }
 
   /** Reconcile state with the engine (e.g. a container removed outside Pulumi). */
@@ -244,8 +280,11 @@ export class StackManager {
     const stackName = this.stackName(namespace, name);
     return this.#mutex.run(stackName, async () => {
       const stack = await this.#selectExisting(stackName);
+      const configFile = this.#adopt(stackName);
       await this.#withLockRecovery(stackName, "refresh", () =>
         stack.refresh({
+          configFile,
+          showSecrets: false,
           onEvent: this.#progress(stackName, "refresh", opts, []),
           ...(opts.signal ? { signal: opts.signal } : {}),
         }),
@@ -263,32 +302,56 @@ export class StackManager {
     const stackName = this.stackName(spec.namespace, spec.name);
     return this.#mutex.run(stackName, async () => {
       const stack = await this.#selectExisting(stackName);
+      const configFile = this.#adopt(stackName);
       await this.#writeConfig(stack, spec, secrets);
       const violations: Violation[] = [];
       try {
         const result = await stack.preview({
+          configFile,
           policyPacks: this.options.policyPacks,
-          ...(this.options.policyPackConfigs.length
-            ? { policyPackConfigs: this.options.policyPackConfigs }
-            : {}),
+          ...this.#policyPackConfigs(stackName, spec),
           onEvent: this.#progress(stackName, "preview", opts, violations),
         });
         if (violations.length) throw new PolicyViolationError(stackName, violations);
         return { changes: result.changeSummary as Record<string, number> };
       } catch (error) {
         if (violations.length) throw new PolicyViolationError(stackName, violations);
+        this.#log("error", "stack operation failed", {
+          stack: stackName,
+          op: "preview",
+          engine: redactCommandText(String((error as Error).message), secretValues(secrets)).slice(-2000),
+        });
         throw toStackError(stackName, "preview", error);
       }
     });
   }
 
-  #wsOptions() {
-    return {
+  /** The pack's config for this stack: the operator's files plus the spec's forbidden egress ports. */
+  #policyPackConfigs(stackName: string, spec: SessionSpec): { policyPackConfigs?: string[] } {
+    const configs = policyPackConfigsFor({
+      packs: this.options.policyPacks,
+      configs: this.options.policyPackConfigs,
+      ourPack: OUR_POLICY_PACK,
+      dir: join(this.options.dataDir, "policy-config"),
+      stackName,
+      spec,
+    });
+    return configs.length ? { policyPackConfigs: configs } : {};
+  }
+
+  /** A workspace of the project in the settings directory: only for `stack init`. */
+  async #settingsWorkspace(): Promise<LocalWorkspace> {
+    const dir = dirname(settingsPath(this.options.dataDir, "x"));
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Only the project's name matters here (the backend keys stacks by it); no program runs here.
+    writeFileSync(join(dir, "Pulumi.yaml"), `name: ${PROJECT_NAME}\nruntime: nodejs\n`, { mode: 0o600 });
+    return LocalWorkspace.create({
+      workDir: dir,
       envVars: this.#envVars(),
       secretsProvider: this.options.secretsProvider,
       pulumiCommand: this.#command,
       ...(this.options.pulumiHome ? { pulumiHome: this.options.pulumiHome } : {}),
-    };
+    });
   }
 
   async #selectExisting(stackName: string): Promise<Stack> {
@@ -302,44 +365,64 @@ export class StackManager {
     }
   }
 
-  async #writeConfig(stack: Stack, spec: SessionSpec, secrets: SessionSecrets): Promise<void> {
-    // The CLI's stderr may name config values: log it, never hand it to a caller.
-    await this.#configCall(stack.name, () =>
-      stack.setAllConfig({
-        [ConfigKeys.spec]: { value: JSON.stringify(spec) },
-        [ConfigKeys.credentials]: { value: JSON.stringify(secrets.credentials), secret: true },
-        [ConfigKeys.adapterToken]: { value: secrets.adapterToken, secret: true },
-      }),
-    );
+  /** How our own CLI calls (secrets on stdin, values on stdout) are run. */
+  #cli(): CliInvocation {
+    return { command: this.#command.command, cwd: this.options.projectDir, env: this.#envVars() };
   }
 
-  async #configCall<T>(stackName: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (error) {
-      this.#log("error", "stack config failed", {
-        stack: stackName,
-        engine: String((error as Error).message).slice(-2000),
-      });
-      throw toStackError(stackName, "config", error);
+  /** The stack's settings file under the data dir (0600), taken over from the project dir once. */
+  #adopt(stackName: string): string {
+    const file = settingsPath(this.options.dataDir, stackName);
+    adoptSettings(this.options.projectDir, stackName, file);
+    return file;
+  }
+
+  /**
+   * The spec goes into the settings file as plain config; credentials and the adapter token reach
+   * the CLI on stdin and are stored encrypted by the stack's secrets provider (stack-settings.ts):
+   * no secret is ever in a process's arguments.
+   */
+  async #writeConfig(stack: Stack, spec: SessionSpec, secrets: SessionSecrets): Promise<void> {
+    const file = this.#adopt(stack.name);
+    writePlainConfig(file, { [ConfigKeys.spec]: JSON.stringify(spec) });
+    const cli = this.#cli();
+    const redact = secretValues(secrets);
+    for (const [key, value] of [
+      [ConfigKeys.credentials, JSON.stringify(secrets.credentials)],
+      [ConfigKeys.adapterToken, secrets.adapterToken],
+    ] as const) {
+      try {
+        await setSecretConfig(cli, stack.name, file, key, value);
+      } catch (error) {
+        // The CLI's stderr may name config values: log it redacted, never hand it to a caller.
+        this.#log("error", "stack config failed", {
+          stack: stack.name,
+          engine: redactCommandText(String((error as Error).message), redact).slice(-2000),
+        });
+        throw toStackError(stack.name, "config", error);
+      }
     }
   }
 
   async #runUp(
     stack: Stack,
     stackName: string,
+    spec: SessionSpec,
     op: StackOperation,
     opts: OperationOptions,
+    secrets: readonly string[],
   ): Promise<SessionOutputs> {
+    const configFile = settingsPath(this.options.dataDir, stackName);
     const violations: Violation[] = [];
     let result: UpResult;
     try {
       result = await this.#withLockRecovery(stackName, op, () =>
         stack.up({
+          configFile,
+          // With secrets shown, the summary's `stack history` writes a new salt file beside the project.
+          showSecrets: false,
           policyPacks: this.options.policyPacks,
-          ...(this.options.policyPackConfigs.length
-            ? { policyPackConfigs: this.options.policyPackConfigs }
-            : {}),
+          ...this.#policyPackConfigs(stackName, spec),
           onEvent: this.#progress(stackName, op, opts, violations),
           ...(opts.signal ? { signal: opts.signal } : {}),
         }),
@@ -349,7 +432,7 @@ export class StackManager {
       this.#log("error", "stack operation failed", {
         stack: stackName,
         op,
-        engine: String((error as Error).message).slice(-2000),
+        engine: redactCommandText(String((error as Error).message), secrets).slice(-2000),
       });
       throw toStackError(stackName, op, error);
     }
@@ -441,3 +524,8 @@ export class StackManager {
 }
 
 type Violation = { policy: string; message: string };
+
+/** The values a failed command's text must never show. */
+function secretValues(secrets: SessionSecrets): string[] {
+  return [...Object.values(secrets.credentials), secrets.adapterToken, JSON.stringify(secrets.credentials)];
+}

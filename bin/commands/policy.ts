@@ -96,11 +96,18 @@ async function preview(
   cwd: string,
   env: PulumiEnv,
   show: boolean,
+  runnerDir: string,
 ): Promise<{ exitCode: number | null; violations: Violation[] }> {
+  // The stack's settings and the pack config its last `up` used live under the runner's data dir
+  // (stacks/stack-settings.ts, stacks/policy-pack-config.ts).
+  const settings = join(runnerDir, "stack-settings", `Pulumi.${stack}.yaml`);
+  const packConfig = join(runnerDir, "policy-config", `${stack}.json`);
   const args = [
     "preview",
     "--policy-pack",
     join(repoRoot, "policies"),
+    ...(existsSync(packConfig) ? ["--policy-pack-config", packConfig] : []),
+    ...(existsSync(settings) ? ["--config-file", settings] : []),
     "--stack",
     stack,
     "--non-interactive",
@@ -164,10 +171,8 @@ export const policy: Command = {
     const json = parsed.values.json;
     const quiet = parsed.values.quiet;
     const cwd = resolve(parsed.values.cwd ?? repoRoot);
-    const env = pulumiEnv(
-      resolve(parsed.values["data-dir"] ?? process.env.AGENT_SESSIONS_DATA_DIR ?? ".data"),
-      parsed.values["backend-url"],
-    );
+    const dataDir = resolve(parsed.values["data-dir"] ?? process.env.AGENT_SESSIONS_DATA_DIR ?? ".data");
+    const env = pulumiEnv(dataDir, parsed.values["backend-url"]);
     const stacks = parsed.values.stack?.length ? parsed.values.stack : listStacks(cwd, env);
     if (stacks.length === 0) {
       if (!quiet) process.stderr.write(`no stacks in ${env.PULUMI_BACKEND_URL}: nothing to check\n`);
@@ -176,7 +181,13 @@ export const policy: Command = {
     let failed = false;
     for (const stack of stacks) {
       if (!quiet && !json) process.stderr.write(`policy check: ${stack}\n`);
-      const { exitCode, violations } = await preview(stack, cwd, env, !quiet && !json);
+      const { exitCode, violations } = await preview(
+        stack,
+        cwd,
+        env,
+        !quiet && !json,
+        join(dataDir, "runner"),
+      );
       if (json) process.stdout.write(`${JSON.stringify({ stack, exitCode, violations })}\n`);
       else if (violations.length) {
         process.stdout.write(`${stack}: ${violations.length} policy violation(s)\n`);

@@ -38,6 +38,30 @@ async function ensureChain(
   }
 }
 
+/**
+ * A Linux interface name (IFNAMSIZ: 1-15 characters). Rules are found again by the bridge named in
+ * their comment: an empty or odd name would match other sessions' rules, so none is accepted.
+ */
+const BRIDGE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
+
+export function assertBridgeName(bridge: string): void {
+  if (!BRIDGE_NAME.test(bridge))
+    throw new Error(`"${bridge}" is not a bridge interface name (1-15 of A-Z a-z 0-9 _ . -)`);
+}
+
+/** The words of an `iptables -S` line, quotes removed. */
+function words(line: string): string[] {
+  return line.match(/"[^"]*"|\S+/g)?.map((t) => t.replace(/^"|"$/g, "")) ?? [];
+}
+
+/** Whether an `iptables -S` line is a rule of ours in `chain` for exactly this bridge (not a prefix of it). */
+export function isRuleOf(line: string, chain: string, bridge: string): boolean {
+  const w = words(line);
+  if (w[0] !== "-A" || w[1] !== chain) return false;
+  const at = w.indexOf("--comment");
+  return at >= 0 && w[at + 1] === `agent-sessions:${bridge}`;
+}
+
 function ruleComment(bridge: string): string[] {
   return ["-m", "comment", "--comment", `agent-sessions:${bridge}`];
 }
@@ -48,6 +72,7 @@ export async function isolateBridge(
   gateway: string,
   allowed: AllowedEndpoint[],
 ): Promise<void> {
+  assertBridgeName(bridge);
   await removeBridgeRules(bridge);
   await ensureChain("filter", GUARD_CHAIN, "INPUT");
   await ensureChain("nat", NAT_CHAIN, "PREROUTING");
@@ -83,8 +108,9 @@ export async function isolateBridge(
   await add("filter", GUARD_CHAIN, ["-j", "DROP"]);
 }
 
-/** Removes every rule of ours that names the bridge. */
+/** Removes every rule of ours that names the bridge (exactly; an empty name is refused). */
 export async function removeBridgeRules(bridge: string): Promise<void> {
+  assertBridgeName(bridge);
   for (const [table, chain] of [
     ["filter", GUARD_CHAIN],
     ["nat", NAT_CHAIN],
@@ -96,13 +122,8 @@ export async function removeBridgeRules(bridge: string): Promise<void> {
       continue; // no chain: nothing of ours
     }
     for (const line of listing.split("\n")) {
-      if (!line.startsWith(`-A ${chain} `) || !line.includes(`agent-sessions:${bridge}`)) continue;
-      const spec =
-        line
-          .slice(3)
-          .match(/"[^"]*"|\S+/g)
-          ?.map((t) => t.replace(/^"|"$/g, "")) ?? [];
-      await iptables(["-t", table, "-D", ...spec]);
+      if (!isRuleOf(line, chain, bridge)) continue;
+      await iptables(["-t", table, "-D", ...words(line).slice(1)]);
     }
   }
 }

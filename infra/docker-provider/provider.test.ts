@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type Docker from "dockerode";
 import { describe, expect, it } from "vitest";
-import { DockerSessionProvider, revealSecrets } from "./provider.ts";
+import { containerCreateOptions, DockerSessionProvider, revealSecrets } from "./provider.ts";
 import { DockerTypes } from "./schema.ts";
 
 /** How the engine hands a secret to a provider that accepts secrets (@pulumi/pulumi runtime/rpc). */
@@ -38,5 +38,36 @@ describe("Docker provider secret inputs", () => {
     expect(
       await provider.diff("id", urn, stored, { name: "c", secretEnv: secret({ ADAPTER_TOKEN: "rotated" }) }),
     ).toMatchObject({ changes: true, replaces: ["secretEnvHash"] });
+  });
+});
+
+describe("Docker session containers", () => {
+  it("cap the container log (json-file, rotated), so an agent cannot fill the engine's disk", () => {
+    const options = containerCreateOptions(
+      {
+        name: "c",
+        image: `127.0.0.1:5000/x@sha256:${"a".repeat(64)}`,
+        env: {},
+        secretEnv: {},
+        user: "65532:65532",
+        readOnlyRootfs: true,
+        privileged: false,
+        capDrop: ["ALL"],
+        capAdd: [],
+        securityOpt: ["no-new-privileges"],
+        networkMode: "n",
+        mounts: [],
+        memoryBytes: 1 << 29,
+        nanoCpus: 1e9,
+        pidsLimit: 256,
+        labels: {},
+        adapterPort: 8080,
+      },
+      [],
+    );
+    expect(options.HostConfig?.LogConfig).toEqual({
+      Type: "json-file",
+      Config: { "max-size": "2097152", "max-file": "2" },
+    });
   });
 });

@@ -10,6 +10,7 @@ import type * as provider from "@pulumi/pulumi/provider/index.js";
 import { isRpcSecret, unwrapRpcSecret } from "@pulumi/pulumi/runtime/rpc.js";
 import Docker from "dockerode";
 import { isolateBridge, removeBridgeRules } from "./host-isolation.ts";
+import { CONTAINER_LOG_CONFIG } from "./log-limits.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
 
 type NetworkArgs = NetworkInputs;
@@ -45,6 +46,54 @@ export function revealSecrets(value: unknown): unknown {
 
 function isNotFound(error: unknown): boolean {
   return (error as { statusCode?: number }).statusCode === 404;
+}
+
+/**
+ * A session container's create options (pure: tested apart from the engine), exactly the inputs
+ * the policy pack judged, plus capped logs (log-limits.ts). `env` holds the credentials: it is
+ * given to the engine here only, never logged.
+ */
+export function containerCreateOptions(
+  inputs: ContainerInputs,
+  env: string[],
+): Docker.ContainerCreateOptions {
+  return {
+    name: inputs.name,
+    Image: inputs.image,
+    User: inputs.user,
+    Env: env,
+    Labels: inputs.labels,
+    HostConfig: {
+      ReadonlyRootfs: inputs.readOnlyRootfs,
+      Privileged: inputs.privileged,
+      CapDrop: inputs.capDrop,
+      CapAdd: inputs.capAdd,
+      SecurityOpt: inputs.securityOpt,
+      NetworkMode: inputs.networkMode,
+      ...(inputs.pidMode ? { PidMode: inputs.pidMode } : {}),
+      ...(inputs.ipcMode ? { IpcMode: inputs.ipcMode } : {}),
+      Mounts: inputs.mounts.map((m) =>
+        m.type === "tmpfs"
+          ? {
+              Type: "tmpfs" as const,
+              Source: "",
+              Target: m.target,
+              TmpfsOptions: { SizeBytes: m.sizeBytes ?? 64 * 1024 * 1024, Mode: 0o1777 },
+            }
+          : { Type: m.type, Source: m.source ?? "", Target: m.target, ReadOnly: m.readOnly ?? false },
+      ),
+      Memory: inputs.memoryBytes,
+      NanoCpus: inputs.nanoCpus,
+      PidsLimit: inputs.pidsLimit,
+      RestartPolicy: { Name: "no" },
+      LogConfig: { Type: CONTAINER_LOG_CONFIG.Type, Config: { ...CONTAINER_LOG_CONFIG.Config } },
+    },
+  };
+}
+
+/** The Linux bridge Docker makes for a network: `br-` and the first 12 characters of its id. */
+function bridgeOf(networkId: string): string {
+  return `br-${networkId.slice(0, 12)}`;
 }
 
 async function pullIfMissing(docker: Docker, image: string): Promise<void> {
@@ -166,7 +215,11 @@ export class DockerSessionProvider implements provider.Provider {
           await this.#docker.getVolume(id).remove();
           return;
         case DockerTypes.network:
-          await removeBridgeRules(String(props.bridge ?? ""));
+          // The bridge is named after the network id (see create); an empty name would match
+          // every session's rules, and removeBridgeRules refuses it.
+          await removeBridgeRules(
+            typeof props.bridge === "string" && props.bridge ? props.bridge : bridgeOf(id),
+          );
           await this.#docker.getNetwork(id).remove();
           return;
         case DockerTypes.container: {
@@ -212,7 +265,7 @@ export class DockerSessionProvider implements provider.Provider {
     });
     const info = await this.#docker.getNetwork(created.id).inspect();
     const gateway: string = info.IPAM?.Config?.[0]?.Gateway ?? "";
-    const bridge = `br-${created.id.slice(0, 12)}`;
+    const bridge = bridgeOf(created.id);
     if (inputs.isolateFromHost) {
       try {
         await isolateBridge(bridge, gateway, inputs.allowedEgress ?? []);
@@ -232,37 +285,7 @@ export class DockerSessionProvider implements provider.Provider {
     const env = [...Object.entries(inputs.env), ...Object.entries(inputs.secretEnv ?? {})].map(
       ([k, v]) => `${k}=${v}`,
     );
-    const container = await this.#docker.createContainer({
-      name: inputs.name,
-      Image: inputs.image,
-      User: inputs.user,
-      Env: env,
-      Labels: inputs.labels,
-      HostConfig: {
-        ReadonlyRootfs: inputs.readOnlyRootfs,
-        Privileged: inputs.privileged,
-        CapDrop: inputs.capDrop,
-        CapAdd: inputs.capAdd,
-        SecurityOpt: inputs.securityOpt,
-        NetworkMode: inputs.networkMode,
-        ...(inputs.pidMode ? { PidMode: inputs.pidMode } : {}),
-        ...(inputs.ipcMode ? { IpcMode: inputs.ipcMode } : {}),
-        Mounts: inputs.mounts.map((m) =>
-          m.type === "tmpfs"
-            ? {
-                Type: "tmpfs" as const,
-                Source: "",
-                Target: m.target,
-                TmpfsOptions: { SizeBytes: m.sizeBytes ?? 64 * 1024 * 1024, Mode: 0o1777 },
-              }
-            : { Type: m.type, Source: m.source ?? "", Target: m.target, ReadOnly: m.readOnly ?? false },
-        ),
-        Memory: inputs.memoryBytes,
-        NanoCpus: inputs.nanoCpus,
-        PidsLimit: inputs.pidsLimit,
-        RestartPolicy: { Name: "no" },
-      },
-    });
+    const container = await this.#docker.createContainer(containerCreateOptions(inputs, env));
     try {
       await container.start();
       const info = await container.inspect();

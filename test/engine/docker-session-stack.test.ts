@@ -7,7 +7,7 @@
 import { execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { createServer, type Server } from "node:net";
-import { readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -159,14 +159,16 @@ describe("a Docker session stack (real CLI, provider, dockerd and registry)", ()
     const authorized = await fetch(url, { headers: { authorization: `Bearer ${secrets.adapterToken}` } });
     expect(authorized.status).toBe(404);
     // …but no file Pulumi wrote holds them in plaintext: the backend (checkpoints, history,
-    // backups) and the stack's config file beside the project.
+    // backups) and the stack's settings file, which lives under the data dir (0600), not beside
+    // the project.
     const state = backendStateText(dataDir);
     expect(state).toContain(stackName);
     expect(state).not.toContain(secrets.credentials.MODEL_API_KEY);
     expect(state).not.toContain(secrets.adapterToken);
-    const [configFile] = stackConfigFiles(repoRoot).filter((f) => f.includes(stackName));
-    expect(configFile).toBeDefined();
-    const config = readFileSync(join(repoRoot, configFile!), "utf8");
+    expect(stackConfigFiles(repoRoot).filter((f) => f.includes(stackName))).toEqual([]);
+    const configFile = join(dataDir, "stack-settings", `Pulumi.${stackName}.yaml`);
+    expect(statSync(configFile).mode & 0o777).toBe(0o600);
+    const config = readFileSync(configFile, "utf8");
     expect(config).toContain("secure:");
     expect(config).not.toContain(secrets.credentials.MODEL_API_KEY);
     expect(config).not.toContain(secrets.adapterToken);
@@ -230,5 +232,6 @@ describe("a Docker session stack (real CLI, provider, dockerd and registry)", ()
     expect(objects).toEqual({ containers: [], networks: [], volumes: [] });
     expect(await manager.list()).not.toContain(stackName);
     expect(stackConfigFiles(repoRoot).filter((f) => f.includes(stackName))).toEqual([]);
+    expect(existsSync(join(dataDir, "stack-settings", `Pulumi.${stackName}.yaml`))).toBe(false);
   });
 });

@@ -9,7 +9,7 @@
  * resumed, stopped for idleness, resumed, killed, recovered, deleted.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
@@ -415,7 +415,11 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       expect(state).toContain(stackName());
       expect(state).toContain("ciphertext");
       expect(state).not.toContain(SECRET);
-      const config = readFileSync(join(repoRoot, `Pulumi.${stackName()}.yaml`), "utf8");
+      // The stack's settings live under the runner's data dir (0600), never beside the project.
+      expect(existsSync(join(repoRoot, `Pulumi.${stackName()}.yaml`))).toBe(false);
+      const settings = join(runnerDataDir(), "stack-settings", `Pulumi.${stackName()}.yaml`);
+      expect(statSync(settings).mode & 0o777).toBe(0o600);
+      const config = readFileSync(settings, "utf8");
       expect(config).toContain("secure:");
       expect(config).not.toContain(SECRET);
     });
@@ -641,6 +645,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
         ),
       ).toBe(false);
       expect(existsSync(join(repoRoot, `Pulumi.${stackName()}.yaml`))).toBe(false);
+      expect(existsSync(join(runnerDataDir(), "stack-settings", `Pulumi.${stackName()}.yaml`))).toBe(false);
     });
   });
 }
