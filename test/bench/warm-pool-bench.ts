@@ -23,6 +23,7 @@ import {
 } from "../engine/agent-system.ts";
 import { System, until } from "../engine/system.ts";
 import { applyTestbedEnv, referenceImage } from "../engine/testbed.ts";
+import { workloadName } from "../../contracts/session-spec.ts";
 
 const warmRuns = Number(process.argv[2] ?? 10);
 const coldRuns = Number(process.argv[3] ?? 3);
@@ -122,7 +123,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < warmRuns; i++) {
     await until("pool full", async () => (await poolReady("w")) === poolSize, 600_000);
     const { ms, container } = await spawnOnce("w");
-    if (container.startsWith(`as-${NS}-pool-w-`)) warm.push(ms);
+    if (container.startsWith(workloadName(NS, "pool-w-"))) warm.push(ms);
     else fallbacks += 1;
     console.log(`  warm run ${i + 1}: ${ms.toFixed(0)} ms (${container})`);
   }

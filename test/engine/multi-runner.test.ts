@@ -23,6 +23,7 @@ import { type ModelServer, startModelServer } from "../fixtures/model-server.ts"
 import { containersOf, removeEverything, setUpNamespace } from "./agent-system.ts";
 import { BRIDGE_IP, type Json, type Proc, System, until } from "./system.ts";
 import { applyTestbedEnv, repoRoot } from "./testbed.ts";
+import { workloadName } from "../../contracts/session-spec.ts";
 
 applyTestbedEnv();
 
@@ -134,8 +135,8 @@ async function stacksOn(name: string): Promise<string[]> {
   return (await manager.list()).sort();
 }
 
-/** A workspace's stack (`<namespace>--<session name>`) from its container name (`as-<namespace>-<session name>`). */
-const stackOf = (container: string) => `${NS}--${container.replace(`as-${NS}-`, "")}`;
+/** A workspace's stack (`<namespace>--<session name>`) from its container name (workloadName). */
+const stackOf = (container: string) => `${NS}--${container.replace(workloadName(NS, ""), "")}`;
 
 async function session(name: string): Promise<Json> {
   const got = await system.call("GET", `${SESSIONS}/${name}`);

@@ -24,6 +24,7 @@ import {
 } from "./agent-system.ts";
 import { System, until } from "./system.ts";
 import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+import { workloadName } from "../../contracts/session-spec.ts";
 
 applyTestbedEnv();
 
@@ -193,7 +194,7 @@ describe("warm pool (real Docker, real Pulumi)", () => {
     const poolA = (await unclaimed("a")).map((c) => c.name);
     const fromB = await spawn("b");
     expect(fromB.state).toBe("READY");
-    expect(fromB.container_name).toMatch(new RegExp(`^as-${NS}-pool-b-`));
+    expect(fromB.container_name).toMatch(new RegExp(`^${workloadName(NS, "pool-b-")}`));
     expect(poolA).not.toContain(fromB.container_name);
     const all = await system.rpc("GetAgentStatus", {});
     const live = (all.body.sessions as { container_name: string; agent_ref: string; state: string }[]).filter(
