@@ -210,7 +210,15 @@ describe("chaos: SIGKILL of the runner and of the server, end to end", () => {
       async () => (await state(session)).state === "READY",
       60_000,
     );
-    const statesAfter = follower.states.slice(statesOf(follower.events.slice(0, before), session).length);
+    // The RPC says READY first; the follower's stream, reconnected to the new server, may still be
+    // catching up with the frames that say so.
+    const seenBefore = statesOf(follower.events.slice(0, before), session).length;
+    await until(
+      "the follower to see the session come back",
+      () => follower.states.length >= seenBefore + 2,
+      30_000,
+    );
+    const statesAfter = follower.states.slice(seenBefore);
     expect(statesAfter).toEqual(["DISCONNECTED(RunnerDisconnected)", "READY"]);
     expect(await agentPids(container)).toHaveLength(1); // the agent lived through it: same process
     expect(
