@@ -109,6 +109,17 @@ export const HarnessReasons = {
    */
   Recovering: "Recovering",
   /**
+   * The workload or the agent exited unexpectedly (crash, OOM, removed, a pod deleted) while
+   * desiredState is running: it is restarted after a back-off (status.restartCount and
+   * status.lastExit say how often and why), resuming the conversation kept on the volume.
+   */
+  Restarting: "Restarting",
+  /**
+   * The workload or the agent kept exiting: restarted too often in a row (each failed again before
+   * it ran long undisturbed). Failed until the spec is written again; status.lastExit says why.
+   */
+  CrashLoop: "CrashLoop",
+  /**
    * The agent session is READY but a request cannot reach its adapter yet (the runner cannot
    * relay to it: no link, no token, adapter not answering ready); retried until it can.
    */
@@ -158,6 +169,15 @@ export const UsageTotals = z.object({
 });
 export type UsageTotals = z.infer<typeof UsageTotals>;
 
+/** The latest unexpected exit of a session's workload or agent (the engine's or runner's reason). */
+export const SessionExit = z.object({
+  /** e.g. ContainerExited, OOMKilled, ContainerRemoved, PodDeleted, AgentExited(…) */
+  reason: z.string(),
+  /** When the controller saw it. */
+  time: z.string(),
+});
+export type SessionExit = z.infer<typeof SessionExit>;
+
 export const HarnessSessionStatus = z.object({
   phase: HarnessPhase,
   observedGeneration: z.number().int().nonnegative(),
@@ -174,6 +194,9 @@ export const HarnessSessionStatus = z.object({
   /** Usage of the last finished request, exactly as the adapter recorded it. */
   lastRequestUsage: Usage.optional(),
   usage: UsageTotals,
+  /** Restarts after unexpected exits since the session was created (spec writes do not count). */
+  restartCount: z.number().int().nonnegative(),
+  lastExit: SessionExit.optional(),
 });
 export type HarnessSessionStatus = z.infer<typeof HarnessSessionStatus>;
 

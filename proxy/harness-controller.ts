@@ -8,11 +8,13 @@ import {
   type Readiness,
   readyOf,
   recoversByItself,
+  restartsAfterExit,
   unreachable,
   withCondition,
   withReady,
 } from "./harness-status.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
+import { DEFAULT_RESTART_POLICY, decideRestart, type RestartPolicy } from "./restart-policy.ts";
 import type { Logger } from "./log.ts";
 import type { ProvisionRecorder } from "./provision-recorder.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
@@ -46,6 +48,8 @@ export type HarnessControllerOptions = {
   probeTimeoutMs?: number;
   /** How soon a session whose adapter a request could not reach is probed again. @default 1000 */
   probeRetryMs?: number;
+  /** Restarts after unexpected exits, and when it is a CrashLoop. @default DEFAULT_RESTART_POLICY */
+  restartPolicy?: RestartPolicy;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
   /** @default () => new Date() */
@@ -74,6 +78,8 @@ export class HarnessController {
   readonly #awake = new Map<string, number>();
   /** Sessions whose relay-path probe failed, to be reconciled (probed) again soon. */
   readonly #reprobes = new Map<string, NodeJS.Timeout>();
+  /** Sessions waiting for their back-off before a restart after an unexpected exit. */
+  readonly #restarts = new Map<string, NodeJS.Timeout>();
   #closed = false;
 
   constructor(options: HarnessControllerOptions) {
@@ -81,6 +87,7 @@ export class HarnessController {
       drainTimeoutMs: 130_000,
       probeTimeoutMs: 30_000,
       probeRetryMs: 1_000,
+      restartPolicy: DEFAULT_RESTART_POLICY,
       now: () => new Date(),
       admission: defaultAdmission(),
       ...options,
@@ -164,6 +171,8 @@ export class HarnessController {
     this.#closed = true;
     for (const timer of this.#reprobes.values()) clearTimeout(timer);
     this.#reprobes.clear();
+    for (const timer of this.#restarts.values()) clearTimeout(timer);
+    this.#restarts.clear();
   }
 
   /**
@@ -303,7 +312,7 @@ export class HarnessController {
   // ── reconcile ────────────────────────────────────────────────────────────────────────────
 
   async #reconcile(namespace: string, name: string): Promise<void> {
-    const record = await this.#o.harness.getHarnessSession(namespace, name);
+    let record = await this.#o.harness.getHarnessSession(namespace, name);
     // A session being deleted is DELETE's business (and its retries').
     if (!record || record.deletion_requested_at !== undefined) return;
     const session = await this.#session(record);
@@ -317,6 +326,14 @@ export class HarnessController {
       return;
     }
     const explicit = record.observed_generation < record.generation;
+    if (!explicit && session && restartsAfterExit(record, session)) {
+      // The workload or the agent exited on its own: desiredState says running, so it runs again.
+      await this.#afterExit(record, session);
+      return;
+    }
+    if (explicit && record.consecutive_restarts > 0)
+      // A spec write is a fresh start: earlier crashes no longer count toward a CrashLoop.
+      record = await this.#observe(record, { consecutive_restarts: 0 });
     if (session && isLive(session.state) && session.state !== "STOPPING") {
       await this.#mirror(record, session, explicit);
       return;
@@ -376,7 +393,7 @@ export class HarnessController {
   async #bringUp(
     record: HarnessRecord,
     previous: SessionRecord | undefined,
-    opts: { autoResumeFor?: string; recovering?: string } = {},
+    opts: { autoResumeFor?: string; recovering?: string; restarting?: string } = {},
   ): Promise<void> {
     const generation = record.generation;
     const binding = await this.#checkBinding(record);
@@ -399,17 +416,21 @@ export class HarnessController {
     }
     const resuming = previous !== undefined;
     const resumeReason =
-      opts.recovering !== undefined
-        ? HarnessReasons.Recovering
-        : opts.autoResumeFor !== undefined
-          ? HarnessReasons.AutoResuming
-          : HarnessReasons.Resuming;
+      opts.restarting !== undefined
+        ? HarnessReasons.Restarting
+        : opts.recovering !== undefined
+          ? HarnessReasons.Recovering
+          : opts.autoResumeFor !== undefined
+            ? HarnessReasons.AutoResuming
+            : HarnessReasons.Resuming;
     const resumeWhy =
-      opts.recovering !== undefined
-        ? `recovering: its workspace stopped while the runner or the engine restarted (${opts.recovering})`
-        : opts.autoResumeFor !== undefined
-          ? `auto-resuming for request ${opts.autoResumeFor}`
-          : "resuming";
+      opts.restarting !== undefined
+        ? `restarting after ${opts.restarting} (restart ${record.restart_count})`
+        : opts.recovering !== undefined
+          ? `recovering: its workspace stopped while the runner or the engine restarted (${opts.recovering})`
+          : opts.autoResumeFor !== undefined
+            ? `auto-resuming for request ${opts.autoResumeFor}`
+            : "resuming";
     let current = await this.#observe(record, {
       phase: "Pending",
       conditions: withReady(
@@ -474,6 +495,95 @@ export class HarnessController {
     current = await this.#observe(current, { session_id: sessionId });
     const session = await this.#o.store.getSession(sessionId);
     if (session) await this.#mirror(current, session, true);
+  }
+
+  /**
+   * An unexpected exit of the workload or the agent (ERRORED, desiredState running). A new exit
+   * (one status frame: agent session + seq) is counted and either scheduled for a restart after
+   * its back-off (Pending, Restarting) or, after too many in a row, settled as Failed/CrashLoop.
+   * The exit already handled restarts once its back-off is over (resuming the agent session: the
+   * conversation is on the volume).
+   */
+  async #afterExit(record: HarnessRecord, session: SessionRecord): Promise<void> {
+    const handled =
+      record.last_exit?.session_id === session.session_id && record.last_exit.seq === session.last_seq;
+    const reason = session.reason ?? "unknown";
+    if (!handled) {
+      const now = this.#o.now();
+      const exit = { reason, time: now.toISOString(), session_id: session.session_id, seq: session.last_seq };
+      const decision = decideRestart(
+        this.#o.restartPolicy,
+        { consecutive: record.consecutive_restarts, lastRestartAt: record.restart_at },
+        now,
+      );
+      if (decision.action === "crashLoop") {
+        this.#o.log("warn", "harness session crash-looping: not restarted again", {
+          namespace: record.namespace,
+          name: record.name,
+          reason,
+          restarts: decision.consecutive,
+        });
+        await this.#observe(record, {
+          last_exit: exit,
+          observed_generation: record.generation,
+          phase: "Failed",
+          conditions: withReady(
+            record.conditions,
+            {
+              status: "False",
+              reason: HarnessReasons.CrashLoop,
+              message: `agent session ${session.session_id} exited unexpectedly (${reason}) again after ${decision.consecutive} restarts in a row; write the spec again (e.g. desiredState: running) to retry`,
+            },
+            now.toISOString(),
+          ),
+        });
+        return;
+      }
+      this.#o.log("info", "harness session exited unexpectedly: restarting", {
+        namespace: record.namespace,
+        name: record.name,
+        reason,
+        restart: record.restart_count + 1,
+        delay_ms: decision.delayMs,
+      });
+      await this.#observe(record, {
+        last_exit: exit,
+        restart_count: record.restart_count + 1,
+        consecutive_restarts: decision.consecutive,
+        restart_at: decision.restartAt,
+        phase: "Pending",
+        conditions: withReady(
+          record.conditions,
+          {
+            status: "False",
+            reason: HarnessReasons.Restarting,
+            message: `agent session ${session.session_id} exited unexpectedly (${reason}); restart ${record.restart_count + 1} in ${decision.delayMs} ms`,
+          },
+          now.toISOString(),
+        ),
+      });
+      this.#restartLater(record.namespace, record.name, decision.delayMs);
+      return;
+    }
+    if (readyOf(record.conditions)?.reason === HarnessReasons.CrashLoop) return;
+    const wait =
+      record.restart_at === undefined ? 0 : Date.parse(record.restart_at) - this.#o.now().getTime();
+    if (wait > 0) {
+      this.#restartLater(record.namespace, record.name, wait); // e.g. after a server restart
+      return;
+    }
+    await this.#bringUp(record, session, { restarting: reason });
+  }
+
+  #restartLater(namespace: string, name: string, delayMs: number): void {
+    const key = keyOf(namespace, name);
+    if (this.#closed || this.#restarts.has(key)) return;
+    const timer = setTimeout(() => {
+      this.#restarts.delete(key);
+      if (!this.#closed) this.enqueue(namespace, name);
+    }, delayMs);
+    timer.unref();
+    this.#restarts.set(key, timer);
   }
 
   /** Asks the session's runner whether a request could reach the adapter now (PROTOCOL.md §7 `probe`). */

@@ -4,6 +4,7 @@ import {
   failureOf,
   observeSession,
   recoversByItself,
+  restartsAfterExit,
   sessionFailureReason,
   toManifest,
   unreachable,
@@ -111,7 +112,43 @@ describe("HarnessSession status derivation", () => {
       ).toBe(true);
     });
 
-    it("never one that crashed, was OOM-killed or removed, or that lost its runner: those stay Failed until the spec is written", () => {
+    it("restarts (with a back-off) one that should run whose workload or agent crashed, was OOM-killed, removed or deleted", () => {
+      for (const reason of [
+        "ContainerExited",
+        "OOMKilled",
+        "ContainerRemoved",
+        "PodDeleted",
+        "AgentExited(1)",
+      ]) {
+        expect(restartsAfterExit(record("Ready"), errored(reason)), reason).toBe(true);
+        expect(restartsAfterExit(record("Pending", HarnessReasons.Restarting), errored(reason)), reason).toBe(
+          true,
+        );
+        // Mirrored as Failed while it was starting: still its own exit.
+        expect(
+          restartsAfterExit(record("Failed", HarnessReasons.AdapterExited), errored(reason)),
+          reason,
+        ).toBe(true);
+      }
+    });
+
+    it("never restarts one that lost its runner, stopped underneath, should not run, or failed for another reason", () => {
+      expect(restartsAfterExit(record("Ready"), errored("LostByRunner"))).toBe(false);
+      expect(restartsAfterExit(record("Ready"), errored("ReattachExpired"))).toBe(false);
+      expect(restartsAfterExit(record("Ready"), errored("WorkspaceNotRunning"))).toBe(false);
+      expect(restartsAfterExit(record("Ready"), { state: "READY" })).toBe(false);
+      const stopped: HarnessRecord["spec"] = { ...running, desiredState: "stopped" };
+      expect(restartsAfterExit(record("Ready", undefined, stopped), errored("ContainerExited"))).toBe(false);
+      expect(restartsAfterExit({ ...record("Ready"), deletion_requested_at: T1 }, errored("OOMKilled"))).toBe(
+        false,
+      );
+      expect(restartsAfterExit(record("Draining"), errored("ContainerExited"))).toBe(false);
+      expect(
+        restartsAfterExit(record("Failed", HarnessReasons.StartFailed), errored("ContainerExited")),
+      ).toBe(false);
+    });
+
+    it("never recovers (without a back-off) one that crashed, was OOM-killed or removed, or that lost its runner", () => {
       for (const reason of [
         "ContainerExited",
         "OOMKilled",
@@ -197,6 +234,10 @@ describe("HarnessSession status derivation", () => {
       output_tokens: 4,
       usage_reported: 1,
       usage_unavailable: 2,
+      restart_count: 2,
+      consecutive_restarts: 1,
+      restart_at: T1,
+      last_exit: { reason: "OOMKilled", time: T1, session_id: "ses-1", seq: 7 },
     };
     const manifest = toManifest(record);
     expect(manifest.metadata).toEqual({
@@ -214,7 +255,10 @@ describe("HarnessSession status derivation", () => {
       errorCount: 1,
       lastRequestUsage: "unavailable",
       usage: { inputTokens: 10, outputTokens: 4, reportedRequests: 1, unavailableRequests: 2 },
+      restartCount: 2,
     });
+    // The exit as a user reads it; the controller's bookkeeping (session, seq) stays inside.
+    expect(manifest.status.lastExit).toEqual({ reason: "OOMKilled", time: T1 });
     const bare = toManifest({ ...record, session_id: undefined, last_request_usage: undefined });
     expect(bare.status).not.toHaveProperty("sessionId");
     expect(bare.status).not.toHaveProperty("lastRequestUsage");

@@ -119,6 +119,44 @@ export function unreachable(sessionId: string, error: ApiErrorBody): Observed {
   );
 }
 
+/**
+ * Whether an ERRORED agent session is an unexpected exit of the session's own workload or agent
+ * (crash, OOM, removed, a pod deleted, the agent process ended) that the controller restarts
+ * (restart-policy.ts): the session should run, and is not settled for another reason (a failed
+ * provision or start, a CrashLoop already, a deliberate stop). A runner that is lost, or a
+ * workspace stopped underneath by a restart of the runner or engine (recoversByItself), are not.
+ */
+export function restartsAfterExit(
+  record: Pick<HarnessRecord, "phase" | "conditions" | "spec" | "deletion_requested_at">,
+  session: { state: SessionState; reason?: string | undefined },
+): boolean {
+  if (record.spec.desiredState !== "running" || record.deletion_requested_at !== undefined) return false;
+  if (session.state !== "ERRORED" || STOPPED_UNDERNEATH.includes(session.reason ?? "")) return false;
+  const kind = sessionFailureReason(session.reason);
+  if (kind !== HarnessReasons.AdapterExited && kind !== HarnessReasons.AgentExited) return false;
+  switch (record.phase) {
+    case "Pending":
+    case "Ready":
+      return true;
+    case "Failed": {
+      const reason = readyOf(record.conditions)?.reason;
+      // Failed as the mirror of this exit (e.g. while starting), or a CrashLoop (settled there).
+      return (
+        reason === HarnessReasons.AdapterExited ||
+        reason === HarnessReasons.AgentExited ||
+        reason === HarnessReasons.CrashLoop
+      );
+    }
+    case "Draining":
+    case "Stopped":
+      return false;
+    default: {
+      const exhaustive: never = record.phase;
+      return exhaustive;
+    }
+  }
+}
+
 /** Agent-session reasons that say the workload stopped underneath the session, not of its own doing. */
 const STOPPED_UNDERNEATH: readonly string[] = [SessionReasons.WorkspaceNotRunning, "EngineRestarted"];
 
@@ -191,7 +229,10 @@ export function toManifest(record: HarnessRecord): HarnessSession {
       reportedRequests: record.usage_reported,
       unavailableRequests: record.usage_unavailable,
     },
+    restartCount: record.restart_count,
   };
+  if (record.last_exit !== undefined)
+    status.lastExit = { reason: record.last_exit.reason, time: record.last_exit.time };
   if (record.resolved_image_digest !== undefined) status.resolvedImageDigest = record.resolved_image_digest;
   if (record.session_id !== undefined) status.sessionId = record.session_id;
   if (record.container_name !== undefined) status.containerName = record.container_name;

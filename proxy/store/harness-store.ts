@@ -103,7 +103,18 @@ export type HarnessRecord = {
   output_tokens: number;
   usage_reported: number;
   usage_unavailable: number;
+  // Restarts after unexpected exits (restart-policy.ts).
+  restart_count: number;
+  /** Restarts in a row, for the back-off and CrashLoop. */
+  consecutive_restarts: number;
+  /** When the latest restart is (or was) due. */
+  restart_at: string | undefined;
+  /** The latest exit handled, with the agent session and frame seq that identify it. */
+  last_exit: HandledExit | undefined;
 };
+
+/** An unexpected exit the controller handled: one per ERRORED status frame. */
+export type HandledExit = { reason: string; time: string; session_id: string; seq: number };
 
 export type IdleCandidate = Pick<
   HarnessRecord,
@@ -124,6 +135,10 @@ export type ObservedPatch = Partial<
     | "session_id"
     | "resolved_image_digest"
     | "last_activity_time"
+    | "restart_count"
+    | "consecutive_restarts"
+    | "restart_at"
+    | "last_exit"
   >
 >;
 

@@ -247,3 +247,54 @@ describe("HarnessSession sweeps in SQLite", () => {
     );
   });
 });
+
+describe("restarts after unexpected exits", () => {
+  it("keeps the restart count, the back-off and the exit handled, and reads them back after a reopen", async () => {
+    const exit = { reason: "OOMKilled", time: T(3), session_id: "ses-1", seq: 12 };
+    await store.setObserved("default", "chat", {
+      restart_count: 2,
+      consecutive_restarts: 2,
+      restart_at: T(5),
+      last_exit: exit,
+    });
+    await store.close();
+    store = new SqliteHarnessStore(path);
+    expect(await store.getHarnessSession("default", "chat")).toMatchObject({
+      restart_count: 2,
+      consecutive_restarts: 2,
+      restart_at: T(5),
+      last_exit: exit,
+    });
+  });
+
+  it("a database made before restarts were recorded gains the columns, its sessions at zero restarts", async () => {
+    await store.close();
+    const { DatabaseSync } = await import("node:sqlite");
+    const old = join(dir, "old.db");
+    const db = new DatabaseSync(old);
+    db.exec(`CREATE TABLE harness_sessions (
+      namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL,
+      spec TEXT NOT NULL, generation INTEGER NOT NULL,
+      created_at TEXT NOT NULL, updated_at TEXT NOT NULL, deletion_requested_at TEXT,
+      observed_generation INTEGER NOT NULL DEFAULT 0,
+      phase TEXT NOT NULL DEFAULT 'Pending', conditions TEXT NOT NULL DEFAULT '[]',
+      container_name TEXT, session_id TEXT, resolved_image_digest TEXT, last_activity_time TEXT,
+      request_count INTEGER NOT NULL DEFAULT 0, active_requests INTEGER NOT NULL DEFAULT 0,
+      error_count INTEGER NOT NULL DEFAULT 0,
+      last_request_id TEXT, last_request_outcome TEXT, last_request_usage TEXT,
+      input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+      usage_reported INTEGER NOT NULL DEFAULT 0, usage_unavailable INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (namespace, name))`);
+    db.prepare(
+      "INSERT INTO harness_sessions (namespace, name, uid, spec, generation, created_at, updated_at) VALUES (?, ?, ?, ?, 1, ?, ?)",
+    ).run("default", "legacy", "u-old", JSON.stringify(spec), T(0), T(0));
+    db.close();
+    store = new SqliteHarnessStore(old);
+    expect(await store.getHarnessSession("default", "legacy")).toMatchObject({
+      restart_count: 0,
+      consecutive_restarts: 0,
+      restart_at: undefined,
+      last_exit: undefined,
+    });
+  });
+});

@@ -10,6 +10,7 @@ import type {
   IdleCandidate,
   NewHarnessRequest,
   NewHarnessSession,
+  HandledExit,
   ObservedPatch,
   RequestFinish,
 } from "./harness-store.ts";
@@ -31,6 +32,8 @@ CREATE TABLE IF NOT EXISTS harness_sessions (
   last_request_id TEXT, last_request_outcome TEXT, last_request_usage TEXT,
   input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
   usage_reported INTEGER NOT NULL DEFAULT 0, usage_unavailable INTEGER NOT NULL DEFAULT 0,
+  restart_count INTEGER NOT NULL DEFAULT 0, consecutive_restarts INTEGER NOT NULL DEFAULT 0,
+  restart_at TEXT, last_exit TEXT,
   PRIMARY KEY (namespace, name)
 );
 CREATE INDEX IF NOT EXISTS harness_sessions_by_session ON harness_sessions (session_id);
@@ -47,6 +50,14 @@ CREATE TABLE IF NOT EXISTS harness_requests (
 CREATE INDEX IF NOT EXISTS harness_requests_in_flight ON harness_requests (finished_at, started_at);
 `;
 
+/** Columns newer than the first release of the table, with their definitions (for #migrate). */
+const ADDED_COLUMNS: readonly [string, string][] = [
+  ["restart_count", "INTEGER NOT NULL DEFAULT 0"],
+  ["consecutive_restarts", "INTEGER NOT NULL DEFAULT 0"],
+  ["restart_at", "TEXT"],
+  ["last_exit", "TEXT"],
+];
+
 /**
  * The embedded HarnessStore: its own tables in the server's SQLite file, on its own connection
  * (WAL; node:sqlite is synchronous, so the two connections of one process never interleave a
@@ -62,6 +73,19 @@ export class SqliteHarnessStore implements HarnessStore {
     this.#db = new DatabaseSync(path);
     this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
     this.#db.exec(SCHEMA);
+    this.#migrate();
+  }
+
+  /** Columns added since the table was first made: a database from an older release gains them. */
+  #migrate(): void {
+    const columns = new Set(
+      this.#db
+        .prepare("SELECT name FROM pragma_table_info('harness_sessions')")
+        .all()
+        .map((row) => String(row.name)),
+    );
+    for (const [column, type] of ADDED_COLUMNS)
+      if (!columns.has(column)) this.#db.exec(`ALTER TABLE harness_sessions ADD COLUMN ${column} ${type}`);
   }
 
   async close(): Promise<void> {
@@ -198,7 +222,9 @@ export class SqliteHarnessStore implements HarnessStore {
     for (const [column, value] of Object.entries(patch) as [keyof ObservedPatch, unknown][]) {
       if (value === undefined) continue;
       sets.push(`${column} = ?`);
-      params.push(column === "conditions" ? JSON.stringify(value) : (value as SQLInputValue));
+      params.push(
+        column === "conditions" || column === "last_exit" ? JSON.stringify(value) : (value as SQLInputValue),
+      );
     }
     sets.push("updated_at = ?");
     params.push(new Date().toISOString());
@@ -391,6 +417,7 @@ function optional(value: SQLOutputValue | undefined): string | undefined {
 
 function toRecord(row: Row): HarnessRecord {
   const usage = optional(row.last_request_usage);
+  const lastExit = optional(row.last_exit);
   return {
     namespace: String(row.namespace),
     name: String(row.name),
@@ -417,6 +444,10 @@ function toRecord(row: Row): HarnessRecord {
     output_tokens: Number(row.output_tokens),
     usage_reported: Number(row.usage_reported),
     usage_unavailable: Number(row.usage_unavailable),
+    restart_count: Number(row.restart_count),
+    consecutive_restarts: Number(row.consecutive_restarts),
+    restart_at: optional(row.restart_at),
+    last_exit: lastExit === undefined ? undefined : (JSON.parse(lastExit) as HandledExit),
   };
 }
 

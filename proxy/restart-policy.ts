@@ -1,0 +1,54 @@
+/**
+ * When a HarnessSession whose workload or agent exited unexpectedly is restarted, and when it has
+ * crashed too often to go on (CrashLoop). The controller asks; this module only decides.
+ *
+ * Like a kubelet's CrashLoopBackOff: restart n (counted since the session last ran undisturbed
+ * for `resetAfterMs`) waits `backoffMs · 2^(n-1)`, capped at `maxBackoffMs`; the restart after
+ * `maxRestarts` such restarts is refused and the session is Failed/CrashLoop until its spec is
+ * written again.
+ */
+export type RestartPolicy = {
+  /** The first restart's delay. @default 1000 */
+  backoffMs: number;
+  /** The longest delay. @default 60000 */
+  maxBackoffMs: number;
+  /** Restarts in a row (none separated by `resetAfterMs` of running) before CrashLoop. @default 5 */
+  maxRestarts: number;
+  /** Running this long since the last restart forgets the earlier ones. @default 600000 */
+  resetAfterMs: number;
+};
+
+export const DEFAULT_RESTART_POLICY: RestartPolicy = {
+  backoffMs: 1_000,
+  maxBackoffMs: 60_000,
+  maxRestarts: 5,
+  resetAfterMs: 600_000,
+};
+
+/** What the record says of earlier restarts. */
+export type RestartHistory = {
+  /** Restarts in a row so far. */
+  consecutive: number;
+  /** When the latest restart was due (ISO), if any. */
+  lastRestartAt: string | undefined;
+};
+
+export type RestartDecision =
+  | { action: "restart"; delayMs: number; consecutive: number; restartAt: string }
+  | { action: "crashLoop"; consecutive: number };
+
+/** The decision for an exit seen at `now`. */
+export function decideRestart(policy: RestartPolicy, history: RestartHistory, now: Date): RestartDecision {
+  const last = history.lastRestartAt === undefined ? Number.NaN : Date.parse(history.lastRestartAt);
+  const ranUndisturbed = Number.isNaN(last) || now.getTime() - last >= policy.resetAfterMs;
+  const previous = ranUndisturbed ? 0 : history.consecutive;
+  if (previous >= policy.maxRestarts) return { action: "crashLoop", consecutive: previous };
+  const consecutive = previous + 1;
+  const delayMs = Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** (consecutive - 1));
+  return {
+    action: "restart",
+    delayMs,
+    consecutive,
+    restartAt: new Date(now.getTime() + delayMs).toISOString(),
+  };
+}
