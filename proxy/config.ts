@@ -6,6 +6,7 @@ import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { CredentialEnvAllowlist } from "./credential-env.ts";
 import { type EgressDeny, EgressDenyList } from "./egress-guard.ts";
+import type { RestartPolicy } from "./restart-policy.ts";
 import { ApprovedRegistryList, ApprovedRuntimeList } from "./runtime-approval.ts";
 
 const Int = (min: number) => z.coerce.number().int().min(min);
@@ -69,6 +70,17 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND: Int(1).default(16 * 1024 * 1024),
   /** How often the idle controller looks for idle HarnessSessions. @default 1000 */
   AGENT_SESSIONS_IDLE_CHECK_MS: Int(50).default(1_000),
+  /**
+   * A HarnessSession whose workload or agent exits unexpectedly is restarted after this delay,
+   * doubled for each restart in a row (restart-policy.ts). @default 1000
+   */
+  AGENT_SESSIONS_RESTART_BACKOFF_MS: Int(0).default(1_000),
+  /** The longest delay before a restart. @default 60000 */
+  AGENT_SESSIONS_RESTART_MAX_BACKOFF_MS: Int(0).default(60_000),
+  /** Restarts in a row before the session is Failed/CrashLoop (0: never restarted). @default 5 */
+  AGENT_SESSIONS_RESTART_LIMIT: Int(0).default(5),
+  /** Running this long since the last restart forgets the earlier ones. @default 600000 */
+  AGENT_SESSIONS_RESTART_RESET_MS: Int(0).default(600_000),
   /** How long a request waits for an auto-resumed HarnessSession to come Ready; then 504. @default 120000 */
   AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS: Int(1).default(120_000),
   /** Serve `GET /metrics` without the admin token (a scraper on a trusted network). @default false */
@@ -131,6 +143,8 @@ export type ServerConfig = {
   agentRunsMax?: number;
   idleCheckMs?: number;
   autoResumeTimeoutMs?: number;
+  /** Restarts of HarnessSessions after unexpected exits. @default DEFAULT_RESTART_POLICY */
+  restartPolicy?: RestartPolicy;
   /** `GET /metrics` without a token. @default false */
   metricsPublic?: boolean;
   /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. @default none */
@@ -184,6 +198,12 @@ export function parseConfig(source: Record<string, string | undefined> = process
     agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
+    restartPolicy: {
+      backoffMs: env.AGENT_SESSIONS_RESTART_BACKOFF_MS,
+      maxBackoffMs: env.AGENT_SESSIONS_RESTART_MAX_BACKOFF_MS,
+      maxRestarts: env.AGENT_SESSIONS_RESTART_LIMIT,
+      resetAfterMs: env.AGENT_SESSIONS_RESTART_RESET_MS,
+    },
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
     egressDeny: env.AGENT_SESSIONS_EGRESS_DENY,

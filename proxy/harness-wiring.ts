@@ -15,6 +15,7 @@ import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
 import type { Store } from "./store/store.ts";
 import type { WarmPools } from "./warm-pools.ts";
 import { Workspaces } from "./workspaces.ts";
+import type { RestartPolicy } from "./restart-policy.ts";
 
 export type HarnessWiringOptions = {
   /** The server's SQLite file: HarnessSessions get their own tables in it. */
@@ -43,6 +44,8 @@ export type HarnessWiringOptions = {
   agentRunsMax?: number;
   /** How long requests wait for an auto-resumed session to come Ready. @default 120000 */
   autoResumeTimeoutMs?: number | undefined;
+  /** Restarts after unexpected exits. @default DEFAULT_RESTART_POLICY */
+  restartPolicy?: RestartPolicy;
   /** Told the duration (seconds) of each idle-controller sweep. */
   onIdleSweep?: (seconds: number) => void;
 };
@@ -85,6 +88,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     log,
     // A stop waits for requests in flight a little longer than they may take.
     drainTimeoutMs: requestTimeoutMs + 10_000,
+    ...(options.restartPolicy ? { restartPolicy: options.restartPolicy } : {}),
     ...secretEnv,
   });
   const unsubscribe = options.bus.subscribe((frame) => controller.onFrame(frame));

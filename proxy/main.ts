@@ -137,6 +137,7 @@ export async function startServer(
       idleCheckMs: config.idleCheckMs,
       ...(config.agentRunsMax !== undefined ? { agentRunsMax: config.agentRunsMax } : {}),
       autoResumeTimeoutMs: config.autoResumeTimeoutMs,
+      ...(config.restartPolicy ? { restartPolicy: config.restartPolicy } : {}),
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
     });
     const appOptions: Parameters<typeof buildApp>[0] = {

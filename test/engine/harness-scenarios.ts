@@ -43,6 +43,8 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
   /** A session whose Agent names a server variable the server does not offer to sessions. */
   const LEAKY = `${CHAT}-leaky`;
   const READY_S = options.readySeconds ?? 180;
+  /** Restarts in a row the server allows before CrashLoop. */
+  const RESTART_LIMIT = 2;
   const TOKEN = `tok-${randomBytes(4).toString("hex")}`;
   /** The provider credential the Agent allows, read by the server from its environment. */
   const SECRET = `sk-e2e-${randomBytes(12).toString("hex")}`;
@@ -80,6 +82,18 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       async () => {
         const s = await session(name);
         return s.status.phase === want ? s : undefined;
+      },
+      seconds * 1000,
+    );
+  }
+
+  /** Ready again after its `count`th restart (a stale Ready from before the exit does not count). */
+  async function restarted(count: number, seconds = READY_S): Promise<Json> {
+    return until(
+      `${CHAT} Ready after restart ${count}`,
+      async () => {
+        const s = await session();
+        return s.status.phase === "Ready" && s.status.restartCount >= count ? s : undefined;
       },
       seconds * 1000,
     );
@@ -141,7 +155,11 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
     model = await startModelServer(BRIDGE_IP, 0);
     process.env.E2E_MODEL_KEY = SECRET;
     process.env.E2E_UNLISTED_SECRET = UNLISTED;
-    system = new System();
+    system = new System(undefined, {
+      // Quick restarts, and a CrashLoop after a few (the crash-loop test kills it that often).
+      AGENT_SESSIONS_RESTART_BACKOFF_MS: "200",
+      AGENT_SESSIONS_RESTART_LIMIT: String(RESTART_LIMIT),
+    });
     await system.startServer();
     await system.startRunner(["--engine", options.engine]);
     const agent = await system.call("PUT", `${NS}/agents/assistant`, {
@@ -514,10 +532,29 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       expect(recalled.body.output).toBe(`The token is ${TOKEN}.`);
     });
 
-    it("a workload killed by the engine fails the session (AdapterExited); a spec write recovers it, token intact", async () => {
+    it("a workload killed outside comes back Ready by itself (restartCount, lastExit) and recalls the token", async () => {
+      const before = (await session()).status.restartCount;
       await probe.kill(container);
-      const failed = await timed("kill→Failed", () => phase("Failed", CHAT, 60));
-      expect(failed.status.conditions[0]).toMatchObject({ status: "False", reason: "AdapterExited" });
+      const back = await timed("kill→Ready by itself", () => restarted(before + 1));
+      expect(back.status.sessionId).toBe(sessionId);
+      expect(back.status.lastExit.reason).toBe(probe.reasons.killed);
+      expect(await probe.running(container)).toBe(true);
+      const recalled = await ask({ input: "what token did I give you?" });
+      expect(recalled.status).toBe(200);
+      expect(recalled.body.output).toBe(`The token is ${TOKEN}.`);
+    });
+
+    it("a workload that keeps crashing ends Failed/CrashLoop; a spec write recovers it, token intact", async () => {
+      // The server allows RESTART_LIMIT restarts in a row; the previous test made the first.
+      let count = (await session()).status.restartCount;
+      for (let i = 1; i < RESTART_LIMIT; i++) {
+        await probe.kill(container);
+        await restarted(++count);
+      }
+      await probe.kill(container);
+      const failed = await timed("kill→CrashLoop", () => phase("Failed", CHAT, 60));
+      expect(failed.status.conditions[0]).toMatchObject({ status: "False", reason: "CrashLoop" });
+      expect(failed.status.restartCount).toBe(count);
       expect((await ask({ input: "hello?" })).status).toBe(412);
       await system.call("PATCH", `${SESSIONS}/${CHAT}`, { spec: { desiredState: "running" } });
       await timed("recover→Ready", () => phase("Ready"));
