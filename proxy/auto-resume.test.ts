@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ResultRecord } from "../contracts/adapter.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../contracts/runner-protocol.ts";
 import { autoResumePlan } from "./auto-resume-plan.ts";
+import { DEFAULT_RESTART_POLICY } from "./restart-policy.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
 import { HarnessController } from "./harness-controller.ts";
 import { withReady } from "./harness-status.ts";
@@ -252,7 +253,8 @@ describe("auto-resume (spec.autoResume)", () => {
   });
 
   it("a Failed session is not resumed by a request (it needs a spec write)", async () => {
-    await start();
+    // Failed for good at the first exit: no restarts (AGENT_SESSIONS_RESTART_LIMIT=0).
+    await start({ restartPolicy: { ...DEFAULT_RESTART_POLICY, maxRestarts: 0 } });
     const created = await createChat({ autoResume: true });
     expect(created.spec.autoResume).toBe(true);
     const ready = await inPhase("Ready");

@@ -326,7 +326,7 @@ export class HarnessController {
       return;
     }
     const explicit = record.observed_generation < record.generation;
-    if (!explicit && session && restartsAfterExit(record, session)) {
+    if (!explicit && session && this.#o.restartPolicy.maxRestarts > 0 && restartsAfterExit(record, session)) {
       // The workload or the agent exited on its own: desiredState says running, so it runs again.
       await this.#afterExit(record, session);
       return;

@@ -222,14 +222,19 @@ describe("HarnessSession resource", () => {
     expect(runner.commands).toEqual([]);
   });
 
-  it("fails a session whose agent session errors with AdapterExited", async () => {
+  it("restarts a session whose workload exited (Pending, Restarting), saying why in lastExit", async () => {
     const ready = await readyChat();
     runner.state(ready.status.sessionId, "ERRORED", "ContainerExited");
-    const failed = await until("Failed", async () => {
+    const restarting = await until("Restarting", async () => {
       const s = await phaseOf();
-      return s.status.phase === "Failed" ? s : undefined;
+      return s.status.conditions[0].reason === "Restarting" ? s : undefined;
     });
-    expect(failed.status.conditions[0]).toMatchObject({ status: "False", reason: "AdapterExited" });
+    expect(restarting.status).toMatchObject({
+      phase: "Pending",
+      restartCount: 1,
+      lastExit: { reason: "ContainerExited" },
+    });
+    expect(restarting.status.conditions[0]).toMatchObject({ status: "False", reason: "Restarting" });
   });
 
   it("DELETE destroys the workspace (runner remove) and forgets the session", async () => {

@@ -5,6 +5,7 @@
  * workload stopped while its runner or the engine restarted comes back by itself.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { DEFAULT_RESTART_POLICY } from "./restart-policy.ts";
 import { type CommandHandler, defaultHandler, type FakeRunner } from "./testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, type TestServer } from "./testing/test-server.ts";
 
@@ -116,7 +117,8 @@ async function readySession(): Promise<Json> {
 
 beforeEach(async () => {
   reachable = true;
-  t = await startTestServer();
+  // Restarts after 20 ms, 40 ms, …: the tests watch them happen; a CrashLoop after 2 in a row.
+  t = await startTestServer({ restartPolicy: { ...DEFAULT_RESTART_POLICY, backoffMs: 20, maxRestarts: 2 } });
 });
 afterEach(async () => {
   await t.close();
@@ -232,7 +234,59 @@ describe("a session whose workload stopped underneath it comes back by itself", 
     expect(runner.commandsOf("start").at(-1)).toMatchObject({ resume: true });
   });
 
-  it("but one that crashed or was OOM-killed stays Failed until the spec is written again", async () => {
+  it("one that crashed or was OOM-killed is restarted after its back-off, resuming its agent session (restartCount, lastExit)", async () => {
+    const runner = await connectRunner();
+    const before = await readySession();
+    expect(before.status.restartCount).toBe(0);
+    runner.state(before.status.sessionId, "ERRORED", "OOMKilled");
+    const restarting = await phase("Pending", "Restarting");
+    expect(restarting.status.lastExit).toMatchObject({ reason: "OOMKilled" });
+    expect(restarting.status.conditions[0].message).toMatch(/OOMKilled.*restart 1 in \d+ ms/);
+    const again = await until("Ready after the restart", async () => {
+      const s = await get();
+      return s.status.phase === "Ready" && s.status.restartCount === 1 ? s : undefined;
+    });
+    expect(again.status.sessionId).toBe(before.status.sessionId);
+    expect(runner.commandsOf("provision")).toHaveLength(2);
+    expect(runner.commandsOf("start").at(-1)).toMatchObject({
+      session_id: before.status.sessionId,
+      resume: true,
+    });
+    expect((await ask("after-restart")).status).toBe(200);
+  });
+
+  it("one that keeps crashing ends Failed/CrashLoop and stays so until the spec is written again", async () => {
+    const runner = await connectRunner();
+    const before = await readySession();
+    const id = before.status.sessionId as string;
+    for (let restart = 1; restart <= 2; restart++) {
+      runner.state(id, "ERRORED", "ContainerExited");
+      await until(`Ready after restart ${restart}`, async () => {
+        const s = await get();
+        return s.status.phase === "Ready" && s.status.restartCount === restart ? s : undefined;
+      });
+    }
+    runner.state(id, "ERRORED", "ContainerExited");
+    const looping = await phase("Failed", "CrashLoop");
+    expect(looping.status).toMatchObject({ restartCount: 2, lastExit: { reason: "ContainerExited" } });
+    expect(looping.status.conditions[0].message).toMatch(/again after 2 restarts in a row/);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(runner.commandsOf("provision")).toHaveLength(3);
+    expect((await ask("while-looping")).status).toBe(412);
+    await call("PATCH", `${BASE}/chat`, { spec: { desiredState: "running" } });
+    const recovered = await phase("Ready", "SessionReady");
+    expect(recovered.status.sessionId).toBe(id);
+    // The spec write started afresh: the next crash is restarted again, not a CrashLoop.
+    runner.state(id, "ERRORED", "ContainerExited");
+    await until("Ready after a restart past the spec write", async () => {
+      const s = await get();
+      return s.status.phase === "Ready" && s.status.restartCount === 3 ? s : undefined;
+    });
+  });
+
+  it("with AGENT_SESSIONS_RESTART_LIMIT=0 one that crashed stays Failed (AdapterExited) until the spec is written again", async () => {
+    await t.close();
+    t = await startTestServer({ restartPolicy: { ...DEFAULT_RESTART_POLICY, maxRestarts: 0 } });
     const runner = await connectRunner();
     const before = await readySession();
     runner.state(before.status.sessionId, "ERRORED", "OOMKilled");
@@ -240,6 +294,6 @@ describe("a session whose workload stopped underneath it comes back by itself", 
     expect(failed.status.sessionId).toBe(before.status.sessionId);
     await new Promise((r) => setTimeout(r, 300));
     expect(runner.commandsOf("provision")).toHaveLength(1);
-    expect((await get()).status.phase).toBe("Failed");
+    expect((await get()).status).toMatchObject({ phase: "Failed", restartCount: 0 });
   });
 });

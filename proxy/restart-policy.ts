@@ -12,7 +12,11 @@ export type RestartPolicy = {
   backoffMs: number;
   /** The longest delay. @default 60000 */
   maxBackoffMs: number;
-  /** Restarts in a row (none separated by `resetAfterMs` of running) before CrashLoop. @default 5 */
+  /**
+   * Restarts in a row (none separated by `resetAfterMs` of running) before CrashLoop. 0: never
+   * restarted (an exit leaves the session Failed with the exit's reason, e.g. AdapterExited).
+   * @default 5
+   */
   maxRestarts: number;
   /** Running this long since the last restart forgets the earlier ones. @default 600000 */
   resetAfterMs: number;
