@@ -7,7 +7,7 @@ import { CommandFailed, ExitCode, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand, positionals } from "../command.ts";
 
 const USAGE =
-  "policy check [-s STACK…] [--data-dir DIR] [--backend-url URL] [--cwd DIR]   (every stack of the backend without -s)";
+  "policy check [-s STACK…] [--expect-no-changes [--refresh]] [--data-dir DIR] [--backend-url URL] [--cwd DIR]   (every stack of the backend without -s)";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** Our Docker provider plugin (stacks/options.ts PLUGIN_BIN_DIR). */
@@ -97,7 +97,8 @@ async function preview(
   env: PulumiEnv,
   show: boolean,
   runnerDir: string,
-): Promise<{ exitCode: number | null; violations: Violation[] }> {
+  drift: { expectNoChanges: boolean; refresh: boolean },
+): Promise<{ exitCode: number | null; violations: Violation[]; changes: string[] }> {
   // The stack's settings and the pack config its last `up` used live under the runner's data dir
   // (stacks/stack-settings.ts, stacks/policy-pack-config.ts).
   const settings = join(runnerDir, "stack-settings", `Pulumi.${stack}.yaml`);
@@ -108,6 +109,8 @@ async function preview(
     join(repoRoot, "policies"),
     ...(existsSync(packConfig) ? ["--policy-pack-config", packConfig] : []),
     ...(existsSync(settings) ? ["--config-file", settings] : []),
+    ...(drift.expectNoChanges ? ["--expect-no-changes"] : []),
+    ...(drift.refresh ? ["--refresh"] : []),
     "--stack",
     stack,
     "--non-interactive",
@@ -119,6 +122,8 @@ async function preview(
     stdio: ["ignore", "pipe", "pipe"],
   });
   const violations: Violation[] = [];
+  /** What the preview would change, as `op type name` (refresh reads are not changes). */
+  const changes: string[] = [];
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => {
     stderr += d.toString();
@@ -132,6 +137,9 @@ async function preview(
       return;
     }
     if (event.policyEvent) violations.push(event.policyEvent);
+    const pre = event.resourcePreEvent?.metadata;
+    if (pre?.urn && pre.op && !UNCHANGED_OPS.has(pre.op))
+      changes.push(`${pre.op} ${pre.type ?? ""} ${pre.urn.split("::").pop()}`);
     const progress = show ? progressLine(event) : undefined;
     if (progress) process.stderr.write(`${progress}\n`);
   });
@@ -147,8 +155,11 @@ async function preview(
     child.once("close", (code) => resolveExit(code));
   });
   if (exitCode !== 0 && violations.length === 0 && stderr.trim()) process.stderr.write(stderr);
-  return { exitCode, violations };
+  return { exitCode, violations, changes };
 }
+
+/** Engine step ops that change nothing declared. */
+const UNCHANGED_OPS = new Set(["same", "read", "refresh"]);
 
 /**
  * `policy check`: the CrossGuard pack over session stacks, as CI runs it by hand: a
@@ -164,6 +175,8 @@ export const policy: Command = {
       stack: { type: "string", short: "s", multiple: true },
       "backend-url": { type: "string" },
       cwd: { type: "string" },
+      "expect-no-changes": { type: "boolean" },
+      refresh: { type: "boolean" },
     });
     const [sub] = positionals(parsed.positionals, ["check"], USAGE);
     if (sub !== "check")
@@ -173,6 +186,12 @@ export const policy: Command = {
     const cwd = resolve(parsed.values.cwd ?? repoRoot);
     const dataDir = resolve(parsed.values["data-dir"] ?? process.env.AGENT_SESSIONS_DATA_DIR ?? ".data");
     const env = pulumiEnv(dataDir, parsed.values["backend-url"]);
+    const drift = {
+      expectNoChanges: parsed.values["expect-no-changes"] === true,
+      refresh: parsed.values.refresh === true,
+    };
+    if (drift.refresh && !drift.expectNoChanges)
+      throw new UsageError(`--refresh goes with --expect-no-changes\nusage: agent-sessions ${USAGE}`);
     const stacks = parsed.values.stack?.length ? parsed.values.stack : listStacks(cwd, env);
     if (stacks.length === 0) {
       if (!quiet) process.stderr.write(`no stacks in ${env.PULUMI_BACKEND_URL}: nothing to check\n`);
@@ -181,23 +200,33 @@ export const policy: Command = {
     let failed = false;
     for (const stack of stacks) {
       if (!quiet && !json) process.stderr.write(`policy check: ${stack}\n`);
-      const { exitCode, violations } = await preview(
+      const { exitCode, violations, changes } = await preview(
         stack,
         cwd,
         env,
         !quiet && !json,
         join(dataDir, "runner"),
+        drift,
       );
-      if (json) process.stdout.write(`${JSON.stringify({ stack, exitCode, violations })}\n`);
+      if (json)
+        process.stdout.write(
+          `${JSON.stringify({ stack, exitCode, violations, ...(drift.expectNoChanges ? { changes } : {}) })}\n`,
+        );
       else if (violations.length) {
         process.stdout.write(`${stack}: ${violations.length} policy violation(s)\n`);
         for (const v of violations)
           process.stdout.write(
             `  [${v.enforcementLevel}] ${v.policyName}${v.resourceUrn ? ` ${v.resourceUrn.split("::").pop()}` : ""}: ${v.message.trim().split("\n").join(" — ")}\n`,
           );
+      } else if (drift.expectNoChanges && changes.length) {
+        process.stdout.write(`${stack}: ${changes.length} unexpected change(s)\n`);
+        for (const change of changes) process.stdout.write(`  ${change}\n`);
       } else if (exitCode !== 0) process.stdout.write(`${stack}: pulumi preview failed (exit ${exitCode})\n`);
-      else if (!quiet) process.stdout.write(`${stack}: no policy violations\n`);
-      failed ||= violations.length > 0 || exitCode !== 0;
+      else if (!quiet)
+        process.stdout.write(
+          `${stack}: no policy violations${drift.expectNoChanges ? `, no changes${drift.refresh ? " (refreshed)" : ""}` : ""}\n`,
+        );
+      failed ||= violations.length > 0 || (drift.expectNoChanges && changes.length > 0) || exitCode !== 0;
     }
     return failed ? ExitCode.failure : 0;
   },

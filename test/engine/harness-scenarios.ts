@@ -6,7 +6,8 @@
  * Kubernetes pod reaches). What is checked on the engine itself goes through an EngineProbe.
  *
  * One session lives through the file in order: created, asked, streamed, cancelled, stopped,
- * resumed, stopped for idleness, resumed, killed, recovered, deleted.
+ * resumed, stopped for idleness, resumed, killed and restarted by itself, crash-looping, recovered,
+ * deleted; after create, stop, resume and the restart its stack shows no drift.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -97,6 +98,30 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       },
       seconds * 1000,
     );
+  }
+
+  /**
+   * The session stack is the declaration of record: once an operation settled, a refreshed
+   * `pulumi preview` of it (`agent-sessions policy check --expect-no-changes --refresh`) finds
+   * the engine as declared and proposes no change.
+   */
+  async function expectNoDrift(after: string): Promise<void> {
+    const run = await timed(`drift check after ${after}`, () =>
+      system.runCli([
+        "policy",
+        "check",
+        "-s",
+        stackName(),
+        "--expect-no-changes",
+        "--refresh",
+        "--data-dir",
+        system.dataDir,
+      ]),
+    );
+    expect(run.stdout, `after ${after}: ${run.stdout}${run.stderr.slice(-2000)}`).toContain(
+      `${stackName()}: no policy violations, no changes (refreshed)`,
+    );
+    expect(run.code).toBe(0);
   }
 
   const ask = (body: Record<string, unknown>) => system.call("POST", `${SESSIONS}/${CHAT}/requests`, body);
@@ -264,6 +289,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       sessionId = ready.status.sessionId;
       expect(sessionId).toMatch(/^ses-/);
       expect(await probe.running(container)).toBe(true);
+      await expectNoDrift("create");
     });
 
     it("a request through the proxy remembers a token, with the usage from the model's reply", async () => {
@@ -480,6 +506,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       await timed("Stopped→no workload", () =>
         until("workload gone, volume kept", () => probe.stoppedKeepingVolume(container), 60_000),
       );
+      await expectNoDrift("stop");
       const resuming = await system.call("PATCH", `${SESSIONS}/${CHAT}`, {
         spec: { desiredState: "running" },
       });
@@ -487,6 +514,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       const ready = await timed("resume→Ready", () => phase("Ready"));
       expect(ready.status.sessionId).toBe(sessionId);
       expect(await probe.running(container)).toBe(true);
+      await expectNoDrift("resume");
       const recalled = await ask({ input: "what token did I give you?" });
       expect(recalled.status).toBe(200);
       expect(recalled.body.output).toBe(`The token is ${TOKEN}.`);
@@ -539,6 +567,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       expect(back.status.sessionId).toBe(sessionId);
       expect(back.status.lastExit.reason).toBe(probe.reasons.killed);
       expect(await probe.running(container)).toBe(true);
+      await expectNoDrift("a restart after a kill");
       const recalled = await ask({ input: "what token did I give you?" });
       expect(recalled.status).toBe(200);
       expect(recalled.body.output).toBe(`The token is ${TOKEN}.`);

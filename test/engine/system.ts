@@ -160,6 +160,29 @@ export class System {
     await this.kill("server", "SIGTERM");
   }
 
+  /**
+   * `agent-sessions ARGS…` as a user runs it beside this system (its environment, `--data-dir` is
+   * the caller's to pass), to the end: exit code and output.
+   */
+  runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const child = spawn(cli, args, {
+      env: { ...process.env, ...this.env() },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+    });
+    return new Promise((resolve, reject) => {
+      child.once("error", reject);
+      child.once("close", (code) => resolve({ code, stdout, stderr }));
+    });
+  }
+
   async call(
     method: string,
     path: string,
