@@ -1,13 +1,14 @@
 import type { ReportViolation, ResourceValidation, ResourceValidationArgs } from "@pulumi/policy";
-import * as k8s from "@pulumi/kubernetes";
-import type { CustomResourceOptions, Resource, Unwrap } from "@pulumi/pulumi";
+import type * as k8s from "@pulumi/kubernetes";
+import type { Unwrap } from "@pulumi/pulumi";
 import { type ContainerInputs, DockerTypes, type NetworkInputs } from "../infra/docker-provider/schema.ts";
 
 /**
  * The resources the pack judges, read with the types their SDKs publish. Kubernetes kinds are
- * recognised through @pulumi/kubernetes classes (`isType`, which compares the class's type token
- * with the resource's) and typed as those classes' inputs; the Docker kinds through the tokens
- * and input shapes of our own provider (infra/docker-provider/schema.ts).
+ * recognised by their Pulumi type tokens (what `isType` compares for a @pulumi/kubernetes class)
+ * and typed as those classes' inputs — types only: the pack never loads @pulumi/kubernetes at run
+ * time (it took ~1 s of every `up` and `preview`, Docker stacks included); the Docker kinds through
+ * the tokens and input shapes of our own provider (infra/docker-provider/schema.ts).
  */
 
 export type ObjectMeta = Unwrap<k8s.types.input.meta.v1.ObjectMeta>;
@@ -49,28 +50,46 @@ export type KindChecks = { [K in keyof JudgedKinds]?: KindCheck<K> };
  */
 export type JudgedResource = Pick<ResourceValidationArgs, "type" | "props" | "isType">;
 
-/** A Pulumi resource class, as `@pulumi/kubernetes` exports one per kind. */
-type ResourceClass<TArgs> = new (name: string, args: TArgs, opts?: CustomResourceOptions) => Resource;
+/** A Kubernetes kind: its Pulumi type token, typed with the inputs @pulumi/kubernetes declares for it. */
+export type KubeKind<TArgs> = { readonly type: string; readonly __args?: TArgs };
+const kind = <TArgs>(type: string): KubeKind<TArgs> => ({ type });
+
+/** The Kubernetes kinds the pack reads (kubernetes-kinds.test.ts checks each token against the SDK's class). */
+export const KubeKinds = {
+  Pod: kind<k8s.core.v1.PodArgs>("kubernetes:core/v1:Pod"),
+  PersistentVolumeClaim: kind<k8s.core.v1.PersistentVolumeClaimArgs>(
+    "kubernetes:core/v1:PersistentVolumeClaim",
+  ),
+  Service: kind<k8s.core.v1.ServiceArgs>("kubernetes:core/v1:Service"),
+  Secret: kind<k8s.core.v1.SecretArgs>("kubernetes:core/v1:Secret"),
+  NetworkPolicy: kind<k8s.networking.v1.NetworkPolicyArgs>("kubernetes:networking.k8s.io/v1:NetworkPolicy"),
+  Deployment: kind<k8s.apps.v1.DeploymentArgs>("kubernetes:apps/v1:Deployment"),
+  StatefulSet: kind<k8s.apps.v1.StatefulSetArgs>("kubernetes:apps/v1:StatefulSet"),
+  DaemonSet: kind<k8s.apps.v1.DaemonSetArgs>("kubernetes:apps/v1:DaemonSet"),
+  ReplicaSet: kind<k8s.apps.v1.ReplicaSetArgs>("kubernetes:apps/v1:ReplicaSet"),
+  Job: kind<k8s.batch.v1.JobArgs>("kubernetes:batch/v1:Job"),
+  CronJob: kind<k8s.batch.v1.CronJobArgs>("kubernetes:batch/v1:CronJob"),
+} as const;
 
 /**
- * The props of `resource` typed as the inputs of `resourceClass`, when it is of that kind. Stack
+ * The props of `resource` typed as the inputs of `kind`, when it is of that kind. Stack
  * policies see outputs, which for Kubernetes objects keep the shape of the inputs.
  */
 export function propsOf<TArgs>(
   resource: JudgedResource,
-  resourceClass: ResourceClass<TArgs>,
+  kind: KubeKind<TArgs>,
 ): Unwrap<NonNullable<TArgs>> | undefined {
-  return resource.isType(resourceClass) ? (resource.props as Unwrap<NonNullable<TArgs>>) : undefined;
+  return resource.type === kind.type ? (resource.props as Unwrap<NonNullable<TArgs>>) : undefined;
 }
 
 type Reader<K extends keyof JudgedKinds> = (resource: JudgedResource) => JudgedKinds[K] | undefined;
 
 const readers: { [K in keyof JudgedKinds]: Reader<K> } = {
   podSpec: (resource) => podTemplateOf(resource)?.spec,
-  persistentVolumeClaim: (resource) => propsOf(resource, k8s.core.v1.PersistentVolumeClaim),
-  service: (resource) => propsOf(resource, k8s.core.v1.Service),
-  secret: (resource) => propsOf(resource, k8s.core.v1.Secret),
-  networkPolicy: (resource) => propsOf(resource, k8s.networking.v1.NetworkPolicy),
+  persistentVolumeClaim: (resource) => propsOf(resource, KubeKinds.PersistentVolumeClaim),
+  service: (resource) => propsOf(resource, KubeKinds.Service),
+  secret: (resource) => propsOf(resource, KubeKinds.Secret),
+  networkPolicy: (resource) => propsOf(resource, KubeKinds.NetworkPolicy),
   dockerContainer: (resource) => (resource.type === DockerTypes.container ? resource.props : undefined),
   dockerNetwork: (resource) => (resource.type === DockerTypes.network ? resource.props : undefined),
 };
@@ -114,15 +133,15 @@ export interface PodTemplate {
  * invariant.
  */
 export function podTemplateOf(resource: JudgedResource): PodTemplate | undefined {
-  const pod = propsOf(resource, k8s.core.v1.Pod);
+  const pod = propsOf(resource, KubeKinds.Pod);
   if (pod !== undefined) return { metadata: pod.metadata, spec: pod.spec };
   return (
-    propsOf(resource, k8s.apps.v1.Deployment)?.spec?.template ??
-    propsOf(resource, k8s.apps.v1.StatefulSet)?.spec?.template ??
-    propsOf(resource, k8s.apps.v1.DaemonSet)?.spec?.template ??
-    propsOf(resource, k8s.apps.v1.ReplicaSet)?.spec?.template ??
-    propsOf(resource, k8s.batch.v1.Job)?.spec?.template ??
-    propsOf(resource, k8s.batch.v1.CronJob)?.spec?.jobTemplate?.spec?.template
+    propsOf(resource, KubeKinds.Deployment)?.spec?.template ??
+    propsOf(resource, KubeKinds.StatefulSet)?.spec?.template ??
+    propsOf(resource, KubeKinds.DaemonSet)?.spec?.template ??
+    propsOf(resource, KubeKinds.ReplicaSet)?.spec?.template ??
+    propsOf(resource, KubeKinds.Job)?.spec?.template ??
+    propsOf(resource, KubeKinds.CronJob)?.spec?.jobTemplate?.spec?.template
   );
 }
 

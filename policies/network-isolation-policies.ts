@@ -1,6 +1,6 @@
 import type { ResourceValidationPolicy, StackValidationPolicy } from "@pulumi/policy";
-import * as k8s from "@pulumi/kubernetes";
 import {
+  KubeKinds,
   type NetworkPolicy,
   namespaceOf,
   podTemplateOf,
@@ -25,7 +25,7 @@ export const networkPolicySelectsEverySessionPod: StackValidationPolicy = {
     "namespace whose policyTypes include both Ingress and Egress.",
   validateStack: (args, report) => {
     const networkPolicies = args.resources.flatMap((resource) => {
-      const policy = propsOf(resource, k8s.networking.v1.NetworkPolicy);
+      const policy = propsOf(resource, KubeKinds.NetworkPolicy);
       return policy === undefined ? [] : [{ namespace: namespaceOf(resource), policy }];
     });
     for (const resource of args.resources) {

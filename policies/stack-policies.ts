@@ -1,7 +1,6 @@
 import type { PolicyResource, StackValidationPolicy } from "@pulumi/policy";
-import * as k8s from "@pulumi/kubernetes";
 import { DockerTypes } from "../infra/docker-provider/schema.ts";
-import { type DockerContainer, namespaceOf, podTemplateOf, propsOf } from "./judged-resources.ts";
+import { type DockerContainer, KubeKinds, namespaceOf, podTemplateOf, propsOf } from "./judged-resources.ts";
 
 /**
  * References that must resolve inside the session's own stack: a session is one stack, so a
@@ -38,7 +37,7 @@ export const mountsOnlyStackVolumes: StackValidationPolicy = {
   validateStack: (args, report) => {
     const claims = new Set(
       args.resources.flatMap((resource) => {
-        const claim = propsOf(resource, k8s.core.v1.PersistentVolumeClaim);
+        const claim = propsOf(resource, KubeKinds.PersistentVolumeClaim);
         return claim === undefined ? [] : [`${namespaceOf(resource)}/${claim.metadata?.name}`];
       }),
     );
