@@ -1,7 +1,7 @@
 // Entry of the root Pulumi project (Pulumi.yaml `main`): the stack's outputs are this module's exports.
 import { sessionProgram } from "./program.ts";
 
-const outputs = sessionProgram();
+const outputs = await sessionProgram();
 export const resolvedImageDigest = outputs.resolvedImageDigest;
 export const workloadName = outputs.workloadName;
 export const endpoint = outputs.endpoint;

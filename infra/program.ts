@@ -6,17 +6,21 @@
 import * as pulumi from "@pulumi/pulumi";
 import { parseOrThrow } from "../contracts/errors.ts";
 import { SessionSpec } from "../contracts/session-spec.ts";
-import { DockerSession } from "./docker-session.ts";
-import { KubernetesSession } from "./kubernetes-session.ts";
 
-export function sessionProgram() {
+/**
+ * The stack's resources and outputs. Only the engine's component is loaded: a Docker stack never
+ * loads @pulumi/kubernetes (about a second of every `up`, `preview` and `refresh`).
+ */
+export async function sessionProgram() {
   const config = new pulumi.Config("agent-sessions");
   const spec = parseOrThrow(SessionSpec, config.requireObject("spec"), "session spec");
   const credentials = config.getSecretObject<Record<string, string>>("credentials") ?? pulumi.secret({});
   const adapterToken = config.requireSecret("adapterToken");
   const args = { spec, credentials, adapterToken };
   const session =
-    spec.engine === "docker" ? new DockerSession(spec.name, args) : new KubernetesSession(spec.name, args);
+    spec.engine === "docker"
+      ? new (await import("./docker-session.ts")).DockerSession(spec.name, args)
+      : new (await import("./kubernetes-session.ts")).KubernetesSession(spec.name, args);
   return {
     resolvedImageDigest: session.resolvedImageDigest,
     workloadName: session.workloadName,
