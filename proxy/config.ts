@@ -6,6 +6,7 @@ import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { CredentialEnvAllowlist } from "./credential-env.ts";
 import { type EgressDeny, EgressDenyList } from "./egress-guard.ts";
+import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./namespace-quotas.ts";
 import type { RestartPolicy } from "./restart-policy.ts";
 import { ApprovedRegistryList, ApprovedRuntimeList } from "./runtime-approval.ts";
 
@@ -62,6 +63,15 @@ export const ServerEnv = z.object({
    * runs); one more is 429 RESOURCE_EXHAUSTED. @default 16
    */
   AGENT_SESSIONS_AGENT_RUNS_MAX: Int(1).default(16),
+  /**
+   * Sessions (workspaces and HarnessSessions) a namespace may hold: `N` for every namespace, or
+   * `ns=N,…` with `*=N` for the rest; more is 429 RESOURCE_EXHAUSTED. @default no quota
+   */
+  AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS: NamespaceLimitList.optional(),
+  /** Warm pool entries a namespace's AgentRuntimes may keep, in the same form. @default no quota */
+  AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES: NamespaceLimitList.optional(),
+  /** One-shot AgentRuns a namespace may run at once, in the same form. @default no quota */
+  AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS: NamespaceLimitList.optional(),
   /** Largest reply the proxy relays. @default 8388608 */
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
   /** Frames a second one session's runner may send before they are dropped (2 s may come at once). @default 4000 */
@@ -141,6 +151,8 @@ export type ServerConfig = {
   maxEventSubscribers?: number;
   /** AGENT_SESSIONS_AGENT_RUNS_MAX. @default 16 */
   agentRunsMax?: number;
+  /** AGENT_SESSIONS_NAMESPACE_MAX_*: per-namespace quotas (proxy/namespace-quotas.ts). @default none */
+  namespaceQuotas?: Partial<Record<QuotaKind, NamespaceLimits>>;
   idleCheckMs?: number;
   autoResumeTimeoutMs?: number;
   /** Restarts of HarnessSessions after unexpected exits. @default DEFAULT_RESTART_POLICY */
@@ -196,6 +208,17 @@ export function parseConfig(source: Record<string, string | undefined> = process
     jsonBodyMaxBytes: env.AGENT_SESSIONS_JSON_BODY_MAX_BYTES,
     maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
     agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
+    namespaceQuotas: {
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS
+        ? { sessions: env.AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS }
+        : {}),
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES
+        ? { warmPoolEntries: env.AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES }
+        : {}),
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS
+        ? { agentRuns: env.AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS }
+        : {}),
+    },
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     restartPolicy: {
