@@ -59,6 +59,11 @@ export const ServerEnv = z.object({
   /** Open `/v1/events` streams at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
   AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX: Int(1).default(2_000),
   /**
+   * Bytes of frames waiting for one `/v1/events` follower at most; past it the follower is
+   * dropped (an `event: reconnect` tells it its Last-Event-ID). @default 8388608
+   */
+  AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES: Int(1024).default(8 * 1024 * 1024),
+  /**
    * One-shot AgentRuns at once at most (each also takes a place of its runner's capacity while it
    * runs); one more is 429 RESOURCE_EXHAUSTED. @default 16
    */
@@ -149,6 +154,8 @@ export type ServerConfig = {
   jsonBodyMaxBytes?: number;
   /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX. @default 2000 */
   maxEventSubscribers?: number;
+  /** AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES. @default 8388608 */
+  eventQueueMaxBytes?: number;
   /** AGENT_SESSIONS_AGENT_RUNS_MAX. @default 16 */
   agentRunsMax?: number;
   /** AGENT_SESSIONS_NAMESPACE_MAX_*: per-namespace quotas (proxy/namespace-quotas.ts). @default none */
@@ -207,6 +214,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
     jsonBodyMaxBytes: env.AGENT_SESSIONS_JSON_BODY_MAX_BYTES,
     maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
+    eventQueueMaxBytes: env.AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES,
     agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
     namespaceQuotas: {
       ...(env.AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS

@@ -159,6 +159,7 @@ export async function startServer(
     if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
     if (config.jsonBodyMaxBytes !== undefined) appOptions.jsonBodyMaxBytes = config.jsonBodyMaxBytes;
     if (config.maxEventSubscribers !== undefined) appOptions.maxEventSubscribers = config.maxEventSubscribers;
+    if (config.eventQueueMaxBytes !== undefined) appOptions.eventQueueMaxBytes = config.eventQueueMaxBytes;
     appOptions.harness = harness.routes;
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
     const placeWaiting = harness.resyncUnsettled;
