@@ -169,6 +169,11 @@ export class AgentRuns {
     else if (!succeeded)
       status.message =
         record.success && record.data.error ? record.data.error : `exited with ${run.exit_code}`;
+    if (run.output_truncated_bytes) {
+      status.outputTruncatedBytes = run.output_truncated_bytes;
+      const note = `output truncated: the first ${run.output_truncated_bytes} bytes of stdout were dropped, the last ${Buffer.byteLength(run.output)} kept`;
+      status.message = status.message ? `${status.message}; ${note}` : note;
+    }
     this.#o.log("info", "agent run finished", {
       namespace,
       name,
