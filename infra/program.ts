@@ -14,7 +14,10 @@ export function sessionProgram() {
   const spec = parseOrThrow(SessionSpec, config.requireObject("spec"), "session spec");
   const credentials = config.getSecretObject<Record<string, string>>("credentials") ?? pulumi.secret({});
   const adapterToken = config.requireSecret("adapterToken");
-  const args = { spec, credentials, adapterToken };
+  // Written by the StackManager once per stack (stacks/stack-manager.ts): keys the hash of the
+  // credentials the Docker state keeps, so that hash tells nothing without it.
+  const stateHashKey = config.requireSecret("stateHashKey");
+  const args = { spec, credentials, adapterToken, stateHashKey };
   const session =
     spec.engine === "docker" ? new DockerSession(spec.name, args) : new KubernetesSession(spec.name, args);
   return {
