@@ -15,8 +15,10 @@ export function sessionProgram() {
   const credentials = config.getSecretObject<Record<string, string>>("credentials") ?? pulumi.secret({});
   const adapterToken = config.requireSecret("adapterToken");
   // Written by the StackManager once per stack (stacks/stack-manager.ts): keys the hash of the
-  // credentials the Docker state keeps, so that hash tells nothing without it.
-  const stateHashKey = config.requireSecret("stateHashKey");
+  // credentials the Docker state keeps, so that hash tells nothing without it. A stack of an older
+  // version previewed by hand has none yet: its adapter token (also a random secret of the stack)
+  // stands in, so the preview works; its next `up` writes the key.
+  const stateHashKey = config.getSecret("stateHashKey") ?? adapterToken;
   const args = { spec, credentials, adapterToken, stateHashKey };
   const session =
     spec.engine === "docker" ? new DockerSession(spec.name, args) : new KubernetesSession(spec.name, args);
