@@ -47,6 +47,8 @@ export const AgentRunStatus = z.object({
   /** The entry's exit code; null when it was killed (timeout). */
   exitCode: z.number().int().nullable(),
   output: z.string(),
+  /** Bytes of the entry's stdout dropped before what the run kept (`output`, the result record); absent when none. */
+  outputTruncatedBytes: z.number().int().nonnegative().optional(),
   usage: Usage,
   /** The entry's result record, when its last stdout line was one. */
   result: ResultRecord.optional(),

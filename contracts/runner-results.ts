@@ -32,8 +32,10 @@ export const CancelRelayResult = z.looseObject({ cancelled: z.boolean().optional
 export const RunOnceResult = z.looseObject({
   /** The entry's exit code; null when it was killed (timeout). */
   exit_code: z.number().int().nullable(),
-  /** The entry's stdout (bounded). */
+  /** The entry's stdout: its tail, bounded by the runner. */
   output: z.string(),
+  /** Bytes of stdout dropped before `output` (a longer log); absent when nothing was. */
+  output_truncated_bytes: z.number().int().nonnegative().optional(),
   timed_out: z.boolean(),
   resolved_image_digest: z.string().optional(),
 });

@@ -152,6 +152,8 @@ export const ConfigKeys = {
   credentials: "agent-sessions:credentials",
   /** Secret: the per-session adapter token the runner holds. */
   adapterToken: "agent-sessions:adapterToken",
+  /** Secret: the stack's random key of the credential hash its state keeps (written once, kept). */
+  stateHashKey: "agent-sessions:stateHashKey",
 } as const;
 
 export const LABEL_PREFIX = "agent-sessions.dev";

@@ -30,6 +30,7 @@ describe("DockerSession component", () => {
       spec: spec(),
       credentials: { MODEL_API_KEY: "sk-1" },
       adapterToken: "tok",
+      stateHashKey: "state-hash-key-0123456789",
     });
     expect(await outputValue(s.endpoint)).toBe("172.30.0.2:8080");
     const types = custom(recorded)
@@ -79,6 +80,7 @@ describe("DockerSession component", () => {
       spec: spec({ name: "beta", replicas: 0 }),
       credentials: {},
       adapterToken: "tok",
+      stateHashKey: "state-hash-key-0123456789",
     });
     expect(await outputValue(s.endpoint)).toBe("");
     await outputValue(s.volumeName);

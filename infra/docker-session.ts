@@ -63,6 +63,8 @@ export interface DockerSessionArgs {
   credentials: pulumi.Input<Record<string, string>>;
   /** The per-session adapter token the runner holds. Marked secret. */
   adapterToken: pulumi.Input<string>;
+  /** The stack's random key of the credential hash its state keeps (docker-provider/provider.ts). Marked secret. */
+  stateHashKey: pulumi.Input<string>;
 }
 
 /**
@@ -142,6 +144,7 @@ export class DockerSession extends pulumi.ComponentResource {
               .all([args.credentials, args.adapterToken])
               .apply(([creds, token]) => ({ ...creds, ADAPTER_TOKEN: token })),
           ),
+          secretEnvHashKey: pulumi.secret(args.stateHashKey),
           user: "65532:65532",
           readOnlyRootfs: true,
           privileged: false,

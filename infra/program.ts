@@ -16,7 +16,12 @@ export async function sessionProgram() {
   const spec = parseOrThrow(SessionSpec, config.requireObject("spec"), "session spec");
   const credentials = config.getSecretObject<Record<string, string>>("credentials") ?? pulumi.secret({});
   const adapterToken = config.requireSecret("adapterToken");
-  const args = { spec, credentials, adapterToken };
+  // Written by the StackManager once per stack (stacks/stack-manager.ts): keys the hash of the
+  // credentials the Docker state keeps, so that hash tells nothing without it. A stack of an older
+  // version previewed by hand has none yet: its adapter token (also a random secret of the stack)
+  // stands in, so the preview works; its next `up` writes the key.
+  const stateHashKey = config.getSecret("stateHashKey") ?? adapterToken;
+  const args = { spec, credentials, adapterToken, stateHashKey };
   const session =
     spec.engine === "docker"
       ? new (await import("./docker-session.ts")).DockerSession(spec.name, args)

@@ -76,6 +76,7 @@ describe("the session components under the pack", () => {
       spec: sessionSpec("docker"),
       credentials: { MODEL_API_KEY: "sk-1" },
       adapterToken: "tok",
+      stateHashKey: "state-hash-key-0123456789",
     });
     const violations = await violationsOnceRegistered([
       "agent-sessions-docker:index:Container",

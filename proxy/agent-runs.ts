@@ -36,6 +36,8 @@ export class AgentRuns {
   readonly #o: AgentRunsOptions;
   /** Runs in flight per runner: each takes a place of the runner's capacity while it runs. */
   readonly #running = new Map<string, number>();
+  /** Runs in flight per namespace (its AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS quota). */
+  readonly #inNamespace = new Map<string, number>();
   #total = 0;
 
   constructor(options: AgentRunsOptions) {
@@ -89,15 +91,20 @@ export class AgentRuns {
         `${this.#total} agent runs are running, the most this server runs at once (AGENT_SESSIONS_AGENT_RUNS_MAX); retry later`,
         { limit: maxConcurrent },
       );
+    admission.quotas?.assertRoom("agentRuns", namespace, this.#inNamespace.get(namespace) ?? 0);
     const placement = chooseRunner(docker.length ? docker : connected, load);
     if (!placement.ok) throw new CodedError(placement.code, placement.message);
     const runnerId = placement.runner.runner_id;
     this.#running.set(runnerId, (this.#running.get(runnerId) ?? 0) + 1);
+    this.#inNamespace.set(namespace, (this.#inNamespace.get(namespace) ?? 0) + 1);
     this.#total++;
     try {
       return await this.#execute(namespace, name, input.spec, agent, runtime, credentials, runnerId);
     } finally {
       this.#total--;
+      const inNamespace = (this.#inNamespace.get(namespace) ?? 1) - 1;
+      if (inNamespace > 0) this.#inNamespace.set(namespace, inNamespace);
+      else this.#inNamespace.delete(namespace);
       const left = (this.#running.get(runnerId) ?? 1) - 1;
       if (left > 0) this.#running.set(runnerId, left);
       else this.#running.delete(runnerId);
@@ -162,6 +169,11 @@ export class AgentRuns {
     else if (!succeeded)
       status.message =
         record.success && record.data.error ? record.data.error : `exited with ${run.exit_code}`;
+    if (run.output_truncated_bytes) {
+      status.outputTruncatedBytes = run.output_truncated_bytes;
+      const note = `output truncated: the first ${run.output_truncated_bytes} bytes of stdout were dropped, the last ${Buffer.byteLength(run.output)} kept`;
+      status.message = status.message ? `${status.message}; ${note}` : note;
+    }
     this.#o.log("info", "agent run finished", {
       namespace,
       name,

@@ -53,6 +53,8 @@ export type AppOptions = {
   jsonBodyMaxBytes?: number;
   /** Open `/v1/events` streams at most; more is 429 RESOURCE_EXHAUSTED. @default 2000 */
   maxEventSubscribers?: number;
+  /** Bytes waiting for one `/v1/events` follower at most; past it it is dropped. @default 8388608 */
+  eventQueueMaxBytes?: number;
   /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
   admission?: Admission;
 };
@@ -128,6 +130,7 @@ export function buildApp(options: AppOptions): Hono {
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
   const events: Parameters<typeof eventRoutes>[0] = { store: options.store, bus: options.bus };
   if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
+  if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;
   if (options.shutdown) events.shutdown = options.shutdown;
   if (options.keepAliveMs !== undefined) events.keepAliveMs = options.keepAliveMs;
   app.route("/v1/events", eventRoutes(events));

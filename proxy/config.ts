@@ -6,6 +6,7 @@ import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { CredentialEnvAllowlist } from "./credential-env.ts";
 import { type EgressDeny, EgressDenyList } from "./egress-guard.ts";
+import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./namespace-quotas.ts";
 import type { RestartPolicy } from "./restart-policy.ts";
 import { ApprovedRegistryList, ApprovedRuntimeList } from "./runtime-approval.ts";
 
@@ -58,10 +59,24 @@ export const ServerEnv = z.object({
   /** Open `/v1/events` streams at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
   AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX: Int(1).default(2_000),
   /**
+   * Bytes of frames waiting for one `/v1/events` follower at most; past it the follower is
+   * dropped (an `event: reconnect` tells it its Last-Event-ID). @default 8388608
+   */
+  AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES: Int(1024).default(8 * 1024 * 1024),
+  /**
    * One-shot AgentRuns at once at most (each also takes a place of its runner's capacity while it
    * runs); one more is 429 RESOURCE_EXHAUSTED. @default 16
    */
   AGENT_SESSIONS_AGENT_RUNS_MAX: Int(1).default(16),
+  /**
+   * Sessions (workspaces and HarnessSessions) a namespace may hold: `N` for every namespace, or
+   * `ns=N,…` with `*=N` for the rest; more is 429 RESOURCE_EXHAUSTED. @default no quota
+   */
+  AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS: NamespaceLimitList.optional(),
+  /** Warm pool entries a namespace's AgentRuntimes may keep, in the same form. @default no quota */
+  AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES: NamespaceLimitList.optional(),
+  /** One-shot AgentRuns a namespace may run at once, in the same form. @default no quota */
+  AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS: NamespaceLimitList.optional(),
   /** Largest reply the proxy relays. @default 8388608 */
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
   /** Frames a second one session's runner may send before they are dropped (2 s may come at once). @default 4000 */
@@ -139,8 +154,12 @@ export type ServerConfig = {
   jsonBodyMaxBytes?: number;
   /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX. @default 2000 */
   maxEventSubscribers?: number;
+  /** AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES. @default 8388608 */
+  eventQueueMaxBytes?: number;
   /** AGENT_SESSIONS_AGENT_RUNS_MAX. @default 16 */
   agentRunsMax?: number;
+  /** AGENT_SESSIONS_NAMESPACE_MAX_*: per-namespace quotas (proxy/namespace-quotas.ts). @default none */
+  namespaceQuotas?: Partial<Record<QuotaKind, NamespaceLimits>>;
   idleCheckMs?: number;
   autoResumeTimeoutMs?: number;
   /** Restarts of HarnessSessions after unexpected exits. @default DEFAULT_RESTART_POLICY */
@@ -195,7 +214,19 @@ export function parseConfig(source: Record<string, string | undefined> = process
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
     jsonBodyMaxBytes: env.AGENT_SESSIONS_JSON_BODY_MAX_BYTES,
     maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
+    eventQueueMaxBytes: env.AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES,
     agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
+    namespaceQuotas: {
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS
+        ? { sessions: env.AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS }
+        : {}),
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES
+        ? { warmPoolEntries: env.AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES }
+        : {}),
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS
+        ? { agentRuns: env.AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS }
+        : {}),
+    },
     idleCheckMs: env.AGENT_SESSIONS_IDLE_CHECK_MS,
     autoResumeTimeoutMs: env.AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS,
     restartPolicy: {

@@ -13,6 +13,14 @@ export type EventStreamOptions = {
   keepAliveMs?: number;
   /** A follower further behind than this is cut off; it resumes from the store. @default 10000 */
   maxQueuedFrames?: number;
+  /**
+   * Bytes of frames waiting for one follower (queued and being written) at most: past it the
+   * follower is dropped, told to reconnect with Last-Event-ID (it resumes from the store). A
+   * slow reader costs this much memory, never more. @default 8388608
+   */
+  maxQueuedBytes?: number;
+  /** How long a dropped follower may take to read what was on its way before its connection is cut. @default 30000 */
+  dropGraceMs?: number;
   /** Ends every stream (server shutdown). */
   shutdown?: AbortSignal;
   /** Streams open at once at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
@@ -38,6 +46,8 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   const { store, bus } = options;
   const keepAliveMs = options.keepAliveMs ?? 15_000;
   const maxQueued = options.maxQueuedFrames ?? 10_000;
+  const maxQueuedBytes = options.maxQueuedBytes ?? 8 * 1024 * 1024;
+  const dropGraceMs = options.dropGraceMs ?? 30_000;
   const maxSubscribers = options.maxSubscribers ?? 2_000;
   let open = 0;
 
@@ -68,10 +78,40 @@ export function eventRoutes(options: EventStreamOptions): Hono {
       // the cursor drops what the backlog already sent.
       const queue: StoredFrame[] = [];
       let wake: (() => void) | undefined;
-      let overflowed = false;
+      // Bytes waiting in `queue`, and in the write under way (not yet taken by the client).
+      let queuedBytes = 0;
+      let writingBytes = 0;
+      let dropped = false;
+      /** When dropped: the follower has everything up to this key (its Last-Event-ID to resume with). */
+      let resumeAfter: number | undefined;
+      let dropTimer: NodeJS.Timeout | undefined;
+      /**
+       * Too far behind: let go of the bus and the queue at once (the memory is freed now), tell
+       * the follower where to resume once what is being written reached it, and cut the
+       * connection if it takes nothing within the grace.
+       */
+      const drop = (next: StoredFrame) => {
+        dropped = true;
+        resumeAfter = keyOf(queue[0] ?? next) - 1;
+        unsubscribe();
+        queue.length = 0;
+        queuedBytes = 0;
+        wake?.();
+        dropTimer = setTimeout(() => {
+          stream.abort();
+          (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing?.destroy();
+        }, dropGraceMs);
+        dropTimer.unref();
+      };
       const unsubscribe = bus.subscribe((f) => {
-        if (queue.length >= maxQueued) overflowed = true;
-        else queue.push(f);
+        if (dropped) return;
+        const bytes = eventData(f).bytes;
+        if (queue.length >= maxQueued || queuedBytes + writingBytes + bytes > maxQueuedBytes) {
+          drop(f);
+          return;
+        }
+        queue.push(f);
+        queuedBytes += bytes;
         wake?.();
       }, sessionId);
       const stop = new AbortController();
@@ -86,7 +126,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
         let last = cursor;
         if (cursor !== undefined)
           last = await sendBacklog(stream, store, sessionId, cursor, keyOf, stop.signal);
-        while (!stop.signal.aborted && !overflowed) {
+        while (!stop.signal.aborted && !dropped) {
           if (queue.length === 0) {
             await new Promise<void>((resolve) => {
               const timer = setTimeout(resolve, keepAliveMs);
@@ -101,6 +141,8 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           }
           // Everything queued in one write: a follower that fell behind catches up in one go.
           let text = "";
+          writingBytes = queuedBytes;
+          queuedBytes = 0;
           for (const f of queue.splice(0)) {
             const key = keyOf(f);
             if (last !== undefined && key <= last) continue;
@@ -108,8 +150,19 @@ export function eventRoutes(options: EventStreamOptions): Hono {
             last = key;
           }
           if (text !== "") await stream.write(text);
+          writingBytes = 0;
         }
+        if (dropped && !stop.signal.aborted)
+          await stream.writeSSE({
+            event: "reconnect",
+            data: JSON.stringify({
+              code: "RESOURCE_EXHAUSTED",
+              message: `this stream fell more than ${maxQueuedBytes} bytes behind (AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES) and is closed; reconnect with Last-Event-ID: ${last ?? resumeAfter} to resume from the store`,
+              last_event_id: last ?? resumeAfter,
+            }),
+          });
       } finally {
+        clearTimeout(dropTimer);
         open--;
         unsubscribe();
         options.shutdown?.removeEventListener("abort", end);
@@ -118,20 +171,25 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   });
 }
 
-/** The SSE `data` of each frame, serialized once however many followers write it. */
-const serialized = new WeakMap<StoredFrame, string>();
+/** The SSE `data` of each frame and its size, serialized once however many followers write it. */
+const serialized = new WeakMap<StoredFrame, { data: string; bytes: number }>();
+
+function eventData(stored: StoredFrame): { data: string; bytes: number } {
+  let entry = serialized.get(stored);
+  if (entry === undefined) {
+    const data = JSON.stringify(stored.frame);
+    entry = { data, bytes: Buffer.byteLength(data) };
+    serialized.set(stored, entry);
+  }
+  return entry;
+}
 
 /**
  * One server-sent event, as hono's `writeSSE` writes it (`data:` then `id:`). Serialized JSON
  * never holds a raw CR or LF, so the data is one line.
  */
 function sseEvent(id: number, stored: StoredFrame): string {
-  let data = serialized.get(stored);
-  if (data === undefined) {
-    data = JSON.stringify(stored.frame);
-    serialized.set(stored, data);
-  }
-  return `data: ${data}\nid: ${id}\n\n`;
+  return `data: ${eventData(stored).data}\nid: ${id}\n\n`;
 }
 
 /** The retained frames after the cursor, page by page; returns the last id sent. */

@@ -9,9 +9,10 @@ import {
   IMMUTABLE_SPEC_FIELDS,
 } from "../contracts/harness-session.ts";
 import { API_VERSION } from "../contracts/resources.ts";
-import type { HarnessController } from "./harness-controller.ts";
+import { type HarnessController, harnessWorkstream } from "./harness-controller.ts";
 import { toManifest, withReady } from "./harness-status.ts";
 import { mergePatch } from "./merge-patch.ts";
+import { type NamespaceQuotas, sessionKey } from "./namespace-quotas.ts";
 import { parseInput } from "./request-body.ts";
 import { withPathMetadata } from "./resource-routes.ts";
 import type { HarnessRecord, HarnessStore } from "./store/harness-store.ts";
@@ -19,6 +20,8 @@ import type { HarnessRecord, HarnessStore } from "./store/harness-store.ts";
 export type HarnessSessionsOptions = {
   harness: HarnessStore;
   controller: Pick<HarnessController, "enqueue" | "delete">;
+  /** A new session over its namespace's quota is refused (RESOURCE_EXHAUSTED). @default none */
+  quotas?: NamespaceQuotas;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -36,9 +39,11 @@ export class HarnessSessions {
   readonly #harness: HarnessStore;
   readonly #controller: HarnessSessionsOptions["controller"];
   readonly #now: () => Date;
+  readonly #quotas: NamespaceQuotas | undefined;
 
   constructor(options: HarnessSessionsOptions) {
     this.#harness = options.harness;
+    this.#quotas = options.quotas;
     this.#controller = options.controller;
     this.#now = options.now ?? (() => new Date());
   }
@@ -119,6 +124,10 @@ export class HarnessSessions {
       if (!current && opts.mustExist) throw notFound(namespace, name);
       const spec = specFor(current);
       if (!current) {
+        const release = await this.#quotas?.reserveSession(
+          namespace,
+          sessionKey(`${namespace}/${spec.agentRef}`, harnessWorkstream(name)),
+        );
         try {
           const created = await this.#harness.createHarnessSession({
             namespace,
@@ -136,6 +145,8 @@ export class HarnessSessions {
         } catch (error) {
           if ((error as Error).name === "StoreConflictError") continue; // created concurrently: replace it
           throw error;
+        } finally {
+          release?.();
         }
       }
       if (current.deletion_requested_at !== undefined)

@@ -2,11 +2,12 @@ import type { Admission } from "./admission.ts";
 import { AgentRuns } from "./agent-runs.ts";
 import { AutoResumer } from "./auto-resumer.ts";
 import type { EventBus } from "./event-bus.ts";
-import { HarnessController } from "./harness-controller.ts";
+import { HarnessController, harnessWorkstream } from "./harness-controller.ts";
 import type { HarnessRoutesOptions } from "./harness-routes.ts";
 import { HarnessSessions } from "./harness-sessions.ts";
 import { IdleController } from "./idle-controller.ts";
 import type { Logger } from "./log.ts";
+import { sessionKey } from "./namespace-quotas.ts";
 import { ProvisionRecorder } from "./provision-recorder.ts";
 import { type RelayLink, RequestRelay } from "./request-relay.ts";
 import type { SessionJournal } from "./session-journal.ts";
@@ -66,6 +67,13 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   const { store, runners, log } = options;
   const requestTimeoutMs = options.requestTimeoutMs ?? 120_000;
   const harness = new SqliteHarnessStore(options.databasePath);
+  const quotas = options.admission?.quotas;
+  // A HarnessSession counts toward its namespace's sessions from its creation (namespace-quotas.ts).
+  quotas?.addSessionSource(async (namespace) =>
+    (await harness.listHarnessSessions(namespace)).map((r) =>
+      sessionKey(`${namespace}/${r.spec.agentRef}`, harnessWorkstream(r.name)),
+    ),
+  );
   const digests = new ProvisionRecorder(runners);
   const secretEnv = {
     ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
@@ -125,7 +133,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   if (options.replyMaxBytes !== undefined) relayOptions.replyMaxBytes = options.replyMaxBytes;
   return {
     routes: {
-      sessions: new HarnessSessions({ harness, controller }),
+      sessions: new HarnessSessions({ harness, controller, ...(quotas ? { quotas } : {}) }),
       relay: new RequestRelay(relayOptions),
       runs: new AgentRuns({
         store,

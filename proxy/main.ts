@@ -12,6 +12,7 @@ import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle.ts";
 import { jsonLogger, type Logger } from "./log.ts";
 import { startMetrics } from "./metrics-wiring.ts";
+import { NamespaceQuotas, sessionKey } from "./namespace-quotas.ts";
 import { registerShippedRuntimes } from "./shipped-runtimes.ts";
 import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
 import { issueRunnerCredential } from "./runner-identity.ts";
@@ -69,7 +70,12 @@ export async function startServer(
       referenceImage: config.referenceImage,
       piImage: config.piImage,
     }),
+    quotas: new NamespaceQuotas(config.namespaceQuotas ?? {}),
   };
+  // A namespace's sessions: its workspaces here, its HarnessSessions in the harness store (harness-wiring.ts).
+  admission.quotas?.addSessionSource(async (namespace) =>
+    (await store.listWorkspaces({ namespace })).map((w) => sessionKey(w.agent_ref, w.workstream)),
+  );
   const journal = new SessionJournal(store, bus);
   const hub = new RunnerHub({
     store,
@@ -153,6 +159,7 @@ export async function startServer(
     if (options.keepAliveMs !== undefined) appOptions.keepAliveMs = options.keepAliveMs;
     if (config.jsonBodyMaxBytes !== undefined) appOptions.jsonBodyMaxBytes = config.jsonBodyMaxBytes;
     if (config.maxEventSubscribers !== undefined) appOptions.maxEventSubscribers = config.maxEventSubscribers;
+    if (config.eventQueueMaxBytes !== undefined) appOptions.eventQueueMaxBytes = config.eventQueueMaxBytes;
     appOptions.harness = harness.routes;
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
     const placeWaiting = harness.resyncUnsettled;

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import type { ResultRecord } from "../contracts/adapter.ts";
 import { type AuditRecord, createAudit } from "./audit.ts";
 import { Metrics } from "./metrics.ts";
-import { auditProxiedRequests, fromJsonReply } from "./request-audit.ts";
+import { auditProxiedRequests, fromJsonReply, markAuditedRequest } from "./request-audit.ts";
 
 const record = (outcome: ResultRecord["outcome"]): ResultRecord => ({
   id: "req-1",
@@ -46,6 +46,31 @@ describe("auditProxiedRequests", () => {
         usage: { input_tokens: 3, output_tokens: 5 },
         stream: false,
       }),
+    ]);
+  });
+
+  it("audits the request id the relay gave the request, never the one an adapter's record claims", async () => {
+    const { audits, post } = appReplying((c) => {
+      markAuditedRequest(c, "req-ours");
+      return c.json({ ...record("succeeded"), id: "req-of-another-session" });
+    });
+    await post();
+    expect(audits).toEqual([expect.objectContaining({ request_id: "req-ours", outcome: "succeeded" })]);
+    const streamed = appReplying((c) => {
+      markAuditedRequest(c, "req-ours");
+      return streamSSE(c, async (stream) => {
+        await stream.writeSSE({
+          event: "result",
+          data: JSON.stringify({
+            type: "result",
+            result: { ...record("succeeded"), id: "req-of-another-session" },
+          }),
+        });
+      });
+    });
+    await (await streamed.post()).text();
+    expect(streamed.audits).toEqual([
+      expect.objectContaining({ request_id: "req-ours", outcome: "succeeded" }),
     ]);
   });
 

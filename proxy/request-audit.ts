@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { ResultRecord, StreamEvent } from "../contracts/adapter.ts";
 import { ErrorCode } from "../contracts/errors.ts";
 import type { Audit, AuditRecord } from "./audit.ts";
@@ -23,6 +23,20 @@ type Ending = Pick<AuditRecord, "outcome" | "code" | "usage" | "request_id">;
  * JSON reply when it is complete, a streamed one when its last event has passed (or the client
  * went away). Mount it on that route after authentication.
  */
+const AUDITED_REQUEST_ID = "auditedRequestId" as const;
+
+declare module "hono" {
+  interface ContextVariableMap {
+    /** The request id the relay gave a proxied request (markAuditedRequest). */
+    auditedRequestId: string;
+  }
+}
+
+/** Called by the relay once it knows the request's id: the audit records that one (proxy/request-relay.ts). */
+export function markAuditedRequest(c: Context, requestId: string): void {
+  c.set(AUDITED_REQUEST_ID, requestId);
+}
+
 export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
   return async (c, next) => {
     if (c.req.method !== "POST") return next();
@@ -32,8 +46,16 @@ export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
     await next();
     const response = c.res;
     const base = { http_request_id: c.get("requestId"), namespace, session };
+    // The id the relay gave the request is the audited one; an adapter's record may name any id.
+    const ours = c.get(AUDITED_REQUEST_ID);
     const done = (ending: Ending, stream: boolean) =>
-      audit({ ...base, ...ending, stream, duration_ms: performance.now() - started });
+      audit({
+        ...base,
+        ...ending,
+        ...(ours !== undefined ? { request_id: ours } : {}),
+        stream,
+        duration_ms: performance.now() - started,
+      });
     if (response.headers.get("content-type")?.startsWith("text/event-stream") && response.body) {
       c.res = new Response(
         watchStream(response.body, (ending) => done(ending, true)),

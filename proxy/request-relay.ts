@@ -8,6 +8,7 @@ import type { AutoResumer, AwakeSession } from "./auto-resumer.ts";
 import { readyOf } from "./harness-status.ts";
 import type { Logger } from "./log.ts";
 import { type InboxEvent, RelayInbox } from "./relay-inbox.ts";
+import { markAuditedRequest } from "./request-audit.ts";
 import { parseInput } from "./request-body.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { RelayChunk } from "./runner-hub.ts";
@@ -101,6 +102,7 @@ export class RequestRelay {
     }
     const request = parseInput(HarnessRequest, json, "request");
     const requestId = request.id ?? `req-${randomBytes(8).toString("hex")}`;
+    markAuditedRequest(c, requestId);
     let record = await this.#o.harness.getHarnessSession(namespace, name);
     if (!record) throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
     let workspace = await this.#workspaceOf(record);

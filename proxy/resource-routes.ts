@@ -1,10 +1,18 @@
 import { Hono } from "hono";
 import { CodedError } from "../contracts/errors.ts";
-import { API_VERSION, type Resource, type ResourcePlural, ResourceKinds } from "../contracts/resources.ts";
+import {
+  type Agent,
+  type AgentRuntime,
+  API_VERSION,
+  type Resource,
+  type ResourcePlural,
+  ResourceKinds,
+} from "../contracts/resources.ts";
 import { DnsLabel } from "../contracts/session-spec.ts";
 import type { Admission } from "./admission.ts";
 import { parseInput, readJson } from "./request-body.ts";
 import type { Store } from "./store/store.ts";
+import { warmPoolEntries } from "./warm-pools.ts";
 
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
@@ -56,6 +64,7 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
       );
     if (resource.kind === "Agent")
       admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
+    await assertWarmPoolQuota(store, admission, resource);
     const { resource: stored, created } = await store.putResource(stripped(resource));
     return c.json(shown(stored), created ? 201 : 200);
   });
@@ -69,6 +78,28 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
   });
 
   return app;
+}
+
+/**
+ * A write that would give the namespace's warm pools more entries than its quota is refused
+ * (RESOURCE_EXHAUSTED) before it is stored; one that adds none never is.
+ */
+async function assertWarmPoolQuota(store: Store, admission: Admission, written: Resource): Promise<void> {
+  const namespace = written.metadata.namespace;
+  const quotas = admission.quotas;
+  if (!quotas || quotas.limit("warmPoolEntries", namespace) === undefined) return;
+  const agents = (await store.listResources("Agent", namespace)) as Agent[];
+  const runtimes = (await store.listResources("AgentRuntime", namespace)) as AgentRuntime[];
+  const replaced = <T extends Resource>(list: T[], by: T) => [
+    ...list.filter((r) => r.metadata.name !== by.metadata.name),
+    by,
+  ];
+  const before = warmPoolEntries(agents, runtimes);
+  const after =
+    written.kind === "Agent"
+      ? warmPoolEntries(replaced(agents, written), runtimes)
+      : warmPoolEntries(agents, replaced(runtimes, written));
+  if (after > before) quotas.assertRoom("warmPoolEntries", namespace, before, after - before);
 }
 
 /**

@@ -3,8 +3,10 @@ import { API_VERSION, type Agent, type AgentRuntime } from "../contracts/resourc
 import { Rpc } from "../contracts/rpc.ts";
 import type { RunnerCommand } from "../contracts/runner-protocol.ts";
 import { SessionSpec } from "../contracts/session-spec.ts";
+import { defaultAdmission } from "./admission.ts";
 import { EventBus } from "./event-bus.ts";
 import { Lifecycle } from "./lifecycle.ts";
+import { NamespaceQuotas } from "./namespace-quotas.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import { SessionJournal } from "./session-journal.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
@@ -310,5 +312,32 @@ describe("warm pool entries take runner capacity", () => {
         }),
       ),
     ).rejects.toMatchObject({ code: "RESOURCE_EXHAUSTED" });
+  });
+});
+
+describe("warm pools within the namespace quota", () => {
+  it("pools written before the quota get what is left of it, and the cut is logged naming the setting", async () => {
+    const runners = fakeRunners(["r1"]);
+    const logged: string[] = [];
+    const admission = defaultAdmission();
+    admission.quotas = new NamespaceQuotas({ warmPoolEntries: { byNamespace: { ns: 3 } } });
+    const warmPools = new WarmPools({
+      store,
+      runners: runners.directory,
+      log: (_level, _message, fields) => logged.push(String(fields?.error ?? "")),
+      secretEnv: { KEY_A: "secret-a" },
+      admission,
+    });
+    await warmPools.sync();
+    const pools = runners.sent.flatMap((s) => (s.command.kind === "warm_pools" ? s.command.pools : []));
+    // a and b ask for 2 each: 3 in all fit, a keeps 2, b gets 1.
+    expect(pools.map((p) => [p.pool, p.size])).toEqual([
+      ["ns/a", 2],
+      ["ns/b", 1],
+    ]);
+    expect(warmPools.reservedByRunner().get("id-r1")).toBe(3);
+    expect(logged.join("\n")).toMatch(
+      /namespace ns .*quota of 3 .*AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES/,
+    );
   });
 });

@@ -120,11 +120,14 @@ export class WarmPools {
       reserved.set(runnerId, (reserved.get(runnerId) ?? 0) + size);
     };
     const wanted = new Set<string>();
+    /** Entries given to each namespace's pools so far this round (its warm pool quota). */
+    const entriesOf = new Map<string, number>();
     for (const agent of (await this.#store.listResources("Agent", undefined)) as Agent[]) {
       const runtime = runtimes.get(`${agent.metadata.namespace}/${agent.spec.runtimeRef}`);
       if (!runtime) continue;
       const pool = poolKey(agent);
-      const size = runtime.spec.warmPool?.size ?? 0;
+      const size = this.#withinQuota(agent, runtime.spec.warmPool?.size ?? 0, entriesOf);
+      if (size === 0) continue;
       let runnerId = this.#holders.get(pool);
       if (runnerId === undefined) {
         // A new pool goes only to a runner with room for all its entries.
@@ -137,8 +140,11 @@ export class WarmPools {
         runnerId = placement.runner.runner_id;
       }
       const runner = connected.find((r) => r.runner_id === runnerId);
-      const config = runner ? this.#config(agent, runtime, runner) : undefined;
-      if (!config) continue;
+      const found = runner ? this.#config(agent, runtime, runner) : undefined;
+      if (!found) continue;
+      const config = { ...found, size };
+      const namespace = agent.metadata.namespace;
+      entriesOf.set(namespace, (entriesOf.get(namespace) ?? 0) + size);
       this.#holders.set(pool, runnerId);
       reserve(runnerId, size);
       wanted.add(pool);
@@ -157,6 +163,23 @@ export class WarmPools {
           });
       }),
     );
+  }
+
+  /**
+   * A pool's size within its namespace's warm pool quota: pools written before the quota was set
+   * (or lowered) get what is left, in the order the store lists the Agents, and the cut is logged.
+   */
+  #withinQuota(agent: Agent, size: number, entriesOf: Map<string, number>): number {
+    const namespace = agent.metadata.namespace;
+    const limit = this.#admission.quotas?.limit("warmPoolEntries", namespace);
+    if (limit === undefined) return size;
+    const allowed = Math.max(0, Math.min(size, limit - (entriesOf.get(namespace) ?? 0)));
+    if (allowed < size)
+      this.#refuse(
+        poolKey(agent),
+        `namespace ${namespace} is at its quota of ${limit} warm pool entries (AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES): the pool keeps ${allowed} of ${size}`,
+      );
+    return allowed;
   }
 
   /** The pool of an Agent as its runner gets it; undefined when the Agent cannot have sessions. */
@@ -191,6 +214,12 @@ export class WarmPools {
     this.#refusals.set(pool, message);
     this.#log("warn", "no warm pool for agent", { agent: pool, error: message });
   }
+}
+
+/** Warm pool entries a namespace's AgentRuntimes ask for: each one's size for every Agent bound to it. */
+export function warmPoolEntries(agents: readonly Agent[], runtimes: readonly AgentRuntime[]): number {
+  const sizes = new Map(runtimes.map((r) => [r.metadata.name, r.spec.warmPool?.size ?? 0]));
+  return agents.reduce((n, agent) => n + (sizes.get(agent.spec.runtimeRef) ?? 0), 0);
 }
 
 /** One pool per Agent: `<namespace>/<agent>`. */

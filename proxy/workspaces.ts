@@ -12,6 +12,7 @@ import type { RunnerSelector } from "../contracts/runners.ts";
 import { SessionReasons } from "../contracts/session-reasons.ts";
 import { type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
+import { sessionKey } from "./namespace-quotas.ts";
 import type { Logger } from "./log.ts";
 import { chooseRunner } from "./placement.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
@@ -114,107 +115,119 @@ export class Workspaces {
 
     // From here on something is provisioned: every check that can refuse comes first.
     const { agent, runtime } = await this.#resolveAgent(agentRef);
-    if (!existing) {
-      const claimed = await this.#placing.run("placement", () =>
-        this.#fromWarmPool(agentRef, request, agent, runtime),
-      );
-      if (claimed) {
-        if (requestId) await this.#claim(requestId, fingerprint, claimed.container_name);
-        return response(claimed, true);
+    // A new workspace takes a place of its namespace's session quota, refused before anything is made.
+    const release = existing
+      ? undefined
+      : await this.#admission.quotas?.reserveSession(
+          parseAgentRef(agentRef).namespace,
+          sessionKey(agentRef, request.workstream),
+        );
+    try {
+      if (!existing) {
+        const claimed = await this.#placing.run("placement", () =>
+          this.#fromWarmPool(agentRef, request, agent, runtime),
+        );
+        if (claimed) {
+          if (requestId) await this.#claim(requestId, fingerprint, claimed.container_name);
+          return response(claimed, true);
+        }
       }
-    }
-    const { namespace } = parseAgentRef(agentRef);
-    const credentials = resolveCredentials(agent, this.#secretEnv);
-    let runner: RunnerRecord;
-    let spec: SessionSpec;
-    let workspace: WorkspaceRecord;
-    if (existing) {
-      // A workspace already placed stays on its runner (a draining one too: nothing moves).
-      const its = this.#runners.connectedRunners().find((r) => r.runner_id === existing.runner_id);
-      if (!its)
-        throw new CodedError(
-          "UNAVAILABLE",
-          `the runner of workspace ${existing.container_name} is not connected`,
-        );
-      runner = its;
-      spec = buildSessionSpec({
-        namespace,
-        name: existing.spec.name,
-        engine: runner.engine,
-        agent,
-        runtime,
-        admission: this.#admission,
-      });
-      workspace =
-        (await this.#store.updateWorkspace(existing.container_name, { status: "provisioning" })) ?? existing;
-    } else {
-      ({ runner, spec, workspace } = await this.#placing.run("placement", async () => {
-        const runnerId = await this.#place(request.runner_selector);
-        const chosen = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
-        if (!chosen) throw new CodedError("UNAVAILABLE", `runner ${runnerId} is not connected`);
-        const sessionName = workspaceNameFor(
-          agent.metadata.name,
-          request.workstream,
-          requestId || randomUUID(),
-        );
-        const chosenSpec = buildSessionSpec({
+      const { namespace } = parseAgentRef(agentRef);
+      const credentials = resolveCredentials(agent, this.#secretEnv);
+      let runner: RunnerRecord;
+      let spec: SessionSpec;
+      let workspace: WorkspaceRecord;
+      if (existing) {
+        // A workspace already placed stays on its runner (a draining one too: nothing moves).
+        const its = this.#runners.connectedRunners().find((r) => r.runner_id === existing.runner_id);
+        if (!its)
+          throw new CodedError(
+            "UNAVAILABLE",
+            `the runner of workspace ${existing.container_name} is not connected`,
+          );
+        runner = its;
+        spec = buildSessionSpec({
           namespace,
-          name: sessionName,
-          engine: chosen.engine,
+          name: existing.spec.name,
+          engine: runner.engine,
           agent,
           runtime,
           admission: this.#admission,
         });
-        const inserted = await this.#insert({
-          container_name: workloadName(namespace, sessionName),
-          agent_ref: agentRef,
-          workstream: request.workstream,
-          client_request_id: requestId || `generated-${randomUUID()}`,
-          runner_id: chosen.runner_id,
-          spec: chosenSpec,
-          adapter_token: randomBytes(32).toString("base64url"),
-        });
-        return { runner: chosen, spec: chosenSpec, workspace: inserted };
-      }));
-    }
-    if (requestId) await this.#claim(requestId, fingerprint, workspace.container_name);
+        workspace =
+          (await this.#store.updateWorkspace(existing.container_name, { status: "provisioning" })) ??
+          existing;
+      } else {
+        ({ runner, spec, workspace } = await this.#placing.run("placement", async () => {
+          const runnerId = await this.#place(request.runner_selector);
+          const chosen = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
+          if (!chosen) throw new CodedError("UNAVAILABLE", `runner ${runnerId} is not connected`);
+          const sessionName = workspaceNameFor(
+            agent.metadata.name,
+            request.workstream,
+            requestId || randomUUID(),
+          );
+          const chosenSpec = buildSessionSpec({
+            namespace,
+            name: sessionName,
+            engine: chosen.engine,
+            agent,
+            runtime,
+            admission: this.#admission,
+          });
+          const inserted = await this.#insert({
+            container_name: workloadName(namespace, sessionName),
+            agent_ref: agentRef,
+            workstream: request.workstream,
+            client_request_id: requestId || `generated-${randomUUID()}`,
+            runner_id: chosen.runner_id,
+            spec: chosenSpec,
+            adapter_token: randomBytes(32).toString("base64url"),
+          });
+          return { runner: chosen, spec: chosenSpec, workspace: inserted };
+        }));
+      }
+      if (requestId) await this.#claim(requestId, fingerprint, workspace.container_name);
 
-    const outcome = await this.#runners.command(runner.runner_id, {
-      kind: "provision",
-      container_name: workspace.container_name,
-      spec,
-      credentials,
-      adapter_token: workspace.adapter_token,
-    });
-    if (!outcome.ok) {
-      await this.#store.updateWorkspace(workspace.container_name, { status: "failed" });
-      throw new CodedError(
-        outcome.error.code,
-        `provisioning workspace ${workspace.container_name} failed: ${outcome.error.message}`,
-        outcome.error.details,
-      );
+      const outcome = await this.#runners.command(runner.runner_id, {
+        kind: "provision",
+        container_name: workspace.container_name,
+        spec,
+        credentials,
+        adapter_token: workspace.adapter_token,
+      });
+      if (!outcome.ok) {
+        await this.#store.updateWorkspace(workspace.container_name, { status: "failed" });
+        throw new CodedError(
+          outcome.error.code,
+          `provisioning workspace ${workspace.container_name} failed: ${outcome.error.message}`,
+          outcome.error.details,
+        );
+      }
+      if (outcome.result.container_name !== workspace.container_name)
+        this.#log("warn", "runner named the container differently", {
+          expected: workspace.container_name,
+          got: outcome.result.container_name,
+        });
+      const ready = await this.#store.updateWorkspace(workspace.container_name, {
+        status: "ready",
+        endpoint: outcome.result.endpoint,
+      });
+      // The replacement is up: an ERRORED session in it no longer blocks the account (it can
+      // still be resumed by id).
+      for (const session of await this.#store.listSessions({
+        containerName: workspace.container_name,
+        states: ["ERRORED"],
+      }))
+        await this.#journal.transition(session.session_id, {
+          state: "STOPPED",
+          reason: SessionReasons.Retired,
+          from: ["ERRORED"],
+        });
+      return response(ready ?? workspace, !existing);
+    } finally {
+      release?.();
     }
-    if (outcome.result.container_name !== workspace.container_name)
-      this.#log("warn", "runner named the container differently", {
-        expected: workspace.container_name,
-        got: outcome.result.container_name,
-      });
-    const ready = await this.#store.updateWorkspace(workspace.container_name, {
-      status: "ready",
-      endpoint: outcome.result.endpoint,
-    });
-    // The replacement is up: an ERRORED session in it no longer blocks the account (it can
-    // still be resumed by id).
-    for (const session of await this.#store.listSessions({
-      containerName: workspace.container_name,
-      states: ["ERRORED"],
-    }))
-      await this.#journal.transition(session.session_id, {
-        state: "STOPPED",
-        reason: SessionReasons.Retired,
-        from: ["ERRORED"],
-      });
-    return response(ready ?? workspace, !existing);
   }
 
   /** Runner `remove`, then forget the workspace with its sessions and keys. Unknown → removed: false. */

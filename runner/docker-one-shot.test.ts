@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { demultiplex, oneShotContainerOptions } from "./docker-one-shot.ts";
+import { oneShotContainerOptions } from "./docker-one-shot.ts";
 
 describe("one-shot run containers", () => {
   const command = {
@@ -26,16 +26,5 @@ describe("one-shot run containers", () => {
         LogConfig: { Type: "json-file", Config: { "max-size": "2097152", "max-file": "2" } },
       },
     });
-  });
-
-  it("read the multiplexed log as text", () => {
-    const frame = (text: string) => {
-      const body = Buffer.from(text);
-      const header = Buffer.alloc(8);
-      header[0] = 1;
-      header.writeUInt32BE(body.length, 4);
-      return Buffer.concat([header, body]);
-    };
-    expect(demultiplex(Buffer.concat([frame("a\n"), frame("b")]))).toBe("a\nb");
   });
 });

@@ -2,7 +2,7 @@
  * One-shot runs (contract v1alpha1, contracts/agent-run.ts) on Docker: a fresh internal network
  * isolated from the host except the Agent's allowed endpoints (the same rules as a session's,
  * infra/docker-provider/host-isolation.ts), one hardened container running the runtime's one-shot
- * entry to completion, its stdout collected, then container, network and rules removed — whatever
+ * entry to completion, the tail of its stdout collected (bounded), then container, network and rules removed — whatever
  * happened. Nothing of a run outlives it; no volume is made (the workspace is a tmpfs).
  */
 import { randomBytes } from "node:crypto";
@@ -14,10 +14,11 @@ import { isolateBridge, removeBridgeRules } from "../infra/docker-provider/host-
 import { CONTAINER_LOG_CONFIG } from "../infra/docker-provider/log-limits.ts";
 import { viaGateway } from "../infra/docker-session.ts";
 import type { RunOnceCommand, RunOnceOutcome } from "./driver.ts";
+import { RunOutput } from "./run-output.ts";
 
 /** Label naming the run a container or network belongs to. */
 export const RUN_LABEL = `${LABEL_PREFIX}/run`;
-/** stdout kept of a run; the rest is dropped (the result record is the last line). */
+/** stdout kept of a run: its last MiB (the result record is the last line); the rest is dropped and counted. */
 const MAX_OUTPUT_BYTES = 1024 * 1024;
 
 export async function runOnce(docker: Docker, command: RunOnceCommand): Promise<RunOnceOutcome> {
@@ -53,10 +54,15 @@ export async function runOnce(docker: Docker, command: RunOnceCommand): Promise<
     const resolved = await resolvedDigest(docker, created, command.image);
     const timedOut = await waitOrKill(created, command.timeout_ms);
     const state = (await created.inspect()).State;
-    const logs = (await created.logs({ stdout: true, stderr: false, follow: false })) as Buffer;
+    // Streamed, keeping the tail only: never the whole log in memory (run-output.ts).
+    const output = new RunOutput(MAX_OUTPUT_BYTES);
+    const logs = (await created.logs({ stdout: true, stderr: false, follow: true })) as NodeJS.ReadableStream;
+    for await (const chunk of logs) output.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+    const { text, droppedBytes } = output.result();
     return {
       exit_code: timedOut ? null : state.ExitCode,
-      output: demultiplex(logs).slice(-MAX_OUTPUT_BYTES),
+      output: text,
+      ...(droppedBytes > 0 ? { output_truncated_bytes: droppedBytes } : {}),
       timed_out: timedOut,
       resolved_image_digest: resolved,
     };
@@ -166,16 +172,4 @@ async function pullIfMissing(docker: Docker, image: string): Promise<void> {
       `ImagePullFailed: cannot pull ${image}: ${(error as Error).message}`,
     );
   }
-}
-
-/** Docker's multiplexed log stream (8-byte frame headers) as plain text. */
-export function demultiplex(buffer: Buffer): string {
-  let out = "";
-  let offset = 0;
-  while (offset + 8 <= buffer.length) {
-    const size = buffer.readUInt32BE(offset + 4);
-    out += buffer.subarray(offset + 8, offset + 8 + size).toString("utf8");
-    offset += 8 + size;
-  }
-  return out;
 }

@@ -11,8 +11,10 @@ export type RunOnceCommand = Extract<RunnerCommand, { kind: "run_once" }>;
 export type RunOnceOutcome = {
   /** null when the run was killed (timeout). */
   exit_code: number | null;
-  /** stdout, bounded. */
+  /** stdout: its tail, bounded (runner/run-output.ts). */
   output: string;
+  /** Bytes of stdout dropped before `output`; absent when none were. */
+  output_truncated_bytes?: number;
   timed_out: boolean;
   resolved_image_digest: string;
 };

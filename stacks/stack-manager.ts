@@ -5,6 +5,7 @@
  * attached to every up and preview. One operation per stack at a time in this process, any
  * number of stacks concurrently; a lock left by a crashed process is recovered and logged.
  */
+import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import {
@@ -45,6 +46,7 @@ import {
   adoptSettings,
   type CliInvocation,
   getConfigValue,
+  hasConfig,
   readPlainConfig,
   setSecretConfig,
   settingsPath,
@@ -220,6 +222,7 @@ export class StackManager {
         throw new StackError("FAILED_PRECONDITION", `stack ${stackName} has no session spec in its settings`);
       const spec = parseOrThrow(SessionSpec, JSON.parse(current), "stored session spec");
       const scaled = { ...spec, replicas };
+      await this.#ensureStateHashKey(stackName, file, []);
       writePlainConfig(file, { [ConfigKeys.spec]: JSON.stringify(scaled) });
       return this.#runUp(stack, stackName, scaled, op, opts, []);
     });
@@ -387,6 +390,7 @@ export class StackManager {
     writePlainConfig(file, { [ConfigKeys.spec]: JSON.stringify(spec) });
     const cli = this.#cli();
     const redact = secretValues(secrets);
+    await this.#ensureStateHashKey(stack.name, file, redact);
     for (const [key, value] of [
       [ConfigKeys.credentials, JSON.stringify(secrets.credentials)],
       [ConfigKeys.adapterToken, secrets.adapterToken],
@@ -401,6 +405,30 @@ export class StackManager {
         });
         throw toStackError(stack.name, "config", error);
       }
+    }
+  }
+
+  /**
+   * The stack's own random key of the credential hash its Docker state keeps
+   * (infra/docker-provider/provider.ts): made once, on stdin like every secret, and kept — a new
+   * key would make unchanged credentials look changed and roll the workload.
+   */
+  async #ensureStateHashKey(stackName: string, file: string, redact: readonly string[]): Promise<void> {
+    if (hasConfig(file, ConfigKeys.stateHashKey)) return;
+    try {
+      await setSecretConfig(
+        this.#cli(),
+        stackName,
+        file,
+        ConfigKeys.stateHashKey,
+        randomBytes(32).toString("base64url"),
+      );
+    } catch (error) {
+      this.#log("error", "stack config failed", {
+        stack: stackName,
+        engine: redactCommandText(String((error as Error).message), redact).slice(-2000),
+      });
+      throw toStackError(stackName, "config", error);
     }
   }
 

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
 import { describe, expect, it } from "vitest";
+import { parseDocument } from "yaml";
 import { redactCommandText } from "./errors.ts";
 import { StackManager } from "./stack-manager.ts";
 import { settingsPath } from "./stack-settings.ts";
@@ -33,6 +34,7 @@ function recordingCommand(
   calls: { args: string[]; cwd: string }[],
   upError: string,
 ): PulumiCommand {
+  const inited: string[] = [];
   return {
     command: bin,
     // Only printed back (the event log's protocol choice): any release will do.
@@ -40,9 +42,11 @@ function recordingCommand(
     run: async (args: string[], cwd: string) => {
       calls.push({ args: [...args], cwd });
       const [first, second] = args;
-      if (first === "stack" && second === "ls") return { stdout: "[]", stderr: "", code: 0 };
+      if (first === "stack" && second === "ls")
+        return { stdout: JSON.stringify(inited.map((name) => ({ name }))), stderr: "", code: 0 };
       if (first === "stack" && second === "init") {
         const name = args[2] ?? "";
+        inited.push(name);
         writeFileSync(join(cwd, `Pulumi.${name}.yaml`), "encryptionsalt: v1:c2FsdA==:v1:x:y\n");
         return { stdout: "", stderr: "", code: 0 };
       }
@@ -89,6 +93,7 @@ describe("secrets reach Pulumi without argv", () => {
     }
     // The secrets went on stdin, one `config set --secret` each.
     expect(readFileSync(join(dir, "argv.log"), "utf8").trim().split("\n")).toEqual([
+      expect.stringMatching(/^config set --secret agent-sessions:stateHashKey --stack default--s/),
       expect.stringMatching(
         /^config set --secret agent-sessions:credentials --stack default--s --config-file .*stack-settings\/Pulumi.default--s.yaml/,
       ),
@@ -124,6 +129,56 @@ describe("secrets reach Pulumi without argv", () => {
     await manager.scaleDown("default", "s").catch(() => undefined);
     expect(calls.map((c) => c.args[0])).toEqual(["stack", "up"]);
     expect(readFileSync(settingsPath(dataDir, "default--s"), "utf8")).toMatch(/"replicas":0/);
+  });
+});
+
+describe("the key of the credential hash in the Docker state", () => {
+  it("is random per stack, made once on stdin, and kept across later ups and scaling", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "as-stack-secrets-"));
+    const dataDir = join(dir, "data");
+    const calls: { args: string[]; cwd: string }[] = [];
+    const manager = await StackManager.create(
+      { dataDir, projectDir: join(dir, "project"), passphrase: "pass-phrase-for-tests" },
+      { pulumiCommand: recordingCommand(fakeCli(dir), calls, "boom"), log: () => undefined },
+    );
+    const keySets = () =>
+      readFileSync(join(dir, "argv.log"), "utf8")
+        .split("\n")
+        .filter((line) => line.startsWith("config set --secret agent-sessions:stateHashKey"));
+    await manager.up(spec, { credentials: {}, adapterToken: TOKEN }).catch(() => undefined);
+    await manager.up({ ...spec, name: "t" }, { credentials: {}, adapterToken: TOKEN }).catch(() => undefined);
+    expect(keySets().map((line) => line.split(" ")[5])).toEqual(["default--s", "default--t"]);
+    // Each went on stdin: 32 random bytes, base64url, one per stack.
+    const keys = readFileSync(join(dir, "stdin.log"), "utf8")
+      .split("\n")
+      .filter((line) => /^[A-Za-z0-9_-]{43}$/.test(line));
+    expect(new Set(keys).size).toBe(2);
+    // The CLI stored it (encrypted) in the settings file: from then on it is kept as it is.
+    for (const name of ["default--s", "default--t"]) {
+      const file = settingsPath(dataDir, name);
+      const doc = parseDocument(readFileSync(file, "utf8"));
+      doc.setIn(["config", "agent-sessions:stateHashKey"], { secure: "v1:abc" });
+      writeFileSync(file, doc.toString());
+    }
+    await manager.up(spec, { credentials: {}, adapterToken: TOKEN }).catch(() => undefined);
+    await manager.scaleDown("default", "t").catch(() => undefined);
+    expect(keySets()).toHaveLength(2);
+  });
+
+  it("is made for a stack of an older version when it is only scaled", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "as-stack-secrets-"));
+    const dataDir = join(dir, "data");
+    const calls: { args: string[]; cwd: string }[] = [];
+    const manager = await StackManager.create(
+      { dataDir, projectDir: join(dir, "project"), passphrase: "pass-phrase-for-tests" },
+      { pulumiCommand: recordingCommand(fakeCli(dir), calls, "boom"), log: () => undefined },
+    );
+    await manager.up(spec, { credentials: {}, adapterToken: TOKEN }).catch(() => undefined);
+    writeFileSync(join(dir, "argv.log"), "");
+    await manager.resume("default", "s").catch(() => undefined);
+    expect(readFileSync(join(dir, "argv.log"), "utf8")).toMatch(
+      /^config set --secret agent-sessions:stateHashKey --stack default--s/,
+    );
   });
 });
 

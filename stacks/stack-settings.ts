@@ -43,6 +43,12 @@ export function readPlainConfig(file: string, key: string): string | undefined {
   return typeof value === "string" ? value : undefined;
 }
 
+/** Whether the settings file holds `key` at all (plain or secure): a secret's presence, never its value. */
+export function hasConfig(file: string, key: string): boolean {
+  const doc = parseDocument(readFileSync(file, "utf8"));
+  return doc.hasIn(["config", key]);
+}
+
 /** Write plain config values into the settings file, keeping everything else (salt, secure values). */
 export function writePlainConfig(file: string, values: Record<string, string>): void {
   const doc = parseDocument(readFileSync(file, "utf8"));

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type Docker from "dockerode";
 import { describe, expect, it } from "vitest";
-import { containerCreateOptions, DockerSessionProvider, revealSecrets } from "./provider.ts";
+import { containerCreateOptions, DockerSessionProvider, revealSecrets, secretEnvHash } from "./provider.ts";
 import { DockerTypes } from "./schema.ts";
 
 /** How the engine hands a secret to a provider that accepts secrets (@pulumi/pulumi runtime/rpc). */
@@ -22,21 +22,64 @@ describe("Docker provider secret inputs", () => {
     ).toEqual({ env: { A: "1" }, secretEnv: { API_KEY: "k", NESTED: "n" }, list: [1] });
   });
 
-  it("sees no change when the wrapped secretEnv hashes like the one stored at create", async () => {
+  it("keeps a keyed hash of secretEnv in state: equal credentials under two stacks' keys hash apart, never a plain sha256", () => {
+    const secretEnv = { MODEL_API_KEY: "sk-same", ADAPTER_TOKEN: "t" };
+    const a = secretEnvHash(secretEnv, "key-of-stack-a-0123456789");
+    const b = secretEnvHash(secretEnv, "key-of-stack-b-0123456789");
+    expect(a).toMatch(/^hmac-sha256:[0-9a-f]{64}$/);
+    expect(a).not.toBe(b);
+    const unkeyed = createHash("sha256").update(JSON.stringify(secretEnv)).digest("hex");
+    expect(a).not.toContain(unkeyed);
+    expect(secretEnvHash(secretEnv, "key-of-stack-a-0123456789")).toBe(a);
+  });
+
+  it("a changed credential replaces the container, an unchanged one does not", async () => {
     const provider = new DockerSessionProvider({} as Docker);
+    const key = "key-of-this-stack-0123456789";
+    const secretEnv = { MODEL_API_KEY: "sk-1", ADAPTER_TOKEN: "t" };
+    const stored = { name: "c", secretEnvHash: secretEnvHash(secretEnv, key), containerId: "id" };
+    const news = (env: Record<string, string>) => ({
+      name: "c",
+      secretEnv: secret(env),
+      secretEnvHashKey: secret(key),
+    });
+    expect(await provider.diff("id", urn, stored, news(secretEnv))).toMatchObject({ changes: false });
+    expect(
+      await provider.diff("id", urn, stored, news({ ...secretEnv, MODEL_API_KEY: "sk-2" })),
+    ).toMatchObject({
+      changes: true,
+      replaces: ["secretEnvHash"],
+    });
+    expect(
+      await provider.diff("id", urn, stored, news({ ...secretEnv, ADAPTER_TOKEN: "rotated" })),
+    ).toMatchObject({
+      changes: true,
+      replaces: ["secretEnvHash"],
+    });
+  });
+
+  it("moves a stack's old unkeyed hash to the keyed one in place: no container roll when nothing changed", async () => {
+    const provider = new DockerSessionProvider({} as Docker);
+    const key = "key-of-this-stack-0123456789";
     const secretEnv = { ADAPTER_TOKEN: "t" };
-    const stored = {
+    const legacy = {
       name: "c",
       secretEnvHash: createHash("sha256").update(JSON.stringify(secretEnv)).digest("hex"),
       containerId: "id",
     };
-    expect(await provider.diff("id", urn, stored, { name: "c", secretEnv: secret(secretEnv) })).toMatchObject(
-      {
-        changes: false,
-      },
-    );
+    const news = { name: "c", secretEnv: secret(secretEnv), secretEnvHashKey: secret(key) };
+    const diff = await provider.diff("id", urn, legacy, news);
+    expect(diff).toMatchObject({ changes: true, replaces: [] });
+    const updated = await provider.update("id", urn, legacy, news);
+    expect(updated.outs).toEqual({
+      name: "c",
+      containerId: "id",
+      secretEnvHash: secretEnvHash(secretEnv, key),
+    });
+    expect(JSON.stringify(updated.outs)).not.toContain(key);
+    // A changed credential on an old stack still replaces it.
     expect(
-      await provider.diff("id", urn, stored, { name: "c", secretEnv: secret({ ADAPTER_TOKEN: "rotated" }) }),
+      await provider.diff("id", urn, legacy, { ...news, secretEnv: secret({ ADAPTER_TOKEN: "other" }) }),
     ).toMatchObject({ changes: true, replaces: ["secretEnvHash"] });
   });
 });
@@ -49,6 +92,7 @@ describe("Docker session containers", () => {
         image: `127.0.0.1:5000/x@sha256:${"a".repeat(64)}`,
         env: {},
         secretEnv: {},
+        secretEnvHashKey: "fixture-hash-key-0123456789",
         user: "65532:65532",
         readOnlyRootfs: true,
         privileged: false,

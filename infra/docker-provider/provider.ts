@@ -3,9 +3,9 @@
  * Docker Engine API (dockerode), as a Node.js Pulumi provider plugin. See PROVIDER.md.
  *
  * Credentials (`secretEnv`) are passed to the engine at create time only and never returned as
- * outputs: the state keeps a hash of them for diffing, never the values.
+ * outputs: the state keeps a keyed hash of them for diffing (secretEnvHash), never the values.
  */
-import { createHash } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import type * as provider from "@pulumi/pulumi/provider/index.js";
 import { isRpcSecret, unwrapRpcSecret } from "@pulumi/pulumi/runtime/rpc.js";
 import Docker from "dockerode";
@@ -27,8 +27,28 @@ function typeOf(urn: string): string {
   return types.split("$").pop() ?? "";
 }
 
-function hashOf(value: unknown): string {
+const KEYED = "hmac-sha256:";
+
+/**
+ * What the state keeps of a container's credentials: an HMAC under the stack's own random key
+ * (`secretEnvHashKey`, a secret of the stack's config, never in the state or the container). A
+ * plain hash would show two stacks with equal credentials, and let a dictionary be run against
+ * the state; keyed, neither works without the key, while an unchanged secretEnv hashes the same.
+ */
+export function secretEnvHash(secretEnv: Record<string, string>, key: string): string {
+  if (key.length < 16) throw new Error("secretEnvHashKey must be at least 16 characters");
+  return `${KEYED}${createHmac("sha256", key).update(JSON.stringify(secretEnv)).digest("hex")}`;
+}
+
+/** The unkeyed hash older versions kept: recognised only to move a stack off it (diff, update). */
+function legacyHash(value: unknown): string {
   return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+/** A container's inputs as its state keeps them: no credentials, no hash key. */
+function stateOf(inputs: Record<string, unknown>): Record<string, unknown> {
+  const { secretEnv: _secretEnv, secretEnvHashKey: _key, ...rest } = inputs;
+  return rest;
 }
 
 /**
@@ -146,6 +166,7 @@ export class DockerSessionProvider implements provider.Provider {
     news: Record<string, unknown>,
   ): Promise<provider.DiffResult> {
     const type = typeOf(urn);
+    const revealed = revealSecrets(news) as Record<string, unknown>;
     const comparable = (v: Record<string, unknown>): Record<string, unknown> => {
       const {
         containerId: _c,
@@ -155,21 +176,60 @@ export class DockerSessionProvider implements provider.Provider {
         gateway: _g,
         networkId: _n,
         secretEnv,
-        secretEnvHash,
+        secretEnvHash: stored,
+        secretEnvHashKey,
         ...rest
       } = v;
-      return { ...rest, secretEnvHash: secretEnvHash ?? (secretEnv ? hashOf(secretEnv) : undefined) };
+      const hash =
+        stored ??
+        (secretEnv
+          ? secretEnvHash(secretEnv as Record<string, string>, String(secretEnvHashKey))
+          : undefined);
+      return { ...rest, secretEnvHash: hash };
     };
     const before = comparable(revealSecrets(olds) as Record<string, unknown>);
-    const after = comparable(revealSecrets(news) as Record<string, unknown>);
+    const after = comparable(revealed);
+    // A stack of an older version keeps an unkeyed hash: the same credentials are no change
+    // worth a new container, only a new hash in the state (update below).
+    const legacy =
+      typeof before.secretEnvHash === "string" &&
+      !before.secretEnvHash.startsWith(KEYED) &&
+      revealed.secretEnv !== undefined &&
+      before.secretEnvHash === legacyHash(revealed.secretEnv);
+    if (legacy) before.secretEnvHash = after.secretEnvHash;
     const replaces = Object.keys({ ...before, ...after }).filter(
       (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
     );
+    if (legacy && replaces.length === 0 && type === DockerTypes.container)
+      return { changes: true, replaces: [] };
     // Every property is create-time in the engine: any change replaces the object. A volume is
     // only ever replaced when its name changes (its data must survive everything else).
     if (type === DockerTypes.volume)
       return { changes: replaces.length > 0, replaces: replaces.includes("name") ? ["name"] : [] };
     return { changes: replaces.length > 0, replaces, deleteBeforeReplace: true };
+  }
+
+  /**
+   * Only ever reached for a container whose state keeps the unkeyed hash of unchanged
+   * credentials (diff above): the state gets the keyed hash; the container is left as it runs.
+   */
+  async update(
+    _id: string,
+    urn: string,
+    olds: Record<string, unknown>,
+    news: Record<string, unknown>,
+  ): Promise<provider.UpdateResult> {
+    if (typeOf(urn) !== DockerTypes.container) throw new Error(`no in-place update of ${urn}`);
+    const inputs = revealSecrets(news) as Record<string, unknown>;
+    return {
+      outs: {
+        ...stateOf(olds),
+        secretEnvHash: secretEnvHash(
+          (inputs.secretEnv ?? {}) as Record<string, string>,
+          String(inputs.secretEnvHashKey),
+        ),
+      },
+    };
   }
 
   async create(urn: string, wrapped: Record<string, unknown>): Promise<provider.CreateResult> {
@@ -298,12 +358,11 @@ export class DockerSessionProvider implements provider.Provider {
         throw new Error(`engine ran ${pinned || "an unpinned image"}, not ${inputs.image}`);
       }
       await waitReady(ipAddress, inputs.adapterPort, this.#readyTimeoutMs);
-      const { secretEnv, ...publicInputs } = inputs;
       return {
         id: info.Id,
         outs: {
-          ...publicInputs,
-          secretEnvHash: hashOf(secretEnv ?? {}),
+          ...stateOf(inputs as unknown as Record<string, unknown>),
+          secretEnvHash: secretEnvHash(inputs.secretEnv ?? {}, String(inputs.secretEnvHashKey)),
           containerId: info.Id,
           resolvedImageDigest,
           ipAddress,

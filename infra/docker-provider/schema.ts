@@ -49,6 +49,8 @@ export interface ContainerInputs {
   env: Record<string, string>;
   /** Credentials; passed as Pulumi secrets so they never reach stack state in plaintext. */
   secretEnv: Record<string, string>;
+  /** The stack's own random key of the secretEnv hash the state keeps (provider.ts); a secret. */
+  secretEnvHashKey: string;
   /** uid:gid; must not be root. */
   user: string;
   readOnlyRootfs: boolean;

@@ -23,6 +23,7 @@ export function dockerContainer(change?: (container: ContainerInputs) => void): 
     image: SESSION_IMAGE,
     env: { LOG_LEVEL: "info" },
     secretEnv: { OPENAI_API_KEY: "sk-test" },
+    secretEnvHashKey: "fixture-hash-key-0123456789",
     user: "10001:10001",
     readOnlyRootfs: true,
     privileged: false,

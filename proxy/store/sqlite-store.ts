@@ -292,13 +292,19 @@ export class SqliteStore implements Store {
     return row ? toWorkspace(row) : undefined;
   }
 
-  async listWorkspaces(filter: { runnerId?: string } = {}): Promise<WorkspaceRecord[]> {
+  async listWorkspaces(filter: { runnerId?: string; namespace?: string } = {}): Promise<WorkspaceRecord[]> {
     const rows =
-      filter.runnerId === undefined
-        ? this.#all("SELECT * FROM workspaces ORDER BY created_at, container_name")
-        : this.#all("SELECT * FROM workspaces WHERE runner_id = ? ORDER BY created_at, container_name", [
-            filter.runnerId,
-          ]);
+      filter.namespace !== undefined
+        ? // `ns/` ≤ agent_ref < `ns0` ('0' follows '/'): a range of the (agent_ref, workstream) index.
+          this.#all(
+            "SELECT * FROM workspaces WHERE agent_ref >= ? AND agent_ref < ? ORDER BY created_at, container_name",
+            [`${filter.namespace}/`, `${filter.namespace}0`],
+          )
+        : filter.runnerId === undefined
+          ? this.#all("SELECT * FROM workspaces ORDER BY created_at, container_name")
+          : this.#all("SELECT * FROM workspaces WHERE runner_id = ? ORDER BY created_at, container_name", [
+              filter.runnerId,
+            ]);
     return rows.map(toWorkspace);
   }
 

@@ -55,7 +55,8 @@ export interface Store {
   insertWorkspace(workspace: NewWorkspace): Promise<WorkspaceRecord>;
   getWorkspace(containerName: string): Promise<WorkspaceRecord | undefined>;
   findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined>;
-  listWorkspaces(filter?: { runnerId?: string }): Promise<WorkspaceRecord[]>;
+  /** Every workspace, one runner's, or one namespace's (its Agents' `namespace/name` refs). */
+  listWorkspaces(filter?: { runnerId?: string; namespace?: string }): Promise<WorkspaceRecord[]>;
   /** How many workspaces each runner holds (for placement), counted without reading them. */
   countWorkspacesByRunner(): Promise<Map<string, number>>;
   updateWorkspace(

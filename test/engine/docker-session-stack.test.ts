@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 /**
  * A Docker session's whole life through stacks/StackManager against the real engine: the Pulumi
  * CLI, our Docker provider plugin, the test bed's dockerd and registry, the policy pack. One
@@ -165,6 +166,11 @@ describe("a Docker session stack (real CLI, provider, dockerd and registry)", ()
     expect(state).toContain(stackName);
     expect(state).not.toContain(secrets.credentials.MODEL_API_KEY);
     expect(state).not.toContain(secrets.adapterToken);
+    // What it keeps of them is a hash keyed by the stack's own secret key: not the plain sha256
+    // (equal in every stack with these credentials, open to a dictionary).
+    expect(state).toMatch(/"secretEnvHash":\s*"hmac-sha256:[0-9a-f]{64}"/);
+    const secretEnv = { ...secrets.credentials, ADAPTER_TOKEN: secrets.adapterToken };
+    expect(state).not.toContain(createHash("sha256").update(JSON.stringify(secretEnv)).digest("hex"));
     expect(stackConfigFiles(repoRoot).filter((f) => f.includes(stackName))).toEqual([]);
     const configFile = join(dataDir, "stack-settings", `Pulumi.${stackName}.yaml`);
     expect(statSync(configFile).mode & 0o777).toBe(0o600);
@@ -198,6 +204,21 @@ describe("a Docker session stack (real CLI, provider, dockerd and registry)", ()
     const steps: string[] = [];
     await manager.up(spec(), secrets, { onProgress: (p) => p.step && steps.push(p.step) });
     expect((await (await sessionContainer()).inspect()).Id).toBe(firstContainerId);
+    expect(steps.filter((s) => s !== "same")).toEqual([]);
+  });
+
+  it("replaces the container when a credential changes, and keeps it again on an up after that", async () => {
+    const rotated = {
+      ...secrets,
+      credentials: { MODEL_API_KEY: `${secrets.credentials.MODEL_API_KEY}-rotated` },
+    };
+    await manager.up(spec(), rotated);
+    const replaced = await (await sessionContainer()).inspect();
+    expect(replaced.Id).not.toBe(firstContainerId);
+    expect(replaced.Config.Env).toContain(`MODEL_API_KEY=${rotated.credentials.MODEL_API_KEY}`);
+    const steps: string[] = [];
+    await manager.up(spec(), rotated, { onProgress: (p) => p.step && steps.push(p.step) });
+    expect((await (await sessionContainer()).inspect()).Id).toBe(replaced.Id);
     expect(steps.filter((s) => s !== "same")).toEqual([]);
   });
 
