@@ -69,6 +69,7 @@ export async function startServer(
       ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),
       referenceImage: config.referenceImage,
       piImage: config.piImage,
+      compassImage: config.compassImage,
     }),
     quotas: new NamespaceQuotas(config.namespaceQuotas ?? {}),
   };
@@ -103,7 +104,11 @@ export async function startServer(
   let server: Server | undefined;
   let harness: RunningHarness | undefined;
   try {
-    await registerShippedRuntimes(store, { reference: config.referenceImage, pi: config.piImage }, log);
+    await registerShippedRuntimes(
+      store,
+      { reference: config.referenceImage, pi: config.piImage, compass: config.compassImage },
+      log,
+    );
     // Sessions of a previous run wait for their runners to reattach (or the window to close).
     await hub.recover();
     const lifecycleOptions: ConstructorParameters<typeof Lifecycle>[0] = {

@@ -4,12 +4,20 @@ import type { Store } from "./store/store.ts";
 
 export const REFERENCE_RUNTIME = { namespace: "default", name: "reference" } as const;
 export const PI_RUNTIME = { namespace: "default", name: "pi" } as const;
+export const COMPASS_RUNTIME = { namespace: "default", name: "compass" } as const;
 
 /** The `pi` runtime's agent for seed-004 sessions (runtimes/pi/agent.ts, in the pi image). */
 export const PI_AGENT_COMMAND = ["/usr/local/bin/node", "/app/runtimes/pi/agent.ts"];
 
+/** The `compass` runtime's agent for seed-004 sessions (runtimes/compass/agent.ts, run by Bun). */
+export const COMPASS_AGENT_COMMAND = ["/usr/local/bin/bun", "/app/runtimes/compass/agent.ts"];
+
 /** The images of the runtimes that ship with the product; one not given is not registered. */
-export type ShippedRuntimeImages = { reference: string | undefined; pi?: string | undefined };
+export type ShippedRuntimeImages = {
+  reference: string | undefined;
+  pi?: string | undefined;
+  compass?: string | undefined;
+};
 
 /**
  * First start: register the runtimes the project ships, each pinned by the digest the local
@@ -17,7 +25,9 @@ export type ShippedRuntimeImages = { reference: string | undefined; pi?: string 
  * server's configuration: runtime-approval.ts):
  * - `default/reference`: the deterministic chat adapter (v1alpha2, streaming, resume);
  * - `default/pi`: the Pi coding agent behind the v1alpha2 adapter of runtimes/pi (streaming,
- *   tools, resume), its seed-004 agent `runtimes/pi/agent.ts`.
+ *   tools, resume), its seed-004 agent `runtimes/pi/agent.ts`;
+ * - `default/compass`: our agent on the Oh My Pi SDK, run by Bun (runtimes/compass: streaming,
+ *   tools, resume), its seed-004 agent `runtimes/compass/agent.ts`.
  * An existing one is left as the user made it.
  */
 export async function registerShippedRuntimes(
@@ -43,6 +53,12 @@ export async function registerShippedRuntimes(
     contract: "v1alpha2",
     capabilities: ["streaming", "tools", "resume"],
     agent: { command: PI_AGENT_COMMAND },
+  }));
+  await register(store, COMPASS_RUNTIME, images.compass, "AGENT_SESSIONS_COMPASS_IMAGE", log, (image) => ({
+    image,
+    contract: "v1alpha2",
+    capabilities: ["streaming", "tools", "resume"],
+    agent: { command: COMPASS_AGENT_COMMAND },
   }));
 }
 

@@ -24,7 +24,7 @@ import { BRIDGE_IP, followEvents, type Json, System, until } from "../engine/sys
 import { builtImage } from "../engine/testbed.ts";
 
 /** The runtimes the project ships, by AgentRuntime name, and the test bed image each is built as. */
-const IMAGES = { reference: "reference-image", pi: "pi-image" } as const;
+const IMAGES = { reference: "reference-image", pi: "pi-image", compass: "compass-image" } as const;
 export type ShippedRuntime = keyof typeof IMAGES;
 
 const API = "agent-sessions.dev/v1alpha1";
@@ -40,6 +40,7 @@ const SESSION_UID = "65532";
 const DECLARED: Record<ShippedRuntime, string[]> = {
   reference: ["streaming", "resume"],
   pi: ["streaming", "tools", "resume"],
+  compass: ["streaming", "tools", "resume"],
 };
 
 type Sse = { event: string; data: Json };
@@ -137,7 +138,7 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
     process.env.E2E_MODEL_KEY = SECRET;
     image = builtImage(IMAGES[runtime]);
     system = new System(undefined, {
-      [runtime === "pi" ? "AGENT_SESSIONS_PI_IMAGE" : "AGENT_SESSIONS_REFERENCE_IMAGE"]: image.image,
+      [`AGENT_SESSIONS_${runtime.toUpperCase()}_IMAGE`]: image.image,
     });
     await system.startServer();
     await system.startRunner(["--engine", "docker"]);
