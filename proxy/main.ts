@@ -68,6 +68,7 @@ export async function startServer(
       ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),
       referenceImage: config.referenceImage,
       piImage: config.piImage,
+      hermesImage: config.hermesImage,
     }),
   };
   const journal = new SessionJournal(store, bus);
@@ -97,7 +98,11 @@ export async function startServer(
   let server: Server | undefined;
   let harness: RunningHarness | undefined;
   try {
-    await registerShippedRuntimes(store, { reference: config.referenceImage, pi: config.piImage }, log);
+    await registerShippedRuntimes(
+      store,
+      { reference: config.referenceImage, pi: config.piImage, hermes: config.hermesImage },
+      log,
+    );
     // Sessions of a previous run wait for their runners to reattach (or the window to close).
     await hub.recover();
     const lifecycleOptions: ConstructorParameters<typeof Lifecycle>[0] = {

@@ -6,7 +6,10 @@ import { type Command, parseCommand } from "../command.ts";
 const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
 
 /** An image the test bed built (`state/<name>.json`), when its setting is not set. */
-function testbedImage(setting: string, name: "reference-image" | "pi-image"): string | undefined {
+function testbedImage(
+  setting: string,
+  name: "reference-image" | "pi-image" | "hermes-image",
+): string | undefined {
   if (process.env[setting]) return process.env[setting];
   const file = join(
     process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed",
@@ -33,12 +36,14 @@ export const serve: Command = {
     const { startServer } = await import("../../proxy/main.ts");
     const image = testbedImage("AGENT_SESSIONS_REFERENCE_IMAGE", "reference-image");
     const piImage = testbedImage("AGENT_SESSIONS_PI_IMAGE", "pi-image");
+    const hermesImage = testbedImage("AGENT_SESSIONS_HERMES_IMAGE", "hermes-image");
     const config = parseConfig({
       ...process.env,
       ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
       ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
       ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
       ...(piImage ? { AGENT_SESSIONS_PI_IMAGE: piImage } : {}),
+      ...(hermesImage ? { AGENT_SESSIONS_HERMES_IMAGE: hermesImage } : {}),
     });
     const server = await startServer(config);
     process.stderr.write(

@@ -3,8 +3,8 @@
  * OpenAI-compatible endpoint, state.db with the conversations), one ACP session per use whose id
  * is kept beside them so a restarted workload `session/load`s the same conversation, the
  * toolsets allowlisted (runtimes/hermes/hermes_acp.py), and nothing that reaches the network on
- * its own: `context_length` is set (without it Hermes looks model metadata up online), the model
- * catalog, title generation, memory, compression and skills are off.
+ * its own: `context_length` is set (without it Hermes looks model metadata up online), lazy pip
+ * installs, the model catalog, title generation, memory, compression and skills are off.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -72,6 +72,9 @@ export function hermesConfig(settings: HermesAgentSettings, source: NodeJS.Proce
     auxiliary: { title_generation: { enabled: false } },
     model_catalog: { enabled: false },
     skills: { enabled: false },
+    // Hermes pip-installs optional dependencies when a feature first needs them (e.g. boto3 for
+    // its Bedrock provider at start): never from a session.
+    security: { allow_lazy_installs: false },
   };
   return `${JSON.stringify(config, null, 2)}\n`;
 }
@@ -108,6 +111,7 @@ export async function startHermes(
     ...source,
     HERMES_HOME: settings.home,
     HERMES_TOOLSETS: settings.toolsets,
+    HERMES_DISABLE_LAZY_INSTALLS: "1",
     HOME: settings.workspace,
     PYTHONDONTWRITEBYTECODE: "1",
     PYTHONUNBUFFERED: "1",

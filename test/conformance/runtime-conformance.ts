@@ -24,8 +24,14 @@ import { BRIDGE_IP, followEvents, type Json, System, until } from "../engine/sys
 import { builtImage } from "../engine/testbed.ts";
 
 /** The runtimes the project ships, by AgentRuntime name, and the test bed image each is built as. */
-const IMAGES = { reference: "reference-image", pi: "pi-image" } as const;
+const IMAGES = { reference: "reference-image", pi: "pi-image", hermes: "hermes-image" } as const;
 export type ShippedRuntime = keyof typeof IMAGES;
+/** The server setting that pins each runtime's image (proxy/config.ts). */
+const IMAGE_SETTINGS: Record<ShippedRuntime, string> = {
+  reference: "AGENT_SESSIONS_REFERENCE_IMAGE",
+  pi: "AGENT_SESSIONS_PI_IMAGE",
+  hermes: "AGENT_SESSIONS_HERMES_IMAGE",
+};
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
@@ -40,6 +46,7 @@ const SESSION_UID = "65532";
 const DECLARED: Record<ShippedRuntime, string[]> = {
   reference: ["streaming", "resume"],
   pi: ["streaming", "tools", "resume"],
+  hermes: ["streaming", "tools", "resume"],
 };
 
 type Sse = { event: string; data: Json };
@@ -137,7 +144,7 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
     process.env.E2E_MODEL_KEY = SECRET;
     image = builtImage(IMAGES[runtime]);
     system = new System(undefined, {
-      [runtime === "pi" ? "AGENT_SESSIONS_PI_IMAGE" : "AGENT_SESSIONS_REFERENCE_IMAGE"]: image.image,
+      [IMAGE_SETTINGS[runtime]]: image.image,
     });
     await system.startServer();
     await system.startRunner(["--engine", "docker"]);
