@@ -103,7 +103,11 @@ COPY hermes/ /opt/hermes/
 USER 0:0
 # Byte-code by the image's own interpreter, checked by hash (never against mtimes): the root is
 # read-only at run time, so Python could not write it then.
-RUN /opt/hermes/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/hermes/lib/python3.11/site-packages /usr/lib/python3.11 >/dev/null; /opt/hermes/bin/python -c 'import acp, acp_adapter.server, sqlite3, ssl'
+# The import check runs with a throwaway HERMES_HOME: importing Hermes creates it (root-owned in
+# /workspace it would break every session).
+RUN /opt/hermes/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/hermes/lib/python3.11/site-packages /usr/lib/python3.11 >/dev/null; \\
+    HOME=/tmp/check HERMES_HOME=/tmp/check /opt/hermes/bin/python -c 'import acp, acp_adapter.server, sqlite3, ssl' && \\
+    rm -rf /tmp/check && test -z "\$(ls -A /workspace)"
 USER $TB_SESSION_UID:$TB_SESSION_UID
 COPY node/ /usr/local/bin/
 COPY app/ /app/
