@@ -49,6 +49,13 @@ const DECLARED: Record<ShippedRuntime, string[]> = {
   hermes: ["streaming", "tools", "resume"],
 };
 
+/** The names of the file tools the model server is offered by each runtime that declares `tools`. */
+const FILE_TOOLS: Record<ShippedRuntime, { write: string; read: string }> = {
+  reference: { write: "write", read: "read" },
+  pi: { write: "write", read: "read" },
+  hermes: { write: "write_file", read: "read_file" },
+};
+
 type Sse = { event: string; data: Json };
 
 export function runtimeConformance(runtime: ShippedRuntime): void {
@@ -327,10 +334,11 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
           event: "result",
           data: { result: { outcome: "succeeded", output: "I wrote conformance/note.txt." } },
         });
-        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual(["write"]);
+        const write = FILE_TOOLS[runtime].write;
+        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual([write]);
         expect(events.filter((e) => e.event === "tool").map((e) => [e.data.phase, e.data.name])).toEqual([
-          ["start", "write"],
-          ["end", "write"],
+          ["start", write],
+          ["end", write],
         ]);
         expect(await probe.readFile(container, "/workspace/conformance/note.txt")).toBe(NOTE);
         const owner = await probe.exec(container, ["stat", "-c", "%u", "/workspace/conformance/note.txt"]);
@@ -380,7 +388,7 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
         const read = await ask({ input: "what is in file conformance/note.txt?", id: "read-1" });
         expect(read.status).toBe(200);
         expect(read.body.output).toBe(`conformance/note.txt contains: ${NOTE}`);
-        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual(["read"]);
+        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual([FILE_TOOLS[runtime].read]);
       });
     }
 
