@@ -49,6 +49,8 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_PI_IMAGE: DigestPinnedImage.optional(),
   /** Image of AgentRuntime `default/compass` (our agent on the Oh My Pi SDK), registered on first start when set. */
   AGENT_SESSIONS_COMPASS_IMAGE: DigestPinnedImage.optional(),
+  /** Image of AgentRuntime `default/hermes` (Hermes), registered on first start when set. */
+  AGENT_SESSIONS_HERMES_IMAGE: DigestPinnedImage.optional(),
   /** Deadline of one request relayed to a HarnessSession; then 504 DEADLINE_EXCEEDED. @default 120000 */
   AGENT_SESSIONS_REQUEST_TIMEOUT_MS: Int(1).default(120_000),
   /** Largest request body the proxy accepts; more is 413 RESOURCE_EXHAUSTED. @default 131072 */
@@ -147,6 +149,8 @@ export type ServerConfig = {
   piImage?: string | undefined;
   /** AGENT_SESSIONS_COMPASS_IMAGE. @default none: AgentRuntime `default/compass` is not registered */
   compassImage?: string | undefined;
+  /** AGENT_SESSIONS_HERMES_IMAGE. @default none: AgentRuntime `default/hermes` is not registered */
+  hermesImage?: string | undefined;
   /** HarnessSession proxy and idle controller; defaults as in `ServerEnv` when absent. */
   requestTimeoutMs?: number;
   requestBodyMaxBytes?: number;
@@ -212,6 +216,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     referenceImage: env.AGENT_SESSIONS_REFERENCE_IMAGE,
     piImage: env.AGENT_SESSIONS_PI_IMAGE,
     compassImage: env.AGENT_SESSIONS_COMPASS_IMAGE,
+    hermesImage: env.AGENT_SESSIONS_HERMES_IMAGE,
     requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,

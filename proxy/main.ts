@@ -70,6 +70,7 @@ export async function startServer(
       referenceImage: config.referenceImage,
       piImage: config.piImage,
       compassImage: config.compassImage,
+      hermesImage: config.hermesImage,
     }),
     quotas: new NamespaceQuotas(config.namespaceQuotas ?? {}),
   };
@@ -106,7 +107,12 @@ export async function startServer(
   try {
     await registerShippedRuntimes(
       store,
-      { reference: config.referenceImage, pi: config.piImage, compass: config.compassImage },
+      {
+        reference: config.referenceImage,
+        pi: config.piImage,
+        compass: config.compassImage,
+        hermes: config.hermesImage,
+      },
       log,
     );
     // Sessions of a previous run wait for their runners to reattach (or the window to close).

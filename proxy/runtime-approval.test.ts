@@ -42,6 +42,19 @@ describe("RuntimeApproval", () => {
     expect(approval.verdict(runtime("team-a", "reference", referenceImage)).approved).toBe(false);
   });
 
+  it("approves the shipped pi and hermes runtimes with their configured images only", () => {
+    const piImage = `registry.internal:443/pi@sha256:${"d".repeat(64)}`;
+    const hermesImage = `registry.internal:443/hermes@sha256:${"e".repeat(64)}`;
+    const approval = new RuntimeApproval({ runtimes: [], piImage, hermesImage });
+    expect(approval.verdict(runtime("default", "pi", piImage)).approved).toBe(true);
+    expect(approval.verdict(runtime("default", "hermes", hermesImage))).toEqual({
+      approved: true,
+      message: "the server's hermes runtime (AGENT_SESSIONS_HERMES_IMAGE)",
+    });
+    expect(approval.verdict(runtime("default", "hermes", piImage)).approved).toBe(false);
+    expect(approval.verdict(runtime("team-a", "hermes", hermesImage)).approved).toBe(false);
+  });
+
   it("reads its lists from the server's environment", () => {
     const config = parseConfig({
       AGENT_SESSIONS_DATA_DIR: "/tmp/as-approval-config",

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { AgentRuntime } from "../contracts/resources.ts";
 import { DEFAULT_APPROVED_REGISTRIES } from "../policies/policy-config.ts";
 import { registryOf } from "../policies/image-reference.ts";
-import { COMPASS_RUNTIME, PI_RUNTIME, REFERENCE_RUNTIME } from "./shipped-runtimes.ts";
+import { COMPASS_RUNTIME, HERMES_RUNTIME, PI_RUNTIME, REFERENCE_RUNTIME } from "./shipped-runtimes.ts";
 
 /**
  * Which AgentRuntimes may be provisioned: the operator's configuration, never a field whoever
@@ -10,7 +10,8 @@ import { COMPASS_RUNTIME, PI_RUNTIME, REFERENCE_RUNTIME } from "./shipped-runtim
  * (AGENT_SESSIONS_APPROVED_REGISTRIES, the policy pack's default list unless set) and its
  * `namespace/name` matches AGENT_SESSIONS_APPROVED_RUNTIMES (`ns/name`, `ns/*`, `*`; default `*`).
  * The runtimes the server ships (`default/reference` pinned to AGENT_SESSIONS_REFERENCE_IMAGE,
- * `default/pi` to AGENT_SESSIONS_PI_IMAGE, `default/compass` to AGENT_SESSIONS_COMPASS_IMAGE) are approved by that configuration; the same name with
+ * `default/pi` to AGENT_SESSIONS_PI_IMAGE, `default/compass` to AGENT_SESSIONS_COMPASS_IMAGE,
+ * `default/hermes` to AGENT_SESSIONS_HERMES_IMAGE) are approved by that configuration; the same name with
  * another image is judged like any other.
  */
 
@@ -50,6 +51,8 @@ export type RuntimeApprovalOptions = {
   piImage?: string | undefined;
   /** AGENT_SESSIONS_COMPASS_IMAGE: the image `default/compass` is approved with. */
   compassImage?: string | undefined;
+  /** AGENT_SESSIONS_HERMES_IMAGE: the image `default/hermes` is approved with. */
+  hermesImage?: string | undefined;
 };
 
 export type ApprovalVerdict = { approved: true; message: string } | { approved: false; message: string };
@@ -67,6 +70,7 @@ export class RuntimeApproval {
       { ...REFERENCE_RUNTIME, image: options.referenceImage, setting: "AGENT_SESSIONS_REFERENCE_IMAGE" },
       { ...PI_RUNTIME, image: options.piImage, setting: "AGENT_SESSIONS_PI_IMAGE" },
       { ...COMPASS_RUNTIME, image: options.compassImage, setting: "AGENT_SESSIONS_COMPASS_IMAGE" },
+      { ...HERMES_RUNTIME, image: options.hermesImage, setting: "AGENT_SESSIONS_HERMES_IMAGE" },
     ];
   }
 

@@ -8,7 +8,7 @@ const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes]
 /** An image the test bed built (`state/<name>.json`), when its setting is not set. */
 function testbedImage(
   setting: string,
-  name: "reference-image" | "pi-image" | "compass-image",
+  name: "reference-image" | "pi-image" | "compass-image" | "hermes-image",
 ): string | undefined {
   if (process.env[setting]) return process.env[setting];
   const file = join(
@@ -37,6 +37,7 @@ export const serve: Command = {
     const image = testbedImage("AGENT_SESSIONS_REFERENCE_IMAGE", "reference-image");
     const piImage = testbedImage("AGENT_SESSIONS_PI_IMAGE", "pi-image");
     const compassImage = testbedImage("AGENT_SESSIONS_COMPASS_IMAGE", "compass-image");
+    const hermesImage = testbedImage("AGENT_SESSIONS_HERMES_IMAGE", "hermes-image");
     const config = parseConfig({
       ...process.env,
       ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
@@ -44,6 +45,7 @@ export const serve: Command = {
       ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
       ...(piImage ? { AGENT_SESSIONS_PI_IMAGE: piImage } : {}),
       ...(compassImage ? { AGENT_SESSIONS_COMPASS_IMAGE: compassImage } : {}),
+      ...(hermesImage ? { AGENT_SESSIONS_HERMES_IMAGE: hermesImage } : {}),
     });
     const server = await startServer(config);
     process.stderr.write(

@@ -24,8 +24,20 @@ import { BRIDGE_IP, followEvents, type Json, System, until } from "../engine/sys
 import { builtImage } from "../engine/testbed.ts";
 
 /** The runtimes the project ships, by AgentRuntime name, and the test bed image each is built as. */
-const IMAGES = { reference: "reference-image", pi: "pi-image", compass: "compass-image" } as const;
+const IMAGES = {
+  reference: "reference-image",
+  pi: "pi-image",
+  compass: "compass-image",
+  hermes: "hermes-image",
+} as const;
 export type ShippedRuntime = keyof typeof IMAGES;
+/** The server setting that pins each runtime's image (proxy/config.ts). */
+const IMAGE_SETTINGS: Record<ShippedRuntime, string> = {
+  reference: "AGENT_SESSIONS_REFERENCE_IMAGE",
+  pi: "AGENT_SESSIONS_PI_IMAGE",
+  compass: "AGENT_SESSIONS_COMPASS_IMAGE",
+  hermes: "AGENT_SESSIONS_HERMES_IMAGE",
+};
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
@@ -41,6 +53,15 @@ const DECLARED: Record<ShippedRuntime, string[]> = {
   reference: ["streaming", "resume"],
   pi: ["streaming", "tools", "resume"],
   compass: ["streaming", "tools", "resume"],
+  hermes: ["streaming", "tools", "resume"],
+};
+
+/** The names of the file tools the model server is offered by each runtime that declares `tools`. */
+const FILE_TOOLS: Record<ShippedRuntime, { write: string; read: string }> = {
+  reference: { write: "write", read: "read" },
+  pi: { write: "write", read: "read" },
+  compass: { write: "write", read: "read" },
+  hermes: { write: "write_file", read: "read_file" },
 };
 
 type Sse = { event: string; data: Json };
@@ -138,7 +159,7 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
     process.env.E2E_MODEL_KEY = SECRET;
     image = builtImage(IMAGES[runtime]);
     system = new System(undefined, {
-      [`AGENT_SESSIONS_${runtime.toUpperCase()}_IMAGE`]: image.image,
+      [IMAGE_SETTINGS[runtime]]: image.image,
     });
     await system.startServer();
     await system.startRunner(["--engine", "docker"]);
@@ -321,10 +342,11 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
           event: "result",
           data: { result: { outcome: "succeeded", output: "I wrote conformance/note.txt." } },
         });
-        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual(["write"]);
+        const write = FILE_TOOLS[runtime].write;
+        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual([write]);
         expect(events.filter((e) => e.event === "tool").map((e) => [e.data.phase, e.data.name])).toEqual([
-          ["start", "write"],
-          ["end", "write"],
+          ["start", write],
+          ["end", write],
         ]);
         expect(await probe.readFile(container, "/workspace/conformance/note.txt")).toBe(NOTE);
         const owner = await probe.exec(container, ["stat", "-c", "%u", "/workspace/conformance/note.txt"]);
@@ -374,7 +396,7 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
         const read = await ask({ input: "what is in file conformance/note.txt?", id: "read-1" });
         expect(read.status).toBe(200);
         expect(read.body.output).toBe(`conformance/note.txt contains: ${NOTE}`);
-        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual(["read"]);
+        expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual([FILE_TOOLS[runtime].read]);
       });
     }
 

@@ -67,11 +67,13 @@ export class System {
   env(): Record<string, string> {
     const pi = join(testbedHome, "state", "pi-image.json");
     const compass = join(testbedHome, "state", "compass-image.json");
+    const hermes = join(testbedHome, "state", "hermes-image.json");
     return {
       AGENT_SESSIONS_REFERENCE_IMAGE: referenceImage().image,
       // `serve` registers default/pi when the test bed built its image (the default parts do).
       ...(existsSync(pi) ? { AGENT_SESSIONS_PI_IMAGE: builtImage("pi-image").image } : {}),
       ...(existsSync(compass) ? { AGENT_SESSIONS_COMPASS_IMAGE: builtImage("compass-image").image } : {}),
+      ...(existsSync(hermes) ? { AGENT_SESSIONS_HERMES_IMAGE: builtImage("hermes-image").image } : {}),
       AGENT_SESSIONS_REATTACH_WINDOW_MS: process.env.AGENT_SESSIONS_REATTACH_WINDOW_MS ?? "20000",
       // 2 missed heartbeats = lost link: 5 s, long enough for a loaded 2-core CI machine.
       AGENT_SESSIONS_HEARTBEAT_MS: "2500",

@@ -13,7 +13,7 @@ export const testbedHome = process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cach
 
 export type ReferenceImage = { repository: string; tag: string; image: string; digest: string };
 
-type BuiltImageName = "reference-image" | "base-image" | "pi-image" | "compass-image";
+type BuiltImageName = "reference-image" | "base-image" | "pi-image" | "compass-image" | "hermes-image";
 const builtImages = new Map<BuiltImageName, ReferenceImage>();
 
 /**

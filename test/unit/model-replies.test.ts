@@ -91,6 +91,35 @@ describe("the loopback model's replies, decided from the history", () => {
     });
   });
 
+  it("calls Hermes' write_file and read_file over its patch tool, and reads read_file's numbered JSON", () => {
+    const hermesTools = [
+      tool("patch", ["path", "old_string", "new_string"]),
+      tool("write_file", ["path", "content"]),
+      tool("read_file", ["path", "offset", "limit"]),
+    ];
+    expect(decide([user("write file a.txt with content hi")], hermesTools)).toMatchObject({
+      kind: "tool_call",
+      name: "write_file",
+    });
+    const ask = user("what is in file a.txt?");
+    expect(decide([ask], hermesTools)).toMatchObject({ kind: "tool_call", name: "read_file" });
+    const history: ChatMessage[] = [
+      ask,
+      {
+        role: "assistant",
+        tool_calls: [
+          { id: "c3", type: "function", function: { name: "read_file", arguments: '{"path":"a.txt"}' } },
+        ],
+      },
+      {
+        role: "tool",
+        tool_call_id: "c3",
+        content: JSON.stringify({ content: "1|hi there", total_lines: 1 }),
+      },
+    ];
+    expect(decide(history, hermesTools)).toEqual({ kind: "text", text: "a.txt contains: hi there" });
+  });
+
   it("counts words for usage: the history in, the reply out", () => {
     expect(usageOf([user("remember kiwi")], { kind: "text", text: "OK, I will remember kiwi." })).toEqual({
       prompt_tokens: 2,

@@ -1,0 +1,134 @@
+"""`hermes acp` (hermes-agent 0.19.0) as a session runs it: the ACP stdio server of
+acp_adapter.entry, with six changes made before it starts, each for a fault of the stock
+server in a session:
+
+1. Tools: the stock server gives every ACP session the whole `hermes-acp` toolset (web, browser,
+   vision, delegation, code execution, memory, ...) whatever config.yaml says. A session gets only
+   the toolsets in $HERMES_TOOLSETS (default `file,terminal`: read_file, write_file, patch,
+   search_files, terminal, process).
+2. Failed turns: a failed model call ends the stock turn with `end_turn` and an error text posing
+   as the answer, and leaves the unanswered user message in the history (the next message is
+   then merged into it). Here a failed turn answers nothing, is rolled back from the history (and
+   state.db), and says so in the prompt result: `_meta.agentSessions = {failed: true, error}`.
+3. Tool completion: the stock step callback passes a tool's arguments as a JSON string to
+   build_tool_complete, which expects a dict and raises for write_file/patch, so those calls
+   never report completion. The arguments are parsed first.
+4. Usage: the stock prompt result reports the agent's running session totals (every turn since
+   the process started), not the turn's; here it reports the turn's own tokens (0 when the model
+   reported none, which the adapter records as unavailable).
+5. Endpoint: a stock `session/load` restores the model, provider and base URL the session was
+   created with; here every session uses config.yaml's, which the adapter writes from the Agent
+   at every start (an Agent whose endpoint changed is followed).
+6. Tool names: a stock `tool_call` update carries a display title ("write: a.txt") only; here its
+   `_meta.agentSessions.tool` names the tool (`write_file`).
+
+Run with the venv's interpreter: /opt/hermes/bin/python /app/runtimes/hermes/hermes_acp.py
+"""
+
+import json
+import os
+
+import acp_adapter.events as _events
+import acp_adapter.server as _server
+import acp_adapter.session as _session
+import run_agent as _run_agent
+
+_TOOLSETS = [t.strip() for t in os.environ.get("HERMES_TOOLSETS", "file,terminal").split(",") if t.strip()]
+
+
+def _allowlisted_toolsets(toolsets=None, mcp_server_names=None):
+    return list(_TOOLSETS)
+
+
+_session._expand_acp_enabled_toolsets = _allowlisted_toolsets
+_server._expand_acp_enabled_toolsets = _allowlisted_toolsets
+
+_stock_make_agent = _session.SessionManager._make_agent
+
+
+def _make_agent(self, *, session_id, cwd, **_restored):
+    return _stock_make_agent(self, session_id=session_id, cwd=cwd)
+
+
+_session.SessionManager._make_agent = _make_agent
+
+_stock_run_conversation = _run_agent.AIAgent.run_conversation
+
+
+_TOKEN_COUNTERS = {
+    "prompt_tokens": "session_prompt_tokens",
+    "completion_tokens": "session_completion_tokens",
+    "total_tokens": "session_total_tokens",
+}
+
+
+def _run_conversation(self, *args, **kwargs):
+    self._agent_sessions_failure = None
+    before = {key: int(getattr(self, counter, 0) or 0) for key, counter in _TOKEN_COUNTERS.items()}
+    result = _stock_run_conversation(self, *args, **kwargs)
+    if isinstance(result, dict):
+        turn = {key: int(getattr(self, counter, 0) or 0) - before[key] for key, counter in _TOKEN_COUNTERS.items()}
+        result = {**result, **turn}
+    if isinstance(result, dict) and result.get("failed"):
+        self._agent_sessions_failure = str(result.get("error") or "the model call failed")
+        # No error text as the answer: the failure travels in the prompt result.
+        result = {**result, "final_response": ""}
+    return result
+
+
+_run_agent.AIAgent.run_conversation = _run_conversation
+
+_stock_prompt = _server.HermesACPAgent.prompt
+
+
+async def _prompt(self, prompt, session_id, **kwargs):
+    state = self.session_manager.get_session(session_id)
+    before = list(state.history) if state is not None else None
+    response = await _stock_prompt(self, prompt=prompt, session_id=session_id, **kwargs)
+    agent = getattr(state, "agent", None) if state is not None else None
+    failure = getattr(agent, "_agent_sessions_failure", None)
+    if failure is not None and before is not None:
+        agent._agent_sessions_failure = None
+        state.history = before
+        self.session_manager.save_session(session_id)
+        meta = dict(response.field_meta or {})
+        meta["agentSessions"] = {"failed": True, "error": failure}
+        response.field_meta = meta
+    return response
+
+
+_server.HermesACPAgent.prompt = _prompt
+
+_stock_build_tool_complete = _events.build_tool_complete
+
+
+def _build_tool_complete(tool_call_id, tool_name, result=None, function_args=None, **kwargs):
+    if isinstance(function_args, str):
+        try:
+            function_args = json.loads(function_args)
+        except ValueError:
+            function_args = None
+    if not isinstance(function_args, dict):
+        function_args = None
+    return _stock_build_tool_complete(tool_call_id, tool_name, result=result, function_args=function_args, **kwargs)
+
+
+_events.build_tool_complete = _build_tool_complete
+
+_stock_build_tool_start = _events.build_tool_start
+
+
+def _build_tool_start(tool_call_id, tool_name, arguments, **kwargs):
+    update = _stock_build_tool_start(tool_call_id, tool_name, arguments, **kwargs)
+    meta = dict(update.field_meta or {})
+    meta["agentSessions"] = {"tool": str(tool_name)}
+    update.field_meta = meta
+    return update
+
+
+_events.build_tool_start = _build_tool_start
+
+if __name__ == "__main__":
+    from acp_adapter.entry import main
+
+    main([])
