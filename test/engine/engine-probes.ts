@@ -455,8 +455,10 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
       ).stdout,
     logBytes: async (w) => dockerLogBytes(dockerClient(), await runtimeContainer(w)),
     logBound: undefined,
+    // The node's containers are named k8s_adapter_<pod>_…, the pod's name generated from the
+    // ReplicaSet's (`<deployment>-<hash>-`) cut to 58 characters before its random suffix.
     exitCodesSince: (w, sinceMs) =>
-      dockerExitCodesSince(sinceMs, (name) => name.startsWith("k8s_adapter_") && name.includes(`_${w}-`)),
+      dockerExitCodesSince(sinceMs, (name) => name.startsWith(`k8s_adapter_${`${w}-`.slice(0, 58)}`)),
     // Removing the Deployment deletes its pod; deleting the pod alone too (the ReplicaSet replaces it).
     reasons: { removed: "PodDeleted", killed: "PodDeleted" },
     forceRemove: async (ns) => {
