@@ -51,14 +51,19 @@ async function callModel(
   });
   if (!res.ok) throw new Error(`model endpoint answered ${res.status}`);
   if (!onDelta) {
-    const body = (await res.json()) as {
+    const body = (await res.json().catch(() => {
+      throw new Error("the model's reply is not JSON");
+    })) as {
       choices?: { message?: { content?: string } }[];
       usage?: { prompt_tokens?: number; completion_tokens?: number };
     };
-    return { text: body.choices?.[0]?.message?.content ?? "", usage: usageOf(body.usage) };
+    const content = body.choices?.[0]?.message?.content;
+    if (typeof content !== "string") throw new Error("the model's reply carries no message content");
+    return { text: content, usage: usageOf(body.usage) };
   }
   let text = "";
   let usage: Usage = "unavailable";
+  let finished = false;
   let buffer = "";
   const decoder = new TextDecoder();
   for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
@@ -68,9 +73,12 @@ async function callModel(
     for (const line of lines) {
       if (!line.startsWith("data:")) continue;
       const data = line.slice(5).trim();
-      if (data === "[DONE]") continue;
-      const event = JSON.parse(data) as {
-        choices?: { delta?: { content?: string } }[];
+      if (data === "[DONE]") {
+        finished = true;
+        continue;
+      }
+      const event = parseEvent(data) as {
+        choices?: { delta?: { content?: string }; finish_reason?: string | null }[];
         usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
       };
       const delta = event.choices?.[0]?.delta?.content;
@@ -78,10 +86,21 @@ async function callModel(
         text += delta;
         onDelta(delta);
       }
+      if (event.choices?.[0]?.finish_reason) finished = true;
       if (event.usage) usage = usageOf(event.usage);
     }
   }
+  // A stream cut before the model said it finished is a failed call, never a (partial) answer.
+  if (!finished) throw new Error("the model's stream ended before the reply finished");
   return { text, usage };
+}
+
+function parseEvent(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    throw new Error(`the model sent a stream event that is not JSON (${data.length} bytes)`);
+  }
 }
 
 function usageOf(u: { prompt_tokens?: number; completion_tokens?: number } | null | undefined): Usage {

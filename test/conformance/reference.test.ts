@@ -1,4 +1,4 @@
-/** The runtime conformance suite (runtime-conformance.ts) against the reference runtime. */
+/** The runtime conformance suite (runtime-conformance.ts) against the reference runtime on Docker. */
 import { runtimeConformance } from "./runtime-conformance.ts";
 
 runtimeConformance("reference");

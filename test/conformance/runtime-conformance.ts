@@ -1,29 +1,36 @@
 /**
  * The runtime conformance suite: what every runtime the project ships must do, checked the way a
- * user meets it — through the real server (`serve --no-runner` + a `runner` on the test bed's
- * dockerd, real Pulumi stacks), a HarnessSession bound to the runtime `serve` registered, and the
- * loopback model server on our bridge. One file per runtime calls `runtimeConformance(name)`.
+ * user meets it — through the real server (`serve --no-runner` + a `runner --engine docker|kubernetes`
+ * on the test bed's dockerd or single-node cluster, real Pulumi stacks), a HarnessSession bound to
+ * the runtime `serve` registered, and the loopback model server on our bridge. What is checked on
+ * the engine goes through an EngineProbe (test/engine/engine-probes.ts), so the suite is the same
+ * on both engines. One file per runtime and engine calls `runtimeConformance(name, engine)`:
+ * `<runtime>.test.ts` (Docker) and `<runtime>.kubernetes.test.ts`.
  *
  * What a runtime declares decides what is asked of it: the checks of a capability it does not
  * declare (`tools`, `streaming`, `resume`) become checks that it does not pretend to have it, and
  * the test's name says which (never a silent skip).
  *
- * One session lives through the file in order: registered, Ready, asked, streamed, failed on
- * purpose, asked for a tool call, stopped, resumed, asked again, scanned for the credential,
- * deleted.
+ * One session lives through the file in order: its image checked for what the runtime declares,
+ * registered, Ready, asked, failed on purpose (model error, broken model output, a model that never
+ * answers), made noisy, streamed, cancelled, asked for a tool call, stopped with a request in
+ * flight, resumed, asked again, scanned for the credential, deleted.
  */
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type Docker from "dockerode";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { dockerProbe, type EngineProbe } from "../engine/engine-probes.ts";
+import { dockerProbe, type Engine, type EngineProbe, kubernetesProbe } from "../engine/engine-probes.ts";
 import { dockerClient } from "../engine/session-harness.ts";
 import { BRIDGE_IP, followEvents, type Json, System, until } from "../engine/system.ts";
-import { builtImage } from "../engine/testbed.ts";
+import { applyTestbedEnv, builtImage } from "../engine/testbed.ts";
+import { imageLacks } from "./image-precheck.ts";
 
-/** The runtimes the project ships, by AgentRuntime name, and the test bed image each is built as. */
+/**
+ * The runtimes the project ships, by AgentRuntime name, and the test bed part that builds the
+ * image (its state file `<part>.json`).
+ */
 const IMAGES = {
   reference: "reference-image",
   pi: "pi-image",
@@ -38,6 +45,11 @@ const IMAGE_SETTINGS: Record<ShippedRuntime, string> = {
   compass: "AGENT_SESSIONS_COMPASS_IMAGE",
   hermes: "AGENT_SESSIONS_HERMES_IMAGE",
 };
+
+/** The server's deadline of one request here: the "never answers" check waits for it. */
+const REQUEST_TIMEOUT_MS = 15_000;
+/** What the noisy check prints into the workload's output: 8 MiB, twice the Docker bound. */
+const NOISE_BYTES = 8 * 1024 * 1024;
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
@@ -66,10 +78,11 @@ const FILE_TOOLS: Record<ShippedRuntime, { write: string; read: string }> = {
 
 type Sse = { event: string; data: Json };
 
-export function runtimeConformance(runtime: ShippedRuntime): void {
+export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "docker"): void {
   const declared = DECLARED[runtime];
   const has = (capability: string) => declared.includes(capability);
-  const NAME = `conf-${runtime}`;
+  // Unique per run: the engines (and a cluster's namespace) are shared by every checkout here.
+  const NAME = `conf-${runtime}-${engine[0]}${randomBytes(2).toString("hex")}`;
   const TOKEN = `tok-${randomBytes(4).toString("hex")}`;
   const NOTE = `note-${randomBytes(4).toString("hex")}`;
   /** The provider credential the Agent allows, read by the server from its environment. */
@@ -78,7 +91,6 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
   let system: System;
   let model: ModelServer;
   let probe: EngineProbe;
-  let docker: Docker;
   let events: ReturnType<typeof followEvents>;
   let container = "";
   /** The workspace of the seed-004 session (SpawnAgent). */
@@ -136,33 +148,21 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
     return events;
   }
 
-  /** The whole session volume as the workload sees it (a tar of /workspace), as text. */
-  async function workspaceArchive(): Promise<string> {
-    const stream = await docker.getContainer(container).getArchive({ path: "/workspace" });
-    const chunks: Buffer[] = [];
-    for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk);
-    return Buffer.concat(chunks).toString("latin1");
-  }
-
-  /** The adapter's address on its session network (the runner reaches it there; so can the host). */
-  async function adapterUrl(): Promise<string> {
-    const info = await docker.getContainer(container).inspect();
-    const ip = Object.values(info.NetworkSettings.Networks)[0]?.IPAddress;
-    if (!ip) throw new Error(`${container} has no address`);
-    return `http://${ip}:8080`;
-  }
+  /** The whole session volume as the workload sees it (a tar of /workspace, by the image's shell), as text. */
+  const workspaceArchive = () => probe.exec(container, ["sh", "-c", "tar -cf - -C /workspace ."]);
 
   beforeAll(async () => {
-    probe = dockerProbe();
-    docker = dockerClient();
+    if (engine === "kubernetes") applyTestbedEnv();
+    probe = engine === "docker" ? dockerProbe() : await kubernetesProbe("agent-sessions");
     model = await startModelServer(BRIDGE_IP, 0);
     process.env.E2E_MODEL_KEY = SECRET;
     image = builtImage(IMAGES[runtime]);
     system = new System(undefined, {
       [IMAGE_SETTINGS[runtime]]: image.image,
+      AGENT_SESSIONS_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
     });
     await system.startServer();
-    await system.startRunner(["--engine", "docker"]);
+    await system.startRunner(["--engine", engine]);
     events = followEvents(system);
     const agent = await call("PUT", `${NS}/agents/${NAME}`, {
       apiVersion: API,
@@ -211,7 +211,7 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
     await model?.close();
   });
 
-  describe(`runtime conformance: ${runtime} (declares ${declared.join(", ")})`, () => {
+  describe(`runtime conformance: ${runtime} on ${engine} (declares ${declared.join(", ")})`, () => {
     it(`is registered by serve as default/${runtime}: v1alpha2, approved, pinned by its registry digest`, async () => {
       const got = await call("GET", `${NS}/agentruntimes/${runtime}`);
       expect(got.status).toBe(200);
@@ -219,6 +219,11 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
       // Approval is the server's configuration (runtime-approval.ts), reported in status.
       expect(got.body.status).toMatchObject({ approved: true });
       expect([...got.body.spec.capabilities].sort()).toEqual([...declared].sort());
+    });
+
+    it("has in its image what it declares: its entrypoint's and agent command's programs and files, a shell for tools", async () => {
+      const spec = (await call("GET", `${NS}/agentruntimes/${runtime}`)).body.spec;
+      expect(await imageLacks(dockerClient(), image.image, spec)).toEqual([]);
     });
 
     it("becomes Ready, running as uid 65532 with a read-only root, no TTY, /workspace as its cwd", async () => {
@@ -231,25 +236,40 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
       expect(created.status).toBe(201);
       const ready = await phase("Ready");
       container = ready.status.containerName;
-      expect(container).toMatch(/^as-default-conf-/);
+      expect(container).toContain(NAME);
       expect(ready.status.resolvedImageDigest).toBe(image.digest);
-      const info = await docker.getContainer(container).inspect();
-      expect(info.Config.Tty).toBe(false);
-      expect(info.HostConfig.ReadonlyRootfs).toBe(true);
+      // What the engine was told (container config / pod spec) …
+      expect(await probe.isolation(container)).toEqual({
+        tty: false,
+        stdin: false,
+        readOnlyRoot: true,
+        user: Number(SESSION_UID),
+        serviceAccountToken: false,
+      });
+      // … and what the adapter process really has.
       const seen = await probe.exec(container, [
         "sh",
         "-c",
-        "id -u; ls -l /proc/1/cwd; { echo x >/conformance-probe; } 2>/dev/null && echo ROOT-WRITABLE; echo ok >/workspace/.conformance-probe && cat /workspace/.conformance-probe && rm /workspace/.conformance-probe",
+        [
+          "id -u",
+          "ls -l /proc/1/cwd",
+          "{ echo x >/conformance-probe; } 2>/dev/null && echo ROOT-WRITABLE",
+          "for fd in 0 1 2; do readlink /proc/1/fd/$fd; done | grep -E '^/dev/(pts|tty|console)' && echo HAS-TTY",
+          "ls /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null && echo SA-TOKEN",
+          "echo ok >/workspace/.conformance-probe && cat /workspace/.conformance-probe && rm /workspace/.conformance-probe",
+        ].join("; "),
       ]);
       const lines = seen.trim().split("\n");
       expect(lines[0]).toBe(SESSION_UID);
       expect(lines[1]).toMatch(/\/proc\/1\/cwd -> \/workspace$/);
       expect(seen).not.toContain("ROOT-WRITABLE");
+      expect(seen).not.toContain("HAS-TTY");
+      expect(seen).not.toContain("SA-TOKEN");
       expect(lines.at(-1)).toBe("ok");
     });
 
     it("answers health and readiness, and refuses a request without the adapter token", async () => {
-      const url = await adapterUrl();
+      const url = await probe.adapterUrl(container);
       expect((await fetch(`${url}/healthz`)).status).toBe(200);
       const ready = await fetch(`${url}/readyz`);
       expect(ready.status).toBe(200);
@@ -294,6 +314,59 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
         lastRequestOutcome: "failed",
       });
     });
+
+    it("fails a request whose model output is broken (not the protocol, or cut off): failed, never a fake success", async () => {
+      for (const [input, id] of [
+        ["[garbage] hello", "garbage-1"],
+        ["[truncated] hello", "truncated-1"],
+      ] as const) {
+        const reply = await ask({ input, id });
+        expect(reply.status, `${id}: ${JSON.stringify(reply.body)}`).toBe(503);
+        expect(reply.body).toMatchObject({ code: "UNAVAILABLE", details: { result: { outcome: "failed" } } });
+        expect((await session()).status).toMatchObject({ lastRequestId: id, lastRequestOutcome: "failed" });
+      }
+      if (has("streaming")) {
+        // Streamed to the client as well: the deltas that came are not passed off as an answer.
+        const events = await askStreamed({ input: "[truncated] hello", id: "truncated-2" });
+        expect(events.at(-1)).toMatchObject({ event: "result", data: { result: { outcome: "failed" } } });
+      }
+    });
+
+    it("answers a request the model never finishes with DEADLINE_EXCEEDED, and stays Ready and answering", async () => {
+      const hung = await ask({ input: "[hang] hello", id: "hang-1" });
+      expect(hung.status, JSON.stringify(hung.body)).toBe(504);
+      expect(hung.body.code).toBe("DEADLINE_EXCEEDED");
+      const settled = await until("the timed-out request settled", async () => {
+        const s = await session();
+        return s.status.activeRequests === 0 ? s : undefined;
+      });
+      expect(settled.status.phase).toBe("Ready");
+      const after = await ask({ input: "[fast] still there", id: "after-hang-1" });
+      expect(after.status).toBe(200);
+      expect(after.body).toMatchObject({ outcome: "succeeded", output: "echo: still there" });
+    });
+
+    it(
+      engine === "docker"
+        ? "keeps answering when its output is noisy, the engine keeping a bounded log (json-file 2 x 2 MiB)"
+        : "keeps answering when its output is noisy (the node's kubelet bounds a pod's log)",
+      async () => {
+        // 8 MiB into the adapter's own stdout, from inside the workload, as a chatty agent would.
+        await probe.exec(container, [
+          "sh",
+          "-c",
+          `head -c ${NOISE_BYTES} /dev/zero | tr '\\0' x | fold -w 1023 >/proc/1/fd/1`,
+        ]);
+        const kept = await probe.logBytes(container);
+        // The noise reached the engine's log …
+        expect(kept).toBeGreaterThan(1024 * 1024);
+        // … which, where agent-sessions sets the bound, stays within it (a line of slack per file).
+        if (probe.logBound !== undefined) expect(kept).toBeLessThan(probe.logBound + 64 * 1024);
+        const after = await ask({ input: "[fast] after the noise", id: "noise-1" });
+        expect(after.status).toBe(200);
+        expect(after.body).toMatchObject({ outcome: "succeeded", output: "echo: after the noise" });
+      },
+    );
 
     if (has("streaming")) {
       it("streams a reply (streaming): deltas as the model sends them, then the result", async () => {
@@ -363,12 +436,31 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
       });
     }
 
-    it("stops with its volume kept and resumes Ready in the same workspace", async () => {
-      expect((await call("PATCH", `${SESSIONS}/${NAME}`, { spec: { desiredState: "stopped" } })).status).toBe(
-        200,
-      );
+    it("stops while a request is in flight: the request settles, the adapter exits 0 on SIGTERM, the volume is kept; resumes Ready in the same workspace", async () => {
+      const since = Date.now() - 1_000;
+      let stopped: Promise<{ status: number }> | undefined;
+      const words = "one two three four five six seven eight";
+      const inFlight = has("streaming")
+        ? askStreamed({ input: `[slow] ${words}`, id: "drain-1" }, () => {
+            stopped ??= call("PATCH", `${SESSIONS}/${NAME}`, { spec: { desiredState: "stopped" } });
+          }).then((events) => events.at(-1)?.data.result)
+        : ask({ input: `[slow] ${words}`, id: "drain-1" }).then((reply) => reply.body);
+      if (!has("streaming")) {
+        await until("drain-1 in flight", async () => ((await session()).status.activeRequests > 0 ? 1 : 0));
+        stopped = call("PATCH", `${SESSIONS}/${NAME}`, { spec: { desiredState: "stopped" } });
+      }
+      expect(await inFlight).toMatchObject({ id: "drain-1", outcome: "succeeded", output: `echo: ${words}` });
+      expect((await stopped)?.status).toBe(200);
       await phase("Stopped", 180);
       await until("workload gone, volume kept", () => probe.stoppedKeepingVolume(container), 60_000);
+      // SIGTERM, the drain, a clean exit: never the engine's kill after the grace period (137).
+      expect(
+        await until(
+          "the adapter's exit",
+          () => probe.exitCodesSince(container, since).then((c) => (c.length ? c : undefined)),
+          30_000,
+        ),
+      ).toEqual([0]);
       expect((await call("PATCH", `${SESSIONS}/${NAME}`, { spec: { desiredState: "running" } })).status).toBe(
         200,
       );
@@ -405,9 +497,7 @@ export function runtimeConformance(runtime: ShippedRuntime): void {
       expect(model.authHeaders.every((h) => h === `Bearer ${SECRET}`)).toBe(true);
       const results = await probe.readFile(container, "/workspace/results.ndjson");
       expect(results).toContain('"id":"recall-1"');
-      const adapterLogs = (
-        await docker.getContainer(container).logs({ stdout: true, stderr: true })
-      ).toString();
+      const adapterLogs = await probe.logs(container);
       const frames = events.events.map((e) => JSON.stringify(e));
       expect(frames.length).toBeGreaterThan(0);
       const logs = [...(system.server?.logs ?? []), ...(system.runner?.logs ?? [])].join("");

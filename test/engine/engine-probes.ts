@@ -4,11 +4,17 @@
  * execs with its kubectl. Scenarios written against it run on either engine unchanged.
  */
 import { execFile } from "node:child_process";
-import { join } from "node:path";
+import { readdir, stat } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { V1Pod } from "@kubernetes/client-node";
 import type Docker from "dockerode";
+import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { Labels } from "../../contracts/session-spec.ts";
+import {
+  CONTAINER_LOG_MAX_BYTES_PER_FILE,
+  CONTAINER_LOG_MAX_FILES,
+} from "../../infra/docker-provider/log-limits.ts";
 import { isPodReady } from "../../runner/kubernetes.ts";
 import { isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
 import { dockerClient, dockerExec } from "./session-harness.ts";
@@ -61,11 +67,71 @@ export interface EngineProbe {
    * outside (`removeOutside`) or killed outside (`kill`).
    */
   readonly reasons: { removed: string; killed: string };
+  // ── what the runtime conformance suite (test/conformance) needs ──
+  /** What the engine was told about the running workload's isolation (its container / pod spec). */
+  isolation(workload: string): Promise<Isolation>;
+  /** Where the host reaches the workload's adapter (the container's address / the Service via kube-proxy). */
+  adapterUrl(workload: string): Promise<string>;
+  /** The running workload's output as the engine returns it (`docker logs` / `kubectl logs`). */
+  logs(workload: string): Promise<string>;
+  /** Bytes the engine keeps on disk of the running workload's output (its json-file log and rotations). */
+  logBytes(workload: string): Promise<number>;
+  /**
+   * The bound agent-sessions sets on `logBytes` (Docker: the json-file limits the provider gives
+   * every container). Undefined where the node bounds it (Kubernetes: the kubelet's log rotation).
+   */
+  readonly logBound: number | undefined;
+  /** Exit codes of the workload's adapter container that ended at or after `sinceMs` (epoch ms). */
+  exitCodesSince(workload: string, sinceMs: number): Promise<number[]>;
   /** Force-removes every engine object left of a namespace's sessions; what it removed. Never throws. */
   forceRemove(namespace: string): Promise<string[]>;
 }
 
+/** What the engine was told about a workload's isolation. */
+export type Isolation = {
+  /** A TTY or an open stdin for the adapter (neither is ever given). */
+  tty: boolean;
+  stdin: boolean;
+  readOnlyRoot: boolean;
+  /** The uid the engine runs it as. */
+  user: number | undefined;
+  /** A Kubernetes service account token mounted (Docker has none). */
+  serviceAccountToken: boolean;
+};
+
 const execFileAsync = promisify(execFile);
+
+/** Exit codes dockerd recorded (`die` events) since `sinceMs` for containers whose name `matches`. */
+async function dockerExitCodesSince(sinceMs: number, matches: (name: string) => boolean): Promise<number[]> {
+  const out = await dockerCli(
+    "events",
+    "--since",
+    (sinceMs / 1000).toFixed(3),
+    "--until",
+    (Date.now() / 1000 + 1).toFixed(3),
+    "--filter",
+    "event=die",
+    "--format",
+    "{{.Actor.Attributes.name}} {{.Actor.Attributes.exitCode}}",
+  );
+  return out
+    .split("\n")
+    .map((line) => line.trim().split(" "))
+    .filter(([name, code]) => name && code !== undefined && matches(name))
+    .map(([, code]) => Number(code));
+}
+
+/** The bytes of a dockerd container's json-file log and its rotated files (the test bed runs as root). */
+async function dockerLogBytes(docker: Docker, container: string): Promise<number> {
+  const path = (await docker.getContainer(container).inspect()).LogPath;
+  if (!path) throw new Error(`${container} has no log file`);
+  const dir = dirname(path);
+  const name = basename(path);
+  let total = 0;
+  for (const file of await readdir(dir))
+    if (file.startsWith(name)) total += (await stat(join(dir, file))).size;
+  return total;
+}
 
 /** The `docker` CLI against the test bed's dockerd (DOCKER_HOST); stdout. */
 async function dockerCli(...args: string[]): Promise<string> {
@@ -167,6 +233,27 @@ export function dockerProbe(docker: Docker = dockerClient()): EngineProbe {
     squeezeMemory: async (w, headroomMiB) =>
       dockerLimitMemory(w, Number((await exec(w, ["cat", CGROUP_MEMORY_USAGE])).trim()), headroomMiB),
     oomKilled: async (w) => (await docker.getContainer(w).inspect()).State.OOMKilled,
+    isolation: async (w) => {
+      const info = await docker.getContainer(w).inspect();
+      const user = info.Config.User.split(":")[0];
+      return {
+        tty: info.Config.Tty,
+        stdin: info.Config.OpenStdin,
+        readOnlyRoot: info.HostConfig.ReadonlyRootfs === true,
+        user: user ? Number(user) : undefined,
+        serviceAccountToken: false,
+      };
+    },
+    adapterUrl: async (w) => {
+      const info = await docker.getContainer(w).inspect();
+      const ip = Object.values(info.NetworkSettings.Networks)[0]?.IPAddress;
+      if (!ip) throw new Error(`${w} has no address`);
+      return `http://${ip}:${ADAPTER_PORT}`;
+    },
+    logs: async (w) => (await docker.getContainer(w).logs({ stdout: true, stderr: true })).toString(),
+    logBytes: (w) => dockerLogBytes(docker, w),
+    logBound: CONTAINER_LOG_MAX_BYTES_PER_FILE * CONTAINER_LOG_MAX_FILES,
+    exitCodesSince: (w, sinceMs) => dockerExitCodesSince(sinceMs, (name) => name === w),
     // `docker kill` is SIGKILL: exit 137 without an oom event.
     reasons: { removed: "ContainerRemoved", killed: "ContainerExited" },
     forceRemove: async (namespace) => {
@@ -338,6 +425,40 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
             c.lastState?.terminated?.reason === "OOMKilled" || c.state?.terminated?.reason === "OOMKilled",
         ),
       ),
+    isolation: async (w) => {
+      const pod = (await pods(w)).find(isPodReady);
+      const container = pod?.spec?.containers.find((c) => c.name === "adapter");
+      if (!pod?.spec || !container) throw new Error(`${w} has no Ready pod with an adapter container`);
+      return {
+        tty: container.tty === true,
+        stdin: container.stdin === true,
+        readOnlyRoot: container.securityContext?.readOnlyRootFilesystem === true,
+        user: container.securityContext?.runAsUser ?? pod.spec.securityContext?.runAsUser,
+        serviceAccountToken:
+          pod.spec.automountServiceAccountToken !== false ||
+          (container.volumeMounts ?? []).some((m) =>
+            m.mountPath.startsWith("/var/run/secrets/kubernetes.io"),
+          ),
+      };
+    },
+    adapterUrl: async (w) => {
+      const ip = (await k.core.readNamespacedService({ name: w, namespace })).spec?.clusterIP;
+      if (!ip) throw new Error(`Service ${w} has no ClusterIP`);
+      return `http://${ip}:${ADAPTER_PORT}`;
+    },
+    logs: async (w) =>
+      (
+        await execFileAsync(kubectl(), ["-n", namespace, "logs", await readyPod(w), "-c", "adapter"], {
+          encoding: "utf8",
+          maxBuffer: 64 * 1024 * 1024,
+        })
+      ).stdout,
+    logBytes: async (w) => dockerLogBytes(dockerClient(), await runtimeContainer(w)),
+    logBound: undefined,
+    // The node's containers are named k8s_adapter_<pod>_…, the pod's name generated from the
+    // ReplicaSet's (`<deployment>-<hash>-`) cut to 58 characters before its random suffix.
+    exitCodesSince: (w, sinceMs) =>
+      dockerExitCodesSince(sinceMs, (name) => name.startsWith(`k8s_adapter_${`${w}-`.slice(0, 58)}`)),
     // Removing the Deployment deletes its pod; deleting the pod alone too (the ReplicaSet replaces it).
     reasons: { removed: "PodDeleted", killed: "PodDeleted" },
     forceRemove: async (ns) => {

@@ -13,7 +13,8 @@ export const testbedHome = process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cach
 
 export type ReferenceImage = { repository: string; tag: string; image: string; digest: string };
 
-type BuiltImageName = "reference-image" | "base-image" | "pi-image" | "compass-image" | "hermes-image";
+/** A test bed part that builds an image records it as `<part>.json` (reference-image, base-image, pi-image, …). */
+type BuiltImageName = `${string}-image`;
 const builtImages = new Map<BuiltImageName, ReferenceImage>();
 
 /**
