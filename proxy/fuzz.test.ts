@@ -11,17 +11,13 @@ import { ApiErrorBody, httpStatusOf } from "../contracts/errors.ts";
 import { API_VERSION } from "../contracts/resources.ts";
 import { RpcMethod } from "../contracts/rpc.ts";
 import { RUNNER_PROTOCOL_VERSION } from "../contracts/runner-protocol.ts";
-import { buildApp } from "./app.ts";
-import { EventBus } from "./event-bus.ts";
-import { type RunningHarness, startHarness } from "./harness-wiring.ts";
-import { Lifecycle } from "./lifecycle.ts";
+import { type ComposedServer, composeServer } from "./compose-server.ts";
+import type { RunningHarness } from "./harness-wiring.ts";
+import type { Lifecycle } from "./lifecycle.ts";
 import type { Logger } from "./log.ts";
-import { startMetrics } from "./metrics-wiring.ts";
-import { registerShippedRuntimes } from "./shipped-runtimes.ts";
 import { MAX_JSON_DEPTH } from "./request-body.ts";
-import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
-import { SessionJournal } from "./session-journal.ts";
-import { SqliteStore } from "./store/sqlite-store.ts";
+import { RUNNER_CONNECT_PATH, type RunnerHub } from "./runner-hub.ts";
+import type { SqliteStore } from "./store/sqlite-store.ts";
 import { defaultHandler, FakeRunner } from "./testing/fake-runner.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, TEST_IMAGE } from "./testing/test-server.ts";
 
@@ -44,7 +40,7 @@ let dataDir: string;
 let store: SqliteStore;
 let hub: RunnerHub;
 let harness: RunningHarness;
-let observability: ReturnType<typeof startMetrics>;
+let server: ComposedServer;
 let upgrades: Server;
 let app: Hono;
 let runner: FakeRunner;
@@ -557,46 +553,27 @@ const proxyCase: fc.Arbitrary<Case> = fc.record({
 
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), "agent-sessions-fuzz-"));
-  const databasePath = join(dataDir, "agent-sessions.db");
-  store = new SqliteStore(databasePath, { frameBufferSize: 1_000 });
-  const bus = new EventBus();
-  const journal = new SessionJournal(store, bus);
-  hub = new RunnerHub({
-    store,
-    journal,
-    adminToken: ADMIN_TOKEN,
-    runnerToken: RUNNER_TOKEN,
-    // Heartbeats far apart: a busy test machine must not lose the link under the load.
-    heartbeatMs: 10_000,
-    reattachWindowMs: 60_000,
-    commandTimeoutMs: 5_000,
-    log: log,
-  });
-  observability = startMetrics({ store, hub, databasePath, log: log });
-  await registerShippedRuntimes(store, { reference: TEST_IMAGE }, log);
-  lifecycle = new Lifecycle({ store, runners: hub, journal, log: log });
-  harness = await startHarness({
-    databasePath,
-    store,
-    bus,
-    journal,
-    runners: hub,
-    sessions: lifecycle.sessions,
-    log: log,
-    requestTimeoutMs: 5_000,
-    requestBodyMaxBytes: BODY_MAX_BYTES,
-    idleCheckMs: 60_000,
-  });
-  app = buildApp({
-    store,
-    bus,
-    rpc: lifecycle.handlers,
-    adminToken: ADMIN_TOKEN,
-    runnerToken: RUNNER_TOKEN,
-    log: log,
-    harness: harness.routes,
-    metrics: observability.metrics,
-  });
+  // The server as main.ts builds it (the composition root), without its listener.
+  server = await composeServer(
+    {
+      port: 0,
+      host: "127.0.0.1",
+      dataDir,
+      adminToken: ADMIN_TOKEN,
+      runnerToken: RUNNER_TOKEN,
+      // Heartbeats far apart: a busy test machine must not lose the link under the load.
+      heartbeatMs: 10_000,
+      reattachWindowMs: 60_000,
+      frameBufferSize: 1_000,
+      commandTimeoutMs: 5_000,
+      referenceImage: TEST_IMAGE,
+      requestTimeoutMs: 5_000,
+      requestBodyMaxBytes: BODY_MAX_BYTES,
+      idleCheckMs: 60_000,
+    },
+    { log },
+  );
+  ({ store, hub, lifecycle, harness, app } = server);
   // HTTP goes through app.request(); the socket is only for the runner's WebSocket.
   upgrades = createServer((_req, res) => res.writeHead(404).end());
   upgrades.on("upgrade", (request, socket, head) => hub.handleUpgrade(request, socket, head));
@@ -663,11 +640,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   runner?.kill();
-  await harness?.close();
-  await hub?.close();
-  await new Promise<void>((done) => (upgrades ? upgrades.close(() => done()) : done()));
-  await observability?.close();
-  await store?.close();
+  await server?.close(() => new Promise<void>((done) => (upgrades ? upgrades.close(() => done()) : done())));
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 

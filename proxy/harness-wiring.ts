@@ -8,27 +8,28 @@ import { HarnessSessions } from "./harness-sessions.ts";
 import { IdleController } from "./idle-controller.ts";
 import type { Logger } from "./log.ts";
 import { sessionKey } from "./namespace-quotas.ts";
-import { ProvisionRecorder } from "./provision-recorder.ts";
+import type { ProvisionRecorder } from "./provision-recorder.ts";
 import { type RelayLink, RequestRelay } from "./request-relay.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import type { Sessions } from "./sessions.ts";
-import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
+import type { HarnessStore } from "./store/harness-store.ts";
 import type { Store } from "./store/store.ts";
-import type { WarmPools } from "./warm-pools.ts";
-import { Workspaces } from "./workspaces.ts";
 import type { RestartPolicy } from "./restart-policy.ts";
+import type { Workspaces } from "./workspaces.ts";
 
 export type HarnessWiringOptions = {
-  /** The server's SQLite file: HarnessSessions get their own tables in it. */
-  databasePath: string;
+  /** HarnessSessions' tables (in the server's one database). */
+  harnessStore: HarnessStore;
   store: Store;
   bus: EventBus;
   journal: SessionJournal;
   runners: RelayLink;
   /** The lifecycle's sessions (one start/stop discipline for RPCs and HarnessSessions). */
   sessions: Sessions;
-  /** Where a new HarnessSession's workspace is claimed from first. */
-  warmPools?: WarmPools;
+  /** The lifecycle's workspaces: one placement lock, so RPCs and HarnessSessions share each runner's capacity. */
+  workspaces: Workspaces;
+  /** The runner directory `workspaces` provisions through: what each provision resolved the image to. */
+  digests: ProvisionRecorder;
   log: Logger;
   secretEnv?: Record<string, string | undefined>;
   /** What the operator admits (egress guard). @default defaultAdmission() */
@@ -55,7 +56,7 @@ export type RunningHarness = {
   routes: HarnessRoutesOptions;
   /** Reconcile the sessions not settled (e.g. Pending for a runner); never throws. */
   resyncUnsettled(): void;
-  /** Stops the idle controller and event subscription, closes the harness store. */
+  /** Stops the idle controller and the event subscription (the composition root closes the store). */
   close(): Promise<void>;
 };
 
@@ -66,7 +67,7 @@ export type RunningHarness = {
 export async function startHarness(options: HarnessWiringOptions): Promise<RunningHarness> {
   const { store, runners, log } = options;
   const requestTimeoutMs = options.requestTimeoutMs ?? 120_000;
-  const harness = new SqliteHarnessStore(options.databasePath);
+  const harness = options.harnessStore;
   const quotas = options.admission?.quotas;
   // A HarnessSession counts toward its namespace's sessions from its creation (namespace-quotas.ts).
   quotas?.addSessionSource(async (namespace) =>
@@ -74,7 +75,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       sessionKey(`${namespace}/${r.spec.agentRef}`, harnessWorkstream(r.name)),
     ),
   );
-  const digests = new ProvisionRecorder(runners);
+  const { digests } = options;
   const secretEnv = {
     ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
     ...(options.admission ? { admission: options.admission } : {}),
@@ -82,14 +83,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   const controller = new HarnessController({
     harness,
     store,
-    workspaces: new Workspaces({
-      store,
-      runners: digests,
-      journal: options.journal,
-      log,
-      ...secretEnv,
-      ...(options.warmPools ? { warmPools: options.warmPools } : {}),
-    }),
+    workspaces: options.workspaces,
     digests,
     sessions: options.sessions,
     runners,
@@ -152,7 +146,6 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       unsubscribe();
       controller.close();
       await idle.stop();
-      await harness.close();
     },
   };
 }

@@ -31,6 +31,11 @@ export type LifecycleOptions = {
   warmPools?: WarmPools;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
+  /**
+   * The process's one Workspaces (compose-server.ts builds it, HarnessSessions use it too, so
+   * every placement takes the same lock). @default one of its own, for RPC-only setups
+   */
+  workspaces?: Workspaces;
 };
 
 /**
@@ -47,7 +52,7 @@ export class Lifecycle {
 
   constructor(options: LifecycleOptions) {
     this.#store = options.store;
-    this.workspaces = new Workspaces(options);
+    this.workspaces = options.workspaces ?? new Workspaces(options);
     this.sessions = new Sessions(options);
     this.messages = new AgentMessages({ ...options, sessions: this.sessions, workspaces: this.workspaces });
   }

@@ -1,5 +1,3 @@
-import { closeSync, openSync } from "node:fs";
-import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite";
 import type { RequestOutcome, Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
 import type {
@@ -15,8 +13,8 @@ import type {
   RequestFinish,
 } from "./harness-store.ts";
 import { StoreConflictError } from "./store.ts";
-
-type Row = Record<string, SQLOutputValue>;
+import type { SQLInputValue } from "node:sqlite";
+import { isUniqueViolation, optionalString, type Row, SqliteDatabase } from "./sqlite-database.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS harness_sessions (
@@ -64,14 +62,14 @@ const ADDED_COLUMNS: readonly [string, string][] = [
  * transaction).
  */
 export class SqliteHarnessStore implements HarnessStore {
-  readonly #db: DatabaseSync;
-  /** Prepared statements by SQL text: preparing costs more than running a point query. */
-  readonly #statements = new Map<string, StatementSync>();
+  readonly #db: SqliteDatabase;
+  /** Whether this store opened the connection (and closes it), or shares the process's. */
+  readonly #ownsDb: boolean;
 
-  constructor(path: string) {
-    if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));
-    this.#db = new DatabaseSync(path);
-    this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+  /** `database`: a path (a connection of its own) or the process's shared connection. */
+  constructor(database: string | SqliteDatabase) {
+    this.#ownsDb = typeof database === "string";
+    this.#db = typeof database === "string" ? new SqliteDatabase(database) : database;
     this.#db.exec(SCHEMA);
     this.#migrate();
   }
@@ -79,24 +77,20 @@ export class SqliteHarnessStore implements HarnessStore {
   /** Columns added since the table was first made: a database from an older release gains them. */
   #migrate(): void {
     const columns = new Set(
-      this.#db
-        .prepare("SELECT name FROM pragma_table_info('harness_sessions')")
-        .all()
-        .map((row) => String(row.name)),
+      this.#db.all("SELECT name FROM pragma_table_info('harness_sessions')").map((row) => String(row.name)),
     );
     for (const [column, type] of ADDED_COLUMNS)
       if (!columns.has(column)) this.#db.exec(`ALTER TABLE harness_sessions ADD COLUMN ${column} ${type}`);
   }
 
   async close(): Promise<void> {
-    this.#statements.clear();
-    if (this.#db.isOpen) this.#db.close();
+    if (this.#ownsDb) this.#db.close();
   }
 
   async createHarnessSession(s: NewHarnessSession): Promise<HarnessRecord> {
     const now = new Date().toISOString();
     try {
-      const row = this.#get(
+      const row = this.#db.get(
         `INSERT INTO harness_sessions (namespace, name, uid, spec, generation, created_at, updated_at, conditions)
          VALUES (?, ?, ?, ?, 1, ?, ?, ?) RETURNING *`,
         [s.namespace, s.name, s.uid, JSON.stringify(s.spec), now, now, JSON.stringify(s.conditions)],
@@ -116,7 +110,7 @@ export class SqliteHarnessStore implements HarnessStore {
     spec: HarnessSessionSpec,
     expectedGeneration: number,
   ): Promise<HarnessRecord | undefined> {
-    const row = this.#get(
+    const row = this.#db.get(
       `UPDATE harness_sessions SET spec = ?, generation = generation + 1, updated_at = ?
        WHERE namespace = ? AND name = ? AND generation = ? AND deletion_requested_at IS NULL RETURNING *`,
       [JSON.stringify(spec), new Date().toISOString(), namespace, name, expectedGeneration],
@@ -125,7 +119,7 @@ export class SqliteHarnessStore implements HarnessStore {
   }
 
   async getHarnessSession(namespace: string, name: string): Promise<HarnessRecord | undefined> {
-    const row = this.#get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
+    const row = this.#db.get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
       namespace,
       name,
     ]);
@@ -135,23 +129,25 @@ export class SqliteHarnessStore implements HarnessStore {
   async listHarnessSessions(namespace?: string): Promise<HarnessRecord[]> {
     const rows =
       namespace === undefined
-        ? this.#all("SELECT * FROM harness_sessions ORDER BY namespace, name")
-        : this.#all("SELECT * FROM harness_sessions WHERE namespace = ? ORDER BY name", [namespace]);
+        ? this.#db.all("SELECT * FROM harness_sessions ORDER BY namespace, name")
+        : this.#db.all("SELECT * FROM harness_sessions WHERE namespace = ? ORDER BY name", [namespace]);
     return rows.map(toRecord);
   }
 
   async listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]> {
     // Few distinct timeouts; each one's idle sessions are a range of the idle index.
-    const timeouts = this.#all(
-      `SELECT DISTINCT json_extract(spec, '$.idleTimeout') AS idle_timeout FROM harness_sessions
+    const timeouts = this.#db
+      .all(
+        `SELECT DISTINCT json_extract(spec, '$.idleTimeout') AS idle_timeout FROM harness_sessions
        WHERE phase = 'Ready'`,
-    ).map((row) => String(row.idle_timeout));
+      )
+      .map((row) => String(row.idle_timeout));
     const rows: Row[] = [];
     for (const timeout of timeouts) {
       const cutoff = cutoffFor(timeout);
       if (cutoff === undefined) continue;
       rows.push(
-        ...this.#all(
+        ...this.#db.all(
           `SELECT namespace, name, spec, last_activity_time FROM harness_sessions
            WHERE phase = 'Ready' AND json_extract(spec, '$.idleTimeout') = ?
              AND (last_activity_time IS NULL OR last_activity_time <= ?)
@@ -167,26 +163,28 @@ export class SqliteHarnessStore implements HarnessStore {
       phase: "Ready",
       spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
       active_requests: 0,
-      last_activity_time: optional(row.last_activity_time),
+      last_activity_time: optionalString(row.last_activity_time),
       deletion_requested_at: undefined,
     }));
   }
 
   async listUnsettledHarnessSessions(): Promise<HarnessRecord[]> {
-    return this.#all(
-      `SELECT * FROM harness_sessions WHERE deletion_requested_at IS NULL
+    return this.#db
+      .all(
+        `SELECT * FROM harness_sessions WHERE deletion_requested_at IS NULL
          AND (phase IN ('Pending', 'Draining') OR observed_generation < generation)
        ORDER BY namespace, name`,
-    ).map(toRecord);
+      )
+      .map(toRecord);
   }
 
   async countHarnessSessionsByPhase(): Promise<Map<HarnessPhase, number>> {
-    const rows = this.#all("SELECT phase, COUNT(*) AS n FROM harness_sessions GROUP BY phase");
+    const rows = this.#db.all("SELECT phase, COUNT(*) AS n FROM harness_sessions GROUP BY phase");
     return new Map(rows.map((row) => [String(row.phase) as HarnessPhase, Number(row.n)]));
   }
 
   async findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined> {
-    const row = this.#get("SELECT * FROM harness_sessions WHERE session_id = ?", [sessionId]);
+    const row = this.#db.get("SELECT * FROM harness_sessions WHERE session_id = ?", [sessionId]);
     return row ? toRecord(row) : undefined;
   }
 
@@ -195,7 +193,7 @@ export class SqliteHarnessStore implements HarnessStore {
     name: string,
     now: string,
   ): Promise<HarnessRecord | undefined> {
-    const row = this.#get(
+    const row = this.#db.get(
       `UPDATE harness_sessions SET deletion_requested_at = COALESCE(deletion_requested_at, ?), updated_at = ?
        WHERE namespace = ? AND name = ? RETURNING *`,
       [now, now, namespace, name],
@@ -204,10 +202,10 @@ export class SqliteHarnessStore implements HarnessStore {
   }
 
   async deleteHarnessSession(namespace: string, name: string): Promise<boolean> {
-    return this.#tx(() => {
-      this.#run("DELETE FROM harness_requests WHERE namespace = ? AND name = ?", [namespace, name]);
+    return this.#db.transaction(() => {
+      this.#db.run("DELETE FROM harness_requests WHERE namespace = ? AND name = ?", [namespace, name]);
       return (
-        this.#run("DELETE FROM harness_sessions WHERE namespace = ? AND name = ?", [namespace, name]) > 0
+        this.#db.run("DELETE FROM harness_sessions WHERE namespace = ? AND name = ?", [namespace, name]) > 0
       );
     });
   }
@@ -228,7 +226,7 @@ export class SqliteHarnessStore implements HarnessStore {
     }
     sets.push("updated_at = ?");
     params.push(new Date().toISOString());
-    const row = this.#get(
+    const row = this.#db.get(
       `UPDATE harness_sessions SET ${sets.join(", ")} WHERE namespace = ? AND name = ? RETURNING *`,
       [...params, namespace, name],
     );
@@ -243,7 +241,7 @@ export class SqliteHarnessStore implements HarnessStore {
     const idle = change.idle
       ? " AND active_requests = 0 AND (last_activity_time IS NULL OR last_activity_time <= ?)"
       : "";
-    const changed = this.#run(
+    const changed = this.#db.run(
       `UPDATE harness_sessions SET phase = 'Draining', conditions = ?, updated_at = ?
        WHERE namespace = ? AND name = ? AND phase = 'Ready'${idle}`,
       [
@@ -258,15 +256,24 @@ export class SqliteHarnessStore implements HarnessStore {
   }
 
   async beginRequest(r: NewHarnessRequest): Promise<BeginResult> {
-    return this.#tx((): BeginResult => {
-      const admitted = this.#get(
+    try {
+      return this.#begin(r);
+    } catch (error) {
+      if (error instanceof DuplicateRequest) return { ok: false, reason: "duplicate" };
+      throw error;
+    }
+  }
+
+  #begin(r: NewHarnessRequest): BeginResult {
+    return this.#db.transaction((): BeginResult => {
+      const admitted = this.#db.get(
         `UPDATE harness_sessions SET request_count = request_count + 1, active_requests = active_requests + 1,
            last_activity_time = ?
          WHERE namespace = ? AND name = ? AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING *`,
         [r.now, r.namespace, r.name],
       );
       if (!admitted) {
-        const existing = this.#get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
+        const existing = this.#db.get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
           r.namespace,
           r.name,
         ]);
@@ -274,29 +281,26 @@ export class SqliteHarnessStore implements HarnessStore {
           ? { ok: false, reason: "not-ready", session: toRecord(existing) }
           : { ok: false, reason: "not-found" };
       }
-      const inserted = this.#get(
+      const inserted = this.#db.get(
         `INSERT INTO harness_requests (namespace, name, request_id, relay_id, runner_id, container_name, started_at)
          VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING request_id`,
         [r.namespace, r.name, r.request_id, r.relay_id, r.runner_id, r.container_name, r.now],
       );
       if (!inserted) throw new DuplicateRequest();
       return { ok: true, session: toRecord(admitted) };
-    }).catch((error: unknown) => {
-      if (error instanceof DuplicateRequest) return { ok: false, reason: "duplicate" } as const;
-      throw error;
     });
   }
 
   async finishRequest(f: RequestFinish): Promise<boolean> {
-    return this.#tx(() => {
-      const settled = this.#run(
+    return this.#db.transaction(() => {
+      const settled = this.#db.run(
         `UPDATE harness_requests SET finished_at = ?, outcome = ?
          WHERE namespace = ? AND name = ? AND request_id = ? AND finished_at IS NULL`,
         [f.now, f.outcome, f.namespace, f.name, f.request_id],
       );
       if (settled === 0) return false;
       const reported = f.usage === "unavailable" ? undefined : f.usage;
-      this.#run(
+      this.#db.run(
         `UPDATE harness_sessions SET active_requests = MAX(active_requests - 1, 0),
            error_count = error_count + ?, last_request_id = ?, last_request_outcome = ?, last_request_usage = ?,
            last_activity_time = ?, input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
@@ -325,7 +329,7 @@ export class SqliteHarnessStore implements HarnessStore {
     name: string,
     requestId: string,
   ): Promise<HarnessRequestRecord | undefined> {
-    const row = this.#get(
+    const row = this.#db.get(
       "SELECT * FROM harness_requests WHERE namespace = ? AND name = ? AND request_id = ?",
       [namespace, name, requestId],
     );
@@ -338,7 +342,7 @@ export class SqliteHarnessStore implements HarnessStore {
     requestId: string,
     now: string,
   ): Promise<HarnessRequestRecord | undefined> {
-    const row = this.#get(
+    const row = this.#db.get(
       `UPDATE harness_requests SET cancel_requested_at = COALESCE(cancel_requested_at, ?)
        WHERE namespace = ? AND name = ? AND request_id = ? AND finished_at IS NULL RETURNING *`,
       [now, namespace, name, requestId],
@@ -347,14 +351,14 @@ export class SqliteHarnessStore implements HarnessStore {
   }
 
   async reapStaleRequests(cutoff: string, now: string): Promise<number> {
-    return this.#tx(() => {
-      const stale = this.#all(
+    return this.#db.transaction(() => {
+      const stale = this.#db.all(
         `UPDATE harness_requests SET finished_at = ?, outcome = 'failed'
          WHERE finished_at IS NULL AND started_at < ? RETURNING namespace, name`,
         [now, cutoff],
       );
       for (const row of stale)
-        this.#run(
+        this.#db.run(
           `UPDATE harness_sessions SET active_requests = MAX(active_requests - 1, 0), error_count = error_count + 1,
              usage_unavailable = usage_unavailable + 1
            WHERE namespace = ? AND name = ?`,
@@ -363,61 +367,15 @@ export class SqliteHarnessStore implements HarnessStore {
       return stale.length;
     });
   }
-
-  // ── plumbing ─────────────────────────────────────────────────────────────────────────────
-
-  #prepare(sql: string): StatementSync {
-    let statement = this.#statements.get(sql);
-    if (!statement) {
-      statement = this.#db.prepare(sql);
-      this.#statements.set(sql, statement);
-    }
-    return statement;
-  }
-
-  #get(sql: string, params: SQLInputValue[] = []): Row | undefined {
-    return this.#prepare(sql).get(...params) as Row | undefined;
-  }
-
-  #all(sql: string, params: SQLInputValue[] = []): Row[] {
-    return this.#prepare(sql).all(...params) as Row[];
-  }
-
-  #run(sql: string, params: SQLInputValue[] = []): number {
-    return Number(this.#prepare(sql).run(...params).changes);
-  }
-
-  /** Synchronous inside, so nothing interleaves; BEGIN IMMEDIATE so another process waits. */
-  async #tx<T>(fn: () => T): Promise<T> {
-    this.#db.exec("BEGIN IMMEDIATE");
-    try {
-      const result = fn();
-      this.#db.exec("COMMIT");
-      return result;
-    } catch (error) {
-      this.#db.exec("ROLLBACK");
-      throw error;
-    }
-  }
 }
 
 class DuplicateRequest extends Error {
   override name = "DuplicateRequest";
 }
 
-function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; errcode?: number };
-  // SQLITE_CONSTRAINT_UNIQUE (2067) and SQLITE_CONSTRAINT_PRIMARYKEY (1555).
-  return e.code === "ERR_SQLITE_ERROR" && (e.errcode === 2067 || e.errcode === 1555);
-}
-
-function optional(value: SQLOutputValue | undefined): string | undefined {
-  return value === null || value === undefined ? undefined : String(value);
-}
-
 function toRecord(row: Row): HarnessRecord {
-  const usage = optional(row.last_request_usage);
-  const lastExit = optional(row.last_exit);
+  const usage = optionalString(row.last_request_usage);
+  const lastExit = optionalString(row.last_exit);
   return {
     namespace: String(row.namespace),
     name: String(row.name),
@@ -426,19 +384,19 @@ function toRecord(row: Row): HarnessRecord {
     generation: Number(row.generation),
     created_at: String(row.created_at),
     updated_at: String(row.updated_at),
-    deletion_requested_at: optional(row.deletion_requested_at),
+    deletion_requested_at: optionalString(row.deletion_requested_at),
     observed_generation: Number(row.observed_generation),
     phase: String(row.phase) as HarnessPhase,
     conditions: JSON.parse(String(row.conditions)) as Condition[],
-    container_name: optional(row.container_name),
-    session_id: optional(row.session_id),
-    resolved_image_digest: optional(row.resolved_image_digest),
-    last_activity_time: optional(row.last_activity_time),
+    container_name: optionalString(row.container_name),
+    session_id: optionalString(row.session_id),
+    resolved_image_digest: optionalString(row.resolved_image_digest),
+    last_activity_time: optionalString(row.last_activity_time),
     request_count: Number(row.request_count),
     active_requests: Number(row.active_requests),
     error_count: Number(row.error_count),
-    last_request_id: optional(row.last_request_id),
-    last_request_outcome: optional(row.last_request_outcome) as RequestOutcome | undefined,
+    last_request_id: optionalString(row.last_request_id),
+    last_request_outcome: optionalString(row.last_request_outcome) as RequestOutcome | undefined,
     last_request_usage: usage === undefined ? undefined : (JSON.parse(usage) as Usage),
     input_tokens: Number(row.input_tokens),
     output_tokens: Number(row.output_tokens),
@@ -446,7 +404,7 @@ function toRecord(row: Row): HarnessRecord {
     usage_unavailable: Number(row.usage_unavailable),
     restart_count: Number(row.restart_count),
     consecutive_restarts: Number(row.consecutive_restarts),
-    restart_at: optional(row.restart_at),
+    restart_at: optionalString(row.restart_at),
     last_exit: lastExit === undefined ? undefined : (JSON.parse(lastExit) as HandledExit),
   };
 }
@@ -460,8 +418,8 @@ function toRequest(row: Row): HarnessRequestRecord {
     runner_id: String(row.runner_id),
     container_name: String(row.container_name),
     started_at: String(row.started_at),
-    finished_at: optional(row.finished_at),
-    outcome: optional(row.outcome) as RequestOutcome | undefined,
-    cancel_requested_at: optional(row.cancel_requested_at),
+    finished_at: optionalString(row.finished_at),
+    outcome: optionalString(row.outcome) as RequestOutcome | undefined,
+    cancel_requested_at: optionalString(row.cancel_requested_at),
   };
 }

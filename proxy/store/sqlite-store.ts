@@ -1,25 +1,24 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, openSync } from "node:fs";
-import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite";
 import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from "../../contracts/compass.ts";
 import type { Resource, ResourceKind } from "../../contracts/resources.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
-import {
-  type ClaimResult,
-  type IdempotencyRecord,
-  type NewSession,
-  type NewWorkspace,
-  type RunnerRecord,
-  type SessionChange,
-  type SessionFilter,
-  type SessionRecord,
-  type Store,
-  StoreConflictError,
-  type StoredFrame,
-  type Transition,
-  type WorkspaceRecord,
-  type WorkspaceStatus,
+import type {
+  ClaimResult,
+  IdempotencyRecord,
+  NewSession,
+  NewWorkspace,
+  RunnerRecord,
+  SessionChange,
+  SessionFilter,
+  SessionRecord,
+  Store,
+  StoredFrame,
+  Transition,
+  WorkspaceRecord,
+  WorkspaceStatus,
 } from "./store.ts";
+import type { SQLInputValue } from "node:sqlite";
+import { optionalString, type Row, SqliteDatabase } from "./sqlite-database.ts";
 
 export type SqliteStoreOptions = {
   /** Frames kept per session; older ones are trimmed on append. @default 1000 */
@@ -27,8 +26,6 @@ export type SqliteStoreOptions = {
   /** @default () => new Date() */
   now?: () => Date;
 };
-
-type Row = Record<string, SQLOutputValue>;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS resources (
@@ -72,27 +69,25 @@ CREATE TABLE IF NOT EXISTS frames (
 
 /** The embedded store: one SQLite file in WAL mode (readers never block the writer). */
 export class SqliteStore implements Store {
-  readonly #db: DatabaseSync;
-  /** Prepared statements by SQL text: preparing costs more than running a point query. */
-  readonly #statements = new Map<string, StatementSync>();
+  readonly #db: SqliteDatabase;
+  /** Whether this store opened the connection (and closes it), or shares the process's. */
+  readonly #ownsDb: boolean;
   readonly #frameBufferSize: number;
   readonly #now: () => Date;
 
-  constructor(path: string, options: SqliteStoreOptions = {}) {
-    // The file holds adapter tokens and literal credentials: owner only. SQLite gives its
-    // -wal and -shm files the database file's permissions.
-    if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));
-    this.#db = new DatabaseSync(path);
+  /** `database`: a path (a connection of its own) or the process's shared connection. */
+  constructor(database: string | SqliteDatabase, options: SqliteStoreOptions = {}) {
+    this.#ownsDb = typeof database === "string";
+    this.#db = typeof database === "string" ? new SqliteDatabase(database) : database;
     this.#frameBufferSize = options.frameBufferSize ?? 1_000;
     this.#now = options.now ?? (() => new Date());
-    this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
     this.#db.exec(SCHEMA);
     this.#migrate();
   }
 
   /** Columns added after a table was first created (CREATE TABLE IF NOT EXISTS leaves old tables as they are). */
   #migrate(): void {
-    const columns = this.#all("PRAGMA table_info(runners)").map((row) => String(row.name));
+    const columns = this.#db.all("PRAGMA table_info(runners)").map((row) => String(row.name));
     if (!columns.includes("draining"))
       this.#db.exec("ALTER TABLE runners ADD COLUMN draining INTEGER NOT NULL DEFAULT 0");
   }
@@ -102,16 +97,15 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.#statements.clear();
-    if (this.#db.isOpen) this.#db.close();
+    if (this.#ownsDb) this.#db.close();
   }
 
   // ── resources ────────────────────────────────────────────────────────────────────────────
 
   async putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }> {
-    return this.#tx(() => {
+    return this.#db.transaction(() => {
       const { namespace, name } = resource.metadata;
-      const existing = this.#get(
+      const existing = this.#db.get(
         "SELECT created_at FROM resources WHERE kind = ? AND namespace = ? AND name = ?",
         [resource.kind, namespace, name],
       );
@@ -121,7 +115,7 @@ export class SqliteStore implements Store {
         ...resource,
         metadata: { ...resource.metadata, creationTimestamp: createdAt },
       } as Resource;
-      this.#run(
+      this.#db.run(
         `INSERT INTO resources (kind, namespace, name, body, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (kind, namespace, name) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at`,
         [resource.kind, namespace, name, JSON.stringify(stored), createdAt, now],
@@ -131,7 +125,7 @@ export class SqliteStore implements Store {
   }
 
   async getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
-    const row = this.#get("SELECT body FROM resources WHERE kind = ? AND namespace = ? AND name = ?", [
+    const row = this.#db.get("SELECT body FROM resources WHERE kind = ? AND namespace = ? AND name = ?", [
       kind,
       namespace,
       name,
@@ -142,8 +136,8 @@ export class SqliteStore implements Store {
   async listResources(kind: ResourceKind, namespace: string | undefined): Promise<Resource[]> {
     const rows =
       namespace === undefined
-        ? this.#all("SELECT body FROM resources WHERE kind = ? ORDER BY namespace, name", [kind])
-        : this.#all("SELECT body FROM resources WHERE kind = ? AND namespace = ? ORDER BY name", [
+        ? this.#db.all("SELECT body FROM resources WHERE kind = ? ORDER BY namespace, name", [kind])
+        : this.#db.all("SELECT body FROM resources WHERE kind = ? AND namespace = ? ORDER BY name", [
             kind,
             namespace,
           ]);
@@ -151,7 +145,7 @@ export class SqliteStore implements Store {
   }
 
   async deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
-    const row = this.#get(
+    const row = this.#db.get(
       "DELETE FROM resources WHERE kind = ? AND namespace = ? AND name = ? RETURNING body",
       [kind, namespace, name],
     );
@@ -163,7 +157,7 @@ export class SqliteStore implements Store {
   async registerRunner(
     runner: Omit<RunnerRecord, "runner_id" | "last_seen_at" | "draining">,
   ): Promise<RunnerRecord> {
-    const row = this.#get(
+    const row = this.#db.get(
       `INSERT INTO runners (runner_id, runner_name, engine, capacity, labels, last_seen_at) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (runner_name) DO UPDATE SET engine = excluded.engine, capacity = excluded.capacity,
          labels = excluded.labels, last_seen_at = excluded.last_seen_at
@@ -182,18 +176,18 @@ export class SqliteStore implements Store {
   }
 
   async listRunners(): Promise<RunnerRecord[]> {
-    return this.#all("SELECT * FROM runners ORDER BY runner_name").map(toRunner);
+    return this.#db.all("SELECT * FROM runners ORDER BY runner_name").map(toRunner);
   }
 
   async findRunner(nameOrId: string): Promise<RunnerRecord | undefined> {
     const row =
-      this.#get("SELECT * FROM runners WHERE runner_name = ?", [nameOrId]) ??
-      this.#get("SELECT * FROM runners WHERE runner_id = ?", [nameOrId]);
+      this.#db.get("SELECT * FROM runners WHERE runner_name = ?", [nameOrId]) ??
+      this.#db.get("SELECT * FROM runners WHERE runner_id = ?", [nameOrId]);
     return row ? toRunner(row) : undefined;
   }
 
   async setRunnerDraining(runnerId: string, draining: boolean): Promise<RunnerRecord | undefined> {
-    const row = this.#get("UPDATE runners SET draining = ? WHERE runner_id = ? RETURNING *", [
+    const row = this.#db.get("UPDATE runners SET draining = ? WHERE runner_id = ? RETURNING *", [
       draining ? 1 : 0,
       runnerId,
     ]);
@@ -202,7 +196,7 @@ export class SqliteStore implements Store {
 
   async claimRunnerCredential(runnerName: string, tokenHash: string): Promise<boolean> {
     return (
-      this.#run(
+      this.#db.run(
         "INSERT INTO runner_credentials (runner_name, token_hash, created_at) VALUES (?, ?, ?) ON CONFLICT (runner_name) DO NOTHING",
         [runnerName, tokenHash, this.#iso()],
       ) === 1
@@ -210,7 +204,7 @@ export class SqliteStore implements Store {
   }
 
   async replaceRunnerCredential(runnerName: string, tokenHash: string): Promise<void> {
-    this.#run(
+    this.#db.run(
       `INSERT INTO runner_credentials (runner_name, token_hash, created_at) VALUES (?, ?, ?)
        ON CONFLICT (runner_name) DO UPDATE SET token_hash = excluded.token_hash, created_at = excluded.created_at`,
       [runnerName, tokenHash, this.#iso()],
@@ -218,14 +212,14 @@ export class SqliteStore implements Store {
   }
 
   async findRunnerCredential(tokenHash: string): Promise<string | undefined> {
-    const row = this.#get("SELECT runner_name FROM runner_credentials WHERE token_hash = ?", [tokenHash]);
+    const row = this.#db.get("SELECT runner_name FROM runner_credentials WHERE token_hash = ?", [tokenHash]);
     return row ? String(row.runner_name) : undefined;
   }
 
   async deleteRunnerCredential(runnerName: string, tokenHash?: string): Promise<boolean> {
     return tokenHash === undefined
-      ? this.#run("DELETE FROM runner_credentials WHERE runner_name = ?", [runnerName]) === 1
-      : this.#run("DELETE FROM runner_credentials WHERE runner_name = ? AND token_hash = ?", [
+      ? this.#db.run("DELETE FROM runner_credentials WHERE runner_name = ?", [runnerName]) === 1
+      : this.#db.run("DELETE FROM runner_credentials WHERE runner_name = ? AND token_hash = ?", [
           runnerName,
           tokenHash,
         ]) === 1;
@@ -234,13 +228,13 @@ export class SqliteStore implements Store {
   // ── idempotency keys ─────────────────────────────────────────────────────────────────────
 
   async claimIdempotencyKey(record: Omit<IdempotencyRecord, "created_at">): Promise<ClaimResult> {
-    return this.#tx(() => {
-      const existing = this.#get("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ?", [
+    return this.#db.transaction(() => {
+      const existing = this.#db.get("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ?", [
         record.scope,
         record.key,
       ]);
       if (existing) return { claimed: false, existing: toIdempotency(existing) };
-      this.#run(
+      this.#db.run(
         "INSERT INTO idempotency_keys (scope, key, fingerprint, container_name, created_at) VALUES (?, ?, ?, ?, ?)",
         [record.scope, record.key, record.fingerprint, record.container_name, this.#iso()],
       );
@@ -249,7 +243,7 @@ export class SqliteStore implements Store {
   }
 
   async getIdempotencyKey(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    const row = this.#get("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ?", [scope, key]);
+    const row = this.#db.get("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ?", [scope, key]);
     return row ? toIdempotency(row) : undefined;
   }
 
@@ -257,8 +251,8 @@ export class SqliteStore implements Store {
 
   async insertWorkspace(w: NewWorkspace): Promise<WorkspaceRecord> {
     const now = this.#iso();
-    const row = this.#conflictAware(() =>
-      this.#get(
+    const row = this.#db.conflictAware(() =>
+      this.#db.get(
         `INSERT INTO workspaces (container_name, agent_ref, workstream, client_request_id, runner_id, status,
            endpoint, spec, adapter_token, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, 'provisioning', NULL, ?, ?, ?, ?) RETURNING *`,
@@ -280,12 +274,12 @@ export class SqliteStore implements Store {
   }
 
   async getWorkspace(containerName: string): Promise<WorkspaceRecord | undefined> {
-    const row = this.#get("SELECT * FROM workspaces WHERE container_name = ?", [containerName]);
+    const row = this.#db.get("SELECT * FROM workspaces WHERE container_name = ?", [containerName]);
     return row ? toWorkspace(row) : undefined;
   }
 
   async findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined> {
-    const row = this.#get("SELECT * FROM workspaces WHERE agent_ref = ? AND workstream = ?", [
+    const row = this.#db.get("SELECT * FROM workspaces WHERE agent_ref = ? AND workstream = ?", [
       agentRef,
       workstream,
     ]);
@@ -296,20 +290,20 @@ export class SqliteStore implements Store {
     const rows =
       filter.namespace !== undefined
         ? // `ns/` ≤ agent_ref < `ns0` ('0' follows '/'): a range of the (agent_ref, workstream) index.
-          this.#all(
+          this.#db.all(
             "SELECT * FROM workspaces WHERE agent_ref >= ? AND agent_ref < ? ORDER BY created_at, container_name",
             [`${filter.namespace}/`, `${filter.namespace}0`],
           )
         : filter.runnerId === undefined
-          ? this.#all("SELECT * FROM workspaces ORDER BY created_at, container_name")
-          : this.#all("SELECT * FROM workspaces WHERE runner_id = ? ORDER BY created_at, container_name", [
+          ? this.#db.all("SELECT * FROM workspaces ORDER BY created_at, container_name")
+          : this.#db.all("SELECT * FROM workspaces WHERE runner_id = ? ORDER BY created_at, container_name", [
               filter.runnerId,
             ]);
     return rows.map(toWorkspace);
   }
 
   async countWorkspacesByRunner(): Promise<Map<string, number>> {
-    const rows = this.#all("SELECT runner_id, COUNT(*) AS n FROM workspaces GROUP BY runner_id");
+    const rows = this.#db.all("SELECT runner_id, COUNT(*) AS n FROM workspaces GROUP BY runner_id");
     return new Map(rows.map((row) => [String(row.runner_id), Number(row.n)]));
   }
 
@@ -317,7 +311,7 @@ export class SqliteStore implements Store {
     containerName: string,
     patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,
   ): Promise<WorkspaceRecord | undefined> {
-    const row = this.#get(
+    const row = this.#db.get(
       `UPDATE workspaces SET status = COALESCE(?, status), endpoint = COALESCE(?, endpoint), updated_at = ?
        WHERE container_name = ? RETURNING *`,
       [patch.status ?? null, patch.endpoint ?? null, this.#iso(), containerName],
@@ -326,14 +320,14 @@ export class SqliteStore implements Store {
   }
 
   async deleteWorkspace(containerName: string): Promise<boolean> {
-    return this.#tx(() => {
-      this.#run(
+    return this.#db.transaction(() => {
+      this.#db.run(
         "DELETE FROM frames WHERE session_id IN (SELECT session_id FROM sessions WHERE container_name = ?)",
         [containerName],
       );
-      this.#run("DELETE FROM sessions WHERE container_name = ?", [containerName]);
-      this.#run("DELETE FROM idempotency_keys WHERE container_name = ?", [containerName]);
-      return this.#run("DELETE FROM workspaces WHERE container_name = ?", [containerName]) > 0;
+      this.#db.run("DELETE FROM sessions WHERE container_name = ?", [containerName]);
+      this.#db.run("DELETE FROM idempotency_keys WHERE container_name = ?", [containerName]);
+      return this.#db.run("DELETE FROM workspaces WHERE container_name = ?", [containerName]) > 0;
     });
   }
 
@@ -341,8 +335,8 @@ export class SqliteStore implements Store {
 
   async insertSession(s: NewSession): Promise<SessionRecord> {
     const now = this.#iso();
-    const row = this.#conflictAware(() =>
-      this.#get(
+    const row = this.#db.conflictAware(() =>
+      this.#db.get(
         `INSERT INTO sessions (session_id, container_name, agent_ref, state, reason, runner_id, last_seq, created_at, updated_at)
          VALUES (?, ?, ?, ?, NULL, ?, 0, ?, ?) RETURNING *`,
         [s.session_id, s.container_name, s.agent_ref, s.state, s.runner_id, now, now],
@@ -353,7 +347,7 @@ export class SqliteStore implements Store {
   }
 
   async getSession(sessionId: string): Promise<SessionRecord | undefined> {
-    const row = this.#get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
+    const row = this.#db.get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
     return row ? toSession(row) : undefined;
   }
 
@@ -378,23 +372,23 @@ export class SqliteStore implements Store {
       params.push(...filter.states);
     }
     const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, session_id`;
-    return this.#all(sql, params).map(toSession);
+    return this.#db.all(sql, params).map(toSession);
   }
 
   async countSessionsByState(): Promise<Map<SessionState, number>> {
-    const rows = this.#all("SELECT state, COUNT(*) AS n FROM sessions GROUP BY state");
+    const rows = this.#db.all("SELECT state, COUNT(*) AS n FROM sessions GROUP BY state");
     return new Map(rows.map((row) => [String(row.state) as SessionState, Number(row.n)]));
   }
 
   async transitionSession(sessionId: string, change: SessionChange): Promise<Transition | undefined> {
-    return this.#tx(() => {
-      const current = this.#get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
+    return this.#db.transaction(() => {
+      const current = this.#db.get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
       if (!current) return undefined;
       const previous = String(current.state) as SessionState;
       if (previous === change.state) return undefined;
       if (change.from && !change.from.includes(previous)) return undefined;
       const now = this.#iso();
-      this.#run("UPDATE sessions SET state = ?, reason = ?, updated_at = ? WHERE session_id = ?", [
+      this.#db.run("UPDATE sessions SET state = ?, reason = ?, updated_at = ? WHERE session_id = ?", [
         change.state,
         change.reason ?? null,
         now,
@@ -403,7 +397,7 @@ export class SqliteStore implements Store {
       const payload: Record<string, unknown> = { state: change.state };
       if (change.reason !== undefined) payload.reason = change.reason;
       const frame = this.#appendFrame(sessionId, { type: "status", ts: now, payload });
-      const session = this.#get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
+      const session = this.#db.get("SELECT * FROM sessions WHERE session_id = ?", [sessionId]);
       if (!frame || !session) throw new Error(`session ${sessionId} vanished inside a transaction`);
       return { session: toSession(session), previous, frame };
     });
@@ -415,17 +409,17 @@ export class SqliteStore implements Store {
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
   ): Promise<StoredFrame | undefined> {
-    return this.#tx(() => this.#appendFrame(sessionId, frame));
+    return this.#db.transaction(() => this.#appendFrame(sessionId, frame));
   }
 
   async readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]> {
     const rows =
       query.sessionId === undefined
-        ? this.#all("SELECT id, body FROM frames WHERE id > ? ORDER BY id LIMIT ?", [
+        ? this.#db.all("SELECT id, body FROM frames WHERE id > ? ORDER BY id LIMIT ?", [
             query.after,
             query.limit,
           ])
-        : this.#all("SELECT id, body FROM frames WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?", [
+        : this.#db.all("SELECT id, body FROM frames WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?", [
             query.sessionId,
             query.after,
             query.limit,
@@ -438,7 +432,7 @@ export class SqliteStore implements Store {
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
   ): StoredFrame | undefined {
-    const bumped = this.#get(
+    const bumped = this.#db.get(
       "UPDATE sessions SET last_seq = last_seq + 1 WHERE session_id = ? RETURNING last_seq",
       [sessionId],
     );
@@ -452,13 +446,12 @@ export class SqliteStore implements Store {
       ts: frame.ts,
       payload: frame.payload,
     };
-    const inserted = this.#get("INSERT INTO frames (session_id, seq, body) VALUES (?, ?, ?) RETURNING id", [
-      sessionId,
-      seq,
-      JSON.stringify(full),
-    ]);
+    const inserted = this.#db.get(
+      "INSERT INTO frames (session_id, seq, body) VALUES (?, ?, ?) RETURNING id",
+      [sessionId, seq, JSON.stringify(full)],
+    );
     if (!inserted) throw new Error("frame insert returned no row");
-    this.#run("DELETE FROM frames WHERE session_id = ? AND seq <= ?", [
+    this.#db.run("DELETE FROM frames WHERE session_id = ? AND seq <= ?", [
       sessionId,
       seq - this.#frameBufferSize,
     ]);
@@ -470,56 +463,6 @@ export class SqliteStore implements Store {
   #iso(): string {
     return this.#now().toISOString();
   }
-
-  #prepare(sql: string): StatementSync {
-    let statement = this.#statements.get(sql);
-    if (!statement) {
-      statement = this.#db.prepare(sql);
-      this.#statements.set(sql, statement);
-    }
-    return statement;
-  }
-
-  #get(sql: string, params: SQLInputValue[] = []): Row | undefined {
-    return this.#prepare(sql).get(...params) as Row | undefined;
-  }
-
-  #all(sql: string, params: SQLInputValue[] = []): Row[] {
-    return this.#prepare(sql).all(...params) as Row[];
-  }
-
-  #run(sql: string, params: SQLInputValue[] = []): number {
-    return Number(this.#prepare(sql).run(...params).changes);
-  }
-
-  /** Synchronous, so nothing else interleaves; BEGIN IMMEDIATE so another process waits for us. */
-  #tx<T>(fn: () => T): T {
-    this.#db.exec("BEGIN IMMEDIATE");
-    try {
-      const result = fn();
-      this.#db.exec("COMMIT");
-      return result;
-    } catch (error) {
-      this.#db.exec("ROLLBACK");
-      throw error;
-    }
-  }
-
-  #conflictAware<T>(fn: () => T): T {
-    try {
-      return fn();
-    } catch (error) {
-      const e = error as { code?: string; errcode?: number; message?: string };
-      // SQLITE_CONSTRAINT_UNIQUE (2067) and SQLITE_CONSTRAINT_PRIMARYKEY (1555).
-      if (e.code === "ERR_SQLITE_ERROR" && (e.errcode === 2067 || e.errcode === 1555))
-        throw new StoreConflictError(e.message ?? "uniqueness conflict");
-      throw error;
-    }
-  }
-}
-
-function optionalString(value: SQLOutputValue | undefined): string | undefined {
-  return value === null || value === undefined ? undefined : String(value);
 }
 
 function toRunner(row: Row): RunnerRecord {

@@ -1,0 +1,239 @@
+import { join } from "node:path";
+import type { Hono } from "hono";
+import type { Admission } from "./admission.ts";
+import { buildApp } from "./app.ts";
+import type { ServerConfig } from "./config.ts";
+import { offeredCredentialEnv } from "./credential-env.ts";
+import { EgressGuard } from "./egress-guard.ts";
+import { EventBus } from "./event-bus.ts";
+import { type RunningHarness, startHarness } from "./harness-wiring.ts";
+import { Lifecycle } from "./lifecycle.ts";
+import { jsonLogger, type Logger } from "./log.ts";
+import { type ServerMetrics, startMetrics } from "./metrics-wiring.ts";
+import { NamespaceQuotas, sessionKey } from "./namespace-quotas.ts";
+import { ProvisionRecorder } from "./provision-recorder.ts";
+import { RunnerHub } from "./runner-hub.ts";
+import { RuntimeApproval } from "./runtime-approval.ts";
+import { SessionJournal } from "./session-journal.ts";
+import { registerShippedRuntimes } from "./shipped-runtimes.ts";
+import { SqliteDatabase } from "./store/sqlite-database.ts";
+import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
+import { SqliteStore } from "./store/sqlite-store.ts";
+import { WarmPools } from "./warm-pools.ts";
+import { Workspaces } from "./workspaces.ts";
+
+/** What a caller (the CLI, a test) may set beyond the config: everything else the root builds. */
+export type ServerOverrides = {
+  /** @default JSON lines on stderr */
+  log?: Logger;
+  /**
+   * Where Agent `secretRef` credentials are read: the environment offered to sessions.
+   * @default the variables of process.env that `config.credentialEnv` lists (offeredCredentialEnv)
+   */
+  secretEnv?: Record<string, string | undefined>;
+  /** Keep-alive comment interval of event streams. @default 15000 */
+  keepAliveMs?: number;
+};
+
+/** Every service of one server process, each built once. */
+export type ComposedServer = {
+  config: ServerConfig;
+  log: Logger;
+  /** The one connection to `<data-dir>/agent-sessions.db` every store shares. */
+  database: SqliteDatabase;
+  store: SqliteStore;
+  harnessStore: SqliteHarnessStore;
+  bus: EventBus;
+  journal: SessionJournal;
+  hub: RunnerHub;
+  admission: Admission;
+  /** The one Workspaces: RPCs, SendAgentMessage and HarnessSessions place through its lock. */
+  workspaces: Workspaces;
+  lifecycle: Lifecycle;
+  warmPools: WarmPools;
+  harness: RunningHarness;
+  observability: ServerMetrics;
+  /** The HTTP API (never listens; main.ts does). */
+  app: Hono;
+  /**
+   * Ends event streams, stops controllers, closes runner links, runs `beforeDatabase` (main.ts
+   * closes the listener there), closes the database. Idempotent.
+   */
+  close(beforeDatabase?: () => Promise<void>): Promise<void>;
+};
+
+/** Where the server keeps its SQLite file. */
+export function databasePathOf(config: Pick<ServerConfig, "dataDir">): string {
+  return join(config.dataDir, "agent-sessions.db");
+}
+
+/**
+ * The composition root: the config, parsed once by the caller, in; every service of the server
+ * built once, out. `startServer` (main.ts) listens on top of it; tests build through it too, with
+ * overrides, so what they test is wired as production is.
+ */
+export async function composeServer(
+  config: ServerConfig,
+  overrides: ServerOverrides = {},
+): Promise<ComposedServer> {
+  const log = overrides.log ?? jsonLogger("server");
+  const secretEnv = overrides.secretEnv ?? offeredCredentialEnv(config.credentialEnv ?? [], process.env);
+  const database = new SqliteDatabase(databasePathOf(config));
+  const store = new SqliteStore(database, { frameBufferSize: config.frameBufferSize });
+  const harnessStore = new SqliteHarnessStore(database);
+  const bus = new EventBus();
+  const admission: Admission = {
+    egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny ?? [] }),
+    runtimes: new RuntimeApproval({
+      ...(config.approvedRegistries ? { registries: config.approvedRegistries } : {}),
+      ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),
+      referenceImage: config.referenceImage,
+      piImage: config.piImage,
+      compassImage: config.compassImage,
+      hermesImage: config.hermesImage,
+    }),
+    quotas: new NamespaceQuotas(config.namespaceQuotas ?? {}),
+  };
+  // A namespace's sessions: its workspaces here, its HarnessSessions in the harness store (harness-wiring.ts).
+  admission.quotas?.addSessionSource(async (namespace) =>
+    (await store.listWorkspaces({ namespace })).map((w) => sessionKey(w.agent_ref, w.workstream)),
+  );
+  const journal = new SessionJournal(store, bus);
+  const hub = new RunnerHub({
+    store,
+    journal,
+    adminToken: config.adminToken,
+    runnerToken: config.runnerToken,
+    heartbeatMs: config.heartbeatMs,
+    reattachWindowMs: config.reattachWindowMs,
+    commandTimeoutMs: config.commandTimeoutMs,
+    ...(config.maxRunnerCapacity !== undefined ? { maxRunnerCapacity: config.maxRunnerCapacity } : {}),
+    ...(config.runnerRegistration !== undefined ? { registration: config.runnerRegistration } : {}),
+    frameBudget: {
+      ...(config.sessionFramesPerSecond ? { framesPerSecond: config.sessionFramesPerSecond } : {}),
+      ...(config.sessionFrameBytesPerSecond ? { bytesPerSecond: config.sessionFrameBytesPerSecond } : {}),
+    },
+    log,
+  });
+  const observability = startMetrics({ store, harnessStore, hub, log });
+  const shutdown = new AbortController();
+  let harness: RunningHarness | undefined;
+  const closeAll = async (beforeDatabase?: () => Promise<void>) => {
+    shutdown.abort();
+    await harness?.close();
+    await hub.close();
+    await beforeDatabase?.();
+    await store.close();
+    await harnessStore.close();
+    database.close();
+  };
+  try {
+    await registerShippedRuntimes(
+      store,
+      {
+        reference: config.referenceImage,
+        pi: config.piImage,
+        compass: config.compassImage,
+        hermes: config.hermesImage,
+      },
+      log,
+    );
+    // Sessions of a previous run wait for their runners to reattach (or the window to close).
+    await hub.recover();
+    // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/warm-pool.ts).
+    const warmPools = new WarmPools({ store, runners: hub, log, admission, secretEnv });
+    // One Workspaces (one placement lock) for every path that creates a workspace; it records the
+    // digest each provision resolved, which HarnessSession status reports.
+    const digests = new ProvisionRecorder(hub);
+    const workspaces = new Workspaces({
+      store,
+      runners: digests,
+      journal,
+      log,
+      secretEnv,
+      admission,
+      warmPools,
+    });
+    const lifecycle = new Lifecycle({
+      store,
+      runners: hub,
+      journal,
+      log,
+      admission,
+      secretEnv,
+      warmPools,
+      workspaces,
+    });
+    warmPools.start();
+    shutdown.signal.addEventListener("abort", () => warmPools.stop());
+    harness = await startHarness({
+      harnessStore,
+      store,
+      bus,
+      journal,
+      runners: hub,
+      workspaces,
+      digests,
+      sessions: lifecycle.sessions,
+      log,
+      secretEnv,
+      admission,
+      requestTimeoutMs: config.requestTimeoutMs,
+      requestBodyMaxBytes: config.requestBodyMaxBytes,
+      replyMaxBytes: config.replyMaxBytes,
+      idleCheckMs: config.idleCheckMs,
+      ...(config.agentRunsMax !== undefined ? { agentRunsMax: config.agentRunsMax } : {}),
+      autoResumeTimeoutMs: config.autoResumeTimeoutMs,
+      ...(config.restartPolicy ? { restartPolicy: config.restartPolicy } : {}),
+      onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
+    });
+    // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
+    const placeWaiting = harness.resyncUnsettled;
+    hub.onRunnerAttached(placeWaiting);
+    const app = buildApp({
+      store,
+      bus,
+      rpc: lifecycle.handlers,
+      adminToken: config.adminToken,
+      runnerToken: config.runnerToken,
+      shutdown: shutdown.signal,
+      log,
+      admission,
+      harness: harness.routes,
+      runnerAdmin: { runners: hub, onPlacementChanged: placeWaiting },
+      metrics: observability.metrics,
+      metricsPublic: config.metricsPublic ?? false,
+      ...(overrides.keepAliveMs !== undefined ? { keepAliveMs: overrides.keepAliveMs } : {}),
+      ...(config.jsonBodyMaxBytes !== undefined ? { jsonBodyMaxBytes: config.jsonBodyMaxBytes } : {}),
+      ...(config.maxEventSubscribers !== undefined
+        ? { maxEventSubscribers: config.maxEventSubscribers }
+        : {}),
+      ...(config.eventQueueMaxBytes !== undefined ? { eventQueueMaxBytes: config.eventQueueMaxBytes } : {}),
+    });
+    let closing: Promise<void> | undefined;
+    return {
+      config,
+      log,
+      database,
+      store,
+      harnessStore,
+      bus,
+      journal,
+      hub,
+      admission,
+      workspaces,
+      lifecycle,
+      warmPools,
+      harness,
+      observability,
+      app,
+      close: (beforeDatabase) => {
+        closing ??= closeAll(beforeDatabase);
+        return closing;
+      },
+    };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}

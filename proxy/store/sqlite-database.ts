@@ -1,0 +1,93 @@
+import { closeSync, openSync } from "node:fs";
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite";
+import { StoreConflictError } from "./store.ts";
+
+export type Row = Record<string, SQLOutputValue>;
+
+/**
+ * One connection to the server's SQLite file, shared by every store in the process (agent
+ * sessions, HarnessSessions, metrics read through them): WAL mode (readers never block the
+ * writer), prepared statements cached, transactions synchronous inside so nothing interleaves.
+ */
+export class SqliteDatabase {
+  readonly #db: DatabaseSync;
+  /** Prepared statements by SQL text: preparing costs more than running a point query. */
+  readonly #statements = new Map<string, StatementSync>();
+
+  constructor(path: string) {
+    // The file holds adapter tokens and literal credentials: owner only. SQLite gives its
+    // -wal and -shm files the database file's permissions.
+    if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));
+    this.#db = new DatabaseSync(path);
+    this.#db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+  }
+
+  get isOpen(): boolean {
+    return this.#db.isOpen;
+  }
+
+  close(): void {
+    this.#statements.clear();
+    if (this.#db.isOpen) this.#db.close();
+  }
+
+  exec(sql: string): void {
+    this.#db.exec(sql);
+  }
+
+  get(sql: string, params: SQLInputValue[] = []): Row | undefined {
+    return this.#prepare(sql).get(...params) as Row | undefined;
+  }
+
+  all(sql: string, params: SQLInputValue[] = []): Row[] {
+    return this.#prepare(sql).all(...params) as Row[];
+  }
+
+  /** The number of rows changed. */
+  run(sql: string, params: SQLInputValue[] = []): number {
+    return Number(this.#prepare(sql).run(...params).changes);
+  }
+
+  /** Synchronous, so nothing else interleaves; BEGIN IMMEDIATE so another process waits for us. */
+  transaction<T>(fn: () => T): T {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const result = fn();
+      this.#db.exec("COMMIT");
+      return result;
+    } catch (error) {
+      this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  /** `fn`, with a uniqueness violation turned into a StoreConflictError (another writer won). */
+  conflictAware<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      if (isUniqueViolation(error))
+        throw new StoreConflictError((error as { message?: string }).message ?? "uniqueness conflict");
+      throw error;
+    }
+  }
+
+  #prepare(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+}
+
+export function isUniqueViolation(error: unknown): boolean {
+  const e = error as { code?: string; errcode?: number };
+  // SQLITE_CONSTRAINT_UNIQUE (2067) and SQLITE_CONSTRAINT_PRIMARYKEY (1555).
+  return e.code === "ERR_SQLITE_ERROR" && (e.errcode === 2067 || e.errcode === 1555);
+}
+
+export function optionalString(value: SQLOutputValue | undefined): string | undefined {
+  return value === null || value === undefined ? undefined : String(value);
+}
