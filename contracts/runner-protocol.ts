@@ -11,6 +11,9 @@ import { AgentCommand, DigestPinnedImage, EgressRule, SessionSpec } from "./sess
  */
 export const RUNNER_PROTOCOL_VERSION = 1;
 
+/** The largest WebSocket message either side of the runner link accepts (server and runner): 8 MiB. */
+export const RUNNER_LINK_MAX_FRAME_BYTES = 8 * 1024 * 1024;
+
 /**
  * How a runner's own credential begins (PROTOCOL.md §1): the server issues them, the runner
  * presents one as its bearer; anything else it presents is the shared registration token.

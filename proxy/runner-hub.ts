@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
 import { type ApiErrorBody, describeZodError } from "../contracts/errors.ts";
 import {
+  RUNNER_LINK_MAX_FRAME_BYTES,
   RUNNER_PROTOCOL_VERSION,
   type RunnerCommand,
   type RunnerSessionReport,
@@ -107,7 +108,7 @@ export class RunnerHub {
     this.#registration = options.registration ?? "open";
     this.#log = options.log ?? silentLogger;
     this.#frameBudget = new FrameBudget(options.frameBudget);
-    this.#wss = new WebSocketServer({ noServer: true, maxPayload: 8 * 1024 * 1024 });
+    this.#wss = new WebSocketServer({ noServer: true, maxPayload: RUNNER_LINK_MAX_FRAME_BYTES });
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
   }
 

@@ -9,6 +9,7 @@
 import WebSocket from "ws";
 import {
   type CommandResult,
+  RUNNER_LINK_MAX_FRAME_BYTES,
   RUNNER_PROTOCOL_VERSION,
   type RunnerCommand,
   type RunnerSessionReport,
@@ -126,7 +127,7 @@ export class RunnerLink {
     const url = `${this.#o.serverUrl.replace(/^http/, "ws").replace(/\/$/, "")}/v1/runners/connect`;
     const ws = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.#credential.bearer()}` },
-      maxPayload: 8 * 1024 * 1024,
+      maxPayload: RUNNER_LINK_MAX_FRAME_BYTES,
     });
     this.#ws = ws;
     ws.on("open", () => {
