@@ -1,26 +1,26 @@
 import { join } from "node:path";
 import type { Hono } from "hono";
-import type { Admission } from "./admission.ts";
-import { buildApp } from "./app.ts";
+import type { Admission } from "./lifecycle/admission.ts";
+import { buildApp } from "./http/app.ts";
 import type { ServerConfig } from "./config.ts";
-import { offeredCredentialEnv } from "./credential-env.ts";
-import { EgressGuard } from "./egress-guard.ts";
-import { EventBus } from "./event-bus.ts";
+import { offeredCredentialEnv } from "./lifecycle/credential-env.ts";
+import { EgressGuard } from "./lifecycle/egress-guard.ts";
+import { EventBus } from "./lifecycle/event-bus.ts";
 import { type RunningHarness, startHarness } from "./harness-wiring.ts";
-import { Lifecycle } from "./lifecycle.ts";
-import { jsonLogger, type Logger } from "./log.ts";
+import { Lifecycle } from "./lifecycle/lifecycle.ts";
+import { jsonLogger, type Logger } from "./observability/log.ts";
 import { type ServerMetrics, startMetrics } from "./metrics-wiring.ts";
-import { NamespaceQuotas, sessionKey } from "./namespace-quotas.ts";
-import { ProvisionRecorder } from "./provision-recorder.ts";
-import { RunnerHub } from "./runner-hub.ts";
-import { RuntimeApproval } from "./runtime-approval.ts";
-import { SessionJournal } from "./session-journal.ts";
-import { registerShippedRuntimes } from "./shipped-runtimes.ts";
+import { NamespaceQuotas, sessionKey } from "./lifecycle/namespace-quotas.ts";
+import { ProvisionRecorder } from "./lifecycle/provision-recorder.ts";
+import { RunnerHub } from "./runners/runner-hub.ts";
+import { RuntimeApproval } from "./lifecycle/runtime-approval.ts";
+import { SessionJournal } from "./lifecycle/session-journal.ts";
+import { registerShippedRuntimes } from "./lifecycle/shipped-runtimes.ts";
 import { SqliteDatabase } from "./store/sqlite-database.ts";
 import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
-import { WarmPools } from "./warm-pools.ts";
-import { Workspaces } from "./workspaces.ts";
+import { WarmPools } from "./lifecycle/warm-pools.ts";
+import { Workspaces } from "./lifecycle/workspaces.ts";
 
 /** What a caller (the CLI, a test) may set beyond the config: everything else the root builds. */
 export type ServerOverrides = {

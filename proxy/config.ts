@@ -4,11 +4,11 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
-import { CredentialEnvAllowlist } from "./credential-env.ts";
-import { type EgressDeny, EgressDenyList } from "./egress-guard.ts";
-import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./namespace-quotas.ts";
-import type { RestartPolicy } from "./restart-policy.ts";
-import { ApprovedRegistryList, ApprovedRuntimeList } from "./runtime-approval.ts";
+import { CredentialEnvAllowlist } from "./lifecycle/credential-env.ts";
+import { type EgressDeny, EgressDenyList } from "./lifecycle/egress-guard.ts";
+import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./lifecycle/namespace-quotas.ts";
+import type { RestartPolicy } from "./harness/restart-policy.ts";
+import { ApprovedRegistryList, ApprovedRuntimeList } from "./lifecycle/runtime-approval.ts";
 
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");

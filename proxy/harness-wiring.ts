@@ -1,21 +1,21 @@
-import type { Admission } from "./admission.ts";
-import { AgentRuns } from "./agent-runs.ts";
-import { AutoResumer } from "./auto-resumer.ts";
-import type { EventBus } from "./event-bus.ts";
-import { HarnessController, harnessWorkstream } from "./harness-controller.ts";
-import type { HarnessRoutesOptions } from "./harness-routes.ts";
-import { HarnessSessions } from "./harness-sessions.ts";
-import { IdleController } from "./idle-controller.ts";
-import type { Logger } from "./log.ts";
-import { sessionKey } from "./namespace-quotas.ts";
-import type { ProvisionRecorder } from "./provision-recorder.ts";
-import { type RelayLink, RequestRelay } from "./request-relay.ts";
-import type { SessionJournal } from "./session-journal.ts";
-import type { Sessions } from "./sessions.ts";
+import type { Admission } from "./lifecycle/admission.ts";
+import { AgentRuns } from "./harness/agent-runs.ts";
+import { AutoResumer } from "./harness/auto-resumer.ts";
+import type { EventBus } from "./lifecycle/event-bus.ts";
+import { HarnessController, harnessWorkstream } from "./harness/harness-controller.ts";
+import type { HarnessRoutesOptions } from "./http/harness-routes.ts";
+import { HarnessSessions } from "./harness/harness-sessions.ts";
+import { IdleController } from "./harness/idle-controller.ts";
+import type { Logger } from "./observability/log.ts";
+import { sessionKey } from "./lifecycle/namespace-quotas.ts";
+import type { ProvisionRecorder } from "./lifecycle/provision-recorder.ts";
+import { type RelayLink, RequestRelay } from "./relay/request-relay.ts";
+import type { SessionJournal } from "./lifecycle/session-journal.ts";
+import type { Sessions } from "./lifecycle/sessions.ts";
 import type { HarnessStore } from "./store/harness-store.ts";
 import type { Store } from "./store/store.ts";
-import type { RestartPolicy } from "./restart-policy.ts";
-import type { Workspaces } from "./workspaces.ts";
+import type { RestartPolicy } from "./harness/restart-policy.ts";
+import type { Workspaces } from "./lifecycle/workspaces.ts";
 
 export type HarnessWiringOptions = {
   /** HarnessSessions' tables (in the server's one database). */

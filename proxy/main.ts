@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { createAdaptorServer } from "@hono/node-server";
 import { composeServer, type ServerOverrides } from "./compose-server.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
-import { RUNNER_CONNECT_PATH } from "./runner-hub.ts";
-import { issueRunnerCredential } from "./runner-identity.ts";
+import { RUNNER_CONNECT_PATH } from "./runners/runner-hub.ts";
+import { issueRunnerCredential } from "./runners/runner-identity.ts";
 
 export type StartServerOptions = ServerOverrides;
 

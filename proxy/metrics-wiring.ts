@@ -1,7 +1,7 @@
-import type { Logger } from "./log.ts";
-import { Metrics } from "./metrics.ts";
-import { timeRunnerCommands } from "./command-metrics.ts";
-import type { RunnerHub } from "./runner-hub.ts";
+import type { Logger } from "./observability/log.ts";
+import { Metrics } from "./observability/metrics.ts";
+import { timeRunnerCommands } from "./runners/command-metrics.ts";
+import type { RunnerHub } from "./runners/runner-hub.ts";
 import type { HarnessStore } from "./store/harness-store.ts";
 import type { Store } from "./store/store.ts";
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ServerConfig } from "../config.ts";
-import { silentLogger } from "../log.ts";
+import { silentLogger } from "../observability/log.ts";
 import { type RunningServer, startServer } from "../main.ts";
 import { FakeRunner, type FakeRunnerOptions } from "./fake-runner.ts";
 import { SseClient } from "./sse-client.ts";

@@ -30,7 +30,7 @@
 import { rmSync } from "node:fs";
 import type { SessionOutputs, SessionSpecInput } from "../../contracts/session-spec.ts";
 import { workloadName } from "../../contracts/session-spec.ts";
-import { ensureNamespace, type KubeClients, kubeClients } from "../engine/kube-harness.ts";
+import { ensureNamespace, type KubeClients, kubeClients } from "../support/kube-harness.ts";
 import {
   dockerClient,
   dockerObjectsOf,
@@ -38,8 +38,8 @@ import {
   stackManagerFor,
   tempDir,
   uniqueName,
-} from "../engine/session-harness.ts";
-import { applyTestbedEnv, referenceImage } from "../engine/testbed.ts";
+} from "../support/session-harness.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 const engines = ["docker", "kubernetes"] as const;
 type Engine = (typeof engines)[number];

@@ -19,9 +19,9 @@
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import type { Frame } from "../../contracts/compass.ts";
-import { removeEverything, setUpNamespace, sseEvents } from "../engine/agent-system.ts";
-import { System } from "../engine/system.ts";
-import { applyTestbedEnv } from "../engine/testbed.ts";
+import { removeEverything, setUpNamespace, sseEvents } from "../support/agent-system.ts";
+import { System } from "../support/system.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 const runs = Number(process.argv[2] ?? 20);
 const floodFrames = Number(process.argv[3] ?? 20_000);

@@ -41,9 +41,9 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Agent as Dispatcher, request } from "undici";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { dockerClient, dockerExec } from "../engine/session-harness.ts";
-import { BRIDGE_IP, type Json, System } from "../engine/system.ts";
-import { applyTestbedEnv, repoRoot } from "../engine/testbed.ts";
+import { dockerClient, dockerExec } from "../support/session-harness.ts";
+import { BRIDGE_IP, type Json, System } from "../support/system.ts";
+import { applyTestbedEnv, repoRoot } from "../support/testbed.ts";
 
 const { values: args } = parseArgs({
   options: {

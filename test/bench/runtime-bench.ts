@@ -20,10 +20,10 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { type Engine, type EngineProbe, dockerProbe, kubernetesProbe } from "../engine/engine-probes.ts";
-import { dockerClient } from "../engine/session-harness.ts";
-import { BRIDGE_IP, System, until } from "../engine/system.ts";
-import { applyTestbedEnv, builtImage } from "../engine/testbed.ts";
+import { type Engine, type EngineProbe, dockerProbe, kubernetesProbe } from "../support/engine-probes.ts";
+import { dockerClient } from "../support/session-harness.ts";
+import { BRIDGE_IP, System, until } from "../support/system.ts";
+import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
 import { startModelServer } from "../fixtures/model-server.ts";
 
 const API = "agent-sessions.dev/v1alpha1";

@@ -20,7 +20,7 @@ import Docker from "dockerode";
 import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { isolateBridge, removeBridgeRules } from "../../infra/docker-provider/host-isolation.ts";
 import { StackManager } from "../../stacks/index.ts";
-import { applyTestbedEnv, referenceImage } from "../engine/testbed.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 const operations = ["create", "scaleDown", "resume", "destroy"] as const;
 type Operation = (typeof operations)[number];

@@ -20,9 +20,9 @@ import {
   removeEverything,
   setUpNamespace,
   stacksOf,
-} from "../engine/agent-system.ts";
-import { System, until } from "../engine/system.ts";
-import { applyTestbedEnv, referenceImage } from "../engine/testbed.ts";
+} from "../support/agent-system.ts";
+import { System, until } from "../support/system.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 import { workloadName } from "../../contracts/session-spec.ts";
 
 const warmRuns = Number(process.argv[2] ?? 10);

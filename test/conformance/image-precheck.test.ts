@@ -9,8 +9,8 @@ import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dockerClient, uniqueName } from "../engine/session-harness.ts";
-import { referenceImage } from "../engine/testbed.ts";
+import { dockerClient, uniqueName } from "../support/session-harness.ts";
+import { referenceImage } from "../support/testbed.ts";
 import { imageLacks } from "./image-precheck.ts";
 
 const BROKEN = `${uniqueName("conformance-broken")}:latest`;

@@ -21,10 +21,10 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { dockerProbe, type Engine, type EngineProbe, kubernetesProbe } from "../engine/engine-probes.ts";
-import { dockerClient } from "../engine/session-harness.ts";
-import { BRIDGE_IP, followEvents, type Json, System, until } from "../engine/system.ts";
-import { applyTestbedEnv, builtImage } from "../engine/testbed.ts";
+import { dockerProbe, type Engine, type EngineProbe, kubernetesProbe } from "../support/engine-probes.ts";
+import { dockerClient } from "../support/session-harness.ts";
+import { BRIDGE_IP, followEvents, type Json, System, until } from "../support/system.ts";
+import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
 import { imageLacks } from "./image-precheck.ts";
 
 /**

@@ -25,9 +25,9 @@ import {
   setUpNamespace,
   stacksOf,
   statesOf,
-} from "./agent-system.ts";
-import { followEvents, type SseEvent, System, until } from "./system.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+} from "../support/agent-system.ts";
+import { followEvents, type SseEvent, System, until } from "../support/system.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

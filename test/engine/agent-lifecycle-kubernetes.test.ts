@@ -12,10 +12,10 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { isPodReady } from "../../runner/kubernetes.ts";
 import { agentLifecycleScenarios } from "./agent-lifecycle-scenarios.ts";
-import { kubernetesProbe } from "./engine-probes.ts";
-import { kubeClients } from "./kube-harness.ts";
-import { until } from "./system.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+import { kubernetesProbe } from "../support/engine-probes.ts";
+import { kubeClients } from "../support/kube-harness.ts";
+import { until } from "../support/system.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

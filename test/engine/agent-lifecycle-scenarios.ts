@@ -19,9 +19,9 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Frame } from "../../contracts/compass.ts";
 import { SESSION_FILE_NAME } from "../../runner/session-file.ts";
-import { agentStarts, SessionFollower, setUpNamespace, stacksOf } from "./agent-system.ts";
-import type { Engine, EngineProbe } from "./engine-probes.ts";
-import { System, until } from "./system.ts";
+import { agentStarts, SessionFollower, setUpNamespace, stacksOf } from "../support/agent-system.ts";
+import type { Engine, EngineProbe } from "../support/engine-probes.ts";
+import { System, until } from "../support/system.ts";
 
 export type AgentLifecycleOptions = {
   /** The runner's engine (`runner --engine …`). */

@@ -5,8 +5,8 @@
  * (agent-lifecycle-scenarios.ts); engine-side checks and actions go through dockerd.
  */
 import { agentLifecycleScenarios } from "./agent-lifecycle-scenarios.ts";
-import { dockerProbe } from "./engine-probes.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+import { dockerProbe } from "../support/engine-probes.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

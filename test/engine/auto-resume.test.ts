@@ -12,8 +12,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { dockerProbe, type EngineProbe } from "./engine-probes.ts";
-import { BRIDGE_IP, followEvents, type Json, System, until } from "./system.ts";
+import { dockerProbe, type EngineProbe } from "../support/engine-probes.ts";
+import { BRIDGE_IP, followEvents, type Json, System, until } from "../support/system.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";

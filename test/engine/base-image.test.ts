@@ -5,7 +5,7 @@
  */
 import Docker from "dockerode";
 import { afterAll, describe, expect, it } from "vitest";
-import { applyTestbedEnv, builtImage, registry } from "./testbed.ts";
+import { applyTestbedEnv, builtImage, registry } from "../support/testbed.ts";
 
 applyTestbedEnv();
 const docker = new Docker({ socketPath: (process.env.DOCKER_HOST ?? "").replace(/^unix:\/\//, "") });

@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { BRIDGE_IP, type Json, System, until } from "./system.ts";
-import { referenceImage, repoRoot } from "./testbed.ts";
+import { BRIDGE_IP, type Json, System, until } from "../support/system.ts";
+import { referenceImage, repoRoot } from "../support/testbed.ts";
 
 const bin = join(repoRoot, "bin", "agent-sessions");
 let system: System;

@@ -25,9 +25,9 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_VERSION } from "../../contracts/resources.ts";
 import { Labels } from "../../contracts/session-spec.ts";
-import { ensureNamespace, isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
-import { until } from "./system.ts";
-import { applyTestbedEnv, referenceImage, repoRoot, testbedHome } from "./testbed.ts";
+import { ensureNamespace, isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
+import { until } from "../support/system.ts";
+import { applyTestbedEnv, referenceImage, repoRoot, testbedHome } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

@@ -27,8 +27,8 @@ import {
   stackManagerFor,
   tempDir,
   uniqueName,
-} from "./session-harness.ts";
-import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+} from "../support/session-harness.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

@@ -1,6 +1,6 @@
 import Docker from "dockerode";
 import { afterAll, describe, expect, it } from "vitest";
-import { applyTestbedEnv, referenceImage, registry } from "./testbed.ts";
+import { applyTestbedEnv, referenceImage, registry } from "../support/testbed.ts";
 
 applyTestbedEnv();
 const docker = new Docker({ socketPath: (process.env.DOCKER_HOST ?? "").replace(/^unix:\/\//, "") });

@@ -3,7 +3,7 @@
  * fails the whole tier fails with the script's message — an engine test is never skipped.
  */
 import { spawnSync } from "node:child_process";
-import { applyTestbedEnv, testbedScript } from "./testbed.ts";
+import { applyTestbedEnv, testbedScript } from "../support/testbed.ts";
 
 export default function setup(): void {
   const parts = (

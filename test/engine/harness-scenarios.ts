@@ -14,10 +14,10 @@ import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import type { Engine, EngineProbe } from "./engine-probes.ts";
-import { backendStateText, dockerClient } from "./session-harness.ts";
-import { BRIDGE_IP, type Json, System, until } from "./system.ts";
-import { referenceImage, repoRoot } from "./testbed.ts";
+import type { Engine, EngineProbe } from "../support/engine-probes.ts";
+import { backendStateText, dockerClient } from "../support/session-harness.ts";
+import { BRIDGE_IP, type Json, System, until } from "../support/system.ts";
+import { referenceImage, repoRoot } from "../support/testbed.ts";
 
 export type HarnessScenarioOptions = {
   /** The runner's engine (`runner --engine …`). */

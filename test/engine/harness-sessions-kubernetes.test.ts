@@ -6,9 +6,9 @@
  * checks go through the API server and the test bed's kubectl.
  */
 import { randomBytes } from "node:crypto";
-import { kubernetesProbe } from "./engine-probes.ts";
+import { kubernetesProbe } from "../support/engine-probes.ts";
 import { harnessSessionScenarios } from "./harness-scenarios.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

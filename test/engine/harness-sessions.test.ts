@@ -4,7 +4,7 @@
  * loopback model server through its session network's gateway. The scenarios themselves are
  * shared with the Kubernetes run (harness-scenarios.ts); engine-side checks go through dockerd.
  */
-import { dockerProbe } from "./engine-probes.ts";
+import { dockerProbe } from "../support/engine-probes.ts";
 import { harnessSessionScenarios } from "./harness-scenarios.ts";
 
 harnessSessionScenarios({ engine: "docker", probe: () => dockerProbe() });

@@ -7,7 +7,7 @@
  */
 import type { SessionSpecInput } from "../../contracts/session-spec.ts";
 import type { SessionSecrets } from "../../stacks/index.ts";
-import { stackManagerFor } from "./session-harness.ts";
+import { stackManagerFor } from "../support/session-harness.ts";
 
 const { dataDir, spec, secrets } = JSON.parse(process.argv[2] ?? "{}") as {
   dataDir: string;

@@ -24,7 +24,7 @@ import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "../../run
 import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
-import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

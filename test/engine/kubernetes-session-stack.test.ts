@@ -10,9 +10,9 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SessionSpecInput, workloadName } from "../../contracts/session-spec.ts";
 import type { StackManager } from "../../stacks/index.ts";
-import { ensureNamespace, isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
-import { backendStateText, stackManagerFor, tempDir, uniqueName, until } from "./session-harness.ts";
-import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+import { ensureNamespace, isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
+import { backendStateText, stackManagerFor, tempDir, uniqueName, until } from "../support/session-harness.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

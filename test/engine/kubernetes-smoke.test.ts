@@ -13,7 +13,7 @@ import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { applyTestbedEnv, testbedHome } from "./testbed.ts";
+import { applyTestbedEnv, testbedHome } from "../support/testbed.ts";
 
 applyTestbedEnv();
 const kubectlBin = join(testbedHome, "kubernetes", "bin", "kubectl");

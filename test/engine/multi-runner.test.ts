@@ -20,9 +20,9 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { StackManager } from "../../stacks/index.ts";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { containersOf, removeEverything, setUpNamespace } from "./agent-system.ts";
-import { BRIDGE_IP, type Json, type Proc, System, until } from "./system.ts";
-import { applyTestbedEnv, repoRoot } from "./testbed.ts";
+import { containersOf, removeEverything, setUpNamespace } from "../support/agent-system.ts";
+import { BRIDGE_IP, type Json, type Proc, System, until } from "../support/system.ts";
+import { applyTestbedEnv, repoRoot } from "../support/testbed.ts";
 import { workloadName } from "../../contracts/session-spec.ts";
 
 applyTestbedEnv();

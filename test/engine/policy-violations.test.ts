@@ -16,7 +16,7 @@ import {
 } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PLUGIN_BIN_DIR } from "../../stacks/options.ts";
-import { ensureNamespace, kubeClients } from "./kube-harness.ts";
+import { ensureNamespace, kubeClients } from "../support/kube-harness.ts";
 import {
   dockerClient,
   removeSessionLeftovers,
@@ -24,8 +24,8 @@ import {
   repoRoot,
   tempDir,
   uniqueName,
-} from "./session-harness.ts";
-import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+} from "../support/session-harness.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

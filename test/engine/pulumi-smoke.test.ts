@@ -8,8 +8,8 @@ import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { LocalWorkspace, PulumiCommand, type Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pulumiBinary, repoRoot, tempDir } from "./session-harness.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+import { pulumiBinary, repoRoot, tempDir } from "../support/session-harness.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

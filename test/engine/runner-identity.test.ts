@@ -16,9 +16,9 @@ import { join } from "node:path";
 import WebSocket from "ws";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { RUNNER_PROTOCOL_VERSION } from "../../contracts/runner-protocol.ts";
-import { removeEverything, SessionFollower, setUpNamespace } from "./agent-system.ts";
-import { launch, System, until } from "./system.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+import { removeEverything, SessionFollower, setUpNamespace } from "../support/agent-system.ts";
+import { launch, System, until } from "../support/system.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

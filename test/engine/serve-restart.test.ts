@@ -26,10 +26,10 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { dockerCli } from "./agent-system.ts";
-import { dockerClient, removeSessionLeftovers } from "./session-harness.ts";
-import { BRIDGE_IP, type Json, System } from "./system.ts";
-import { applyTestbedEnv, repoRoot } from "./testbed.ts";
+import { dockerCli } from "../support/agent-system.ts";
+import { dockerClient, removeSessionLeftovers } from "../support/session-harness.ts";
+import { BRIDGE_IP, type Json, System } from "../support/system.ts";
+import { applyTestbedEnv, repoRoot } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

@@ -23,8 +23,8 @@ import {
   tempDir,
   uniqueName,
   until,
-} from "./session-harness.ts";
-import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+} from "../support/session-harness.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

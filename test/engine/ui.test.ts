@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { BRIDGE_IP, System } from "./system.ts";
+import { BRIDGE_IP, System } from "../support/system.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";

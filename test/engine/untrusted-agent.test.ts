@@ -19,9 +19,9 @@ import { readFileSync, rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Frame } from "../../contracts/compass.ts";
 import { API_VERSION } from "../../contracts/resources.ts";
-import { removeEverything, SessionFollower, setUpNamespace } from "./agent-system.ts";
-import { type Json, System, until } from "./system.ts";
-import { applyTestbedEnv } from "./testbed.ts";
+import { removeEverything, SessionFollower, setUpNamespace } from "../support/agent-system.ts";
+import { type Json, System, until } from "../support/system.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
 
 applyTestbedEnv();
 

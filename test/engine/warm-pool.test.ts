@@ -21,9 +21,9 @@ import {
   setUpNamespace,
   stacksOf,
   volumesAndNetworksOf,
-} from "./agent-system.ts";
-import { System, until } from "./system.ts";
-import { applyTestbedEnv, referenceImage } from "./testbed.ts";
+} from "../support/agent-system.ts";
+import { System, until } from "../support/system.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 import { workloadName } from "../../contracts/session-spec.ts";
 
 applyTestbedEnv();

@@ -1,0 +1,52 @@
+import { type Condition, ConditionTypes, HarnessReasons } from "../../contracts/harness-session.ts";
+import { readyOf } from "./harness-status.ts";
+import type { HarnessRecord } from "../store/harness-store.ts";
+
+/**
+ * What a request to a session that is not Ready does when auto-resume is considered:
+ * - `resume`: the session has `spec.autoResume`, is desired running and was stopped for
+ *   IdleTimeout (phase Stopped, or Draining while that idle stop runs): resume it, then serve.
+ * - `join`: it is already on its way up (phase Pending: provisioning, starting, resuming, waiting
+ *   for a runner): wait for Ready, then serve.
+ * - `ready`: it is Ready: serve at once.
+ * - `refuse`: no autoResume, being deleted, stopped by the user (`desiredState: stopped`: the
+ *   user's word wins), Failed (needs a spec write), or draining for another reason: the request
+ *   is answered FAILED_PRECONDITION as before. Pure.
+ */
+export type AutoResumeAction = "resume" | "join" | "ready" | "refuse";
+
+export type AutoResumeStart = { action: AutoResumeAction; record: HarnessRecord | undefined };
+
+export function autoResumePlan(
+  record: Pick<HarnessRecord, "spec" | "phase" | "conditions" | "deletion_requested_at">,
+): AutoResumeAction {
+  if (record.spec.autoResume !== true) return "refuse";
+  if (record.deletion_requested_at !== undefined || record.spec.desiredState !== "running") return "refuse";
+  const reason = readyOf(record.conditions)?.reason;
+  switch (record.phase) {
+    case "Ready":
+      return "ready";
+    case "Pending":
+      return "join";
+    case "Stopped":
+    case "Draining":
+      return reason === HarnessReasons.IdleTimeout ? "resume" : "refuse";
+    case "Failed":
+      return "refuse";
+    default: {
+      const exhaustive: never = record.phase;
+      return exhaustive;
+    }
+  }
+}
+
+/** The AutoResumed condition of an auto-resume that begins `now`, triggered by `requestId`. */
+export function autoResumedCondition(requestId: string, now: string): Condition {
+  return {
+    type: ConditionTypes.AutoResumed,
+    status: "True",
+    reason: HarnessReasons.RequestArrived,
+    message: `request ${requestId} arrived while the session was stopped for IdleTimeout; resumed (spec.autoResume)`,
+    lastTransitionTime: now,
+  };
+}

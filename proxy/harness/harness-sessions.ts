@@ -1,0 +1,191 @@
+import { randomUUID } from "node:crypto";
+import { CodedError } from "../../contracts/errors.ts";
+import {
+  HARNESS_SESSION_KIND,
+  type HarnessSession,
+  HarnessSessionInput,
+  type HarnessSessionSpec,
+  HarnessReasons,
+  IMMUTABLE_SPEC_FIELDS,
+} from "../../contracts/harness-session.ts";
+import { API_VERSION } from "../../contracts/resources.ts";
+import { type HarnessController, harnessWorkstream } from "./harness-controller.ts";
+import { toManifest, withReady } from "./harness-status.ts";
+import { mergePatch } from "../lifecycle/merge-patch.ts";
+import { type NamespaceQuotas, sessionKey } from "../lifecycle/namespace-quotas.ts";
+import { parseInput } from "../lifecycle/request-body.ts";
+import { withPathMetadata } from "../http/resource-routes.ts";
+import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
+
+export type HarnessSessionsOptions = {
+  harness: HarnessStore;
+  controller: Pick<HarnessController, "enqueue" | "delete">;
+  /** A new session over its namespace's quota is refused (RESOURCE_EXHAUSTED). @default none */
+  quotas?: NamespaceQuotas;
+  /** @default () => new Date() */
+  now?: () => Date;
+};
+
+/** Optimistic writes retry this often when another writer bumped the generation first. */
+const WRITE_ATTEMPTS = 5;
+
+/**
+ * The HarnessSession resource: PUT creates or replaces (kubectl-style; `status` in the body is
+ * ignored), PATCH applies a JSON merge patch (RFC 7386) to the manifest, GET reads one or lists,
+ * DELETE tears the session down and forgets it. agentRef and runtimeRef are immutable. Every
+ * accepted write bumps the generation and asks the controller to reconcile.
+ */
+export class HarnessSessions {
+  readonly #harness: HarnessStore;
+  readonly #controller: HarnessSessionsOptions["controller"];
+  readonly #now: () => Date;
+  readonly #quotas: NamespaceQuotas | undefined;
+
+  constructor(options: HarnessSessionsOptions) {
+    this.#harness = options.harness;
+    this.#quotas = options.quotas;
+    this.#controller = options.controller;
+    this.#now = options.now ?? (() => new Date());
+  }
+
+  async list(namespace: string): Promise<{ apiVersion: string; kind: string; items: HarnessSession[] }> {
+    const items = (await this.#harness.listHarnessSessions(namespace)).map(toManifest);
+    return { apiVersion: API_VERSION, kind: `${HARNESS_SESSION_KIND}List`, items };
+  }
+
+  async get(namespace: string, name: string): Promise<HarnessSession> {
+    return toManifest(await this.#existing(namespace, name));
+  }
+
+  async put(
+    namespace: string,
+    name: string,
+    body: unknown,
+  ): Promise<{ session: HarnessSession; created: boolean }> {
+    const input = parseInput(
+      HarnessSessionInput,
+      withPathMetadata(body, namespace, name),
+      HARNESS_SESSION_KIND,
+    );
+    if (input.metadata.name !== name || input.metadata.namespace !== namespace)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `invalid ${HARNESS_SESSION_KIND}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
+        { field_violations: [{ field: "metadata", description: "must match the path" }] },
+      );
+    return this.#write(namespace, name, () => input.spec);
+  }
+
+  async patch(namespace: string, name: string, body: unknown): Promise<HarnessSession> {
+    if (!body || typeof body !== "object" || Array.isArray(body))
+      throw new CodedError("INVALID_ARGUMENT", "a merge patch must be a JSON object (RFC 7386)");
+    const { session } = await this.#write(
+      namespace,
+      name,
+      (current) => {
+        if (!current) throw notFound(namespace, name);
+        const manifest = {
+          apiVersion: API_VERSION,
+          kind: HARNESS_SESSION_KIND,
+          metadata: { name, namespace },
+          spec: current.spec,
+        };
+        // Status is observed, never written by clients: a patch of it is ignored (Kubernetes does so too).
+        const { status: _ignored, ...patch } = body as Record<string, unknown>;
+        const patched = parseInput(HarnessSessionInput, mergePatch(manifest, patch), HARNESS_SESSION_KIND);
+        if (patched.metadata.name !== name || patched.metadata.namespace !== namespace)
+          throw new CodedError("INVALID_ARGUMENT", "metadata.name and metadata.namespace cannot be patched");
+        return patched.spec;
+      },
+      { mustExist: true },
+    );
+    return session;
+  }
+
+  /**
+   * Marks the session deleted (no request is admitted from then on), then waits for the teardown:
+   * the answer is the last state of the session, with its deletionTimestamp.
+   */
+  async delete(namespace: string, name: string): Promise<HarnessSession> {
+    const marked = await this.#harness.markHarnessDeleting(namespace, name, this.#now().toISOString());
+    if (!marked) throw notFound(namespace, name);
+    await this.#controller.delete(namespace, name);
+    return toManifest(marked);
+  }
+
+  async #write(
+    namespace: string,
+    name: string,
+    specFor: (current: HarnessRecord | undefined) => HarnessSessionSpec,
+    opts: { mustExist?: boolean } = {},
+  ): Promise<{ session: HarnessSession; created: boolean }> {
+    for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+      const current = await this.#harness.getHarnessSession(namespace, name);
+      if (!current && opts.mustExist) throw notFound(namespace, name);
+      const spec = specFor(current);
+      if (!current) {
+        const release = await this.#quotas?.reserveSession(
+          namespace,
+          sessionKey(`${namespace}/${spec.agentRef}`, harnessWorkstream(name)),
+        );
+        try {
+          const created = await this.#harness.createHarnessSession({
+            namespace,
+            name,
+            uid: randomUUID(),
+            spec,
+            conditions: withReady(
+              [],
+              { status: "False", reason: HarnessReasons.Provisioning, message: "waiting for the controller" },
+              this.#now().toISOString(),
+            ),
+          });
+          this.#controller.enqueue(namespace, name);
+          return { session: toManifest(created), created: true };
+        } catch (error) {
+          if ((error as Error).name === "StoreConflictError") continue; // created concurrently: replace it
+          throw error;
+        } finally {
+          release?.();
+        }
+      }
+      if (current.deletion_requested_at !== undefined)
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `${HARNESS_SESSION_KIND} ${namespace}/${name} is being deleted`,
+        );
+      assertImmutable(current.spec, spec);
+      const replaced = await this.#harness.replaceHarnessSpec(namespace, name, spec, current.generation);
+      if (!replaced) continue;
+      this.#controller.enqueue(namespace, name);
+      return { session: toManifest(replaced), created: false };
+    }
+    throw new CodedError(
+      "ABORTED",
+      `${HARNESS_SESSION_KIND} ${namespace}/${name} is being written concurrently; retry`,
+    );
+  }
+
+  async #existing(namespace: string, name: string): Promise<HarnessRecord> {
+    const record = await this.#harness.getHarnessSession(namespace, name);
+    if (!record) throw notFound(namespace, name);
+    return record;
+  }
+}
+
+/** agentRef and runtimeRef are fixed at creation: a change is INVALID_ARGUMENT, naming the field. */
+export function assertImmutable(previous: HarnessSessionSpec, next: HarnessSessionSpec): void {
+  const changed = IMMUTABLE_SPEC_FIELDS.filter((field) => previous[field] !== next[field]);
+  if (changed.length === 0) return;
+  throw new CodedError(
+    "INVALID_ARGUMENT",
+    `invalid ${HARNESS_SESSION_KIND}: ${changed
+      .map((f) => `spec.${f} is immutable (is ${previous[f]}, got ${next[f]})`)
+      .join("; ")}; delete the session and create a new one`,
+    { field_violations: changed.map((f) => ({ field: `spec.${f}`, description: "field is immutable" })) },
+  );
+}
+
+function notFound(namespace: string, name: string): CodedError {
+  return new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
+}

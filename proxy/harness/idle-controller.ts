@@ -1,0 +1,125 @@
+import { parseDuration } from "../../contracts/duration.ts";
+import type { HarnessController } from "./harness-controller.ts";
+import type { Logger } from "../observability/log.ts";
+import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
+
+export type IdleControllerOptions = {
+  harness: HarnessStore;
+  controller: Pick<HarnessController, "idleStop" | "resync">;
+  log: Logger;
+  /** How often idleness is checked. @default 1000 */
+  intervalMs?: number;
+  /**
+   * A request in flight for longer than this is settled as failed: it must be a bound above the
+   * proxy's request timeout, so only a request whose relay crashed is ever cleared.
+   * @default 180000
+   */
+  staleRequestMs?: number;
+  /** How often unsettled sessions (Pending, Draining, unobserved spec) are reconciled again. @default 10000 */
+  resyncMs?: number;
+  /** @default () => new Date() */
+  now?: () => Date;
+  /** Told how long each sweep (one `tick`) took, in seconds, when it ends (the metrics hook). */
+  onSweep?: (seconds: number) => void;
+};
+
+/**
+ * When a Ready session has had no activity for its `idleTimeout` and nothing is in flight, it
+ * is stopped and its stack scaled to 0 (volume kept): Ready=False, reason IdleTimeout. Also
+ * clears in-flight counts older than `staleRequestMs` (so one crash cannot block idleness
+ * forever), and resyncs unsettled sessions (retries after transient failures).
+ */
+export class IdleController {
+  readonly #o: Required<Omit<IdleControllerOptions, "onSweep">> & Pick<IdleControllerOptions, "onSweep">;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #lastResync = 0;
+
+  constructor(options: IdleControllerOptions) {
+    this.#o = {
+      intervalMs: 1_000,
+      staleRequestMs: 180_000,
+      resyncMs: 10_000,
+      now: () => new Date(),
+      ...options,
+    };
+  }
+
+  start(): void {
+    this.#timer ??= setInterval(() => {
+      if (this.#running) return; // one tick at a time
+      this.#running = this.tick()
+        .catch((error: unknown) =>
+          this.#o.log("error", "idle controller tick failed", { error: String(error) }),
+        )
+        .finally(() => {
+          this.#running = undefined;
+        });
+    }, this.#o.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+
+  async tick(): Promise<void> {
+    const started = performance.now();
+    try {
+      await this.#sweep();
+    } finally {
+      this.#o.onSweep?.((performance.now() - started) / 1000);
+    }
+  }
+
+  async #sweep(): Promise<void> {
+    const now = this.#o.now();
+    const reaped = await this.#o.harness.reapStaleRequests(
+      new Date(now.getTime() - this.#o.staleRequestMs).toISOString(),
+      now.toISOString(),
+    );
+    if (reaped > 0) this.#o.log("warn", "cleared requests in flight for too long", { count: reaped });
+    const cutoffFor = (idleTimeout: string) => {
+      const timeoutMs = parseDuration(idleTimeout);
+      return timeoutMs ? new Date(now.getTime() - timeoutMs).toISOString() : undefined;
+    };
+    for (const record of await this.#o.harness.listIdleCandidates(cutoffFor)) {
+      const cutoff = idleCutoff(record, now);
+      if (cutoff === undefined) continue;
+      // Fire and forget: a stop takes a while, and other sessions' idleness must not wait for it.
+      this.#o.controller.idleStop(record.namespace, record.name, cutoff).catch((error: unknown) =>
+        this.#o.log("error", "idle stop failed", {
+          namespace: record.namespace,
+          name: record.name,
+          error: String(error),
+        }),
+      );
+    }
+    if (now.getTime() - this.#lastResync >= this.#o.resyncMs) {
+      this.#lastResync = now.getTime();
+      await this.#o.controller.resync(true);
+    }
+  }
+}
+
+/**
+ * The latest last-activity time at which the session counts as idle at `now`, when it may be
+ * stopped for idleness at all: Ready, desired running, not being deleted, an idle timeout set,
+ * nothing in flight and idle for at least the timeout. Undefined otherwise. Pure.
+ */
+export function idleCutoff(
+  record: Pick<
+    HarnessRecord,
+    "phase" | "spec" | "active_requests" | "last_activity_time" | "deletion_requested_at"
+  >,
+  now: Date,
+): string | undefined {
+  if (record.phase !== "Ready" || record.spec.desiredState !== "running") return undefined;
+  if (record.deletion_requested_at !== undefined || record.active_requests > 0) return undefined;
+  const timeoutMs = parseDuration(record.spec.idleTimeout);
+  if (!timeoutMs) return undefined; // 0: never
+  const cutoff = new Date(now.getTime() - timeoutMs).toISOString();
+  if (record.last_activity_time !== undefined && record.last_activity_time > cutoff) return undefined;
+  return cutoff;
+}

@@ -1,0 +1,153 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { requestId } from "hono/request-id";
+import { CodedError } from "../../contracts/errors.ts";
+import { accessLog } from "./access-log.ts";
+import { type Admission, defaultAdmission } from "../lifecycle/admission.ts";
+import { type Audit, createAudit } from "../observability/audit.ts";
+import { requireAdminToken } from "./auth.ts";
+import { toErrorResponse } from "./error-response.ts";
+import type { EventBus } from "../lifecycle/event-bus.ts";
+import { eventRoutes } from "./event-stream.ts";
+import { type HarnessRoutesOptions, harnessRoutes } from "./harness-routes.ts";
+import type { RpcHandlers } from "../lifecycle/lifecycle.ts";
+import { type Logger, silentLogger } from "../observability/log.ts";
+import type { Metrics } from "../observability/metrics.ts";
+import { metricsRoute } from "./metrics-route.ts";
+import { buildOpenApiDocument } from "./openapi.ts";
+import { auditProxiedRequests } from "./request-audit.ts";
+import { resourceRoutes } from "./resource-routes.ts";
+import { rpcMetrics } from "./rpc-metrics.ts";
+import { rpcRoutes } from "./rpc-routes.ts";
+import { RUNNER_CONNECT_PATH } from "../runners/runner-hub.ts";
+import { type RunnerRoutesOptions, runnerRoutes } from "./runner-routes.ts";
+import type { Store } from "../store/store.ts";
+import { uiRoutes } from "./ui-route.ts";
+
+export type AppOptions = {
+  store: Store;
+  bus: EventBus;
+  rpc: RpcHandlers;
+  adminToken: string;
+  runnerToken: string;
+  /** Ends open event streams (server shutdown). */
+  shutdown?: AbortSignal;
+  /** @default 15000 */
+  keepAliveMs?: number;
+  log?: Logger;
+  /** HarnessSessions, their request proxy and one-shot AgentRuns; absent in RPC-only setups. */
+  harness?: HarnessRoutesOptions;
+  /** `GET /metrics` and the RPC, proxy and runner-command metrics; absent: no `/metrics`. */
+  metrics?: Metrics;
+  /** Serve `/metrics` without a token. @default false */
+  metricsPublic?: boolean;
+  /** Called once per proxied request. @default an `audit` log line (and metrics) */
+  audit?: Audit;
+  /** `/v1/runners`: list, drain and undrain runners; absent: no runner admin API. */
+  runnerAdmin?: Omit<RunnerRoutesOptions, "store" | "log">;
+  /**
+   * Largest body of any JSON route (resources, RPCs, runs, runner admin); more is 413
+   * RESOURCE_EXHAUSTED before anything is parsed. The proxied `…/requests` have their own limit
+   * (AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES). @default 1048576
+   */
+  jsonBodyMaxBytes?: number;
+  /** Open `/v1/events` streams at most; more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  maxEventSubscribers?: number;
+  /** Bytes waiting for one `/v1/events` follower at most; past it it is dropped. @default 8388608 */
+  eventQueueMaxBytes?: number;
+  /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
+  admission?: Admission;
+};
+
+/** @default of AppOptions.jsonBodyMaxBytes: 1 MiB. */
+export const DEFAULT_JSON_BODY_MAX_BYTES = 1024 * 1024;
+
+/** The proxy's request route: its body is the session's business, limited by the relay. */
+const PROXIED_REQUEST_PATH = /^\/v1\/namespaces\/[^/]+\/harnesssessions\/[^/]+\/requests\/?$/;
+
+/**
+ * The HTTP API (never listens; `main.ts` does). Everything under `/v1` takes the admin bearer
+ * token; the runner link is a WebSocket upgrade handled by the RunnerHub before Hono sees it.
+ */
+export function buildApp(options: AppOptions): Hono {
+  const log = options.log ?? silentLogger;
+  const app = new Hono();
+  // Every response echoes `x-request-id` (the caller's when well-formed, else a new UUID).
+  app.use("*", requestId());
+  app.use("*", accessLog(log));
+
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.get("/readyz", (c) => {
+    if (!options.store.isOpen) throw new CodedError("UNAVAILABLE", "the store is not open");
+    return c.json({ status: "ready" });
+  });
+  // Reached only by a request that is not a WebSocket upgrade.
+  app.get(RUNNER_CONNECT_PATH, () => {
+    throw new CodedError(
+      "FAILED_PRECONDITION",
+      "runners connect here with a WebSocket upgrade and a runner token",
+    );
+  });
+
+  // The web UI: static files; it calls the API below with the token the user pastes.
+  app.route("/", uiRoutes());
+
+  let openapi: string | undefined;
+  app.get("/openapi.json", (c) => {
+    openapi ??= JSON.stringify(buildOpenApiDocument());
+    return c.body(openapi, 200, { "content-type": "application/json" });
+  });
+  if (options.metrics)
+    app.route(
+      "/metrics",
+      metricsRoute({ ...options, metrics: options.metrics, public: options.metricsPublic ?? false }),
+    );
+
+  app.use("/v1/*", requireAdminToken(options));
+  const jsonBodyMaxBytes = options.jsonBodyMaxBytes ?? DEFAULT_JSON_BODY_MAX_BYTES;
+  const limitBody = bodyLimit({
+    maxSize: jsonBodyMaxBytes,
+    onError: (c) =>
+      c.json(
+        {
+          code: "RESOURCE_EXHAUSTED",
+          message: `the request body exceeds ${jsonBodyMaxBytes} bytes`,
+          details: { limit_bytes: jsonBodyMaxBytes },
+        },
+        413,
+      ),
+  });
+  app.use("/v1/*", (c, next) => (PROXIED_REQUEST_PATH.test(c.req.path) ? next() : limitBody(c, next)));
+  if (options.metrics) app.use("/v1/rpc/:method", rpcMetrics(options.metrics));
+  app.use(
+    "/v1/namespaces/:ns/harnesssessions/:name/requests",
+    auditProxiedRequests(options.audit ?? createAudit(log, options.metrics)),
+  );
+  app.route("/v1/rpc", rpcRoutes(options.rpc));
+  app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));
+  if (options.runnerAdmin)
+    app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
+  if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
+  const events: Parameters<typeof eventRoutes>[0] = { store: options.store, bus: options.bus };
+  if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
+  if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;
+  if (options.shutdown) events.shutdown = options.shutdown;
+  if (options.keepAliveMs !== undefined) events.keepAliveMs = options.keepAliveMs;
+  app.route("/v1/events", eventRoutes(events));
+
+  app.notFound((c) =>
+    c.json({ code: "NOT_FOUND", message: `no route for ${c.req.method} ${c.req.path}` }, 404),
+  );
+  app.onError((error, c) => {
+    const { status, body, internal } = toErrorResponse(error);
+    if (internal)
+      log("error", "unhandled error", {
+        request_id: c.get("requestId"),
+        method: c.req.method,
+        path: c.req.path,
+        error: String(error),
+      });
+    return c.json(body, status as 400);
+  });
+  return app;
+}

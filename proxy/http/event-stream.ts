@@ -1,0 +1,224 @@
+import { Hono } from "hono";
+import { type SSEStreamingApi, streamSSE } from "hono/streaming";
+import { z } from "zod";
+import { CodedError } from "../../contracts/errors.ts";
+import type { EventBus } from "../lifecycle/event-bus.ts";
+import { parseInput } from "../lifecycle/request-body.ts";
+import type { Store, StoredFrame } from "../store/store.ts";
+
+export type EventStreamOptions = {
+  store: Store;
+  bus: EventBus;
+  /** Comment lines keep idle connections (and proxies) open. @default 15000 */
+  keepAliveMs?: number;
+  /** A follower further behind than this is cut off; it resumes from the store. @default 10000 */
+  maxQueuedFrames?: number;
+  /**
+   * Bytes of frames waiting for one follower (queued and being written) at most: past it the
+   * follower is dropped, told to reconnect with Last-Event-ID (it resumes from the store). A
+   * slow reader costs this much memory, never more. @default 8388608
+   */
+  maxQueuedBytes?: number;
+  /** How long a dropped follower may take to read what was on its way before its connection is cut. @default 30000 */
+  dropGraceMs?: number;
+  /** Ends every stream (server shutdown). */
+  shutdown?: AbortSignal;
+  /** Streams open at once at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  maxSubscribers?: number;
+};
+
+const PAGE = 500;
+const Cursor = z.coerce.number().int().nonnegative();
+const SessionIdParam = z.string().min(1).max(128);
+
+/**
+ * `GET /v1/events`: compass.v1 frames (status transitions included) as server-sent events.
+ *
+ * - `?session_id=` follows one session; the event id is its per-session `seq`.
+ *   Without it every session is followed and the event id is the store's global frame id.
+ * - `Last-Event-ID` (or `?last_event_id=`, for clients that cannot set headers) resumes after
+ *   that id: the retained frames come from the store, then live ones, without loss or repeats.
+ *   Without a cursor the stream starts with the next frame.
+ * - When the frames after the cursor were already trimmed from the bounded buffer, an
+ *   `event: gap` with `{session_id, from_seq, to_seq}` says which ones are gone before the rest.
+ */
+export function eventRoutes(options: EventStreamOptions): Hono {
+  const { store, bus } = options;
+  const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const maxQueued = options.maxQueuedFrames ?? 10_000;
+  const maxQueuedBytes = options.maxQueuedBytes ?? 8 * 1024 * 1024;
+  const dropGraceMs = options.dropGraceMs ?? 30_000;
+  const maxSubscribers = options.maxSubscribers ?? 2_000;
+  let open = 0;
+
+  return new Hono().get("/", async (c) => {
+    const rawSession = c.req.query("session_id");
+    const sessionId =
+      rawSession === undefined ? undefined : parseInput(SessionIdParam, rawSession, "session_id");
+    const rawCursor = c.req.header("Last-Event-ID") ?? c.req.query("last_event_id");
+    const cursor =
+      rawCursor === undefined || rawCursor === ""
+        ? undefined
+        : parseInput(Cursor, rawCursor, "Last-Event-ID");
+    if (sessionId !== undefined && !(await store.getSession(sessionId)))
+      throw new CodedError("NOT_FOUND", `session ${sessionId} not found`);
+    const keyOf = (f: StoredFrame) => (sessionId === undefined ? f.id : f.frame.seq);
+    // Each follower holds a socket, a bus subscription and a queue: their number is bounded.
+    if (open >= maxSubscribers)
+      throw new CodedError(
+        "RESOURCE_EXHAUSTED",
+        `${open} event streams are open, the most this server serves (AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX); retry later`,
+        { limit: maxSubscribers },
+      );
+    // Counted until the stream's callback ends (its `finally`); nothing before it can throw.
+    open++;
+
+    return streamSSE(c, async (stream) => {
+      // Subscribe before reading the backlog so nothing published in between is missed;
+      // the cursor drops what the backlog already sent.
+      const queue: StoredFrame[] = [];
+      let wake: (() => void) | undefined;
+      // Bytes waiting in `queue`, and in the write under way (not yet taken by the client).
+      let queuedBytes = 0;
+      let writingBytes = 0;
+      let dropped = false;
+      /** When dropped: the follower has everything up to this key (its Last-Event-ID to resume with). */
+      let resumeAfter: number | undefined;
+      let dropTimer: NodeJS.Timeout | undefined;
+      /**
+       * Too far behind: let go of the bus and the queue at once (the memory is freed now), tell
+       * the follower where to resume once what is being written reached it, and cut the
+       * connection if it takes nothing within the grace.
+       */
+      const drop = (next: StoredFrame) => {
+        dropped = true;
+        resumeAfter = keyOf(queue[0] ?? next) - 1;
+        unsubscribe();
+        queue.length = 0;
+        queuedBytes = 0;
+        wake?.();
+        dropTimer = setTimeout(() => {
+          stream.abort();
+          (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing?.destroy();
+        }, dropGraceMs);
+        dropTimer.unref();
+      };
+      const unsubscribe = bus.subscribe((f) => {
+        if (dropped) return;
+        const bytes = eventData(f).bytes;
+        if (queue.length >= maxQueued || queuedBytes + writingBytes + bytes > maxQueuedBytes) {
+          drop(f);
+          return;
+        }
+        queue.push(f);
+        queuedBytes += bytes;
+        wake?.();
+      }, sessionId);
+      const stop = new AbortController();
+      const end = () => {
+        stop.abort();
+        wake?.();
+      };
+      stream.onAbort(end);
+      c.req.raw.signal.addEventListener("abort", end, { once: true });
+      options.shutdown?.addEventListener("abort", end, { once: true });
+      try {
+        let last = cursor;
+        if (cursor !== undefined)
+          last = await sendBacklog(stream, store, sessionId, cursor, keyOf, stop.signal);
+        while (!stop.signal.aborted && !dropped) {
+          if (queue.length === 0) {
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, keepAliveMs);
+              wake = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+            });
+            wake = undefined;
+            if (queue.length === 0 && !stop.signal.aborted) await stream.write(": keepalive\n\n");
+            continue;
+          }
+          // Everything queued in one write: a follower that fell behind catches up in one go.
+          let text = "";
+          writingBytes = queuedBytes;
+          queuedBytes = 0;
+          for (const f of queue.splice(0)) {
+            const key = keyOf(f);
+            if (last !== undefined && key <= last) continue;
+            text += sseEvent(key, f);
+            last = key;
+          }
+          if (text !== "") await stream.write(text);
+          writingBytes = 0;
+        }
+        if (dropped && !stop.signal.aborted)
+          await stream.writeSSE({
+            event: "reconnect",
+            data: JSON.stringify({
+              code: "RESOURCE_EXHAUSTED",
+              message: `this stream fell more than ${maxQueuedBytes} bytes behind (AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES) and is closed; reconnect with Last-Event-ID: ${last ?? resumeAfter} to resume from the store`,
+              last_event_id: last ?? resumeAfter,
+            }),
+          });
+      } finally {
+        clearTimeout(dropTimer);
+        open--;
+        unsubscribe();
+        options.shutdown?.removeEventListener("abort", end);
+      }
+    });
+  });
+}
+
+/** The SSE `data` of each frame and its size, serialized once however many followers write it. */
+const serialized = new WeakMap<StoredFrame, { data: string; bytes: number }>();
+
+function eventData(stored: StoredFrame): { data: string; bytes: number } {
+  let entry = serialized.get(stored);
+  if (entry === undefined) {
+    const data = JSON.stringify(stored.frame);
+    entry = { data, bytes: Buffer.byteLength(data) };
+    serialized.set(stored, entry);
+  }
+  return entry;
+}
+
+/**
+ * One server-sent event, as hono's `writeSSE` writes it (`data:` then `id:`). Serialized JSON
+ * never holds a raw CR or LF, so the data is one line.
+ */
+function sseEvent(id: number, stored: StoredFrame): string {
+  return `data: ${eventData(stored).data}\nid: ${id}\n\n`;
+}
+
+/** The retained frames after the cursor, page by page; returns the last id sent. */
+async function sendBacklog(
+  stream: SSEStreamingApi,
+  store: Store,
+  sessionId: string | undefined,
+  cursor: number,
+  keyOf: (f: StoredFrame) => number,
+  signal: AbortSignal,
+): Promise<number> {
+  let last = cursor;
+  let first = true;
+  while (!signal.aborted) {
+    const page = await store.readFrames({ sessionId, after: last, limit: PAGE });
+    const head = page[0];
+    if (first && sessionId !== undefined && head && head.frame.seq > last + 1)
+      await stream.writeSSE({
+        event: "gap",
+        data: JSON.stringify({ session_id: sessionId, from_seq: last + 1, to_seq: head.frame.seq - 1 }),
+      });
+    first = false;
+    let text = "";
+    for (const f of page) {
+      text += sseEvent(keyOf(f), f);
+      last = keyOf(f);
+    }
+    if (text !== "") await stream.write(text);
+    if (page.length < PAGE) break;
+  }
+  return last;
+}

@@ -1,0 +1,54 @@
+import { Hono } from "hono";
+import { RequestId } from "../../contracts/harness-session.ts";
+import { DnsLabel } from "../../contracts/session-spec.ts";
+import type { AgentRuns } from "../harness/agent-runs.ts";
+import type { HarnessSessions } from "../harness/harness-sessions.ts";
+import { parseInput, readJson } from "../lifecycle/request-body.ts";
+import type { RequestRelay } from "../relay/request-relay.ts";
+
+export type HarnessRoutesOptions = {
+  sessions: HarnessSessions;
+  relay: RequestRelay;
+  runs: AgentRuns;
+};
+
+/**
+ * Under `/v1/namespaces`: `/{ns}/harnesssessions[/{name}]` (PUT, GET, PATCH, DELETE),
+ * `/{ns}/harnesssessions/{name}/requests` (the proxy) with `/requests/{id}/cancel`, and
+ * `/{ns}/agentruns` (one-shot runs). Handlers inline after the path (path-param types).
+ */
+export function harnessRoutes(options: HarnessRoutesOptions): Hono {
+  const { sessions, relay, runs } = options;
+  const ns = (raw: string) => parseInput(DnsLabel, raw, "namespace");
+  const name = (raw: string) => parseInput(DnsLabel, raw, "name");
+
+  return new Hono()
+    .get("/:ns/harnesssessions", async (c) => c.json(await sessions.list(ns(c.req.param("ns")))))
+    .get("/:ns/harnesssessions/:name", async (c) =>
+      c.json(await sessions.get(ns(c.req.param("ns")), name(c.req.param("name")))),
+    )
+    .put("/:ns/harnesssessions/:name", async (c) => {
+      const { session, created } = await sessions.put(
+        ns(c.req.param("ns")),
+        name(c.req.param("name")),
+        await readJson(c),
+      );
+      return c.json(session, created ? 201 : 200);
+    })
+    .patch("/:ns/harnesssessions/:name", async (c) =>
+      c.json(await sessions.patch(ns(c.req.param("ns")), name(c.req.param("name")), await readJson(c))),
+    )
+    .delete("/:ns/harnesssessions/:name", async (c) =>
+      c.json(await sessions.delete(ns(c.req.param("ns")), name(c.req.param("name")))),
+    )
+    .post("/:ns/harnesssessions/:name/requests", (c) =>
+      relay.relay(c, ns(c.req.param("ns")), name(c.req.param("name"))),
+    )
+    .post("/:ns/harnesssessions/:name/requests/:id/cancel", async (c) => {
+      const id = parseInput(RequestId, c.req.param("id"), "request id");
+      return c.json(await relay.cancel(ns(c.req.param("ns")), name(c.req.param("name")), id), 202);
+    })
+    .post("/:ns/agentruns", async (c) =>
+      c.json(await runs.run(ns(c.req.param("ns")), await readJson(c)), 201),
+    );
+}

@@ -1,0 +1,128 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { buildApp } from "./app.ts";
+import { EventBus } from "../lifecycle/event-bus.ts";
+import { Lifecycle } from "../lifecycle/lifecycle.ts";
+import { silentLogger } from "../observability/log.ts";
+import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
+import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { SqliteStore } from "../store/sqlite-store.ts";
+import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+
+const noRunners: RunnerDirectory = {
+  connectedRunners: () => [],
+  isConnected: () => false,
+  command: async () => ({ ok: false, error: { code: "UNAVAILABLE", message: "none" } }) as never,
+};
+
+function appWith(store: SqliteStore, jsonBodyMaxBytes: number) {
+  const bus = new EventBus();
+  const journal = new SessionJournal(store, bus);
+  const lifecycle = new Lifecycle({ store, runners: noRunners, journal, log: silentLogger });
+  return buildApp({
+    store,
+    bus,
+    rpc: lifecycle.handlers,
+    adminToken: ADMIN_TOKEN,
+    runnerToken: RUNNER_TOKEN,
+    jsonBodyMaxBytes,
+  });
+}
+
+const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+const bigAgent = (padding: number) =>
+  JSON.stringify({
+    apiVersion: "agent-sessions.dev/v1alpha1",
+    kind: "Agent",
+    metadata: { name: "big" },
+    spec: { runtimeRef: "reference", model: { baseUrl: "http://10.0.0.1/v1", name: "x".repeat(padding) } },
+  });
+
+describe("body limits on the JSON routes", () => {
+  let store: SqliteStore | undefined;
+  afterEach(async () => {
+    await store?.close();
+  });
+
+  it("refuses a PUT, PATCH or RPC body over the limit with 413 RESOURCE_EXHAUSTED and stores nothing", async () => {
+    store = new SqliteStore(":memory:");
+    const app = appWith(store, 1024);
+    for (const [method, path] of [
+      ["PUT", "/v1/namespaces/default/agents/big"],
+      ["PATCH", "/v1/namespaces/default/harnesssessions/big"],
+      ["POST", "/v1/rpc/SpawnAgent"],
+      ["POST", "/v1/namespaces/default/agentruns"],
+    ] as const) {
+      const response = await app.request(path, { method, headers, body: bigAgent(2048) });
+      expect(response.status, `${method} ${path}`).toBe(413);
+      expect(await response.json()).toMatchObject({
+        code: "RESOURCE_EXHAUSTED",
+        message: "the request body exceeds 1024 bytes",
+      });
+    }
+    expect(await store.listResources("Agent", "default")).toEqual([]);
+    const small = await app.request("/v1/namespaces/default/agents/big", {
+      method: "PUT",
+      headers,
+      body: bigAgent(10),
+    });
+    expect(small.status).toBe(201);
+  });
+
+  it("counts the bytes of a body sent without content-length (chunked)", async () => {
+    store = new SqliteStore(":memory:");
+    const app = appWith(store, 1024);
+    const text = bigAgent(4096);
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let i = 0; i < text.length; i += 512)
+          controller.enqueue(new TextEncoder().encode(text.slice(i, i + 512)));
+        controller.close();
+      },
+    });
+    const response = await app.request("/v1/namespaces/default/agents/big", {
+      method: "PUT",
+      headers,
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(response.status).toBe(413);
+  });
+
+  it("leaves the proxied requests to the relay's own limit", async () => {
+    store = new SqliteStore(":memory:");
+    const app = appWith(store, 1024);
+    const response = await app.request("/v1/namespaces/default/harnesssessions/s/requests", {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ input: "x".repeat(4096) }),
+    });
+    // No harness routes in this app: not found, but not cut off by the JSON limit.
+    expect(response.status).toBe(404);
+  });
+});
+
+describe("the /v1/events subscriber cap", () => {
+  let t: TestServer | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  it("answers 429 RESOURCE_EXHAUSTED beyond the cap and serves again once a stream closes", async () => {
+    t = await startTestServer({ maxEventSubscribers: 2 });
+    const first = await t.events();
+    const second = await t.events();
+    expect([first.status, second.status]).toEqual([200, 200]);
+    const refused = await t.events();
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.events[0]?.data ?? "{}")).toMatchObject({ code: "RESOURCE_EXHAUSTED" });
+    first.close();
+    await vi.waitFor(
+      async () => {
+        const again = await t?.events();
+        expect(again?.status).toBe(200);
+      },
+      { timeout: 5_000, interval: 50 },
+    );
+  });
+});

@@ -1,0 +1,369 @@
+import { z } from "zod";
+import { Frame } from "../../contracts/compass.ts";
+import { StreamEvent } from "../../contracts/adapter.ts";
+import { AgentRun, AgentRunInput } from "../../contracts/agent-run.ts";
+import { ApiErrorBody } from "../../contracts/errors.ts";
+import {
+  HarnessReply,
+  HarnessRequest,
+  HarnessSession,
+  HarnessSessionInput,
+} from "../../contracts/harness-session.ts";
+import { Agent, API_VERSION, AgentRuntime } from "../../contracts/resources.ts";
+import { Rpc, type RpcMethod } from "../../contracts/rpc.ts";
+import { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../../contracts/runners.ts";
+
+/** A JSON Schema / OpenAPI object as plain JSON. */
+export type JsonObject = { [key: string]: unknown };
+
+/**
+ * JSON Schema (draft 2020-12, the dialect of OpenAPI 3.1) of a zod contract. Requests are
+ * described as the server accepts them (`io: "input"`: fields with defaults are optional),
+ * replies as it sends them. Refinements zod cannot express (e.g. "exactly one of value or
+ * secretRef") are not in the schema; the server still enforces them and says which field failed.
+ */
+function schemaOf(schema: z.ZodType, io: "input" | "output"): JsonObject {
+  const { $schema: _dialect, ...json } = z.toJSONSchema(schema, {
+    target: "draft-2020-12",
+    io,
+    unrepresentable: "any",
+  }) as JsonObject;
+  return json;
+}
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: JsonObject) => ({ "application/json": { schema } });
+const ok = (description: string, schema: JsonObject) => ({ description, content: json(schema) });
+/** Every error is `{code, message, details?}` with the usual gRPC → HTTP status mapping. */
+const errors = {
+  "4XX": { $ref: "#/components/responses/Error" },
+  "5XX": { $ref: "#/components/responses/Error" },
+};
+
+/** The resource kinds of `/v1/namespaces/{namespace}/{plural}`, as documented. */
+const RESOURCES = [
+  { plural: "agentruntimes", kind: "AgentRuntime", input: AgentRuntime, output: AgentRuntime, patch: false },
+  { plural: "agents", kind: "Agent", input: Agent, output: Agent, patch: false },
+  {
+    plural: "harnesssessions",
+    kind: "HarnessSession",
+    input: HarnessSessionInput,
+    output: HarnessSession,
+    patch: true,
+  },
+] as const;
+
+const nsParam = {
+  name: "namespace",
+  in: "path",
+  required: true,
+  schema: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" },
+};
+const nameParam = { ...nsParam, name: "name" };
+
+function componentSchemas(): Record<string, JsonObject> {
+  const schemas: Record<string, JsonObject> = { Error: schemaOf(ApiErrorBody, "output") };
+  for (const [method, { request, response }] of Object.entries(Rpc)) {
+    schemas[`${method}Request`] = schemaOf(request, "input");
+    schemas[`${method}Response`] = schemaOf(response, "output");
+  }
+  for (const r of RESOURCES) {
+    schemas[r.kind] = schemaOf(r.output, "output");
+    schemas[`${r.kind}Input`] = schemaOf(r.input, "input");
+    schemas[`${r.kind}List`] = {
+      type: "object",
+      properties: {
+        apiVersion: { type: "string", const: API_VERSION },
+        kind: { type: "string", const: `${r.kind}List` },
+        items: { type: "array", items: ref(r.kind) },
+      },
+      required: ["apiVersion", "kind", "items"],
+    };
+  }
+  schemas.HarnessRequest = schemaOf(HarnessRequest, "input");
+  schemas.HarnessReply = schemaOf(HarnessReply, "output");
+  schemas.StreamEvent = schemaOf(StreamEvent, "output");
+  schemas.AgentRunInput = schemaOf(AgentRunInput, "input");
+  schemas.AgentRun = schemaOf(AgentRun, "output");
+  schemas.Frame = schemaOf(Frame, "output");
+  schemas.RunnerInfo = schemaOf(RunnerInfo, "output");
+  schemas.RunnerList = schemaOf(RunnerList, "output");
+  schemas.RunnerTokenIssued = schemaOf(RunnerTokenIssued, "output");
+  schemas.RunnerTokenRevoked = schemaOf(RunnerTokenRevoked, "output");
+  return schemas;
+}
+
+function rpcPaths(): Record<string, JsonObject> {
+  const paths: Record<string, JsonObject> = {};
+  for (const method of Object.keys(Rpc) as RpcMethod[]) {
+    paths[`/v1/rpc/${method}`] = {
+      post: {
+        operationId: method,
+        tags: ["rpc"],
+        requestBody: { required: true, content: json(ref(`${method}Request`)) },
+        responses: { "200": ok(`${method} succeeded`, ref(`${method}Response`)), ...errors },
+      },
+    };
+  }
+  return paths;
+}
+
+function resourcePaths(): Record<string, JsonObject> {
+  const paths: Record<string, JsonObject> = {};
+  for (const r of RESOURCES) {
+    const base = `/v1/namespaces/{namespace}/${r.plural}`;
+    paths[base] = {
+      parameters: [nsParam],
+      get: {
+        operationId: `list${r.kind}s`,
+        tags: [r.plural],
+        responses: { "200": ok(`the ${r.kind}s of the namespace`, ref(`${r.kind}List`)), ...errors },
+      },
+    };
+    const one: JsonObject = {
+      parameters: [nsParam, nameParam],
+      get: {
+        operationId: `get${r.kind}`,
+        tags: [r.plural],
+        responses: { "200": ok(`the ${r.kind}`, ref(r.kind)), ...errors },
+      },
+      put: {
+        operationId: `put${r.kind}`,
+        tags: [r.plural],
+        description:
+          "Create or replace (kubectl-style manifest). metadata.name and metadata.namespace may be left out; when given they must match the path.",
+        requestBody: { required: true, content: json(ref(`${r.kind}Input`)) },
+        responses: {
+          "200": ok("replaced", ref(r.kind)),
+          "201": ok("created", ref(r.kind)),
+          ...errors,
+        },
+      },
+      delete: {
+        operationId: `delete${r.kind}`,
+        tags: [r.plural],
+        responses: { "200": ok(`the deleted ${r.kind}`, ref(r.kind)), ...errors },
+      },
+    };
+    if (r.patch)
+      one.patch = {
+        operationId: `patch${r.kind}`,
+        tags: [r.plural],
+        description:
+          "JSON merge patch (RFC 7386) of the manifest, e.g. {spec: {desiredState: stopped}}. status is ignored; immutable spec fields cannot change.",
+        requestBody: {
+          required: true,
+          content: {
+            "application/merge-patch+json": { schema: { type: "object" } },
+            "application/json": { schema: { type: "object" } },
+          },
+        },
+        responses: { "200": ok(`the patched ${r.kind}`, ref(r.kind)), ...errors },
+      };
+    paths[`${base}/{name}`] = one;
+  }
+  paths["/v1/namespaces/{namespace}/harnesssessions/{name}/requests"] = {
+    parameters: [nsParam, nameParam],
+    post: {
+      operationId: "sendRequest",
+      tags: ["harnesssessions"],
+      description:
+        "The proxy: relays one request to the session's agent. Only Ready sessions accept requests (FAILED_PRECONDITION otherwise). With stream: true (runtimes declaring `streaming`) the reply is server-sent events: `event: delta` ({type, text}) ..., then `event: result` ({type, result}); a failure after the first event is `event: error` ({code, message}).",
+      requestBody: { required: true, content: json(ref("HarnessRequest")) },
+      responses: {
+        "200": {
+          description: "the agent's result record, or (stream: true) its events",
+          content: {
+            "application/json": { schema: ref("HarnessReply") },
+            "text/event-stream": { schema: ref("StreamEvent") },
+          },
+        },
+        ...errors,
+      },
+    },
+  };
+  paths["/v1/namespaces/{namespace}/harnesssessions/{name}/requests/{id}/cancel"] = {
+    parameters: [nsParam, nameParam, { ...nameParam, name: "id" }],
+    post: {
+      operationId: "cancelRequest",
+      tags: ["harnesssessions"],
+      responses: {
+        "202": ok("cancellation sent to the agent", {
+          type: "object",
+          properties: { id: { type: "string" }, cancelling: { type: "boolean", const: true } },
+          required: ["id", "cancelling"],
+        }),
+        ...errors,
+      },
+    },
+  };
+  paths["/v1/namespaces/{namespace}/agentruns"] = {
+    parameters: [nsParam],
+    post: {
+      operationId: "runAgent",
+      tags: ["agentruns"],
+      description: "Runs a one-shot (contract v1alpha1) runtime to completion.",
+      requestBody: { required: true, content: json(ref("AgentRunInput")) },
+      responses: { "201": ok("the finished run", ref("AgentRun")), ...errors },
+    },
+  };
+  return paths;
+}
+
+/** The runner admin API: list, drain, undrain, credentials (admin token; runners themselves only dial /v1/runners/connect). */
+function runnerPaths(): Record<string, JsonObject> {
+  const runnerParam = {
+    name: "runner",
+    in: "path",
+    required: true,
+    description: "the runner's name (`agent-sessions runner --name`) or id",
+    schema: { type: "string", pattern: "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", maxLength: 128 },
+  };
+  const action = (verb: "drain" | "undrain", description: string) => ({
+    parameters: [runnerParam],
+    post: {
+      operationId: `${verb}Runner`,
+      tags: ["runners"],
+      description,
+      responses: { "200": ok(`the runner after ${verb}`, ref("RunnerInfo")), ...errors },
+    },
+  });
+  return {
+    "/v1/runners": {
+      get: {
+        operationId: "listRunners",
+        tags: ["runners"],
+        description:
+          "Every runner that has attached to this server: capacity, labels, load (workspaces placed on it), live sessions, connected, draining.",
+        responses: { "200": ok("the runners", ref("RunnerList")), ...errors },
+      },
+    },
+    "/v1/runners/{runner}": {
+      parameters: [runnerParam],
+      get: {
+        operationId: "getRunner",
+        tags: ["runners"],
+        responses: { "200": ok("the runner", ref("RunnerInfo")), ...errors },
+      },
+    },
+    "/v1/runners/{runner}:drain": action(
+      "drain",
+      "No new workspace is placed on the runner; its live sessions stay and keep serving. Idempotent; kept across server restarts.",
+    ),
+    "/v1/runners/{runner}:undrain": action(
+      "undrain",
+      "The runner takes new placements again; HarnessSessions waiting for a runner are reconsidered.",
+    ),
+    "/v1/runners/{runner}/token": {
+      parameters: [{ ...runnerParam, description: "the runner's name (it need not have attached yet)" }],
+      post: {
+        operationId: "issueRunnerToken",
+        tags: ["runners"],
+        description:
+          "A new credential for the runner (shown once, kept only as a hash). Its older credential stops working and its live link is closed; the runner presents the new one as its bearer.",
+        responses: { "201": ok("the credential", ref("RunnerTokenIssued")), ...errors },
+      },
+      delete: {
+        operationId: "revokeRunnerToken",
+        tags: ["runners"],
+        description:
+          "Forget the runner's credential and close its live link; the name may then register again with the runner token.",
+        responses: { "200": ok("whether a credential was revoked", ref("RunnerTokenRevoked")), ...errors },
+      },
+    },
+  };
+}
+
+function operationalPaths(): Record<string, JsonObject> {
+  const status = (value: string) => ({
+    type: "object",
+    properties: { status: { type: "string", const: value } },
+    required: ["status"],
+  });
+  return {
+    "/healthz": {
+      get: { operationId: "healthz", security: [], responses: { "200": ok("alive", status("ok")) } },
+    },
+    "/readyz": {
+      get: {
+        operationId: "readyz",
+        security: [],
+        responses: { "200": ok("ready", status("ready")), ...errors },
+      },
+    },
+    "/openapi.json": {
+      get: {
+        operationId: "openapi",
+        security: [],
+        responses: { "200": ok("this document", { type: "object" }) },
+      },
+    },
+    "/metrics": {
+      get: {
+        operationId: "metrics",
+        description:
+          "Prometheus text exposition. Takes the admin token unless the server runs with AGENT_SESSIONS_METRICS_PUBLIC=true.",
+        responses: {
+          "200": {
+            description: "metrics",
+            content: { "text/plain; version=0.0.4": { schema: { type: "string" } } },
+          },
+          ...errors,
+        },
+      },
+    },
+    "/v1/events": {
+      get: {
+        operationId: "events",
+        tags: ["events"],
+        description:
+          "compass.v1 frames (status transitions included) as server-sent events, `data:` one Frame. With session_id the event id is the session's seq, else the store's global frame id. Last-Event-ID (or last_event_id) resumes after that id without loss; without it the stream starts with the next frame. `event: gap` ({session_id, from_seq, to_seq}) names frames already trimmed.",
+        parameters: [
+          { name: "session_id", in: "query", schema: { type: "string", minLength: 1, maxLength: 128 } },
+          { name: "last_event_id", in: "query", schema: { type: "integer", minimum: 0 } },
+          { name: "Last-Event-ID", in: "header", schema: { type: "integer", minimum: 0 } },
+        ],
+        responses: {
+          "200": {
+            description: "the event stream",
+            content: { "text/event-stream": { schema: ref("Frame") } },
+          },
+          ...errors,
+        },
+      },
+    },
+  };
+}
+
+/**
+ * The OpenAPI 3.1 document of the HTTP API (`GET /openapi.json`), generated from the zod
+ * contracts so it cannot drift from what the server parses.
+ */
+export function buildOpenApiDocument(): JsonObject {
+  return {
+    openapi: "3.1.0",
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    info: {
+      title: "agent-sessions",
+      version: API_VERSION,
+      description:
+        "Persistent, isolated per-agent sessions. Lifecycle RPCs, kubectl-style resources, the request proxy and the event stream. Errors carry gRPC canonical codes.",
+    },
+    security: [{ bearer: [] }],
+    paths: { ...operationalPaths(), ...rpcPaths(), ...resourcePaths(), ...runnerPaths() },
+    components: {
+      securitySchemes: {
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "The admin token: $AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token. Runner tokens are refused.",
+        },
+      },
+      responses: {
+        Error: { description: "an error with a gRPC canonical code", content: json(ref("Error")) },
+      },
+      schemas: componentSchemas(),
+    },
+  };
+}

@@ -1,0 +1,171 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { ResultRecord, StreamEvent } from "../../contracts/adapter.ts";
+import { ErrorCode } from "../../contracts/errors.ts";
+import type { Audit, AuditRecord } from "../observability/audit.ts";
+import type { ProxiedOutcome } from "../observability/metrics.ts";
+import { SseSplitter } from "../relay/sse-splitter.ts";
+
+/** Refusals before the request reached the agent (the session is not Ready, bad input, …). */
+const REJECTIONS = new Set<string>([
+  "INVALID_ARGUMENT",
+  "NOT_FOUND",
+  "ALREADY_EXISTS",
+  "FAILED_PRECONDITION",
+  "UNAUTHENTICATED",
+  "PERMISSION_DENIED",
+]);
+
+type Ending = Pick<AuditRecord, "outcome" | "code" | "usage" | "request_id">;
+
+/**
+ * Audits every reply of `POST …/harnesssessions/{name}/requests` from what the proxy answered
+ * (its documented reply shapes, contracts/harness-session.ts), so the relay needs no change: a
+ * JSON reply when it is complete, a streamed one when its last event has passed (or the client
+ * went away). Mount it on that route after authentication.
+ */
+const AUDITED_REQUEST_ID = "auditedRequestId" as const;
+
+declare module "hono" {
+  interface ContextVariableMap {
+    /** The request id the relay gave a proxied request (markAuditedRequest). */
+    auditedRequestId: string;
+  }
+}
+
+/** Called by the relay once it knows the request's id: the audit records that one (proxy/request-relay.ts). */
+export function markAuditedRequest(c: Context, requestId: string): void {
+  c.set(AUDITED_REQUEST_ID, requestId);
+}
+
+export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
+  return async (c, next) => {
+    if (c.req.method !== "POST") return next();
+    const started = performance.now();
+    const namespace = c.req.param("ns") ?? "";
+    const session = c.req.param("name") ?? "";
+    await next();
+    const response = c.res;
+    const base = { http_request_id: c.get("requestId"), namespace, session };
+    // The id the relay gave the request is the audited one; an adapter's record may name any id.
+    const ours = c.get(AUDITED_REQUEST_ID);
+    const done = (ending: Ending, stream: boolean) =>
+      audit({
+        ...base,
+        ...ending,
+        ...(ours !== undefined ? { request_id: ours } : {}),
+        stream,
+        duration_ms: performance.now() - started,
+      });
+    if (response.headers.get("content-type")?.startsWith("text/event-stream") && response.body) {
+      c.res = new Response(
+        watchStream(response.body, (ending) => done(ending, true)),
+        response,
+      );
+      return;
+    }
+    const body: unknown = await response
+      .clone()
+      .json()
+      .catch(() => undefined);
+    done(fromJsonReply(response.status, body), false);
+  };
+}
+
+/** How a JSON reply ended: the result record when there is one, else the error's code. */
+export function fromJsonReply(status: number, body: unknown): Ending {
+  const record = ResultRecord.safeParse(body);
+  if (status < 300 && record.success)
+    return { outcome: record.data.outcome, usage: record.data.usage, request_id: record.data.id };
+  const error = body as { code?: unknown; details?: { result?: unknown; request_id?: unknown } } | undefined;
+  const code = ErrorCode.safeParse(error?.code);
+  const attached = ResultRecord.safeParse(error?.details?.result);
+  if (attached.success)
+    return {
+      outcome: attached.data.outcome,
+      code: code.success ? code.data : undefined,
+      usage: attached.data.usage,
+      request_id: attached.data.id,
+    };
+  const requestId = typeof error?.details?.request_id === "string" ? error.details.request_id : undefined;
+  return {
+    outcome: outcomeOfCode(code.success ? code.data : undefined, status),
+    code: code.success ? code.data : "INTERNAL",
+    usage: undefined,
+    request_id: requestId,
+  };
+}
+
+function outcomeOfCode(code: ErrorCode | undefined, status: number): ProxiedOutcome {
+  if (code === "CANCELLED") return "cancelled";
+  // 413: the request body was too large; nothing was relayed.
+  if ((code && REJECTIONS.has(code)) || status === 413) return "rejected";
+  return "failed";
+}
+
+/**
+ * The streamed reply passed through unchanged, chunk by chunk at the client's pace; its
+ * `result` or `error` event decides the ending, reported once when the stream ends or is
+ * cancelled (a client that left before the result is a cancelled request).
+ */
+function watchStream(body: ReadableStream<Uint8Array>, end: (ending: Ending) => void): ReadableStream {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  const splitter = new SseSplitter();
+  let ending: Ending | undefined;
+  let reported = false;
+  const report = (fallback: Ending) => {
+    if (reported) return;
+    reported = true;
+    end(ending ?? fallback);
+  };
+  const inspect = (chunk: Uint8Array) => {
+    for (const data of splitter.push(decoder.decode(chunk, { stream: true }))) {
+      let json: unknown;
+      try {
+        json = JSON.parse(data);
+      } catch {
+        continue;
+      }
+      const event = StreamEvent.safeParse(json);
+      if (event.success) {
+        if (event.data.type === "result")
+          ending = {
+            outcome: event.data.result.outcome,
+            usage: event.data.result.usage,
+            request_id: event.data.result.id,
+          };
+        continue;
+      }
+      const error = json as { code?: unknown };
+      const code = ErrorCode.safeParse(error?.code);
+      if (code.success)
+        ending = {
+          outcome: outcomeOfCode(code.data, 200),
+          code: code.data,
+          usage: undefined,
+          request_id: undefined,
+        };
+    }
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          report({ outcome: "failed", code: "INTERNAL", usage: undefined, request_id: undefined });
+          controller.close();
+          return;
+        }
+        inspect(value);
+        controller.enqueue(value);
+      } catch (error) {
+        report({ outcome: "failed", code: "INTERNAL", usage: undefined, request_id: undefined });
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      report({ outcome: "cancelled", code: "CANCELLED", usage: undefined, request_id: undefined });
+      await reader.cancel(reason);
+    },
+  });
+}

@@ -1,0 +1,128 @@
+import { Hono } from "hono";
+import { CodedError } from "../../contracts/errors.ts";
+import {
+  type Agent,
+  type AgentRuntime,
+  API_VERSION,
+  type Resource,
+  type ResourcePlural,
+  ResourceKinds,
+} from "../../contracts/resources.ts";
+import { DnsLabel } from "../../contracts/session-spec.ts";
+import type { Admission } from "../lifecycle/admission.ts";
+import { parseInput, readJson } from "../lifecycle/request-body.ts";
+import type { Store } from "../store/store.ts";
+import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
+
+/**
+ * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
+ * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes. An Agent whose
+ * egress the server's guard refuses is INVALID_ARGUMENT, naming each rule (egress-guard.ts).
+ */
+export function resourceRoutes(store: Store, admission: Admission): Hono {
+  // The alternation stays in a group: hono's RegExpRouter splices the pattern into one big
+  // regex, and a bare `a|b` then swallowed `…/agentruntimes/{name}` into the list route once
+  // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
+  const app = new Hono();
+  const target = (ns: string, plural: string, name?: string) => {
+    const namespace = parseInput(DnsLabel, ns, "namespace");
+    if (name !== undefined) parseInput(DnsLabel, name, "name");
+    const entry = ResourceKinds[plural as ResourcePlural];
+    return { namespace, ...entry };
+  };
+
+  /** What a client reads: an AgentRuntime with the approval the operator's configuration gives it. */
+  const shown = (resource: Resource): Resource => {
+    if (resource.kind !== "AgentRuntime") return resource;
+    const { approved: _ignored, ...spec } = resource.spec;
+    return { ...resource, spec, status: admission.runtimes.verdict(resource) };
+  };
+
+  app.get("/:ns/:plural{(?:agentruntimes|agents)}", async (c) => {
+    const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
+    const items = (await store.listResources(kind, namespace)).map(shown);
+    return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, items });
+  });
+
+  app.get("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
+    const name = c.req.param("name");
+    const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const resource = await store.getResource(kind, namespace, name);
+    if (!resource) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
+    return c.json(shown(resource));
+  });
+
+  app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
+    const name = c.req.param("name");
+    const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const resource = parseInput(schema, withPathMetadata(await readJson(c), namespace, name), kind);
+    if (resource.metadata.name !== name || resource.metadata.namespace !== namespace)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `invalid ${kind}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
+        { field_violations: [{ field: "metadata", description: "must match the path" }] },
+      );
+    if (resource.kind === "Agent")
+      admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
+    await assertWarmPoolQuota(store, admission, resource);
+    const { resource: stored, created } = await store.putResource(stripped(resource));
+    return c.json(shown(stored), created ? 201 : 200);
+  });
+
+  app.delete("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
+    const name = c.req.param("name");
+    const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const deleted = await store.deleteResource(kind, namespace, name);
+    if (!deleted) throw new CodedError("NOT_FOUND", `${kind} ${namespace}/${name} not found`);
+    return c.json(shown(deleted));
+  });
+
+  return app;
+}
+
+/**
+ * A write that would give the namespace's warm pools more entries than its quota is refused
+ * (RESOURCE_EXHAUSTED) before it is stored; one that adds none never is.
+ */
+async function assertWarmPoolQuota(store: Store, admission: Admission, written: Resource): Promise<void> {
+  const namespace = written.metadata.namespace;
+  const quotas = admission.quotas;
+  if (!quotas || quotas.limit("warmPoolEntries", namespace) === undefined) return;
+  const agents = (await store.listResources("Agent", namespace)) as Agent[];
+  const runtimes = (await store.listResources("AgentRuntime", namespace)) as AgentRuntime[];
+  const replaced = <T extends Resource>(list: T[], by: T) => [
+    ...list.filter((r) => r.metadata.name !== by.metadata.name),
+    by,
+  ];
+  const before = warmPoolEntries(agents, runtimes);
+  const after =
+    written.kind === "Agent"
+      ? warmPoolEntries(replaced(agents, written), runtimes)
+      : warmPoolEntries(agents, replaced(runtimes, written));
+  if (after > before) quotas.assertRoom("warmPoolEntries", namespace, before, after - before);
+}
+
+/**
+ * What is stored of a manifest: an AgentRuntime's `spec.approved` and `status` are a writer's
+ * say-so, never the approval (that is the operator's configuration: runtime-approval.ts).
+ */
+function stripped(resource: Resource): Resource {
+  if (resource.kind !== "AgentRuntime") return resource;
+  const { status: _status, ...rest } = resource;
+  const { approved: _approved, ...spec } = rest.spec;
+  return { ...rest, spec };
+}
+
+/** A manifest may leave out the name and namespace the path already says. */
+export function withPathMetadata(body: unknown, namespace: string, name: string): unknown {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return body;
+  const manifest = body as { metadata?: unknown };
+  const metadata =
+    manifest.metadata && typeof manifest.metadata === "object" && !Array.isArray(manifest.metadata)
+      ? (manifest.metadata as Record<string, unknown>)
+      : manifest.metadata === undefined
+        ? {}
+        : undefined;
+  if (!metadata) return body;
+  return { ...manifest, metadata: { namespace, name, ...metadata } };
+}

@@ -1,0 +1,76 @@
+import type { ErrorCode } from "../../contracts/errors.ts";
+import { formatLabels, type RunnerSelector, selectorMatches } from "../../contracts/runners.ts";
+import type { RunnerRecord } from "../store/store.ts";
+
+/** The `details.reason` of a placement refusal that a new or changed runner may lift (retry later). */
+export const UNSCHEDULABLE = "Unschedulable";
+
+export type Placement =
+  | { ok: true; runner: RunnerRecord }
+  | {
+      ok: false;
+      code: Extract<ErrorCode, "UNAVAILABLE" | "RESOURCE_EXHAUSTED" | "FAILED_PRECONDITION">;
+      message: string;
+      details?: Record<string, unknown>;
+    };
+
+/**
+ * Where a new workspace goes. Among the connected runners whose labels match `selector` (every
+ * key with the same value; none or `{}` matches any), not draining and with room (`capacity` =
+ * how many workspaces it takes), the least loaded relative to its capacity; ties go to the
+ * runner name, so placement is stable. A refusal says why in terms a user can act on: no runner
+ * at all (UNAVAILABLE), none matching the selector or every match draining (FAILED_PRECONDITION),
+ * every candidate full (RESOURCE_EXHAUSTED). Refusals a runner change may lift carry
+ * `details.reason: Unschedulable` and the selector.
+ */
+export function chooseRunner(
+  connected: readonly RunnerRecord[],
+  workspacesByRunner: ReadonlyMap<string, number>,
+  selector?: RunnerSelector,
+): Placement {
+  if (connected.length === 0) return { ok: false, code: "UNAVAILABLE", message: "no runner is connected" };
+  const selected = selector && Object.keys(selector).length > 0 ? selector : undefined;
+  const wanted = selected ? `runnerSelector ${formatLabels(selected)}` : "";
+  const details = { reason: UNSCHEDULABLE, ...(selected ? { runner_selector: selected } : {}) };
+  const matching = connected.filter((runner) => selectorMatches(selected, runner.labels));
+  if (matching.length === 0)
+    return {
+      ok: false,
+      code: "FAILED_PRECONDITION",
+      message: `no connected runner matches ${wanted}; connected: ${connected
+        .map((r) => `${r.runner_name} ${formatLabels(r.labels)}`)
+        .join(", ")}`,
+      details,
+    };
+  const open = matching.filter((runner) => !runner.draining);
+  if (open.length === 0)
+    return {
+      ok: false,
+      code: "FAILED_PRECONDITION",
+      message: `every connected runner${selected ? ` matching ${wanted}` : ""} is draining: ${matching
+        .map((r) => r.runner_name)
+        .join(", ")}`,
+      details,
+    };
+  const withRoom = open
+    .map((runner) => ({ runner, load: workspacesByRunner.get(runner.runner_id) ?? 0 }))
+    .filter(({ runner, load }) => load < runner.capacity)
+    .sort(
+      (a, b) =>
+        a.load / a.runner.capacity - b.load / b.runner.capacity ||
+        a.runner.runner_name.localeCompare(b.runner.runner_name),
+    );
+  const best = withRoom[0];
+  if (!best) {
+    const draining = matching.filter((r) => r.draining).map((r) => r.runner_name);
+    return {
+      ok: false,
+      code: "RESOURCE_EXHAUSTED",
+      message: `every connected runner${selected ? ` matching ${wanted}` : ""} that takes placements is at capacity: ${open
+        .map((r) => `${r.runner_name} (${workspacesByRunner.get(r.runner_id) ?? 0}/${r.capacity})`)
+        .join(", ")}${draining.length > 0 ? `; draining: ${draining.join(", ")}` : ""}`,
+      details,
+    };
+  }
+  return { ok: true, runner: best.runner };
+}

@@ -1,0 +1,58 @@
+import type { Context } from "hono";
+import type { z } from "zod";
+import { CodedError } from "../../contracts/errors.ts";
+import { describeIssue, issueField } from "../../contracts/issue-message.ts";
+
+/**
+ * Deepest nesting of objects and arrays a JSON body may have. Deeper bodies would reach
+ * recursive code (merge patches, JSON.stringify in schemas) and overflow the stack.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** The request's JSON body (an empty body is `{}`), or INVALID_ARGUMENT. */
+export async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === "") return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new CodedError("INVALID_ARGUMENT", "the request body is not valid JSON");
+  }
+  if (nestedDeeperThan(json, MAX_JSON_DEPTH))
+    throw new CodedError(
+      "INVALID_ARGUMENT",
+      `the request body is nested deeper than ${MAX_JSON_DEPTH} levels`,
+    );
+  return json;
+}
+
+/** Whether objects/arrays nest deeper than `limit` (iterative: no recursion on client input). */
+export function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  for (let top = stack.pop(); top; top = stack.pop()) {
+    const [node, depth] = top;
+    if (node === null || typeof node !== "object") continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/**
+ * Parse with a schema or throw INVALID_ARGUMENT naming every offending field, in the message
+ * and as `details.field_violations` (google.rpc.BadRequest's shape).
+ */
+export function parseInput<T extends z.ZodType>(schema: T, input: unknown, what: string): z.infer<T> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const violations = result.error.issues.map((issue) => ({
+    field: issueField(issue),
+    description: describeIssue(issue, input),
+  }));
+  throw new CodedError(
+    "INVALID_ARGUMENT",
+    `invalid ${what}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
+    { field_violations: violations },
+  );
+}

@@ -1,0 +1,118 @@
+import { CodedError } from "../../contracts/errors.ts";
+import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
+import { type Engine, SessionSpec } from "../../contracts/session-spec.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
+import { SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
+
+/**
+ * A runtime may back a session only when approved (by the operator's configuration) and declaring the session contract v1alpha2
+ * (v1alpha1 runtimes stay one-shot). Checked before anything is provisioned.
+ */
+export function assertSessionRuntime(runtime: AgentRuntime, admission: Admission = defaultAdmission()): void {
+  const ref = `${runtime.metadata.namespace}/${runtime.metadata.name}`;
+  if (runtime.spec.contract !== "v1alpha2")
+    throw new CodedError(
+      "FAILED_PRECONDITION",
+      `AgentRuntime ${ref} declares contract ${runtime.spec.contract} (one-shot); sessions need a runtime that declares v1alpha2`,
+      { reason: "RuntimeContractUnsupported" },
+    );
+  assertApproved(runtime, admission);
+}
+
+/** FAILED_PRECONDITION, reason RuntimeNotApproved, unless the operator's configuration approves it. */
+export function assertApproved(runtime: AgentRuntime, admission: Admission): void {
+  const ref = `${runtime.metadata.namespace}/${runtime.metadata.name}`;
+  const verdict = admission.runtimes.verdict(runtime);
+  if (!verdict.approved)
+    throw new CodedError("FAILED_PRECONDITION", `AgentRuntime ${ref} is not approved: ${verdict.message}`, {
+      reason: "RuntimeNotApproved",
+    });
+}
+
+/**
+ * The SessionSpec of a workspace, from its Agent and the Agent's runtime: image, contract and
+ * agent command from the runtime, streaming only when the runtime declares it, egress and plain
+ * env (model URL and name) from the Agent. Credentials never go in here (see `resolveCredentials`).
+ * The Agent's egress must pass the server's egress guard (FAILED_PRECONDITION, reason
+ * EgressForbidden, naming each refused rule), and the spec carries the ports the policy pack refuses.
+ */
+export function buildSessionSpec(input: {
+  namespace: string;
+  name: string;
+  engine: Engine;
+  agent: Agent;
+  runtime: AgentRuntime;
+  /** @default defaultAdmission() */
+  admission?: Admission;
+}): SessionSpec {
+  const { agent, runtime } = input;
+  const { egress } = input.admission ?? defaultAdmission();
+  egress.assertAllowed(
+    agent.spec.egress,
+    `Agent ${agent.metadata.namespace}/${agent.metadata.name}`,
+    "FAILED_PRECONDITION",
+  );
+  const env: Record<string, string> = {};
+  if (agent.spec.model) {
+    env.MODEL_BASE_URL = agent.spec.model.baseUrl;
+    env.MODEL_NAME = agent.spec.model.name;
+  }
+  const parsed = SessionSpec.safeParse({
+    namespace: input.namespace,
+    name: input.name,
+    engine: input.engine,
+    image: runtime.spec.image,
+    contract: runtime.spec.contract,
+    streaming: runtime.spec.capabilities.includes("streaming"),
+    ...(runtime.spec.agent ? { agentCommand: runtime.spec.agent.command } : {}),
+    egress: agent.spec.egress,
+    forbiddenEgressPorts: egress.forbiddenPorts,
+    env,
+  });
+  if (!parsed.success)
+    throw new CodedError(
+      "FAILED_PRECONDITION",
+      `the Agent and its runtime do not make a valid session spec`,
+      {
+        issues: parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })),
+      },
+    );
+  return parsed.data;
+}
+
+/**
+ * The credentials a session receives: exactly the Agent's allowlist, literal values as given and
+ * `secretRef`s read from `offered`, the environment the server offers to sessions
+ * (`offeredCredentialEnv`: only the variables the operator lists in AGENT_SESSIONS_CREDENTIAL_ENV,
+ * never the server's own AGENT_SESSIONS_* settings). A reference to any other variable is
+ * FAILED_PRECONDITION, reason CredentialNotOffered; messages name variables, never values.
+ */
+export function resolveCredentials(
+  agent: Agent,
+  offered: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
+  const ref = `${agent.metadata.namespace}/${agent.metadata.name}`;
+  const out: Record<string, string> = {};
+  for (const credential of agent.spec.credentials) {
+    if (credential.value !== undefined) {
+      out[credential.name] = credential.value;
+      continue;
+    }
+    const variable = credential.secretRef?.env ?? "";
+    if (variable.startsWith(SERVER_SETTINGS_PREFIX) || !Object.hasOwn(offered, variable))
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server does not offer to sessions (an operator lists the variables it offers in AGENT_SESSIONS_CREDENTIAL_ENV; ${SERVER_SETTINGS_PREFIX}* settings never)`,
+        { reason: "CredentialNotOffered", credential: credential.name, variable },
+      );
+    const value = offered[variable];
+    if (value === undefined || value === "")
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server's environment does not set`,
+        { reason: "CredentialUnresolved", credential: credential.name, variable },
+      );
+    out[credential.name] = value;
+  }
+  return out;
+}

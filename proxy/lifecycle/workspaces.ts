@@ -1,0 +1,417 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { z } from "zod";
+import { CodedError } from "../../contracts/errors.ts";
+import { type Agent, type AgentRuntime, parseAgentRef } from "../../contracts/resources.ts";
+import type {
+  ProvisionAgentWorkspaceRequest,
+  ProvisionAgentWorkspaceResponse,
+  RemoveAgentWorkspaceRequest,
+  RemoveAgentWorkspaceResponse,
+} from "../../contracts/rpc.ts";
+import type { RunnerSelector } from "../../contracts/runners.ts";
+import { SessionReasons } from "../../contracts/session-reasons.ts";
+import { type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import { KeyedMutex } from "./keyed-mutex.ts";
+import { sessionKey } from "./namespace-quotas.ts";
+import type { Logger } from "../observability/log.ts";
+import { chooseRunner } from "./placement.ts";
+import type { RunnerDirectory } from "./runner-directory.ts";
+import type { SessionJournal } from "./session-journal.ts";
+import { type Admission, defaultAdmission } from "./admission.ts";
+import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
+import { LIVE_STATES } from "./session-states.ts";
+import { SingleFlight } from "./single-flight.ts";
+import type { WarmPools } from "./warm-pools.ts";
+import type { RunnerRecord, Store, WorkspaceRecord } from "../store/store.ts";
+import { workspaceName as workspaceNameFor } from "./workspace-name.ts";
+
+type ProvisionRequest = z.infer<typeof ProvisionAgentWorkspaceRequest>;
+type ProvisionResponse = z.infer<typeof ProvisionAgentWorkspaceResponse>;
+
+/** Idempotency scope of workspace creation (ProvisionAgentWorkspace and SpawnAgent share it). */
+export const WORKSPACE_KEY_SCOPE = "workspace";
+
+export type WorkspacesOptions = {
+  store: Store;
+  runners: RunnerDirectory;
+  journal: SessionJournal;
+  log: Logger;
+  /** The environment offered to sessions (offeredCredentialEnv), where `secretRef` credentials are read. @default none */
+  secretEnv?: Record<string, string | undefined>;
+  /** Where a new workspace is claimed from before provisioning one (runner/warm-pool.ts). */
+  warmPools?: WarmPools;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
+};
+
+/**
+ * ProvisionAgentWorkspace and RemoveAgentWorkspace. A workspace is the container/pod + volume of
+ * one `(agent, workstream)`; provisioning is apart from starting a session in it.
+ */
+export class Workspaces {
+  readonly #store: Store;
+  readonly #runners: RunnerDirectory;
+  readonly #journal: SessionJournal;
+  readonly #log: Logger;
+  readonly #secretEnv: Record<string, string | undefined>;
+  /** Retries of one client_request_id share one execution. */
+  readonly #flight = new SingleFlight();
+  readonly #warmPools: WarmPools | undefined;
+  readonly #admission: Admission;
+  /** One provisioning or removal per `(agent, workstream)` at a time in this process. */
+  readonly #mutex = new KeyedMutex();
+  /**
+   * From choosing a runner to the store holding the workspace that counts on it, one placement at
+   * a time in this process: concurrent provisions never put more on a runner than its capacity.
+   */
+  readonly #placing = new KeyedMutex();
+
+  constructor(options: WorkspacesOptions) {
+    this.#store = options.store;
+    this.#runners = options.runners;
+    this.#journal = options.journal;
+    this.#log = options.log;
+    this.#warmPools = options.warmPools;
+    this.#secretEnv = options.secretEnv ?? {};
+    this.#admission = options.admission ?? defaultAdmission();
+  }
+
+  /**
+   * Idempotent on `client_request_id`: a retry (also a concurrent one) returns the same
+   * `container_name` and provisions nothing more. Another request for the same agent and
+   * workstream re-provisions the existing workspace under its name (a container removed outside is
+   * replaced, an ERRORED session in it is retired) unless a session is live in it. An empty
+   * `client_request_id` opts out of idempotency.
+   */
+  provision(request: ProvisionRequest): Promise<ProvisionResponse> {
+    const { namespace, name } = parseAgentRef(request.agent_ref);
+    const agentRef = `${namespace}/${name}`;
+    const run = () =>
+      this.#mutex.run(mutexKey(agentRef, request.workstream), () => this.#provision(agentRef, request));
+    return request.client_request_id ? this.#flight.run(request.client_request_id, run) : run();
+  }
+
+  async #provision(agentRef: string, request: ProvisionRequest): Promise<ProvisionResponse> {
+    const requestId = request.client_request_id;
+    const fingerprint = JSON.stringify([agentRef, request.workstream]);
+    const known = requestId ? await this.#store.getIdempotencyKey(WORKSPACE_KEY_SCOPE, requestId) : undefined;
+    if (known && known.fingerprint !== fingerprint) throw reusedRequestId(requestId);
+    const existing = known
+      ? await this.#store.getWorkspace(known.container_name)
+      : await this.#store.findWorkspace(agentRef, request.workstream);
+    // `created`: this client_request_id created the workspace (a retry of it says so too).
+    const response = (w: WorkspaceRecord, inserted = false): ProvisionResponse => ({
+      container_name: w.container_name,
+      created: inserted || (requestId !== "" && w.client_request_id === requestId),
+    });
+
+    // A retry of a request that completed: the recorded answer, nothing sent anywhere.
+    if (known && existing?.status === "ready") return response(existing);
+    // Another request for a workspace a session is using: leave it untouched.
+    if (existing && existing.status === "ready" && (await this.#hasLiveSession(existing))) {
+      if (requestId) await this.#claim(requestId, fingerprint, existing.container_name);
+      return response(existing);
+    }
+
+    // From here on something is provisioned: every check that can refuse comes first.
+    const { agent, runtime } = await this.#resolveAgent(agentRef);
+    // A new workspace takes a place of its namespace's session quota, refused before anything is made.
+    const release = existing
+      ? undefined
+      : await this.#admission.quotas?.reserveSession(
+          parseAgentRef(agentRef).namespace,
+          sessionKey(agentRef, request.workstream),
+        );
+    try {
+      if (!existing) {
+        const claimed = await this.#placing.run("placement", () =>
+          this.#fromWarmPool(agentRef, request, agent, runtime),
+        );
+        if (claimed) {
+          if (requestId) await this.#claim(requestId, fingerprint, claimed.container_name);
+          return response(claimed, true);
+        }
+      }
+      const { namespace } = parseAgentRef(agentRef);
+      const credentials = resolveCredentials(agent, this.#secretEnv);
+      let runner: RunnerRecord;
+      let spec: SessionSpec;
+      let workspace: WorkspaceRecord;
+      if (existing) {
+        // A workspace already placed stays on its runner (a draining one too: nothing moves).
+        const its = this.#runners.connectedRunners().find((r) => r.runner_id === existing.runner_id);
+        if (!its)
+          throw new CodedError(
+            "UNAVAILABLE",
+            `the runner of workspace ${existing.container_name} is not connected`,
+          );
+        runner = its;
+        spec = buildSessionSpec({
+          namespace,
+          name: existing.spec.name,
+          engine: runner.engine,
+          agent,
+          runtime,
+          admission: this.#admission,
+        });
+        workspace =
+          (await this.#store.updateWorkspace(existing.container_name, { status: "provisioning" })) ??
+          existing;
+      } else {
+        ({ runner, spec, workspace } = await this.#placing.run("placement", async () => {
+          const runnerId = await this.#place(request.runner_selector);
+          const chosen = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
+          if (!chosen) throw new CodedError("UNAVAILABLE", `runner ${runnerId} is not connected`);
+          const sessionName = workspaceNameFor(
+            agent.metadata.name,
+            request.workstream,
+            requestId || randomUUID(),
+          );
+          const chosenSpec = buildSessionSpec({
+            namespace,
+            name: sessionName,
+            engine: chosen.engine,
+            agent,
+            runtime,
+            admission: this.#admission,
+          });
+          const inserted = await this.#insert({
+            container_name: workloadName(namespace, sessionName),
+            agent_ref: agentRef,
+            workstream: request.workstream,
+            client_request_id: requestId || `generated-${randomUUID()}`,
+            runner_id: chosen.runner_id,
+            spec: chosenSpec,
+            adapter_token: randomBytes(32).toString("base64url"),
+          });
+          return { runner: chosen, spec: chosenSpec, workspace: inserted };
+        }));
+      }
+      if (requestId) await this.#claim(requestId, fingerprint, workspace.container_name);
+
+      const outcome = await this.#runners.command(runner.runner_id, {
+        kind: "provision",
+        container_name: workspace.container_name,
+        spec,
+        credentials,
+        adapter_token: workspace.adapter_token,
+      });
+      if (!outcome.ok) {
+        await this.#store.updateWorkspace(workspace.container_name, { status: "failed" });
+        throw new CodedError(
+          outcome.error.code,
+          `provisioning workspace ${workspace.container_name} failed: ${outcome.error.message}`,
+          outcome.error.details,
+        );
+      }
+      if (outcome.result.container_name !== workspace.container_name)
+        this.#log("warn", "runner named the container differently", {
+          expected: workspace.container_name,
+          got: outcome.result.container_name,
+        });
+      const ready = await this.#store.updateWorkspace(workspace.container_name, {
+        status: "ready",
+        endpoint: outcome.result.endpoint,
+      });
+      // The replacement is up: an ERRORED session in it no longer blocks the account (it can
+      // still be resumed by id).
+      for (const session of await this.#store.listSessions({
+        containerName: workspace.container_name,
+        states: ["ERRORED"],
+      }))
+        await this.#journal.transition(session.session_id, {
+          state: "STOPPED",
+          reason: SessionReasons.Retired,
+          from: ["ERRORED"],
+        });
+      return response(ready ?? workspace, !existing);
+    } finally {
+      release?.();
+    }
+  }
+
+  /** Runner `remove`, then forget the workspace with its sessions and keys. Unknown → removed: false. */
+  async remove(
+    request: z.infer<typeof RemoveAgentWorkspaceRequest>,
+  ): Promise<z.infer<typeof RemoveAgentWorkspaceResponse>> {
+    const found = await this.#store.getWorkspace(request.container_name);
+    if (!found) return { container_name: request.container_name, removed: false };
+    return this.#mutex.run(mutexKey(found.agent_ref, found.workstream), async () => {
+      const workspace = await this.#store.getWorkspace(request.container_name);
+      if (!workspace) return { container_name: request.container_name, removed: false };
+      const outcome = await this.#runners.command(workspace.runner_id, {
+        kind: "remove",
+        container_name: workspace.container_name,
+      });
+      if (!outcome.ok && outcome.error.code !== "NOT_FOUND")
+        throw new CodedError(
+          outcome.error.code,
+          `removing workspace ${workspace.container_name} failed: ${outcome.error.message}`,
+        );
+      for (const session of await this.#store.listSessions({
+        containerName: workspace.container_name,
+        states: LIVE_STATES,
+      }))
+        await this.#journal.transition(session.session_id, {
+          state: "STOPPED",
+          reason: SessionReasons.WorkspaceRemoved,
+        });
+      await this.#store.deleteWorkspace(workspace.container_name);
+      return { container_name: workspace.container_name, removed: true };
+    });
+  }
+
+  /** The Agent and its runtime, or the reason no session can be provisioned for it. */
+  async #resolveAgent(agentRef: string): Promise<{ agent: Agent; runtime: AgentRuntime }> {
+    const { namespace, name } = parseAgentRef(agentRef);
+    const agent = (await this.#store.getResource("Agent", namespace, name)) as Agent | undefined;
+    if (!agent) throw new CodedError("NOT_FOUND", `Agent ${agentRef} not found`);
+    const runtime = (await this.#store.getResource("AgentRuntime", namespace, agent.spec.runtimeRef)) as
+      | AgentRuntime
+      | undefined;
+    if (!runtime)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `AgentRuntime ${namespace}/${agent.spec.runtimeRef} of Agent ${agentRef} not found`,
+        { reason: "RuntimeNotFound" },
+      );
+    assertSessionRuntime(runtime, this.#admission);
+    return { agent, runtime };
+  }
+
+  /**
+   * A new workspace claimed from the Agent's warm pool: recorded under the container name and
+   * spec the runner returns (the pool entry's own, never re-derived from agent and workstream),
+   * then an ordinary workspace of this account. Undefined when there is no pool or no ready entry:
+   * the caller provisions the slow way.
+   */
+  async #fromWarmPool(
+    agentRef: string,
+    request: ProvisionRequest,
+    agent: Agent,
+    runtime: AgentRuntime,
+  ): Promise<WorkspaceRecord | undefined> {
+    const target = await this.#warmPools?.target(agent, runtime);
+    if (!target) return undefined;
+    // A claim is a placement too: only on a runner the request's selector matches, not draining, with room.
+    if (!(await this.#placeable(target.runnerId, request.runner_selector))) return undefined;
+    const outcome = await this.#runners.command(target.runnerId, {
+      kind: "claim_warm",
+      pool: target.pool,
+      fingerprint: target.fingerprint,
+    });
+    if (!outcome.ok) {
+      if (outcome.error.code !== "NOT_FOUND")
+        this.#log("warn", "claiming a warm workspace failed", {
+          agent_ref: agentRef,
+          code: outcome.error.code,
+        });
+      return undefined;
+    }
+    const claimed = outcome.result;
+    try {
+      await this.#insert({
+        container_name: claimed.container_name,
+        agent_ref: agentRef,
+        workstream: request.workstream,
+        client_request_id: request.client_request_id || `generated-${randomUUID()}`,
+        runner_id: target.runnerId,
+        spec: claimed.spec,
+        adapter_token: claimed.adapter_token,
+      });
+    } catch (error) {
+      // Claimed but not recorded: destroy it rather than leave an orphan.
+      await this.#runners.command(target.runnerId, {
+        kind: "remove",
+        container_name: claimed.container_name,
+      });
+      throw error;
+    }
+    const ready = await this.#store.updateWorkspace(claimed.container_name, {
+      status: "ready",
+      endpoint: claimed.endpoint,
+    });
+    this.#log("info", "workspace claimed from the warm pool", {
+      agent_ref: agentRef,
+      container_name: claimed.container_name,
+    });
+    return ready;
+  }
+
+  /** A runner for a new workspace: labels matching `selector`, not draining, with room (placement.ts). */
+  async #place(selector: RunnerSelector | undefined): Promise<string> {
+    const { connected, load } = await this.#placementView();
+    const placement = chooseRunner(connected, load, selector);
+    if (!placement.ok) throw new CodedError(placement.code, placement.message, placement.details);
+    return placement.runner.runner_id;
+  }
+
+  /** Whether placement would allow a new workspace on this runner (selector, drain, capacity). */
+  async #placeable(runnerId: string, selector: RunnerSelector | undefined): Promise<boolean> {
+    const { connected, load } = await this.#placementView();
+    return chooseRunner(
+      connected.filter((r) => r.runner_id === runnerId),
+      load,
+      selector,
+    ).ok;
+  }
+
+  /** Connected runners with the store's drain flag, and the workspaces placed on each. */
+  async #placementView(): Promise<{ connected: RunnerRecord[]; load: Map<string, number> }> {
+    // Counted in the store: reading every workspace made each placement O(workspaces).
+    const load = await this.#store.countWorkspacesByRunner();
+    // Warm pool entries hold places of their runner's capacity too.
+    for (const [runnerId, entries] of this.#warmPools?.reservedByRunner() ?? [])
+      load.set(runnerId, (load.get(runnerId) ?? 0) + entries);
+    // The drain flag is the store's: an admin may have set it after the runner attached.
+    const stored = new Map((await this.#store.listRunners()).map((r) => [r.runner_id, r]));
+    const connected = this.#runners
+      .connectedRunners()
+      .map((r) => ({ ...r, draining: stored.get(r.runner_id)?.draining ?? r.draining }));
+    return { connected, load };
+  }
+
+  async #hasLiveSession(workspace: WorkspaceRecord): Promise<boolean> {
+    const live = await this.#store.listSessions({
+      containerName: workspace.container_name,
+      states: LIVE_STATES,
+    });
+    return live.length > 0;
+  }
+
+  async #insert(workspace: Parameters<Store["insertWorkspace"]>[0]): Promise<WorkspaceRecord> {
+    try {
+      return await this.#store.insertWorkspace(workspace);
+    } catch (error) {
+      // Another server replica won the race for this workspace: the caller may retry.
+      if (error instanceof Error && error.name === "StoreConflictError")
+        throw new CodedError(
+          "ABORTED",
+          `workspace ${workspace.container_name} is being provisioned concurrently; retry`,
+        );
+      throw error;
+    }
+  }
+
+  async #claim(requestId: string, fingerprint: string, containerName: string): Promise<void> {
+    const claim = await this.#store.claimIdempotencyKey({
+      scope: WORKSPACE_KEY_SCOPE,
+      key: requestId,
+      fingerprint,
+      container_name: containerName,
+    });
+    if (!claim.claimed && claim.existing.container_name !== containerName) throw reusedRequestId(requestId);
+  }
+}
+
+function mutexKey(agentRef: string, workstream: string): string {
+  return `${agentRef}\u0000${workstream}`;
+}
+
+function reusedRequestId(requestId: string): CodedError {
+  return new CodedError(
+    "INVALID_ARGUMENT",
+    `client_request_id ${requestId} was already used for another agent_ref or workstream`,
+    { field: "client_request_id" },
+  );
+}

@@ -1,0 +1,130 @@
+import { randomUUID } from "node:crypto";
+import type { WebSocket } from "ws";
+import { describeZodError, type ApiErrorBody } from "../../contracts/errors.ts";
+import {
+  type CommandResult,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerCommand,
+  ServerToRunner,
+} from "../../contracts/runner-protocol.ts";
+import type { RunnerIdentity } from "./runner-identity.ts";
+import type { RunnerRecord } from "../store/store.ts";
+
+/** A command's outcome as a value: nothing crosses the link as a throw. */
+export type Outcome<T> = { ok: true; result: T } | { ok: false; error: ApiErrorBody };
+
+type Pending = {
+  kind: RunnerCommand["kind"];
+  resolve: (outcome: Outcome<Record<string, unknown>>) => void;
+  timer: NodeJS.Timeout;
+};
+
+/** One runner's WebSocket: validated sends, and the commands awaiting its replies. */
+export class RunnerConnection {
+  readonly ws: WebSocket;
+  /** What it authenticated with; a credential once its `hello` was admitted (runner-identity.ts). */
+  identity: RunnerIdentity;
+  /** Set by a valid `hello`. */
+  runner: RunnerRecord | undefined;
+  helloSeen = false;
+  /** Attached and reconciled: commands may be sent. */
+  available = false;
+  /** Its sessions were marked DISCONNECTED and its commands failed (once). */
+  detached = false;
+  lastSeenAt: number;
+  readonly #pending = new Map<string, Pending>();
+
+  constructor(ws: WebSocket, now: number, identity: RunnerIdentity) {
+    this.ws = ws;
+    this.identity = identity;
+    this.lastSeenAt = now;
+  }
+
+  /** Validate and send one envelope; resolves once written to the socket, never rejects. */
+  send(message: ServerToRunner): Promise<Outcome<undefined>> {
+    const parsed = ServerToRunner.safeParse(message);
+    if (!parsed.success)
+      return Promise.resolve({
+        ok: false,
+        error: {
+          code: "INTERNAL",
+          message: `refusing to send an invalid ${message.type}: ${describeZodError(parsed.error)}`,
+        },
+      });
+    if (this.ws.readyState !== this.ws.OPEN)
+      return Promise.resolve({
+        ok: false,
+        error: { code: "UNAVAILABLE", message: "runner link is not open" },
+      });
+    return new Promise((resolve) => {
+      this.ws.send(JSON.stringify(parsed.data), (error) => {
+        resolve(
+          error
+            ? {
+                ok: false,
+                error: { code: "UNAVAILABLE", message: `sending to the runner failed: ${error.message}` },
+              }
+            : { ok: true, result: undefined },
+        );
+      });
+    });
+  }
+
+  /** Send a command and wait for its `result`, the deadline, or the link's loss. */
+  async request(command: RunnerCommand, timeoutMs: number): Promise<Outcome<Record<string, unknown>>> {
+    const commandId = randomUUID();
+    const reply = new Promise<Outcome<Record<string, unknown>>>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(commandId);
+        resolve({
+          ok: false,
+          error: {
+            code: "DEADLINE_EXCEEDED",
+            message: `the runner did not answer the ${command.kind} command within ${timeoutMs} ms`,
+          },
+        });
+      }, timeoutMs);
+      this.#pending.set(commandId, { kind: command.kind, resolve, timer });
+    });
+    const sent = await this.send({
+      version: RUNNER_PROTOCOL_VERSION,
+      type: "command",
+      payload: { command_id: commandId, command },
+    });
+    if (!sent.ok) this.#settle(commandId, sent);
+    return reply;
+  }
+
+  /** A `result` from the runner; false when no command waits for it (late or unknown). */
+  settle(result: CommandResult): boolean {
+    return this.#settle(result.command_id, result.ok ? { ok: true, result: result.result } : result);
+  }
+
+  /** Fail one waiting command (e.g. its result did not validate). */
+  fail(commandId: string, error: ApiErrorBody): boolean {
+    return this.#settle(commandId, { ok: false, error });
+  }
+
+  /** Fail every waiting command (the link is gone). */
+  failAll(error: ApiErrorBody): void {
+    for (const id of [...this.#pending.keys()]) this.#settle(id, { ok: false, error });
+  }
+
+  get pendingCount(): number {
+    return this.#pending.size;
+  }
+
+  close(code: number, reason: string): void {
+    if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING)
+      this.ws.close(code, reason);
+  }
+
+  #settle(commandId: string, outcome: Outcome<Record<string, unknown>>): boolean {
+    const pending = this.#pending.get(commandId);
+    if (!pending) return false;
+    this.#pending.delete(commandId);
+    clearTimeout(pending.timer);
+    pending.resolve(outcome);
+    return true;
+  }
+}

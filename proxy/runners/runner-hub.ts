@@ -1,0 +1,646 @@
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { type WebSocket, WebSocketServer } from "ws";
+import { type ApiErrorBody, describeZodError } from "../../contracts/errors.ts";
+import {
+  RUNNER_LINK_MAX_FRAME_BYTES,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerCommand,
+  type RunnerSessionReport,
+  type RunnerToServer,
+} from "../../contracts/runner-protocol.ts";
+import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runner-results.ts";
+import { SessionReasons } from "../../contracts/session-reasons.ts";
+import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
+import { missedHeartbeats } from "./heartbeat.ts";
+import { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import { type Logger, silentLogger } from "../observability/log.ts";
+import { type Outcome, RunnerConnection } from "./runner-connection.ts";
+import {
+  admitHello,
+  authenticateRunner,
+  type RunnerIdentity,
+  type RunnerRegistration,
+} from "./runner-identity.ts";
+import type { SessionJournal } from "../lifecycle/session-journal.ts";
+import {
+  ATTACHED_STATES,
+  type Decision,
+  decideMissing,
+  decideReported,
+} from "../lifecycle/session-states.ts";
+import type { RunnerRecord, SessionRecord, Store } from "../store/store.ts";
+import { CloseCodes, parseEnvelope, rawByteLength, rejectUpgrade } from "./runner-wire.ts";
+
+export const RUNNER_CONNECT_PATH = "/v1/runners/connect";
+
+export type RunnerHubOptions = {
+  store: Store;
+  journal: SessionJournal;
+  adminToken: string;
+  runnerToken: string;
+  /** @default 5000 */
+  heartbeatMs?: number;
+  /** @default 60000 */
+  reattachWindowMs?: number;
+  /** Default deadline of `command()`. @default 300000 */
+  commandTimeoutMs?: number;
+  /** A connection must say `hello` within this. @default 10000 */
+  helloTimeoutMs?: number;
+  /** The most workspaces a runner may claim to take in its `hello`; more is cut to this. @default 1000 */
+  maxRunnerCapacity?: number;
+  /** Whether the runner token registers new runner names (runner-identity.ts). @default "open" */
+  registration?: RunnerRegistration;
+  /** Per-session budget of frames from runners, before their store writes (frame-budget.ts). */
+  frameBudget?: Partial<FrameBudgetLimits>;
+  log?: Logger;
+};
+
+/**
+ * Store writes one connection may have queued before the server stops reading its socket (the
+ * runner's send buffer then fills and its agents wait: backpressure to the exec streams), and
+ * the depth at which reading resumes.
+ */
+const INBOX_PAUSE_AT = 1_000;
+const INBOX_RESUME_AT = 100;
+
+export type CommandOutcome<C extends RunnerCommand> = Outcome<CommandResultOf<C["kind"]>>;
+export type RelayChunk = { relay_id: string; data: string; done: boolean; status?: number | undefined };
+
+/**
+ * The server's end of the runner link (see PROTOCOL.md). Runners dial in; the hub registers them
+ * on `hello` and reconciles the store to their authoritative session set; sends commands and
+ * resolves their results as values; stores and publishes the frames and session states runners
+ * send; detects lost links by heartbeats; runs the reattach window of each lost runner.
+ */
+export class RunnerHub {
+  readonly #store: Store;
+  readonly #journal: SessionJournal;
+  readonly #tokens: { adminToken: string; runnerToken: string };
+  readonly #heartbeatMs: number;
+  readonly #reattachWindowMs: number;
+  readonly #commandTimeoutMs: number;
+  readonly #helloTimeoutMs: number;
+  readonly #maxRunnerCapacity: number;
+  readonly #registration: RunnerRegistration;
+  readonly #log: Logger;
+  readonly #wss: WebSocketServer;
+  /** Every open socket, attached or not (heartbeats). */
+  readonly #sockets = new Set<RunnerConnection>();
+  /** The current connection of each attached runner. */
+  readonly #connections = new Map<string, RunnerConnection>();
+  /** Reattach windows running, by runner id. */
+  readonly #expiries = new Map<string, NodeJS.Timeout>();
+  readonly #relays = new Map<string, (chunk: RelayChunk) => void>();
+  /** The runner each relayed request was sent to: only it may send that request's chunks. */
+  readonly #relayRunners = new Map<string, string>();
+  /** Attach, detach and expiry of one runner never interleave. */
+  readonly #runnerMutex = new KeyedMutex();
+  readonly #heartbeat: NodeJS.Timeout;
+  readonly #attachListeners = new Set<(runner: RunnerRecord) => void>();
+  readonly #frameBudget: FrameBudget;
+  #closing = false;
+
+  constructor(options: RunnerHubOptions) {
+    this.#store = options.store;
+    this.#journal = options.journal;
+    this.#tokens = { adminToken: options.adminToken, runnerToken: options.runnerToken };
+    this.#heartbeatMs = options.heartbeatMs ?? 5_000;
+    this.#reattachWindowMs = options.reattachWindowMs ?? 60_000;
+    this.#commandTimeoutMs = options.commandTimeoutMs ?? 300_000;
+    this.#helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
+    this.#maxRunnerCapacity = options.maxRunnerCapacity ?? 1_000;
+    this.#registration = options.registration ?? "open";
+    this.#log = options.log ?? silentLogger;
+    this.#frameBudget = new FrameBudget(options.frameBudget);
+    this.#wss = new WebSocketServer({ noServer: true, maxPayload: RUNNER_LINK_MAX_FRAME_BYTES });
+    this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
+  }
+
+  /**
+   * The node server's `upgrade` event: authenticate with the runner token or a runner's own
+   * credential (runner-identity.ts), then hand over to ws.
+   */
+  handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.#authenticate(request).then(
+      (outcome) => {
+        if (socket.destroyed) return;
+        if (!outcome.ok) rejectUpgrade(socket, outcome.error);
+        else this.#wss.handleUpgrade(request, socket, head, (ws) => this.#onConnection(ws, outcome.identity));
+      },
+      (error: unknown) => {
+        this.#log("error", "runner link: authentication failed", { error: String(error) });
+        if (!socket.destroyed)
+          rejectUpgrade(socket, {
+            code: "UNAVAILABLE",
+            message: "the server could not check the credential",
+          });
+      },
+    );
+  }
+
+  async #authenticate(
+    request: IncomingMessage,
+  ): Promise<{ ok: true; identity: RunnerIdentity } | { ok: false; error: ApiErrorBody }> {
+    const path = new URL(request.url ?? "/", "http://localhost").pathname;
+    if (path !== RUNNER_CONNECT_PATH)
+      return { ok: false, error: { code: "NOT_FOUND", message: `no WebSocket at ${path}` } };
+    if (this.#closing)
+      return { ok: false, error: { code: "UNAVAILABLE", message: "the server is shutting down" } };
+    return authenticateRunner(request.headers.authorization, this.#tokens, this.#store, this.#registration);
+  }
+
+  /**
+   * A runner's credential was replaced or revoked (runner admin API): links that still speak with
+   * an older one are closed (4003); the runner has to come back with its new credential.
+   */
+  closeLinksOf(runnerName: string, keepTokenHash?: string): void {
+    for (const connection of this.#sockets) {
+      const { identity } = connection;
+      if (identity.kind !== "credential" || identity.runnerName !== runnerName) continue;
+      if (identity.tokenHash === keepTokenHash) continue;
+      this.#log("warn", "runner link closed: its credential was replaced or revoked", {
+        runner_name: runnerName,
+      });
+      connection.close(CloseCodes.identityRefused, "runner credential revoked");
+    }
+  }
+
+  /** Runners attached and reconciled, ready for commands. */
+  connectedRunners(): RunnerRecord[] {
+    return [...this.#connections.values()].flatMap((c) => (c.available && c.runner ? [c.runner] : []));
+  }
+
+  isConnected(runnerId: string): boolean {
+    return this.#connections.get(runnerId)?.available === true;
+  }
+
+  /** The drain flag changed in the store: connected runners report it from now on. */
+  noteDraining(runnerId: string, draining: boolean): void {
+    const connection = this.#connections.get(runnerId);
+    if (connection?.runner) connection.runner = { ...connection.runner, draining };
+  }
+
+  /** Told each time a runner is attached and reconciled (it may take work waiting for a runner). */
+  onRunnerAttached(listener: (runner: RunnerRecord) => void): () => void {
+    this.#attachListeners.add(listener);
+    return () => this.#attachListeners.delete(listener);
+  }
+
+  /**
+   * Send a command to a runner and wait for its typed result. Never throws: an absent runner is
+   * UNAVAILABLE, a missed deadline DEADLINE_EXCEEDED, a lost link UNAVAILABLE.
+   */
+  async command<C extends RunnerCommand>(
+    runnerId: string,
+    command: C,
+    timeoutMs: number = this.#commandTimeoutMs,
+  ): Promise<CommandOutcome<C>> {
+    const connection = this.#connections.get(runnerId);
+    if (!connection?.available)
+      return { ok: false, error: { code: "UNAVAILABLE", message: `runner ${runnerId} is not connected` } };
+    // Chunks of a relayed request are taken from the runner it went to, and from no other.
+    const relayId = command.kind === "relay" ? command.relay_id : undefined;
+    if (relayId !== undefined) this.#relayRunners.set(relayId, runnerId);
+    const outcome = await connection.request(command, timeoutMs);
+    if (relayId !== undefined && this.#relayRunners.get(relayId) === runnerId)
+      this.#relayRunners.delete(relayId);
+    if (!outcome.ok) return outcome;
+    const parsed = CommandResultSchemas[command.kind].safeParse(outcome.result);
+    if (!parsed.success)
+      return {
+        ok: false,
+        error: {
+          code: "INTERNAL",
+          message: `runner ${runnerId} returned an invalid ${command.kind} result: ${describeZodError(parsed.error)}`,
+        },
+      };
+    return { ok: true, result: parsed.data as CommandResultOf<C["kind"]> };
+  }
+
+  /** Receive the `relay_chunk`s of one relayed request until unsubscribed. */
+  onRelayChunk(relayId: string, listener: (chunk: RelayChunk) => void): () => void {
+    this.#relays.set(relayId, listener);
+    return () => {
+      if (this.#relays.get(relayId) === listener) this.#relays.delete(relayId);
+    };
+  }
+
+  /**
+   * After a server (re)start no runner is attached yet: sessions the store still holds as
+   * attached become DISCONNECTED and their runners' reattach windows start (PROTOCOL.md §5).
+   */
+  async recover(): Promise<void> {
+    const stranded = await this.#store.listSessions({ states: [...ATTACHED_STATES, "DISCONNECTED"] });
+    const runners = new Set<string>();
+    for (const session of stranded) {
+      if (this.#connections.has(session.runner_id)) continue;
+      runners.add(session.runner_id);
+      await this.#journal.transition(session.session_id, {
+        state: "DISCONNECTED",
+        reason: SessionReasons.RunnerDisconnected,
+        from: ATTACHED_STATES,
+      });
+    }
+    for (const runnerId of runners) this.#armExpiry(runnerId);
+  }
+
+  /** Close every runner link (they reconnect with backoff to the next server) and stop all timers. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    clearInterval(this.#heartbeat);
+    for (const timer of this.#expiries.values()) clearTimeout(timer);
+    this.#expiries.clear();
+    for (const connection of this.#sockets) {
+      connection.failAll({ code: "UNAVAILABLE", message: "the server is shutting down" });
+      connection.close(CloseCodes.goingAway, "server shutting down");
+    }
+    await new Promise<void>((resolve) => this.#wss.close(() => resolve()));
+  }
+
+  // ── one connection ───────────────────────────────────────────────────────────────────────
+
+  #onConnection(ws: WebSocket, identity: RunnerIdentity): void {
+    const connection = new RunnerConnection(ws, Date.now(), identity);
+    this.#sockets.add(connection);
+    const helloTimer = setTimeout(() => {
+      if (!connection.helloSeen) connection.close(CloseCodes.helloExpected, "hello expected");
+    }, this.#helloTimeoutMs);
+    // Store writes of one connection happen in arrival order (frames keep their order), and
+    // at most INBOX_PAUSE_AT wait: beyond that the socket is not read until they drain.
+    let queue: Promise<void> = Promise.resolve();
+    let queued = 0;
+    const enqueue = (what: string, task: () => Promise<void>) => {
+      if (++queued >= INBOX_PAUSE_AT && !ws.isPaused) ws.pause();
+      queue = queue
+        .then(task)
+        .catch((error: unknown) => {
+          this.#log("error", `runner link: ${what} failed`, { error: String(error) });
+        })
+        .finally(() => {
+          if (--queued <= INBOX_RESUME_AT && ws.isPaused) ws.resume();
+        });
+    };
+    ws.on("message", (data, isBinary) => {
+      connection.lastSeenAt = Date.now();
+      const message = parseEnvelope(data, isBinary);
+      if (!message.ok) {
+        this.#log("warn", "runner link: invalid message", { reason: message.reason });
+        if (message.commandId)
+          connection.fail(message.commandId, {
+            code: "INTERNAL",
+            message: `the runner sent an invalid result: ${message.reason}`,
+          });
+        if (!connection.helloSeen) connection.close(CloseCodes.policyViolation, "invalid message");
+        return;
+      }
+      const envelope = message.envelope;
+      if (!connection.helloSeen && envelope.type !== "hello") {
+        connection.close(CloseCodes.helloExpected, "hello expected first");
+        return;
+      }
+      switch (envelope.type) {
+        case "hello":
+          if (connection.helloSeen) {
+            this.#log("warn", "runner link: second hello ignored", {
+              runner_id: connection.runner?.runner_id,
+            });
+            return;
+          }
+          connection.helloSeen = true;
+          clearTimeout(helloTimer);
+          enqueue("attach", async () => {
+            try {
+              const admission = await admitHello(
+                connection.identity,
+                envelope.payload.runner_name,
+                this.#store,
+              );
+              if (!admission.ok) {
+                // Nothing of the runner that holds the name is touched: not its record, link or sessions.
+                this.#log("warn", "runner link refused: not that runner", {
+                  runner_name: envelope.payload.runner_name,
+                  reason: admission.reason,
+                });
+                connection.close(CloseCodes.identityRefused, "runner identity refused");
+                return;
+              }
+              connection.identity = admission.identity;
+              await this.#attach(connection, envelope.payload, admission.issued);
+            } catch (error) {
+              connection.close(CloseCodes.internalError, "attach failed"); // the runner redials
+              throw error;
+            }
+          });
+          return;
+        case "result":
+          if (!connection.settle(envelope.payload))
+            this.#log("warn", "runner link: result for no waiting command", {
+              command_id: envelope.payload.command_id,
+            });
+          return;
+        case "frame": {
+          // The budget is checked before the frame costs a store write (frame-budget.ts); it is
+          // kept per runner and session, so frames another runner sends for a session (dropped
+          // below: not its own) never spend the owner's budget.
+          const { session_id, frame } = envelope.payload;
+          const account = `${connection.runner?.runner_id ?? ""}/${session_id}`;
+          const admission = this.#frameBudget.admit(account, rawByteLength(data), Date.now());
+          if (admission === "drop") return;
+          if (admission === "notice")
+            this.#log("warn", "runner link: a session's frames exceed the budget; dropping", {
+              runner_id: connection.runner?.runner_id,
+              session_id,
+            });
+          const stored = admission === "notice" ? this.#frameBudget.notice() : frame;
+          enqueue("frame", () => this.#onFrame(connection, session_id, stored));
+          return;
+        }
+        case "session_state":
+          enqueue("session_state", () => this.#onSessionState(connection, envelope.payload));
+          return;
+        case "relay_chunk": {
+          const relayId = envelope.payload.relay_id;
+          const owner = this.#relayRunners.get(relayId);
+          if (owner === undefined || owner !== connection.runner?.runner_id) {
+            this.#log("warn", "runner sent a relay chunk for a request not sent to it; dropped", {
+              runner_id: connection.runner?.runner_id,
+              relay_id: relayId,
+            });
+            return;
+          }
+          this.#relays.get(relayId)?.(envelope.payload);
+          return;
+        }
+        case "pong":
+          return;
+        default: {
+          const exhaustive: never = envelope;
+          return exhaustive;
+        }
+      }
+    });
+    ws.on("error", (error) => this.#log("warn", "runner link: socket error", { error: error.message }));
+    ws.on("close", (code) => {
+      clearTimeout(helloTimer);
+      this.#sockets.delete(connection);
+      this.#log("info", "runner link closed", { runner_id: connection.runner?.runner_id, code });
+      enqueue("detach", async () => {
+        const runnerId = connection.runner?.runner_id;
+        if (runnerId === undefined || this.#closing) {
+          connection.failAll({ code: "UNAVAILABLE", message: "runner link lost" });
+          return;
+        }
+        await this.#runnerMutex.run(runnerId, () => this.#detach(connection));
+      });
+    });
+  }
+
+  /** PROTOCOL.md §2: register, supersede an older link, welcome, reconcile, then accept commands. */
+  async #attach(
+    connection: RunnerConnection,
+    hello: Extract<RunnerToServer, { type: "hello" }>["payload"],
+    issuedCredential: string | undefined,
+  ): Promise<void> {
+    if (hello.capacity > this.#maxRunnerCapacity)
+      this.#log("warn", "runner claimed more capacity than the server allows; cut", {
+        runner_name: hello.runner_name,
+        claimed: hello.capacity,
+        max: this.#maxRunnerCapacity,
+      });
+    const runner = await this.#store.registerRunner({
+      runner_name: hello.runner_name,
+      engine: hello.engine,
+      capacity: Math.min(hello.capacity, this.#maxRunnerCapacity),
+      labels: hello.labels,
+    });
+    connection.runner = runner;
+    const id = runner.runner_id;
+    // A credential issued for a link that never got its welcome frees the name for the next try.
+    const unissue = async () => {
+      if (issuedCredential !== undefined && connection.identity.kind === "credential")
+        await this.#store.deleteRunnerCredential(runner.runner_name, connection.identity.tokenHash);
+    };
+    const stops = await this.#runnerMutex.run(id, async () => {
+      const previous = this.#connections.get(id);
+      if (previous && previous !== connection) {
+        previous.close(CloseCodes.superseded, "superseded by a newer connection");
+        await this.#detach(previous);
+      }
+      if (connection.ws.readyState !== connection.ws.OPEN) {
+        await unissue();
+        return [];
+      }
+      this.#connections.set(id, connection);
+      const expiry = this.#expiries.get(id);
+      if (expiry) clearTimeout(expiry);
+      this.#expiries.delete(id);
+      const welcomed = await connection.send({
+        version: RUNNER_PROTOCOL_VERSION,
+        type: "welcome",
+        payload: {
+          runner_id: id,
+          heartbeat_ms: this.#heartbeatMs,
+          ...(issuedCredential !== undefined ? { credential: issuedCredential } : {}),
+        },
+      });
+      if (!welcomed.ok) {
+        await unissue();
+        return [];
+      }
+      const toStop = await this.#reconcile(id, hello.sessions);
+      connection.available = true;
+      this.#log("info", "runner attached", {
+        runner_id: id,
+        runner_name: runner.runner_name,
+        engine: runner.engine,
+        capacity: runner.capacity,
+        labels: runner.labels,
+        draining: runner.draining,
+        sessions: hello.sessions.length,
+      });
+      return toStop;
+    });
+    for (const sessionId of stops) this.#stopOnRunner(id, sessionId);
+    if (connection.available)
+      for (const listener of this.#attachListeners) {
+        try {
+          listener(runner);
+        } catch (error) {
+          this.#log("error", "runner attach listener failed", { error: String(error) });
+        }
+      }
+  }
+
+  /** PROTOCOL.md §3: the store follows the runner's authoritative set. Returns sessions to stop there. */
+  async #reconcile(runnerId: string, reported: RunnerSessionReport[]): Promise<string[]> {
+    const toStop: string[] = [];
+    const remaining = new Map(reported.map((r) => [r.session_id, r]));
+    for (const session of await this.#store.listSessions({ runnerId })) {
+      const report = remaining.get(session.session_id);
+      remaining.delete(session.session_id);
+      const decision = report
+        ? decideReported(session, report.state, report.reason)
+        : decideMissing(session.state);
+      if (await this.#apply(session, decision)) toStop.push(session.session_id);
+    }
+    for (const report of remaining.values()) {
+      // Known to the runner, not to the store under it: adopt it when its workspace is ours there.
+      const workspace = await this.#store.getWorkspace(report.container_name);
+      const existing = await this.#store.getSession(report.session_id);
+      if (!workspace || workspace.runner_id !== runnerId || existing) {
+        this.#log("warn", "runner reported a session the server does not place on it; left alone", {
+          runner_id: runnerId,
+          session_id: report.session_id,
+          container_name: report.container_name,
+        });
+        continue;
+      }
+      await this.#store.insertSession({
+        session_id: report.session_id,
+        container_name: report.container_name,
+        agent_ref: workspace.agent_ref,
+        runner_id: runnerId,
+        state: "STARTING",
+      });
+      await this.#journal.transition(report.session_id, { state: report.state });
+    }
+    return toStop;
+  }
+
+  /** Sessions of a lost link become DISCONNECTED, then its waiting commands fail (in that order). */
+  async #detach(connection: RunnerConnection): Promise<void> {
+    if (connection.detached) return;
+    connection.detached = true;
+    connection.available = false;
+    const id = connection.runner?.runner_id;
+    const current = id !== undefined && this.#connections.get(id) === connection;
+    if (id !== undefined && current) {
+      this.#connections.delete(id);
+      for (const session of await this.#store.listSessions({ runnerId: id, states: ATTACHED_STATES }))
+        await this.#journal.transition(session.session_id, {
+          state: "DISCONNECTED",
+          reason: SessionReasons.RunnerDisconnected,
+          from: ATTACHED_STATES,
+        });
+    }
+    connection.failAll({ code: "UNAVAILABLE", message: "runner link lost" });
+    if (id !== undefined && current) this.#armExpiry(id);
+  }
+
+  #armExpiry(runnerId: string): void {
+    if (this.#closing) return;
+    const existing = this.#expiries.get(runnerId);
+    if (existing) clearTimeout(existing);
+    const timer = setTimeout(() => {
+      this.#expiries.delete(runnerId);
+      this.#runnerMutex
+        .run(runnerId, () => this.#expire(runnerId))
+        .catch((error: unknown) =>
+          this.#log("error", "reattach expiry failed", { runner_id: runnerId, error: String(error) }),
+        );
+    }, this.#reattachWindowMs);
+    this.#expiries.set(runnerId, timer);
+  }
+
+  /** PROTOCOL.md §5: the window closed without a reattach. */
+  async #expire(runnerId: string): Promise<void> {
+    if (this.#connections.has(runnerId) || this.#closing) return;
+    for (const session of await this.#store.listSessions({ runnerId, states: ["DISCONNECTED"] }))
+      await this.#journal.transition(session.session_id, {
+        state: "ERRORED",
+        reason: SessionReasons.ReattachExpired,
+        from: ["DISCONNECTED"],
+      });
+    this.#log("warn", "runner did not reattach within the window", { runner_id: runnerId });
+  }
+
+  /** Frames are agents' output: never `status` (contracts AgentFrame; status frames are the server's). */
+  async #onFrame(
+    connection: RunnerConnection,
+    sessionId: string,
+    frame: Pick<Extract<RunnerToServer, { type: "frame" }>["payload"]["frame"], "type" | "ts" | "payload">,
+  ): Promise<void> {
+    const session = await this.#ownedSession(connection, sessionId);
+    if (!session) return;
+    await this.#journal.append(sessionId, { type: frame.type, ts: frame.ts, payload: frame.payload });
+  }
+
+  async #onSessionState(
+    connection: RunnerConnection,
+    report: Extract<RunnerToServer, { type: "session_state" }>["payload"],
+  ): Promise<void> {
+    const session = await this.#ownedSession(connection, report.session_id);
+    if (!session) return;
+    const decision = decideReported(session, report.state, report.reason);
+    if (await this.#apply(session, decision)) this.#stopOnRunner(session.runner_id, session.session_id);
+  }
+
+  /** Only the runner a session is placed on may speak for it. */
+  async #ownedSession(connection: RunnerConnection, sessionId: string): Promise<SessionRecord | undefined> {
+    const session = await this.#store.getSession(sessionId);
+    if (session && session.runner_id === connection.runner?.runner_id) return session;
+    this.#log("warn", "runner spoke for a session not placed on it; dropped", {
+      runner_id: connection.runner?.runner_id,
+      session_id: sessionId,
+    });
+    return undefined;
+  }
+
+  /** Apply a decision; true when the session must be stopped on its runner. */
+  async #apply(session: SessionRecord, decision: Decision): Promise<boolean> {
+    switch (decision.kind) {
+      case "keep":
+        return false;
+      case "stop-on-runner":
+        return true;
+      case "set":
+        await this.#journal.transition(session.session_id, {
+          state: decision.state,
+          reason: decision.reason,
+          from: [session.state],
+        });
+        return false;
+      default: {
+        const exhaustive: never = decision;
+        return exhaustive;
+      }
+    }
+  }
+
+  /** A settled session still runs on its runner: stop it there; the store keeps what it has. */
+  #stopOnRunner(runnerId: string, sessionId: string): void {
+    this.command(runnerId, { kind: "stop", session_id: sessionId }).then(
+      (outcome) => {
+        if (!outcome.ok && outcome.error.code !== "NOT_FOUND")
+          this.#log("warn", "stopping a settled session on its runner failed", {
+            runner_id: runnerId,
+            session_id: sessionId,
+            error: outcome.error,
+          });
+      },
+      (error: unknown) => this.#log("error", "stop command threw", { error: String(error) }),
+    );
+  }
+
+  /** PROTOCOL.md §4: ping every interval; two missed heartbeats end the link. */
+  #tick(): void {
+    const now = Date.now();
+    for (const connection of this.#sockets) {
+      if (missedHeartbeats(connection.lastSeenAt, now, this.#heartbeatMs) >= 2) {
+        this.#log("warn", "runner missed 2 heartbeats; link closed", {
+          runner_id: connection.runner?.runner_id,
+        });
+        connection.ws.terminate();
+        continue;
+      }
+      if (!connection.helloSeen) continue;
+      connection.send({ version: RUNNER_PROTOCOL_VERSION, type: "ping", payload: { at: now } }).then(
+        (sent) => {
+          if (!sent.ok) this.#log("debug", "ping not sent", { error: sent.error });
+        },
+        () => {},
+      );
+    }
+  }
+}
