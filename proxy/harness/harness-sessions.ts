@@ -13,8 +13,7 @@ import { type HarnessController, harnessWorkstream } from "./harness-controller.
 import { toManifest, withReady } from "./harness-status.ts";
 import { mergePatch } from "../lifecycle/merge-patch.ts";
 import { type NamespaceQuotas, sessionKey } from "../lifecycle/namespace-quotas.ts";
-import { parseInput } from "../lifecycle/request-body.ts";
-import { withPathMetadata } from "../http/resource-routes.ts";
+import { parseInput, withPathMetadata } from "../lifecycle/request-body.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 
 export type HarnessSessionsOptions = {

@@ -10,7 +10,7 @@ import {
 } from "../../contracts/resources.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { Admission } from "../lifecycle/admission.ts";
-import { parseInput, readJson } from "../lifecycle/request-body.ts";
+import { parseInput, readJson, withPathMetadata } from "../lifecycle/request-body.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 
@@ -111,18 +111,4 @@ function stripped(resource: Resource): Resource {
   const { status: _status, ...rest } = resource;
   const { approved: _approved, ...spec } = rest.spec;
   return { ...rest, spec };
-}
-
-/** A manifest may leave out the name and namespace the path already says. */
-export function withPathMetadata(body: unknown, namespace: string, name: string): unknown {
-  if (!body || typeof body !== "object" || Array.isArray(body)) return body;
-  const manifest = body as { metadata?: unknown };
-  const metadata =
-    manifest.metadata && typeof manifest.metadata === "object" && !Array.isArray(manifest.metadata)
-      ? (manifest.metadata as Record<string, unknown>)
-      : manifest.metadata === undefined
-        ? {}
-        : undefined;
-  if (!metadata) return body;
-  return { ...manifest, metadata: { namespace, name, ...metadata } };
 }

@@ -1,6 +1,6 @@
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
-import type { CommandOutcome } from "../runners/runner-hub.ts";
+import type { CommandOutcome } from "./runner-directory.ts";
 import type { RunnerRecord } from "../store/store.ts";
 
 /**

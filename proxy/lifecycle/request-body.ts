@@ -56,3 +56,17 @@ export function parseInput<T extends z.ZodType>(schema: T, input: unknown, what:
     { field_violations: violations },
   );
 }
+
+/** A manifest may leave out the name and namespace the path already says. */
+export function withPathMetadata(body: unknown, namespace: string, name: string): unknown {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return body;
+  const manifest = body as { metadata?: unknown };
+  const metadata =
+    manifest.metadata && typeof manifest.metadata === "object" && !Array.isArray(manifest.metadata)
+      ? (manifest.metadata as Record<string, unknown>)
+      : manifest.metadata === undefined
+        ? {}
+        : undefined;
+  if (!metadata) return body;
+  return { ...manifest, metadata: { namespace, name, ...metadata } };
+}

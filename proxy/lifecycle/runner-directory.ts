@@ -1,8 +1,19 @@
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
-import type { CommandOutcome } from "../runners/runner-hub.ts";
+import type { ApiErrorBody } from "../../contracts/errors.ts";
+import type { CommandResultOf } from "../../contracts/runner-results.ts";
 import type { RunnerRecord } from "../store/store.ts";
 
-/** What the lifecycle needs of the runner link (RunnerHub implements it). */
+/** A value, or the error with its gRPC code: what crosses the runner link never throws. */
+export type Outcome<T> = { ok: true; result: T } | { ok: false; error: ApiErrorBody };
+/** What a runner command returns, typed by its kind. */
+export type CommandOutcome<C extends RunnerCommand> = Outcome<CommandResultOf<C["kind"]>>;
+/** One piece of a relayed reply, as the runner sends it (PROTOCOL.md `relay_chunk`). */
+export type RelayChunk = { relay_id: string; data: string; done: boolean; status?: number | undefined };
+
+/**
+ * What the lifecycle needs of the runner link: the port (RunnerHub, runners/, implements it; this
+ * module imports nothing of its adapter).
+ */
 export interface RunnerDirectory {
   /** Runners attached and reconciled. */
   connectedRunners(): RunnerRecord[];

@@ -1,5 +1,5 @@
 import type { ApiErrorBody } from "../../contracts/errors.ts";
-import type { RelayChunk } from "../runners/runner-hub.ts";
+import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 
 export type InboxEvent =
   | { kind: "chunk"; data: string; done: boolean; status?: number | undefined }

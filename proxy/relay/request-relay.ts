@@ -11,7 +11,7 @@ import { type InboxEvent, RelayInbox } from "./relay-inbox.ts";
 import { markAuditedRequest } from "../http/request-audit.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
-import type { RelayChunk } from "../runners/runner-hub.ts";
+import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 import { SseSplitter } from "./sse-splitter.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { Store, WorkspaceRecord } from "../store/store.ts";

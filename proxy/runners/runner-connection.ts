@@ -11,7 +11,9 @@ import type { RunnerIdentity } from "./runner-identity.ts";
 import type { RunnerRecord } from "../store/store.ts";
 
 /** A command's outcome as a value: nothing crosses the link as a throw. */
-export type Outcome<T> = { ok: true; result: T } | { ok: false; error: ApiErrorBody };
+import type { Outcome } from "../lifecycle/runner-directory.ts";
+
+export type { Outcome };
 
 type Pending = {
   kind: RunnerCommand["kind"];

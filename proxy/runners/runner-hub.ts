@@ -15,7 +15,8 @@ import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
 import { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
-import { type Outcome, RunnerConnection } from "./runner-connection.ts";
+import type { CommandOutcome, RelayChunk } from "../lifecycle/runner-directory.ts";
+import { RunnerConnection } from "./runner-connection.ts";
 import {
   admitHello,
   authenticateRunner,
@@ -64,8 +65,7 @@ export type RunnerHubOptions = {
 const INBOX_PAUSE_AT = 1_000;
 const INBOX_RESUME_AT = 100;
 
-export type CommandOutcome<C extends RunnerCommand> = Outcome<CommandResultOf<C["kind"]>>;
-export type RelayChunk = { relay_id: string; data: string; done: boolean; status?: number | undefined };
+export type { CommandOutcome, RelayChunk } from "../lifecycle/runner-directory.ts";
 
 /**
  * The server's end of the runner link (see PROTOCOL.md). Runners dial in; the hub registers them
