@@ -6,6 +6,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import { viaGateway } from "./docker-provider/gateway-url.ts";
 import { type ContainerInputs, DockerTypes, type MountInput } from "./docker-provider/schema.ts";
 
 type Inputs<T> = { [K in keyof T]: pulumi.Input<T[K]> };
@@ -67,19 +68,7 @@ export interface DockerSessionArgs {
   stateHashKey: pulumi.Input<string>;
 }
 
-/**
- * Rewrites a URL that names an allowed host-local endpoint so that it names the session
- * network's gateway instead: an internal network has no route elsewhere, and the gateway maps
- * exactly the allowed ports to that endpoint (see docker-provider/host-isolation.ts).
- */
-export function viaGateway(url: string, egress: SessionSpec["egress"], gateway: string): string {
-  for (const rule of egress) {
-    const address = rule.cidr.replace(/\/32$/, "");
-    const needle = `//${address}:${rule.port}`;
-    if (url.includes(needle)) return url.replace(needle, `//${gateway}:${rule.port}`);
-  }
-  return url;
-}
+export { viaGateway };
 
 export class DockerSession extends pulumi.ComponentResource {
   readonly resolvedImageDigest: pulumi.Output<string>;

@@ -12,7 +12,7 @@ import { CodedError } from "../contracts/errors.ts";
 import { LABEL_PREFIX, Labels } from "../contracts/session-spec.ts";
 import { isolateBridge, removeBridgeRules } from "../infra/docker-provider/host-isolation.ts";
 import { CONTAINER_LOG_CONFIG } from "../infra/docker-provider/log-limits.ts";
-import { viaGateway } from "../infra/docker-session.ts";
+import { viaGateway } from "../infra/docker-provider/gateway-url.ts";
 import type { RunOnceCommand, RunOnceOutcome } from "./driver.ts";
 import { RunOutput } from "./run-output.ts";
 
