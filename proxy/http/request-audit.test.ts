@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import type { ResultRecord } from "../../contracts/adapter.ts";
 import { type AuditRecord, createAudit } from "../observability/audit.ts";
 import { Metrics } from "../observability/metrics.ts";
-import { auditProxiedRequests, fromJsonReply, markAuditedRequest } from "./request-audit.ts";
+import { markAuditedRequest } from "../observability/audited-request.ts";
+import { auditProxiedRequests, fromJsonReply } from "./request-audit.ts";
 
 const record = (outcome: ResultRecord["outcome"]): ResultRecord => ({
   id: "req-1",

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { ResultRecord, StreamEvent } from "../../contracts/adapter.ts";
 import { ErrorCode } from "../../contracts/errors.ts";
 import type { Audit, AuditRecord } from "../observability/audit.ts";
+import { AUDITED_REQUEST_ID } from "../observability/audited-request.ts";
 import type { ProxiedOutcome } from "../observability/metrics.ts";
 import { SseSplitter } from "../relay/sse-splitter.ts";
 
@@ -23,19 +24,6 @@ type Ending = Pick<AuditRecord, "outcome" | "code" | "usage" | "request_id">;
  * JSON reply when it is complete, a streamed one when its last event has passed (or the client
  * went away). Mount it on that route after authentication.
  */
-const AUDITED_REQUEST_ID = "auditedRequestId" as const;
-
-declare module "hono" {
-  interface ContextVariableMap {
-    /** The request id the relay gave a proxied request (markAuditedRequest). */
-    auditedRequestId: string;
-  }
-}
-
-/** Called by the relay once it knows the request's id: the audit records that one (proxy/request-relay.ts). */
-export function markAuditedRequest(c: Context, requestId: string): void {
-  c.set(AUDITED_REQUEST_ID, requestId);
-}
 
 export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
   return async (c, next) => {

@@ -8,7 +8,7 @@ import type { AutoResumer, AwakeSession } from "../harness/auto-resumer.ts";
 import { readyOf } from "../harness/harness-status.ts";
 import type { Logger } from "../observability/log.ts";
 import { type InboxEvent, RelayInbox } from "./relay-inbox.ts";
-import { markAuditedRequest } from "../http/request-audit.ts";
+import { markAuditedRequest } from "../observability/audited-request.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
