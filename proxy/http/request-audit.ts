@@ -24,7 +24,6 @@ type Ending = Pick<AuditRecord, "outcome" | "code" | "usage" | "request_id">;
  * JSON reply when it is complete, a streamed one when its last event has passed (or the client
  * went away). Mount it on that route after authentication.
  */
-
 export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
   return async (c, next) => {
     if (c.req.method !== "POST") return next();
