@@ -24,6 +24,10 @@ const session = new CompassSession(settings, "harness");
 /** Requests wait for the one before them: one conversation runs one prompt at a time. */
 let queue: Promise<unknown> = Promise.resolve();
 
+// The SDK (pi-utils' postmortem) exits 143 at once on SIGTERM; the adapter drains the requests
+// in flight first and then exits 0 (reference/adapter-server.ts): its handler is the only one.
+process.removeAllListeners("SIGTERM");
+
 startAdapterServer({
   ...adapter,
   async handle(input, { signal, onDelta, onTool }) {

@@ -128,3 +128,20 @@ describe("the loopback model's replies, decided from the history", () => {
     });
   });
 });
+
+describe("the turn a person asked for", () => {
+  it("is the last user message, or the one before a harness's continuation note", async () => {
+    const { turnUserText } = await import("../fixtures/model-replies.ts");
+    const user = (content: string) => ({ role: "user" as const, content });
+    expect(turnUserText([user("first"), user("hello [garbage]")])).toBe("hello [garbage]");
+    expect(
+      turnUserText([
+        user("hello [garbage]"),
+        { role: "assistant" as const, content: "half " },
+        user(
+          "[System: The previous response was cut off by a network error mid-stream. Continue exactly where you left off.]",
+        ),
+      ]),
+    ).toBe("hello [garbage]");
+  });
+});
