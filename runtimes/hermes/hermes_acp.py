@@ -8,8 +8,10 @@ server in a session:
    search_files, terminal, process).
 2. Failed turns: a failed model call ends the stock turn with `end_turn` and an error text posing
    as the answer, and leaves the unanswered user message in the history (the next message is
-   then merged into it). Here a failed turn answers nothing, is rolled back from the history (and
-   state.db), and says so in the prompt result: `_meta.agentSessions = {failed: true, error}`.
+   then merged into it). A turn Hermes gives up on (a stream still cut off after its
+   continuation retries) ends as a "success" with the partial text. Here either answers nothing,
+   is rolled back from the history (and state.db), and says so in the prompt result:
+   `_meta.agentSessions = {failed: true, error}`.
 3. Tool completion: the stock step callback passes a tool's arguments as a JSON string to
    build_tool_complete, which expects a dict and raises for write_file/patch, so those calls
    never report completion. The arguments are parsed first.
@@ -69,7 +71,11 @@ def _run_conversation(self, *args, **kwargs):
     if isinstance(result, dict):
         turn = {key: int(getattr(self, counter, 0) or 0) - before[key] for key, counter in _TOKEN_COUNTERS.items()}
         result = {**result, **turn}
-    if isinstance(result, dict) and result.get("failed"):
+    # A failed call, or a turn Hermes gave up on with an error (e.g. a stream still cut off after
+    # its continuation retries: `completed: False, partial: True`) — never a partial "success".
+    if isinstance(result, dict) and (
+        result.get("failed") or (result.get("completed") is False and result.get("error"))
+    ):
         self._agent_sessions_failure = str(result.get("error") or "the model call failed")
         # No error text as the answer: the failure travels in the prompt result.
         result = {**result, "final_response": ""}
