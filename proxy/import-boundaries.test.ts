@@ -24,7 +24,7 @@ const ALLOWED: Record<string, readonly string[]> = {
 type Import = { from: string; to: string; specifier: string };
 
 /** Relative imports (static, `export … from`, dynamic) of one module's source. */
-export function importsOf(file: string, source: string): Import[] {
+function importsOf(file: string, source: string): Import[] {
   const found: Import[] = [];
   for (const m of source.matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)) {
     const specifier = m[1] ?? "";
@@ -41,7 +41,7 @@ function conceptOf(path: string): string {
 }
 
 /** Why an import goes the wrong way, or undefined when it is allowed. */
-export function violation(imp: Import): string | undefined {
+function violation(imp: Import): string | undefined {
   const from = conceptOf(imp.from);
   const to = conceptOf(imp.to);
   if (to === "../runner")

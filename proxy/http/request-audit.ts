@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler } from "hono";
+import type { MiddlewareHandler } from "hono";
 import { ResultRecord, StreamEvent } from "../../contracts/adapter.ts";
 import { ErrorCode } from "../../contracts/errors.ts";
 import type { Audit, AuditRecord } from "../observability/audit.ts";
