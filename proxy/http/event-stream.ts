@@ -139,6 +139,9 @@ export function eventRoutes(options: EventStreamOptions): Hono {
             if (queue.length === 0 && !stop.signal.aborted) await stream.write(": keepalive\n\n");
             continue;
           }
+          // Frames of one burst arrive in one macrotask (a runner's WebSocket read); waiting for
+          // its end puts them in one write instead of one write (and one syscall) each.
+          await new Promise<void>((resolve) => setImmediate(resolve));
           // Everything queued in one write: a follower that fell behind catches up in one go.
           let text = "";
           writingBytes = queuedBytes;
