@@ -3,10 +3,10 @@ import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { ErrorCode, httpStatusOf } from "../contracts/errors.ts";
 import type { HarnessReply } from "../contracts/harness-session.ts";
-import type { Rpc, RpcMethod } from "../contracts/rpc.ts";
+import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
 import { ClientError } from "./client-error.ts";
-import type { ResourceList, ResourcePlural, ResourceTypes } from "./resource-kinds.ts";
+import type { ListPage, ResourceList, ResourcePlural, ResourceTypes } from "./resource-kinds.ts";
 import { readSse } from "./sse.ts";
 
 export type RpcRequest<M extends RpcMethod> = z.input<(typeof Rpc)[M]["request"]>;
@@ -89,13 +89,65 @@ export class AgentSessionsClient {
     return this.#json("GET", resourcePath(plural, namespace, name)) as Promise<ResourceTypes[P]["output"]>;
   }
 
+  /** One page of a namespace's objects, by name; `metadata.continue` names the next page. */
   list<P extends ResourcePlural>(
     plural: P,
     namespace: string,
+    page: ListPage = {},
   ): Promise<ResourceList<ResourceTypes[P]["output"]>> {
-    return this.#json("GET", resourcePath(plural, namespace)) as Promise<
+    const query = new URLSearchParams();
+    if (page.limit !== undefined) query.set("limit", String(page.limit));
+    if (page.continue !== undefined) query.set("continue", page.continue);
+    const suffix = query.size > 0 ? `?${query}` : "";
+    return this.#json("GET", `${resourcePath(plural, namespace)}${suffix}`) as Promise<
       ResourceList<ResourceTypes[P]["output"]>
     >;
+  }
+
+  /** Every object of a namespace, page after page. */
+  async listAll<P extends ResourcePlural>(
+    plural: P,
+    namespace: string,
+    limit?: number,
+  ): Promise<ResourceTypes[P]["output"][]> {
+    const items: ResourceTypes[P]["output"][] = [];
+    let next: string | undefined;
+    do {
+      const page = await this.list(plural, namespace, {
+        ...(limit ? { limit } : {}),
+        ...(next ? { continue: next } : {}),
+      });
+      items.push(...page.items);
+      next = page.metadata?.continue;
+    } while (next !== undefined);
+    return items;
+  }
+
+  /** Every runner, page after page. */
+  async allRunners(): Promise<RunnerInfo[]> {
+    const items: RunnerInfo[] = [];
+    let next: string | undefined;
+    do {
+      const page = await this.runners(next ? { continue: next } : {});
+      items.push(...page.items);
+      next = page.metadata?.continue;
+    } while (next !== undefined);
+    return items;
+  }
+
+  /** GetAgentStatus of every retained agent session, page after page. */
+  async allSessionStatuses(pageSize?: number): Promise<AgentSessionStatus[]> {
+    const sessions: AgentSessionStatus[] = [];
+    let next: string | undefined;
+    do {
+      const page = await this.rpc("GetAgentStatus", {
+        ...(pageSize ? { page_size: pageSize } : {}),
+        ...(next ? { page_token: next } : {}),
+      });
+      sessions.push(...page.sessions);
+      next = page.next_page_token;
+    } while (next !== undefined);
+    return sessions;
   }
 
   /** JSON merge patch (RFC 7386) of a manifest, e.g. `{spec: {desiredState: "stopped"}}`. */
@@ -211,8 +263,12 @@ export class AgentSessionsClient {
   }
 
   /** `GET /v1/runners`: every runner that attached, with capacity, labels, load, connection and drain state. */
-  runners(): Promise<RunnerList> {
-    return this.#json("GET", "/v1/runners") as Promise<RunnerList>;
+  /** One page of the runners, by name (`metadata.continue` names the next page). */
+  runners(page: ListPage = {}): Promise<RunnerList> {
+    const query = new URLSearchParams();
+    if (page.limit !== undefined) query.set("limit", String(page.limit));
+    if (page.continue !== undefined) query.set("continue", page.continue);
+    return this.#json("GET", `/v1/runners${query.size > 0 ? `?${query}` : ""}`) as Promise<RunnerList>;
   }
 
   /** `GET /v1/runners/{runner}` by name or id. */

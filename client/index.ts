@@ -11,6 +11,7 @@ export {
 export { ClientError } from "./client-error.ts";
 export {
   KIND_OF_PLURAL,
+  type ListPage,
   type ManifestKind,
   PLURAL_OF_KIND,
   type ResourceList,

@@ -24,5 +24,12 @@ export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind> = {
   harnesssessions: "HarnessSession",
 };
 
-/** A list answer: `{apiVersion, kind: "<Kind>List", items}`. */
-export type ResourceList<T> = { apiVersion: string; kind: string; items: T[] };
+/** A list answer: `{apiVersion, kind: "<Kind>List", metadata: {continue?}, items}` (one page). */
+export type ResourceList<T> = {
+  apiVersion: string;
+  kind: string;
+  metadata?: { continue?: string };
+  items: T[];
+};
+/** Which page of a list: at most `limit` items after the `continue` token of the previous one. */
+export type ListPage = { limit?: number; continue?: string };

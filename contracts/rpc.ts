@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { SessionState } from "./compass.ts";
+import { MAX_PAGE_SIZE, PageToken } from "./pagination.ts";
 import { RunnerSelector } from "./runners.ts";
 
 /**
@@ -51,7 +52,15 @@ export const StopAgentSessionResponse = z.object({ session_id: z.string(), state
 export const ReloadAgentSessionRequest = z.strictObject({ session_id: Id });
 export const ReloadAgentSessionResponse = StartAgentSessionResponse;
 
-export const GetAgentStatusRequest = z.strictObject({ session_id: Id.optional() });
+/**
+ * One session (`session_id`), or a page of every retained one by creation: `page_size` (default
+ * 500, at most 1000) after the `page_token` a previous page answered as `next_page_token`.
+ */
+export const GetAgentStatusRequest = z.strictObject({
+  session_id: Id.optional(),
+  page_size: z.number().int().min(1).max(MAX_PAGE_SIZE).optional(),
+  page_token: PageToken.optional(),
+});
 export const AgentSessionStatus = z.object({
   session_id: z.string(),
   container_name: z.string(),
@@ -62,7 +71,11 @@ export const AgentSessionStatus = z.object({
   updated_at: z.string(),
 });
 export type AgentSessionStatus = z.infer<typeof AgentSessionStatus>;
-export const GetAgentStatusResponse = z.object({ sessions: z.array(AgentSessionStatus) });
+export const GetAgentStatusResponse = z.object({
+  sessions: z.array(AgentSessionStatus),
+  /** The token of the next page; absent on the last one. */
+  next_page_token: z.string().optional(),
+});
 
 export const SpawnAgentRequest = ProvisionAgentWorkspaceRequest;
 export const SpawnAgentResponse = z.object({

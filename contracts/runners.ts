@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ListMetadata } from "./pagination.ts";
 
 /**
  * Runners as placement targets: the labels a runner advertises, the selector a workspace asks
@@ -104,7 +105,7 @@ export const RunnerInfo = z.object({
 });
 export type RunnerInfo = z.infer<typeof RunnerInfo>;
 
-export const RunnerList = z.object({ items: z.array(RunnerInfo) });
+export const RunnerList = z.object({ metadata: ListMetadata.optional(), items: z.array(RunnerInfo) });
 export type RunnerList = z.infer<typeof RunnerList>;
 
 /** `POST /v1/runners/{runner}:drain` and `:undrain`; `{runner}` is a runner's name or id. */

@@ -1,3 +1,5 @@
+import { API_VERSION } from "../../contracts/resources.ts";
+import { KIND_OF_PLURAL } from "../../client/index.ts";
 import { contextFrom } from "../cli-context.ts";
 import { type Command, parseCommand, positionals } from "../command.ts";
 import { parseKind } from "../kinds.ts";
@@ -20,16 +22,19 @@ export const get: Command = {
     let data: unknown;
     let rows: unknown[];
     if (kind === "sessions") {
-      const status = await ctx.client.rpc("GetAgentStatus", name ? { session_id: name } : {});
-      rows = status.sessions;
-      data = name ? status.sessions[0] : status;
+      if (name) {
+        rows = (await ctx.client.rpc("GetAgentStatus", { session_id: name })).sessions;
+        data = rows[0];
+      } else {
+        rows = await ctx.client.allSessionStatuses();
+        data = { sessions: rows };
+      }
     } else if (name) {
       data = await ctx.client.get(kind, ctx.namespace, name);
       rows = [data];
     } else {
-      const list = await ctx.client.list(kind, ctx.namespace);
-      data = list;
-      rows = list.items;
+      rows = await ctx.client.listAll(kind, ctx.namespace);
+      data = { apiVersion: API_VERSION, kind: `${KIND_OF_PLURAL[kind]}List`, items: rows };
     }
     if (format !== "table") ctx.out(formatData(data, format));
     else if (rows.length === 0) ctx.note(`no ${kind} in namespace ${ctx.namespace}`);

@@ -35,7 +35,7 @@ export const runners: Command = {
     const [name] = positionals(parsed.positionals, ["RUNNER"], USAGE, 1);
     const ctx = contextFrom(parsed.values);
     const format = parseOutput(parsed.values.output, ctx.json);
-    const data = name ? await ctx.client.runner(name) : await ctx.client.runners();
+    const data = name ? await ctx.client.runner(name) : { items: await ctx.client.allRunners() };
     const rows = name ? [data as RunnerInfo] : (data as { items: RunnerInfo[] }).items;
     if (format !== "table") ctx.out(formatData(data, format));
     else if (rows.length === 0) ctx.note("no runner has attached to this server");

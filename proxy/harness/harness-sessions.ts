@@ -8,11 +8,13 @@ import {
   HarnessReasons,
   IMMUTABLE_SPEC_FIELDS,
 } from "../../contracts/harness-session.ts";
+import type { ListMetadata } from "../../contracts/pagination.ts";
 import { API_VERSION } from "../../contracts/resources.ts";
 import { type HarnessController, harnessWorkstream } from "./harness-controller.ts";
 import { toManifest, withReady } from "./harness-status.ts";
 import { mergePatch } from "../lifecycle/merge-patch.ts";
 import { type NamespaceQuotas, sessionKey } from "../lifecycle/namespace-quotas.ts";
+import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, withPathMetadata } from "../lifecycle/request-body.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 
@@ -47,9 +49,22 @@ export class HarnessSessions {
     this.#now = options.now ?? (() => new Date());
   }
 
-  async list(namespace: string): Promise<{ apiVersion: string; kind: string; items: HarnessSession[] }> {
-    const items = (await this.#harness.listHarnessSessions(namespace)).map(toManifest);
-    return { apiVersion: API_VERSION, kind: `${HARNESS_SESSION_KIND}List`, items };
+  /** A page of one namespace's, by name (`?limit=&continue=` as they came). */
+  async list(
+    namespace: string,
+    raw: { limit?: string | undefined; continue?: string | undefined } = {},
+  ): Promise<{ apiVersion: string; kind: string; metadata: ListMetadata; items: HarnessSession[] }> {
+    const list = `harnesssessions/${namespace}`;
+    const query = listQuery(list, raw);
+    const page = pageOf(list, await this.#harness.listHarnessSessions(namespace, query), query, (r) => [
+      r.name,
+    ]);
+    return {
+      apiVersion: API_VERSION,
+      kind: `${HARNESS_SESSION_KIND}List`,
+      metadata: page.next === undefined ? {} : { continue: page.next },
+      items: page.items.map(toManifest),
+    };
   }
 
   async get(namespace: string, name: string): Promise<HarnessSession> {

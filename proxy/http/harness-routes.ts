@@ -23,7 +23,14 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
   const name = (raw: string) => parseInput(DnsLabel, raw, "name");
 
   return new Hono()
-    .get("/:ns/harnesssessions", async (c) => c.json(await sessions.list(ns(c.req.param("ns")))))
+    .get("/:ns/harnesssessions", async (c) =>
+      c.json(
+        await sessions.list(ns(c.req.param("ns")), {
+          limit: c.req.query("limit"),
+          continue: c.req.query("continue"),
+        }),
+      ),
+    )
     .get("/:ns/harnesssessions/:name", async (c) =>
       c.json(await sessions.get(ns(c.req.param("ns")), name(c.req.param("name")))),
     )

@@ -11,6 +11,7 @@ import {
 } from "../../contracts/harness-session.ts";
 import { Agent, API_VERSION, AgentRuntime } from "../../contracts/resources.ts";
 import { Rpc, type RpcMethod } from "../../contracts/rpc.ts";
+import { DEFAULT_PAGE_SIZE, ListMetadata, MAX_PAGE_SIZE } from "../../contracts/pagination.ts";
 import { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../../contracts/runners.ts";
 
 /** A JSON Schema / OpenAPI object as plain JSON. */
@@ -60,6 +61,21 @@ const nsParam = {
   schema: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" },
 };
 const nameParam = { ...nsParam, name: "name" };
+/** `?limit=&continue=` of every list route (contracts/pagination.ts). */
+const pageParams = [
+  {
+    name: "limit",
+    in: "query",
+    description: `items per page (default ${DEFAULT_PAGE_SIZE})`,
+    schema: { type: "integer", minimum: 1, maximum: MAX_PAGE_SIZE },
+  },
+  {
+    name: "continue",
+    in: "query",
+    description: "the `metadata.continue` of the previous page; none for the first",
+    schema: { type: "string", pattern: "^[A-Za-z0-9_-]+$", maxLength: 2048 },
+  },
+];
 
 function componentSchemas(): Record<string, JsonObject> {
   const schemas: Record<string, JsonObject> = { Error: schemaOf(ApiErrorBody, "output") };
@@ -75,6 +91,7 @@ function componentSchemas(): Record<string, JsonObject> {
       properties: {
         apiVersion: { type: "string", const: API_VERSION },
         kind: { type: "string", const: `${r.kind}List` },
+        metadata: schemaOf(ListMetadata, "output"),
         items: { type: "array", items: ref(r.kind) },
       },
       required: ["apiVersion", "kind", "items"],
@@ -117,6 +134,7 @@ function resourcePaths(): Record<string, JsonObject> {
       get: {
         operationId: `list${r.kind}s`,
         tags: [r.plural],
+        parameters: pageParams,
         responses: { "200": ok(`the ${r.kind}s of the namespace`, ref(`${r.kind}List`)), ...errors },
       },
     };
@@ -233,6 +251,7 @@ function runnerPaths(): Record<string, JsonObject> {
       get: {
         operationId: "listRunners",
         tags: ["runners"],
+        parameters: pageParams,
         description:
           "Every runner that has attached to this server: capacity, labels, load (workspaces placed on it), live sessions, connected, draining.",
         responses: { "200": ok("the runners", ref("RunnerList")), ...errors },

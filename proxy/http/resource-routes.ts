@@ -10,13 +10,15 @@ import {
 } from "../../contracts/resources.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { Admission } from "../lifecycle/admission.ts";
+import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, readJson, withPathMetadata } from "../lifecycle/request-body.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
- * PUT creates or replaces (201 on create), GET reads one or lists, DELETE removes. An Agent whose
+ * PUT creates or replaces (201 on create), GET reads one or lists a page (`?limit=&continue=`,
+ * by name; `metadata.continue` names the next page), DELETE removes. An Agent whose
  * egress the server's guard refuses is INVALID_ARGUMENT, naming each rule (egress-guard.ts).
  */
 export function resourceRoutes(store: Store, admission: Admission): Hono {
@@ -40,8 +42,13 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
 
   app.get("/:ns/:plural{(?:agentruntimes|agents)}", async (c) => {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
-    const items = (await store.listResources(kind, namespace)).map(shown);
-    return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, items });
+    const list = `${c.req.param("plural")}/${namespace}`;
+    const query = listQuery(list, { limit: c.req.query("limit"), continue: c.req.query("continue") });
+    const page = pageOf(list, await store.listResources(kind, namespace, query), query, (r) => [
+      r.metadata.name,
+    ]);
+    const metadata = page.next === undefined ? {} : { continue: page.next };
+    return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, metadata, items: page.items.map(shown) });
   });
 
   app.get("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {

@@ -76,7 +76,7 @@ const provision = (agent_ref: string, runner_selector?: Record<string, string>) 
 
 describe("runner admin API and label placement", () => {
   it("lists every runner with the capacity and labels it advertised, its load, connection and drain state", async () => {
-    expect((await call("GET", "/v1/runners")).body).toEqual({ items: [] });
+    expect((await call("GET", "/v1/runners")).body).toEqual({ metadata: {}, items: [] });
     const a = await attach({ name: "a", capacity: 1, labels: { zone: "a", disk: "ssd" } });
     await attach({ name: "b", capacity: 2, labels: { zone: "b" } });
     const listed = await runners();

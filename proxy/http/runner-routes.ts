@@ -9,6 +9,7 @@ import {
   type RunnerTokenRevoked,
 } from "../../contracts/runners.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
+import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import { issueRunnerCredential } from "../runners/runner-identity.ts";
@@ -84,8 +85,11 @@ export function runnerRoutes(options: RunnerRoutesOptions): Hono {
       return c.json({ runner_name: name, revoked } satisfies RunnerTokenRevoked);
     })
     .get("/", async (c) => {
-      const items = await Promise.all((await store.listRunners()).map(info));
-      return c.json({ items } satisfies RunnerList);
+      const query = listQuery("runners", { limit: c.req.query("limit"), continue: c.req.query("continue") });
+      const page = pageOf("runners", await store.listRunners(query), query, (r) => [r.runner_name]);
+      const items = await Promise.all(page.items.map(info));
+      const metadata = page.next === undefined ? {} : { continue: page.next };
+      return c.json({ metadata, items } satisfies RunnerList);
     })
     .get("/:runner", async (c) => c.json(await info(await find(c.req.param("runner")))))
     .post("/:target", async (c) => {

@@ -15,6 +15,7 @@ import type {
 } from "../../contracts/rpc.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
+import { pageOf, pageQuery } from "./pagination.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import { LIVE_STATES } from "./session-states.ts";
@@ -108,8 +109,17 @@ export class Sessions {
   async status(
     request: z.infer<typeof GetAgentStatusRequest>,
   ): Promise<z.infer<typeof GetAgentStatusResponse>> {
-    if (request.session_id === undefined)
-      return { sessions: (await this.#store.listSessions()).map(toStatus) };
+    if (request.session_id === undefined) {
+      const query = pageQuery("sessions", request.page_size, request.page_token, "page_token");
+      const page = pageOf("sessions", await this.#store.listSessions({}, query), query, (s) => [
+        s.created_at,
+        s.session_id,
+      ]);
+      return {
+        sessions: page.items.map(toStatus),
+        ...(page.next === undefined ? {} : { next_page_token: page.next }),
+      };
+    }
     const session = await this.#store.getSession(request.session_id);
     if (!session) throw new CodedError("NOT_FOUND", `session ${request.session_id} not found`);
     return { sessions: [toStatus(session)] };

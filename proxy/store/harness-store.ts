@@ -1,5 +1,6 @@
 import type { RequestOutcome, Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
+import type { PageQuery } from "./store.ts";
 
 /**
  * Persistent state of HarnessSessions and their relayed requests. Like `Store`, every method is
@@ -21,7 +22,8 @@ export interface HarnessStore {
   ): Promise<HarnessRecord | undefined>;
   getHarnessSession(namespace: string, name: string): Promise<HarnessRecord | undefined>;
   /** One namespace, or every session (the controllers' resync). */
-  listHarnessSessions(namespace?: string): Promise<HarnessRecord[]>;
+  /** One namespace's by name, or all by namespace, name; `page` as in Store.listResources. */
+  listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]>;
   /**
    * What the idle sweep looks at: the sessions Ready, desired running, not being deleted, with
    * nothing in flight and a last activity at or before the cutoff of their `idleTimeout`

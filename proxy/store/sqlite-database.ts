@@ -1,6 +1,6 @@
 import { closeSync, openSync } from "node:fs";
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite";
-import { StoreConflictError } from "./store.ts";
+import { type PageQuery, StoreConflictError } from "./store.ts";
 
 export type Row = Record<string, SQLOutputValue>;
 
@@ -90,4 +90,22 @@ export function isUniqueViolation(error: unknown): boolean {
 
 export function optionalString(value: SQLOutputValue | undefined): string | undefined {
   return value === null || value === undefined ? undefined : String(value);
+}
+
+/**
+ * ` ORDER BY <columns> [LIMIT n]` for a page in that order, adding the keyset condition
+ * `(columns) > (after)` to `where`/`params` (the caller builds the WHERE after this call).
+ */
+export function pageSql(
+  columns: readonly string[],
+  page: PageQuery | undefined,
+  where: string[],
+  params: SQLInputValue[],
+): string {
+  if (page?.after !== undefined) {
+    if (page.after.length !== columns.length) throw new Error(`a page key of ${columns.join(", ")} expected`);
+    where.push(`(${columns.join(", ")}) > (${columns.map(() => "?").join(", ")})`);
+    params.push(...page.after);
+  }
+  return ` ORDER BY ${columns.join(", ")}${page ? ` LIMIT ${Math.trunc(page.limit) + 1}` : ""}`;
 }

@@ -12,9 +12,9 @@ import type {
   ObservedPatch,
   RequestFinish,
 } from "./harness-store.ts";
-import { StoreConflictError } from "./store.ts";
+import { type PageQuery, StoreConflictError } from "./store.ts";
 import type { SQLInputValue } from "node:sqlite";
-import { isUniqueViolation, optionalString, type Row, SqliteDatabase } from "./sqlite-database.ts";
+import { isUniqueViolation, optionalString, pageSql, type Row, SqliteDatabase } from "./sqlite-database.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS harness_sessions (
@@ -126,12 +126,16 @@ export class SqliteHarnessStore implements HarnessStore {
     return row ? toRecord(row) : undefined;
   }
 
-  async listHarnessSessions(namespace?: string): Promise<HarnessRecord[]> {
-    const rows =
-      namespace === undefined
-        ? this.#db.all("SELECT * FROM harness_sessions ORDER BY namespace, name")
-        : this.#db.all("SELECT * FROM harness_sessions WHERE namespace = ? ORDER BY name", [namespace]);
-    return rows.map(toRecord);
+  async listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]> {
+    const where: string[] = [];
+    const params: SQLInputValue[] = [];
+    if (namespace !== undefined) {
+      where.push("namespace = ?");
+      params.push(namespace);
+    }
+    const order = pageSql(namespace === undefined ? ["namespace", "name"] : ["name"], page, where, params);
+    const sql = `SELECT * FROM harness_sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""}${order}`;
+    return this.#db.all(sql, params).map(toRecord);
   }
 
   async listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]> {

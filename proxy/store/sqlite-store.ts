@@ -3,6 +3,7 @@ import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from 
 import type { Resource, ResourceKind } from "../../contracts/resources.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
 import type {
+  PageQuery,
   ClaimResult,
   IdempotencyRecord,
   NewSession,
@@ -18,7 +19,7 @@ import type {
   WorkspaceStatus,
 } from "./store.ts";
 import type { SQLInputValue } from "node:sqlite";
-import { optionalString, type Row, SqliteDatabase } from "./sqlite-database.ts";
+import { optionalString, pageSql, type Row, SqliteDatabase } from "./sqlite-database.ts";
 
 export type SqliteStoreOptions = {
   /** Frames kept per session; older ones are trimmed on append. @default 1000 */
@@ -133,15 +134,20 @@ export class SqliteStore implements Store {
     return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
   }
 
-  async listResources(kind: ResourceKind, namespace: string | undefined): Promise<Resource[]> {
-    const rows =
-      namespace === undefined
-        ? this.#db.all("SELECT body FROM resources WHERE kind = ? ORDER BY namespace, name", [kind])
-        : this.#db.all("SELECT body FROM resources WHERE kind = ? AND namespace = ? ORDER BY name", [
-            kind,
-            namespace,
-          ]);
-    return rows.map((row) => JSON.parse(String(row.body)) as Resource);
+  async listResources(
+    kind: ResourceKind,
+    namespace: string | undefined,
+    page?: PageQuery,
+  ): Promise<Resource[]> {
+    const where = ["kind = ?"];
+    const params: SQLInputValue[] = [kind];
+    if (namespace !== undefined) {
+      where.push("namespace = ?");
+      params.push(namespace);
+    }
+    const order = pageSql(namespace === undefined ? ["namespace", "name"] : ["name"], page, where, params);
+    const sql = `SELECT body FROM resources WHERE ${where.join(" AND ")}${order}`;
+    return this.#db.all(sql, params).map((row) => JSON.parse(String(row.body)) as Resource);
   }
 
   async deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
@@ -175,8 +181,13 @@ export class SqliteStore implements Store {
     return toRunner(row);
   }
 
-  async listRunners(): Promise<RunnerRecord[]> {
-    return this.#db.all("SELECT * FROM runners ORDER BY runner_name").map(toRunner);
+  async listRunners(page?: PageQuery): Promise<RunnerRecord[]> {
+    const where: string[] = [];
+    const params: SQLInputValue[] = [];
+    const order = pageSql(["runner_name"], page, where, params);
+    return this.#db
+      .all(`SELECT * FROM runners ${where.length ? `WHERE ${where.join(" AND ")}` : ""}${order}`, params)
+      .map(toRunner);
   }
 
   async findRunner(nameOrId: string): Promise<RunnerRecord | undefined> {
@@ -351,7 +362,7 @@ export class SqliteStore implements Store {
     return row ? toSession(row) : undefined;
   }
 
-  async listSessions(filter: SessionFilter = {}): Promise<SessionRecord[]> {
+  async listSessions(filter: SessionFilter = {}, page?: PageQuery): Promise<SessionRecord[]> {
     const where: string[] = [];
     const params: SQLInputValue[] = [];
     if (filter.runnerId !== undefined) {
@@ -371,7 +382,8 @@ export class SqliteStore implements Store {
       where.push(`state IN (${filter.states.map(() => "?").join(", ")})`);
       params.push(...filter.states);
     }
-    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, session_id`;
+    const order = pageSql(["created_at", "session_id"], page, where, params);
+    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""}${order}`;
     return this.#db.all(sql, params).map(toSession);
   }
 

@@ -15,8 +15,11 @@ export interface Store {
 
   putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }>;
   getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
-  /** One namespace's, or every namespace's when `namespace` is undefined. */
-  listResources(kind: ResourceKind, namespace: string | undefined): Promise<Resource[]>;
+  /**
+   * One namespace's (by name), or every namespace's when `namespace` is undefined (by namespace,
+   * name); with `page`, `page.limit + 1` at most after `page.after` ([name] or [namespace, name]).
+   */
+  listResources(kind: ResourceKind, namespace: string | undefined, page?: PageQuery): Promise<Resource[]>;
   /** The deleted resource, or undefined when there was none. */
   deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
 
@@ -27,8 +30,8 @@ export interface Store {
   registerRunner(
     runner: Omit<RunnerRecord, "runner_id" | "last_seen_at" | "draining">,
   ): Promise<RunnerRecord>;
-  /** Every runner that ever attached, by name. */
-  listRunners(): Promise<RunnerRecord[]>;
+  /** Every runner that ever attached, by name (with `page`: `limit + 1` at most after [name]). */
+  listRunners(page?: PageQuery): Promise<RunnerRecord[]>;
   /** A runner by its name, else by its id. */
   findRunner(nameOrId: string): Promise<RunnerRecord | undefined>;
   /** Set (or clear) the drain flag; undefined when there is no such runner. */
@@ -69,7 +72,11 @@ export interface Store {
   /** Throws `StoreConflictError` when the session id exists. */
   insertSession(session: NewSession): Promise<SessionRecord>;
   getSession(sessionId: string): Promise<SessionRecord | undefined>;
-  listSessions(filter?: SessionFilter): Promise<SessionRecord[]>;
+  /**
+   * By creation (created_at, session_id); with `page`, `page.limit + 1` at most after
+   * `page.after` = [created_at, session_id].
+   */
+  listSessions(filter?: SessionFilter, page?: PageQuery): Promise<SessionRecord[]>;
   /** How many retained sessions are in each state (metrics), counted without reading them. */
   countSessionsByState(): Promise<Map<SessionState, number>>;
   /**
@@ -153,6 +160,12 @@ export type SessionRecord = {
 export type NewSession = Pick<SessionRecord, "session_id" | "container_name" | "agent_ref" | "runner_id"> & {
   state: SessionState;
 };
+/**
+ * A page of a list in its stable order: the rows after the sort key `after` (exclusive), at most
+ * `limit + 1` of them (one more than asked says that a next page exists; lifecycle/pagination.ts).
+ */
+export type PageQuery = { after?: readonly string[]; limit: number };
+
 export type SessionFilter = {
   runnerId?: string;
   containerName?: string;

@@ -113,8 +113,18 @@ async function refresh() {
     do {
       refreshAgain = false;
       try {
-        const list = await api("GET", `${BASE}/harnesssessions`);
-        state.sessions = list.items.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+        // Page after page (`metadata.continue`), already in name order.
+        const items = [];
+        let next;
+        do {
+          const page = await api(
+            "GET",
+            `${BASE}/harnesssessions${next ? `?continue=${encodeURIComponent(next)}` : ""}`,
+          );
+          items.push(...page.items);
+          next = page.metadata?.continue;
+        } while (next);
+        state.sessions = items;
         showError("global-error");
       } catch (error) {
         if (error.status === 401) return disconnect("the token was refused");
@@ -496,7 +506,7 @@ function setLive(on) {
 
 async function connect() {
   try {
-    await api("GET", `${BASE}/harnesssessions`);
+    await api("GET", `${BASE}/harnesssessions?limit=1`);
   } catch (error) {
     return disconnect(error.status === 401 ? "the token was refused" : String(error.message ?? error));
   }
