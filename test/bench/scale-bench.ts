@@ -5,7 +5,8 @@
  *   node test/bench/scale-bench.ts [sessions] [subscribers] [frames]
  *     (defaults 10000, 1000, 500; needs no Docker or Kubernetes)
  *   SCALE_BENCH_RUNNERS (default 10) simulated runners; SCALE_BENCH_PROFILE=<dir> writes CPU
- *   profiles of the server and runners; SCALE_BENCH_KEEP=1 keeps the data directory (logs).
+ *   profiles of the server and runners; SCALE_BENCH_HEAP=<dir> lets SIGUSR2 write heap snapshots
+ *   there; SCALE_BENCH_KEEP=1 keeps the data directory (logs).
  *
  * The server (`node proxy/main.ts`) and the simulated runner are processes of their own, so the
  * server's RSS (/proc/<pid>/status VmRSS) is its alone. Everything goes through the public API:
@@ -14,7 +15,8 @@
  *    provisioned and its agent session started through the runner link. Measured at 100 sessions
  *    (the baseline) and again at `sessions`: create throughput, server RSS, idle-sweep time
  *    (`agent_sessions_idle_sweep_duration_seconds` from /metrics: Δsum/Δcount over ~11 s, which
- *    includes one resync pass) and GetAgentStatus(all) p50/p99 over CALLS calls.
+ *    includes one resync pass), GetAgentStatus(all): its first page (default size) p50/p99 over
+ *    CALLS calls and the walk of every page of 1,000.
  * 2. SSE fan-out with 1 subscriber, then `subscribers`, each following every session
  *    (`GET /v1/events`): a steady phase (STEADY_RATE frames/s) for latency and a burst (`frames`
  *    frames at once) for throughput. Each frame carries the simulated agent's `sent_at`; latency
@@ -101,7 +103,12 @@ const CLOCK_TICKS = 100;
 /** `SCALE_BENCH_PROFILE=<dir>`: CPU profiles of the server and the runner, written when they exit. */
 function profileFlags(name: string): string[] {
   const dir = process.env.SCALE_BENCH_PROFILE;
-  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
+  const heap = process.env.SCALE_BENCH_HEAP;
+  return [
+    // `kill -USR2 <pid>` writes a heap snapshot of that process into SCALE_BENCH_HEAP.
+    ...(heap ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${heap}`] : []),
+    ...(dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}.cpuprofile`] : []),
+  ];
 }
 
 // ── processes ─────────────────────────────────────────────────────────────────────────────────
