@@ -427,6 +427,8 @@ type FanOut = {
     seconds: number;
   };
   rss: number;
+  /** Server RSS growth right after connecting, per subscriber (nothing sent yet), KiB. */
+  idleKibEach: number;
 };
 
 /**
@@ -447,6 +449,7 @@ async function fanOut(
     latencies.push(at - sent);
     lastAt = at;
   };
+  const rss0 = memoryOf(serverPid).rss;
   const t0 = performance.now();
   const cpu0 = cpuSecondsOf(serverPid);
   const subs: Subscriber[] = [];
@@ -469,6 +472,7 @@ async function fanOut(
     return total;
   };
   const connectMs = performance.now() - t0;
+  const idleKibEach = ((memoryOf(serverPid).rss - rss0) * 1024) / n;
   if (process.env.SCALE_BENCH_DEBUG)
     process.stderr.write(
       `  connected ${n} in ${connectMs.toFixed(0)} ms; server CPU ${(cpuSecondsOf(serverPid) - cpu0).toFixed(1)} s\n`,
@@ -513,6 +517,7 @@ async function fanOut(
       steady,
       burst,
       rss: memoryOf(serverPid).rss,
+      idleKibEach,
     };
   } finally {
     for (const s of subs) s.close();
@@ -639,6 +644,7 @@ async function main(): Promise<void> {
     ["burst: latency p50 (ms)", ...each((x) => f1(x.burst.p50))],
     ["burst: latency p99 (ms)", ...each((x) => f1(x.burst.p99))],
     ["server RSS with the subscribers (MiB)", ...each((x) => f1(x.rss))],
+    ["server RSS per idle subscriber, on connect (KiB)", ...each((x) => f1(x.idleKibEach))],
   ];
   const table = (title: string, head: string[], body: string[][]) => {
     const w = Math.max(...body.map((r) => (r[0] ?? "").length));
