@@ -108,6 +108,41 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     pool: z.string().min(1).max(200),
     fingerprint: z.string().min(1).max(128),
   }),
+  /**
+   * The files API (contracts/workspace-files.ts). `path` is already confined (relative to
+   * /workspace); the runner refuses symlinks that lead out. FAILED_PRECONDITION when the workload
+   * is not running (a stopped session: resume it first).
+   */
+  z.object({ kind: z.literal("workspace_list"), container_name: z.string(), path: z.string().max(4096) }),
+  /**
+   * Streams a file's bytes (`what: file`) or a tar of a path (`what: archive`) as `relay_chunk`s of
+   * base64 under `relay_id`, each at most WORKSPACE_CHUNK_BYTES raw; past `max_bytes` it stops
+   * with RESOURCE_EXHAUSTED. Answers `{size}` once the last chunk left.
+   */
+  z.object({
+    kind: z.literal("workspace_read"),
+    container_name: z.string(),
+    path: z.string().max(4096),
+    what: z.enum(["file", "archive"]),
+    relay_id: z.string(),
+    max_bytes: z.number().int().positive(),
+  }),
+  /**
+   * One piece of an upload: the runner appends `data` (base64, at most WORKSPACE_CHUNK_BYTES raw)
+   * to a staging file of `upload_id`; `done` writes the whole file into the workspace at once;
+   * `abort` drops the staging file. Pieces of one upload come in order (`seq` from 0).
+   */
+  z.object({
+    kind: z.literal("workspace_write"),
+    container_name: z.string(),
+    path: z.string().max(4096),
+    upload_id: z.string().regex(/^[A-Za-z0-9-]{8,64}$/),
+    seq: z.number().int().nonnegative(),
+    data: z.string().max(2 * 1024 * 1024),
+    done: z.boolean(),
+    abort: z.boolean().optional(),
+  }),
+  z.object({ kind: z.literal("workspace_delete"), container_name: z.string(), path: z.string().max(4096) }),
   /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
   z.object({
     kind: z.literal("run_once"),

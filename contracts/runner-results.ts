@@ -2,6 +2,7 @@ import { z } from "zod";
 import { SessionState } from "./compass.ts";
 import type { RunnerCommand } from "./runner-protocol.ts";
 import { SessionSpec } from "./session-spec.ts";
+import { WorkspaceEntry } from "./workspace-files.ts";
 
 /**
  * The `result` a runner returns for each command kind (`CommandResult.result` when `ok`). Extra
@@ -54,6 +55,11 @@ export const ClaimWarmResult = z.looseObject({
   resolved_image_digest: z.string().optional(),
 });
 
+export const WorkspaceListResult = z.looseObject({ entries: z.array(WorkspaceEntry) });
+export const WorkspaceReadResult = z.looseObject({ size: z.number().int().nonnegative() });
+export const WorkspaceWriteChunkResult = z.looseObject({ size: z.number().int().nonnegative() });
+export const WorkspaceDeleteChunkResult = z.looseObject({ deleted: z.boolean() });
+
 export const CommandResultSchemas = {
   provision: ProvisionResult,
   start: StartResult,
@@ -67,5 +73,9 @@ export const CommandResultSchemas = {
   run_once: RunOnceResult,
   warm_pools: WarmPoolsResult,
   claim_warm: ClaimWarmResult,
+  workspace_list: WorkspaceListResult,
+  workspace_read: WorkspaceReadResult,
+  workspace_write: WorkspaceWriteChunkResult,
+  workspace_delete: WorkspaceDeleteChunkResult,
 } as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
 export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

@@ -21,6 +21,8 @@ import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
 import { WarmPools } from "./lifecycle/warm-pools.ts";
 import { Workspaces } from "./lifecycle/workspaces.ts";
+import { DEFAULT_WORKSPACE_FILE_MAX_BYTES } from "../contracts/workspace-files.ts";
+import { WorkspaceFilesRelay } from "./relay/workspace-files.ts";
 
 /** What a caller (the CLI, a test) may set beyond the config: everything else the root builds. */
 export type ServerOverrides = {
@@ -200,6 +202,12 @@ export async function composeServer(
       log,
       admission,
       harness: harness.routes,
+      workspaceFiles: new WorkspaceFilesRelay({
+        harness: harnessStore,
+        store,
+        runners: hub,
+        maxBytes: config.workspaceFileMaxBytes ?? DEFAULT_WORKSPACE_FILE_MAX_BYTES,
+      }),
       runnerAdmin: { runners: hub, onPlacementChanged: placeWaiting },
       metrics: observability.metrics,
       metricsPublic: config.metricsPublic ?? false,

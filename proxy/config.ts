@@ -55,6 +55,8 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_REQUEST_TIMEOUT_MS: Int(1).default(120_000),
   /** Largest request body the proxy accepts; more is 413 RESOURCE_EXHAUSTED. @default 131072 */
   AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES: Int(1).default(128 * 1024),
+  /** Largest workspace upload, download or archive (the files API); more is 413 RESOURCE_EXHAUSTED. @default 67108864 */
+  AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES: Int(1).default(64 * 1024 * 1024),
   /**
    * Largest body of every other JSON route (resources, RPCs, runs, runner admin); more is 413
    * RESOURCE_EXHAUSTED. @default 1048576
@@ -155,6 +157,8 @@ export type ServerConfig = {
   requestTimeoutMs?: number;
   requestBodyMaxBytes?: number;
   replyMaxBytes?: number;
+  /** AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES. @default 67108864 */
+  workspaceFileMaxBytes?: number;
   /** Per-session budget of frames from runners (proxy/frame-budget.ts); defaults as in `ServerEnv`. */
   sessionFramesPerSecond?: number;
   sessionFrameBytesPerSecond?: number;
@@ -219,6 +223,7 @@ export function parseConfig(source: Record<string, string | undefined> = process
     hermesImage: env.AGENT_SESSIONS_HERMES_IMAGE,
     requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,
+    workspaceFileMaxBytes: env.AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES,
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
     sessionFramesPerSecond: env.AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND,
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,

@@ -9,6 +9,7 @@ import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { runOnce } from "./docker-one-shot.ts";
+import { DockerWorkspaceFiles } from "./docker-workspace.ts";
 import { outputSettled } from "./driver.ts";
 import type {
   AgentOutput,
@@ -40,8 +41,11 @@ export class DockerDriver implements EngineDriver {
    */
   readonly #endpoints = new Map<string, string>();
 
+  readonly workspace: DockerWorkspaceFiles;
+
   constructor(docker: Docker, stacks: StackManager) {
     this.#docker = docker;
+    this.workspace = new DockerWorkspaceFiles(docker);
     this.#stacks = stacks;
   }
 

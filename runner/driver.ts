@@ -5,6 +5,7 @@
 import type { Writable } from "node:stream";
 import type { SessionSpec } from "../contracts/session-spec.ts";
 import type { RunnerCommand } from "../contracts/runner-protocol.ts";
+import type { WorkspaceEntry } from "../contracts/workspace-files.ts";
 
 /** A one-shot (v1alpha1) run, as the server asks for it. */
 export type RunOnceCommand = Extract<RunnerCommand, { kind: "run_once" }>;
@@ -48,6 +49,24 @@ export interface AgentProcess {
  */
 export type AgentOutput = Writable;
 
+/** A staged upload: its size and a way to read it (once per write). */
+export type WorkspaceUpload = { size: number; open: () => AsyncIterable<Buffer> };
+
+/**
+ * The files API of a workspace (contracts/workspace-files.ts). Paths are confined relative paths
+ * ("" is /workspace); the engine side refuses symlinks leading out (INVALID_ARGUMENT) and answers
+ * FAILED_PRECONDITION when the workload is not running.
+ */
+export interface WorkspaceFiles {
+  list(containerName: string, path: string): Promise<WorkspaceEntry[]>;
+  /** A file's bytes, or a tar of the path. RESOURCE_EXHAUSTED up front when a file exceeds `maxBytes`. */
+  read(containerName: string, path: string, what: "file" | "archive", maxBytes: number): Promise<AsyncIterable<Buffer>>;
+  /** Writes the whole file at once (missing parent directories are created). */
+  write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void>;
+  /** Deletes a file or a directory tree (a symlink itself, never its target). NOT_FOUND when absent. */
+  delete(containerName: string, path: string): Promise<boolean>;
+}
+
 export interface EngineDriver {
   readonly engine: "docker" | "kubernetes";
   /** Brings the session stack up at scale 1 (idempotent) and waits for the adapter to be ready. */
@@ -88,6 +107,8 @@ export interface EngineDriver {
    * (contracts/agent-run.ts). Engines without it answer `run_once` with UNIMPLEMENTED.
    */
   runOnce?(command: RunOnceCommand): Promise<RunOnceOutcome>;
+  /** The workspace files API; engines without it answer the `workspace_*` commands UNIMPLEMENTED. */
+  readonly workspace?: WorkspaceFiles;
 }
 
 /** Resolves once `output` has taken everything (finished or destroyed), or after `ms` at most. */

@@ -14,6 +14,7 @@ import { Relays } from "./relay.ts";
 import { CREDENTIAL_FILE_NAME } from "./runner-credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./warm-pool.ts";
+import { WorkspaceCommands } from "./workspace-commands.ts";
 
 /** Bytes toward the server (socket buffer + offline queue) above which agents' output is not read. */
 const OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
@@ -50,6 +51,8 @@ export class Runner {
   readonly #sessionFile: SessionFile;
   /** Workspaces provisioned ahead (runner/warm-pool.ts), as the server's `warm_pools` asks. */
   readonly #pool: WarmPool;
+  /** The `workspace_*` commands (uploads staged under `<data-dir>/uploads`). */
+  readonly #workspace: WorkspaceCommands;
   #unwatch: (() => void) | undefined;
   readonly #probeAdapter: (endpoint: string) => Promise<void>;
 
@@ -62,6 +65,7 @@ export class Runner {
     this.#driver = driver;
     this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = log;
+    this.#workspace = new WorkspaceCommands(driver.workspace, join(config.dataDir, "uploads"));
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
     this.sessions = new AgentSessions(
       driver,
@@ -136,6 +140,7 @@ export class Runner {
   stop(): void {
     this.link.close();
     this.#pool.stop();
+    this.#workspace.close();
     this.#unwatch?.();
   }
 
@@ -234,6 +239,24 @@ export class Runner {
           throw new CodedError("UNIMPLEMENTED", `the ${this.#driver.engine} driver has no one-shot runs`);
         return await this.#driver.runOnce(command);
       }
+      case "workspace_list":
+        return this.#workspace.list(command);
+      case "workspace_read": {
+        const relayId = command.relay_id;
+        return this.#workspace.read(command, {
+          chunk: (data, done) =>
+            this.link.send({
+              version: RUNNER_PROTOCOL_VERSION,
+              type: "relay_chunk",
+              payload: { relay_id: relayId, data, done },
+            }),
+          buffered: () => this.link.bufferedAmount,
+        });
+      }
+      case "workspace_write":
+        return this.#workspace.write(command);
+      case "workspace_delete":
+        return this.#workspace.delete(command);
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);

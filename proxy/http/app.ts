@@ -23,6 +23,8 @@ import { RUNNER_CONNECT_PATH } from "../runners/runner-hub.ts";
 import { type RunnerRoutesOptions, runnerRoutes } from "./runner-routes.ts";
 import type { Store } from "../store/store.ts";
 import { uiRoutes } from "./ui-route.ts";
+import type { WorkspaceFilesRelay } from "../relay/workspace-files.ts";
+import { harnessWorkspaceRoutes, rpcWorkspaceRoutes } from "./workspace-routes.ts";
 
 export type AppOptions = {
   store: Store;
@@ -57,6 +59,8 @@ export type AppOptions = {
   eventQueueMaxBytes?: number;
   /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
   admission?: Admission;
+  /** The workspace files API (`…/workspace/files`, `…/workspace:archive`); absent: no such routes. */
+  workspaceFiles?: WorkspaceFilesRelay;
 };
 
 /** @default of AppOptions.jsonBodyMaxBytes: 1 MiB. */
@@ -64,6 +68,8 @@ export const DEFAULT_JSON_BODY_MAX_BYTES = 1024 * 1024;
 
 /** The proxy's request route: its body is the session's business, limited by the relay. */
 const PROXIED_REQUEST_PATH = /^\/v1\/namespaces\/[^/]+\/harnesssessions\/[^/]+\/requests\/?$/;
+/** Workspace uploads: bounded by AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES, streamed, never buffered. */
+const WORKSPACE_FILES_PATH = /^\/v1\/(namespaces\/[^/]+\/harnesssessions|workspaces)\/[^/]+\/workspace\/files\//;
 
 /**
  * The HTTP API (never listens; `main.ts` does). Everything under `/v1` takes the admin bearer
@@ -117,7 +123,8 @@ export function buildApp(options: AppOptions): Hono {
         413,
       ),
   });
-  app.use("/v1/*", (c, next) => (PROXIED_REQUEST_PATH.test(c.req.path) ? next() : limitBody(c, next)));
+  app.use("/v1/*", (c, next) =>
+    PROXIED_REQUEST_PATH.test(c.req.path) || WORKSPACE_FILES_PATH.test(c.req.path) ? next() : limitBody(c, next));
   if (options.metrics) app.use("/v1/rpc/:method", rpcMetrics(options.metrics));
   app.use(
     "/v1/namespaces/:ns/harnesssessions/:name/requests",
@@ -128,6 +135,10 @@ export function buildApp(options: AppOptions): Hono {
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
+  if (options.workspaceFiles) {
+    app.route("/v1/namespaces", harnessWorkspaceRoutes(options.workspaceFiles));
+    app.route("/v1/workspaces", rpcWorkspaceRoutes(options.workspaceFiles));
+  }
   const events: Parameters<typeof eventRoutes>[0] = { store: options.store, bus: options.bus };
   if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
   if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;

@@ -1,0 +1,63 @@
+import { type Context, Hono } from "hono";
+import { DnsLabel } from "../../contracts/session-spec.ts";
+import { parseInput } from "../lifecycle/request-body.ts";
+import type { WorkspaceFilesRelay, WorkspaceTarget } from "../relay/workspace-files.ts";
+
+/**
+ * The workspace files API (issue 18), the same routes under a HarnessSession
+ * (`/v1/namespaces/{ns}/harnesssessions/{name}/workspace…`) and an RPC workspace
+ * (`/v1/workspaces/{container_name}/workspace…`):
+ * `GET …/files?path=DIR` (list), `GET|PUT|DELETE …/files/{path}`, `GET …:archive?path=DIR` (tar).
+ * An oversized upload or download is 413 RESOURCE_EXHAUSTED.
+ */
+export function workspaceFileRoutes(
+  files: WorkspaceFilesRelay,
+  targetOf: (c: Context) => Promise<WorkspaceTarget>,
+): Hono {
+  return new Hono()
+    .get("/workspace/files", async (c) => c.json(await files.list(await targetOf(c), c.req.query("path") ?? "")))
+    .get("/workspace/files/:path{.+}", (c) =>
+      bounded(c, async () => files.download(c, await targetOf(c), pathParam(c), "file")),
+    )
+    .put("/workspace/files/:path{.+}", (c) => bounded(c, async () => files.upload(c, await targetOf(c), pathParam(c))))
+    .delete("/workspace/files/:path{.+}", async (c) => c.json(await files.delete(await targetOf(c), pathParam(c))))
+    .get("/:action{workspace:archive}", (c) =>
+      bounded(c, async () => files.download(c, await targetOf(c), c.req.query("path") ?? "", "archive")),
+    );
+}
+
+/** Under `/v1/namespaces`: `/{ns}/harnesssessions/{name}/workspace…`. */
+export function harnessWorkspaceRoutes(files: WorkspaceFilesRelay): Hono {
+  return new Hono().route(
+    "/:ns/harnesssessions/:name",
+    workspaceFileRoutes(files, (c) =>
+      files.ofSession(
+        parseInput(DnsLabel, c.req.param("ns") ?? "", "namespace"),
+        parseInput(DnsLabel, c.req.param("name") ?? "", "name"),
+      ),
+    ),
+  );
+}
+
+/** Under `/v1/workspaces`: `/{container_name}/workspace…` (RPC workspaces). */
+export function rpcWorkspaceRoutes(files: WorkspaceFilesRelay): Hono {
+  return new Hono().route(
+    "/:container",
+    workspaceFileRoutes(files, (c) => files.ofWorkspace(c.req.param("container") ?? "")),
+  );
+}
+
+/** The `{path}` of `…/files/{path}`, percent-decoded once. */
+function pathParam(c: Context): string {
+  return c.req.param("path") ?? "";
+}
+
+async function bounded(c: Context, run: () => Promise<Response>): Promise<Response> {
+  try {
+    return await run();
+  } catch (error) {
+    const coded = error as { code?: string; message?: string; details?: Record<string, unknown> };
+    if (coded.code !== "RESOURCE_EXHAUSTED") throw error;
+    return c.json({ code: "RESOURCE_EXHAUSTED", message: coded.message ?? "too large", details: coded.details }, 413);
+  }
+}

@@ -1,0 +1,207 @@
+import { randomUUID } from "node:crypto";
+import type { Context } from "hono";
+import { CodedError } from "../../contracts/errors.ts";
+import { HARNESS_SESSION_KIND } from "../../contracts/harness-session.ts";
+import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import {
+  WORKSPACE_CHUNK_BYTES,
+  type WorkspaceDeleteResult,
+  type WorkspaceListing,
+  type WorkspaceWriteResult,
+  confineWorkspacePath,
+} from "../../contracts/workspace-files.ts";
+import type { CommandOutcome } from "../lifecycle/runner-directory.ts";
+import type { HarnessStore } from "../store/harness-store.ts";
+import type { Store } from "../store/store.ts";
+import type { RelayLink } from "./request-relay.ts";
+
+export type WorkspaceFilesOptions = {
+  harness?: HarnessStore | undefined;
+  store: Store;
+  runners: RelayLink;
+  /** Largest upload, download or archive; more is 413 RESOURCE_EXHAUSTED. */
+  maxBytes: number;
+};
+
+/** Which runner holds a workspace, and its container. */
+export type WorkspaceTarget = { runner_id: string; container_name: string; label: string };
+
+const COMMAND_TIMEOUT_MS = 120_000;
+
+/**
+ * The workspace files API (issue 18), relayed client → server → runner (`workspace_*` commands)
+ * → the engine; never an exec by a client. Paths are confined here first (400 INVALID_ARGUMENT,
+ * nothing sent); downloads stream the runner's chunks through, uploads are cut into pieces of
+ * WORKSPACE_CHUNK_BYTES sent one after another (each awaited), so neither side holds a whole file.
+ */
+export class WorkspaceFilesRelay {
+  readonly #o: WorkspaceFilesOptions;
+
+  constructor(options: WorkspaceFilesOptions) {
+    this.#o = options;
+  }
+
+  get maxBytes(): number {
+    return this.#o.maxBytes;
+  }
+
+  async ofSession(namespace: string, name: string): Promise<WorkspaceTarget> {
+    const record = await this.#o.harness?.getHarnessSession(namespace, name);
+    if (!record) throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
+    if (record.container_name === undefined)
+      throw new CodedError("FAILED_PRECONDITION", `${HARNESS_SESSION_KIND} ${namespace}/${name} has no workspace yet`);
+    const target = await this.ofWorkspace(record.container_name);
+    return { ...target, label: `${HARNESS_SESSION_KIND} ${namespace}/${name}` };
+  }
+
+  async ofWorkspace(containerName: string): Promise<WorkspaceTarget> {
+    const workspace = await this.#o.store.getWorkspace(containerName);
+    if (!workspace) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    return { runner_id: workspace.runner_id, container_name: containerName, label: `workspace ${containerName}` };
+  }
+
+  async list(target: WorkspaceTarget, rawPath: string): Promise<WorkspaceListing> {
+    const path = confineWorkspacePath(rawPath);
+    const r = await this.#command(target, { kind: "workspace_list", container_name: target.container_name, path });
+    return { path, entries: r.entries };
+  }
+
+  async delete(target: WorkspaceTarget, rawPath: string): Promise<WorkspaceDeleteResult> {
+    const path = confineWorkspacePath(rawPath);
+    if (path === "") throw new CodedError("INVALID_ARGUMENT", "cannot delete /workspace itself");
+    const r = await this.#command(target, { kind: "workspace_delete", container_name: target.container_name, path });
+    return { path, deleted: r.deleted };
+  }
+
+  /** `GET …/files/{path}` (what: file) or `GET …:archive?path=` (a tar). */
+  async download(c: Context, target: WorkspaceTarget, rawPath: string, what: "file" | "archive"): Promise<Response> {
+    const path = confineWorkspacePath(rawPath);
+    const relayId = randomUUID();
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+    const body = new ReadableStream<Uint8Array>({ start: (ctl) => (controller = ctl) }, { highWaterMark: 0 });
+    let started: (value: "chunk") => void = () => {};
+    const firstChunk = new Promise<"chunk">((resolve) => (started = resolve));
+    let ended = false;
+    const unsubscribe = this.#o.runners.onRelayChunk(relayId, (chunk) => {
+      if (ended) return;
+      if (chunk.data) controller.enqueue(Buffer.from(chunk.data, "base64"));
+      started("chunk");
+      if (chunk.done) {
+        ended = true;
+        controller.close();
+      }
+    });
+    const outcome = this.#o.runners
+      .command(
+        target.runner_id,
+        {
+          kind: "workspace_read",
+          container_name: target.container_name,
+          path,
+          what,
+          relay_id: relayId,
+          max_bytes: this.#o.maxBytes,
+        },
+        COMMAND_TIMEOUT_MS,
+      )
+      .finally(unsubscribe);
+    const first = await Promise.race([firstChunk, outcome]);
+    if (first !== "chunk" && !first.ok) throw this.#failure(target, first.error);
+    void outcome.then((o) => {
+      if (ended) return;
+      ended = true;
+      // After the first byte a failure can only cut the body short.
+      if (!o.ok) controller.error(new Error(o.error.message));
+      else controller.close();
+    });
+    const base = path === "" ? "workspace" : (path.split("/").pop() as string);
+    return c.body(body, 200, {
+      "content-type": what === "archive" ? "application/x-tar" : "application/octet-stream",
+      "content-disposition": `attachment; filename="${(what === "archive" ? `${base}.tar` : base).replace(/["\\]/g, "_")}"`,
+    });
+  }
+
+  /** `PUT …/files/{path}`: the body is the content. */
+  async upload(c: Context, target: WorkspaceTarget, rawPath: string): Promise<Response> {
+    const path = confineWorkspacePath(rawPath);
+    if (path === "") throw new CodedError("INVALID_ARGUMENT", "cannot write /workspace itself; name a file");
+    const max = this.#o.maxBytes;
+    const declared = Number(c.req.header("content-length") ?? Number.NaN);
+    if (declared > max) return tooLarge(c, max);
+    const uploadId = randomUUID();
+    const piece = (seq: number, data: Buffer, done: boolean): RunnerCommand => ({
+      kind: "workspace_write",
+      container_name: target.container_name,
+      path,
+      upload_id: uploadId,
+      seq,
+      data: data.toString("base64"),
+      done,
+    });
+    let seq = 0;
+    let size = 0;
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    const send = async (done: boolean) => {
+      const data = Buffer.concat(pending);
+      pending = [];
+      pendingBytes = 0;
+      const r = await this.#command(target, piece(seq, data, done) as Extract<RunnerCommand, { kind: "workspace_write" }>);
+      seq += 1;
+      return r;
+    };
+    const abort = async () => {
+      if (seq > 0)
+        await this.#o.runners.command(target.runner_id, { ...piece(seq, Buffer.alloc(0), false), abort: true } as RunnerCommand);
+    };
+    const reader = c.req.raw.body?.getReader();
+    try {
+      for (;;) {
+        const next = reader ? await reader.read() : { done: true as const, value: undefined };
+        if (next.done) break;
+        let chunk = Buffer.from(next.value);
+        size += chunk.length;
+        if (size > max) {
+          await reader?.cancel().catch(() => undefined);
+          await abort();
+          return tooLarge(c, max);
+        }
+        while (chunk.length > 0) {
+          const room = WORKSPACE_CHUNK_BYTES - pendingBytes;
+          pending.push(chunk.subarray(0, room));
+          pendingBytes += Math.min(room, chunk.length);
+          chunk = chunk.subarray(room);
+          if (pendingBytes >= WORKSPACE_CHUNK_BYTES) await send(false);
+        }
+      }
+      const r = await send(true);
+      const result: WorkspaceWriteResult = { path, size: r.size };
+      return c.json(result, 201);
+    } catch (error) {
+      await abort().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async #command<C extends Extract<RunnerCommand, { kind: `workspace_${string}` }>>(
+    target: WorkspaceTarget,
+    command: C,
+  ): Promise<Extract<CommandOutcome<C>, { ok: true }>["result"]> {
+    const outcome = await this.#o.runners.command(target.runner_id, command, COMMAND_TIMEOUT_MS);
+    if (!outcome.ok) throw this.#failure(target, outcome.error);
+    return outcome.result;
+  }
+
+  #failure(target: WorkspaceTarget, error: { code: CodedError["code"]; message: string; details?: Record<string, unknown> | undefined }): CodedError {
+    if (error.code === "RESOURCE_EXHAUSTED")
+      return new CodedError(error.code, error.message, { limit_bytes: this.#o.maxBytes });
+    return new CodedError(error.code, `${target.label}: ${error.message}`, error.details);
+  }
+}
+
+function tooLarge(c: Context, max: number): Response {
+  return c.json(
+    { code: "RESOURCE_EXHAUSTED", message: `the upload exceeds ${max} bytes`, details: { limit_bytes: max } },
+    413,
+  );
+}
