@@ -199,8 +199,9 @@ export class RunnerHub {
     const connection = this.#connections.get(runnerId);
     if (!connection?.available)
       return { ok: false, error: { code: "UNAVAILABLE", message: `runner ${runnerId} is not connected` } };
-    // Chunks of a relayed request are taken from the runner it went to, and from no other.
-    const relayId = command.kind === "relay" ? command.relay_id : undefined;
+    // Chunks of a relayed request (or a workspace download) are taken from the runner it went to, and from no other.
+    const relayId =
+      command.kind === "relay" || command.kind === "workspace_read" ? command.relay_id : undefined;
     if (relayId !== undefined) this.#relayRunners.set(relayId, runnerId);
     const outcome = await connection.request(command, timeoutMs);
     if (relayId !== undefined && this.#relayRunners.get(relayId) === runnerId)

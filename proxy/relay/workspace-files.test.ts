@@ -1,0 +1,143 @@
+import { Hono } from "hono";
+import { describe, expect, it } from "vitest";
+import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import { WORKSPACE_CHUNK_BYTES } from "../../contracts/workspace-files.ts";
+import { toErrorResponse } from "../http/error-response.ts";
+import { rpcWorkspaceRoutes } from "../http/workspace-routes.ts";
+import type { RelayChunk } from "../lifecycle/runner-directory.ts";
+import type { Store } from "../store/store.ts";
+import type { RelayLink } from "./request-relay.ts";
+import { WorkspaceFilesRelay } from "./workspace-files.ts";
+
+/** A runner holding one workspace's files in memory, answering the `workspace_*` commands. */
+function fakeRunner() {
+  const files = new Map<string, Buffer>();
+  const staged = new Map<string, Buffer>();
+  const commands: RunnerCommand[] = [];
+  const listeners = new Map<string, (c: RelayChunk) => void>();
+  const link = {
+    connectedRunners: () => [],
+    isConnected: () => true,
+    onRelayChunk(id: string, l: (c: RelayChunk) => void) {
+      listeners.set(id, l);
+      return () => listeners.delete(id);
+    },
+    async command(_runner: string, c: RunnerCommand) {
+      commands.push(c);
+      switch (c.kind) {
+        case "workspace_list":
+          return {
+            ok: true,
+            result: {
+              entries: [...files.keys()].map((name) => ({ name, type: "file", size: files.get(name)?.length ?? 0, mtime: "2026-12-01T00:00:00.000Z" })),
+            },
+          };
+        case "workspace_read": {
+          const content = c.what === "archive" ? Buffer.from("TAR:") : files.get(c.path);
+          if (!content) return { ok: false, error: { code: "NOT_FOUND", message: `/workspace/${c.path} does not exist` } };
+          for (let i = 0; i < content.length; i += WORKSPACE_CHUNK_BYTES)
+            listeners.get(c.relay_id)?.({ relay_id: c.relay_id, data: content.subarray(i, i + WORKSPACE_CHUNK_BYTES).toString("base64"), done: false });
+          listeners.get(c.relay_id)?.({ relay_id: c.relay_id, data: "", done: true });
+          return { ok: true, result: { size: content.length } };
+        }
+        case "workspace_write": {
+          if (c.abort) {
+            staged.delete(c.upload_id);
+            return { ok: true, result: { size: 0 } };
+          }
+          const data = Buffer.from(c.data, "base64");
+          expect(data.length).toBeLessThanOrEqual(WORKSPACE_CHUNK_BYTES);
+          const all = Buffer.concat([staged.get(c.upload_id) ?? Buffer.alloc(0), data]);
+          staged.set(c.upload_id, all);
+          if (c.done) {
+            files.set(c.path, all);
+            staged.delete(c.upload_id);
+          }
+          return { ok: true, result: { size: all.length } };
+        }
+        case "workspace_delete":
+          return files.delete(c.path)
+            ? { ok: true, result: { deleted: true } }
+            : { ok: false, error: { code: "NOT_FOUND", message: "absent" } };
+        default:
+          throw new Error(`unexpected ${c.kind}`);
+      }
+    },
+  } as unknown as RelayLink;
+  return { files, staged, commands, link };
+}
+
+function app(maxBytes = 3 * WORKSPACE_CHUNK_BYTES) {
+  const runner = fakeRunner();
+  const store = {
+    getWorkspace: async (name: string) => (name === "ws-1" ? { container_name: "ws-1", runner_id: "r1" } : undefined),
+  } as unknown as Store;
+  const relay = new WorkspaceFilesRelay({ store, runners: runner.link, maxBytes });
+  const hono = new Hono().route("/v1/workspaces", rpcWorkspaceRoutes(relay));
+  hono.onError((e, c) => {
+    const { status, body } = toErrorResponse(e);
+    return c.json(body, status as 400);
+  });
+  const call = (method: string, path: string, body?: Uint8Array | string) =>
+    hono.request(`/v1/workspaces/ws-1/workspace${path}`, { method, ...(body !== undefined ? { body } : {}) });
+  return { ...runner, call };
+}
+
+describe("workspace files relay", () => {
+  it("an upload is sent in ordered pieces of at most WORKSPACE_CHUNK_BYTES, then downloads the same bytes", async () => {
+    const a = app();
+    const content = Buffer.alloc(2 * WORKSPACE_CHUNK_BYTES + 17, 7);
+    const put = await a.call("PUT", "/files/dir/data.bin", content);
+    expect(put.status).toBe(201);
+    expect(await put.json()).toEqual({ path: "dir/data.bin", size: content.length });
+    const pieces = a.commands.filter((c) => c.kind === "workspace_write");
+    expect(pieces.map((p) => p.kind === "workspace_write" && [p.seq, p.done])).toEqual([
+      [0, false],
+      [1, false],
+      [2, true],
+    ]);
+    const got = await a.call("GET", "/files/dir/data.bin");
+    expect(got.status).toBe(200);
+    expect(got.headers.get("content-disposition")).toBe('attachment; filename="data.bin"');
+    expect(Buffer.from(await got.arrayBuffer()).equals(content)).toBe(true);
+  });
+
+  it("an upload over the limit is 413 RESOURCE_EXHAUSTED, its staged pieces dropped, no file written", async () => {
+    const a = app(WORKSPACE_CHUNK_BYTES + 10);
+    const put = await a.call("PUT", "/files/big.bin", Buffer.alloc(WORKSPACE_CHUNK_BYTES + 11));
+    expect(put.status).toBe(413);
+    expect(await put.json()).toMatchObject({ code: "RESOURCE_EXHAUSTED", details: { limit_bytes: WORKSPACE_CHUNK_BYTES + 10 } });
+    expect(a.files.has("big.bin")).toBe(false);
+    expect(a.staged.size).toBe(0);
+  });
+
+  it("a bad path is 400 INVALID_ARGUMENT before anything reaches the runner", async () => {
+    const a = app();
+    for (const [method, path] of [
+      ["GET", "/files/..%2Fetc%2Fpasswd"],
+      ["PUT", "/files/a%2F..%2F..%2Fx"],
+      ["DELETE", "/files/%2Fetc%2Fhosts"],
+      ["GET", "/files?path=/etc"],
+      ["GET", ":archive?path=.."],
+    ]) {
+      const r = await a.call(method as string, path as string, method === "PUT" ? "x" : undefined);
+      expect([method, path, r.status, ((await r.json()) as { code: string }).code]).toEqual([method, path, 400, "INVALID_ARGUMENT"]);
+    }
+    expect(a.commands).toEqual([]);
+  });
+
+  it("lists, archives, deletes; a runner error keeps its code; an unknown workspace is 404", async () => {
+    const a = app();
+    a.files.set("x.txt", Buffer.from("x"));
+    const listed = await a.call("GET", "/files");
+    expect(await listed.json()).toEqual({ path: "", entries: [expect.objectContaining({ name: "x.txt", size: 1 })] });
+    const tar = await a.call("GET", ":archive?path=/workspace");
+    expect(tar.headers.get("content-type")).toBe("application/x-tar");
+    expect(await tar.text()).toBe("TAR:");
+    expect(await (await a.call("DELETE", "/files/x.txt")).json()).toEqual({ path: "x.txt", deleted: true });
+    const gone = await a.call("GET", "/files/x.txt");
+    expect(gone.status).toBe(404);
+    expect(((await gone.json()) as { message: string }).message).toBe("workspace ws-1: /workspace/x.txt does not exist");
+    expect((await a.call("DELETE", "/files/")).status).toBe(404);
+  });
+});
