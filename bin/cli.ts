@@ -8,6 +8,7 @@
 import { ExitCode, report } from "./cli-context.ts";
 import type { Command } from "./command.ts";
 import { apply } from "./commands/apply.ts";
+import { cp } from "./commands/cp.ts";
 import { del } from "./commands/delete.ts";
 import { drain } from "./commands/drain.ts";
 import { describe } from "./commands/describe.ts";
@@ -32,6 +33,7 @@ const COMMANDS: readonly Command[] = [
   resume,
   del,
   send,
+  cp,
   events,
   policy,
   runners,

@@ -8,6 +8,11 @@ import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } fr
 import { ClientError } from "./client-error.ts";
 import type { ListPage, ResourceList, ResourcePlural, ResourceTypes } from "./resource-kinds.ts";
 import { readSse } from "./sse.ts";
+import type {
+  WorkspaceDeleteResult,
+  WorkspaceListing,
+  WorkspaceWriteResult,
+} from "../contracts/workspace-files.ts";
 
 export type RpcRequest<M extends RpcMethod> = z.input<(typeof Rpc)[M]["request"]>;
 export type RpcResponse<M extends RpcMethod> = z.infer<(typeof Rpc)[M]["response"]>;
@@ -302,6 +307,50 @@ export class AgentSessionsClient {
     ) as Promise<RunnerTokenRevoked>;
   }
 
+  /** `GET …/harnesssessions/{name}/workspace/files?path=DIR`: one directory level of the workspace. */
+  listWorkspaceFiles(namespace: string, name: string, path = ""): Promise<WorkspaceListing> {
+    return this.#json(
+      "GET",
+      `${workspacePath(namespace, name)}/files?path=${encodeURIComponent(path)}`,
+    ) as Promise<WorkspaceListing>;
+  }
+
+  /** `GET …/workspace/files/{path}` (a file's bytes) or `GET …/workspace:archive?path=` (a tar), streamed. */
+  async downloadWorkspace(
+    namespace: string,
+    name: string,
+    path: string,
+    what: "file" | "archive" = "file",
+  ): Promise<ReadableStream<Uint8Array>> {
+    const url =
+      what === "archive"
+        ? `${workspacePath(namespace, name)}:archive?path=${encodeURIComponent(path)}`
+        : `${workspacePath(namespace, name)}/files/${encodeURIComponent(path)}`;
+    const response = await this.#send("GET", url);
+    if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty download");
+    return response.body;
+  }
+
+  /** `PUT …/workspace/files/{path}`: the content streamed as the body. */
+  uploadWorkspaceFile(
+    namespace: string,
+    name: string,
+    path: string,
+    content: Uint8Array | ReadableStream<Uint8Array>,
+  ): Promise<WorkspaceWriteResult> {
+    return this.#json("PUT", `${workspacePath(namespace, name)}/files/${encodeURIComponent(path)}`, {
+      raw: content,
+    }) as Promise<WorkspaceWriteResult>;
+  }
+
+  /** `DELETE …/workspace/files/{path}`. */
+  deleteWorkspaceFile(namespace: string, name: string, path: string): Promise<WorkspaceDeleteResult> {
+    return this.#json(
+      "DELETE",
+      `${workspacePath(namespace, name)}/files/${encodeURIComponent(path)}`,
+    ) as Promise<WorkspaceDeleteResult>;
+  }
+
   /** `GET /openapi.json`. */
   openapi(): Promise<Record<string, unknown>> {
     return this.#json("GET", "/openapi.json") as Promise<Record<string, unknown>>;
@@ -332,16 +381,26 @@ export class AgentSessionsClient {
     headers: Record<string, string> = {},
   ): Promise<Response> {
     const url = `${this.baseUrl}${path}`;
+    // `{raw}`: bytes or a stream sent as they are (uploads); anything else is JSON.
+    const raw = (body as { raw?: Uint8Array | ReadableStream<Uint8Array> } | undefined)?.raw;
     let response: Response;
     try {
       response = await this.#fetch(url, {
         method,
         headers: {
           ...(this.#token ? { authorization: `Bearer ${this.#token}` } : {}),
-          ...(body !== undefined ? { "content-type": "application/json" } : {}),
+          ...(raw !== undefined
+            ? { "content-type": "application/octet-stream" }
+            : body !== undefined
+              ? { "content-type": "application/json" }
+              : {}),
           ...headers,
         },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(raw !== undefined
+          ? { body: raw, duplex: "half" }
+          : body !== undefined
+            ? { body: JSON.stringify(body) }
+            : {}),
         ...(signal ? { signal } : {}),
       });
     } catch (error) {
@@ -363,6 +422,10 @@ export class AgentSessionsClient {
 function resourcePath(plural: ResourcePlural, namespace: string, name?: string): string {
   const base = `/v1/namespaces/${encodeURIComponent(namespace)}/${plural}`;
   return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+}
+
+function workspacePath(namespace: string, name: string): string {
+  return `${resourcePath("harnesssessions", namespace, name)}/workspace`;
 }
 
 function requestsPath(namespace: string, name: string): string {

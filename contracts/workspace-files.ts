@@ -26,7 +26,9 @@ const PATH_MAX_CHARS = 4096;
  */
 export function confineWorkspacePath(raw: string): string {
   const fail = (why: string) =>
-    new CodedError("INVALID_ARGUMENT", `path ${JSON.stringify(raw.slice(0, 200))} ${why}`, { path: raw.slice(0, 200) });
+    new CodedError("INVALID_ARGUMENT", `path ${JSON.stringify(raw.slice(0, 200))} ${why}`, {
+      path: raw.slice(0, 200),
+    });
   if (raw.length > PATH_MAX_CHARS) throw fail(`is longer than ${PATH_MAX_CHARS} characters`);
   if (raw.includes("\0")) throw fail("contains a NUL byte");
   if (raw.includes("\\")) throw fail("contains a backslash");

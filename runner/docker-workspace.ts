@@ -13,11 +13,7 @@
 import { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { CodedError } from "../contracts/errors.ts";
-import {
-  WORKSPACE_ROOT,
-  type WorkspaceEntry,
-  isInsideWorkspace,
-} from "../contracts/workspace-files.ts";
+import { WORKSPACE_ROOT, type WorkspaceEntry, isInsideWorkspace } from "../contracts/workspace-files.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "./driver.ts";
 import { TAR_END, readTar, tarHeader, tarPadding } from "./tar.ts";
 
@@ -114,14 +110,31 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     }
     async function* tar(): AsyncGenerator<Buffer> {
       for (let i = 0; i < names.length - 1; i++)
-        yield tarHeader({ name: names.slice(0, i + 1).join("/"), type: "dir", size: 0, mode: 0o755, uid, gid, mtime });
-      yield tarHeader({ name: names.join("/"), type: "file", size: upload.size, mode: 0o644, uid, gid, mtime });
+        yield tarHeader({
+          name: names.slice(0, i + 1).join("/"),
+          type: "dir",
+          size: 0,
+          mode: 0o755,
+          uid,
+          gid,
+          mtime,
+        });
+      yield tarHeader({
+        name: names.join("/"),
+        type: "file",
+        size: upload.size,
+        mode: 0o644,
+        uid,
+        gid,
+        mtime,
+      });
       let written = 0;
       for await (const chunk of upload.open()) {
         written += chunk.length;
         yield chunk;
       }
-      if (written !== upload.size) throw new Error(`upload staging changed size (${written} of ${upload.size})`);
+      if (written !== upload.size)
+        throw new Error(`upload staging changed size (${written} of ${upload.size})`);
       yield tarPadding(upload.size);
       yield TAR_END;
     }
@@ -142,7 +155,11 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     // The entry itself, not what a symlink points at.
     const target = `${parent.base}/${path.slice(slash + 1)}`;
     if (!(await this.#stat(container, target))) throw notFound(path);
-    const exec = await container.exec({ Cmd: ["rm", "-rf", "--", target], AttachStdout: true, AttachStderr: true });
+    const exec = await container.exec({
+      Cmd: ["rm", "-rf", "--", target],
+      AttachStdout: true,
+      AttachStderr: true,
+    });
     const stream = await exec.start({ hijack: true, stdin: false });
     await new Promise<void>((resolve, reject) => {
       stream.on("error", reject);
@@ -151,7 +168,8 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
       stream.resume();
     });
     const { ExitCode } = await exec.inspect();
-    if (ExitCode !== 0) throw new CodedError("INTERNAL", `deleting ${shown(path)} failed (rm exit ${ExitCode})`);
+    if (ExitCode !== 0)
+      throw new CodedError("INTERNAL", `deleting ${shown(path)} failed (rm exit ${ExitCode})`);
     return true;
   }
 
@@ -204,7 +222,10 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
           );
         const followed = await this.#stat(container, next.linkTarget);
         if (!followed)
-          throw new CodedError("NOT_FOUND", `${shown(segments.slice(0, i + 1).join("/"))} is a dangling symlink`);
+          throw new CodedError(
+            "NOT_FOUND",
+            `${shown(segments.slice(0, i + 1).join("/"))} is a dangling symlink`,
+          );
         base = next.linkTarget;
         next = followed;
       } else base = candidate;

@@ -60,7 +60,12 @@ export type WorkspaceUpload = { size: number; open: () => AsyncIterable<Buffer> 
 export interface WorkspaceFiles {
   list(containerName: string, path: string): Promise<WorkspaceEntry[]>;
   /** A file's bytes, or a tar of the path. RESOURCE_EXHAUSTED up front when a file exceeds `maxBytes`. */
-  read(containerName: string, path: string, what: "file" | "archive", maxBytes: number): Promise<AsyncIterable<Buffer>>;
+  read(
+    containerName: string,
+    path: string,
+    what: "file" | "archive",
+    maxBytes: number,
+  ): Promise<AsyncIterable<Buffer>>;
   /** Writes the whole file at once (missing parent directories are created). */
   write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void>;
   /** Deletes a file or a directory tree (a symlink itself, never its target). NOT_FOUND when absent. */

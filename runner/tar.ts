@@ -156,7 +156,7 @@ export async function* readTar(
       for await (const _ of body()) {
         // skipped
       }
-      if ((await q.take(padding(size)) === undefined) && padding(size) > 0) return;
+      if ((await q.take(padding(size))) === undefined && padding(size) > 0) return;
     }
   } finally {
     await q.return();
@@ -180,7 +180,15 @@ function octalField(b: Buffer, start: number, length: number, value: number): vo
   field(b, start, length, `${value.toString(8).padStart(length - 1, "0")}\0`);
 }
 
-function header(e: { name: string; flag: string; size: number; mode: number; uid: number; gid: number; mtime: number }): Buffer {
+function header(e: {
+  name: string;
+  flag: string;
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime: number;
+}): Buffer {
   const b = Buffer.alloc(BLOCK);
   field(b, 0, 100, e.name);
   octalField(b, 100, 8, e.mode);

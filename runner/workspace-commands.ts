@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CodedError } from "../contracts/errors.ts";
 import type { RunnerCommand } from "../contracts/runner-protocol.ts";
-import { WORKSPACE_CHUNK_BYTES } from "../contracts/workspace-files.ts";
+import { WORKSPACE_CHUNK_BYTES, confineWorkspacePath } from "../contracts/workspace-files.ts";
 import type { WorkspaceFiles } from "./driver.ts";
 
 type Of<K extends RunnerCommand["kind"]> = Extract<RunnerCommand, { kind: K }>;
@@ -25,7 +25,14 @@ export type ChunkSink = {
   buffered(): number;
 };
 
-type Staging = { file: string; containerName: string; path: string; next: number; size: number; timer: NodeJS.Timeout };
+type Staging = {
+  file: string;
+  containerName: string;
+  path: string;
+  next: number;
+  size: number;
+  timer: NodeJS.Timeout;
+};
 
 export class WorkspaceCommands {
   readonly #files: WorkspaceFiles | undefined;
@@ -37,17 +44,24 @@ export class WorkspaceCommands {
     this.#dir = stagingDir;
   }
 
-  #engine(): WorkspaceFiles {
-    if (!this.#files) throw new CodedError("UNIMPLEMENTED", "this runner's engine has no workspace files API");
+  /** The engine, once the command's path is a confined one (the server confines; this checks again). */
+  #engine(path: string): WorkspaceFiles {
+    if (confineWorkspacePath(path) !== path)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `path ${JSON.stringify(path)} is not a confined workspace path`,
+      );
+    if (!this.#files)
+      throw new CodedError("UNIMPLEMENTED", "this runner's engine has no workspace files API");
     return this.#files;
   }
 
   async list(c: Of<"workspace_list">): Promise<Record<string, unknown>> {
-    return { entries: await this.#engine().list(c.container_name, c.path) };
+    return { entries: await this.#engine(c.path).list(c.container_name, c.path) };
   }
 
   async read(c: Of<"workspace_read">, sink: ChunkSink): Promise<Record<string, unknown>> {
-    const source = await this.#engine().read(c.container_name, c.path, c.what, c.max_bytes);
+    const source = await this.#engine(c.path).read(c.container_name, c.path, c.what, c.max_bytes);
     let size = 0;
     let pending: Buffer[] = [];
     let pendingBytes = 0;
@@ -66,9 +80,13 @@ export class WorkspaceCommands {
         let chunk = next.value;
         size += chunk.length;
         if (size > c.max_bytes)
-          throw new CodedError("RESOURCE_EXHAUSTED", `the download exceeds the limit of ${c.max_bytes} bytes`, {
-            limit_bytes: c.max_bytes,
-          });
+          throw new CodedError(
+            "RESOURCE_EXHAUSTED",
+            `the download exceeds the limit of ${c.max_bytes} bytes`,
+            {
+              limit_bytes: c.max_bytes,
+            },
+          );
         while (chunk.length > 0) {
           const room = WORKSPACE_CHUNK_BYTES - pendingBytes;
           pending.push(chunk.subarray(0, room));
@@ -86,7 +104,7 @@ export class WorkspaceCommands {
   }
 
   async write(c: Of<"workspace_write">): Promise<Record<string, unknown>> {
-    const engine = this.#engine();
+    const engine = this.#engine(c.path);
     const file = join(this.#dir, c.upload_id);
     let staging = this.#uploads.get(c.upload_id);
     if (c.abort) {
@@ -95,16 +113,34 @@ export class WorkspaceCommands {
     }
     const data = Buffer.from(c.data, "base64");
     if (data.length > WORKSPACE_CHUNK_BYTES)
-      throw new CodedError("INVALID_ARGUMENT", `an upload piece holds at most ${WORKSPACE_CHUNK_BYTES} bytes`);
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `an upload piece holds at most ${WORKSPACE_CHUNK_BYTES} bytes`,
+      );
     if (c.seq === 0) {
       if (staging) this.#drop(c.upload_id, staging);
       await mkdir(this.#dir, { recursive: true, mode: 0o700 });
       await writeFile(file, data, { mode: 0o600 });
-      staging = { file, containerName: c.container_name, path: c.path, next: 1, size: data.length, timer: this.#expiry(c.upload_id) };
+      staging = {
+        file,
+        containerName: c.container_name,
+        path: c.path,
+        next: 1,
+        size: data.length,
+        timer: this.#expiry(c.upload_id),
+      };
       this.#uploads.set(c.upload_id, staging);
     } else {
-      if (!staging || staging.next !== c.seq || staging.containerName !== c.container_name || staging.path !== c.path)
-        throw new CodedError("FAILED_PRECONDITION", `upload ${c.upload_id} has no piece ${c.seq - 1} before piece ${c.seq}`);
+      if (
+        !staging ||
+        staging.next !== c.seq ||
+        staging.containerName !== c.container_name ||
+        staging.path !== c.path
+      )
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `upload ${c.upload_id} has no piece ${c.seq - 1} before piece ${c.seq}`,
+        );
       await appendFile(file, data);
       staging.next += 1;
       staging.size += data.length;
@@ -121,7 +157,7 @@ export class WorkspaceCommands {
   }
 
   async delete(c: Of<"workspace_delete">): Promise<Record<string, unknown>> {
-    return { deleted: await this.#engine().delete(c.container_name, c.path) };
+    return { deleted: await this.#engine(c.path).delete(c.container_name, c.path) };
   }
 
   /** Drops every staged upload (the runner stops). */

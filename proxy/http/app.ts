@@ -69,7 +69,8 @@ export const DEFAULT_JSON_BODY_MAX_BYTES = 1024 * 1024;
 /** The proxy's request route: its body is the session's business, limited by the relay. */
 const PROXIED_REQUEST_PATH = /^\/v1\/namespaces\/[^/]+\/harnesssessions\/[^/]+\/requests\/?$/;
 /** Workspace uploads: bounded by AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES, streamed, never buffered. */
-const WORKSPACE_FILES_PATH = /^\/v1\/(namespaces\/[^/]+\/harnesssessions|workspaces)\/[^/]+\/workspace\/files\//;
+const WORKSPACE_FILES_PATH =
+  /^\/v1\/(namespaces\/[^/]+\/harnesssessions|workspaces)\/[^/]+\/workspace\/files\//;
 
 /**
  * The HTTP API (never listens; `main.ts` does). Everything under `/v1` takes the admin bearer
@@ -124,7 +125,10 @@ export function buildApp(options: AppOptions): Hono {
       ),
   });
   app.use("/v1/*", (c, next) =>
-    PROXIED_REQUEST_PATH.test(c.req.path) || WORKSPACE_FILES_PATH.test(c.req.path) ? next() : limitBody(c, next));
+    PROXIED_REQUEST_PATH.test(c.req.path) || WORKSPACE_FILES_PATH.test(c.req.path)
+      ? next()
+      : limitBody(c, next),
+  );
   if (options.metrics) app.use("/v1/rpc/:method", rpcMetrics(options.metrics));
   app.use(
     "/v1/namespaces/:ns/harnesssessions/:name/requests",

@@ -13,6 +13,11 @@ import { Agent, API_VERSION, AgentRuntime } from "../../contracts/resources.ts";
 import { Rpc, type RpcMethod } from "../../contracts/rpc.ts";
 import { DEFAULT_PAGE_SIZE, ListMetadata, MAX_PAGE_SIZE } from "../../contracts/pagination.ts";
 import { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../../contracts/runners.ts";
+import {
+  WorkspaceDeleteResult,
+  WorkspaceListing,
+  WorkspaceWriteResult,
+} from "../../contracts/workspace-files.ts";
 
 /** A JSON Schema / OpenAPI object as plain JSON. */
 export type JsonObject = { [key: string]: unknown };
@@ -107,6 +112,9 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.RunnerList = schemaOf(RunnerList, "output");
   schemas.RunnerTokenIssued = schemaOf(RunnerTokenIssued, "output");
   schemas.RunnerTokenRevoked = schemaOf(RunnerTokenRevoked, "output");
+  schemas.WorkspaceListing = schemaOf(WorkspaceListing, "output");
+  schemas.WorkspaceWriteResult = schemaOf(WorkspaceWriteResult, "output");
+  schemas.WorkspaceDeleteResult = schemaOf(WorkspaceDeleteResult, "output");
   return schemas;
 }
 
@@ -225,6 +233,99 @@ function resourcePaths(): Record<string, JsonObject> {
       responses: { "201": ok("the finished run", ref("AgentRun")), ...errors },
     },
   };
+  return paths;
+}
+
+/**
+ * The workspace files API (issue 18), the same operations under a HarnessSession and an RPC
+ * workspace (`/v1/workspaces/{container_name}`).
+ */
+function workspacePaths(): Record<string, JsonObject> {
+  const paths: Record<string, JsonObject> = {};
+  const pathQuery = {
+    name: "path",
+    in: "query",
+    required: false,
+    description: "a directory under /workspace (relative, or absolute under /workspace); default /workspace",
+    schema: { type: "string" },
+  };
+  const filePath = {
+    name: "path",
+    in: "path",
+    required: true,
+    description:
+      "a path under /workspace; `..`, other absolute paths and symlinks leading out are 400 INVALID_ARGUMENT",
+    schema: { type: "string" },
+  };
+  const bytes = { "application/octet-stream": { schema: { type: "string", format: "binary" } } };
+  const tooLarge = {
+    "413": {
+      description: "RESOURCE_EXHAUSTED: past AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES",
+      content: json(ref("Error")),
+    },
+  };
+  const stopped =
+    "A session without a running workload (stopped) answers FAILED_PRECONDITION: resume it first.";
+  const bases: [string, JsonObject[], string][] = [
+    ["/v1/namespaces/{namespace}/harnesssessions/{name}/workspace", [nsParam, nameParam], "Session"],
+    [
+      "/v1/workspaces/{container_name}/workspace",
+      [{ ...nameParam, name: "container_name", schema: { type: "string" } }],
+      "RpcWorkspace",
+    ],
+  ];
+  for (const [base, parameters, suffix] of bases) {
+    paths[`${base}/files`] = {
+      parameters,
+      get: {
+        operationId: `listWorkspaceFiles${suffix}`,
+        tags: ["workspace"],
+        description: `One directory level: name, type, size, mtime. ${stopped}`,
+        parameters: [pathQuery],
+        responses: { "200": ok("the directory's entries", ref("WorkspaceListing")), ...errors },
+      },
+    };
+    paths[`${base}/files/{path}`] = {
+      parameters: [...parameters, filePath],
+      get: {
+        operationId: `downloadWorkspaceFile${suffix}`,
+        tags: ["workspace"],
+        description: `A file's bytes, streamed. ${stopped}`,
+        responses: { "200": { description: "the file", content: bytes }, ...tooLarge, ...errors },
+      },
+      put: {
+        operationId: `uploadWorkspaceFile${suffix}`,
+        tags: ["workspace"],
+        description:
+          "Writes the body as the file (missing parent directories are created), all at once when the whole body arrived.",
+        requestBody: { required: true, content: bytes },
+        responses: { "201": ok("written", ref("WorkspaceWriteResult")), ...tooLarge, ...errors },
+      },
+      delete: {
+        operationId: `deleteWorkspaceFile${suffix}`,
+        tags: ["workspace"],
+        description: "Deletes a file or a directory tree (a symlink itself, never its target).",
+        responses: { "200": ok("deleted", ref("WorkspaceDeleteResult")), ...errors },
+      },
+    };
+    paths[`${base}:archive`] = {
+      parameters,
+      get: {
+        operationId: `archiveWorkspace${suffix}`,
+        tags: ["workspace"],
+        description: `A tar of a path (default the whole workspace), streamed. ${stopped}`,
+        parameters: [pathQuery],
+        responses: {
+          "200": {
+            description: "a tar archive",
+            content: { "application/x-tar": { schema: { type: "string", format: "binary" } } },
+          },
+          ...tooLarge,
+          ...errors,
+        },
+      },
+    };
+  }
   return paths;
 }
 
@@ -369,7 +470,13 @@ export function buildOpenApiDocument(): JsonObject {
         "Persistent, isolated per-agent sessions. Lifecycle RPCs, kubectl-style resources, the request proxy and the event stream. Errors carry gRPC canonical codes.",
     },
     security: [{ bearer: [] }],
-    paths: { ...operationalPaths(), ...rpcPaths(), ...resourcePaths(), ...runnerPaths() },
+    paths: {
+      ...operationalPaths(),
+      ...rpcPaths(),
+      ...resourcePaths(),
+      ...workspacePaths(),
+      ...runnerPaths(),
+    },
     components: {
       securitySchemes: {
         bearer: {

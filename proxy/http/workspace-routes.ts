@@ -15,12 +15,18 @@ export function workspaceFileRoutes(
   targetOf: (c: Context) => Promise<WorkspaceTarget>,
 ): Hono {
   return new Hono()
-    .get("/workspace/files", async (c) => c.json(await files.list(await targetOf(c), c.req.query("path") ?? "")))
+    .get("/workspace/files", async (c) =>
+      c.json(await files.list(await targetOf(c), c.req.query("path") ?? "")),
+    )
     .get("/workspace/files/:path{.+}", (c) =>
       bounded(c, async () => files.download(c, await targetOf(c), pathParam(c), "file")),
     )
-    .put("/workspace/files/:path{.+}", (c) => bounded(c, async () => files.upload(c, await targetOf(c), pathParam(c))))
-    .delete("/workspace/files/:path{.+}", async (c) => c.json(await files.delete(await targetOf(c), pathParam(c))))
+    .put("/workspace/files/:path{.+}", (c) =>
+      bounded(c, async () => files.upload(c, await targetOf(c), pathParam(c))),
+    )
+    .delete("/workspace/files/:path{.+}", async (c) =>
+      c.json(await files.delete(await targetOf(c), pathParam(c))),
+    )
     .get("/:action{workspace:archive}", (c) =>
       bounded(c, async () => files.download(c, await targetOf(c), c.req.query("path") ?? "", "archive")),
     );
@@ -58,6 +64,9 @@ async function bounded(c: Context, run: () => Promise<Response>): Promise<Respon
   } catch (error) {
     const coded = error as { code?: string; message?: string; details?: Record<string, unknown> };
     if (coded.code !== "RESOURCE_EXHAUSTED") throw error;
-    return c.json({ code: "RESOURCE_EXHAUSTED", message: coded.message ?? "too large", details: coded.details }, 413);
+    return c.json(
+      { code: "RESOURCE_EXHAUSTED", message: coded.message ?? "too large", details: coded.details },
+      413,
+    );
   }
 }

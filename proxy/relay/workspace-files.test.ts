@@ -29,14 +29,27 @@ function fakeRunner() {
           return {
             ok: true,
             result: {
-              entries: [...files.keys()].map((name) => ({ name, type: "file", size: files.get(name)?.length ?? 0, mtime: "2026-12-01T00:00:00.000Z" })),
+              entries: [...files.keys()].map((name) => ({
+                name,
+                type: "file",
+                size: files.get(name)?.length ?? 0,
+                mtime: "2026-12-01T00:00:00.000Z",
+              })),
             },
           };
         case "workspace_read": {
           const content = c.what === "archive" ? Buffer.from("TAR:") : files.get(c.path);
-          if (!content) return { ok: false, error: { code: "NOT_FOUND", message: `/workspace/${c.path} does not exist` } };
+          if (!content)
+            return {
+              ok: false,
+              error: { code: "NOT_FOUND", message: `/workspace/${c.path} does not exist` },
+            };
           for (let i = 0; i < content.length; i += WORKSPACE_CHUNK_BYTES)
-            listeners.get(c.relay_id)?.({ relay_id: c.relay_id, data: content.subarray(i, i + WORKSPACE_CHUNK_BYTES).toString("base64"), done: false });
+            listeners.get(c.relay_id)?.({
+              relay_id: c.relay_id,
+              data: content.subarray(i, i + WORKSPACE_CHUNK_BYTES).toString("base64"),
+              done: false,
+            });
           listeners.get(c.relay_id)?.({ relay_id: c.relay_id, data: "", done: true });
           return { ok: true, result: { size: content.length } };
         }
@@ -70,7 +83,8 @@ function fakeRunner() {
 function app(maxBytes = 3 * WORKSPACE_CHUNK_BYTES) {
   const runner = fakeRunner();
   const store = {
-    getWorkspace: async (name: string) => (name === "ws-1" ? { container_name: "ws-1", runner_id: "r1" } : undefined),
+    getWorkspace: async (name: string) =>
+      name === "ws-1" ? { container_name: "ws-1", runner_id: "r1" } : undefined,
   } as unknown as Store;
   const relay = new WorkspaceFilesRelay({ store, runners: runner.link, maxBytes });
   const hono = new Hono().route("/v1/workspaces", rpcWorkspaceRoutes(relay));
@@ -106,7 +120,10 @@ describe("workspace files relay", () => {
     const a = app(WORKSPACE_CHUNK_BYTES + 10);
     const put = await a.call("PUT", "/files/big.bin", Buffer.alloc(WORKSPACE_CHUNK_BYTES + 11));
     expect(put.status).toBe(413);
-    expect(await put.json()).toMatchObject({ code: "RESOURCE_EXHAUSTED", details: { limit_bytes: WORKSPACE_CHUNK_BYTES + 10 } });
+    expect(await put.json()).toMatchObject({
+      code: "RESOURCE_EXHAUSTED",
+      details: { limit_bytes: WORKSPACE_CHUNK_BYTES + 10 },
+    });
     expect(a.files.has("big.bin")).toBe(false);
     expect(a.staged.size).toBe(0);
   });
@@ -121,7 +138,12 @@ describe("workspace files relay", () => {
       ["GET", ":archive?path=.."],
     ]) {
       const r = await a.call(method as string, path as string, method === "PUT" ? "x" : undefined);
-      expect([method, path, r.status, ((await r.json()) as { code: string }).code]).toEqual([method, path, 400, "INVALID_ARGUMENT"]);
+      expect([method, path, r.status, ((await r.json()) as { code: string }).code]).toEqual([
+        method,
+        path,
+        400,
+        "INVALID_ARGUMENT",
+      ]);
     }
     expect(a.commands).toEqual([]);
   });
@@ -130,14 +152,19 @@ describe("workspace files relay", () => {
     const a = app();
     a.files.set("x.txt", Buffer.from("x"));
     const listed = await a.call("GET", "/files");
-    expect(await listed.json()).toEqual({ path: "", entries: [expect.objectContaining({ name: "x.txt", size: 1 })] });
+    expect(await listed.json()).toEqual({
+      path: "",
+      entries: [expect.objectContaining({ name: "x.txt", size: 1 })],
+    });
     const tar = await a.call("GET", ":archive?path=/workspace");
     expect(tar.headers.get("content-type")).toBe("application/x-tar");
     expect(await tar.text()).toBe("TAR:");
     expect(await (await a.call("DELETE", "/files/x.txt")).json()).toEqual({ path: "x.txt", deleted: true });
     const gone = await a.call("GET", "/files/x.txt");
     expect(gone.status).toBe(404);
-    expect(((await gone.json()) as { message: string }).message).toBe("workspace ws-1: /workspace/x.txt does not exist");
+    expect(((await gone.json()) as { message: string }).message).toBe(
+      "workspace ws-1: /workspace/x.txt does not exist",
+    );
     expect((await a.call("DELETE", "/files/")).status).toBe(404);
   });
 });

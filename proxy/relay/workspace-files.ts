@@ -49,7 +49,10 @@ export class WorkspaceFilesRelay {
     const record = await this.#o.harness?.getHarnessSession(namespace, name);
     if (!record) throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
     if (record.container_name === undefined)
-      throw new CodedError("FAILED_PRECONDITION", `${HARNESS_SESSION_KIND} ${namespace}/${name} has no workspace yet`);
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `${HARNESS_SESSION_KIND} ${namespace}/${name} has no workspace yet`,
+      );
     const target = await this.ofWorkspace(record.container_name);
     return { ...target, label: `${HARNESS_SESSION_KIND} ${namespace}/${name}` };
   }
@@ -57,24 +60,41 @@ export class WorkspaceFilesRelay {
   async ofWorkspace(containerName: string): Promise<WorkspaceTarget> {
     const workspace = await this.#o.store.getWorkspace(containerName);
     if (!workspace) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
-    return { runner_id: workspace.runner_id, container_name: containerName, label: `workspace ${containerName}` };
+    return {
+      runner_id: workspace.runner_id,
+      container_name: containerName,
+      label: `workspace ${containerName}`,
+    };
   }
 
   async list(target: WorkspaceTarget, rawPath: string): Promise<WorkspaceListing> {
     const path = confineWorkspacePath(rawPath);
-    const r = await this.#command(target, { kind: "workspace_list", container_name: target.container_name, path });
+    const r = await this.#command(target, {
+      kind: "workspace_list",
+      container_name: target.container_name,
+      path,
+    });
     return { path, entries: r.entries };
   }
 
   async delete(target: WorkspaceTarget, rawPath: string): Promise<WorkspaceDeleteResult> {
     const path = confineWorkspacePath(rawPath);
     if (path === "") throw new CodedError("INVALID_ARGUMENT", "cannot delete /workspace itself");
-    const r = await this.#command(target, { kind: "workspace_delete", container_name: target.container_name, path });
+    const r = await this.#command(target, {
+      kind: "workspace_delete",
+      container_name: target.container_name,
+      path,
+    });
     return { path, deleted: r.deleted };
   }
 
   /** `GET …/files/{path}` (what: file) or `GET …:archive?path=` (a tar). */
-  async download(c: Context, target: WorkspaceTarget, rawPath: string, what: "file" | "archive"): Promise<Response> {
+  async download(
+    c: Context,
+    target: WorkspaceTarget,
+    rawPath: string,
+    what: "file" | "archive",
+  ): Promise<Response> {
     const path = confineWorkspacePath(rawPath);
     const relayId = randomUUID();
     let controller!: ReadableStreamDefaultController<Uint8Array>;
@@ -146,13 +166,19 @@ export class WorkspaceFilesRelay {
       const data = Buffer.concat(pending);
       pending = [];
       pendingBytes = 0;
-      const r = await this.#command(target, piece(seq, data, done) as Extract<RunnerCommand, { kind: "workspace_write" }>);
+      const r = await this.#command(
+        target,
+        piece(seq, data, done) as Extract<RunnerCommand, { kind: "workspace_write" }>,
+      );
       seq += 1;
       return r;
     };
     const abort = async () => {
       if (seq > 0)
-        await this.#o.runners.command(target.runner_id, { ...piece(seq, Buffer.alloc(0), false), abort: true } as RunnerCommand);
+        await this.#o.runners.command(target.runner_id, {
+          ...piece(seq, Buffer.alloc(0), false),
+          abort: true,
+        } as RunnerCommand);
     };
     const reader = c.req.raw.body?.getReader();
     try {
@@ -192,7 +218,10 @@ export class WorkspaceFilesRelay {
     return outcome.result;
   }
 
-  #failure(target: WorkspaceTarget, error: { code: CodedError["code"]; message: string; details?: Record<string, unknown> | undefined }): CodedError {
+  #failure(
+    target: WorkspaceTarget,
+    error: { code: CodedError["code"]; message: string; details?: Record<string, unknown> | undefined },
+  ): CodedError {
     if (error.code === "RESOURCE_EXHAUSTED")
       return new CodedError(error.code, error.message, { limit_bytes: this.#o.maxBytes });
     return new CodedError(error.code, `${target.label}: ${error.message}`, error.details);
