@@ -167,6 +167,25 @@ describe("workspace files through the proxy (Docker)", () => {
     expect(await probe.exec(container, ["ls", "/workspace"])).not.toContain("too-big");
   });
 
+  it("agent-sessions cp copies a file in and back out through the same API", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ws-cp-"));
+    const local = join(dir, "in.bin");
+    const content = randomBytes(300_000);
+    writeFileSync(local, content);
+    const flags = ["--server", system.url, "--token", system.adminToken];
+    const up = await system.runCli(["cp", local, `${NAME}:cp/in.bin`, ...flags]);
+    expect(up.code, up.stderr).toBe(0);
+    expect(
+      (await probe.exec(container, ["busybox", "stat", "-c", "%s", "/workspace/cp/in.bin"])).trim(),
+    ).toBe(String(content.length));
+    const down = await system.runCli(["cp", `${NAME}:cp/in.bin`, join(dir, "out.bin"), ...flags]);
+    expect(down.code, down.stderr).toBe(0);
+    expect(readFileSync(join(dir, "out.bin")).equals(content)).toBe(true);
+    const outside = await system.runCli(["cp", `${NAME}:../etc/passwd`, join(dir, "x"), ...flags]);
+    expect(outside.code).toBe(2);
+    expect(outside.stderr).toContain("leaves /workspace");
+  });
+
   it("a delete removes a file; reading it then is 404", async () => {
     const del = await raw("DELETE", `${FILES}/files/src/notes/hello.txt`);
     expect(del.status).toBe(200);
