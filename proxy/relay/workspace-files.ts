@@ -98,17 +98,35 @@ export class WorkspaceFilesRelay {
     const path = confineWorkspacePath(rawPath);
     const relayId = randomUUID();
     let controller!: ReadableStreamDefaultController<Uint8Array>;
-    const body = new ReadableStream<Uint8Array>({ start: (ctl) => (controller = ctl) }, { highWaterMark: 0 });
-    let started: (value: "chunk") => void = () => {};
-    const firstChunk = new Promise<"chunk">((resolve) => (started = resolve));
     let ended = false;
+    // A client that goes away ends the body; the runner's remaining chunks (bounded by
+    // max_bytes) are then dropped here.
+    const body = new ReadableStream<Uint8Array>(
+      {
+        start: (ctl) => {
+          controller = ctl;
+        },
+        cancel: () => {
+          ended = true;
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    let started: (value: "chunk") => void = () => {};
+    const firstChunk = new Promise<"chunk">((resolve) => {
+      started = resolve;
+    });
     const unsubscribe = this.#o.runners.onRelayChunk(relayId, (chunk) => {
       if (ended) return;
-      if (chunk.data) controller.enqueue(Buffer.from(chunk.data, "base64"));
       started("chunk");
-      if (chunk.done) {
-        ended = true;
-        controller.close();
+      try {
+        if (chunk.data) controller.enqueue(Buffer.from(chunk.data, "base64"));
+        if (chunk.done) {
+          ended = true;
+          controller.close();
+        }
+      } catch {
+        ended = true; // the body was already closed by its reader
       }
     });
     const outcome = this.#o.runners
@@ -131,8 +149,12 @@ export class WorkspaceFilesRelay {
       if (ended) return;
       ended = true;
       // After the first byte a failure can only cut the body short.
-      if (!o.ok) controller.error(new Error(o.error.message));
-      else controller.close();
+      try {
+        if (!o.ok) controller.error(new Error(o.error.message));
+        else controller.close();
+      } catch {
+        // the reader went away first
+      }
     });
     const base = path === "" ? "workspace" : (path.split("/").pop() as string);
     return c.body(body, 200, {
