@@ -79,13 +79,13 @@ export async function composeServer(
   overrides: ServerOverrides = {},
 ): Promise<ComposedServer> {
   const log = overrides.log ?? jsonLogger("server");
-  const secretEnv = overrides.secretEnv ?? offeredCredentialEnv(config.credentialEnv ?? [], process.env);
+  const secretEnv = overrides.secretEnv ?? offeredCredentialEnv(config.credentialEnv, process.env);
   const database = new SqliteDatabase(databasePathOf(config));
   const store = new SqliteStore(database, { frameBufferSize: config.frameBufferSize });
   const harnessStore = new SqliteHarnessStore(database);
   const bus = new EventBus();
   const admission: Admission = {
-    egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny ?? [] }),
+    egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny }),
     runtimes: new RuntimeApproval({
       ...(config.approvedRegistries ? { registries: config.approvedRegistries } : {}),
       ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),
@@ -94,7 +94,7 @@ export async function composeServer(
       compassImage: config.compassImage,
       hermesImage: config.hermesImage,
     }),
-    quotas: new NamespaceQuotas(config.namespaceQuotas ?? {}),
+    quotas: new NamespaceQuotas(config.namespaceQuotas),
   };
   // A namespace's sessions: its workspaces here, its HarnessSessions in the harness store (harness-wiring.ts).
   admission.quotas?.addSessionSource(async (namespace) =>
@@ -109,11 +109,11 @@ export async function composeServer(
     heartbeatMs: config.heartbeatMs,
     reattachWindowMs: config.reattachWindowMs,
     commandTimeoutMs: config.commandTimeoutMs,
-    ...(config.maxRunnerCapacity !== undefined ? { maxRunnerCapacity: config.maxRunnerCapacity } : {}),
-    ...(config.runnerRegistration !== undefined ? { registration: config.runnerRegistration } : {}),
+    maxRunnerCapacity: config.maxRunnerCapacity,
+    registration: config.runnerRegistration,
     frameBudget: {
-      ...(config.sessionFramesPerSecond ? { framesPerSecond: config.sessionFramesPerSecond } : {}),
-      ...(config.sessionFrameBytesPerSecond ? { bytesPerSecond: config.sessionFrameBytesPerSecond } : {}),
+      framesPerSecond: config.sessionFramesPerSecond,
+      bytesPerSecond: config.sessionFrameBytesPerSecond,
     },
     log,
   });
@@ -184,9 +184,9 @@ export async function composeServer(
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
       idleCheckMs: config.idleCheckMs,
-      ...(config.agentRunsMax !== undefined ? { agentRunsMax: config.agentRunsMax } : {}),
+      agentRunsMax: config.agentRunsMax,
       autoResumeTimeoutMs: config.autoResumeTimeoutMs,
-      ...(config.restartPolicy ? { restartPolicy: config.restartPolicy } : {}),
+      restartPolicy: config.restartPolicy,
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
     });
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
@@ -210,13 +210,11 @@ export async function composeServer(
       }),
       runnerAdmin: { runners: hub, onPlacementChanged: placeWaiting },
       metrics: observability.metrics,
-      metricsPublic: config.metricsPublic ?? false,
+      metricsPublic: config.metricsPublic,
       ...(overrides.keepAliveMs !== undefined ? { keepAliveMs: overrides.keepAliveMs } : {}),
-      ...(config.jsonBodyMaxBytes !== undefined ? { jsonBodyMaxBytes: config.jsonBodyMaxBytes } : {}),
-      ...(config.maxEventSubscribers !== undefined
-        ? { maxEventSubscribers: config.maxEventSubscribers }
-        : {}),
-      ...(config.eventQueueMaxBytes !== undefined ? { eventQueueMaxBytes: config.eventQueueMaxBytes } : {}),
+      jsonBodyMaxBytes: config.jsonBodyMaxBytes,
+      maxEventSubscribers: config.maxEventSubscribers,
+      eventQueueMaxBytes: config.eventQueueMaxBytes,
     });
     let closing: Promise<void> | undefined;
     return {

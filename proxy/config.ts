@@ -130,22 +130,26 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_APPROVED_RUNTIMES: ApprovedRuntimeList.optional(),
 });
 
-/** Resolved server options: what `startServer` takes. */
-export type ServerConfig = {
+/**
+ * Every setting of the server but where it lives and its tokens: the one place their defaults
+ * come from (`ServerEnv`, via `defaultSettings()`); the services take them as required options.
+ */
+export type ServerSettings = {
   port: number;
   host: string;
-  /** Absolute. */
-  dataDir: string;
-  adminToken: string;
-  runnerToken: string;
+  /** AGENT_SESSIONS_HEARTBEAT_MS */
   heartbeatMs: number;
+  /** AGENT_SESSIONS_REATTACH_WINDOW_MS */
   reattachWindowMs: number;
+  /** AGENT_SESSIONS_FRAME_BUFFER_SIZE */
   frameBufferSize: number;
+  /** AGENT_SESSIONS_COMMAND_TIMEOUT_MS */
   commandTimeoutMs: number;
-  /** Capacity a runner's hello may claim at most. @default 1000 */
-  maxRunnerCapacity?: number;
-  /** Whether the runner token registers new runner names. @default "open" */
-  runnerRegistration?: "open" | "closed";
+  /** AGENT_SESSIONS_RUNNER_MAX_CAPACITY: capacity a runner's hello may claim at most. */
+  maxRunnerCapacity: number;
+  /** AGENT_SESSIONS_RUNNER_REGISTRATION: whether the runner token registers new runner names. */
+  runnerRegistration: "open" | "closed";
+  /** AGENT_SESSIONS_REFERENCE_IMAGE. @default none: AgentRuntime `default/reference` is not registered */
   referenceImage: string | undefined;
   /** AGENT_SESSIONS_PI_IMAGE. @default none: AgentRuntime `default/pi` is not registered */
   piImage?: string | undefined;
@@ -153,40 +157,58 @@ export type ServerConfig = {
   compassImage?: string | undefined;
   /** AGENT_SESSIONS_HERMES_IMAGE. @default none: AgentRuntime `default/hermes` is not registered */
   hermesImage?: string | undefined;
-  /** HarnessSession proxy and idle controller; defaults as in `ServerEnv` when absent. */
-  requestTimeoutMs?: number;
-  requestBodyMaxBytes?: number;
-  replyMaxBytes?: number;
-  /** AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES. @default 67108864 */
-  workspaceFileMaxBytes?: number;
-  /** Per-session budget of frames from runners (proxy/frame-budget.ts); defaults as in `ServerEnv`. */
-  sessionFramesPerSecond?: number;
-  sessionFrameBytesPerSecond?: number;
-  /** AGENT_SESSIONS_JSON_BODY_MAX_BYTES. @default 1048576 */
-  jsonBodyMaxBytes?: number;
-  /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX. @default 2000 */
-  maxEventSubscribers?: number;
-  /** AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES. @default 8388608 */
-  eventQueueMaxBytes?: number;
-  /** AGENT_SESSIONS_AGENT_RUNS_MAX. @default 16 */
-  agentRunsMax?: number;
-  /** AGENT_SESSIONS_NAMESPACE_MAX_*: per-namespace quotas (proxy/namespace-quotas.ts). @default none */
-  namespaceQuotas?: Partial<Record<QuotaKind, NamespaceLimits>>;
-  idleCheckMs?: number;
-  autoResumeTimeoutMs?: number;
-  /** Restarts of HarnessSessions after unexpected exits. @default DEFAULT_RESTART_POLICY */
-  restartPolicy?: RestartPolicy;
-  /** `GET /metrics` without a token. @default false */
-  metricsPublic?: boolean;
-  /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. @default none */
-  credentialEnv?: string[];
-  /** AGENT_SESSIONS_EGRESS_DENY. @default none */
-  egressDeny?: EgressDeny[];
-  /** AGENT_SESSIONS_APPROVED_REGISTRIES. @default ["127.0.0.1:5000"] */
+  /** AGENT_SESSIONS_REQUEST_TIMEOUT_MS: deadline of a request relayed to a HarnessSession. */
+  requestTimeoutMs: number;
+  /** AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES */
+  requestBodyMaxBytes: number;
+  /** AGENT_SESSIONS_REPLY_MAX_BYTES */
+  replyMaxBytes: number;
+  /** AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES */
+  workspaceFileMaxBytes: number;
+  /** AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND: per-session budget of frames from runners (runners/frame-budget.ts). */
+  sessionFramesPerSecond: number;
+  /** AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND */
+  sessionFrameBytesPerSecond: number;
+  /** AGENT_SESSIONS_JSON_BODY_MAX_BYTES */
+  jsonBodyMaxBytes: number;
+  /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX */
+  maxEventSubscribers: number;
+  /** AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES */
+  eventQueueMaxBytes: number;
+  /** AGENT_SESSIONS_AGENT_RUNS_MAX */
+  agentRunsMax: number;
+  /** AGENT_SESSIONS_NAMESPACE_MAX_*: per-namespace quotas (lifecycle/namespace-quotas.ts). @default none */
+  namespaceQuotas: Partial<Record<QuotaKind, NamespaceLimits>>;
+  /** AGENT_SESSIONS_IDLE_CHECK_MS */
+  idleCheckMs: number;
+  /** AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS */
+  autoResumeTimeoutMs: number;
+  /** AGENT_SESSIONS_RESTART_*: restarts of HarnessSessions after unexpected exits. */
+  restartPolicy: RestartPolicy;
+  /** AGENT_SESSIONS_METRICS_PUBLIC: `GET /metrics` without a token. */
+  metricsPublic: boolean;
+  /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. */
+  credentialEnv: string[];
+  /** AGENT_SESSIONS_EGRESS_DENY */
+  egressDeny: EgressDeny[];
+  /** AGENT_SESSIONS_APPROVED_REGISTRIES. @default ["127.0.0.1:5000"] (lifecycle/runtime-approval.ts) */
   approvedRegistries?: string[];
-  /** AGENT_SESSIONS_APPROVED_RUNTIMES. @default ["*"] */
+  /** AGENT_SESSIONS_APPROVED_RUNTIMES. @default ["*"] (lifecycle/runtime-approval.ts) */
   approvedRuntimes?: string[];
 };
+
+/** Resolved server options: what `startServer` takes. */
+export type ServerConfig = ServerSettings & {
+  /** Absolute. */
+  dataDir: string;
+  adminToken: string;
+  runnerToken: string;
+};
+
+/** The settings of a server given no environment: `ServerEnv`'s defaults (tests start from these). */
+export function defaultSettings(): ServerSettings {
+  return settingsOf(ServerEnv.parse({}));
+}
 
 /**
  * Parse the server's configuration. Tokens not given are read from, or generated into,
@@ -205,12 +227,13 @@ export function parseConfig(source: Record<string, string | undefined> = process
   // One token for both would let a runner call the client API: the separation is the point.
   if (adminToken === runnerToken)
     throw new Error("invalid configuration: the admin token and the runner token must differ");
+  return { ...settingsOf(env), dataDir, adminToken, runnerToken };
+}
+
+function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
   return {
     port: env.AGENT_SESSIONS_PORT,
     host: env.AGENT_SESSIONS_HOST,
-    dataDir,
-    adminToken,
-    runnerToken,
     heartbeatMs: env.AGENT_SESSIONS_HEARTBEAT_MS,
     reattachWindowMs: env.AGENT_SESSIONS_REATTACH_WINDOW_MS,
     frameBufferSize: env.AGENT_SESSIONS_FRAME_BUFFER_SIZE,

@@ -34,20 +34,17 @@ export type HarnessWiringOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
-  /** @default 120000 */
-  requestTimeoutMs?: number;
-  /** @default 131072 */
-  requestBodyMaxBytes?: number;
-  /** @default 8388608 */
-  replyMaxBytes?: number;
-  /** @default 1000 */
-  idleCheckMs?: number;
-  /** One-shot AgentRuns at once at most. @default 16 */
-  agentRunsMax?: number;
-  /** How long requests wait for an auto-resumed session to come Ready. @default 120000 */
-  autoResumeTimeoutMs?: number | undefined;
-  /** Restarts after unexpected exits. @default DEFAULT_RESTART_POLICY */
-  restartPolicy?: RestartPolicy;
+  /** The settings below: proxy/config.ts holds their defaults. */
+  requestTimeoutMs: number;
+  requestBodyMaxBytes: number;
+  replyMaxBytes: number;
+  idleCheckMs: number;
+  /** One-shot AgentRuns at once at most. */
+  agentRunsMax: number;
+  /** How long requests wait for an auto-resumed session to come Ready. */
+  autoResumeTimeoutMs: number;
+  /** Restarts after unexpected exits. */
+  restartPolicy: RestartPolicy;
   /** Told the duration (seconds) of each idle-controller sweep. */
   onIdleSweep?: (seconds: number) => void;
 };
@@ -66,7 +63,7 @@ export type RunningHarness = {
  */
 export async function startHarness(options: HarnessWiringOptions): Promise<RunningHarness> {
   const { store, runners, log } = options;
-  const requestTimeoutMs = options.requestTimeoutMs ?? 120_000;
+  const { requestTimeoutMs } = options;
   const harness = options.harnessStore;
   const quotas = options.admission?.quotas;
   // A HarnessSession counts toward its namespace's sessions from its creation (namespace-quotas.ts).
@@ -90,7 +87,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     log,
     // A stop waits for requests in flight a little longer than they may take.
     drainTimeoutMs: requestTimeoutMs + 10_000,
-    ...(options.restartPolicy ? { restartPolicy: options.restartPolicy } : {}),
+    restartPolicy: options.restartPolicy,
     ...secretEnv,
   });
   const unsubscribe = options.bus.subscribe((frame) => controller.onFrame(frame));
@@ -98,7 +95,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     harness,
     controller,
     log,
-    intervalMs: options.idleCheckMs ?? 1_000,
+    intervalMs: options.idleCheckMs,
     // Above the proxy's deadline (plus the runner's grace): only crashed relays are ever cleared.
     staleRequestMs: requestTimeoutMs + 60_000,
     ...(options.onIdleSweep ? { onSweep: options.onIdleSweep } : {}),
@@ -107,12 +104,14 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   await controller.recover();
   await controller.resync(false);
   idle.start();
-  const relayOptions: ConstructorParameters<typeof RequestRelay>[0] = {
+  const relay = new RequestRelay({
     harness,
     store,
     runners,
     log,
     timeoutMs: requestTimeoutMs,
+    bodyMaxBytes: options.requestBodyMaxBytes,
+    replyMaxBytes: options.replyMaxBytes,
     // Ready means serving: a request the runner could not relay has the session probed again.
     onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
     autoResume: new AutoResumer({
@@ -120,21 +119,19 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       controller,
       journal: options.journal,
       log,
-      ...(options.autoResumeTimeoutMs !== undefined ? { timeoutMs: options.autoResumeTimeoutMs } : {}),
+      timeoutMs: options.autoResumeTimeoutMs,
     }),
-  };
-  if (options.requestBodyMaxBytes !== undefined) relayOptions.bodyMaxBytes = options.requestBodyMaxBytes;
-  if (options.replyMaxBytes !== undefined) relayOptions.replyMaxBytes = options.replyMaxBytes;
+  });
   return {
     routes: {
       sessions: new HarnessSessions({ harness, controller, ...(quotas ? { quotas } : {}) }),
-      relay: new RequestRelay(relayOptions),
+      relay,
       runs: new AgentRuns({
         store,
         runners,
         log,
         ...secretEnv,
-        ...(options.agentRunsMax !== undefined ? { maxConcurrent: options.agentRunsMax } : {}),
+        maxConcurrent: options.agentRunsMax,
       }),
     },
     resyncUnsettled: () => {

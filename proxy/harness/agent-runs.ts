@@ -19,8 +19,8 @@ export type AgentRunsOptions = {
   secretEnv?: Record<string, string | undefined>;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
-  /** Runs at once at most, across runners; one more is 429 RESOURCE_EXHAUSTED. @default 16 */
-  maxConcurrent?: number;
+  /** Runs at once at most, across runners; one more is 429 RESOURCE_EXHAUSTED (AGENT_SESSIONS_AGENT_RUNS_MAX). */
+  maxConcurrent: number;
 };
 
 /** Time a runner gets on top of the run's own timeout (pulling the image, network setup). */
@@ -84,7 +84,7 @@ export class AgentRuns {
       .map((r) => ({ ...r, draining: r.draining || draining.has(r.runner_id) }));
     const docker = connected.filter((r) => r.engine === "docker");
     // From the cap check to the count below nothing awaits: concurrent runs see each other.
-    const maxConcurrent = this.#o.maxConcurrent ?? 16;
+    const { maxConcurrent } = this.#o;
     if (this.#total >= maxConcurrent)
       throw new CodedError(
         "RESOURCE_EXHAUSTED",

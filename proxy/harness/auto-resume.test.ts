@@ -5,8 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ResultRecord } from "../../contracts/adapter.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../../contracts/runner-protocol.ts";
 import { autoResumePlan } from "./auto-resume-plan.ts";
-import { DEFAULT_RESTART_POLICY } from "./restart-policy.ts";
-import { parseConfig, type ServerConfig } from "../config.ts";
+import { defaultSettings, parseConfig, type ServerConfig } from "../config.ts";
 import { HarnessController } from "./harness-controller.ts";
 import { withReady } from "./harness-status.ts";
 import type { FakeRunner, Reply } from "../testing/fake-runner.ts";
@@ -254,7 +253,7 @@ describe("auto-resume (spec.autoResume)", () => {
 
   it("a Failed session is not resumed by a request (it needs a spec write)", async () => {
     // Failed for good at the first exit: no restarts (AGENT_SESSIONS_RESTART_LIMIT=0).
-    await start({ restartPolicy: { ...DEFAULT_RESTART_POLICY, maxRestarts: 0 } });
+    await start({ restartPolicy: { ...defaultSettings().restartPolicy, maxRestarts: 0 } });
     const created = await createChat({ autoResume: true });
     expect(created.spec.autoResume).toBe(true);
     const ready = await inPhase("Ready");
@@ -392,6 +391,7 @@ describe("HarnessController.holdAwake", () => {
       sessions: unused,
       runners: unused,
       log: () => {},
+      restartPolicy: defaultSettings().restartPolicy,
     });
     const releaseA = controller.holdAwake("default", "chat");
     const releaseB = controller.holdAwake("default", "chat");

@@ -14,8 +14,8 @@ export type AutoResumerOptions = {
   /** Where the `AutoResumed` event goes (a `log` frame on the agent session's event stream). */
   journal: Pick<SessionJournal, "append">;
   log: Logger;
-  /** How long requests wait for an auto-resumed session to come Ready; then 504. @default 120000 */
-  timeoutMs?: number;
+  /** How long requests wait for an auto-resumed session to come Ready; then 504 (AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS). */
+  timeoutMs: number;
   /** How often the store is read while waiting. @default 100 */
   pollMs?: number;
 };
@@ -35,7 +35,7 @@ export class AutoResumer {
   readonly #flights = new SingleFlight();
 
   constructor(options: AutoResumerOptions) {
-    this.#o = { timeoutMs: 120_000, pollMs: 100, ...options };
+    this.#o = { pollMs: 100, ...options };
   }
 
   /**

@@ -14,7 +14,7 @@ import {
   withReady,
 } from "./harness-status.ts";
 import { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
-import { DEFAULT_RESTART_POLICY, decideRestart, type RestartPolicy } from "./restart-policy.ts";
+import { decideRestart, type RestartPolicy } from "./restart-policy.ts";
 import type { Logger } from "../observability/log.ts";
 import type { ProvisionRecorder } from "../lifecycle/provision-recorder.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
@@ -52,8 +52,8 @@ export type HarnessControllerOptions = {
   probeTimeoutMs?: number;
   /** How soon a session whose adapter a request could not reach is probed again. @default 1000 */
   probeRetryMs?: number;
-  /** Restarts after unexpected exits, and when it is a CrashLoop. @default DEFAULT_RESTART_POLICY */
-  restartPolicy?: RestartPolicy;
+  /** Restarts after unexpected exits, and when it is a CrashLoop (AGENT_SESSIONS_RESTART_*). */
+  restartPolicy: RestartPolicy;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
   /** @default () => new Date() */
@@ -91,7 +91,6 @@ export class HarnessController {
       drainTimeoutMs: 130_000,
       probeTimeoutMs: 30_000,
       probeRetryMs: 1_000,
-      restartPolicy: DEFAULT_RESTART_POLICY,
       now: () => new Date(),
       admission: defaultAdmission(),
       ...options,

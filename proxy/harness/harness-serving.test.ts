@@ -5,7 +5,7 @@
  * workload stopped while its runner or the engine restarted comes back by itself.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { DEFAULT_RESTART_POLICY } from "./restart-policy.ts";
+import { defaultSettings } from "../config.ts";
 import { type CommandHandler, defaultHandler, type FakeRunner } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
 
@@ -118,7 +118,9 @@ async function readySession(): Promise<Json> {
 beforeEach(async () => {
   reachable = true;
   // Restarts after 20 ms, 40 ms, …: the tests watch them happen; a CrashLoop after 2 in a row.
-  t = await startTestServer({ restartPolicy: { ...DEFAULT_RESTART_POLICY, backoffMs: 20, maxRestarts: 2 } });
+  t = await startTestServer({
+    restartPolicy: { ...defaultSettings().restartPolicy, backoffMs: 20, maxRestarts: 2 },
+  });
 });
 afterEach(async () => {
   await t.close();
@@ -286,7 +288,7 @@ describe("a session whose workload stopped underneath it comes back by itself", 
 
   it("with AGENT_SESSIONS_RESTART_LIMIT=0 one that crashed stays Failed (AdapterExited) until the spec is written again", async () => {
     await t.close();
-    t = await startTestServer({ restartPolicy: { ...DEFAULT_RESTART_POLICY, maxRestarts: 0 } });
+    t = await startTestServer({ restartPolicy: { ...defaultSettings().restartPolicy, maxRestarts: 0 } });
     const runner = await connectRunner();
     const before = await readySession();
     runner.state(before.status.sessionId, "ERRORED", "OOMKilled");

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_RESTART_POLICY, decideRestart, type RestartPolicy } from "./restart-policy.ts";
+import { decideRestart, type RestartPolicy } from "./restart-policy.ts";
+import { defaultSettings } from "../config.ts";
 
 const policy: RestartPolicy = { backoffMs: 1_000, maxBackoffMs: 5_000, maxRestarts: 3, resetAfterMs: 60_000 };
 const t0 = new Date("2026-12-01T12:00:00.000Z");
@@ -43,7 +44,7 @@ describe("decideRestart", () => {
   });
 
   it("defaults like a kubelet's back-off: 1 s doubling to 60 s, five restarts, reset after 10 minutes", () => {
-    expect(DEFAULT_RESTART_POLICY).toEqual({
+    expect(defaultSettings().restartPolicy).toEqual({
       backoffMs: 1_000,
       maxBackoffMs: 60_000,
       maxRestarts: 5,

@@ -22,13 +22,6 @@ export type RestartPolicy = {
   resetAfterMs: number;
 };
 
-export const DEFAULT_RESTART_POLICY: RestartPolicy = {
-  backoffMs: 1_000,
-  maxBackoffMs: 60_000,
-  maxRestarts: 5,
-  resetAfterMs: 600_000,
-};
-
 /** What the record says of earlier restarts. */
 export type RestartHistory = {
   /** Restarts in a row so far. */

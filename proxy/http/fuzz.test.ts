@@ -12,6 +12,7 @@ import { API_VERSION } from "../../contracts/resources.ts";
 import { RpcMethod } from "../../contracts/rpc.ts";
 import { RUNNER_PROTOCOL_VERSION } from "../../contracts/runner-protocol.ts";
 import { type ComposedServer, composeServer } from "../compose-server.ts";
+import { defaultSettings } from "../config.ts";
 import type { RunningHarness } from "../harness-wiring.ts";
 import type { Lifecycle } from "../lifecycle/lifecycle.ts";
 import type { Logger } from "../observability/log.ts";
@@ -556,6 +557,7 @@ beforeAll(async () => {
   // The server as main.ts builds it (the composition root), without its listener.
   server = await composeServer(
     {
+      ...defaultSettings(),
       port: 0,
       host: "127.0.0.1",
       dataDir,

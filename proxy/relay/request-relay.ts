@@ -26,12 +26,12 @@ export type RequestRelayOptions = {
   store: Store;
   runners: RelayLink;
   log: Logger;
-  /** Largest request body accepted; more is 413 RESOURCE_EXHAUSTED. @default 131072 */
-  bodyMaxBytes?: number;
-  /** Largest reply relayed; more ends the request (RESOURCE_EXHAUSTED). @default 8388608 */
-  replyMaxBytes?: number;
-  /** Deadline of one request, streamed or not; then 504 DEADLINE_EXCEEDED. @default 120000 */
-  timeoutMs?: number;
+  /** Largest request body accepted; more is 413 RESOURCE_EXHAUSTED (AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES). */
+  bodyMaxBytes: number;
+  /** Largest reply relayed; more ends the request, RESOURCE_EXHAUSTED (AGENT_SESSIONS_REPLY_MAX_BYTES). */
+  replyMaxBytes: number;
+  /** Deadline of one request, streamed or not; then 504 DEADLINE_EXCEEDED (AGENT_SESSIONS_REQUEST_TIMEOUT_MS). */
+  timeoutMs: number;
   /** Auto-resume of sessions with spec.autoResume; without it a stopped session is refused. */
   autoResume?: AutoResumer | undefined;
   /**
@@ -74,9 +74,6 @@ export class RequestRelay {
     const { autoResume, ...rest } = options;
     this.#autoResume = autoResume;
     this.#o = {
-      bodyMaxBytes: 128 * 1024,
-      replyMaxBytes: 8 * 1024 * 1024,
-      timeoutMs: 120_000,
       onRelayPathFailed: () => {},
       now: () => new Date(),
       ...rest,

@@ -40,18 +40,17 @@ export type RunnerHubOptions = {
   journal: SessionJournal;
   adminToken: string;
   runnerToken: string;
-  /** @default 5000 */
-  heartbeatMs?: number;
-  /** @default 60000 */
-  reattachWindowMs?: number;
-  /** Default deadline of `command()`. @default 300000 */
-  commandTimeoutMs?: number;
+  /** Settings (their defaults are proxy/config.ts's). */
+  heartbeatMs: number;
+  reattachWindowMs: number;
+  /** Default deadline of `command()`. */
+  commandTimeoutMs: number;
   /** A connection must say `hello` within this. @default 10000 */
   helloTimeoutMs?: number;
-  /** The most workspaces a runner may claim to take in its `hello`; more is cut to this. @default 1000 */
-  maxRunnerCapacity?: number;
-  /** Whether the runner token registers new runner names (runner-identity.ts). @default "open" */
-  registration?: RunnerRegistration;
+  /** The most workspaces a runner may claim to take in its `hello`; more is cut to this. */
+  maxRunnerCapacity: number;
+  /** Whether the runner token registers new runner names (runner-identity.ts). */
+  registration: RunnerRegistration;
   /** Per-session budget of frames from runners, before their store writes (frame-budget.ts). */
   frameBudget?: Partial<FrameBudgetLimits>;
   log?: Logger;
@@ -105,12 +104,12 @@ export class RunnerHub {
     this.#store = options.store;
     this.#journal = options.journal;
     this.#tokens = { adminToken: options.adminToken, runnerToken: options.runnerToken };
-    this.#heartbeatMs = options.heartbeatMs ?? 5_000;
-    this.#reattachWindowMs = options.reattachWindowMs ?? 60_000;
-    this.#commandTimeoutMs = options.commandTimeoutMs ?? 300_000;
+    this.#heartbeatMs = options.heartbeatMs;
+    this.#reattachWindowMs = options.reattachWindowMs;
+    this.#commandTimeoutMs = options.commandTimeoutMs;
     this.#helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
-    this.#maxRunnerCapacity = options.maxRunnerCapacity ?? 1_000;
-    this.#registration = options.registration ?? "open";
+    this.#maxRunnerCapacity = options.maxRunnerCapacity;
+    this.#registration = options.registration;
     this.#log = options.log ?? silentLogger;
     this.#frameBudget = new FrameBudget(options.frameBudget);
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: RUNNER_LINK_MAX_FRAME_BYTES });

@@ -8,6 +8,7 @@ import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../../contracts/ru
 import { EventBus } from "../lifecycle/event-bus.ts";
 import { RUNNER_CONNECT_PATH, type RelayChunk, RunnerHub } from "./runner-hub.ts";
 import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { defaultSettings } from "../config.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import { FakeRunner } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
@@ -256,6 +257,8 @@ describe("PROTOCOL.md §8 only the runner that owns a session or a relayed reque
       journal: new SessionJournal(store, new EventBus()),
       adminToken: ADMIN_TOKEN,
       runnerToken: RUNNER_TOKEN,
+      ...defaultSettings(),
+      registration: "open",
       heartbeatMs: 1_000,
     });
     const server: Server = createServer();

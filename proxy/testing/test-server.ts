@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { ServerConfig } from "../config.ts";
+import { defaultSettings, type ServerConfig } from "../config.ts";
 import { silentLogger } from "../observability/log.ts";
 import { type RunningServer, startServer } from "../main.ts";
 import { FakeRunner, type FakeRunnerOptions } from "./fake-runner.ts";
@@ -43,6 +43,7 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "agent-sessions-proxy-"));
   const config: ServerConfig = {
+    ...defaultSettings(),
     port: 0,
     host: "127.0.0.1",
     dataDir,
