@@ -93,11 +93,11 @@ export type CliContext = {
 export const DEFAULT_SERVER_URL = "http://127.0.0.1:8787";
 
 /**
- * Resolves the global flags: `--server` (else $AGENT_SESSIONS_URL, else http://127.0.0.1:8787),
+ * Resolves the global flags: `--server` (else $AGENT_SESSIONS_SERVER_URL, else http://127.0.0.1:8787),
  * `--token` (else $AGENT_SESSIONS_TOKEN, else `<data-dir>/admin-token`, data dir default ./.data).
  */
 export function contextFrom(flags: GlobalFlags, env: NodeJS.ProcessEnv = process.env): CliContext {
-  const serverUrl = flags.server ?? env.AGENT_SESSIONS_URL ?? DEFAULT_SERVER_URL;
+  const serverUrl = flags.server ?? env.AGENT_SESSIONS_SERVER_URL ?? DEFAULT_SERVER_URL;
   try {
     new URL(serverUrl);
   } catch {
@@ -135,7 +135,7 @@ export function hintFor(error: ClientError): string | undefined {
       return "that token is a runner token; the client API takes the admin token";
     case "UNAVAILABLE":
       return error.status === undefined
-        ? "is the server running? start one with `agent-sessions serve`, or pass --server URL (or set AGENT_SESSIONS_URL)"
+        ? "is the server running? start one with `agent-sessions serve`, or pass --server URL (or set AGENT_SESSIONS_SERVER_URL)"
         : "the server or its runner cannot do this right now; retry, and check `agent-sessions get sessions`";
     default:
       return undefined;

@@ -42,7 +42,7 @@ const COMMANDS: readonly Command[] = [
 ];
 
 const GLOBAL_HELP = `global flags:
-  --server URL      the server (default $AGENT_SESSIONS_URL, else http://127.0.0.1:8787)
+  --server URL      the server (default $AGENT_SESSIONS_SERVER_URL, else http://127.0.0.1:8787)
   --token TOKEN     the admin token (default $AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token)
   --data-dir DIR    the server's data directory (default ./.data)
   -n, --namespace   namespace of resources (default "default")

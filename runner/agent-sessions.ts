@@ -5,6 +5,7 @@
  */
 import { type AgentFrame, parseAgentLine, type SessionState } from "../contracts/compass.ts";
 import { CodedError } from "../contracts/errors.ts";
+import type { Logger } from "../contracts/log.ts";
 import { REFERENCE_AGENT_COMMAND } from "../contracts/resources.ts";
 import type { RunnerSessionReport, SavedRunnerSession } from "../contracts/runner-protocol.ts";
 import { SessionReasons } from "../contracts/session-reasons.ts";
@@ -24,7 +25,7 @@ export type AgentSessionsOptions = {
   limits?: OutputLimits;
   /** True while the way to the server is backed up: agents' output is not read meanwhile. */
   congested?: () => boolean;
-  log?: (level: "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
+  log?: Logger;
 };
 
 type Entry = {

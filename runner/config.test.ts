@@ -4,7 +4,7 @@ import { insecureServerUrl, parseLabelPairs, parseRunnerConfig } from "./config.
 const base = {
   AGENT_SESSIONS_SERVER_URL: "http://127.0.0.1:8787",
   AGENT_SESSIONS_RUNNER_TOKEN: "runner-token-0123456789",
-  AGENT_SESSIONS_DATA_DIR: "/tmp/x",
+  AGENT_SESSIONS_RUNNER_DATA_DIR: "/tmp/x",
 };
 
 describe("runner config: capacity and labels", () => {

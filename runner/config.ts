@@ -96,7 +96,7 @@ export function parseRunnerConfig(
     allowInsecure: source.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE === "true",
     name: source.AGENT_SESSIONS_RUNNER_NAME,
     engine: source.AGENT_SESSIONS_ENGINE,
-    dataDir: source.AGENT_SESSIONS_RUNNER_DATA_DIR ?? source.AGENT_SESSIONS_DATA_DIR,
+    dataDir: source.AGENT_SESSIONS_RUNNER_DATA_DIR,
     capacity: source.AGENT_SESSIONS_RUNNER_CAPACITY
       ? Number(source.AGENT_SESSIONS_RUNNER_CAPACITY)
       : undefined,

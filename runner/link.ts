@@ -16,6 +16,7 @@ import {
   RunnerToServer,
   ServerToRunner,
 } from "../contracts/runner-protocol.ts";
+import type { Logger } from "../contracts/log.ts";
 import { RunnerCredential } from "./runner-credential.ts";
 
 export type LinkOptions = {
@@ -44,7 +45,7 @@ export type LinkOptions = {
 export type LinkHandlers = {
   sessions(): RunnerSessionReport[];
   command(command: RunnerCommand): Promise<Record<string, unknown>>;
-  log(level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>): void;
+  log: Logger;
 };
 
 type Outgoing = Exclude<RunnerToServer, { type: "hello" }>;
@@ -212,7 +213,7 @@ export class RunnerLink {
         this.#queuedBytes = 0;
         this.#dropped = 0;
         for (const m of queued) ws.send(m);
-        this.#h.log("info", "runner attached", { runnerId: this.runnerId, flushed: queued.length, dropped });
+        this.#h.log("info", "runner attached", { runner_id: this.runnerId, flushed: queued.length, dropped });
         return;
       }
       case "ping":

@@ -4,6 +4,7 @@
  */
 import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
+import { jsonLogger, type Logger } from "../contracts/log.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../contracts/runner-protocol.ts";
 import { probeAdapter } from "./adapter-probe.ts";
 import { AgentSessions } from "./agent-sessions.ts";
@@ -19,14 +20,9 @@ import { WorkspaceCommands } from "./workspace-commands.ts";
 /** Bytes toward the server (socket buffer + offline queue) above which agents' output is not read. */
 const OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
 
-export type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
-
-export const jsonLog =
-  (component: string): Log =>
-  (level, msg, fields) =>
-    process.stderr.write(
-      `${JSON.stringify({ level, time: new Date().toISOString(), component, msg, ...fields })}\n`,
-    );
+/** The runner's logger: the one `Logger` (contracts/log.ts). */
+export type Log = Logger;
+export const jsonLog = jsonLogger;
 
 export type RunnerOptions = {
   /** Asks an adapter whether it takes requests (`probe`). @default probeAdapter (GET /readyz) */

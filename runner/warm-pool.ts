@@ -39,6 +39,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { CodedError } from "../contracts/errors.ts";
+import type { Logger } from "../contracts/log.ts";
 import type { RunnerCommand } from "../contracts/runner-protocol.ts";
 import { type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { EngineDriver } from "./driver.ts";
@@ -64,12 +65,10 @@ export interface PrestartedAgents {
   discardWarm(containerName: string): Promise<void>;
 }
 
-type Log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
-
 export type WarmPoolOptions = {
   driver: Pick<EngineDriver, "provision" | "remove">;
   agents: PrestartedAgents;
-  log: Log;
+  log: Logger;
   /** Where unclaimed entries are listed (a restart destroys them). */
   stateFile: string;
   /** Wait after a failed fill before that pool is tried again. @default 5000 */

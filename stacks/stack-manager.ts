@@ -18,6 +18,7 @@ import {
   StackNotFoundError,
 } from "@pulumi/pulumi/automation/index.js";
 import { parseOrThrow } from "../contracts/errors.ts";
+import { jsonLogger, type Logger } from "../contracts/log.ts";
 import {
   ConfigKeys,
   SessionOutputs,
@@ -76,16 +77,9 @@ export type StackProgress = {
 };
 
 export type OperationOptions = { onProgress?: (event: StackProgress) => void; signal?: AbortSignal };
-export type Logger = (
-  level: "info" | "warn" | "error",
-  msg: string,
-  fields?: Record<string, unknown>,
-) => void;
+export type { Logger };
 
-const defaultLogger: Logger = (level, msg, fields) =>
-  process.stderr.write(
-    `${JSON.stringify({ level, time: new Date().toISOString(), component: "stacks", msg, ...fields })}\n`,
-  );
+const defaultLogger: Logger = jsonLogger("stacks");
 
 export class StackManager {
   readonly options: ResolvedStackOptions;

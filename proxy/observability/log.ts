@@ -1,16 +1,2 @@
-/** Structured logging: one JSON object a line on stderr. Never pass secrets in `fields`. */
-export type Logger = (
-  level: "debug" | "info" | "warn" | "error",
-  msg: string,
-  fields?: Record<string, unknown>,
-) => void;
-
-export function jsonLogger(component: string): Logger {
-  return (level, msg, fields) => {
-    process.stderr.write(
-      `${JSON.stringify({ level, time: new Date().toISOString(), component, msg, ...fields })}\n`,
-    );
-  };
-}
-
-export const silentLogger: Logger = () => {};
+/** Structured logging: the one `Logger` of server, runner and stacks (contracts/log.ts). */
+export { jsonLogger, type Logger, silentLogger } from "../../contracts/log.ts";

@@ -27,7 +27,7 @@ function cli(
 ): Promise<Run> {
   const env: Record<string, string | undefined> = {
     ...process.env,
-    AGENT_SESSIONS_URL: system.url,
+    AGENT_SESSIONS_SERVER_URL: system.url,
     AGENT_SESSIONS_TOKEN: system.adminToken,
     ...options.env,
   };
@@ -47,7 +47,7 @@ function cli(
 /** A long-running CLI (events --follow): its output so far, and a Ctrl-C. */
 function background(args: string[]) {
   const child: ChildProcess = spawn(bin, args, {
-    env: { ...process.env, AGENT_SESSIONS_URL: system.url, AGENT_SESSIONS_TOKEN: system.adminToken },
+    env: { ...process.env, AGENT_SESSIONS_SERVER_URL: system.url, AGENT_SESSIONS_TOKEN: system.adminToken },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const out = { stdout: "", stderr: "" };
@@ -259,7 +259,7 @@ describe("agent-sessions CLI: a session (real runner)", () => {
   it("send streams the reply: text on stdout as it arrives, outcome and usage on stderr", async () => {
     const words = "one two three four five six seven eight";
     const child = spawn(bin, ["send", "cli-chat", `[slow] ${words}`, "--id", "cli-stream-1"], {
-      env: { ...process.env, AGENT_SESSIONS_URL: system.url, AGENT_SESSIONS_TOKEN: system.adminToken },
+      env: { ...process.env, AGENT_SESSIONS_SERVER_URL: system.url, AGENT_SESSIONS_TOKEN: system.adminToken },
     });
     const chunks: { at: number; text: string }[] = [];
     let stderr = "";

@@ -183,7 +183,7 @@ const ask = (name: string, input: string) => system.call("POST", `${SESSIONS}/${
 /** The real CLI against the test's server. */
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(join(repoRoot, "bin", "agent-sessions"), args, {
-    env: { ...process.env, AGENT_SESSIONS_URL: system.url, AGENT_SESSIONS_TOKEN: system.adminToken },
+    env: { ...process.env, AGENT_SESSIONS_SERVER_URL: system.url, AGENT_SESSIONS_TOKEN: system.adminToken },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
