@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type CommandHandler, defaultHandler } from "../testing/fake-runner.ts";
 import { startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
+import { until } from "../../test/support/until.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
 let t: TestServer | undefined;
@@ -48,11 +49,6 @@ const run = (server: TestServer) =>
     body: JSON.stringify({ apiVersion: API, kind: "AgentRun", spec: { agentRef: "bob", input: "hi" } }),
   });
 
-async function until(probe: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !probe(); i++) await new Promise((r) => setTimeout(r, 10));
-  expect(probe()).toBe(true);
-}
-
 describe("one-shot AgentRuns take runner capacity", () => {
   it("refuse a run when its runner is full with runs, and place again once one ends", async () => {
     t = await startTestServer();
@@ -60,7 +56,7 @@ describe("one-shot AgentRuns take runner capacity", () => {
     const { gates, handler } = gatedRuns();
     const runner = await t.runner({ capacity: 1, handler });
     const first = run(t);
-    await until(() => gates.length === 1);
+    await until("one run held", () => gates.length === 1 || undefined);
     const second = await run(t);
     expect(second.status).toBe(429);
     expect(await second.json()).toMatchObject({
@@ -70,7 +66,7 @@ describe("one-shot AgentRuns take runner capacity", () => {
     gates[0]?.();
     expect((await first).status).toBe(201);
     const third = run(t);
-    await until(() => gates.length === 2);
+    await until("two runs held", () => gates.length === 2 || undefined);
     gates[1]?.();
     expect((await third).status).toBe(201);
     expect(runner.commandsOf("run_once")).toHaveLength(2);
@@ -82,7 +78,7 @@ describe("one-shot AgentRuns take runner capacity", () => {
     const { gates, handler } = gatedRuns();
     await t.runner({ capacity: 50, handler });
     const first = run(t);
-    await until(() => gates.length === 1);
+    await until("one run held", () => gates.length === 1 || undefined);
     const second = await run(t);
     expect(second.status).toBe(429);
     expect(((await second.json()) as { message: string }).message).toMatch(/AGENT_SESSIONS_AGENT_RUNS_MAX/);

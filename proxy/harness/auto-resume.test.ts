@@ -12,6 +12,7 @@ import type { FakeRunner, Reply } from "../testing/fake-runner.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
 import { defaultHandler } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
+import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
@@ -103,16 +104,6 @@ async function call(method: string, path: string, body?: unknown, init: RequestI
 
 const ask = (id: string, init: RequestInit = {}) =>
   call("POST", `${BASE}/chat/requests`, { input: "hello", id }, init);
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const chat = async (): Promise<Json> => (await call("GET", `${BASE}/chat`)).body;
 const inPhase = (phase: string, reason?: string) =>

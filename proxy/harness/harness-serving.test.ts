@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { defaultSettings } from "../config.ts";
 import { type CommandHandler, defaultHandler, type FakeRunner } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
@@ -87,16 +88,6 @@ const get = async (): Promise<Json> => (await call("GET", `${BASE}/chat`)).body;
 const ask = (id: string) => call("POST", `${BASE}/chat/requests`, { input: "hello", id });
 const readyReason = (s: Json): string | undefined =>
   s.status.conditions.find((c: { type: string }) => c.type === "Ready")?.reason;
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const phase = (want: string, reason?: string) =>
   until(`phase ${want}${reason ? ` (${reason})` : ""}`, async () => {

@@ -12,6 +12,7 @@ import {
   TEST_IMAGE,
   type TestServer,
 } from "../testing/test-server.ts";
+import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
@@ -67,16 +68,6 @@ async function call(method: string, path: string, body?: unknown, init: RequestI
     json = text;
   }
   return { status: response.status, body: json };
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 const manifest = (spec: Record<string, unknown>) => ({

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { RunnerInfo } from "../../contracts/runners.ts";
 import type { FakeRunner, FakeRunnerOptions } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
@@ -26,16 +27,6 @@ async function call(method: string, path: string, body?: unknown, token = ADMIN_
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   return { status: response.status, body: (await response.json()) as Json };
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 async function runners(): Promise<Record<string, RunnerInfo>> {

@@ -6,6 +6,7 @@ import { parseConfig } from "../config.ts";
 import { NamespaceQuotas } from "./namespace-quotas.ts";
 import { type CommandHandler, defaultHandler } from "../testing/fake-runner.ts";
 import { startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
+import { until } from "../../test/support/until.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
 let t: TestServer | undefined;
@@ -31,11 +32,6 @@ async function call(server: TestServer, method: string, path: string, body?: unk
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
-
-async function until(probe: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500 && !(await probe()); i++) await new Promise((r) => setTimeout(r, 10));
-  expect(await probe()).toBe(true);
 }
 
 /** A refusal a user can act on: 429 RESOURCE_EXHAUSTED naming the namespace, the quota and the setting. */
@@ -93,9 +89,9 @@ describe("per-namespace session quota", () => {
     expectQuotaRefusal(refused, "default", "AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS");
     expect((await call(t, "GET", "/v1/namespaces/default/harnesssessions/two")).status).toBe(404);
     // The session inside the quota provisions its own workspace (counted once) and comes Ready.
-    await until(async () => {
+    await until("HarnessSession one Ready", async () => {
       const one = await call(t as TestServer, "GET", "/v1/namespaces/default/harnesssessions/one");
-      return (one.body.status as { phase?: string } | undefined)?.phase === "Ready";
+      return (one.body.status as { phase?: string } | undefined)?.phase === "Ready" || undefined;
     });
     const replaced = await call(t, "PUT", "/v1/namespaces/default/harnesssessions/one", {
       ...harness("one"),
@@ -140,7 +136,7 @@ describe("per-namespace session quota", () => {
       (await call(t, "PUT", "/v1/namespaces/default/harnesssessions/chat", harness("chat"))).status,
     ).toBe(201);
     const provisions = () => runner.commandsOf("provision").length;
-    await until(async () => provisions() === 2);
+    await until("two provisions", () => provisions() === 2 || undefined);
 
     const spawn = await t.rpc("SpawnAgent", { agent_ref: "bob", workstream: "b", client_request_id: "r2" });
     expectQuotaRefusal(spawn, "default", "AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS");
@@ -237,12 +233,12 @@ describe("per-namespace AgentRun quota", () => {
         spec: { agentRef: "bob", input: "hi" },
       });
     const first = run();
-    await until(async () => gates.length === 1);
+    await until("one run held", () => gates.length === 1 || undefined);
     expectQuotaRefusal(await run(), "default", "AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS");
     gates[0]?.();
     expect((await first).status).toBe(201);
     const again = run();
-    await until(async () => gates.length === 2);
+    await until("two runs held", () => gates.length === 2 || undefined);
     gates[1]?.();
     expect((await again).status).toBe(201);
   });

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { RunnerInfo } from "../../contracts/runners.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import { startTestServer, type TestServer } from "../testing/test-server.ts";
+import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
@@ -21,16 +22,6 @@ async function get(path: string): Promise<Json> {
     headers: { authorization: `Bearer ${t.server.config.adminToken}` },
   });
   return response.json();
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 8_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 describe("one capacity for every way a workspace is placed", () => {

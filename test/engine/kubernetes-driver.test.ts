@@ -25,6 +25,7 @@ import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { untilSeconds as until } from "../support/until.ts";
 
 applyTestbedEnv();
 
@@ -48,26 +49,6 @@ let unwatch: (() => void) | undefined;
 const exits: { name: string; reason: ExitReason; detail: string; at: number }[] = [];
 const agents: AgentProcess[] = [];
 const timings: Record<string, number> = {};
-
-async function until<T>(
-  what: string,
-  ms: number,
-  probe: () => Promise<T | undefined> | T | undefined,
-): Promise<T> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end)
-      throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /**
  * An agent over the driver, with its frames collected as they arrive. A line too long is a test
@@ -98,7 +79,7 @@ async function startAgent(
   agents.push(proc);
   let read = 0;
   const next = (type: string) =>
-    until(`a ${type} frame`, 15_000, () => {
+    until(`a ${type} frame`, 15, () => {
       const i = frames.findIndex((f, n) => n >= read && f.type === type);
       if (i < 0) return undefined;
       read = i + 1;
@@ -251,7 +232,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     const t0 = Date.now();
     try {
       expect(agent.proc.send(JSON.stringify({ type: "spew", mb: 128 }))).toBe(true);
-      const done = await until("the spew to end", 120_000, () =>
+      const done = await until("the spew to end", 120, () =>
         agent.frames.find((f) => f.type === "log" && f.payload.message === "spew done"),
       );
       expect(done.payload.mb).toBe(128);
@@ -284,7 +265,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     expect(await codeOf(driver.startAgent(containerName, agentCommand, new PassThrough().resume()))).toBe(
       "NOT_FOUND",
     );
-    const exit = await until("the watch to report the pod", 30_000, () =>
+    const exit = await until("the watch to report the pod", 30, () =>
       exits.find((e) => e.name === containerName),
     );
     expect(["PodDeleted", "ContainerExited"]).toContain(exit.reason);
@@ -293,7 +274,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     timings.deleteToExecEnd = Date.now() - t0;
     expect(ended.exitCode === null || ended.exitCode !== 0).toBe(true);
 
-    const replacement = await until("a Ready replacement pod", 120_000, async () =>
+    const replacement = await until("a Ready replacement pod", 120, async () =>
       (await sessionPods()).find((p) => p.metadata?.name !== oldName && isPodReady(p)),
     );
     timings.podReplacement = Date.now() - t0;
@@ -311,7 +292,7 @@ describe("the Kubernetes driver on a real cluster", () => {
       `pod deleted outside: watch said ${exit.reason} (${exit.detail}); exec ended with ${ended.exitCode}`,
     );
     // The deleted pod object itself lingers while terminating (see timings).
-    await until("the deleted pod to be gone", 90_000, async () =>
+    await until("the deleted pod to be gone", 90, async () =>
       (await sessionPods()).some((p) => p.metadata?.name === oldName) ? undefined : true,
     );
     timings.deletedPodGone = Date.now() - t0;
@@ -322,7 +303,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     const t0 = Date.now();
     await driver.scaleDown(containerName);
     timings.scaleDown = Date.now() - t0;
-    await until("no session pod", 90_000, async () => {
+    await until("no session pod", 90, async () => {
       const pods = await sessionPods();
       if (pods.length === 0) return true;
       // What is left, for the timeout message.

@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyTestbedEnv, testbedHome } from "../support/testbed.ts";
+import { untilSeconds as until } from "../support/until.ts";
 
 applyTestbedEnv();
 const kubectlBin = join(testbedHome, "kubernetes", "bin", "kubectl");
@@ -40,26 +41,6 @@ function chainPackets(bin: "iptables" | "ip6tables", chain: string): number {
   const first = out.split("\n")[2]?.trim().split(/\s+/)[0];
   if (first === undefined || !/^\d+$/.test(first)) throw new Error(`no counter in ${bin} ${chain}:\n${out}`);
   return Number(first);
-}
-
-async function until<T>(
-  what: string,
-  seconds: number,
-  probe: () => T | undefined | Promise<T | undefined>,
-): Promise<T> {
-  const end = Date.now() + seconds * 1000;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end)
-      throw new Error(`timed out after ${seconds}s waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 const manifest = `

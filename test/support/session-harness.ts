@@ -139,27 +139,7 @@ export async function registryDigest(repository: string, tag: string): Promise<s
   return digest;
 }
 
-/** Polls `probe` until it returns a value (not undefined); throws with the last error after `seconds`. */
-export async function until<T>(
-  what: string,
-  seconds: number,
-  probe: () => T | undefined | Promise<T | undefined>,
-): Promise<T> {
-  const end = Date.now() + seconds * 1000;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > end) {
-      throw new Error(`timed out after ${seconds}s waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+export { untilSeconds as until } from "./until.ts";
 
 /** Stack config files Pulumi writes beside a project (`Pulumi.<stack>.yaml`). */
 export function stackConfigFiles(projectDir: string): string[] {

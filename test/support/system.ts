@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { builtImage, referenceImage, repoRoot, testbedHome } from "./testbed.ts";
+import { until as untilValue } from "./until.ts";
 
 /** A parsed JSON body; tests read into it freely. */
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -265,21 +266,19 @@ export function followEvents(system: System, query = "", lastEventId?: string) {
   };
 }
 
-export async function until<T>(
+/** `until` (./until.ts) for a truthy value, retrying a probe that threw; 60 s by default. */
+export function until<T>(
   what: string,
   fn: () => T | Promise<T>,
   timeoutMs = 60_000,
 ): Promise<NonNullable<T>> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < end) {
-    try {
-      const v = await fn();
-      if (v) return v as NonNullable<T>;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+  return untilValue(
+    what,
+    async () => {
+      const value = await fn();
+      return value ? (value as NonNullable<T>) : undefined;
+    },
+    timeoutMs,
+    { intervalMs: 100, retryErrors: true },
+  );
 }
