@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { readSse, type SseMessage } from "../../client/sse.ts";
 import { COMPASS_PROTOCOL } from "../../contracts/compass.ts";
 import { toErrorResponse } from "./error-response.ts";
 import { EventBus } from "../lifecycle/event-bus.ts";
@@ -46,33 +47,20 @@ function setUp(options: { maxQueuedBytes: number; dropGraceMs?: number; maxSubsc
   return { bus, open };
 }
 
-/** Every server-sent event until the stream ends. */
-async function readAll(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-): Promise<{ event?: string; id?: string; data: string }[]> {
+/** Every server-sent event of `head` and what the stream sends after it, until it ends (client/sse.ts). */
+async function readAll(head: string, reader: ReadableStreamDefaultReader<Uint8Array>): Promise<SseMessage[]> {
   const decoder = new TextDecoder();
-  let text = "";
+  let text = head;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     text += decoder.decode(value, { stream: true });
   }
-  return parseEvents(text);
-}
-
-function parseEvents(text: string): { event?: string; id?: string; data: string }[] {
-  return text
-    .split("\n\n")
-    .filter((block) => block.trim() !== "" && !block.startsWith(":"))
-    .map((block) => {
-      const event: { event?: string; id?: string; data: string } = { data: "" };
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event: ")) event.event = line.slice(7);
-        else if (line.startsWith("id: ")) event.id = line.slice(4);
-        else if (line.startsWith("data: ")) event.data += line.slice(6);
-      }
-      return event;
-    });
+  const body = new Response(text).body;
+  if (!body) throw new Error("no body");
+  const events: SseMessage[] = [];
+  for await (const event of readSse(body)) events.push(event);
+  return events;
 }
 
 describe("/v1/events queues are bounded in bytes", () => {
@@ -90,8 +78,8 @@ describe("/v1/events queues are bounded in bytes", () => {
     for (let id = 2; id <= 31; id++) bus.publish(frame(id));
     expect(bus.size).toBe(0);
 
-    const events = [...parseEvents(head), ...(await readAll(slow.reader))];
-    const frames = events.filter((e) => e.event === undefined);
+    const events = await readAll(head, slow.reader);
+    const frames = events.filter((e) => e.event === "message");
     const last = events.at(-1);
     expect(last?.event).toBe("reconnect");
     const told = JSON.parse(last?.data ?? "{}");

@@ -33,7 +33,7 @@ describe("GET /v1/events", () => {
     for (let i = 5; i < 305; i++) runner.frame(id, { type: "delta", payload: { i } });
     const resumed = await t.events(`?session_id=${id}`, lastSeen);
     for (let i = 305; i < 310; i++) runner.frame(id, { type: "delta", payload: { i } });
-    await resumed.until((e) => e.length >= 303);
+    await resumed.until((e) => e.length >= 305);
 
     const seqs = [...first.frames(), ...resumed.frames()].map((f) => f.seq as number);
     expect(seqs).toEqual(Array.from({ length: 312 }, (_, k) => k + 1));

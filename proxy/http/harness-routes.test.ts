@@ -13,6 +13,7 @@ import {
   type TestServer,
 } from "../testing/test-server.ts";
 import { until } from "../../test/support/until.ts";
+import { readSse } from "../../client/sse.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
@@ -284,18 +285,9 @@ describe("request proxy", () => {
     });
     expect(response.headers.get("content-type")).toMatch(/text\/event-stream/);
     const arrivals: { event: string; at: number; data: Json }[] = [];
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const piece of response.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += decoder.decode(piece, { stream: true });
-      for (let i = buffer.indexOf("\n\n"); i >= 0; i = buffer.indexOf("\n\n")) {
-        const block = buffer.slice(0, i);
-        buffer = buffer.slice(i + 2);
-        const event = block.match(/^event: (.*)$/m)?.[1] ?? "message";
-        const data = JSON.parse(block.match(/^data: (.*)$/m)?.[1] ?? "null");
-        arrivals.push({ event, at: Date.now() - started, data });
-      }
-    }
+    if (!response.body) throw new Error("no body");
+    for await (const { event, data } of readSse(response.body))
+      arrivals.push({ event, at: Date.now() - started, data: JSON.parse(data) });
     expect(arrivals.map((a) => a.event)).toEqual(["delta", "delta", "result"]);
     expect(arrivals[0]?.data).toEqual({ type: "delta", text: "one " });
     // The first delta was passed on before the rest existed.

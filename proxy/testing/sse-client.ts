@@ -1,9 +1,11 @@
+import { readSse } from "../../client/sse.ts";
+
 /** One server-sent event as received. */
 export type SseEvent = { id?: string; event?: string; data: string };
 
 /**
- * A minimal SSE reader over fetch (tests): parses events as they arrive (WHATWG HTML
- * §9.2 event stream interpretation, the parts the server uses).
+ * A minimal SSE reader over fetch (tests): collects events as they arrive, parsed by the one SSE
+ * parser (client/sse.ts `readSse`).
  */
 export class SseClient {
   readonly events: SseEvent[] = [];
@@ -58,35 +60,13 @@ export class SseClient {
   }
 
   async #pump(body: ReadableStream<Uint8Array>): Promise<void> {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const chunk of body) {
-      buffer += decoder.decode(chunk, { stream: true });
-      let split = buffer.indexOf("\n\n");
-      while (split >= 0) {
-        const block = buffer.slice(0, split);
-        buffer = buffer.slice(split + 2);
-        this.#block(block);
-        split = buffer.indexOf("\n\n");
-      }
+    for await (const message of readSse(body)) {
+      // The default event type stays unset, as tests filter frames by it.
+      const event: SseEvent = { data: message.data };
+      if (message.id !== undefined) event.id = message.id;
+      if (message.event !== "message") event.event = message.event;
+      this.events.push(event);
+      for (const wake of this.#waiters.splice(0)) wake();
     }
-  }
-
-  #block(block: string): void {
-    const event: SseEvent = { data: "" };
-    const data: string[] = [];
-    for (const line of block.split("\n")) {
-      if (line.startsWith(":")) continue;
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
-      if (field === "data") data.push(value);
-      else if (field === "id") event.id = value;
-      else if (field === "event") event.event = value;
-    }
-    if (data.length === 0) return;
-    event.data = data.join("\n");
-    this.events.push(event);
-    for (const wake of this.#waiters.splice(0)) wake();
   }
 }

@@ -12,6 +12,7 @@ import type { Frame } from "../../contracts/compass.ts";
 import { API_VERSION } from "../../contracts/resources.ts";
 import { Labels } from "../../contracts/session-spec.ts";
 import { StackManager } from "../../stacks/index.ts";
+import { sseEvents } from "./sse.ts";
 import type { SseEvent, System } from "./system.ts";
 
 const run = promisify(execFile);
@@ -232,31 +233,4 @@ export class SessionFollower {
   }
 }
 
-/** Server-sent events of a response body. */
-export async function* sseEvents(body: AsyncIterable<Uint8Array>): AsyncGenerator<SseEvent> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let idx = buffer.indexOf("\n\n");
-    while (idx >= 0) {
-      const block = buffer.slice(0, idx);
-      buffer = buffer.slice(idx + 2);
-      const ev: SseEvent = { id: "", event: "message", data: undefined };
-      for (const line of block.split("\n")) {
-        if (line.startsWith("id:")) ev.id = line.slice(3).trim();
-        else if (line.startsWith("event:")) ev.event = line.slice(6).trim();
-        else if (line.startsWith("data:")) {
-          const raw = line.slice(5).trim();
-          try {
-            ev.data = JSON.parse(raw);
-          } catch {
-            ev.data = raw;
-          }
-        }
-      }
-      if (ev.data !== undefined) yield ev;
-      idx = buffer.indexOf("\n\n");
-    }
-  }
-}
+export { sseEvents };

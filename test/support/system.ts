@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { builtImage, referenceImage, repoRoot, testbedHome } from "./testbed.ts";
+import { type SseEvent, sseEvents } from "./sse.ts";
 import { until as untilValue } from "./until.ts";
 
 /** A parsed JSON body; tests read into it freely. */
@@ -217,7 +218,7 @@ export class System {
   }
 }
 
-export type SseEvent = { id: string; event: string; data: Json };
+export type { SseEvent };
 
 /** Follows `/v1/events` and collects events until closed. */
 export function followEvents(system: System, query = "", lastEventId?: string) {
@@ -231,31 +232,8 @@ export function followEvents(system: System, query = "", lastEventId?: string) {
       },
       signal: controller.signal,
     });
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += decoder.decode(chunk, { stream: true });
-      let idx = buffer.indexOf("\n\n");
-      while (idx >= 0) {
-        const block = buffer.slice(0, idx);
-        buffer = buffer.slice(idx + 2);
-        const ev: SseEvent = { id: "", event: "message", data: undefined };
-        for (const line of block.split("\n")) {
-          if (line.startsWith("id:")) ev.id = line.slice(3).trim();
-          else if (line.startsWith("event:")) ev.event = line.slice(6).trim();
-          else if (line.startsWith("data:")) {
-            const raw = line.slice(5).trim();
-            try {
-              ev.data = JSON.parse(raw);
-            } catch {
-              ev.data = raw;
-            }
-          }
-        }
-        if (ev.data !== undefined) events.push(ev);
-        idx = buffer.indexOf("\n\n");
-      }
-    }
+    if (!res.body) return;
+    for await (const event of sseEvents(res.body)) events.push(event);
   })().catch(() => undefined);
   return {
     events,
