@@ -26,6 +26,7 @@ import { dockerClient } from "../support/session-harness.ts";
 import { BRIDGE_IP, followEvents, type Json, System, until } from "../support/system.ts";
 import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
 import { imageLacks } from "./image-precheck.ts";
+import { modelAgent } from "../fixtures/agent-manifest.ts";
 
 /**
  * The runtimes the project ships, by AgentRuntime name, and the test bed part that builds the
@@ -164,30 +165,14 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
     await system.startServer();
     await system.startRunner(["--engine", engine]);
     events = followEvents(system);
-    const agent = await call("PUT", `${NS}/agents/${NAME}`, {
-      apiVersion: API,
-      kind: "Agent",
-      metadata: { name: NAME },
-      spec: {
-        runtimeRef: runtime,
-        credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
-        model: { baseUrl: model.url, name: "tiny" },
-        egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-      },
-    });
+    const agent = await call("PUT", `${NS}/agents/${NAME}`, modelAgent(NAME, model, { runtimeRef: runtime }));
     expect(agent.status).toBe(201);
     // A second account for the seed-004 RPC session (at most one live container per account).
-    const rpcAgent = await call("PUT", `${NS}/agents/${NAME}-rpc`, {
-      apiVersion: API,
-      kind: "Agent",
-      metadata: { name: `${NAME}-rpc` },
-      spec: {
-        runtimeRef: runtime,
-        credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
-        model: { baseUrl: model.url, name: "tiny" },
-        egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-      },
-    });
+    const rpcAgent = await call(
+      "PUT",
+      `${NS}/agents/${NAME}-rpc`,
+      modelAgent(`${NAME}-rpc`, model, { runtimeRef: runtime }),
+    );
     expect(rpcAgent.status).toBe(201);
   });
 

@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { dockerProbe, type EngineProbe } from "../support/engine-probes.ts";
 import { BRIDGE_IP, followEvents, type Json, System, until } from "../support/system.ts";
+import { modelAgent } from "../fixtures/agent-manifest.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
@@ -80,17 +81,7 @@ beforeAll(async () => {
   system = new System(undefined, { AGENT_SESSIONS_AUTO_RESUME_TIMEOUT_MS: "240000" });
   await system.startServer();
   await system.startRunner(["--engine", "docker"]);
-  const agent = await system.call("PUT", `${NS}/agents/assistant`, {
-    apiVersion: API,
-    kind: "Agent",
-    metadata: { name: "assistant" },
-    spec: {
-      runtimeRef: "reference",
-      credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
-      model: { baseUrl: model.url, name: "tiny" },
-      egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-    },
-  });
+  const agent = await system.call("PUT", `${NS}/agents/assistant`, modelAgent("assistant", model));
   expect(agent.status).toBe(201);
 });
 

@@ -18,6 +18,7 @@ import type { Engine, EngineProbe } from "../support/engine-probes.ts";
 import { backendStateText, dockerClient } from "../support/session-harness.ts";
 import { BRIDGE_IP, type Json, System, until } from "../support/system.ts";
 import { referenceImage, repoRoot } from "../support/testbed.ts";
+import { modelAgent } from "../fixtures/agent-manifest.ts";
 
 export type HarnessScenarioOptions = {
   /** The runner's engine (`runner --engine …`). */
@@ -187,17 +188,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
     });
     await system.startServer();
     await system.startRunner(["--engine", options.engine]);
-    const agent = await system.call("PUT", `${NS}/agents/assistant`, {
-      apiVersion: API,
-      kind: "Agent",
-      metadata: { name: "assistant" },
-      spec: {
-        runtimeRef: "reference",
-        credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
-        model: { baseUrl: model.url, name: "tiny" },
-        egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-      },
-    });
+    const agent = await system.call("PUT", `${NS}/agents/assistant`, modelAgent("assistant", model));
     expect(agent.status).toBe(201);
     // The same image's one-shot entry, declared as a v1alpha1 runtime.
     const oneShot = await system.call("PUT", `${NS}/agentruntimes/oneshot`, {
@@ -212,34 +203,22 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       },
     });
     expect(oneShot.status).toBe(201);
-    const runAgent = await system.call("PUT", `${NS}/agents/runner-agent`, {
-      apiVersion: API,
-      kind: "Agent",
-      metadata: { name: "runner-agent" },
-      spec: {
-        runtimeRef: "oneshot",
-        credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
-        model: { baseUrl: model.url, name: "tiny" },
-        egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-      },
-    });
+    const runAgent = await system.call(
+      "PUT",
+      `${NS}/agents/runner-agent`,
+      modelAgent("runner-agent", model, { runtimeRef: "oneshot" }),
+    );
     expect(runAgent.status).toBe(201);
     // Agents that name a server variable the server does not offer: a session one, a one-shot one.
     for (const [name, runtimeRef] of [
       ["leaky", "reference"],
       ["leaky-run", "oneshot"],
     ] as const) {
-      const leaky = await system.call("PUT", `${NS}/agents/${name}`, {
-        apiVersion: API,
-        kind: "Agent",
-        metadata: { name },
-        spec: {
-          runtimeRef,
-          credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_UNLISTED_SECRET" } }],
-          model: { baseUrl: model.url, name: "tiny" },
-          egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-        },
-      });
+      const leaky = await system.call(
+        "PUT",
+        `${NS}/agents/${name}`,
+        modelAgent(name, model, { runtimeRef, secretEnv: "E2E_UNLISTED_SECRET" }),
+      );
       expect(leaky.status).toBe(201);
     }
   });

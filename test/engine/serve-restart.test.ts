@@ -30,6 +30,7 @@ import { dockerCli } from "../support/agent-system.ts";
 import { dockerClient, removeSessionLeftovers } from "../support/session-harness.ts";
 import { BRIDGE_IP, type Json, System } from "../support/system.ts";
 import { applyTestbedEnv, repoRoot } from "../support/testbed.ts";
+import { modelAgent } from "../fixtures/agent-manifest.ts";
 
 applyTestbedEnv();
 
@@ -122,17 +123,7 @@ beforeAll(async () => {
   model = await startModelServer(BRIDGE_IP, 0);
   process.env.E2E_MODEL_KEY = SECRET;
   await system.startEmbedded();
-  const agent = await system.call("PUT", `${NS}/agents/${NAME}`, {
-    apiVersion: API,
-    kind: "Agent",
-    metadata: { name: NAME },
-    spec: {
-      runtimeRef: "reference",
-      credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
-      model: { baseUrl: model.url, name: "tiny" },
-      egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-    },
-  });
+  const agent = await system.call("PUT", `${NS}/agents/${NAME}`, modelAgent(NAME, model));
   expect(agent.status, JSON.stringify(agent.body)).toBe(201);
   const created = await system.call("PUT", SESSION, {
     apiVersion: API,

@@ -13,8 +13,8 @@ import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { BRIDGE_IP, System } from "../support/system.ts";
+import { modelAgent } from "../fixtures/agent-manifest.ts";
 
-const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
 const NAME = "ui-chat";
 const CHROMIUM = "/usr/bin/chromium";
@@ -57,17 +57,11 @@ beforeAll(async () => {
   system = new System();
   await system.startServer();
   await system.startRunner();
-  const agent = await system.call("PUT", `${NS}/agents/assistant`, {
-    apiVersion: API,
-    kind: "Agent",
-    metadata: { name: "assistant" },
-    spec: {
-      runtimeRef: "reference",
-      credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_UI_MODEL_KEY" } }],
-      model: { baseUrl: model.url, name: "tiny" },
-      egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-    },
-  });
+  const agent = await system.call(
+    "PUT",
+    `${NS}/agents/assistant`,
+    modelAgent("assistant", model, { secretEnv: "E2E_UI_MODEL_KEY" }),
+  );
   expect(agent.status).toBe(201);
   profile = mkdtempSync(join(tmpdir(), "as-ui-chromium-"));
   // A fresh, empty profile (the persistent-context form is how playwright takes --user-data-dir).
