@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { defaultSettings } from "../config.ts";
 import { type CommandHandler, defaultHandler, type FakeRunner } from "../testing/fake-runner.ts";
-import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+import { startTestServer, type TestServer } from "../testing/test-server.ts";
 import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -75,14 +75,7 @@ async function connectRunner(sessions: Parameters<TestServer["runner"]>[0] = {})
   return runner;
 }
 
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const response = await fetch(`${t.server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: response.status, body: await response.json() };
-}
+const call = (method: string, path: string, body?: unknown) => t.call(method, path, body);
 
 const get = async (): Promise<Json> => (await call("GET", `${BASE}/chat`)).body;
 const ask = (id: string) => call("POST", `${BASE}/chat/requests`, { input: "hello", id });

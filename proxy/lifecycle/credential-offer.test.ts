@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { FakeRunner } from "../testing/fake-runner.ts";
-import { ADMIN_TOKEN, startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
+import { startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
@@ -15,14 +15,7 @@ let t: TestServer;
 let runner: FakeRunner;
 const saved: Record<string, string | undefined> = {};
 
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const res = await fetch(`${t.server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: res.status, body: await res.json() };
-}
+const call = (method: string, path: string, body?: unknown) => t.call(method, path, body);
 
 const agent = (name: string, runtimeRef: string, variable: string) =>
   call("PUT", `${NS}/agents/${name}`, {

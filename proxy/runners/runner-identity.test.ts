@@ -193,13 +193,7 @@ describe("PROTOCOL.md §2 runner identity: credentials", () => {
 });
 
 describe("runner credentials by the admin: POST and DELETE /v1/runners/{name}/token", () => {
-  async function call(method: string, path: string, token = ADMIN_TOKEN) {
-    const response = await fetch(`${t!.server.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}` },
-    });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-  }
+  const call = (method: string, path: string, token = ADMIN_TOKEN) => t!.call(method, path, undefined, token);
 
   it("issues a credential for a name before it attached; the runner token cannot then take the name", async () => {
     t = await startTestServer();

@@ -15,6 +15,14 @@ export const TEST_IMAGE = `127.0.0.1:5000/agent-sessions/reference@sha256:${"a".
 export type TestServer = {
   server: RunningServer;
   dataDir: string;
+  /** One JSON request to the server's API with the admin token (or `token`); the reply's status and JSON body. */
+  call(
+    method: string,
+    path: string,
+    body?: unknown,
+    token?: string,
+    // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
+  ): Promise<{ status: number; body: any }>;
   rpc(
     method: string,
     body: unknown,
@@ -63,13 +71,14 @@ export async function startTestServer(
     const response = await fetch(`${server.url}${path}`, {
       method,
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: typeof body === "string" ? body : JSON.stringify(body),
+      ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
     });
     return { status: response.status, body: (await response.json()) as Record<string, unknown> };
   };
   const t: TestServer = {
     server,
     dataDir,
+    call: (method, path, body, token) => call(method, path, body, token),
     rpc: (method, body, token) => call("POST", `/v1/rpc/${method}`, body, token),
     put: (path, body) => call("PUT", path, body),
     events: async (query = "", lastEventId) => {
