@@ -21,7 +21,6 @@ import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
 import { WarmPools } from "./lifecycle/warm-pools.ts";
 import { Workspaces } from "./lifecycle/workspaces.ts";
-import { DEFAULT_WORKSPACE_FILE_MAX_BYTES } from "../contracts/workspace-files.ts";
 import { WorkspaceFilesRelay } from "./relay/workspace-files.ts";
 
 /** What a caller (the CLI, a test) may set beyond the config: everything else the root builds. */
@@ -206,7 +205,7 @@ export async function composeServer(
         harness: harnessStore,
         store,
         runners: hub,
-        maxBytes: config.workspaceFileMaxBytes ?? DEFAULT_WORKSPACE_FILE_MAX_BYTES,
+        maxBytes: config.workspaceFileMaxBytes,
       }),
       runnerAdmin: { runners: hub, onPlacementChanged: placeWaiting },
       metrics: observability.metrics,
