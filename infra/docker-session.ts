@@ -5,9 +5,16 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
-import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import { type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import { viaGateway } from "./docker-provider/gateway-url.ts";
-import { type ContainerInputs, DockerTypes, type MountInput } from "./docker-provider/schema.ts";
+import { type ContainerInputs, DockerTypes } from "./docker-provider/schema.ts";
+import {
+  containerEnv,
+  containerSecretEnv,
+  containerSpecInputs,
+  cpuCores,
+  sessionLabels,
+} from "./docker-provider/session-container.ts";
 
 type Inputs<T> = { [K in keyof T]: pulumi.Input<T[K]> };
 
@@ -80,11 +87,7 @@ export class DockerSession extends pulumi.ComponentResource {
     super("agent-sessions:docker:Session", name, {}, opts);
     const { spec } = args;
     const base = workloadName(spec.namespace, spec.name);
-    const labels = {
-      [Labels.managedBy]: "agent-sessions",
-      [Labels.namespace]: spec.namespace,
-      [Labels.session]: spec.name,
-    };
+    const labels = sessionLabels(spec);
     for (const rule of spec.egress) {
       if (!/\/32$|^[\d.]+$/.test(rule.cidr)) {
         throw new Error(`Docker sessions reach single host-local endpoints only; ${rule.cidr} is a range`);
@@ -110,43 +113,20 @@ export class DockerSession extends pulumi.ComponentResource {
     this.workloadName = pulumi.output(base);
 
     if (spec.replicas === 1) {
-      const mounts: MountInput[] = [
-        { type: "volume", source: `${base}-workspace`, target: "/workspace" },
-        { type: "tmpfs", target: "/tmp", sizeBytes: 64 * 1024 * 1024 },
-      ];
-      const env = network.gateway.apply((gateway) => ({
-        ...Object.fromEntries(
-          Object.entries(spec.env).map(([k, v]) => [k, viaGateway(v, spec.egress, gateway)]),
-        ),
-        ADAPTER_PORT: String(ADAPTER_PORT),
-        ADAPTER_STREAMING: String(spec.streaming),
-        AGENT_WORKSPACE: "/workspace",
-      }));
+      // The one builder of the container's inputs (docker-provider/session-container.ts): the
+      // runner's fast path makes the same container from the same function.
       const container = new DockerContainer(
         `${name}-container`,
         {
-          name: base,
-          image: spec.image,
-          env,
+          ...containerSpecInputs(spec),
+          networkMode: network.name,
+          env: network.gateway.apply((gateway) => containerEnv(spec, gateway)),
           secretEnv: pulumi.secret(
             pulumi
               .all([args.credentials, args.adapterToken])
-              .apply(([creds, token]) => ({ ...creds, ADAPTER_TOKEN: token })),
+              .apply(([creds, token]) => containerSecretEnv(creds, token)),
           ),
           secretEnvHashKey: pulumi.secret(args.stateHashKey),
-          user: "65532:65532",
-          readOnlyRootfs: true,
-          privileged: false,
-          capDrop: ["ALL"],
-          capAdd: [],
-          securityOpt: ["no-new-privileges"],
-          networkMode: network.name,
-          mounts,
-          memoryBytes: spec.resources.memoryMiB * 1024 * 1024,
-          nanoCpus: Math.round(cpuCores(spec.resources.cpu) * 1e9),
-          pidsLimit: spec.resources.pids,
-          labels,
-          adapterPort: ADAPTER_PORT,
         },
         { parent: this, dependsOn: [volume] },
       );
@@ -166,7 +146,4 @@ export class DockerSession extends pulumi.ComponentResource {
   }
 }
 
-/** "500m" → 0.5, "2" → 2. */
-export function cpuCores(quantity: string): number {
-  return quantity.endsWith("m") ? Number(quantity.slice(0, -1)) / 1000 : Number(quantity);
-}
+export { cpuCores };

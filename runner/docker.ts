@@ -2,11 +2,32 @@
  * The Docker driver: provisioning through the session stack (stacks/), the agent over a
  * long-lived hijacked exec stream, and exits observed through engine events (an exec stream cut
  * by `docker rm -f` loses its exit code, TESTBED.md: the events say what happened).
+ *
+ * Stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off): the container is
+ * removed, or made from exactly the inputs of the last `up` at scale 1 this driver ran for the
+ * session (so from nothing the policy pack did not pass), directly on the engine with the
+ * provider's own code (infra/docker-provider/session-container.ts); the call answers then, and the
+ * stack records the change with an `up` in the background (the provider adopts the container by
+ * its spec hash, or finds it already gone). The session's next operation waits for that `up` (it
+ * "settles"); a drift check outside the runner waits for it too (stacks/recording.ts). Anything
+ * else — a first create, a changed spec or credentials, a crashed container, a runner that
+ * restarted since — takes the full path through `pulumi up`.
  */
+import { createHash } from "node:crypto";
 import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
-import { CodedError } from "../contracts/errors.ts";
-import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import { ADAPTER_PORT } from "../contracts/adapter.ts";
+import { CodedError, parseOrThrow } from "../contracts/errors.ts";
+import { Labels, SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import type { ContainerInputs } from "../infra/docker-provider/schema.ts";
+import {
+  containerEnv,
+  containerSecretEnv,
+  containerSpecInputs,
+  ensureSessionContainer,
+  networkGateway,
+  removeSessionContainer,
+} from "../infra/docker-provider/session-container.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { runOnce } from "./docker-one-shot.ts";
 import { DockerWorkspaceFiles } from "./docker-workspace.ts";
@@ -22,6 +43,21 @@ import type {
 } from "./driver.ts";
 
 type Placement = { namespace: string; name: string };
+type Secrets = { credentials: Record<string, string>; adapterToken: string };
+type DriverLog = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
+/**
+ * What the stack of a session last recorded, as this driver made it: a hash of the spec (scale
+ * aside) and secrets of its last `up` at scale 1, and the scale it is at now.
+ */
+type Recorded = { key: string; replicas: 0 | 1 };
+
+/** The spec (at scale 1, defaults filled) and secrets, hashed: equal keys, equal container inputs. */
+function recordKey(spec: SessionSpec, secrets: Secrets): string {
+  const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
+  return createHash("sha256")
+    .update(JSON.stringify([parsed, secrets.credentials, secrets.adapterToken]))
+    .digest("hex");
+}
 
 /** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
 const DIE_SETTLE_MS = 500;
@@ -42,11 +78,78 @@ export class DockerDriver implements EngineDriver {
   readonly #endpoints = new Map<string, string>();
 
   readonly workspace: DockerWorkspaceFiles;
+  readonly #fastPath: boolean;
+  readonly #log: DriverLog;
+  /** Per workspace: what its stack records (absent: unknown to this driver, the full path goes). */
+  readonly #recorded = new Map<string, Recorded>();
+  /** Per workspace: the background `up` recording its last fast-path change. */
+  readonly #settling = new Map<string, Promise<void>>();
 
-  constructor(docker: Docker, stacks: StackManager) {
+  constructor(docker: Docker, stacks: StackManager, options: { fastPath?: boolean; log?: DriverLog } = {}) {
     this.#docker = docker;
     this.workspace = new DockerWorkspaceFiles(docker);
     this.#stacks = stacks;
+    this.#fastPath = options.fastPath ?? true;
+    this.#log = options.log ?? (() => undefined);
+  }
+
+  /** Resolves when the workspace's last fast-path change is recorded in its stack (at once if none). */
+  async settled(containerName: string): Promise<void> {
+    for (;;) {
+      const pending = this.#settling.get(containerName);
+      if (!pending) return;
+      await pending;
+      if (this.#settling.get(containerName) === pending) this.#settling.delete(containerName);
+    }
+  }
+
+  /**
+   * Records a change the fast path already made: `record` (an `up`) runs in the background under
+   * the stack's own lock; `done` clears the pending mark. A failed recording leaves the stack
+   * unknown to this driver, so the next operation takes the full path and reconciles.
+   */
+  #record(containerName: string, next: Recorded, record: () => Promise<unknown>, done: () => void): void {
+    this.#recorded.delete(containerName);
+    const pending = record()
+      .then(
+        () => void this.#recorded.set(containerName, next),
+        (error: unknown) =>
+          this.#log("warn", "recording a fast-path change in the stack failed", {
+            container: containerName,
+            error: (error as Error).message.slice(0, 500),
+          }),
+      )
+      .finally(done);
+    this.#settling.set(containerName, pending);
+  }
+
+  /** Resume on the engine at once: the container of the last recorded inputs, then recorded. */
+  async #fastResume(containerName: string, spec: SessionSpec, secrets: Secrets, key: string) {
+    const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
+    const done = this.#stacks.markRecording(parsed.namespace, parsed.name);
+    let running: Awaited<ReturnType<typeof ensureSessionContainer>>;
+    try {
+      const spec = containerSpecInputs(parsed);
+      const inputs: ContainerInputs = {
+        ...spec,
+        env: containerEnv(parsed, await networkGateway(this.#docker, spec.networkMode)),
+        secretEnv: containerSecretEnv(secrets.credentials, secrets.adapterToken),
+        // Only the state's hash needs it, and the recording `up` brings the stack's own.
+        secretEnvHashKey: "",
+      };
+      running = await ensureSessionContainer(this.#docker, inputs, 60_000);
+    } catch (error) {
+      done();
+      this.#log("warn", "fast resume failed; taking the full path", {
+        container: containerName,
+        error: (error as Error).message.slice(0, 500),
+      });
+      return undefined;
+    }
+    const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
+    this.#endpoints.set(containerName, endpoint);
+    this.#record(containerName, { key, replicas: 1 }, () => this.#stacks.up(parsed, secrets), done);
+    return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
   }
 
   async provision(
@@ -61,9 +164,18 @@ export class DockerDriver implements EngineDriver {
       );
     }
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
+    await this.settled(containerName);
+    const key = recordKey(spec, secrets);
+    const last = this.#recorded.get(containerName);
+    if (this.#fastPath && last?.key === key && last.replicas === 0 && !(await this.#exists(containerName))) {
+      const fast = await this.#fastResume(containerName, spec, secrets, key);
+      if (fast) return fast;
+    }
+    this.#recorded.delete(containerName);
     await this.#forgetLostContainer(containerName, spec);
     this.#endpoints.delete(containerName);
     const outputs = await this.#stacks.up({ ...spec, replicas: 1 }, secrets);
+    this.#recorded.set(containerName, { key, replicas: 1 });
     if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
     return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
   }
@@ -85,6 +197,16 @@ export class DockerDriver implements EngineDriver {
     if (!(await this.#stacks.exists(spec.namespace, spec.name))) return; // a first provision
     if (state) await this.#docker.getContainer(containerName).remove({ force: true });
     await this.#stacks.refresh(spec.namespace, spec.name);
+  }
+
+  async #exists(containerName: string): Promise<boolean> {
+    return this.#docker
+      .getContainer(containerName)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      );
   }
 
   async #placement(containerName: string): Promise<Placement | undefined> {
@@ -231,12 +353,34 @@ export class DockerDriver implements EngineDriver {
     const p = await this.#placement(containerName);
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     this.#endpoints.delete(containerName);
+    await this.settled(containerName);
+    const last = this.#recorded.get(containerName);
+    if (this.#fastPath && last?.replicas === 1) {
+      const done = this.#stacks.markRecording(p.namespace, p.name);
+      try {
+        await removeSessionContainer(this.#docker, containerName);
+      } catch (error) {
+        done();
+        throw error;
+      }
+      this.#record(
+        containerName,
+        { ...last, replicas: 0 },
+        () => this.#stacks.scaleDown(p.namespace, p.name),
+        done,
+      );
+      return;
+    }
+    this.#recorded.delete(containerName);
     await this.#stacks.scaleDown(p.namespace, p.name);
+    if (last) this.#recorded.set(containerName, { ...last, replicas: 0 });
   }
 
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     if (!p) return; // nothing of ours: removal is idempotent
+    await this.settled(containerName);
+    this.#recorded.delete(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });

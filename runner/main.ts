@@ -26,7 +26,11 @@ export async function startRunner(config: RunnerConfig): Promise<Runner> {
   let driver: EngineDriver;
   switch (config.engine) {
     case "docker":
-      driver = new DockerDriver(dockerClient(config.dockerHost), stacks);
+      driver = new DockerDriver(dockerClient(config.dockerHost), stacks, {
+        // Stop/resume act on the engine at once and record the stack afterwards (runner/docker.ts).
+        fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        log: jsonLog("docker"),
+      });
       break;
     case "kubernetes": {
       // KUBECONFIG when set, else ~/.kube/config, else the in-cluster service account.

@@ -34,6 +34,7 @@ import {
   toStackError,
 } from "./errors.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
+import { markRecording } from "./recording.ts";
 import {
   PLUGIN_BIN_DIR,
   OUR_POLICY_PACK,
@@ -187,6 +188,15 @@ export class StackManager {
       await this.#writeConfig(stack, spec, secrets);
       return this.#runUp(stack, stackName, spec, "up", opts, secretValues(secrets));
     });
+  }
+
+  /**
+   * Marks the session's stack as having a recording pending (stacks/recording.ts) until the
+   * returned function is called: set before the runner's fast path changes the engine, cleared
+   * when the `up` recording that change has finished.
+   */
+  markRecording(namespace: string, name: string): () => void {
+    return markRecording(this.options.dataDir, this.stackName(namespace, name));
   }
 
   /** Stop: `up` with replicas 0. The volume (PVC or Docker volume) stays. */

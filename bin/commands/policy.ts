@@ -5,6 +5,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { CommandFailed, ExitCode, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand, positionals } from "../command.ts";
+import { waitRecorded } from "../../stacks/recording.ts";
 
 const USAGE =
   "policy check [-s STACK…] [--expect-no-changes [--refresh]] [--data-dir DIR] [--backend-url URL] [--cwd DIR]   (every stack of the backend without -s)";
@@ -102,6 +103,10 @@ async function preview(
   // The stack's settings and the pack config its last `up` used live under the runner's data dir
   // (stacks/stack-settings.ts, stacks/policy-pack-config.ts).
   const settings = join(runnerDir, "stack-settings", `Pulumi.${stack}.yaml`);
+  // A drift check looks at a settled stack: one whose fast-path change is still being recorded
+  // (stacks/recording.ts) is waited for, as the runner's next operation on it would.
+  if (drift.expectNoChanges && !(await waitRecorded(runnerDir, stack, 120_000)) && show)
+    process.stderr.write(`${stack}: its recording is still pending after 120 s; checking anyway\n`);
   const packConfig = join(runnerDir, "policy-config", `${stack}.json`);
   const args = [
     "preview",

@@ -10,8 +10,10 @@ import type * as provider from "@pulumi/pulumi/provider/index.js";
 import { isRpcSecret, unwrapRpcSecret } from "@pulumi/pulumi/runtime/rpc.js";
 import Docker from "dockerode";
 import { isolateBridge, removeBridgeRules } from "./host-isolation.ts";
-import { CONTAINER_LOG_CONFIG } from "./log-limits.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
+import { ensureSessionContainer, removeSessionContainer } from "./session-container.ts";
+
+export { containerCreateOptions } from "./session-container.ts";
 
 type NetworkArgs = NetworkInputs;
 
@@ -68,85 +70,9 @@ function isNotFound(error: unknown): boolean {
   return (error as { statusCode?: number }).statusCode === 404;
 }
 
-/**
- * A session container's create options (pure: tested apart from the engine), exactly the inputs
- * the policy pack judged, plus capped logs (log-limits.ts). `env` holds the credentials: it is
- * given to the engine here only, never logged.
- */
-export function containerCreateOptions(
-  inputs: ContainerInputs,
-  env: string[],
-): Docker.ContainerCreateOptions {
-  return {
-    name: inputs.name,
-    Image: inputs.image,
-    User: inputs.user,
-    Env: env,
-    Labels: inputs.labels,
-    HostConfig: {
-      ReadonlyRootfs: inputs.readOnlyRootfs,
-      Privileged: inputs.privileged,
-      CapDrop: inputs.capDrop,
-      CapAdd: inputs.capAdd,
-      SecurityOpt: inputs.securityOpt,
-      NetworkMode: inputs.networkMode,
-      ...(inputs.pidMode ? { PidMode: inputs.pidMode } : {}),
-      ...(inputs.ipcMode ? { IpcMode: inputs.ipcMode } : {}),
-      Mounts: inputs.mounts.map((m) =>
-        m.type === "tmpfs"
-          ? {
-              Type: "tmpfs" as const,
-              Source: "",
-              Target: m.target,
-              TmpfsOptions: { SizeBytes: m.sizeBytes ?? 64 * 1024 * 1024, Mode: 0o1777 },
-            }
-          : { Type: m.type, Source: m.source ?? "", Target: m.target, ReadOnly: m.readOnly ?? false },
-      ),
-      Memory: inputs.memoryBytes,
-      NanoCpus: inputs.nanoCpus,
-      PidsLimit: inputs.pidsLimit,
-      RestartPolicy: { Name: "no" },
-      LogConfig: { Type: CONTAINER_LOG_CONFIG.Type, Config: { ...CONTAINER_LOG_CONFIG.Config } },
-    },
-  };
-}
-
 /** The Linux bridge Docker makes for a network: `br-` and the first 12 characters of its id. */
 function bridgeOf(networkId: string): string {
   return `br-${networkId.slice(0, 12)}`;
-}
-
-async function pullIfMissing(docker: Docker, image: string): Promise<void> {
-  try {
-    await docker.getImage(image).inspect();
-    return;
-  } catch (error) {
-    if (!isNotFound(error)) throw error;
-  }
-  try {
-    const stream = (await docker.pull(image)) as NodeJS.ReadableStream;
-    await new Promise<void>((resolve, reject) =>
-      docker.modem.followProgress(stream, (e: Error | null) => (e ? reject(e) : resolve())),
-    );
-  } catch (error) {
-    throw new Error(`ImagePullFailed: cannot pull ${image}: ${(error as Error).message}`);
-  }
-}
-
-async function waitReady(ip: string, port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = "";
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`http://${ip}:${port}/readyz`, { signal: AbortSignal.timeout(1000) });
-      if (res.ok) return;
-      last = `readyz answered ${res.status}`;
-    } catch (error) {
-      last = (error as Error).message;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`adapter did not become ready at ${ip}:${port} within ${timeoutMs} ms (${last})`);
 }
 
 export class DockerSessionProvider implements provider.Provider {
@@ -282,15 +208,10 @@ export class DockerSessionProvider implements provider.Provider {
           );
           await this.#docker.getNetwork(id).remove();
           return;
-        case DockerTypes.container: {
-          const container = this.#docker.getContainer(id);
-          // Graceful: SIGTERM lets the adapter drain, then the engine kills after the grace period.
-          await container.stop({ t: 10 }).catch((e: unknown) => {
-            if (!isNotFound(e) && (e as { statusCode?: number }).statusCode !== 304) throw e;
-          });
-          await container.remove({ force: true, v: false });
+        case DockerTypes.container:
+          // Already gone (the runner's fast path stopped it, or it was removed outside): no error.
+          await removeSessionContainer(this.#docker, id);
           return;
-        }
         default:
           throw new Error(`unknown resource type in ${urn}`);
       }
@@ -341,37 +262,15 @@ export class DockerSessionProvider implements provider.Provider {
   }
 
   async #createContainer(inputs: ContainerInputs): Promise<provider.CreateResult> {
-    await pullIfMissing(this.#docker, inputs.image);
-    const env = [...Object.entries(inputs.env), ...Object.entries(inputs.secretEnv ?? {})].map(
-      ([k, v]) => `${k}=${v}`,
-    );
-    const container = await this.#docker.createContainer(containerCreateOptions(inputs, env));
-    try {
-      await container.start();
-      const info = await container.inspect();
-      const ipAddress = info.NetworkSettings.Networks[inputs.networkMode]?.IPAddress ?? "";
-      const image = await this.#docker.getImage(info.Image).inspect();
-      const repo = inputs.image.split("@")[0];
-      const pinned = image.RepoDigests.find((d) => d.startsWith(`${repo}@`)) ?? "";
-      const resolvedImageDigest = pinned.split("@")[1] ?? "";
-      if (`${repo}@${resolvedImageDigest}` !== inputs.image) {
-        throw new Error(`engine ran ${pinned || "an unpinned image"}, not ${inputs.image}`);
-      }
-      await waitReady(ipAddress, inputs.adapterPort, this.#readyTimeoutMs);
-      return {
-        id: info.Id,
-        outs: {
-          ...stateOf(inputs as unknown as Record<string, unknown>),
-          secretEnvHash: secretEnvHash(inputs.secretEnv ?? {}, String(inputs.secretEnvHashKey)),
-          containerId: info.Id,
-          resolvedImageDigest,
-          ipAddress,
-        },
-      };
-    } catch (error) {
-      // Never leave a half-made container behind: Pulumi would not know about it.
-      await container.remove({ force: true }).catch(() => undefined);
-      throw error;
-    }
+    // Adopts the container the runner's fast path already made from the same inputs (spec hash).
+    const running = await ensureSessionContainer(this.#docker, inputs, this.#readyTimeoutMs);
+    return {
+      id: running.containerId,
+      outs: {
+        ...stateOf(inputs as unknown as Record<string, unknown>),
+        secretEnvHash: secretEnvHash(inputs.secretEnv ?? {}, String(inputs.secretEnvHashKey)),
+        ...running,
+      },
+    };
   }
 }

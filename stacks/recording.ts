@@ -1,0 +1,50 @@
+/**
+ * A stack whose recording is pending: the runner's fast path (runner/docker.ts) changed the engine
+ * at once and the `up` that records the change in the stack is still to finish. While it is, a
+ * marker file (holding the runner's PID) sits beside the stack's settings; a process outside the
+ * runner that must see the stack settled (`agent-sessions policy check --expect-no-changes`) waits
+ * for it to go. A marker of a process that is gone counts as settled: nothing will finish it (the
+ * next operation of a new runner takes the full path and reconciles).
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { SETTINGS_DIR } from "./stack-settings.ts";
+
+export function recordingMarker(dataDir: string, stackName: string): string {
+  return join(dataDir, SETTINGS_DIR, `${stackName}.recording`);
+}
+
+/** Marks the stack's recording pending; the returned function clears the mark. */
+export function markRecording(dataDir: string, stackName: string): () => void {
+  const file = recordingMarker(dataDir, stackName);
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  writeFileSync(file, String(process.pid), { mode: 0o600 });
+  return () => rmSync(file, { force: true });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** True when no live process has the stack's recording pending. */
+export function recorded(dataDir: string, stackName: string): boolean {
+  const file = recordingMarker(dataDir, stackName);
+  if (!existsSync(file)) return true;
+  const pid = Number(readFileSync(file, "utf8").trim());
+  return !(Number.isInteger(pid) && pid > 0 && alive(pid));
+}
+
+/** Waits until the stack is recorded; false when it still is not after `timeoutMs`. */
+export async function waitRecorded(dataDir: string, stackName: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!recorded(dataDir, stackName)) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return true;
+}
