@@ -1,0 +1,27 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { markRecording, recorded, recordingMarker, waitRecorded } from "./recording.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "recording-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("a stack's pending recording", () => {
+  it("is pending from the mark until it is cleared, and a waiter sees it clear", async () => {
+    const done = markRecording(dir, "ns--a");
+    expect(recorded(dir, "ns--a")).toBe(false);
+    expect(await waitRecorded(dir, "ns--a", 150)).toBe(false);
+    setTimeout(done, 100);
+    expect(await waitRecorded(dir, "ns--a", 5_000)).toBe(true);
+    expect(recorded(dir, "ns--a")).toBe(true);
+  });
+
+  it("counts as recorded when the process that marked it is gone", () => {
+    const gone = spawnSync(process.execPath, ["-e", "console.log(process.pid)"], { encoding: "utf8" });
+    markRecording(dir, "ns--b");
+    writeFileSync(recordingMarker(dir, "ns--b"), gone.stdout.trim());
+    expect(recorded(dir, "ns--b")).toBe(true);
+  });
+});
