@@ -107,7 +107,11 @@ async function lifecycle(path: Path): Promise<void> {
       }),
     );
     await readyz(endpoint);
+    const resumed = (await docker.getContainer(container).inspect()).Id;
     s.settle.push(await timed(() => driver.settled(container)));
+    // The recording `up` adopts the container the fast path made; it must not replace it.
+    if ((await docker.getContainer(container).inspect()).Id !== resumed)
+      throw new Error(`${container} was replaced by the recording up instead of adopted`);
   } finally {
     await driver.remove(container);
   }
