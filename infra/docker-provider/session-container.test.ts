@@ -35,7 +35,11 @@ describe("the one session-container builder", () => {
     const i = inputs();
     expect(i.name).toBe("as-team-chat");
     expect(i.networkMode).toBe("as-team-chat-net");
-    expect(i.mounts).toContainEqual({ type: "volume", source: "as-team-chat-workspace", target: "/workspace" });
+    expect(i.mounts).toContainEqual({
+      type: "volume",
+      source: "as-team-chat-workspace",
+      target: "/workspace",
+    });
     expect(i.env.MODEL_URL).toBe("http://172.30.0.1:4000/v1");
     expect(i.secretEnv).toEqual({ MODEL_API_KEY: "sk-one", ADAPTER_TOKEN: "token-one" });
     expect(i.user).toBe("65532:65532");
