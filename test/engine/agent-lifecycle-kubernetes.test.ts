@@ -2,7 +2,10 @@
  * The seed-004 agent-session lifecycle on the test bed's Kubernetes cluster: the same scenarios as
  * agent-lifecycle.test.ts (agent-lifecycle-scenarios.ts) with a runner started `--engine
  * kubernetes` (each workspace is the session program's PVC, Secret, Deployment, ClusterIP Service
- * and NetworkPolicy in namespace agent-sessions; the agent runs over the pods/exec stream).
+ * and NetworkPolicy in namespace agent-sessions; the agent runs over the pods/exec stream), and
+ * with a real agent: the `compass` runtime's (runtimes/compass/agent.ts on Bun, answering from the
+ * loopback model server), where the Docker file runs the reference agent — each file runs once,
+ * so CI pays for the real agent on one engine; the HarnessSession files split the other way.
  * Engine-side checks and actions go through the API server and the test bed's kubectl.
  *
  * Then what only a cluster has: the hardening of a live session pod, read back from the API
@@ -23,6 +26,7 @@ const SESSIONS_NAMESPACE = "agent-sessions";
 const lifecycle = agentLifecycleScenarios({
   engine: "kubernetes",
   probe: () => kubernetesProbe(SESSIONS_NAMESPACE),
+  runtime: "compass",
 });
 
 describe("a live session pod, as the API server and its container report it", () => {
@@ -76,12 +80,15 @@ describe("a live session pod, as the API server and its container report it", ()
     const pid1 = (await sh("grep '^Uid:' /proc/1/status")).trim().split(/\s+/).slice(1).map(Number);
     expect(pid1).toHaveLength(4);
     for (const id of pid1) expect(id).not.toBe(0);
-    const agents = (await sh("ps -o user,args"))
-      .split("\n")
-      .filter((l) => l.includes("/app/reference/agent.ts"));
+    const agents = await lifecycle.agentPids(container);
     expect(agents).toHaveLength(1);
-    expect(agents[0]?.trim().split(/\s+/)[0]).not.toBe("root");
-    expect(agents[0]?.trim().split(/\s+/)[0]).not.toBe("0");
+    const agent = (await sh(`grep '^Uid:' /proc/${agents[0]}/status`))
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    expect(agent).toHaveLength(4);
+    for (const id of agent) expect(id).not.toBe(0);
   });
 
   it("has a read-only root filesystem: a write to / fails inside the container; the workspace and /tmp are writable", async () => {

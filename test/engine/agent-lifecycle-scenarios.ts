@@ -11,6 +11,23 @@
  * Provisioning takes ~10 s, so workspaces are shared where the requirement allows: the tests of
  * one workspace run in file order (vitest runs a file's tests sequentially) and say what they
  * expect to find. Everything is removed in afterAll, also after a failure.
+ *
+ * The agent is a parameter as well (`runtime`): `reference` (the scripted echo agent) or `compass`
+ * (our agent on the Oh My Pi SDK, `runtimes/compass/agent.ts`, the runtime's `spec.agent.command`,
+ * answering from the loopback model server). Replies are expected as the model server decides
+ * them from the text (model-replies.ts: "echo: …", "OK, I will remember X.") — the reference
+ * agent's own echo is the same text — so the assertions hold for both. What differs is said per
+ * runtime in RUNTIMES below: how an agent is made to exit on its own (the reference agent's
+ * `crash` exits 3; compass's `exit` command ends it with 0, unannounced to the server), how its
+ * memory is blown (the reference agent's `flood`; compass streaming a long echo), and how a
+ * reload is seen to resume from the volume (the reference agent's start counter; compass recalls
+ * a token it was told before the reload). One requirement needs an agent that writes a line that
+ * is not JSON on purpose, which only the scripted reference agent does: it runs with it alone.
+ *
+ * The split, for CI time (each file runs once; a warm .ci/run must stay under 60 min):
+ * agent-lifecycle.test.ts runs these on Docker with `reference`, agent-lifecycle-kubernetes.test.ts
+ * on Kubernetes with `compass` (so the seed-004 RPC sessions run a real agent over the pods/exec
+ * stream); the HarnessSession scenarios are split the other way round (harness-scenarios.ts).
  */
 import { randomBytes } from "node:crypto";
 import { rmSync, writeFileSync } from "node:fs";
@@ -19,15 +36,63 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Frame } from "../../contracts/compass.ts";
 import { SESSION_FILE_NAME } from "../../runner/session-file.ts";
+import { type ModelServer, replyFor, startModelServer } from "../fixtures/model-server.ts";
 import { agentStarts, SessionFollower, setUpNamespace, stacksOf } from "../support/agent-system.ts";
 import type { Engine, EngineProbe } from "../support/engine-probes.ts";
-import { System, until } from "../support/system.ts";
+import { BRIDGE_IP, System, until } from "../support/system.ts";
+
+/** How the scenarios drive and recognise each runtime's seed-004 agent. */
+type LifecycleRuntime = {
+  /** A fragment of the agent process's command line (its `spec.agent.command` script). */
+  agentScript: string;
+  /** Whether the agent answers from a model (the Agents then get the loopback model server). */
+  model: boolean;
+  /** A command the agent answers by exiting on its own, and the reason the session then shows. */
+  exitOnItsOwn: { command: Record<string, unknown>; reason: string };
+  /** Commands that make the agent allocate until the kernel's OOM killer steps in (once squeezed). */
+  allocate: Record<string, unknown>[];
+  /** Its "agent started" frames carry the start counter and message count kept on the volume. */
+  counts: boolean;
+  /** It writes a malformed line on request ({"type":"garbage"}). */
+  garbage: boolean;
+};
+
+/** Every process of the workload as `<pid> <command line>`, one a line (read from /proc). */
+const PROCESS_LIST =
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template
+  'for p in /proc/[0-9]*; do printf "%s %s\\n" "${p#/proc/}" "$(tr "\\000" " " <"$p/cmdline" 2>/dev/null)"; done';
+
+const RUNTIMES: Record<"reference" | "compass", LifecycleRuntime> = {
+  reference: {
+    agentScript: "/app/reference/agent.ts",
+    model: false,
+    exitOnItsOwn: { command: { type: "crash" }, reason: "AgentExited(3)" },
+    allocate: [{ type: "flood", count: 200_000 }],
+    counts: true,
+    garbage: true,
+  },
+  compass: {
+    agentScript: "/app/runtimes/compass/agent.ts",
+    model: true,
+    exitOnItsOwn: { command: { type: "exit" }, reason: "AgentExited(0)" },
+    // Long replies streamed word by word ("[fast]"): a delta frame per word, every text kept in
+    // the conversation and sent again with the next (each command under the 64 KiB line limit).
+    allocate: Array.from({ length: 20 }, (_, i) => ({
+      type: "message",
+      text: `[fast] ${Array.from({ length: 5_000 }, (_, w) => `w${i}-${w}`).join(" ")}`,
+    })),
+    counts: false,
+    garbage: false,
+  },
+};
 
 export type AgentLifecycleOptions = {
   /** The runner's engine (`runner --engine …`). */
   engine: Engine;
   /** The engine's probe, made once the test bed is up. */
   probe: () => EngineProbe | Promise<EngineProbe>;
+  /** The AgentRuntime of every Agent of the run (its seed-004 agent is what sessions start). @default "reference" */
+  runtime?: keyof typeof RUNTIMES;
 };
 
 /** What a file adds to the shared scenarios (its engine-specific checks) works with. */
@@ -38,6 +103,8 @@ export type AgentLifecycleContext = {
   namespace: string;
   provision(agent: string, client_request_id: string): Promise<{ container_name: string; created: boolean }>;
   start(container_name: string, resume_session_id?: string): Promise<string>;
+  /** PIDs of this run's agent processes in a workload (none when it does not run). */
+  agentPids(container_name: string): Promise<number[]>;
 };
 
 /** Agents of the namespace: a, b, c, d, k (workspaces of the scenarios), s (SpawnAgent), h (the file's own). */
@@ -45,7 +112,13 @@ const AGENTS = ["a", "b", "c", "d", "k", "s", "h"];
 
 export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLifecycleContext {
   const runnerArgs = ["--engine", options.engine];
+  const runtimeName = options.runtime ?? "reference";
+  const runtime = RUNTIMES[runtimeName];
   let probe!: EngineProbe;
+  let model: ModelServer | undefined;
+  /** The provider credential the Agents allow (compass), read by the server from its environment. */
+  const MODEL_KEY = `sk-lc-${randomBytes(8).toString("hex")}`;
+  const TOKEN = `lc-token-${randomBytes(3).toString("hex")}`;
   const NS = `lc-${randomBytes(3).toString("hex")}`;
   /**
    * Short, so expiry is quick to show; long enough for a runner to come back from a pause or a
@@ -67,9 +140,24 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
 
   beforeAll(async () => {
     probe = await options.probe();
+    if (runtime.model) {
+      model = await startModelServer(BRIDGE_IP, 0);
+      process.env.E2E_MODEL_KEY = MODEL_KEY;
+    }
     await system.startServer();
     await system.startRunner(runnerArgs);
-    await setUpNamespace(system, NS, AGENTS);
+    await setUpNamespace(system, NS, AGENTS, {
+      runtime: runtimeName,
+      ...(model
+        ? {
+            agent: {
+              credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
+              model: { baseUrl: model.url, name: "tiny" },
+              egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
+            },
+          }
+        : {}),
+    });
   });
 
   afterEach((context) => {
@@ -94,6 +182,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
         await system.rpc("RemoveAgentWorkspace", { container_name }).catch(() => undefined);
     const forced = probe ? await probe.forceRemove(NS) : [];
     await system.stop();
+    await model?.close();
     if (forced.length > 0)
       console.warn(`agent-lifecycle on ${options.engine}: forced removal of ${forced.join(", ")}`);
     rmSync(system.dataDir, { recursive: true, force: true });
@@ -154,27 +243,45 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
     return f.states;
   }
 
-  /** Waits for an echo of `text` from the agent. */
-  async function echoed(sessionId: string, text: string): Promise<Frame> {
+  /**
+   * Waits for the agent's answer to `text`: the reference agent echoes it; a model-backed agent
+   * answers what the model server decides from the history ("echo: …" for plain text, so the
+   * same; `context` is the user text sent before, where the answer depends on it).
+   */
+  async function echoed(sessionId: string, text: string, context: string[] = []): Promise<Frame> {
     const f = follow(sessionId);
-    return until(`echo of "${text}"`, () =>
-      f.frames.find((fr) => fr.type === "message" && fr.payload.text === `echo: ${text}`),
+    const want = runtime.model
+      ? replyFor([...context, text].map((content) => ({ role: "user", content })))
+      : `echo: ${text}`;
+    return until(`the answer "${want}"`, () =>
+      f.frames.find((fr) => fr.type === "message" && fr.payload.text === want),
     );
+  }
+
+  /**
+   * The agent's starts in this session so far, as its "agent started" frames report them: the
+   * reference agent's with the counts it keeps on the volume (`expected`, exactly); another's by
+   * their number.
+   */
+  function expectStarts(sessionId: string, expected: { starts: number; messages: number }[]): void {
+    const seen = agentStarts(follow(sessionId).events, sessionId);
+    if (runtime.counts) expect(seen).toEqual(expected);
+    else expect(seen).toHaveLength(expected.length);
   }
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-  /** PIDs of reference agents running in the workspace (busybox `ps` in it); none when it does not run. */
+  /** PIDs of this runtime's agent running in the workspace (from /proc: not every image has `ps`); none when it does not run. */
   async function agentPids(container: string): Promise<number[]> {
     let out: string;
     try {
-      out = await probe.exec(container, ["ps", "-o", "pid,args"]);
+      out = await probe.exec(container, ["sh", "-c", PROCESS_LIST]);
     } catch {
       return [];
     }
     return out
       .split("\n")
-      .filter((line) => line.includes("/app/reference/agent.ts"))
+      .filter((line) => line.includes(runtime.agentScript))
       .map((line) => Number(line.trim().split(/\s+/)[0]));
   }
 
@@ -239,7 +346,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
       // The agent runs in the workspace container, reached over the exec bridge both ways.
       expect(await agentPids(container)).toHaveLength(1);
       await until("the agent's first frame", () => agentStarts(follow(s1).events, s1).length === 1);
-      expect(agentStarts(follow(s1).events, s1)).toEqual([{ starts: 1, messages: 0 }]);
+      expectStarts(s1, [{ starts: 1, messages: 0 }]);
       const sent = await send(s1, { type: "message", text: "hello" });
       expect(sent.body).toEqual({ session_id: s1, state: "READY", wake: "none" });
       await echoed(s1, "hello");
@@ -260,8 +367,9 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
       expect((await status(s1))[0]?.state).toBe("READY");
       expect(follow(s1).states).toEqual(["STARTING", "READY"]);
       expect(await agentPids(container)).toEqual(pids);
-      await send(s1, { type: "message", text: "still here" });
-      await echoed(s1, "still here");
+      // Something to remember, read back after the reload below.
+      await send(s1, { type: "message", text: `remember ${TOKEN}` });
+      await echoed(s1, `remember ${TOKEN}`);
     });
 
     it("ReloadAgentSession is teardown then fresh start under the same session_id; the agent reloads from its workspace state", async () => {
@@ -278,10 +386,16 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
       expect(after).toHaveLength(1);
       expect(after).not.toEqual(before);
       await until("the reloaded agent's first frame", () => agentStarts(follow(s1).events, s1).length === 2);
-      expect(agentStarts(follow(s1).events, s1)).toEqual([
+      expectStarts(s1, [
         { starts: 1, messages: 0 },
         { starts: 2, messages: 2 },
       ]);
+      // A model-backed agent shows it by recalling what it was told before the reload.
+      if (runtime.model) {
+        const question = "what token did I give you?";
+        await send(s1, { type: "message", text: question });
+        await echoed(s1, question, [`remember ${TOKEN}`]);
+      }
     });
 
     it("StopAgentSession terminates the agent deliberately and succeeds for unknown or already-stopped ids; a deliberate stop or reload is never reported as ERRORED", async () => {
@@ -308,14 +422,16 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
     it("an unexpected agent exit (a crash) moves the session to ERRORED on the event stream; it is retained for ReloadAgentSession and never auto-reconnected", async () => {
       const container = await workspace("b");
       s2 = await start(container);
-      const sent = await send(s2, { type: "crash" });
+      await until("the agent's first frame", () => agentStarts(follow(s2).events, s2).length === 1);
+      const { command, reason } = runtime.exitOnItsOwn;
+      const sent = await send(s2, command);
       expect(sent.status, JSON.stringify(sent.body)).toBe(200);
-      await reaches(s2, "ERRORED(AgentExited(3))");
+      await reaches(s2, `ERRORED(${reason})`);
       // Never auto-reconnected: no new start, no agent process, still ERRORED a while later.
       await sleep(3_000);
-      expect(follow(s2).states).toEqual(["STARTING", "READY", "ERRORED(AgentExited(3))"]);
+      expect(follow(s2).states).toEqual(["STARTING", "READY", `ERRORED(${reason})`]);
       expect(await agentPids(container)).toEqual([]);
-      expect((await status(s2))[0]).toMatchObject({ state: "ERRORED", reason: "AgentExited(3)" });
+      expect((await status(s2))[0]).toMatchObject({ state: "ERRORED", reason });
       // A message does not wake an ERRORED session either: recovery is explicit.
       const refused = await send(s2, { type: "message", text: "are you there" });
       expect(refused.status).toBe(412);
@@ -336,7 +452,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
       expect(pid).toBeGreaterThan(1);
       const seen = follow(s2).states.length;
       const framesBefore = follow(s2).frames.length;
-      await probe.exec(container, ["kill", "-9", String(pid)]);
+      await probe.exec(container, ["sh", "-c", `kill -9 ${pid}`]);
       const states = await reaches(s2, /^ERRORED/, seen);
       expect(states.slice(seen)).toEqual(["ERRORED(AgentExited(137))"]);
       // The agent said nothing on its way out: every frame after the kill is the status frame.
@@ -351,24 +467,26 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
       await until("the reloaded agent's first frame", () => agentStarts(follow(s2).events, s2).length === 3);
     });
 
-    it("a malformed agent line becomes an error frame and never crashes anything", async () => {
-      const container = await workspace("b");
-      const framesBefore = follow(s2).frames.length;
-      expect((await send(s2, { type: "garbage" })).status).toBe(200);
-      const error = await until("an error frame", () =>
-        follow(s2)
-          .frames.slice(framesBefore)
-          .find((f) => f.type === "error"),
-      );
-      expect(error.payload).toEqual({ message: "malformed agent output", reason: "not JSON" });
-      // Nothing crashed: the session, the agent, the runner and the server carry on.
-      await send(s2, { type: "message", text: "after garbage" });
-      await echoed(s2, "after garbage");
-      expect((await status(s2))[0]?.state).toBe("READY");
-      expect(await agentPids(container)).toHaveLength(1);
-      expect(system.server?.child.exitCode).toBeNull();
-      expect(system.runner?.child.exitCode).toBeNull();
-    });
+    // Only the scripted reference agent writes a line that is not JSON on request (see the header).
+    if (runtime.garbage)
+      it("a malformed agent line becomes an error frame and never crashes anything", async () => {
+        const container = await workspace("b");
+        const framesBefore = follow(s2).frames.length;
+        expect((await send(s2, { type: "garbage" })).status).toBe(200);
+        const error = await until("an error frame", () =>
+          follow(s2)
+            .frames.slice(framesBefore)
+            .find((f) => f.type === "error"),
+        );
+        expect(error.payload).toEqual({ message: "malformed agent output", reason: "not JSON" });
+        // Nothing crashed: the session, the agent, the runner and the server carry on.
+        await send(s2, { type: "message", text: "after garbage" });
+        await echoed(s2, "after garbage");
+        expect((await status(s2))[0]?.state).toBe("READY");
+        expect(await agentPids(container)).toHaveLength(1);
+        expect(system.server?.child.exitCode).toBeNull();
+        expect(system.runner?.child.exitCode).toBeNull();
+      });
 
     it("an unexpected exit by OOM moves the session to ERRORED with reason OOMKilled", async () => {
       // The memory limit is not settable per Agent (SessionSpec resources default to 512 MiB), so
@@ -377,7 +495,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
       const container = await workspace("b");
       await probe.squeezeMemory(container, 6);
       const seen = follow(s2).states.length;
-      expect((await send(s2, { type: "flood", count: 200_000 })).status).toBe(200);
+      for (const command of runtime.allocate) expect((await send(s2, command)).status).toBe(200);
       const states = await reaches(s2, /^ERRORED/, seen);
       expect(states.slice(seen)).toEqual(["ERRORED(OOMKilled)"]);
       expect((await status(s2))[0]).toMatchObject({ state: "ERRORED", reason: "OOMKilled" });
@@ -462,7 +580,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
       });
 
       it('FAILED_PRECONDITION "agent errored; reload or stop it" if its only session is ERRORED, before any provisioning', async () => {
-        await send(spawned.session_id, { type: "crash" });
+        await send(spawned.session_id, runtime.exitOnItsOwn.command);
         await reaches(spawned.session_id, /^ERRORED/);
         const containersBefore = await probe.workspacesOf(NS, "s");
         const stacksBefore = await stacksOf(system);
@@ -570,7 +688,10 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
         // ...and the original id resumes on the replacement, from the workspace state the volume kept.
         expect(await start(container, s5)).toBe(s5);
         await until("the resumed agent's first frame", () => agentStarts(follow(s5).events, s5).length === 2);
-        expect(agentStarts(follow(s5).events, s5).map((s) => s.starts)).toEqual([1, 2]);
+        expectStarts(s5, [
+          { starts: 1, messages: 0 },
+          { starts: 2, messages: 0 },
+        ]);
         expect(await agentPids(container)).toHaveLength(1);
       });
 
@@ -641,7 +762,10 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
         ]);
         expect(await start(container, s6)).toBe(s6);
         await until("the resumed agent's first frame", () => agentStarts(follow(s6).events, s6).length === 2);
-        expect(agentStarts(follow(s6).events, s6).map((s) => s.starts)).toEqual([1, 2]);
+        expectStarts(s6, [
+          { starts: 1, messages: 0 },
+          { starts: 2, messages: 0 },
+        ]);
         await send(s6, { type: "message", text: "back again" });
         await echoed(s6, "back again");
         expect(await agentPids(container)).toHaveLength(1);
@@ -737,5 +861,6 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
     namespace: NS,
     provision,
     start,
+    agentPids,
   };
 }

@@ -28,30 +28,40 @@ export async function dockerCli(...args: string[]): Promise<string> {
   return (await run("docker", args, { encoding: "utf8" })).stdout;
 }
 
-/** An AgentRuntime `reference` in `namespace` (the one `serve` registered, copied) and one Agent per name. */
-export async function setUpNamespace(system: System, namespace: string, agents: string[]): Promise<void> {
-  const got = await system.call("GET", "/v1/namespaces/default/agentruntimes/reference");
+/**
+ * An AgentRuntime in `namespace` (one `serve` registered in `default`, copied: `reference` unless
+ * `options.runtime` names another) and one Agent per name bound to it, each with `options.agent`
+ * added to its spec (a model endpoint, credentials and egress for a runtime that calls a model).
+ */
+export async function setUpNamespace(
+  system: System,
+  namespace: string,
+  agents: string[],
+  options: { runtime?: string; agent?: Record<string, unknown> } = {},
+): Promise<void> {
+  const name = options.runtime ?? "reference";
+  const got = await system.call("GET", `/v1/namespaces/default/agentruntimes/${name}`);
   // Read it out of a list too: GET of one resource has answered with the namespace's list.
-  const reference = ((got.body.items as unknown[] | undefined) ?? [got.body]).find(
-    (r) => (r as { metadata?: { name?: string } }).metadata?.name === "reference",
+  const shipped = ((got.body.items as unknown[] | undefined) ?? [got.body]).find(
+    (r) => (r as { metadata?: { name?: string } }).metadata?.name === name,
   ) as { spec: unknown } | undefined;
-  if (got.status !== 200 || !reference)
-    throw new Error(`no AgentRuntime default/reference: ${JSON.stringify(got.body)}`);
-  const runtime = await system.call("PUT", `/v1/namespaces/${namespace}/agentruntimes/reference`, {
+  if (got.status !== 200 || !shipped)
+    throw new Error(`no AgentRuntime default/${name}: ${JSON.stringify(got.body)}`);
+  const runtime = await system.call("PUT", `/v1/namespaces/${namespace}/agentruntimes/${name}`, {
     apiVersion: API_VERSION,
     kind: "AgentRuntime",
-    metadata: { name: "reference", namespace },
-    spec: reference.spec,
+    metadata: { name, namespace },
+    spec: shipped.spec,
   });
   if (runtime.status >= 300) throw new Error(`PUT AgentRuntime: ${JSON.stringify(runtime.body)}`);
-  for (const name of agents) {
-    const agent = await system.call("PUT", `/v1/namespaces/${namespace}/agents/${name}`, {
+  for (const agentName of agents) {
+    const agent = await system.call("PUT", `/v1/namespaces/${namespace}/agents/${agentName}`, {
       apiVersion: API_VERSION,
       kind: "Agent",
-      metadata: { name, namespace },
-      spec: { runtimeRef: "reference" },
+      metadata: { name: agentName, namespace },
+      spec: { runtimeRef: name, ...options.agent },
     });
-    if (agent.status >= 300) throw new Error(`PUT Agent ${name}: ${JSON.stringify(agent.body)}`);
+    if (agent.status >= 300) throw new Error(`PUT Agent ${agentName}: ${JSON.stringify(agent.body)}`);
   }
 }
 
@@ -122,7 +132,10 @@ export function statesOf(events: SseEvent[], sessionId: string): string[] {
     });
 }
 
-/** The payloads of the reference agent's "agent started" log frames (`starts` counts its starts on the volume). */
+/**
+ * The payloads of the agent's "agent started" log frames: the reference agent's carry `starts`
+ * (its starts, counted on the volume) and `messages`; compass's neither (undefined here).
+ */
 export function agentStarts(events: SseEvent[], sessionId: string): { starts: number; messages: number }[] {
   return framesOf(events, sessionId)
     .filter((f) => f.type === "log" && f.payload.message === "agent started")
