@@ -97,6 +97,13 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
   /** The workspace of the seed-004 session (SpawnAgent). */
   let rpcContainer = "";
   /**
+   * The seed-004 session, spawned at the start beside the HarnessSession: its provisioning (a
+   * Pulumi up, the workload's start) overlaps the session's instead of adding its own to the file;
+   * its test reads the outcome. Its removal likewise overlaps the session's deletion.
+   */
+  let spawning: Promise<{ status: number; body: Json }> | undefined;
+  let removing: Promise<{ status: number; body: Json }> | undefined;
+  /**
    * The runtime's image as the test bed recorded it when this suite started. The state file is
    * shared by every checkout on the machine (another one may rebuild it meanwhile): the server
    * is given this one, and this one is what is checked.
@@ -174,6 +181,13 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
       modelAgent(`${NAME}-rpc`, model, { runtimeRef: runtime }),
     );
     expect(rpcAgent.status).toBe(201);
+    spawning = system.rpc("SpawnAgent", { agent_ref: `${NAME}-rpc`, client_request_id: `${NAME}-rpc-1` });
+    spawning.then(
+      (r) => {
+        rpcContainer = r.body?.container_name ?? "";
+      },
+      () => undefined,
+    );
   });
 
   afterEach((context) => {
@@ -186,6 +200,8 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
 
   afterAll(async () => {
     await system?.call("DELETE", `${SESSIONS}/${NAME}`).catch(() => undefined);
+    await spawning?.catch(() => undefined);
+    await removing?.catch(() => undefined);
     if (rpcContainer)
       await system?.rpc("RemoveAgentWorkspace", { container_name: rpcContainer }).catch(() => undefined);
     await events?.close();
@@ -498,10 +514,8 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
 
     it("runs its agent command for seed-004 sessions (spec.agent.command): SpawnAgent READY, a message answered as frames", async () => {
       const registered = (await call("GET", `${NS}/agentruntimes/${runtime}`)).body;
-      const spawned = await system.rpc("SpawnAgent", {
-        agent_ref: `${NAME}-rpc`,
-        client_request_id: `${NAME}-rpc-1`,
-      });
+      if (!spawning) throw new Error("the seed-004 session was not spawned");
+      const spawned = await spawning;
       received.push(JSON.stringify(spawned.body));
       expect(spawned.status, JSON.stringify(spawned.body)).toBe(200);
       expect(spawned.body.state).toBe("READY");
@@ -533,14 +547,16 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
         60_000,
       );
       expect(answer.data.payload.role).toBe("assistant");
-      expect((await system.rpc("RemoveAgentWorkspace", { container_name: rpcContainer })).status).toBe(200);
-      rpcContainer = "";
+      removing = system.rpc("RemoveAgentWorkspace", { container_name: rpcContainer });
     });
 
-    it("is deleted with its workload and volume", async () => {
+    it("is deleted with its workload and volume (and the seed-004 workspace removed)", async () => {
       expect((await call("DELETE", `${SESSIONS}/${NAME}`)).status).toBe(200);
       const objects = await probe.objects(container);
       expect(Object.entries(objects).filter(([, exists]) => exists)).toEqual([]);
+      if (!removing) throw new Error("the seed-004 workspace was not removed");
+      expect((await removing).body).toEqual({ container_name: rpcContainer, removed: true });
+      rpcContainer = "";
     });
   });
 }
