@@ -18,6 +18,7 @@ import { SessionJournal } from "./lifecycle/session-journal.ts";
 import { registerShippedRuntimes } from "./lifecycle/shipped-runtimes.ts";
 import { SqliteDatabase } from "./store/sqlite-database.ts";
 import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
+import { SqliteTokenStore } from "./store/sqlite-token-store.ts";
 import { SqliteStore } from "./store/sqlite-store.ts";
 import { WarmPools } from "./lifecycle/warm-pools.ts";
 import { Workspaces } from "./lifecycle/workspaces.ts";
@@ -82,6 +83,7 @@ export async function composeServer(
   const database = new SqliteDatabase(databasePathOf(config));
   const store = new SqliteStore(database, { frameBufferSize: config.frameBufferSize });
   const harnessStore = new SqliteHarnessStore(database);
+  const tokenStore = new SqliteTokenStore(database);
   const bus = new EventBus();
   const admission: Admission = {
     egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny }),
@@ -197,6 +199,7 @@ export async function composeServer(
       rpc: lifecycle.handlers,
       adminToken: config.adminToken,
       runnerToken: config.runnerToken,
+      tokens: tokenStore,
       shutdown: shutdown.signal,
       log,
       admission,

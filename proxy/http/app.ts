@@ -5,7 +5,9 @@ import { CodedError } from "../../contracts/errors.ts";
 import { accessLog } from "./access-log.ts";
 import { type Admission, defaultAdmission } from "../lifecycle/admission.ts";
 import { type Audit, createAudit } from "../observability/audit.ts";
-import { requireAdminToken } from "./auth.ts";
+import { ApiTokens } from "./api-tokens.ts";
+import { authenticate } from "./auth.ts";
+import { sessionVisibility } from "./event-access.ts";
 import { toErrorResponse } from "./error-response.ts";
 import type { EventBus } from "../lifecycle/event-bus.ts";
 import { eventRoutes } from "./event-stream.ts";
@@ -18,10 +20,13 @@ import { buildOpenApiDocument } from "./openapi.ts";
 import { auditProxiedRequests } from "./request-audit.ts";
 import { resourceRoutes } from "./resource-routes.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
+import { authorizeRoute } from "./route-access.ts";
 import { rpcRoutes } from "./rpc-routes.ts";
 import { RUNNER_CONNECT_PATH } from "../runners/runner-hub.ts";
 import { type RunnerRoutesOptions, runnerRoutes } from "./runner-routes.ts";
 import type { Store } from "../store/store.ts";
+import type { TokenStore } from "../store/token-store.ts";
+import { tokenRoutes } from "./token-routes.ts";
 import { uiRoutes } from "./ui-route.ts";
 import type { WorkspaceFilesRelay } from "../relay/workspace-files.ts";
 import { harnessWorkspaceRoutes, rpcWorkspaceRoutes } from "./workspace-routes.ts";
@@ -32,6 +37,8 @@ export type AppOptions = {
   rpc: RpcHandlers;
   adminToken: string;
   runnerToken: string;
+  /** Scoped API tokens (`/v1/tokens`); absent: only the admin token opens the client API. */
+  tokens?: TokenStore;
   /** Ends open event streams (server shutdown). */
   shutdown?: AbortSignal;
   /** @default 15000 */
@@ -73,8 +80,8 @@ const WORKSPACE_FILES_PATH =
   /^\/v1\/(namespaces\/[^/]+\/harnesssessions|workspaces)\/[^/]+\/workspace\/files\//;
 
 /**
- * The HTTP API (never listens; `main.ts` does). Everything under `/v1` takes the admin bearer
- * token; the runner link is a WebSocket upgrade handled by the RunnerHub before Hono sees it.
+ * The HTTP API (never listens; `main.ts` does). Everything under `/v1` takes a bearer token: the
+ * admin token or a scoped API token, each route checking its scope (route-access.ts); the runner link is a WebSocket upgrade handled by the RunnerHub before Hono sees it.
  */
 export function buildApp(options: AppOptions): Hono {
   const log = options.log ?? silentLogger;
@@ -110,7 +117,13 @@ export function buildApp(options: AppOptions): Hono {
       metricsRoute({ ...options, metrics: options.metrics, public: options.metricsPublic ?? false }),
     );
 
-  app.use("/v1/*", requireAdminToken(options));
+  const apiTokens = new ApiTokens({
+    adminToken: options.adminToken,
+    runnerToken: options.runnerToken,
+    store: options.tokens,
+  });
+  app.use("/v1/*", authenticate(apiTokens));
+  app.use("/v1/*", authorizeRoute());
   const jsonBodyMaxBytes = options.jsonBodyMaxBytes ?? DEFAULT_JSON_BODY_MAX_BYTES;
   const limitBody = bodyLimit({
     maxSize: jsonBodyMaxBytes,
@@ -134,6 +147,7 @@ export function buildApp(options: AppOptions): Hono {
     "/v1/namespaces/:ns/harnesssessions/:name/requests",
     auditProxiedRequests(options.audit ?? createAudit(log, options.metrics)),
   );
+  app.route("/v1/tokens", tokenRoutes(apiTokens));
   app.route("/v1/rpc", rpcRoutes(options.rpc));
   app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));
   if (options.runnerAdmin)
@@ -143,7 +157,11 @@ export function buildApp(options: AppOptions): Hono {
     app.route("/v1/namespaces", harnessWorkspaceRoutes(options.workspaceFiles));
     app.route("/v1/workspaces", rpcWorkspaceRoutes(options.workspaceFiles));
   }
-  const events: Parameters<typeof eventRoutes>[0] = { store: options.store, bus: options.bus };
+  const events: Parameters<typeof eventRoutes>[0] = {
+    store: options.store,
+    bus: options.bus,
+    visibilityOf: (principal) => sessionVisibility(options.store, principal),
+  };
   if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
   if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;
   if (options.shutdown) events.shutdown = options.shutdown;

@@ -5,6 +5,8 @@ import { CodedError } from "../../contracts/errors.ts";
 import type { EventBus } from "../lifecycle/event-bus.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { Store, StoredFrame } from "../store/store.ts";
+import type { Principal } from "./api-tokens.ts";
+import type { SessionVisibility } from "./event-access.ts";
 
 export type EventStreamOptions = {
   store: Store;
@@ -25,7 +27,15 @@ export type EventStreamOptions = {
   shutdown?: AbortSignal;
   /** Streams open at once at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
   maxSubscribers?: number;
+  /**
+   * Which sessions' frames a caller may see (event-access.ts); undefined from it: all. A session
+   * it may not see is NOT_FOUND, like one that is not there. @default everything
+   */
+  visibilityOf?: (principal: Principal) => SessionVisibility | undefined;
 };
+
+/** Sessions whose visibility one stream remembers at most (then it asks again). */
+const VISIBILITY_CACHE_MAX = 10_000;
 
 const PAGE = 500;
 const Cursor = z.coerce.number().int().nonnegative();
@@ -60,8 +70,15 @@ export function eventRoutes(options: EventStreamOptions): Hono {
       rawCursor === undefined || rawCursor === ""
         ? undefined
         : parseInput(Cursor, rawCursor, "Last-Event-ID");
-    if (sessionId !== undefined && !(await store.getSession(sessionId)))
+    const principal = c.get("principal") as Principal | undefined;
+    const visible = principal ? options.visibilityOf?.(principal) : undefined;
+    if (
+      sessionId !== undefined &&
+      (!(await store.getSession(sessionId)) || (visible !== undefined && !(await visible(sessionId))))
+    )
       throw new CodedError("NOT_FOUND", `session ${sessionId} not found`);
+    // One session's stream was checked above; the stream of everything shows only what the caller may see.
+    const shows = sessionId === undefined ? cachedVisibility(visible) : undefined;
     const keyOf = (f: StoredFrame) => (sessionId === undefined ? f.id : f.frame.seq);
     // Each follower holds a socket, a bus subscription and a queue: their number is bounded.
     if (open >= maxSubscribers)
@@ -125,7 +142,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
       try {
         let last = cursor;
         if (cursor !== undefined)
-          last = await sendBacklog(stream, store, sessionId, cursor, keyOf, stop.signal);
+          last = await sendBacklog(stream, store, { sessionId, cursor, keyOf, shows }, stop.signal);
         while (!stop.signal.aborted && !dropped) {
           if (queue.length === 0) {
             await new Promise<void>((resolve) => {
@@ -149,6 +166,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           for (const f of queue.splice(0)) {
             const key = keyOf(f);
             if (last !== undefined && key <= last) continue;
+            if (shows && !(await shows(f.frame.session_id))) continue;
             text += sseEvent(key, f);
             last = key;
           }
@@ -195,15 +213,34 @@ function sseEvent(id: number, stored: StoredFrame): string {
   return `data: ${eventData(stored).data}\nid: ${id}\n\n`;
 }
 
-/** The retained frames after the cursor, page by page; returns the last id sent. */
+/** A visibility check that asks once per session (the answer does not change for a session). */
+function cachedVisibility(visible: SessionVisibility | undefined): SessionVisibility | undefined {
+  if (visible === undefined) return undefined;
+  const known = new Map<string, boolean>();
+  return async (sessionId) => {
+    let answer = known.get(sessionId);
+    if (answer === undefined) {
+      answer = await visible(sessionId);
+      if (known.size >= VISIBILITY_CACHE_MAX) known.clear();
+      known.set(sessionId, answer);
+    }
+    return answer;
+  };
+}
+
+/** The retained frames after the cursor, page by page (those `shows` allows); returns the last id read. */
 async function sendBacklog(
   stream: SSEStreamingApi,
   store: Store,
-  sessionId: string | undefined,
-  cursor: number,
-  keyOf: (f: StoredFrame) => number,
+  from: {
+    sessionId: string | undefined;
+    cursor: number;
+    keyOf: (f: StoredFrame) => number;
+    shows: SessionVisibility | undefined;
+  },
   signal: AbortSignal,
 ): Promise<number> {
+  const { sessionId, cursor, keyOf, shows } = from;
   let last = cursor;
   let first = true;
   while (!signal.aborted) {
@@ -217,8 +254,9 @@ async function sendBacklog(
     first = false;
     let text = "";
     for (const f of page) {
-      text += sseEvent(keyOf(f), f);
       last = keyOf(f);
+      if (shows && !(await shows(f.frame.session_id))) continue;
+      text += sseEvent(last, f);
     }
     if (text !== "") await stream.write(text);
     if (page.length < PAGE) break;

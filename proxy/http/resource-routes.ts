@@ -33,9 +33,12 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
     return { namespace, ...entry };
   };
 
-  /** What a client reads: an AgentRuntime with the approval the operator's configuration gives it. */
-  const shown = (resource: Resource): Resource => {
-    if (resource.kind !== "AgentRuntime") return resource;
+  /**
+   * What a client reads: an AgentRuntime with the approval the operator's configuration gives it;
+   * an Agent with its credentials write-only (redactedAgent).
+   */
+  const shown = (resource: Resource): unknown => {
+    if (resource.kind === "Agent") return redactedAgent(resource);
     const { approved: _ignored, ...spec } = resource.spec;
     return { ...resource, spec, status: admission.runtimes.verdict(resource) };
   };
@@ -85,6 +88,17 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
   });
 
   return app;
+}
+
+/**
+ * Credentials are write-only (issue 17): every answer (GET, list, PUT, DELETE) names each
+ * credential and its source but never a literal `value`; `valueSet: true` says one is stored.
+ */
+export function redactedAgent(agent: Agent): unknown {
+  const credentials = agent.spec.credentials.map(({ value, ...rest }) =>
+    value === undefined ? rest : { ...rest, valueSet: true },
+  );
+  return { ...agent, spec: { ...agent.spec, credentials } };
 }
 
 /**

@@ -1,0 +1,162 @@
+import { z } from "zod";
+import { parseDuration } from "./duration.ts";
+import { DnsLabel } from "./session-spec.ts";
+
+/**
+ * Scoped API tokens (issue 17). A token carries one or more scopes; the admin token is `admin`.
+ *
+ * - `admin`: everything (tokens, runners, RPCs, every namespace).
+ * - `namespace:<ns>:edit`: manage AgentRuntimes, Agents, HarnessSessions and AgentRuns in `<ns>`,
+ *   chat with its sessions, follow its events.
+ * - `namespace:<ns>:view`: read them (and follow the namespace's events); no writes, no chat.
+ * - `session:<ns>/<name>:chat`: send requests to that one HarnessSession, cancel them, follow its
+ *   events and read its status; nothing else.
+ *
+ * The strings are a fixed interface (scripts build them): never change their grammar.
+ */
+const LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?";
+const NAMESPACE_SCOPE = new RegExp(`^namespace:(${LABEL}):(edit|view)$`);
+const SESSION_SCOPE = new RegExp(`^session:(${LABEL})/(${LABEL}):chat$`);
+
+export type ParsedScope =
+  | { kind: "admin" }
+  | { kind: "namespace"; namespace: string; role: "edit" | "view" }
+  | { kind: "session"; namespace: string; name: string; role: "chat" };
+
+/** What a scope string grants, or undefined when it is not one. */
+export function parseScope(text: string): ParsedScope | undefined {
+  if (text === "admin") return { kind: "admin" };
+  const ns = NAMESPACE_SCOPE.exec(text);
+  if (ns) return { kind: "namespace", namespace: ns[1] as string, role: ns[2] as "edit" | "view" };
+  const session = SESSION_SCOPE.exec(text);
+  if (session)
+    return { kind: "session", namespace: session[1] as string, name: session[2] as string, role: "chat" };
+  return undefined;
+}
+
+export const Scope = z
+  .string()
+  .max(160)
+  .refine((text) => parseScope(text) !== undefined, {
+    message: "must be admin, namespace:<ns>:edit, namespace:<ns>:view or session:<ns>/<name>:chat",
+  });
+export type Scope = z.infer<typeof Scope>;
+
+/** The scope strings of each kind, as the CLI and docs write them. */
+export const scopeOf = {
+  admin: (): Scope => "admin",
+  namespace: (namespace: string, role: "edit" | "view"): Scope => `namespace:${namespace}:${role}`,
+  session: (namespace: string, name: string): Scope => `session:${namespace}/${name}:chat`,
+};
+
+/**
+ * What a route needs:
+ * - `admin`: only `admin`.
+ * - `namespace`: `view` is granted by the namespace's view or edit; `edit` by edit only.
+ * - `session`: `view` (read status, follow events) by the namespace's view or edit or the
+ *   session's chat; `chat` (send, cancel) by the namespace's edit or the session's chat.
+ * `admin` grants everything.
+ */
+export type Need =
+  | { kind: "admin" }
+  | { kind: "namespace"; namespace: string; action: "view" | "edit" }
+  | { kind: "session"; namespace: string; name: string; action: "view" | "chat" };
+
+export function grants(scope: ParsedScope, need: Need): boolean {
+  if (scope.kind === "admin") return true;
+  if (need.kind === "admin") return false;
+  if (scope.kind === "namespace") {
+    // Reading needs view or edit; anything else (edit, chat) needs edit.
+    return scope.namespace === need.namespace && (need.action === "view" || scope.role === "edit");
+  }
+  // A session scope grants nothing namespace-wide.
+  if (need.kind !== "session") return false;
+  return scope.namespace === need.namespace && scope.name === need.name;
+}
+
+/** True when any of the scopes grants `need`. */
+export function allows(scopes: readonly ParsedScope[], need: Need): boolean {
+  return scopes.some((scope) => grants(scope, need));
+}
+
+/** The narrowest scopes any of which would grant `need`, for "missing scope" messages. */
+export function scopesGranting(need: Need): Scope[] {
+  switch (need.kind) {
+    case "admin":
+      return ["admin"];
+    case "namespace":
+      return need.action === "view"
+        ? [scopeOf.namespace(need.namespace, "view"), scopeOf.namespace(need.namespace, "edit")]
+        : [scopeOf.namespace(need.namespace, "edit")];
+    case "session":
+      return need.action === "view"
+        ? [
+            scopeOf.session(need.namespace, need.name),
+            scopeOf.namespace(need.namespace, "view"),
+            scopeOf.namespace(need.namespace, "edit"),
+          ]
+        : [scopeOf.session(need.namespace, need.name), scopeOf.namespace(need.namespace, "edit")];
+    default: {
+      const unreachable: never = need;
+      return unreachable;
+    }
+  }
+}
+
+/** The namespaces whose every resource a scope set may read (undefined: all of them, admin). */
+export function readableNamespaces(scopes: readonly ParsedScope[]): Set<string> | undefined {
+  if (scopes.some((s) => s.kind === "admin")) return undefined;
+  return new Set(scopes.flatMap((s) => (s.kind === "namespace" ? [s.namespace] : [])));
+}
+
+/** A token's name: unique on the server, a DNS label (it appears in URLs and audit lines). */
+export const TokenName = DnsLabel;
+
+/** Longest lifetime a token may be given (one year). */
+export const MAX_TOKEN_TTL_MS = 366 * 24 * 3_600_000;
+/** A token that names only session scopes lives this long unless told otherwise (1 h). */
+export const DEFAULT_SESSION_TOKEN_TTL = "1h";
+
+export const TokenTtl = z.string().refine(
+  (text) => {
+    const ms = parseDuration(text);
+    return ms !== undefined && ms > 0 && ms <= MAX_TOKEN_TTL_MS;
+  },
+  { message: "must be a duration such as 15m, 1h or 720h (units ms, s, m, h), more than 0 and up to 8784h" },
+);
+
+/** `POST /v1/tokens`. Without `ttl` a token never expires, except a session-only token (1 h). */
+export const CreateTokenRequest = z.strictObject({
+  name: TokenName,
+  scopes: z
+    .array(Scope)
+    .min(1)
+    .max(32)
+    .refine((list) => new Set(list).size === list.length, { message: "scopes must be unique" }),
+  ttl: TokenTtl.optional(),
+});
+export type CreateTokenRequest = z.infer<typeof CreateTokenRequest>;
+
+/** A token as listed: never its secret. */
+export const TokenInfo = z.object({
+  name: TokenName,
+  /** Stable id audit lines carry (never the token). */
+  id: z.string(),
+  scopes: z.array(Scope),
+  createdAt: z.string(),
+  expiresAt: z.string().optional(),
+});
+export type TokenInfo = z.infer<typeof TokenInfo>;
+
+/** `POST /v1/tokens` answers the secret this once; the server keeps only its hash. */
+export const CreatedToken = TokenInfo.extend({ token: z.string() });
+export type CreatedToken = z.infer<typeof CreatedToken>;
+
+export const TokenList = z.object({ items: z.array(TokenInfo) });
+export type TokenList = z.infer<typeof TokenList>;
+
+/** Every API token starts so (tells it apart from the admin and runner tokens in a leak scan). */
+export const API_TOKEN_PREFIX = "ast_";
+
+/** An API token's shape: the prefix and 43 base64url characters (32 random bytes). */
+export const ApiTokenText = z.string().regex(/^ast_[A-Za-z0-9_-]{43}$/);

@@ -1,0 +1,70 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { SqliteStore } from "./sqlite-store.ts";
+import { SqliteTokenStore } from "./sqlite-token-store.ts";
+import { StoreConflictError } from "./store.ts";
+import type { TokenRecord } from "./token-store.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const record = (over: Partial<TokenRecord> = {}): TokenRecord => ({
+  id: "id-1",
+  name: "portal",
+  token_hash: "a".repeat(64),
+  scopes: ["namespace:team-a:view"],
+  created_at: "2026-12-01T00:00:00.000Z",
+  expires_at: undefined,
+  ...over,
+});
+
+describe("SqliteTokenStore", () => {
+  it("finds a token by its hash, lists without change and forgets it on delete", async () => {
+    const store = new SqliteTokenStore(":memory:");
+    await store.insertToken(record({ expires_at: "2026-12-01T01:00:00.000Z" }));
+    expect(await store.findTokenByHash("a".repeat(64))).toEqual(
+      record({ expires_at: "2026-12-01T01:00:00.000Z" }),
+    );
+    expect(await store.findTokenByHash("b".repeat(64))).toBeUndefined();
+    expect((await store.listTokens()).map((t) => t.name)).toEqual(["portal"]);
+    expect(await store.deleteToken("portal")).toBe(true);
+    expect(await store.deleteToken("portal")).toBe(false);
+    expect(await store.findTokenByHash("a".repeat(64))).toBeUndefined();
+    await store.close();
+  });
+
+  it("refuses a second token of one name or one hash", async () => {
+    const store = new SqliteTokenStore(":memory:");
+    await store.insertToken(record());
+    await expect(store.insertToken(record({ id: "id-2", token_hash: "c".repeat(64) }))).rejects.toThrow(
+      StoreConflictError,
+    );
+    await expect(store.insertToken(record({ id: "id-3", name: "other" }))).rejects.toThrow(
+      StoreConflictError,
+    );
+    await store.close();
+  });
+
+  it("adds its table to a database from a release before tokens, keeping what was there", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "token-store-"));
+    dirs.push(dir);
+    const path = join(dir, "agent-sessions.db");
+    const old = new SqliteStore(path);
+    await old.registerRunner({ runner_name: "r", engine: "docker", capacity: 1, labels: {} });
+    await old.close();
+
+    const tokens = new SqliteTokenStore(path);
+    await tokens.insertToken(record());
+    await tokens.close();
+    const reopened = new SqliteTokenStore(path);
+    expect((await reopened.listTokens()).map((t) => t.id)).toEqual(["id-1"]);
+    await reopened.close();
+    const store = new SqliteStore(path);
+    expect(await store.findRunner("r")).toMatchObject({ runner_name: "r" });
+    await store.close();
+  });
+});
