@@ -132,7 +132,9 @@ export function hintFor(error: ClientError): string | undefined {
     case "UNAUTHENTICATED":
       return "pass --token TOKEN, set AGENT_SESSIONS_TOKEN, or point --data-dir at the server's data directory (it holds admin-token)";
     case "PERMISSION_DENIED":
-      return "that token is a runner token; the client API takes the admin token";
+      return error.message.includes("runner token")
+        ? "that token is a runner token; the client API takes the admin token or an API token"
+        : "ask an admin for a token with that scope (`agent-sessions token create --scope …`)";
     case "UNAVAILABLE":
       return error.status === undefined
         ? "is the server running? start one with `agent-sessions serve`, or pass --server URL (or set AGENT_SESSIONS_SERVER_URL)"

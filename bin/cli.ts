@@ -21,6 +21,7 @@ import { runners } from "./commands/runners.ts";
 import { send } from "./commands/send.ts";
 import { serve } from "./commands/serve.ts";
 import { stop } from "./commands/stop.ts";
+import { token } from "./commands/token.ts";
 import { undrain } from "./commands/undrain.ts";
 
 const COMMANDS: readonly Command[] = [
@@ -39,11 +40,12 @@ const COMMANDS: readonly Command[] = [
   runners,
   drain,
   undrain,
+  token,
 ];
 
 const GLOBAL_HELP = `global flags:
   --server URL      the server (default $AGENT_SESSIONS_SERVER_URL, else http://127.0.0.1:8787)
-  --token TOKEN     the admin token (default $AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token)
+  --token TOKEN     the admin token or a scoped API token (default $AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token)
   --data-dir DIR    the server's data directory (default ./.data)
   -n, --namespace   namespace of resources (default "default")
   -q, --quiet       no progress or confirmations

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import type { CreatedToken, CreateTokenRequest, TokenList } from "../contracts/access.ts";
 import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { ErrorCode, httpStatusOf } from "../contracts/errors.ts";
@@ -20,7 +21,7 @@ export type RpcResponse<M extends RpcMethod> = z.infer<(typeof Rpc)[M]["response
 export type ClientOptions = {
   /** `http://host:port` of the server. */
   baseUrl: string;
-  /** The admin bearer token. */
+  /** The bearer token: the admin token or a scoped API token (`POST /v1/tokens`). */
   token?: string | undefined;
   /** @default globalThis.fetch */
   fetch?: typeof fetch;
@@ -349,6 +350,24 @@ export class AgentSessionsClient {
       "DELETE",
       `${workspacePath(namespace, name)}/files/${encodeURIComponent(path)}`,
     ) as Promise<WorkspaceDeleteResult>;
+  }
+
+  /** `POST /v1/tokens` (admin): a scoped API token, its secret answered this once. */
+  createToken(request: CreateTokenRequest): Promise<CreatedToken> {
+    return this.#json("POST", "/v1/tokens", request) as Promise<CreatedToken>;
+  }
+
+  /** `GET /v1/tokens` (admin): every API token, never a secret. */
+  listTokens(): Promise<TokenList> {
+    return this.#json("GET", "/v1/tokens") as Promise<TokenList>;
+  }
+
+  /** `DELETE /v1/tokens/{name}` (admin): the token stops working at once. */
+  revokeToken(name: string): Promise<{ name: string; revoked: true }> {
+    return this.#json("DELETE", `/v1/tokens/${encodeURIComponent(name)}`) as Promise<{
+      name: string;
+      revoked: true;
+    }>;
   }
 
   /** `GET /openapi.json`. */

@@ -73,7 +73,7 @@ describe("scope grammar", () => {
 
   it("never throws and agrees with the zod schema on arbitrary text", () => {
     fc.assert(
-      fc.property(fc.string({ maxSize: 80 }), (text) => {
+      fc.property(fc.string({ maxLength: 80 }), (text) => {
         expect(parseScope(text) !== undefined).toBe(Scope.safeParse(text).success);
       }),
     );

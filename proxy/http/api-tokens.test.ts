@@ -1,0 +1,205 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { SseClient } from "../testing/sse-client.ts";
+import { ADMIN_TOKEN, startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
+type Json = any;
+
+let t: TestServer;
+beforeEach(async () => {
+  t = await startTestServer();
+});
+afterEach(async () => {
+  await t.close();
+});
+
+async function call(method: string, path: string, body?: unknown, token = ADMIN_TOKEN) {
+  const response = await fetch(`${t.server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: response.status, text: await response.text() };
+}
+const json = async (r: Promise<{ status: number; text: string }>) => {
+  const { status, text } = await r;
+  return { status, body: JSON.parse(text) as Json };
+};
+
+describe("/v1/tokens", () => {
+  it("shows the secret once, lists tokens without it, and a revoked token stops working", async () => {
+    const created = await json(
+      call("POST", "/v1/tokens", { name: "portal", scopes: ["namespace:default:view"] }),
+    );
+    expect(created.status).toBe(201);
+    const secret = created.body.token as string;
+    expect(secret).toMatch(/^ast_[A-Za-z0-9_-]{43}$/);
+    expect(created.body).toMatchObject({ name: "portal", scopes: ["namespace:default:view"] });
+    expect(created.body.expiresAt).toBeUndefined();
+
+    const listed = await call("GET", "/v1/tokens");
+    expect(listed.text).not.toContain(secret);
+    expect(JSON.parse(listed.text).items).toEqual([
+      {
+        name: "portal",
+        id: created.body.id,
+        scopes: ["namespace:default:view"],
+        createdAt: created.body.createdAt,
+      },
+    ]);
+
+    expect((await call("GET", "/v1/namespaces/default/agents", undefined, secret)).status).toBe(200);
+    expect(await json(call("DELETE", "/v1/tokens/portal"))).toEqual({
+      status: 200,
+      body: { name: "portal", revoked: true },
+    });
+    expect((await call("GET", "/v1/namespaces/default/agents", undefined, secret)).status).toBe(401);
+    expect((await json(call("DELETE", "/v1/tokens/portal"))).body.code).toBe("NOT_FOUND");
+  });
+
+  it("keeps only a hash: the database file never holds the secret", async () => {
+    const created = await json(call("POST", "/v1/tokens", { name: "portal", scopes: ["admin"] }));
+    const { readFileSync, readdirSync } = await import("node:fs");
+    const files = readdirSync(t.dataDir).filter((f) => f.startsWith("agent-sessions.db"));
+    expect(files.length).toBeGreaterThan(0);
+    for (const f of files)
+      expect(readFileSync(`${t.dataDir}/${f}`).includes(Buffer.from(created.body.token))).toBe(false);
+  });
+
+  it("gives a session-only token 1 h unless told, and honours a ttl", async () => {
+    const chat = await json(call("POST", "/v1/tokens", { name: "chat", scopes: ["session:default/s:chat"] }));
+    expect(Date.parse(chat.body.expiresAt) - Date.parse(chat.body.createdAt)).toBe(3_600_000);
+    const short = await json(call("POST", "/v1/tokens", { name: "short", scopes: ["admin"], ttl: "15m" }));
+    expect(Date.parse(short.body.expiresAt) - Date.parse(short.body.createdAt)).toBe(900_000);
+  });
+
+  it("refuses a second token of one name and bad scopes, naming the field", async () => {
+    await call("POST", "/v1/tokens", { name: "portal", scopes: ["admin"] });
+    expect((await json(call("POST", "/v1/tokens", { name: "portal", scopes: ["admin"] }))).body.code).toBe(
+      "ALREADY_EXISTS",
+    );
+    const bad = await json(call("POST", "/v1/tokens", { name: "x", scopes: ["namespace:default:root"] }));
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toContain("namespace:<ns>:edit");
+  });
+
+  it("lets only admin mint tokens: a namespace token cannot mint itself more", async () => {
+    const edit = await json(call("POST", "/v1/tokens", { name: "edit", scopes: ["namespace:default:edit"] }));
+    const escalation = await json(
+      call("POST", "/v1/tokens", { name: "mine", scopes: ["admin"] }, edit.body.token as string),
+    );
+    expect(escalation.status).toBe(403);
+    expect((await json(call("GET", "/v1/tokens"))).body.items.map((i: Json) => i.name)).toEqual(["edit"]);
+  });
+});
+
+describe("Agent credentials are write-only", () => {
+  const PLANTED = "sk-planted-value-0123456789";
+  const agent = {
+    apiVersion: "agent-sessions.dev/v1alpha1",
+    kind: "Agent",
+    metadata: { name: "carol" },
+    spec: {
+      runtimeRef: "reference",
+      credentials: [
+        { name: "OPENAI_API_KEY", value: PLANTED },
+        { name: "OTHER_KEY", secretRef: { env: "OTHER_KEY" } },
+      ],
+    },
+  };
+
+  it("never answers a literal value: PUT, GET, list and DELETE say valueSet instead", async () => {
+    const answers = [
+      await call("PUT", "/v1/namespaces/default/agents/carol", agent),
+      await call("PUT", "/v1/namespaces/default/agents/carol", agent),
+      await call("GET", "/v1/namespaces/default/agents/carol"),
+      await call("GET", "/v1/namespaces/default/agents"),
+      await call("DELETE", "/v1/namespaces/default/agents/carol"),
+    ];
+    expect(answers.map((a) => a.status)).toEqual([201, 200, 200, 200, 200]);
+    for (const a of answers) expect(a.text).not.toContain(PLANTED);
+    expect(JSON.parse(answers[2]?.text ?? "").spec.credentials).toEqual([
+      { name: "OPENAI_API_KEY", valueSet: true },
+      { name: "OTHER_KEY", secretRef: { env: "OTHER_KEY" } },
+    ]);
+  });
+
+  it("still hands the stored value to the session it provisions", async () => {
+    // Only the literal credential: a secretRef the server does not offer would refuse provisioning.
+    const literalOnly = { ...agent, spec: { ...agent.spec, credentials: [agent.spec.credentials[0]] } };
+    expect((await call("PUT", "/v1/namespaces/default/agents/carol", literalOnly)).status).toBe(201);
+    const runner = await t.runner();
+    const provisioned = await json(
+      call("POST", "/v1/rpc/ProvisionAgentWorkspace", { agent_ref: "carol", client_request_id: "r1" }),
+    );
+    expect(provisioned.status).toBe(200);
+    const provision = runner.commands.find((c) => c.kind === "provision");
+    expect(JSON.stringify(provision)).toContain(PLANTED);
+  });
+});
+
+describe("/v1/events with a scoped token", () => {
+  async function token(name: string, scopes: string[]): Promise<string> {
+    return (await json(call("POST", "/v1/tokens", { name, scopes }))).body.token as string;
+  }
+  async function session(agentRef: string, workstream: string): Promise<string> {
+    const provisioned = await json(
+      call("POST", "/v1/rpc/ProvisionAgentWorkspace", { agent_ref: agentRef, workstream }),
+    );
+    const started = await json(
+      call("POST", "/v1/rpc/StartAgentSession", { container_name: provisioned.body.container_name }),
+    );
+    return started.body.session_id as string;
+  }
+  const open = (query: string, secret: string) =>
+    SseClient.open(`${t.server.url}/v1/events${query}`, { authorization: `Bearer ${secret}` });
+
+  it("delivers a namespace token its namespace's frames and a session token its session's only", async () => {
+    await call("PUT", "/v1/namespaces/team-b/agentruntimes/reference", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "AgentRuntime",
+      metadata: { name: "reference" },
+      spec: { image: TEST_IMAGE, contract: "v1alpha2" },
+    });
+    const bob = await call("PUT", "/v1/namespaces/team-b/agents/bob", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Agent",
+      metadata: { name: "bob" },
+      spec: { runtimeRef: "reference" },
+    });
+    expect(bob.status).toBe(201);
+    const runner = await t.runner();
+    const chatting = await session("alice", "harness-s");
+    const other = await session("alice", "other");
+    const foreign = await session("team-b/bob", "");
+
+    const namespace = await open("?last_event_id=0", await token("ns", ["namespace:default:view"]));
+    const chat = await open("?last_event_id=0", await token("chat", ["session:default/s:chat"]));
+    const admin = await open("?last_event_id=0", ADMIN_TOKEN);
+    for (const id of [chatting, other, foreign]) runner.frame(id, { type: "log", payload: { id } });
+    // Each session has its STARTING and READY frames before the log frame: 9 in all.
+    await admin.until((e) => e.length >= 9);
+    await namespace.until((e) => e.length >= 6);
+    await chat.until((e) => e.length >= 3);
+    runner.frame(chatting, { type: "log", payload: { last: true } });
+    await chat.until((e) => e.length >= 4);
+    await namespace.until((e) => e.length >= 7);
+
+    const sessions = (c: SseClient) => [...new Set(c.frames().map((f) => f.session_id))].sort();
+    expect(sessions(admin)).toEqual([chatting, other, foreign].sort());
+    expect(sessions(namespace)).toEqual([chatting, other].sort());
+    expect(sessions(chat)).toEqual([chatting]);
+    for (const c of [namespace, chat, admin]) c.close();
+
+    // Following another's session by id is the same 404 as a session that does not exist.
+    const secret = await token("chat-2", ["session:default/s:chat"]);
+    for (const id of [other, foreign, "no-such-session"]) {
+      const refused = await open(`?session_id=${id}`, secret);
+      expect(refused.status).toBe(404);
+      expect(JSON.parse(refused.events[0]?.data ?? "{}")).toEqual({
+        code: "NOT_FOUND",
+        message: `session ${id} not found`,
+      });
+    }
+  });
+});
