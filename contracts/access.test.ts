@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   allows,
   CreateTokenRequest,
+  formatScope,
   grants,
   type Need,
   parseScope,
@@ -61,6 +62,8 @@ describe("scope grammar", () => {
     fc.assert(
       fc.property(label, label, fc.constantFrom("edit", "view"), (ns, name, role) => {
         expect(parseScope(`namespace:${ns}:${role}`)).toEqual({ kind: "namespace", namespace: ns, role });
+        for (const text of [`namespace:${ns}:${role}`, `session:${ns}/${name}:chat`, "admin"])
+          expect(formatScope(parsed(text))).toBe(text);
         expect(parseScope(`session:${ns}/${name}:chat`)).toEqual({
           kind: "session",
           namespace: ns,

@@ -49,6 +49,26 @@ export const scopeOf = {
   session: (namespace: string, name: string): Scope => `session:${namespace}/${name}:chat`,
 };
 
+/** The scope string of a parsed scope (parseScope's inverse). */
+export function formatScope(scope: ParsedScope): Scope {
+  switch (scope.kind) {
+    case "admin":
+      return scopeOf.admin();
+    case "namespace":
+      return scopeOf.namespace(scope.namespace, scope.role);
+    case "session":
+      return scopeOf.session(scope.namespace, scope.name);
+    default: {
+      const unreachable: never = scope;
+      return unreachable;
+    }
+  }
+}
+
+/** `GET /v1/whoami`: who the bearer token is and what it may do (the UI adapts to it). */
+export const WhoAmI = z.object({ name: z.string(), id: z.string(), scopes: z.array(Scope) });
+export type WhoAmI = z.infer<typeof WhoAmI>;
+
 /**
  * What a route needs:
  * - `admin`: only `admin`.

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
+import { formatScope, type WhoAmI } from "../../contracts/access.ts";
 import { CodedError } from "../../contracts/errors.ts";
 import { accessLog } from "./access-log.ts";
 import { type Admission, defaultAdmission } from "../lifecycle/admission.ts";
@@ -147,6 +148,10 @@ export function buildApp(options: AppOptions): Hono {
     "/v1/namespaces/:ns/harnesssessions/:name/requests",
     auditProxiedRequests(options.audit ?? createAudit(log, options.metrics)),
   );
+  app.get("/v1/whoami", (c) => {
+    const { name, id, scopes } = c.get("principal");
+    return c.json({ name, id, scopes: scopes.map(formatScope) } satisfies WhoAmI);
+  });
   app.route("/v1/tokens", tokenRoutes(apiTokens));
   app.route("/v1/rpc", rpcRoutes(options.rpc));
   app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));

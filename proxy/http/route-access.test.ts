@@ -60,6 +60,7 @@ const NS = "/v1/namespaces/team-a";
 // Bodies are invalid or name nothing that exists: an allowed call answers 400/404 and changes nothing.
 const ROUTES: readonly Route[] = [
   { method: "GET", path: "/v1/events?session_id=none", allowed: ANY },
+  { method: "GET", path: "/v1/whoami", allowed: ANY },
   { method: "GET", path: `${NS}/agents`, allowed: VIEW },
   { method: "GET", path: `${NS}/agents/x`, allowed: VIEW },
   { method: "PUT", path: `${NS}/agents/x`, body: {}, allowed: EDIT },

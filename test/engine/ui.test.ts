@@ -121,9 +121,7 @@ describe("web UI in headless Chromium (real system)", () => {
     await page.click("#token-form button");
     await page.waitForSelector("#app:not([hidden])");
     await page.waitForSelector("#live.on", { timeout: 10_000 });
-    expect(await page.evaluate(() => sessionStorage.getItem("agent-sessions.adminToken"))).toBe(
-      system.adminToken,
-    );
+    expect(await page.evaluate(() => sessionStorage.getItem("agent-sessions.token"))).toBe(system.adminToken);
     expect(await page.content()).not.toContain(system.adminToken);
     await watchPhases();
   });
@@ -181,6 +179,47 @@ describe("web UI in headless Chromium (real system)", () => {
     await expect.poll(() => row().locator('[data-field="requests"]').textContent()).toBe("2");
     await expect.poll(() => page.textContent('[data-field="active"]')).toBe("0");
     await shot("3-chat");
+  });
+
+  it("logs in with a session-scoped token: chats with its session and cannot list or touch another", async () => {
+    const minted = await system.call("POST", "/v1/tokens", {
+      name: "ui-chat-browser",
+      scopes: [`session:default/${NAME}:chat`],
+    });
+    expect(minted.status).toBe(201);
+    const chatToken = (minted.body as { token: string }).token;
+    // A portal backend hands the browser the token in the URL fragment (never sent to a server).
+    const chatPage = await browser.newPage();
+    try {
+      await chatPage.goto(`${system.url}/ui/#token=${chatToken}`);
+      await chatPage.waitForSelector("#app:not([hidden])");
+      await chatPage.waitForSelector("#live.on", { timeout: 10_000 });
+      expect(chatPage.url()).not.toContain(chatToken);
+      await expect.poll(() => chatPage.locator("tr[data-session]").count()).toBe(1);
+      expect(await chatPage.locator(`tr[data-session="${NAME}"] button`).count()).toBe(0);
+      expect(await chatPage.isHidden("#create")).toBe(true);
+      await chatPage.fill('#chat-form input[name="input"]', "remember plum-3");
+      await chatPage.click("#chat-form button");
+      const reply = chatPage.locator('#transcript .msg.assistant[data-done="true"] .text').first();
+      await expect.poll(() => reply.textContent(), { timeout: 30_000 }).toBe("OK, I will remember plum-3.");
+      await chatPage.screenshot({ path: "/tmp/ui-3b-session-token.png", fullPage: true });
+    } finally {
+      await chatPage.close();
+    }
+    const asChat = (method: string, path: string, body?: unknown) =>
+      fetch(`${system.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${chatToken}`, "content-type": "application/json" },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+    expect((await asChat("GET", `${NS}/harnesssessions`)).status).toBe(403);
+    expect((await asChat("GET", `${NS}/harnesssessions/another`)).status).toBe(403);
+    expect((await asChat("POST", `${NS}/harnesssessions/another/requests`, { input: "hi" })).status).toBe(
+      403,
+    );
+    expect(
+      (await asChat("PATCH", `${NS}/harnesssessions/${NAME}`, { spec: { desiredState: "stopped" } })).status,
+    ).toBe(403);
   });
 
   it("stops the session and shows Stopped, then deletes it", async () => {

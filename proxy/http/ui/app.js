@@ -1,10 +1,15 @@
-// The agent-sessions web UI: plain DOM, the public API only, the admin token in sessionStorage.
+// The agent-sessions web UI: plain DOM, the public API only, the token in sessionStorage.
 // EventSource cannot send an Authorization header, so server-sent events are read with fetch.
+//
+// Any token works (README "Scoped tokens"): `admin`, `namespace:<ns>:edit|view`, or a
+// `session:<ns>/<name>:chat` token a portal backend minted for this browser, which it may hand
+// over in the URL fragment (`/ui/#token=…`: a fragment is never sent to a server or logged).
+// GET /v1/whoami says what the token may do; the page shows only that.
 
-const NS = "default";
 const API = "agent-sessions.dev/v1alpha1";
-const BASE = `/v1/namespaces/${NS}`;
-const TOKEN_KEY = "agent-sessions.adminToken";
+const TOKEN_KEY = "agent-sessions.token";
+let NS = "default";
+let BASE = `/v1/namespaces/${NS}`;
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -17,7 +22,27 @@ const state = {
   transcripts: new Map(),
   busy: new Set(),
   events: undefined,
+  /** What the token may do here: "edit" (create, stop, delete, chat), "view" (read), "chat" (its session). */
+  role: "edit",
+  /** With a session token: the one session it opens. */
+  only: undefined,
 };
+
+/** The namespace, role and session the token's scopes give this page (the widest one wins). */
+function accessOf(scopes) {
+  if (scopes.includes("admin")) return { namespace: "default", role: "edit", only: undefined };
+  const parsed = scopes.map((s) => s.split(":"));
+  const edit = parsed.find((p) => p[0] === "namespace" && p[2] === "edit");
+  if (edit) return { namespace: edit[1], role: "edit", only: undefined };
+  const view = parsed.find((p) => p[0] === "namespace" && p[2] === "view");
+  if (view) return { namespace: view[1], role: "view", only: undefined };
+  const session = parsed.find((p) => p[0] === "session");
+  if (session) {
+    const [namespace, name] = session[1].split("/");
+    return { namespace, role: "chat", only: name };
+  }
+  return { namespace: "default", role: "view", only: undefined };
+}
 
 class ApiError extends Error {
   constructor(status, body) {
@@ -113,17 +138,21 @@ async function refresh() {
     do {
       refreshAgain = false;
       try {
-        // Page after page (`metadata.continue`), already in name order.
+        // A session token reads its one session; the namespace list is not its to read.
+        // Otherwise page after page (`metadata.continue`), already in name order.
         const items = [];
-        let next;
-        do {
-          const page = await api(
-            "GET",
-            `${BASE}/harnesssessions${next ? `?continue=${encodeURIComponent(next)}` : ""}`,
-          );
-          items.push(...page.items);
-          next = page.metadata?.continue;
-        } while (next);
+        if (state.only) items.push(await api("GET", `${BASE}/harnesssessions/${state.only}`));
+        else {
+          let next;
+          do {
+            const page = await api(
+              "GET",
+              `${BASE}/harnesssessions${next ? `?continue=${encodeURIComponent(next)}` : ""}`,
+            );
+            items.push(...page.items);
+            next = page.metadata?.continue;
+          } while (next);
+        }
         state.sessions = items;
         showError("global-error");
       } catch (error) {
@@ -201,27 +230,31 @@ function render() {
       el(
         "td",
         { className: "actions" },
-        running
-          ? el("button", {
-              type: "button",
-              textContent: "Stop",
-              disabled: busy,
-              onclick: () => setDesired(name, "stopped"),
-            })
+        state.role !== "edit"
+          ? ""
+          : running
+            ? el("button", {
+                type: "button",
+                textContent: "Stop",
+                disabled: busy,
+                onclick: () => setDesired(name, "stopped"),
+              })
+            : el("button", {
+                type: "button",
+                textContent: "Resume",
+                disabled: busy,
+                onclick: () => setDesired(name, "running"),
+              }),
+        state.role !== "edit" ? "" : " ",
+        state.role !== "edit"
+          ? ""
           : el("button", {
               type: "button",
-              textContent: "Resume",
+              className: "danger",
+              textContent: "Delete",
               disabled: busy,
-              onclick: () => setDesired(name, "running"),
+              onclick: () => remove(name),
             }),
-        " ",
-        el("button", {
-          type: "button",
-          className: "danger",
-          textContent: "Delete",
-          disabled: busy,
-          onclick: () => remove(name),
-        }),
       ),
     );
     body.append(row);
@@ -505,17 +538,27 @@ function setLive(on) {
 // ---- token ----
 
 async function connect() {
+  let access;
   try {
-    await api("GET", `${BASE}/harnesssessions?limit=1`);
+    access = accessOf((await api("GET", "/v1/whoami")).scopes);
   } catch (error) {
     return disconnect(error.status === 401 ? "the token was refused" : String(error.message ?? error));
   }
+  NS = access.namespace;
+  BASE = `/v1/namespaces/${NS}`;
+  state.role = access.role;
+  state.only = access.only;
+  if (state.only) state.selected = state.only;
+  $("namespace").textContent = NS;
+  $("create").hidden = state.role !== "edit";
   sessionStorage.setItem(TOKEN_KEY, state.token);
   $("token-form").hidden = true;
   $("forget").hidden = false;
   $("app").hidden = false;
   showError("global-error");
-  await Promise.all([refresh(), loadChoices().catch((e) => showError("create-error", e))]);
+  const choices =
+    state.role === "edit" ? loadChoices().catch((e) => showError("create-error", e)) : undefined;
+  await Promise.all([refresh(), choices]);
   void follow();
 }
 
@@ -543,4 +586,10 @@ $("forget").addEventListener("click", () => disconnect());
 $("create-form").addEventListener("submit", create);
 $("chat-form").addEventListener("submit", send);
 $("namespace").textContent = NS;
+// A token handed over in the URL fragment is taken and the fragment cleared (not kept in history).
+const handed = new URLSearchParams(window.location.hash.slice(1)).get("token");
+if (handed) {
+  state.token = handed;
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+}
 if (state.token) void connect();
