@@ -131,6 +131,23 @@ export const Agent = z.strictObject({
 export type Agent = z.infer<typeof Agent>;
 export type AgentInput = z.input<typeof Agent>;
 
+/**
+ * An Agent as the API answers it (GET, list, PUT, DELETE): credentials are write-only, so a
+ * literal `value` is never returned; `valueSet: true` says one is stored (issue 17).
+ */
+export const AgentView = Agent.extend({
+  spec: AgentSpec.extend({
+    credentials: z.array(
+      z.strictObject({
+        name: EnvName,
+        valueSet: z.literal(true).optional(),
+        secretRef: z.strictObject({ env: EnvName }).optional(),
+      }),
+    ),
+  }),
+});
+export type AgentView = z.infer<typeof AgentView>;
+
 /** The kinds served under `/v1/namespaces/{ns}/{plural}`, keyed by plural. */
 export const ResourceKinds = {
   agentruntimes: { kind: "AgentRuntime", schema: AgentRuntime },

@@ -146,8 +146,15 @@ describe("GET /openapi.json", () => {
       "/v1/runners/{runner}",
       "/v1/runners/{runner}:drain",
       "/v1/runners/{runner}:undrain",
+      "/v1/tokens",
+      "/v1/tokens/{name}",
+      "/v1/whoami",
     ])
       expect(paths()[path], path).toBeDefined();
+    // An Agent is answered with write-only credentials: no `value` in what GET returns.
+    const credential = JSON.stringify(schemas().Agent);
+    expect(credential).toContain("valueSet");
+    expect(credential).not.toContain('"value"');
     expect(schemas().RunnerInfo?.required).toEqual(
       expect.arrayContaining(["capacity", "labels", "load", "connected", "draining"]),
     );

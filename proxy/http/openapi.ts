@@ -9,7 +9,8 @@ import {
   HarnessSession,
   HarnessSessionInput,
 } from "../../contracts/harness-session.ts";
-import { Agent, API_VERSION, AgentRuntime } from "../../contracts/resources.ts";
+import { Agent, API_VERSION, AgentRuntime, AgentView } from "../../contracts/resources.ts";
+import { CreatedToken, CreateTokenRequest, TokenInfo, TokenList, WhoAmI } from "../../contracts/access.ts";
 import { Rpc, type RpcMethod } from "../../contracts/rpc.ts";
 import { DEFAULT_PAGE_SIZE, ListMetadata, MAX_PAGE_SIZE } from "../../contracts/pagination.ts";
 import { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../../contracts/runners.ts";
@@ -49,7 +50,8 @@ const errors = {
 /** The resource kinds of `/v1/namespaces/{namespace}/{plural}`, as documented. */
 const RESOURCES = [
   { plural: "agentruntimes", kind: "AgentRuntime", input: AgentRuntime, output: AgentRuntime, patch: false },
-  { plural: "agents", kind: "Agent", input: Agent, output: Agent, patch: false },
+  // Credentials are write-only: the answer says `valueSet: true` where a literal value is stored.
+  { plural: "agents", kind: "Agent", input: Agent, output: AgentView, patch: false },
   {
     plural: "harnesssessions",
     kind: "HarnessSession",
@@ -115,6 +117,11 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.WorkspaceListing = schemaOf(WorkspaceListing, "output");
   schemas.WorkspaceWriteResult = schemaOf(WorkspaceWriteResult, "output");
   schemas.WorkspaceDeleteResult = schemaOf(WorkspaceDeleteResult, "output");
+  schemas.CreateTokenRequest = schemaOf(CreateTokenRequest, "input");
+  schemas.CreatedToken = schemaOf(CreatedToken, "output");
+  schemas.TokenInfo = schemaOf(TokenInfo, "output");
+  schemas.TokenList = schemaOf(TokenList, "output");
+  schemas.WhoAmI = schemaOf(WhoAmI, "output");
   return schemas;
 }
 
@@ -394,6 +401,52 @@ function runnerPaths(): Record<string, JsonObject> {
   };
 }
 
+/** Scoped API tokens (admin only) and `whoami` (any token). */
+function tokenPaths(): Record<string, JsonObject> {
+  return {
+    "/v1/tokens": {
+      post: {
+        operationId: "createToken",
+        tags: ["tokens"],
+        description:
+          "Admin only. A scoped API token: scopes admin, namespace:<ns>:edit, namespace:<ns>:view, session:<ns>/<name>:chat; ttl a duration (a session-only token defaults to 1h, others never expire). The secret is answered this once; the server keeps its SHA-256 only.",
+        requestBody: { required: true, content: json(ref("CreateTokenRequest")) },
+        responses: { "201": ok("the token, with its secret", ref("CreatedToken")), ...errors },
+      },
+      get: {
+        operationId: "listTokens",
+        tags: ["tokens"],
+        description: "Admin only. Every API token: name, id, scopes, expiry; never a secret.",
+        responses: { "200": ok("the tokens", ref("TokenList")), ...errors },
+      },
+    },
+    "/v1/tokens/{name}": {
+      parameters: [{ ...nameParam, description: "the token's name" }],
+      delete: {
+        operationId: "revokeToken",
+        tags: ["tokens"],
+        description: "Admin only. The token stops working at once (401 from then on).",
+        responses: {
+          "200": ok("revoked", {
+            type: "object",
+            properties: { name: { type: "string" }, revoked: { const: true } },
+            required: ["name", "revoked"],
+          }),
+          ...errors,
+        },
+      },
+    },
+    "/v1/whoami": {
+      get: {
+        operationId: "whoami",
+        tags: ["tokens"],
+        description: "Any token: its name, id and scopes (the admin token is `admin`).",
+        responses: { "200": ok("the caller", ref("WhoAmI")), ...errors },
+      },
+    },
+  };
+}
+
 function operationalPaths(): Record<string, JsonObject> {
   const status = (value: string) => ({
     type: "object",
@@ -437,7 +490,7 @@ function operationalPaths(): Record<string, JsonObject> {
         operationId: "events",
         tags: ["events"],
         description:
-          "compass.v1 frames (status transitions included) as server-sent events, `data:` one Frame. With session_id the event id is the session's seq, else the store's global frame id. Last-Event-ID (or last_event_id) resumes after that id without loss; without it the stream starts with the next frame. `event: gap` ({session_id, from_seq, to_seq}) names frames already trimmed.",
+          "compass.v1 frames (status transitions included) as server-sent events, `data:` one Frame. With session_id the event id is the session's seq, else the store's global frame id. Last-Event-ID (or last_event_id) resumes after that id without loss; without it the stream starts with the next frame. `event: gap` ({session_id, from_seq, to_seq}) names frames already trimmed. A scoped token sees only the sessions it may (a namespace token its namespace's, a session token its session's); another's session_id is 404 like an unknown one.",
         parameters: [
           { name: "session_id", in: "query", schema: { type: "string", minLength: 1, maxLength: 128 } },
           { name: "last_event_id", in: "query", schema: { type: "integer", minimum: 0 } },
@@ -476,6 +529,7 @@ export function buildOpenApiDocument(): JsonObject {
       ...resourcePaths(),
       ...workspacePaths(),
       ...runnerPaths(),
+      ...tokenPaths(),
     },
     components: {
       securitySchemes: {
@@ -483,7 +537,7 @@ export function buildOpenApiDocument(): JsonObject {
           type: "http",
           scheme: "bearer",
           description:
-            "The admin token: $AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token. Runner tokens are refused.",
+            "The admin token ($AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token) or a scoped API token (POST /v1/tokens). Each route needs a scope; a missing one is 403 PERMISSION_DENIED naming it. Runner tokens are refused.",
         },
       },
       responses: {

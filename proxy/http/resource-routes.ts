@@ -3,6 +3,7 @@ import { CodedError } from "../../contracts/errors.ts";
 import {
   type Agent,
   type AgentRuntime,
+  type AgentView,
   API_VERSION,
   type Resource,
   type ResourcePlural,
@@ -94,9 +95,9 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
  * Credentials are write-only (issue 17): every answer (GET, list, PUT, DELETE) names each
  * credential and its source but never a literal `value`; `valueSet: true` says one is stored.
  */
-export function redactedAgent(agent: Agent): unknown {
+export function redactedAgent(agent: Agent): AgentView {
   const credentials = agent.spec.credentials.map(({ value, ...rest }) =>
-    value === undefined ? rest : { ...rest, valueSet: true },
+    value === undefined ? rest : { ...rest, valueSet: true as const },
   );
   return { ...agent, spec: { ...agent.spec, credentials } };
 }
