@@ -6,6 +6,7 @@ import type { ResultRecord } from "../../contracts/adapter.ts";
 import { type AuditRecord, createAudit } from "../observability/audit.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { markAuditedRequest } from "../observability/audited-request.ts";
+import type { Principal } from "./api-tokens.ts";
 import { auditProxiedRequests, fromJsonReply } from "./request-audit.ts";
 
 const record = (outcome: ResultRecord["outcome"]): ResultRecord => ({
@@ -18,10 +19,15 @@ const record = (outcome: ResultRecord["outcome"]): ResultRecord => ({
 });
 
 /** The proxy route with a stand-in relay answering `reply`. */
-function appReplying(reply: (c: Context) => Response | Promise<Response>) {
+function appReplying(reply: (c: Context) => Response | Promise<Response>, principal?: Principal) {
   const audits: AuditRecord[] = [];
   const app = new Hono();
   app.use("*", requestId());
+  if (principal)
+    app.use("*", (c, next) => {
+      c.set("principal", principal);
+      return next();
+    });
   app.use(
     "/v1/namespaces/:ns/harnesssessions/:name/requests",
     auditProxiedRequests((r) => audits.push(r)),
@@ -33,6 +39,14 @@ function appReplying(reply: (c: Context) => Response | Promise<Response>) {
 }
 
 describe("auditProxiedRequests", () => {
+  it("names the caller's token by id and name, never the token itself", async () => {
+    const principal: Principal = { id: "tok-1", name: "chat-u42", scopes: [] };
+    const { audits, post } = appReplying((c) => c.json(record("succeeded")), principal);
+    await post({ authorization: "Bearer ast_secret-never-audited" });
+    expect(audits).toEqual([expect.objectContaining({ token_id: "tok-1", token_name: "chat-u42" })]);
+    expect(JSON.stringify(audits)).not.toContain("ast_secret");
+  });
+
   it("audits a JSON reply with its outcome, usage and the HTTP request id", async () => {
     const { audits, post } = appReplying((c) => c.json(record("succeeded")));
     const response = await post({ "x-request-id": "http-1" });

@@ -32,7 +32,14 @@ export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
     const session = c.req.param("name") ?? "";
     await next();
     const response = c.res;
-    const base = { http_request_id: c.get("requestId"), namespace, session };
+    // Set by `authenticate` (absent where a test mounts this alone).
+    const principal = c.get("principal") as { id: string; name: string } | undefined;
+    const base = {
+      http_request_id: c.get("requestId"),
+      namespace,
+      session,
+      ...(principal ? { token_id: principal.id, token_name: principal.name } : {}),
+    };
     // The id the relay gave the request is the audited one; an adapter's record may name any id.
     const ours = c.get(AUDITED_REQUEST_ID);
     const done = (ending: Ending, stream: boolean) =>

@@ -22,6 +22,9 @@ export type AuditRecord = {
   usage: Usage | undefined;
   stream: boolean;
   duration_ms: number;
+  /** Who asked: the API token's id and name (`admin` for the admin token); never the token. */
+  token_id?: string | undefined;
+  token_name?: string | undefined;
 };
 
 /** The audit hook: call it once per proxied request, when its reply ended. */
@@ -47,6 +50,7 @@ export function createAudit(log: Logger, metrics?: Metrics): Audit {
       ...usage,
       stream: record.stream,
       duration_ms: Math.round(record.duration_ms),
+      ...(record.token_id !== undefined ? { token_id: record.token_id, token_name: record.token_name } : {}),
     });
     metrics?.recordProxiedRequest(record.outcome, record.stream, record.duration_ms / 1000);
   };
