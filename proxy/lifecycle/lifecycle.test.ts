@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { defaultHandler } from "../testing/fake-runner.ts";
-import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+import { ADMIN_TOKEN, startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
 
 let t: TestServer;
 beforeEach(async () => {
@@ -120,6 +120,33 @@ describe("ProvisionAgentWorkspace", () => {
     const reused = await provision("req-same", { workstream: "other" });
     expect(reused.status).toBe(400);
     expect(reused.body.message).toContain("client_request_id");
+  });
+
+  it("keys client_request_id with the caller's agent: another namespace's same id is its own workspace", async () => {
+    const runner = await t.runner();
+    await t.put("/v1/namespaces/team-b/agentruntimes/reference", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "AgentRuntime",
+      metadata: { name: "reference" },
+      spec: { image: TEST_IMAGE, contract: "v1alpha2" },
+    });
+    const bob = await t.put("/v1/namespaces/team-b/agents/alice", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Agent",
+      metadata: { name: "alice" },
+      spec: { runtimeRef: "reference" },
+    });
+    expect(bob.status).toBe(201);
+    const ours = await provision("req-shared");
+    const theirs = await provision("req-shared", { agent_ref: "team-b/alice" });
+    expect([ours.status, theirs.status]).toEqual([200, 200]);
+    expect(theirs.body.created).toBe(true);
+    expect(theirs.body.container_name).not.toBe(ours.body.container_name);
+    expect(runner.commandsOf("provision")).toHaveLength(2);
+    // Each one's retry is still its own answer.
+    expect((await provision("req-shared")).body).toEqual(ours.body);
+    expect((await provision("req-shared", { agent_ref: "team-b/alice" })).body).toEqual(theirs.body);
+    expect(runner.commandsOf("provision")).toHaveLength(2);
   });
 });
 

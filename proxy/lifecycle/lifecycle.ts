@@ -12,7 +12,7 @@ import { Sessions } from "./sessions.ts";
 import { isLive } from "./session-states.ts";
 import type { Store } from "../store/store.ts";
 import type { WarmPools } from "./warm-pools.ts";
-import { Workspaces } from "./workspaces.ts";
+import { idempotencyKeyOf, WORKSPACE_KEY_SCOPE, Workspaces } from "./workspaces.ts";
 
 export type RpcHandlers = {
   [M in RpcMethod]: (
@@ -82,7 +82,10 @@ export class Lifecycle {
       const live = sessions.find((s) => isLive(s.state));
       if (live) {
         const replay = request.client_request_id
-          ? await this.#store.getIdempotencyKey("workspace", request.client_request_id)
+          ? await this.#store.getIdempotencyKey(
+              WORKSPACE_KEY_SCOPE,
+              idempotencyKeyOf(agentRef, request.client_request_id),
+            )
           : undefined;
         if (replay?.container_name === live.container_name)
           return { container_name: live.container_name, session_id: live.session_id, state: live.state };

@@ -194,7 +194,8 @@ describe("warm pools (server policy)", () => {
       agent_ref: "ns/a",
       status: "ready",
       adapter_token: "token-1",
-      client_request_id: "req-1",
+      // Keyed with the agent (issue 17): another namespace's req-1 is another request.
+      client_request_id: "ns/a|req-1",
       endpoint: "10.0.0.2:8080",
     });
     expect(workspace?.spec.name).toBe("pool-a-000000000001");

@@ -31,6 +31,15 @@ type ProvisionResponse = z.infer<typeof ProvisionAgentWorkspaceResponse>;
 /** Idempotency scope of workspace creation (ProvisionAgentWorkspace and SpawnAgent share it). */
 export const WORKSPACE_KEY_SCOPE = "workspace";
 
+/**
+ * The stored idempotency key of a `client_request_id`: keyed with the caller's agent
+ * (`namespace/name`), so two namespaces (or two Agents) choosing one id never share a workspace,
+ * a refusal or a single flight (issue 17).
+ */
+export function idempotencyKeyOf(agentRef: string, requestId: string): string {
+  return `${agentRef}|${requestId}`;
+}
+
 export type WorkspacesOptions = {
   store: Store;
   runners: RunnerDirectory;
@@ -88,13 +97,15 @@ export class Workspaces {
     const agentRef = `${namespace}/${name}`;
     const run = () =>
       this.#mutex.run(mutexKey(agentRef, request.workstream), () => this.#provision(agentRef, request));
-    return request.client_request_id ? this.#flight.run(request.client_request_id, run) : run();
+    return request.client_request_id
+      ? this.#flight.run(idempotencyKeyOf(agentRef, request.client_request_id), run)
+      : run();
   }
 
   async #provision(agentRef: string, request: ProvisionRequest): Promise<ProvisionResponse> {
     const requestId = request.client_request_id;
     const fingerprint = JSON.stringify([agentRef, request.workstream]);
-    const known = requestId ? await this.#store.getIdempotencyKey(WORKSPACE_KEY_SCOPE, requestId) : undefined;
+    const known = requestId ? await this.#knownRequest(agentRef, requestId, fingerprint) : undefined;
     if (known && known.fingerprint !== fingerprint) throw reusedRequestId(requestId);
     const existing = known
       ? await this.#store.getWorkspace(known.container_name)
@@ -102,14 +113,19 @@ export class Workspaces {
     // `created`: this client_request_id created the workspace (a retry of it says so too).
     const response = (w: WorkspaceRecord, inserted = false): ProvisionResponse => ({
       container_name: w.container_name,
-      created: inserted || (requestId !== "" && w.client_request_id === requestId),
+      created:
+        inserted ||
+        (requestId !== "" &&
+          // A workspace made before keys carried the agent holds the bare id.
+          (w.client_request_id === idempotencyKeyOf(agentRef, requestId) ||
+            w.client_request_id === requestId)),
     });
 
     // A retry of a request that completed: the recorded answer, nothing sent anywhere.
     if (known && existing?.status === "ready") return response(existing);
     // Another request for a workspace a session is using: leave it untouched.
     if (existing && existing.status === "ready" && (await this.#hasLiveSession(existing))) {
-      if (requestId) await this.#claim(requestId, fingerprint, existing.container_name);
+      if (requestId) await this.#claim(agentRef, requestId, fingerprint, existing.container_name);
       return response(existing);
     }
 
@@ -128,7 +144,7 @@ export class Workspaces {
           this.#fromWarmPool(agentRef, request, agent, runtime),
         );
         if (claimed) {
-          if (requestId) await this.#claim(requestId, fingerprint, claimed.container_name);
+          if (requestId) await this.#claim(agentRef, requestId, fingerprint, claimed.container_name);
           return response(claimed, true);
         }
       }
@@ -179,7 +195,9 @@ export class Workspaces {
             container_name: workloadName(namespace, sessionName),
             agent_ref: agentRef,
             workstream: request.workstream,
-            client_request_id: requestId || `generated-${randomUUID()}`,
+            client_request_id: requestId
+              ? idempotencyKeyOf(agentRef, requestId)
+              : `generated-${randomUUID()}`,
             runner_id: chosen.runner_id,
             spec: chosenSpec,
             adapter_token: randomBytes(32).toString("base64url"),
@@ -187,7 +205,7 @@ export class Workspaces {
           return { runner: chosen, spec: chosenSpec, workspace: inserted };
         }));
       }
-      if (requestId) await this.#claim(requestId, fingerprint, workspace.container_name);
+      if (requestId) await this.#claim(agentRef, requestId, fingerprint, workspace.container_name);
 
       const outcome = await this.#runners.command(runner.runner_id, {
         kind: "provision",
@@ -314,7 +332,9 @@ export class Workspaces {
         container_name: claimed.container_name,
         agent_ref: agentRef,
         workstream: request.workstream,
-        client_request_id: request.client_request_id || `generated-${randomUUID()}`,
+        client_request_id: request.client_request_id
+          ? idempotencyKeyOf(agentRef, request.client_request_id)
+          : `generated-${randomUUID()}`,
         runner_id: target.runnerId,
         spec: claimed.spec,
         adapter_token: claimed.adapter_token,
@@ -393,10 +413,30 @@ export class Workspaces {
     }
   }
 
-  async #claim(requestId: string, fingerprint: string, containerName: string): Promise<void> {
+  /**
+   * The workspace a `client_request_id` of this agent named before. A key stored before keys
+   * carried the agent (an older release) still counts when it was this agent's (its fingerprint
+   * names the agent), so a retry across the upgrade provisions nothing new.
+   */
+  async #knownRequest(agentRef: string, requestId: string, fingerprint: string) {
+    const known = await this.#store.getIdempotencyKey(
+      WORKSPACE_KEY_SCOPE,
+      idempotencyKeyOf(agentRef, requestId),
+    );
+    if (known) return known;
+    const legacy = await this.#store.getIdempotencyKey(WORKSPACE_KEY_SCOPE, requestId);
+    return legacy && (JSON.parse(legacy.fingerprint) as unknown[])[0] === agentRef ? legacy : undefined;
+  }
+
+  async #claim(
+    agentRef: string,
+    requestId: string,
+    fingerprint: string,
+    containerName: string,
+  ): Promise<void> {
     const claim = await this.#store.claimIdempotencyKey({
       scope: WORKSPACE_KEY_SCOPE,
-      key: requestId,
+      key: idempotencyKeyOf(agentRef, requestId),
       fingerprint,
       container_name: containerName,
     });
