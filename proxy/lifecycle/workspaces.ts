@@ -105,7 +105,7 @@ export class Workspaces {
   async #provision(agentRef: string, request: ProvisionRequest): Promise<ProvisionResponse> {
     const requestId = request.client_request_id;
     const fingerprint = JSON.stringify([agentRef, request.workstream]);
-    const known = requestId ? await this.#knownRequest(agentRef, requestId, fingerprint) : undefined;
+    const known = requestId ? await this.#knownRequest(agentRef, requestId) : undefined;
     if (known && known.fingerprint !== fingerprint) throw reusedRequestId(requestId);
     const existing = known
       ? await this.#store.getWorkspace(known.container_name)
@@ -418,7 +418,7 @@ export class Workspaces {
    * carried the agent (an older release) still counts when it was this agent's (its fingerprint
    * names the agent), so a retry across the upgrade provisions nothing new.
    */
-  async #knownRequest(agentRef: string, requestId: string, fingerprint: string) {
+  async #knownRequest(agentRef: string, requestId: string) {
     const known = await this.#store.getIdempotencyKey(
       WORKSPACE_KEY_SCOPE,
       idempotencyKeyOf(agentRef, requestId),
