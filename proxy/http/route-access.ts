@@ -48,7 +48,21 @@ export const ROUTE_RULES: readonly Rule[] = [
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests/[^/]+/cancel`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/agentruns`, namespaceNeed("edit")),
-  // Tokens, runners and the RPCs (their container_name/session_id are global) are admin's.
+  // A HarnessSession's workspace files: read with the namespace's view, written with its edit (a
+  // chat token reads none: the workspace is more than the chat).
+  rule(
+    "GET",
+    `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace/files(?:/.+)?`,
+    namespaceNeed("view"),
+  ),
+  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace:archive`, namespaceNeed("view")),
+  rule("PUT", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace/files/.+`, namespaceNeed("edit")),
+  rule(
+    "DELETE",
+    `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace/files/.+`,
+    namespaceNeed("edit"),
+  ),
+  // Tokens, runners, the RPCs and /v1/workspaces (their container_name/session_id are global) are admin's.
 ];
 
 /** What `method path` needs; `admin` for anything not listed. */
