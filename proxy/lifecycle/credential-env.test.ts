@@ -50,4 +50,28 @@ describe("the credential environment offered to sessions (AGENT_SESSIONS_CREDENT
     expect(Object.isFrozen(offered)).toBe(true);
     expect(offeredCredentialEnv([], env)).toEqual({});
   });
+
+  it("offers `<namespace>/<name or prefix>` entries to that namespace's Agents only", () => {
+    expect(CredentialEnvAllowlist.parse("team-a/TEAM_A_*, team-b/B_KEY, SHARED")).toEqual([
+      "team-a/TEAM_A_*",
+      "team-b/B_KEY",
+      "SHARED",
+    ]);
+    for (const bad of [
+      "Team/KEY",
+      "team-a/",
+      "/KEY",
+      "team-a/AGENT_SESSIONS_TOKEN",
+      "a/b/KEY",
+      "team-a/lower",
+    ])
+      expect(CredentialEnvAllowlist.safeParse(bad).success, bad).toBe(false);
+    const allow = ["team-a/TEAM_A_*", "team-b/B_KEY", "SHARED"];
+    expect(offersCredentialEnv(allow, "TEAM_A_KEY", "team-a")).toBe(true);
+    expect(offersCredentialEnv(allow, "TEAM_A_KEY", "team-b")).toBe(false);
+    expect(offersCredentialEnv(allow, "TEAM_A_KEY")).toBe(false);
+    expect(offersCredentialEnv(allow, "SHARED", "team-b")).toBe(true);
+    const offered = offeredCredentialEnv(allow, { TEAM_A_KEY: "a-secret", B_KEY: "b-secret", SHARED: "s" });
+    expect(offered).toEqual({ "team-a/TEAM_A_KEY": "a-secret", "team-b/B_KEY": "b-secret", SHARED: "s" });
+  });
 });

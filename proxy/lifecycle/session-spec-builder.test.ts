@@ -118,3 +118,36 @@ describe("session spec from an Agent and its runtime", () => {
     );
   });
 });
+
+describe("credentials offered per namespace", () => {
+  const inNamespace = (namespace: string) =>
+    Agent.parse({
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Agent",
+      metadata: { name: "alice", namespace },
+      spec: { runtimeRef: "rt", credentials: [{ name: "OPENAI_API_KEY", secretRef: { env: "TEAM_A_KEY" } }] },
+    });
+  const offered = offeredCredentialEnv(["team-a/TEAM_A_KEY", "SHARED"], {
+    TEAM_A_KEY: "a-secret",
+    SHARED: "s",
+  });
+
+  it("gives a variable offered to one namespace to that namespace's Agents", () => {
+    expect(resolveCredentials(inNamespace("team-a"), offered)).toEqual({ OPENAI_API_KEY: "a-secret" });
+  });
+
+  it("refuses it to another namespace's Agent as CredentialNotOffered, naming the namespace, never the value", () => {
+    let thrown: unknown;
+    try {
+      resolveCredentials(inNamespace("team-b"), offered);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(CodedError);
+    const coded = thrown as CodedError;
+    expect(coded.code).toBe("FAILED_PRECONDITION");
+    expect(coded.details).toMatchObject({ reason: "CredentialNotOffered", variable: "TEAM_A_KEY" });
+    expect(coded.message).toMatch(/does not offer to sessions of namespace team-b/);
+    expect(JSON.stringify({ m: coded.message, d: coded.details })).not.toContain("a-secret");
+  });
+});

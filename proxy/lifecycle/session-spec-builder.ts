@@ -2,7 +2,7 @@ import { CodedError } from "../../contracts/errors.ts";
 import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
 import { type Engine, SessionSpec } from "../../contracts/session-spec.ts";
 import { type Admission, defaultAdmission } from "./admission.ts";
-import { SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
+import { namespacedOfferKey, SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
 
 /**
  * A runtime may back a session only when approved (by the operator's configuration) and declaring the session contract v1alpha2
@@ -99,13 +99,16 @@ export function resolveCredentials(
       continue;
     }
     const variable = credential.secretRef?.env ?? "";
-    if (variable.startsWith(SERVER_SETTINGS_PREFIX) || !Object.hasOwn(offered, variable))
+    // Offered to this Agent's namespace only, else to every namespace.
+    const scoped = namespacedOfferKey(agent.metadata.namespace, variable);
+    const key = Object.hasOwn(offered, scoped) ? scoped : variable;
+    if (variable.startsWith(SERVER_SETTINGS_PREFIX) || variable.includes("/") || !Object.hasOwn(offered, key))
       throw new CodedError(
         "FAILED_PRECONDITION",
-        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server does not offer to sessions (an operator lists the variables it offers in AGENT_SESSIONS_CREDENTIAL_ENV; ${SERVER_SETTINGS_PREFIX}* settings never)`,
+        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server does not offer to sessions of namespace ${agent.metadata.namespace} (an operator lists the variables it offers in AGENT_SESSIONS_CREDENTIAL_ENV, as NAME for every namespace or ${agent.metadata.namespace}/NAME for this one; ${SERVER_SETTINGS_PREFIX}* settings never)`,
         { reason: "CredentialNotOffered", credential: credential.name, variable },
       );
-    const value = offered[variable];
+    const value = offered[key];
     if (value === undefined || value === "")
       throw new CodedError(
         "FAILED_PRECONDITION",
