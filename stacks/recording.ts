@@ -9,6 +9,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { SETTINGS_DIR } from "./stack-settings.ts";
+import { alive } from "./stale-lock.ts";
 
 export function recordingMarker(dataDir: string, stackName: string): string {
   return join(dataDir, SETTINGS_DIR, `${stackName}.recording`);
@@ -20,15 +21,6 @@ export function markRecording(dataDir: string, stackName: string): () => void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   writeFileSync(file, String(process.pid), { mode: 0o600 });
   return () => rmSync(file, { force: true });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /** True when no live process has the stack's recording pending. */

@@ -43,7 +43,8 @@ export async function lockHolders(backendDir: string, project: string, stack: st
   return holders;
 }
 
-function alive(pid: number): boolean {
+/** Whether a process of this pid lives on this host (EPERM: it does, under another user). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
