@@ -160,17 +160,18 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           // its end puts them in one write instead of one write (and one syscall) each.
           await new Promise<void>((resolve) => setImmediate(resolve));
           // Everything queued in one write: a follower that fell behind catches up in one go.
-          let text = "";
+          const chunks: Buffer[] = [];
           writingBytes = queuedBytes;
           queuedBytes = 0;
           for (const f of queue.splice(0)) {
             const key = keyOf(f);
             if (last !== undefined && key <= last) continue;
             if (shows && !(await shows(f.frame.session_id))) continue;
-            text += sseEvent(key, f);
+            chunks.push(sseEvent(key, f));
             last = key;
           }
-          if (text !== "") await stream.write(text);
+          if (chunks.length > 0)
+            await stream.write(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
           writingBytes = 0;
         }
         if (dropped && !stop.signal.aborted)
@@ -192,10 +193,15 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   });
 }
 
-/** The SSE `data` of each frame and its size, serialized once however many followers write it. */
-const serialized = new WeakMap<StoredFrame, { data: string; bytes: number }>();
+/**
+ * The SSE `data` of each frame and its size, serialized once however many followers write it,
+ * and its events as UTF-8 by event id (the global id or the session's seq: at most two), encoded
+ * once too: a follower's write is then a copy of bytes, not an encoding of text.
+ */
+type Serialized = { data: string; bytes: number; events?: Map<number, Buffer> };
+const serialized = new WeakMap<StoredFrame, Serialized>();
 
-function eventData(stored: StoredFrame): { data: string; bytes: number } {
+function eventData(stored: StoredFrame): Serialized {
   let entry = serialized.get(stored);
   if (entry === undefined) {
     const data = JSON.stringify(stored.frame);
@@ -209,8 +215,15 @@ function eventData(stored: StoredFrame): { data: string; bytes: number } {
  * One server-sent event, as hono's `writeSSE` writes it (`data:` then `id:`). Serialized JSON
  * never holds a raw CR or LF, so the data is one line.
  */
-function sseEvent(id: number, stored: StoredFrame): string {
-  return `data: ${eventData(stored).data}\nid: ${id}\n\n`;
+function sseEvent(id: number, stored: StoredFrame): Buffer {
+  const entry = eventData(stored);
+  entry.events ??= new Map();
+  let event = entry.events.get(id);
+  if (event === undefined) {
+    event = Buffer.from(`data: ${entry.data}\nid: ${id}\n\n`);
+    entry.events.set(id, event);
+  }
+  return event;
 }
 
 /** A visibility check that asks once per session (the answer does not change for a session). */
@@ -252,13 +265,13 @@ async function sendBacklog(
         data: JSON.stringify({ session_id: sessionId, from_seq: last + 1, to_seq: head.frame.seq - 1 }),
       });
     first = false;
-    let text = "";
+    const chunks: Buffer[] = [];
     for (const f of page) {
       last = keyOf(f);
       if (shows && !(await shows(f.frame.session_id))) continue;
-      text += sseEvent(last, f);
+      chunks.push(sseEvent(last, f));
     }
-    if (text !== "") await stream.write(text);
+    if (chunks.length > 0) await stream.write(Buffer.concat(chunks));
     if (page.length < PAGE) break;
   }
   return last;
