@@ -175,13 +175,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
 
   async #running(containerName: string): Promise<Docker.Container> {
     const container = this.#docker.getContainer(containerName);
-    let running = false;
-    try {
-      running = (await container.inspect()).State.Running;
-    } catch {
-      running = false;
-    }
-    if (!running)
+    if (!(await isContainerRunning(this.#docker, containerName)))
       throw new CodedError(
         "FAILED_PRECONDITION",
         `workspace ${containerName} has no running container (the session is stopped); resume it first`,
@@ -265,4 +259,13 @@ function engineError(error: unknown, path: string): CodedError {
     return new CodedError("INVALID_ARGUMENT", `the engine refused ${path}${reason ? `: ${reason}` : ""}`);
   if (status === 404) return new CodedError("NOT_FOUND", `${path} does not exist`);
   return new CodedError("INTERNAL", `the engine failed on ${path}`);
+}
+
+/** Whether dockerd runs a container of that name (absent or exited: false). */
+export async function isContainerRunning(docker: Docker, containerName: string): Promise<boolean> {
+  try {
+    return (await docker.getContainer(containerName).inspect()).State.Running;
+  } catch {
+    return false;
+  }
 }

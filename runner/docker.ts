@@ -30,7 +30,7 @@ import {
 } from "../infra/docker-provider/session-container.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { runOnce } from "./docker-one-shot.ts";
-import { DockerWorkspaceFiles } from "./docker-workspace.ts";
+import { DockerWorkspaceFiles, isContainerRunning } from "./docker-workspace.ts";
 import { outputSettled } from "./driver.ts";
 import type {
   AgentOutput,
@@ -232,12 +232,8 @@ export class DockerDriver implements EngineDriver {
     return (this.#ooms.get(containerName) ?? Number.NEGATIVE_INFINITY) >= sinceMs;
   }
 
-  async isRunning(containerName: string): Promise<boolean> {
-    try {
-      return (await this.#docker.getContainer(containerName).inspect()).State.Running;
-    } catch {
-      return false;
-    }
+  isRunning(containerName: string): Promise<boolean> {
+    return isContainerRunning(this.#docker, containerName);
   }
 
   async endpoint(containerName: string): Promise<string> {
@@ -262,13 +258,8 @@ export class DockerDriver implements EngineDriver {
 
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
     const container = this.#docker.getContainer(containerName);
-    let running = false;
-    try {
-      running = (await container.inspect()).State.Running;
-    } catch {
-      running = false;
-    }
-    if (!running) throw new CodedError("NOT_FOUND", `workspace ${containerName} has no running container`);
+    if (!(await isContainerRunning(this.#docker, containerName)))
+      throw new CodedError("NOT_FOUND", `workspace ${containerName} has no running container`);
     const exec = await container.exec({
       // The shell reports the agent's PID in the container's PID namespace, then becomes the
       // agent: a stop that closing stdin does not finish can signal exactly that process.

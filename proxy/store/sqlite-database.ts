@@ -109,3 +109,13 @@ export function pageSql(
   }
   return ` ORDER BY ${columns.join(", ")}${page ? ` LIMIT ${Math.trunc(page.limit) + 1}` : ""}`;
 }
+
+/**
+ * A store's connection: its own when given a path (the store closes it), else the process's
+ * shared one (its owner closes it).
+ */
+export function storeConnection(database: string | SqliteDatabase): { db: SqliteDatabase; owned: boolean } {
+  return typeof database === "string"
+    ? { db: new SqliteDatabase(database), owned: true }
+    : { db: database, owned: false };
+}

@@ -14,7 +14,14 @@ import type {
 } from "./harness-store.ts";
 import { type PageQuery, StoreConflictError } from "./store.ts";
 import type { SQLInputValue } from "node:sqlite";
-import { isUniqueViolation, optionalString, pageSql, type Row, SqliteDatabase } from "./sqlite-database.ts";
+import {
+  isUniqueViolation,
+  optionalString,
+  pageSql,
+  type Row,
+  type SqliteDatabase,
+  storeConnection,
+} from "./sqlite-database.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS harness_sessions (
@@ -68,8 +75,7 @@ export class SqliteHarnessStore implements HarnessStore {
 
   /** `database`: a path (a connection of its own) or the process's shared connection. */
   constructor(database: string | SqliteDatabase) {
-    this.#ownsDb = typeof database === "string";
-    this.#db = typeof database === "string" ? new SqliteDatabase(database) : database;
+    ({ db: this.#db, owned: this.#ownsDb } = storeConnection(database));
     this.#db.exec(SCHEMA);
     this.#migrate();
   }

@@ -19,7 +19,13 @@ import type {
   WorkspaceStatus,
 } from "./store.ts";
 import type { SQLInputValue } from "node:sqlite";
-import { optionalString, pageSql, type Row, SqliteDatabase } from "./sqlite-database.ts";
+import {
+  optionalString,
+  pageSql,
+  type Row,
+  type SqliteDatabase,
+  storeConnection,
+} from "./sqlite-database.ts";
 
 export type SqliteStoreOptions = {
   /** Frames kept per session; older ones are trimmed on append. @default 1000 */
@@ -78,8 +84,7 @@ export class SqliteStore implements Store {
 
   /** `database`: a path (a connection of its own) or the process's shared connection. */
   constructor(database: string | SqliteDatabase, options: SqliteStoreOptions = {}) {
-    this.#ownsDb = typeof database === "string";
-    this.#db = typeof database === "string" ? new SqliteDatabase(database) : database;
+    ({ db: this.#db, owned: this.#ownsDb } = storeConnection(database));
     this.#frameBufferSize = options.frameBufferSize ?? 1_000;
     this.#now = options.now ?? (() => new Date());
     this.#db.exec(SCHEMA);

@@ -1,4 +1,4 @@
-import { optionalString, type Row, SqliteDatabase } from "./sqlite-database.ts";
+import { optionalString, type Row, type SqliteDatabase, storeConnection } from "./sqlite-database.ts";
 import type { TokenRecord, TokenStore } from "./token-store.ts";
 
 /**
@@ -19,8 +19,7 @@ export class SqliteTokenStore implements TokenStore {
 
   /** `database`: a path (a connection of its own) or the process's shared connection. */
   constructor(database: string | SqliteDatabase) {
-    this.#ownsDb = typeof database === "string";
-    this.#db = typeof database === "string" ? new SqliteDatabase(database) : database;
+    ({ db: this.#db, owned: this.#ownsDb } = storeConnection(database));
     this.#db.exec(SCHEMA);
   }
 
