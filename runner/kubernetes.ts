@@ -549,12 +549,14 @@ export class KubernetesDriver implements EngineDriver {
         const exitCode = exitCodeOf(status);
         // The last lines reach `output` before the exit is reported (bounded: it may be throttled).
         const settled = outputSettled(output, OUTPUT_SETTLE_MS);
-        if (exitCode !== 137) {
+        if (exitCode !== 137 && exitCode !== null) {
           void settled.then(() => resolve({ exitCode }));
           return;
         }
-        // SIGKILL: from the OOM killer, or from someone's kill -9. Settled before the exit is
-        // reported, so that oomSince answers by the time the runner asks.
+        // SIGKILL: from the OOM killer, or from someone's kill -9. No exit code at all: the exec
+        // stream ended without its status frame, which is how the kubelet sometimes reports an
+        // exec'd process the OOM killer took (seen in CI). Either way the cgroup and the pod
+        // status tell; settled before the exit is reported, so oomSince answers when asked.
         void Promise.all([this.#killedByOom(podName, container, oomBaseline, restarts), settled]).then(
           ([oom]) => {
             if (oom) this.#ooms.set(containerName, Date.now());

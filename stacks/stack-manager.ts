@@ -6,7 +6,7 @@
  * number of stacks concurrently; a lock left by a crashed process is recovered and logged.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import {
   type EngineEvent,
@@ -148,9 +148,19 @@ export class StackManager {
     return Stack.select(stackName, ws);
   }
 
-  /** True when the session's stack exists in the backend. */
+  /**
+   * True when the session's stack exists in the backend. A file backend answers from the stack's
+   * own checkpoint file (`stack init` writes it, `stack rm` leaves only its `.bak`): no CLI run,
+   * and another stack's damaged file (an `up` killed mid-write) cannot make this one's answer fail,
+   * as `pulumi stack ls`, which reads them all, can.
+   */
   async exists(namespace: string, name: string): Promise<boolean> {
     const stackName = this.stackName(namespace, name);
+    const backendDir = this.options.backendDir;
+    if (backendDir) {
+      const file = join(backendDir, ".pulumi", "stacks", PROJECT_NAME, stackName);
+      return existsSync(`${file}.json`) || existsSync(`${file}.json.gz`);
+    }
     const ws = await this.#workspace();
     const stacks = await ws.listStacks();
     return stacks.some((s) => s.name === stackName || s.name.endsWith(`/${stackName}`));
