@@ -6,7 +6,7 @@
  * number of stacks concurrently; a lock left by a crashed process is recovered and logged.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import {
   type EngineEvent,
@@ -33,6 +33,7 @@ import {
   StackError,
   toStackError,
 } from "./errors.ts";
+import { answerFromFileBackend, stackExists, withoutSummary } from "./file-backend.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { markRecording } from "./recording.ts";
 import {
@@ -133,34 +134,33 @@ export class StackManager {
   }
 
   async #workspace(): Promise<LocalWorkspace> {
-    return LocalWorkspace.create({
+    const ws = await LocalWorkspace.create({
       workDir: this.options.projectDir,
       envVars: this.#envVars(),
       secretsProvider: this.options.secretsProvider,
       pulumiCommand: this.#command,
       ...(this.options.pulumiHome ? { pulumiHome: this.options.pulumiHome } : {}),
     });
+    const backendDir = this.options.backendDir;
+    return backendDir ? answerFromFileBackend(ws, backendDir, PROJECT_NAME) : ws;
   }
 
   async #select(stackName: string): Promise<Stack> {
     const ws = await this.#workspace();
     const { Stack } = await import("@pulumi/pulumi/automation/index.js");
-    return Stack.select(stackName, ws);
+    return withoutSummary(await Stack.select(stackName, ws));
   }
 
   /**
    * True when the session's stack exists in the backend. A file backend answers from the stack's
-   * own checkpoint file (`stack init` writes it, `stack rm` leaves only its `.bak`): no CLI run,
-   * and another stack's damaged file (an `up` killed mid-write) cannot make this one's answer fail,
-   * as `pulumi stack ls`, which reads them all, can.
+   * own checkpoint file (file-backend.ts): no CLI run, and another stack's damaged file (an `up`
+   * killed mid-write) cannot make this one's answer fail, as `pulumi stack ls`, which reads them
+   * all, can.
    */
   async exists(namespace: string, name: string): Promise<boolean> {
     const stackName = this.stackName(namespace, name);
     const backendDir = this.options.backendDir;
-    if (backendDir) {
-      const file = join(backendDir, ".pulumi", "stacks", PROJECT_NAME, stackName);
-      return existsSync(`${file}.json`) || existsSync(`${file}.json.gz`);
-    }
+    if (backendDir) return stackExists(backendDir, PROJECT_NAME, stackName);
     const ws = await this.#workspace();
     const stacks = await ws.listStacks();
     return stacks.some((s) => s.name === stackName || s.name.endsWith(`/${stackName}`));
