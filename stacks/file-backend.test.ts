@@ -43,6 +43,10 @@ describe("a file backend answering without the CLI", () => {
     const outputs = { endpoint: "192.168.128.2:8080", replicas: 1 };
     const dir = backend({
       "plain.json": checkpoint(outputs),
+      "secret-input.json": checkpoint(outputs).replace(
+        '"outputs":{"name":"v"}',
+        `"inputs":{"env":{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"x"}},"outputs":{"name":"v"}`,
+      ),
       "secret.json": checkpoint({
         token: { "4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", ciphertext: "x" },
       }),
@@ -53,10 +57,13 @@ describe("a file backend answering without the CLI", () => {
         checkpoint: { stack: "organization/agent-sessions/fresh", latest: null },
       }),
     });
-    expect(checkpointOutputs(dir, project, "plain")).toEqual({
+    const plain = {
       endpoint: { value: "192.168.128.2:8080", secret: false },
       replicas: { value: 1, secret: false },
-    });
+    };
+    expect(checkpointOutputs(dir, project, "plain")).toEqual(plain);
+    // Another resource's secret input (a credential) does not make the stack's outputs secret.
+    expect(checkpointOutputs(dir, project, "secret-input")).toEqual(plain);
     for (const stack of ["secret", "v4", "torn", "fresh", "missing"])
       expect(checkpointOutputs(dir, project, stack), stack).toBeUndefined();
     rmSync(dir, { recursive: true });

@@ -50,7 +50,6 @@ export function checkpointOutputs(backendDir: string, project: string, stack: st
   } catch {
     return undefined;
   }
-  if (text.includes(SECRET_SIG)) return undefined;
   let parsed: z.infer<typeof Checkpoint>;
   try {
     parsed = Checkpoint.parse(JSON.parse(text));
@@ -58,7 +57,8 @@ export function checkpointOutputs(backendDir: string, project: string, stack: st
     return undefined;
   }
   const root = parsed.checkpoint.latest?.resources?.find((r) => r.type === "pulumi:pulumi:Stack");
-  if (!root) return undefined;
+  // Other resources' secret inputs (credentials) are in the file, encrypted: only the outputs count.
+  if (!root || JSON.stringify(root.outputs ?? {}).includes(SECRET_SIG)) return undefined;
   return Object.fromEntries(
     Object.entries(root.outputs ?? {}).map(([key, value]) => [key, { value, secret: false }]),
   );
