@@ -5,6 +5,8 @@ import { defineConfig } from "vitest/config";
 // Kubernetes); its global setup brings the test bed up and fails loudly when it cannot.
 export default defineConfig({
   test: {
+    // The engine tier's retried tests are listed at the end (test/support/flaky-reporter.ts).
+    reporters: ["default", "./test/support/flaky-reporter.ts"],
     projects: [
       {
         test: {
@@ -24,6 +26,8 @@ export default defineConfig({
           testTimeout: 300_000,
           hookTimeout: 600_000,
           fileParallelism: false,
+          // Once, and never silently: the flaky reporter names every test that needed it.
+          retry: 1,
         },
       },
     ],
