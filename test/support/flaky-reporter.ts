@@ -18,7 +18,8 @@ export default class FlakyReporter implements Reporter {
     const lines = [`\nFLAKY: ${this.#flaky.length} test(s) failed once and passed on the retry:`];
     for (const test of this.#flaky) {
       lines.push(`  ${test.module.relativeModuleId} > ${test.fullName}`);
-      for (const error of test.result().errors ?? []) lines.push(`    first try: ${error.message.split("\n")[0]}`);
+      for (const error of test.result().errors ?? [])
+        lines.push(`    first try: ${error.message.split("\n")[0]}`);
     }
     console.log(lines.join("\n"));
   }
