@@ -46,7 +46,9 @@ _tb_git_fixture() {
 tb_git_up() {
   tb_apt_install git
   [[ -x $TB_BIN/node ]] || { tb_say "git server needs node (scripts/testbed up node)"; return 1; }
-  ip addr show "$TB_BRIDGE" 2>/dev/null | grep -q "inet $TB_GIT_ADDRESS/" ||
+  # (Read whole first: `grep -q` closing the pipe early fails the pipeline under pipefail.)
+  local addrs; addrs=$(ip -o -4 addr show "$TB_BRIDGE" 2>/dev/null || true)
+  [[ $addrs == *"inet $TB_GIT_ADDRESS/"* ]] ||
     { tb_say "git server needs the test bed bridge $TB_BRIDGE (scripts/testbed up docker)"; return 1; }
   local hash; hash=$(tb_git_hash)
   mkdir -p "$TB_GIT_HOME"
