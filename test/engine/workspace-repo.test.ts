@@ -180,10 +180,10 @@ describe("a workspace seeded from a repository (Docker)", () => {
     const badRef = (await phase("bad-ref", "Failed")).status.conditions[0];
     expect(badRef).toMatchObject({ type: "Ready", status: "False", reason: "ProvisionFailed" });
     expect(badRef.message).toContain("couldn't find remote ref no-such-ref");
-    // Nothing was seeded: there is no checkout to diff.
+    // Nothing was seeded: there is nothing to diff.
     const none = await raw("GET", `${SESSIONS}/bad-ref/workspace:diff`);
+    expect(none.status).toBe(412);
     expect(JSON.parse(none.text)).toMatchObject({ code: "FAILED_PRECONDITION" });
-    expect(JSON.parse(none.text).message).toContain("holds no checkout seeded from a repository");
   });
 
   it("a private repository is cloned with the Agent's credential, which shows nowhere", async () => {
