@@ -49,7 +49,7 @@ export GIT_INDEX_FILE=/tmp/index GIT_OBJECT_DIRECTORY=/tmp/objects GIT_ALTERNATE
 mkdir -p /tmp/objects
 { cp .git/index /tmp/index 2>/dev/null || git read-tree ${SEED_REF}; } && git add -A . && exec git diff --cached --no-color --no-ext-diff --binary ${SEED_REF}`;
 
-type GitContainer = {
+export type GitContainer = {
   image: string;
   /** The session's workload name (its volume is `<base>-workspace`). */
   base: string;
@@ -59,7 +59,7 @@ type GitContainer = {
   readOnly: boolean;
 };
 
-function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOptions {
+export function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOptions {
   const base = g.base;
   return {
     name: `${base}-git-${randomBytes(3).toString("hex")}`,
@@ -143,7 +143,7 @@ async function assertImage(docker: Docker, image: string): Promise<void> {
 }
 
 /** git's own words, without credentials or URLs' user parts, the gateway named as the user's URL. */
-function gitError(text: string, secrets: string[], gatewayUrl: string, url: string): string {
+export function gitError(text: string, secrets: string[], gatewayUrl: string, url: string): string {
   let out = text.split(gatewayUrl).join(url);
   for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join("***");
   out = redactUrl(out)
