@@ -10,6 +10,7 @@ import type { Command } from "./command.ts";
 import { apply } from "./commands/apply.ts";
 import { cp } from "./commands/cp.ts";
 import { del } from "./commands/delete.ts";
+import { diff } from "./commands/diff.ts";
 import { drain } from "./commands/drain.ts";
 import { describe } from "./commands/describe.ts";
 import { events } from "./commands/events.ts";
@@ -35,6 +36,7 @@ const COMMANDS: readonly Command[] = [
   del,
   send,
   cp,
+  diff,
   events,
   policy,
   runners,

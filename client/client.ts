@@ -332,6 +332,13 @@ export class AgentSessionsClient {
     return response.body;
   }
 
+  /** `GET …/workspace:diff`: a git diff of the session's checkout against its seeded commit, streamed. */
+  async diffWorkspace(namespace: string, name: string): Promise<ReadableStream<Uint8Array>> {
+    const response = await this.#send("GET", `${workspacePath(namespace, name)}:diff`);
+    if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty diff");
+    return response.body;
+  }
+
   /** `PUT …/workspace/files/{path}`: the content streamed as the body. */
   uploadWorkspaceFile(
     namespace: string,

@@ -4,6 +4,7 @@ import { IdleTimeout } from "./duration.ts";
 import { API_VERSION, ObjectMeta } from "./resources.ts";
 import { RunnerSelector } from "./runners.ts";
 import { DnsLabel } from "./session-spec.ts";
+import { WorkspaceRepo } from "./workspace-repo.ts";
 
 /**
  * HarnessSession: a namespaced, kubectl-style resource at
@@ -41,6 +42,11 @@ export const HarnessSessionSpec = z.strictObject({
    * by `desiredState: stopped`, Failed or being deleted is never resumed by a request. @default false
    */
   autoResume: z.boolean().default(false),
+  /**
+   * The session's workspace: `repo` seeds it once, at its first provision, with a checkout of that
+   * repository (contracts/workspace-repo.ts); later changes here do not re-seed it.
+   */
+  workspace: z.strictObject({ repo: WorkspaceRepo.optional() }).optional(),
 });
 export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
 

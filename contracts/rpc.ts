@@ -2,6 +2,7 @@ import { z } from "zod";
 import { SessionState } from "./compass.ts";
 import { MAX_PAGE_SIZE, PageToken } from "./pagination.ts";
 import { RunnerSelector } from "./runners.ts";
+import { Workstream } from "./workspace-repo.ts";
 
 /**
  * The lifecycle RPCs at `POST /v1/rpc/{Method}`; field names are the seed's, snake_case.
@@ -22,11 +23,11 @@ export const AgentRef = z
 
 export const ProvisionAgentWorkspaceRequest = z.strictObject({
   agent_ref: AgentRef,
-  workstream: z
-    .string()
-    .max(128)
-    .regex(/^[a-z0-9-]*$/, "lowercase letters, digits and '-'")
-    .default(""),
+  /**
+   * A name, or `{name, repo: {url, ref?, path?, credential?}}`: the workspace is then seeded once
+   * with a checkout of that repository (contracts/workspace-repo.ts).
+   */
+  workstream: Workstream.default(""),
   /**
    * Idempotency key: a retry with the same key returns the first call's workspace. Absent or ""
    * opts out (each call provisions, reusing the agent's workspace for the workstream).

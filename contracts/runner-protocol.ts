@@ -115,7 +115,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
    */
   z.object({ kind: z.literal("workspace_list"), container_name: z.string(), path: z.string().max(4096) }),
   /**
-   * Streams a file's bytes (`what: file`) or a tar of a path (`what: archive`) as `relay_chunk`s of
+   * Streams a file's bytes (`what: file`), a tar of a path (`what: archive`) or a git diff of the
+   * checkout at `path` against the commit it was seeded from (`what: diff`) as `relay_chunk`s of
    * base64 under `relay_id`, each at most WORKSPACE_CHUNK_BYTES raw; past `max_bytes` it stops
    * with RESOURCE_EXHAUSTED. Answers `{size}` once the last chunk left.
    */
@@ -123,7 +124,7 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     kind: z.literal("workspace_read"),
     container_name: z.string(),
     path: z.string().max(4096),
-    what: z.enum(["file", "archive"]),
+    what: z.enum(["file", "archive", "diff"]),
     relay_id: z.string(),
     max_bytes: z.number().int().positive(),
   }),

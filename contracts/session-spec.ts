@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { CONTROL_PLANE_PORTS, EgressRule } from "./egress.ts";
+import { SeedRepo } from "./workspace-repo.ts";
 
 export { EgressRule };
 
@@ -85,6 +86,11 @@ export const SessionSpec = z.object({
     .array(z.number().int().min(1).max(65535))
     .max(64)
     .default(() => [...CONTROL_PLANE_PORTS]),
+  /**
+   * The repository the workspace volume is seeded from, once (contracts/workspace-repo.ts). A
+   * credential is named, never carried: its value comes with the provision's credentials.
+   */
+  repo: SeedRepo.optional(),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { KubernetesRunnerConfig, kubernetesRunnerSource } from "./kubernetes-config.ts";
 import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
+import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { DEFAULT_OUTPUT_LIMITS } from "./agent-stdout.ts";
 
 /** Bounds on each agent's stdout (runner/agent-stdout.ts). */
@@ -62,6 +63,12 @@ export const RunnerConfig = z
     /** The Kubernetes engine's settings (kubernetes-config.ts): sessions namespace, NetworkPolicy peer. */
     kubernetes: KubernetesRunnerConfig.default({ namespace: "agent-sessions" }),
     agentOutput: AgentOutputConfig.default(DEFAULT_OUTPUT_LIMITS),
+    /**
+     * AGENT_SESSIONS_GIT_IMAGE: a digest-pinned image with git and /bin/sh that seeds workspaces
+     * from repositories and diffs them (runner/docker-repo-seed.ts). Unset: a repository workstream
+     * fails to provision with FAILED_PRECONDITION.
+     */
+    gitImage: DigestPinnedImage.optional(),
   })
   .superRefine((config, ctx) => {
     const insecure = config.allowInsecure ? undefined : insecureServerUrl(config.serverUrl);
@@ -104,6 +111,7 @@ export function parseRunnerConfig(
       ? parseLabelPairs([source.AGENT_SESSIONS_RUNNER_LABELS])
       : undefined,
     dockerHost: source.DOCKER_HOST,
+    gitImage: source.AGENT_SESSIONS_GIT_IMAGE || undefined,
     kubernetes: kubernetesRunnerSource(source),
     agentOutput: {
       maxLineBytes: source.AGENT_SESSIONS_AGENT_LINE_MAX_BYTES || undefined,

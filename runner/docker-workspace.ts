@@ -14,6 +14,7 @@ import { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { CodedError } from "../contracts/errors.ts";
 import { WORKSPACE_ROOT, type WorkspaceEntry, isInsideWorkspace } from "../contracts/workspace-files.ts";
+import { workspaceRepoDiff } from "./docker-repo-seed.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "./driver.ts";
 import { TAR_END, readTar, tarHeader, tarPadding } from "./tar.ts";
 
@@ -34,9 +35,17 @@ type Resolved = {
 
 export class DockerWorkspaceFiles implements WorkspaceFiles {
   readonly #docker: Docker;
+  readonly #gitImage: string | undefined;
 
-  constructor(docker: Docker) {
+  /** `gitImage`: the digest-pinned image the diff runs git from (runner/docker-repo-seed.ts). */
+  constructor(docker: Docker, gitImage?: string) {
     this.#docker = docker;
+    this.#gitImage = gitImage;
+  }
+
+  /** Needs the volume only: a stopped session's workspace diffs too. */
+  diff(containerName: string, path: string): Promise<AsyncIterable<Buffer>> {
+    return workspaceRepoDiff(this.#docker, this.#gitImage, containerName, path);
   }
 
   async list(containerName: string, path: string): Promise<WorkspaceEntry[]> {

@@ -30,6 +30,7 @@ import {
 } from "../infra/docker-provider/session-container.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { runOnce } from "./docker-one-shot.ts";
+import { seedWorkspaceRepo } from "./docker-repo-seed.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./docker-workspace.ts";
 import { outputSettled } from "./driver.ts";
 import type {
@@ -85,9 +86,21 @@ export class DockerDriver implements EngineDriver {
   /** Per workspace: the background `up` recording its last fast-path change. */
   readonly #settling = new Map<string, Promise<void>>();
 
-  constructor(docker: Docker, stacks: StackManager, options: { fastPath?: boolean; log?: DriverLog } = {}) {
+  readonly #gitImage: string | undefined;
+
+  constructor(
+    docker: Docker,
+    stacks: StackManager,
+    options: {
+      fastPath?: boolean;
+      log?: DriverLog;
+      /** The digest-pinned image a workspace is seeded from a repository with (runner/docker-repo-seed.ts). */
+      gitImage?: string | undefined;
+    } = {},
+  ) {
     this.#docker = docker;
-    this.workspace = new DockerWorkspaceFiles(docker);
+    this.#gitImage = options.gitImage;
+    this.workspace = new DockerWorkspaceFiles(docker, options.gitImage);
     this.#stacks = stacks;
     this.#fastPath = options.fastPath ?? true;
     this.#log = options.log ?? (() => undefined);
@@ -169,7 +182,10 @@ export class DockerDriver implements EngineDriver {
     const last = this.#recorded.get(containerName);
     if (this.#fastPath && last?.key === key && last.replicas === 0 && !(await this.#exists(containerName))) {
       const fast = await this.#fastResume(containerName, spec, secrets, key);
-      if (fast) return fast;
+      if (fast) {
+        await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
+        return fast;
+      }
     }
     this.#recorded.delete(containerName);
     await this.#forgetLostContainer(containerName, spec);
@@ -177,6 +193,8 @@ export class DockerDriver implements EngineDriver {
     const outputs = await this.#stacks.up({ ...spec, replicas: 1 }, secrets);
     this.#recorded.set(containerName, { key, replicas: 1 });
     if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
+    // Once, before any agent session starts in it: a seeded checkout is never fetched again.
+    await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
     return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
   }
 

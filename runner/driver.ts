@@ -70,6 +70,8 @@ export interface WorkspaceFiles {
   write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void>;
   /** Deletes a file or a directory tree (a symlink itself, never its target). NOT_FOUND when absent. */
   delete(containerName: string, path: string): Promise<boolean>;
+  /** A git diff of the checkout at `path` against its seeded commit (FAILED_PRECONDITION when none). */
+  diff?(containerName: string, path: string): Promise<AsyncIterable<Buffer>>;
 }
 
 export interface EngineDriver {

@@ -1,8 +1,9 @@
-import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
+import { KubeConfig, type V1ContainerStatus, type V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { Labels, workloadName } from "../contracts/session-spec.ts";
+import { Labels, SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import type { StackManager } from "../stacks/index.ts";
 import type { ExitReason } from "./driver.ts";
-import { exitCodeOf, isPodReady, oomKillsOf, PodExits } from "./kubernetes.ts";
+import { exitCodeOf, isPodReady, KubernetesDriver, oomKillsOf, PodExits } from "./kubernetes.ts";
 
 const name = workloadName("team", "s1");
 
@@ -154,5 +155,35 @@ describe("oomKillsOf reads a container cgroup's OOM kill count", () => {
     expect(oomKillsOf("low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n")).toBe(1);
     expect(oomKillsOf("oom_kill_disable 0\nunder_oom 0\n")).toBeUndefined();
     expect(oomKillsOf("")).toBeUndefined();
+  });
+});
+
+describe("a repository workstream on Kubernetes", () => {
+  it("is refused UNIMPLEMENTED before any stack operation, never provisioned without its checkout", async () => {
+    const calls: string[] = [];
+    const stacks = new Proxy(
+      {},
+      { get: (_t, key) => () => calls.push(String(key)) },
+    ) as unknown as StackManager;
+    // A cluster that is never contacted: the refusal comes first.
+    const kc = new KubeConfig();
+    kc.loadFromClusterAndUser(
+      { name: "none", server: "https://127.0.0.1:1", skipTLSVerify: true },
+      { name: "u" },
+    );
+    const driver = new KubernetesDriver(kc, stacks);
+    const spec = SessionSpec.parse({
+      namespace: "team",
+      name: "s1",
+      engine: "kubernetes",
+      image: `127.0.0.1:5000/agent-sessions/reference@sha256:${"a".repeat(64)}`,
+      contract: "v1alpha2",
+      repo: { url: "http://10.213.0.1:8418/fixture.git", path: "fixture" },
+    });
+    await expect(driver.provision(name, spec, { credentials: {}, adapterToken: "t" })).rejects.toMatchObject({
+      code: "UNIMPLEMENTED",
+      message: expect.stringContaining("not built on Kubernetes yet"),
+    });
+    expect(calls).toEqual([]);
   });
 });

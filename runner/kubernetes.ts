@@ -261,6 +261,13 @@ export class KubernetesDriver implements EngineDriver {
     if (spec.engine !== "kubernetes") {
       throw new CodedError("INVALID_ARGUMENT", `spec engine ${spec.engine} on a kubernetes runner`);
     }
+    // Never a session that silently lacks the checkout it asked for (issue 18: Docker only so far).
+    if (spec.repo)
+      throw new CodedError(
+        "UNIMPLEMENTED",
+        "seeding a workspace from a repository is not built on Kubernetes yet (Docker runners do it)",
+        { reason: "RepoCloneFailed" },
+      );
     if (spec.kubernetes.namespace !== this.namespace) {
       // The watch (and the runner's RBAC) cover one namespace; a session elsewhere would go unwatched.
       throw new CodedError(

@@ -30,6 +30,7 @@ export async function startRunner(config: RunnerConfig): Promise<Runner> {
         // Stop/resume act on the engine at once and record the stack afterwards (runner/docker.ts).
         fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
         log: jsonLog("docker"),
+        gitImage: config.gitImage,
       });
       break;
     case "kubernetes": {

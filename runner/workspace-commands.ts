@@ -61,7 +61,12 @@ export class WorkspaceCommands {
   }
 
   async read(c: Of<"workspace_read">, sink: ChunkSink): Promise<Record<string, unknown>> {
-    const source = await this.#engine(c.path).read(c.container_name, c.path, c.what, c.max_bytes);
+    const engine = this.#engine(c.path);
+    let source: AsyncIterable<Buffer>;
+    if (c.what === "diff") {
+      if (!engine.diff) throw new CodedError("UNIMPLEMENTED", "this runner's engine has no workspace diff");
+      source = await engine.diff(c.container_name, c.path);
+    } else source = await engine.read(c.container_name, c.path, c.what, c.max_bytes);
     let size = 0;
     let pending: Buffer[] = [];
     let pendingBytes = 0;

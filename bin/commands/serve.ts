@@ -8,7 +8,7 @@ const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes]
 /** An image the test bed built (`state/<name>.json`), when its setting is not set. */
 function testbedImage(
   setting: string,
-  name: "reference-image" | "pi-image" | "compass-image" | "hermes-image",
+  name: "reference-image" | "pi-image" | "compass-image" | "hermes-image" | "base-image",
 ): string | undefined {
   if (process.env[setting]) return process.env[setting];
   const file = join(
@@ -62,6 +62,8 @@ export const serve: Command = {
           dataDir: join(config.dataDir, "runner"),
           engine: values.engine,
           name: "embedded",
+          // The test bed's base image has git: workspaces seeded from repositories (issue 18).
+          gitImage: testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image"),
         }),
       );
     }

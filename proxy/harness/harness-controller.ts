@@ -453,7 +453,9 @@ export class HarnessController {
     try {
       ({ container_name: containerName } = await this.#o.workspaces.provision({
         agent_ref: agentRefOf(record),
-        workstream: harnessWorkstream(record.name),
+        workstream: record.spec.workspace?.repo
+          ? { name: harnessWorkstream(record.name), repo: record.spec.workspace.repo }
+          : harnessWorkstream(record.name),
         client_request_id: "",
         ...(record.spec.runnerSelector ? { runner_selector: record.spec.runnerSelector } : {}),
       }));

@@ -332,6 +332,23 @@ function workspacePaths(): Record<string, JsonObject> {
         },
       },
     };
+    paths[`${base}:diff`] = {
+      parameters,
+      get: {
+        operationId: `diffWorkspace${suffix}`,
+        tags: ["workspace"],
+        description:
+          "A git diff of the workspace's checkout against the commit its workstream's repository was seeded from (untracked files included), streamed. FAILED_PRECONDITION when the workspace was not seeded from a repository. Works on a stopped session too.",
+        responses: {
+          "200": {
+            description: "a unified diff",
+            content: { "text/x-diff": { schema: { type: "string" } } },
+          },
+          ...tooLarge,
+          ...errors,
+        },
+      },
+    };
   }
   return paths;
 }

@@ -56,6 +56,7 @@ export const ROUTE_RULES: readonly Rule[] = [
     namespaceNeed("view"),
   ),
   rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace:archive`, namespaceNeed("view")),
+  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace:diff`, namespaceNeed("view")),
   rule("PUT", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace/files/.+`, namespaceNeed("edit")),
   rule(
     "DELETE",

@@ -7,7 +7,8 @@ import type { WorkspaceFilesRelay, WorkspaceTarget } from "../relay/workspace-fi
  * The workspace files API (issue 18), the same routes under a HarnessSession
  * (`/v1/namespaces/{ns}/harnesssessions/{name}/workspace…`) and an RPC workspace
  * (`/v1/workspaces/{container_name}/workspace…`):
- * `GET …/files?path=DIR` (list), `GET|PUT|DELETE …/files/{path}`, `GET …:archive?path=DIR` (tar).
+ * `GET …/files?path=DIR` (list), `GET|PUT|DELETE …/files/{path}`, `GET …:archive?path=DIR` (tar),
+ * `GET …:diff` (a git diff against the commit the workspace was seeded from).
  * An oversized upload or download is 413 RESOURCE_EXHAUSTED.
  */
 export function workspaceFileRoutes(
@@ -29,7 +30,8 @@ export function workspaceFileRoutes(
     )
     .get("/:action{workspace:archive}", (c) =>
       bounded(c, async () => files.download(c, await targetOf(c), c.req.query("path") ?? "", "archive")),
-    );
+    )
+    .get("/:action{workspace:diff}", (c) => bounded(c, async () => files.diff(c, await targetOf(c))));
 }
 
 /** Under `/v1/namespaces`: `/{ns}/harnesssessions/{name}/workspace…`. */

@@ -1,6 +1,7 @@
 import { CodedError } from "../../contracts/errors.ts";
 import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
 import { type Engine, SessionSpec } from "../../contracts/session-spec.ts";
+import { repoEgressProblem, type SeedRepo } from "../../contracts/workspace-repo.ts";
 import { type Admission, defaultAdmission } from "./admission.ts";
 import { namespacedOfferKey, SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
 
@@ -44,14 +45,27 @@ export function buildSessionSpec(input: {
   runtime: AgentRuntime;
   /** @default defaultAdmission() */
   admission?: Admission;
+  /** The repository the workspace is seeded from; reachable under the Agent's egress, its credential the Agent's. */
+  repo?: SeedRepo | undefined;
 }): SessionSpec {
-  const { agent, runtime } = input;
+  const { agent, runtime, repo } = input;
   const { egress } = input.admission ?? defaultAdmission();
-  egress.assertAllowed(
-    agent.spec.egress,
-    `Agent ${agent.metadata.namespace}/${agent.metadata.name}`,
-    "FAILED_PRECONDITION",
-  );
+  const agentRef = `${agent.metadata.namespace}/${agent.metadata.name}`;
+  egress.assertAllowed(agent.spec.egress, `Agent ${agentRef}`, "FAILED_PRECONDITION");
+  if (repo) {
+    const problem = repoEgressProblem(repo.url, agent.spec.egress);
+    if (problem)
+      throw new CodedError("FAILED_PRECONDITION", `${problem} (Agent ${agentRef})`, {
+        reason: "RepoNotInEgress",
+        field: "workstream.repo.url",
+      });
+    if (repo.credential && !agent.spec.credentials.some((c) => c.name === repo.credential))
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `repository credential ${repo.credential} is not in the credentials of Agent ${agentRef}`,
+        { reason: "CredentialNotAllowed", field: "workstream.repo.credential" },
+      );
+  }
   const env: Record<string, string> = {};
   if (agent.spec.model) {
     env.MODEL_BASE_URL = agent.spec.model.baseUrl;
@@ -66,6 +80,7 @@ export function buildSessionSpec(input: {
     streaming: runtime.spec.capabilities.includes("streaming"),
     ...(runtime.spec.agent ? { agentCommand: runtime.spec.agent.command } : {}),
     egress: agent.spec.egress,
+    ...(repo ? { repo } : {}),
     forbiddenEgressPorts: egress.forbiddenPorts,
     env,
   });

@@ -24,8 +24,13 @@ import { SingleFlight } from "./single-flight.ts";
 import type { WarmPools } from "./warm-pools.ts";
 import type { RunnerRecord, Store, WorkspaceRecord } from "../store/store.ts";
 import { workspaceName as workspaceNameFor } from "./workspace-name.ts";
+import { type WorkspaceRepo, seedRepoOf, workstreamParts } from "../../contracts/workspace-repo.ts";
 
-type ProvisionRequest = z.infer<typeof ProvisionAgentWorkspaceRequest>;
+/** A provision request with its workstream split into name and repository (workstreamParts). */
+type ProvisionRequest = Omit<z.infer<typeof ProvisionAgentWorkspaceRequest>, "workstream"> & {
+  workstream: string;
+  repo?: WorkspaceRepo;
+};
 type ProvisionResponse = z.infer<typeof ProvisionAgentWorkspaceResponse>;
 
 /** Idempotency scope of workspace creation (ProvisionAgentWorkspace and SpawnAgent share it). */
@@ -92,7 +97,9 @@ export class Workspaces {
    * replaced, an ERRORED session in it is retired) unless a session is live in it. An empty
    * `client_request_id` opts out of idempotency.
    */
-  provision(request: ProvisionRequest): Promise<ProvisionResponse> {
+  provision(input: z.infer<typeof ProvisionAgentWorkspaceRequest>): Promise<ProvisionResponse> {
+    const { name: workstream, repo } = workstreamParts(input.workstream);
+    const request: ProvisionRequest = { ...input, workstream, ...(repo ? { repo } : {}) };
     const { namespace, name } = parseAgentRef(request.agent_ref);
     const agentRef = `${namespace}/${name}`;
     const run = () =>
@@ -139,7 +146,8 @@ export class Workspaces {
           sessionKey(agentRef, request.workstream),
         );
     try {
-      if (!existing) {
+      // A warm entry holds no checkout: a repository workstream is provisioned the slow way.
+      if (!existing && !request.repo) {
         const claimed = await this.#placing.run("placement", () =>
           this.#fromWarmPool(agentRef, request, agent, runtime),
         );
@@ -169,6 +177,8 @@ export class Workspaces {
           agent,
           runtime,
           admission: this.#admission,
+          // Seeded once: a re-provision names the repository it was seeded from (a no-op then).
+          repo: request.repo ? seedRepoOf(request.repo) : existing.spec.repo,
         });
         workspace =
           (await this.#store.updateWorkspace(existing.container_name, { status: "provisioning" })) ??
@@ -190,6 +200,7 @@ export class Workspaces {
             agent,
             runtime,
             admission: this.#admission,
+            repo: request.repo ? seedRepoOf(request.repo) : undefined,
           });
           const inserted = await this.#insert({
             container_name: workloadName(namespace, sessionName),

@@ -38,7 +38,12 @@ function fakeRunner() {
             },
           };
         case "workspace_read": {
-          const content = c.what === "archive" ? Buffer.from("TAR:") : files.get(c.path);
+          const content =
+            c.what === "archive"
+              ? Buffer.from("TAR:")
+              : c.what === "diff"
+                ? Buffer.from(`DIFF:${c.path}`)
+                : files.get(c.path);
           if (!content)
             return {
               ok: false,
@@ -80,11 +85,11 @@ function fakeRunner() {
   return { files, staged, commands, link };
 }
 
-function app(maxBytes = 3 * WORKSPACE_CHUNK_BYTES) {
+function app(maxBytes = 3 * WORKSPACE_CHUNK_BYTES, repo?: { url: string; path: string }) {
   const runner = fakeRunner();
   const store = {
     getWorkspace: async (name: string) =>
-      name === "ws-1" ? { container_name: "ws-1", runner_id: "r1" } : undefined,
+      name === "ws-1" ? { container_name: "ws-1", runner_id: "r1", spec: { repo } } : undefined,
   } as unknown as Store;
   const relay = new WorkspaceFilesRelay({ store, runners: runner.link, maxBytes });
   const hono = new Hono().route("/v1/workspaces", rpcWorkspaceRoutes(relay));
@@ -166,5 +171,22 @@ describe("workspace files relay", () => {
       "workspace ws-1: /workspace/x.txt does not exist",
     );
     expect((await a.call("DELETE", "/files/")).status).toBe(404);
+  });
+
+  it("a diff is of the seeded checkout's path, as text/x-diff; without a seeded repository FAILED_PRECONDITION, nothing sent", async () => {
+    const seeded = app(undefined, { url: "http://10.0.0.1:80/app.git", path: "app" });
+    const diff = await seeded.call("GET", ":diff");
+    expect(diff.status).toBe(200);
+    expect(diff.headers.get("content-type")).toMatch(/^text\/x-diff/);
+    expect(await diff.text()).toBe("DIFF:app");
+    expect(seeded.commands).toMatchObject([{ kind: "workspace_read", what: "diff", path: "app" }]);
+    const plain = app();
+    const refused = await plain.call("GET", ":diff");
+    expect(refused.status).toBe(412);
+    expect(await refused.json()).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      message: expect.stringContaining("was not seeded from a repository"),
+    });
+    expect(plain.commands).toEqual([]);
   });
 });

@@ -88,12 +88,26 @@ export class WorkspaceFilesRelay {
     return { path, deleted: r.deleted };
   }
 
-  /** `GET …/files/{path}` (what: file) or `GET …:archive?path=` (a tar). */
+  /**
+   * `GET …:diff`: a git diff of the workspace's checkout against the commit it was seeded from
+   * (text/x-diff, at most maxBytes). FAILED_PRECONDITION when its workstream names no repository.
+   */
+  async diff(c: Context, target: WorkspaceTarget): Promise<Response> {
+    const repo = (await this.#o.store.getWorkspace(target.container_name))?.spec.repo;
+    if (!repo)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `${target.label} was not seeded from a repository (its workstream names no repo): there is nothing to diff against`,
+      );
+    return this.download(c, target, repo.path, "diff");
+  }
+
+  /** `GET …/files/{path}` (what: file), `GET …:archive?path=` (a tar) or the diff of a checkout. */
   async download(
     c: Context,
     target: WorkspaceTarget,
     rawPath: string,
-    what: "file" | "archive",
+    what: "file" | "archive" | "diff",
   ): Promise<Response> {
     const path = confineWorkspacePath(rawPath);
     const relayId = randomUUID();
@@ -157,6 +171,7 @@ export class WorkspaceFilesRelay {
       }
     });
     const base = path === "" ? "workspace" : (path.split("/").pop() as string);
+    if (what === "diff") return c.body(body, 200, { "content-type": "text/x-diff; charset=utf-8" });
     return c.body(body, 200, {
       "content-type": what === "archive" ? "application/x-tar" : "application/octet-stream",
       "content-disposition": `attachment; filename="${(what === "archive" ? `${base}.tar` : base).replace(/["\\]/g, "_")}"`,
