@@ -10,7 +10,8 @@ import {
 } from "../../contracts/harness-session.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
 import { API_VERSION } from "../../contracts/resources.ts";
-import { type HarnessController, harnessWorkstream } from "./harness-controller.ts";
+import type { HarnessController } from "./harness-controller.ts";
+import { harnessWorkstream } from "./harness-reconciler.ts";
 import { toManifest, withReady } from "./harness-status.ts";
 import { mergePatch } from "../lifecycle/merge-patch.ts";
 import { type NamespaceQuotas, sessionKey } from "../lifecycle/namespace-quotas.ts";

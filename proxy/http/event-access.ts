@@ -1,5 +1,5 @@
 import { parseAgentRef } from "../../contracts/resources.ts";
-import { harnessWorkstream } from "../harness/harness-controller.ts";
+import { harnessWorkstream } from "../harness/harness-reconciler.ts";
 import type { Store } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
 

@@ -1,0 +1,548 @@
+import { type ApiErrorBody, CodedError, ErrorCode } from "../../contracts/errors.ts";
+import { type HarnessReason, HarnessReasons } from "../../contracts/harness-session.ts";
+import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
+import {
+  failureOf,
+  observeSession,
+  type Readiness,
+  readyOf,
+  recoversByItself,
+  restartsAfterExit,
+  unreachable,
+  withReady,
+} from "./harness-status.ts";
+import type { HarnessWorkQueue } from "./harness-work-queue.ts";
+import { decideRestart, type RestartPolicy } from "./restart-policy.ts";
+import type { Logger } from "../observability/log.ts";
+import type { ProvisionRecorder } from "../lifecycle/provision-recorder.ts";
+import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
+import { type Admission, defaultAdmission } from "../lifecycle/admission.ts";
+import {
+  assertSessionRuntime,
+  buildSessionSpec,
+  resolveCredentials,
+} from "../lifecycle/session-spec-builder.ts";
+import { isLive } from "../lifecycle/session-states.ts";
+import type { Sessions } from "../lifecycle/sessions.ts";
+import type { HarnessRecord, HarnessStore, ObservedPatch } from "../store/harness-store.ts";
+import type { SessionRecord, Store } from "../store/store.ts";
+import type { Workspaces } from "../lifecycle/workspaces.ts";
+
+/** The workstream of a HarnessSession's workspace: one workspace per session. */
+export function harnessWorkstream(name: string): string {
+  return `harness-${name}`;
+}
+
+export type HarnessReconcilerOptions = {
+  harness: HarnessStore;
+  store: Store;
+  /** Provisioning and removal over a directory that records resolved digests. */
+  workspaces: Workspaces;
+  digests: ProvisionRecorder;
+  sessions: Sessions;
+  runners: RunnerDirectory;
+  log: Logger;
+  /** The environment offered to sessions (offeredCredentialEnv), where Agent `secretRef` credentials are read (the binding check). @default none */
+  secretEnv?: Record<string, string | undefined>;
+  /** How long a stop waits for requests in flight to finish. @default 130000 */
+  drainTimeoutMs?: number;
+  /** How long the relay-path probe before Ready may take. @default 30000 */
+  probeTimeoutMs?: number;
+  /** How soon a session whose adapter a request could not reach is probed again. @default 1000 */
+  probeRetryMs?: number;
+  /** Restarts after unexpected exits, and when it is a CrashLoop (AGENT_SESSIONS_RESTART_*). */
+  restartPolicy: RestartPolicy;
+  /** What the operator admits (egress guard). @default defaultAdmission() */
+  admission?: Admission;
+  /** @default () => new Date() */
+  now?: () => Date;
+};
+
+/**
+ * Decides what a HarnessSession needs from its spec and its observed status, and does it:
+ * desiredState running = workspace provisioned (stack up at scale 1) + agent session started;
+ * stopped = agent session stopped + stack scaled to 0 (volume kept); delete = stack destroyed,
+ * then forgotten. Keeps `status` true to what it observes (agent session states arrive as status
+ * frames). Only a new generation retries a Failed session or resumes one stopped for
+ * IdleTimeout: it never revives those behind the user's back.
+ *
+ * Every method expects to run as the session's one task (HarnessWorkQueue.run); reconciles it
+ * wants again later (a restart's back-off, a re-probe) go back through the queue.
+ */
+export class HarnessReconciler {
+  readonly #o: Required<Omit<HarnessReconcilerOptions, "secretEnv">> & {
+    secretEnv: Record<string, string | undefined>;
+  };
+  readonly #queue: Pick<HarnessWorkQueue, "later">;
+
+  constructor(options: HarnessReconcilerOptions, queue: Pick<HarnessWorkQueue, "later">) {
+    this.#o = {
+      drainTimeoutMs: 130_000,
+      probeTimeoutMs: 30_000,
+      probeRetryMs: 1_000,
+      now: () => new Date(),
+      admission: defaultAdmission(),
+      ...options,
+      secretEnv: options.secretEnv ?? {},
+    };
+    this.#queue = queue;
+  }
+
+  /** One reconcile of a session: what its spec asks for, given what is observed. */
+  async reconcile(namespace: string, name: string): Promise<void> {
+    let record = await this.#o.harness.getHarnessSession(namespace, name);
+    // A session being deleted is DELETE's business (and its retries').
+    if (!record || record.deletion_requested_at !== undefined) return;
+    const session = await this.session(record);
+    if (record.spec.desiredState === "stopped") {
+      await this.stop(record, session, HarnessReasons.Stopped, { settlesGeneration: true });
+      return;
+    }
+    if (session && recoversByItself(record, session)) {
+      // The workload stopped underneath it while its runner or the engine restarted: it should run.
+      await this.bringUp(record, session, { recovering: session.reason ?? "" });
+      return;
+    }
+    const explicit = record.observed_generation < record.generation;
+    if (!explicit && session && this.#o.restartPolicy.maxRestarts > 0 && restartsAfterExit(record, session)) {
+      // The workload or the agent exited on its own: desiredState says running, so it runs again.
+      await this.#afterExit(record, session);
+      return;
+    }
+    if (explicit && record.consecutive_restarts > 0)
+      // A spec write is a fresh start: earlier crashes no longer count toward a CrashLoop.
+      record = await this.observe(record, { consecutive_restarts: 0 });
+    if (session && isLive(session.state) && session.state !== "STOPPING") {
+      await this.#mirror(record, session, explicit);
+      return;
+    }
+    if (!explicit) {
+      // Settled until the spec is written again: a failure, or a stop for IdleTimeout.
+      if (record.phase === "Failed" || record.phase === "Stopped") return;
+      if (session?.state === "ERRORED") {
+        await this.#mirror(record, session, false);
+        return;
+      }
+      if (record.phase === "Draining") {
+        // An idle stop interrupted (server restart): finish it.
+        await this.stop(record, session, HarnessReasons.IdleTimeout, { settlesGeneration: false });
+        return;
+      }
+    }
+    await this.bringUp(record, session);
+  }
+
+  /**
+   * Status follows a live (or errored) agent session. Ready only once a request could reach the
+   * adapter: a READY agent session is Ready after the runner's probe of the relay path succeeded;
+   * until then it is Pending, AdapterUnreachable, and probed again shortly.
+   */
+  async #mirror(record: HarnessRecord, session: SessionRecord, settlesGeneration: boolean): Promise<void> {
+    let observed = observeSession(session);
+    if (!observed) return;
+    if (observed.phase === "Ready") {
+      const probed = await this.#probe(session);
+      if (!probed.ok) {
+        if (
+          record.phase === "Ready" ||
+          readyOf(record.conditions)?.reason !== HarnessReasons.AdapterUnreachable
+        )
+          this.#o.log("warn", "harness session not serving: its adapter cannot be reached", {
+            namespace: record.namespace,
+            name: record.name,
+            code: probed.error.code,
+            message: probed.error.message,
+          });
+        observed = unreachable(session.session_id, probed.error);
+        this.#queue.later("reprobe", record.namespace, record.name, this.#o.probeRetryMs);
+      }
+    }
+    const becameReady = observed.phase === "Ready" && record.phase !== "Ready";
+    await this.observe(record, {
+      phase: observed.phase,
+      conditions: withReady(record.conditions, observed.ready, this.now()),
+      // Ready again: the idle clock starts over.
+      ...(becameReady ? { last_activity_time: this.now() } : {}),
+      ...(settlesGeneration ? { observed_generation: record.generation } : {}),
+    });
+  }
+
+  /** Provision (stack up at scale 1) and start the agent session, resuming the previous one. */
+  async bringUp(
+    record: HarnessRecord,
+    previous: SessionRecord | undefined,
+    opts: { autoResumeFor?: string; recovering?: string; restarting?: string } = {},
+  ): Promise<void> {
+    const generation = record.generation;
+    const binding = await this.#checkBinding(record);
+    if (!binding.ok) {
+      this.#o.log("warn", "harness session binding invalid", {
+        namespace: record.namespace,
+        name: record.name,
+        message: binding.message,
+      });
+      await this.observe(record, {
+        observed_generation: generation,
+        phase: "Failed",
+        conditions: withReady(
+          record.conditions,
+          { status: "False", reason: HarnessReasons.Invalid, message: binding.message },
+          this.now(),
+        ),
+      });
+      return;
+    }
+    const resuming = previous !== undefined;
+    const resumeReason =
+      opts.restarting !== undefined
+        ? HarnessReasons.Restarting
+        : opts.recovering !== undefined
+          ? HarnessReasons.Recovering
+          : opts.autoResumeFor !== undefined
+            ? HarnessReasons.AutoResuming
+            : HarnessReasons.Resuming;
+    const resumeWhy =
+      opts.restarting !== undefined
+        ? `restarting after ${opts.restarting} (restart ${record.restart_count})`
+        : opts.recovering !== undefined
+          ? `recovering: its workspace stopped while the runner or the engine restarted (${opts.recovering})`
+          : opts.autoResumeFor !== undefined
+            ? `auto-resuming for request ${opts.autoResumeFor}`
+            : "resuming";
+    let current = await this.observe(record, {
+      phase: "Pending",
+      conditions: withReady(
+        record.conditions,
+        resuming
+          ? {
+              status: "False",
+              reason: resumeReason,
+              message: `${resumeWhy}: bringing the stack up at scale 1`,
+            }
+          : { status: "False", reason: HarnessReasons.Provisioning, message: "provisioning the workspace" },
+        this.now(),
+      ),
+    });
+
+    let containerName: string;
+    try {
+      ({ container_name: containerName } = await this.#o.workspaces.provision({
+        agent_ref: agentRefOf(record),
+        workstream: record.spec.workspace?.repo
+          ? { name: harnessWorkstream(record.name), repo: record.spec.workspace.repo }
+          : harnessWorkstream(record.name),
+        client_request_id: "",
+        ...(record.spec.runnerSelector ? { runner_selector: record.spec.runnerSelector } : {}),
+      }));
+    } catch (error) {
+      await this.#failed(current, generation, "provision", errorBody(error));
+      return;
+    }
+    const digest = this.#o.digests.takeResolvedDigest(containerName);
+    current = await this.observe(current, {
+      container_name: containerName,
+      ...(digest ? { resolved_image_digest: digest } : {}),
+      conditions: withReady(
+        current.conditions,
+        {
+          status: "False",
+          reason: resuming ? resumeReason : HarnessReasons.Starting,
+          message: resuming ? `${resumeWhy}: starting the agent session` : "starting the agent session",
+        },
+        this.now(),
+      ),
+    });
+
+    const resumeId =
+      previous && previous.container_name === containerName && !isLive(previous.state)
+        ? previous.session_id
+        : undefined;
+    let sessionId: string;
+    try {
+      ({ session_id: sessionId } = await this.#o.sessions.start({
+        container_name: containerName,
+        ...(resumeId !== undefined ? { resume_session_id: resumeId } : {}),
+      }));
+    } catch (error) {
+      const body = errorBody(error);
+      const live = body.code === "ALREADY_EXISTS" ? body.details?.session_id : undefined;
+      if (typeof live !== "string") {
+        await this.#failed(current, generation, "start", body);
+        return;
+      }
+      sessionId = live; // a session already runs in the workspace (e.g. started before a crash): adopt it
+    }
+    current = await this.observe(current, { session_id: sessionId });
+    const session = await this.#o.store.getSession(sessionId);
+    if (session) await this.#mirror(current, session, true);
+  }
+
+  /**
+   * An unexpected exit of the workload or the agent (ERRORED, desiredState running). A new exit
+   * (one status frame: agent session + seq) is counted and either scheduled for a restart after
+   * its back-off (Pending, Restarting) or, after too many in a row, settled as Failed/CrashLoop.
+   * The exit already handled restarts once its back-off is over (resuming the agent session: the
+   * conversation is on the volume).
+   */
+  async #afterExit(record: HarnessRecord, session: SessionRecord): Promise<void> {
+    const handled =
+      record.last_exit?.session_id === session.session_id && record.last_exit.seq === session.last_seq;
+    const reason = session.reason ?? "unknown";
+    if (!handled) {
+      const now = this.#o.now();
+      const exit = { reason, time: now.toISOString(), session_id: session.session_id, seq: session.last_seq };
+      const decision = decideRestart(
+        this.#o.restartPolicy,
+        { consecutive: record.consecutive_restarts, lastRestartAt: record.restart_at },
+        now,
+      );
+      if (decision.action === "crashLoop") {
+        this.#o.log("warn", "harness session crash-looping: not restarted again", {
+          namespace: record.namespace,
+          name: record.name,
+          reason,
+          restarts: decision.consecutive,
+        });
+        await this.observe(record, {
+          last_exit: exit,
+          observed_generation: record.generation,
+          phase: "Failed",
+          conditions: withReady(
+            record.conditions,
+            {
+              status: "False",
+              reason: HarnessReasons.CrashLoop,
+              message: `agent session ${session.session_id} exited unexpectedly (${reason}) again after ${decision.consecutive} restarts in a row; write the spec again (e.g. desiredState: running) to retry`,
+            },
+            now.toISOString(),
+          ),
+        });
+        return;
+      }
+      this.#o.log("info", "harness session exited unexpectedly: restarting", {
+        namespace: record.namespace,
+        name: record.name,
+        reason,
+        restart: record.restart_count + 1,
+        delay_ms: decision.delayMs,
+      });
+      await this.observe(record, {
+        last_exit: exit,
+        restart_count: record.restart_count + 1,
+        consecutive_restarts: decision.consecutive,
+        restart_at: decision.restartAt,
+        phase: "Pending",
+        conditions: withReady(
+          record.conditions,
+          {
+            status: "False",
+            reason: HarnessReasons.Restarting,
+            message: `agent session ${session.session_id} exited unexpectedly (${reason}); restart ${record.restart_count + 1} in ${decision.delayMs} ms`,
+          },
+          now.toISOString(),
+        ),
+      });
+      this.#queue.later("restart", record.namespace, record.name, decision.delayMs);
+      return;
+    }
+    if (readyOf(record.conditions)?.reason === HarnessReasons.CrashLoop) return;
+    const wait =
+      record.restart_at === undefined ? 0 : Date.parse(record.restart_at) - this.#o.now().getTime();
+    if (wait > 0) {
+      this.#queue.later("restart", record.namespace, record.name, wait); // e.g. after a server restart
+      return;
+    }
+    await this.bringUp(record, session, { restarting: reason });
+  }
+
+  /** Asks the session's runner whether a request could reach the adapter now (PROTOCOL.md §7 `probe`). */
+  async #probe(session: SessionRecord): Promise<{ ok: true } | { ok: false; error: ApiErrorBody }> {
+    const workspace = await this.#o.store.getWorkspace(session.container_name);
+    if (!workspace)
+      return {
+        ok: false,
+        error: { code: "FAILED_PRECONDITION", message: `workspace ${session.container_name} is not known` },
+      };
+    const outcome = await this.#o.runners.command(
+      workspace.runner_id,
+      { kind: "probe", container_name: workspace.container_name },
+      this.#o.probeTimeoutMs,
+    );
+    return outcome.ok ? { ok: true } : { ok: false, error: outcome.error };
+  }
+
+  /** Drain, stop the agent session, scale the stack to 0 (volume kept); phase Stopped with `reason`. */
+  async stop(
+    record: HarnessRecord,
+    session: SessionRecord | undefined,
+    reason: HarnessReason,
+    opts: { settlesGeneration: boolean },
+  ): Promise<void> {
+    const settle: ObservedPatch = opts.settlesGeneration ? { observed_generation: record.generation } : {};
+    const stopped: Readiness = {
+      status: "False",
+      reason,
+      message:
+        reason === HarnessReasons.IdleTimeout
+          ? `stopped after ${record.spec.idleTimeout} without activity; the volume is kept. ${
+              record.spec.autoResume === true
+                ? "The next request resumes it (spec.autoResume)"
+                : "Write the spec (e.g. desiredState: running) to resume"
+            }`
+          : "stopped (desiredState: stopped); the volume is kept",
+    };
+    const running = session !== undefined && session.state !== "STOPPED";
+    if (record.phase === "Stopped" && !running) {
+      const ready = record.conditions.find((c) => c.type === "Ready");
+      if (ready?.reason !== reason || opts.settlesGeneration)
+        await this.observe(record, {
+          ...settle,
+          conditions: withReady(record.conditions, stopped, this.now()),
+        });
+      return;
+    }
+    let current = await this.observe(record, {
+      phase: "Draining",
+      conditions: withReady(
+        record.conditions,
+        { ...stopped, message: `draining: ${stopped.message}` },
+        this.now(),
+      ),
+    });
+    current = await this.waitDrained(current);
+    try {
+      if (running) await this.#o.sessions.stop({ session_id: session.session_id });
+      const workspace =
+        current.container_name !== undefined
+          ? await this.#o.store.getWorkspace(current.container_name)
+          : undefined;
+      if (workspace) {
+        const outcome = await this.#o.runners.command(workspace.runner_id, {
+          kind: "scale_down",
+          container_name: workspace.container_name,
+        });
+        if (!outcome.ok)
+          throw new CodedError(outcome.error.code, `scaling down failed: ${outcome.error.message}`);
+      }
+    } catch (error) {
+      // Stays Draining: the periodic resync tries again.
+      await this.#failed(current, record.generation, "stop", errorBody(error));
+      return;
+    }
+    await this.observe(current, {
+      ...settle,
+      phase: "Stopped",
+      conditions: withReady(current.conditions, stopped, this.now()),
+    });
+    this.#o.log("info", "harness session stopped", {
+      namespace: record.namespace,
+      name: record.name,
+      reason,
+    });
+  }
+
+  async #failed(
+    record: HarnessRecord,
+    generation: number,
+    step: "provision" | "start" | "stop",
+    error: ApiErrorBody,
+  ): Promise<void> {
+    const { reason, transient } = failureOf(step, error);
+    const message = `${step} failed (${error.code}): ${error.message}${transient ? "; retrying" : ""}`;
+    this.#o.log("warn", "harness session step failed", {
+      namespace: record.namespace,
+      name: record.name,
+      step,
+      code: error.code,
+      reason,
+    });
+    const ready: Readiness = { status: "False", reason, message };
+    await this.observe(
+      record,
+      transient
+        ? {
+            phase: step === "stop" ? "Draining" : "Pending",
+            conditions: withReady(record.conditions, ready, this.now()),
+          }
+        : {
+            observed_generation: generation,
+            phase: "Failed",
+            conditions: withReady(record.conditions, ready, this.now()),
+          },
+    );
+  }
+
+  /**
+   * The binding a session needs before anything is provisioned: the Agent in the session's
+   * namespace, bound to the named runtime, which is approved and declares v1alpha2, and a session
+   * spec and credentials that resolve.
+   */
+  async #checkBinding(record: HarnessRecord): Promise<{ ok: true } | { ok: false; message: string }> {
+    const { namespace, spec } = record;
+    const agent = (await this.#o.store.getResource("Agent", namespace, spec.agentRef)) as Agent | undefined;
+    if (!agent) return { ok: false, message: `Agent ${namespace}/${spec.agentRef} not found` };
+    if (agent.spec.runtimeRef !== spec.runtimeRef)
+      return {
+        ok: false,
+        message: `runtimeRef ${spec.runtimeRef} does not match Agent ${namespace}/${spec.agentRef}'s runtime ${agent.spec.runtimeRef}`,
+      };
+    const runtime = (await this.#o.store.getResource("AgentRuntime", namespace, spec.runtimeRef)) as
+      | AgentRuntime
+      | undefined;
+    if (!runtime) return { ok: false, message: `AgentRuntime ${namespace}/${spec.runtimeRef} not found` };
+    try {
+      assertSessionRuntime(runtime, this.#o.admission);
+      buildSessionSpec({
+        namespace,
+        name: record.name,
+        engine: "docker",
+        agent,
+        runtime,
+        admission: this.#o.admission,
+      });
+      resolveCredentials(agent, this.#o.secretEnv);
+    } catch (error) {
+      return { ok: false, message: errorBody(error).message };
+    }
+    return { ok: true };
+  }
+
+  /** Waits (bounded) until no request is in flight; returns the latest record. */
+  async waitDrained(record: HarnessRecord): Promise<HarnessRecord> {
+    const deadline = Date.now() + this.#o.drainTimeoutMs;
+    let current = record;
+    while (current.active_requests > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      current = (await this.#o.harness.getHarnessSession(record.namespace, record.name)) ?? current;
+    }
+    return current;
+  }
+
+  async session(record: HarnessRecord): Promise<SessionRecord | undefined> {
+    return record.session_id === undefined ? undefined : this.#o.store.getSession(record.session_id);
+  }
+
+  async observe(record: HarnessRecord, patch: ObservedPatch): Promise<HarnessRecord> {
+    return (await this.#o.harness.setObserved(record.namespace, record.name, patch)) ?? record;
+  }
+
+  now(): string {
+    return this.#o.now().toISOString();
+  }
+}
+
+export function agentRefOf(record: HarnessRecord): string {
+  return `${record.namespace}/${record.spec.agentRef}`;
+}
+
+/** Any thrown value as `{code, message, details?}`; uncoded errors are INTERNAL. */
+export function errorBody(error: unknown): ApiErrorBody {
+  const e = error as { code?: unknown; message?: unknown; details?: unknown } | null;
+  const code = ErrorCode.safeParse(e?.code);
+  const body: ApiErrorBody = {
+    code: code.success ? code.data : "INTERNAL",
+    message: String(e?.message ?? error),
+  };
+  if (e?.details && typeof e.details === "object") body.details = e.details as Record<string, unknown>;
+  return body;
+}
