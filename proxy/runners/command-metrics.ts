@@ -1,6 +1,7 @@
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import type { Metrics } from "../observability/metrics.ts";
-import type { CommandOutcome, RunnerHub } from "./runner-hub.ts";
+import type { CommandOutcome } from "../lifecycle/runner-directory.ts";
+import type { RunnerHub } from "./runner-hub.ts";
 
 /**
  * Times every command the hub sends a runner (by kind and result code), including the ones the

@@ -6,17 +6,16 @@ import {
   RUNNER_LINK_MAX_FRAME_BYTES,
   RUNNER_PROTOCOL_VERSION,
   type RunnerCommand,
-  type RunnerSessionReport,
   type RunnerToServer,
 } from "../../contracts/runner-protocol.ts";
 import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runner-results.ts";
-import { SessionReasons } from "../../contracts/session-reasons.ts";
 import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
 import { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import type { CommandOutcome, RelayChunk } from "../lifecycle/runner-directory.ts";
 import { RunnerConnection } from "./runner-connection.ts";
+import { RunnerReconciler } from "./runner-reconciler.ts";
 import {
   admitHello,
   authenticateRunner,
@@ -24,13 +23,7 @@ import {
   type RunnerRegistration,
 } from "./runner-identity.ts";
 import type { SessionJournal } from "../lifecycle/session-journal.ts";
-import {
-  ATTACHED_STATES,
-  type Decision,
-  decideMissing,
-  decideReported,
-} from "../lifecycle/session-states.ts";
-import type { RunnerRecord, SessionRecord, Store } from "../store/store.ts";
+import type { RunnerRecord, Store } from "../store/store.ts";
 import { CloseCodes, parseEnvelope, rawByteLength, rejectUpgrade } from "./runner-wire.ts";
 
 export const RUNNER_CONNECT_PATH = "/v1/runners/connect";
@@ -64,8 +57,6 @@ export type RunnerHubOptions = {
 const INBOX_PAUSE_AT = 1_000;
 const INBOX_RESUME_AT = 100;
 
-export type { CommandOutcome, RelayChunk } from "../lifecycle/runner-directory.ts";
-
 /**
  * The server's end of the runner link (see PROTOCOL.md). Runners dial in; the hub registers them
  * on `hello` and reconciles the store to their authoritative session set; sends commands and
@@ -74,10 +65,8 @@ export type { CommandOutcome, RelayChunk } from "../lifecycle/runner-directory.t
  */
 export class RunnerHub {
   readonly #store: Store;
-  readonly #journal: SessionJournal;
   readonly #tokens: { adminToken: string; runnerToken: string };
   readonly #heartbeatMs: number;
-  readonly #reattachWindowMs: number;
   readonly #commandTimeoutMs: number;
   readonly #helloTimeoutMs: number;
   readonly #maxRunnerCapacity: number;
@@ -88,8 +77,8 @@ export class RunnerHub {
   readonly #sockets = new Set<RunnerConnection>();
   /** The current connection of each attached runner. */
   readonly #connections = new Map<string, RunnerConnection>();
-  /** Reattach windows running, by runner id. */
-  readonly #expiries = new Map<string, NodeJS.Timeout>();
+  /** The store's sessions following what runners say, and each lost runner's reattach window. */
+  readonly #sessions: RunnerReconciler;
   readonly #relays = new Map<string, (chunk: RelayChunk) => void>();
   /** The runner each relayed request was sent to: only it may send that request's chunks. */
   readonly #relayRunners = new Map<string, string>();
@@ -102,10 +91,8 @@ export class RunnerHub {
 
   constructor(options: RunnerHubOptions) {
     this.#store = options.store;
-    this.#journal = options.journal;
     this.#tokens = { adminToken: options.adminToken, runnerToken: options.runnerToken };
     this.#heartbeatMs = options.heartbeatMs;
-    this.#reattachWindowMs = options.reattachWindowMs;
     this.#commandTimeoutMs = options.commandTimeoutMs;
     this.#helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
     this.#maxRunnerCapacity = options.maxRunnerCapacity;
@@ -113,6 +100,15 @@ export class RunnerHub {
     this.#log = options.log ?? silentLogger;
     this.#frameBudget = new FrameBudget(options.frameBudget);
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: RUNNER_LINK_MAX_FRAME_BYTES });
+    this.#sessions = new RunnerReconciler({
+      store: this.#store,
+      journal: options.journal,
+      reattachWindowMs: options.reattachWindowMs,
+      runnerMutex: this.#runnerMutex,
+      hasLink: (runnerId) => this.#connections.has(runnerId),
+      stopOnRunner: (runnerId, sessionId) => this.#stopOnRunner(runnerId, sessionId),
+      log: this.#log,
+    });
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
   }
 
@@ -226,31 +222,16 @@ export class RunnerHub {
     };
   }
 
-  /**
-   * After a server (re)start no runner is attached yet: sessions the store still holds as
-   * attached become DISCONNECTED and their runners' reattach windows start (PROTOCOL.md §5).
-   */
-  async recover(): Promise<void> {
-    const stranded = await this.#store.listSessions({ states: [...ATTACHED_STATES, "DISCONNECTED"] });
-    const runners = new Set<string>();
-    for (const session of stranded) {
-      if (this.#connections.has(session.runner_id)) continue;
-      runners.add(session.runner_id);
-      await this.#journal.transition(session.session_id, {
-        state: "DISCONNECTED",
-        reason: SessionReasons.RunnerDisconnected,
-        from: ATTACHED_STATES,
-      });
-    }
-    for (const runnerId of runners) this.#armExpiry(runnerId);
+  /** After a server (re)start: sessions of runners not attached become DISCONNECTED (runner-reconciler.ts). */
+  recover(): Promise<void> {
+    return this.#sessions.recover();
   }
 
   /** Close every runner link (they reconnect with backoff to the next server) and stop all timers. */
   async close(): Promise<void> {
     this.#closing = true;
     clearInterval(this.#heartbeat);
-    for (const timer of this.#expiries.values()) clearTimeout(timer);
-    this.#expiries.clear();
+    this.#sessions.close();
     for (const connection of this.#sockets) {
       connection.failAll({ code: "UNAVAILABLE", message: "the server is shutting down" });
       connection.close(CloseCodes.goingAway, "server shutting down");
@@ -353,11 +334,13 @@ export class RunnerHub {
               session_id,
             });
           const stored = admission === "notice" ? this.#frameBudget.notice() : frame;
-          enqueue("frame", () => this.#onFrame(connection, session_id, stored));
+          enqueue("frame", () => this.#sessions.onFrame(connection.runner?.runner_id, session_id, stored));
           return;
         }
         case "session_state":
-          enqueue("session_state", () => this.#onSessionState(connection, envelope.payload));
+          enqueue("session_state", () =>
+            this.#sessions.onSessionState(connection.runner?.runner_id, envelope.payload),
+          );
           return;
         case "relay_chunk": {
           const relayId = envelope.payload.relay_id;
@@ -432,9 +415,7 @@ export class RunnerHub {
         return [];
       }
       this.#connections.set(id, connection);
-      const expiry = this.#expiries.get(id);
-      if (expiry) clearTimeout(expiry);
-      this.#expiries.delete(id);
+      this.#sessions.cancelExpiry(id);
       const welcomed = await connection.send({
         version: RUNNER_PROTOCOL_VERSION,
         type: "welcome",
@@ -448,7 +429,7 @@ export class RunnerHub {
         await unissue();
         return [];
       }
-      const toStop = await this.#reconcile(id, hello.sessions);
+      const toStop = await this.#sessions.reconcile(id, hello.sessions);
       connection.available = true;
       this.#log("info", "runner attached", {
         runner_id: id,
@@ -472,42 +453,6 @@ export class RunnerHub {
       }
   }
 
-  /** PROTOCOL.md §3: the store follows the runner's authoritative set. Returns sessions to stop there. */
-  async #reconcile(runnerId: string, reported: RunnerSessionReport[]): Promise<string[]> {
-    const toStop: string[] = [];
-    const remaining = new Map(reported.map((r) => [r.session_id, r]));
-    for (const session of await this.#store.listSessions({ runnerId })) {
-      const report = remaining.get(session.session_id);
-      remaining.delete(session.session_id);
-      const decision = report
-        ? decideReported(session, report.state, report.reason)
-        : decideMissing(session.state);
-      if (await this.#apply(session, decision)) toStop.push(session.session_id);
-    }
-    for (const report of remaining.values()) {
-      // Known to the runner, not to the store under it: adopt it when its workspace is ours there.
-      const workspace = await this.#store.getWorkspace(report.container_name);
-      const existing = await this.#store.getSession(report.session_id);
-      if (!workspace || workspace.runner_id !== runnerId || existing) {
-        this.#log("warn", "runner reported a session the server does not place on it; left alone", {
-          runner_id: runnerId,
-          session_id: report.session_id,
-          container_name: report.container_name,
-        });
-        continue;
-      }
-      await this.#store.insertSession({
-        session_id: report.session_id,
-        container_name: report.container_name,
-        agent_ref: workspace.agent_ref,
-        runner_id: runnerId,
-        state: "STARTING",
-      });
-      await this.#journal.transition(report.session_id, { state: report.state });
-    }
-    return toStop;
-  }
-
   /** Sessions of a lost link become DISCONNECTED, then its waiting commands fail (in that order). */
   async #detach(connection: RunnerConnection): Promise<void> {
     if (connection.detached) return;
@@ -517,95 +462,10 @@ export class RunnerHub {
     const current = id !== undefined && this.#connections.get(id) === connection;
     if (id !== undefined && current) {
       this.#connections.delete(id);
-      for (const session of await this.#store.listSessions({ runnerId: id, states: ATTACHED_STATES }))
-        await this.#journal.transition(session.session_id, {
-          state: "DISCONNECTED",
-          reason: SessionReasons.RunnerDisconnected,
-          from: ATTACHED_STATES,
-        });
+      await this.#sessions.disconnect(id);
     }
     connection.failAll({ code: "UNAVAILABLE", message: "runner link lost" });
-    if (id !== undefined && current) this.#armExpiry(id);
-  }
-
-  #armExpiry(runnerId: string): void {
-    if (this.#closing) return;
-    const existing = this.#expiries.get(runnerId);
-    if (existing) clearTimeout(existing);
-    const timer = setTimeout(() => {
-      this.#expiries.delete(runnerId);
-      this.#runnerMutex
-        .run(runnerId, () => this.#expire(runnerId))
-        .catch((error: unknown) =>
-          this.#log("error", "reattach expiry failed", { runner_id: runnerId, error: String(error) }),
-        );
-    }, this.#reattachWindowMs);
-    this.#expiries.set(runnerId, timer);
-  }
-
-  /** PROTOCOL.md §5: the window closed without a reattach. */
-  async #expire(runnerId: string): Promise<void> {
-    if (this.#connections.has(runnerId) || this.#closing) return;
-    for (const session of await this.#store.listSessions({ runnerId, states: ["DISCONNECTED"] }))
-      await this.#journal.transition(session.session_id, {
-        state: "ERRORED",
-        reason: SessionReasons.ReattachExpired,
-        from: ["DISCONNECTED"],
-      });
-    this.#log("warn", "runner did not reattach within the window", { runner_id: runnerId });
-  }
-
-  /** Frames are agents' output: never `status` (contracts AgentFrame; status frames are the server's). */
-  async #onFrame(
-    connection: RunnerConnection,
-    sessionId: string,
-    frame: Pick<Extract<RunnerToServer, { type: "frame" }>["payload"]["frame"], "type" | "ts" | "payload">,
-  ): Promise<void> {
-    const session = await this.#ownedSession(connection, sessionId);
-    if (!session) return;
-    await this.#journal.append(sessionId, { type: frame.type, ts: frame.ts, payload: frame.payload });
-  }
-
-  async #onSessionState(
-    connection: RunnerConnection,
-    report: Extract<RunnerToServer, { type: "session_state" }>["payload"],
-  ): Promise<void> {
-    const session = await this.#ownedSession(connection, report.session_id);
-    if (!session) return;
-    const decision = decideReported(session, report.state, report.reason);
-    if (await this.#apply(session, decision)) this.#stopOnRunner(session.runner_id, session.session_id);
-  }
-
-  /** Only the runner a session is placed on may speak for it. */
-  async #ownedSession(connection: RunnerConnection, sessionId: string): Promise<SessionRecord | undefined> {
-    const session = await this.#store.getSession(sessionId);
-    if (session && session.runner_id === connection.runner?.runner_id) return session;
-    this.#log("warn", "runner spoke for a session not placed on it; dropped", {
-      runner_id: connection.runner?.runner_id,
-      session_id: sessionId,
-    });
-    return undefined;
-  }
-
-  /** Apply a decision; true when the session must be stopped on its runner. */
-  async #apply(session: SessionRecord, decision: Decision): Promise<boolean> {
-    switch (decision.kind) {
-      case "keep":
-        return false;
-      case "stop-on-runner":
-        return true;
-      case "set":
-        await this.#journal.transition(session.session_id, {
-          state: decision.state,
-          reason: decision.reason,
-          from: [session.state],
-        });
-        return false;
-      default: {
-        const exhaustive: never = decision;
-        return exhaustive;
-      }
-    }
+    if (id !== undefined && current) this.#sessions.armExpiry(id);
   }
 
   /** A settled session still runs on its runner: stop it there; the store keeps what it has. */
