@@ -33,6 +33,7 @@ import { runOnce } from "./docker-one-shot.ts";
 import { seedWorkspaceRepo } from "./docker-repo-seed.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./docker-workspace.ts";
 import { outputSettled } from "./driver.ts";
+import { AgentPidReader, agentExecCommand, signalUntilEnded } from "./agent-exec.ts";
 import type {
   AgentOutput,
   AgentProcess,
@@ -281,7 +282,7 @@ export class DockerDriver implements EngineDriver {
     const exec = await container.exec({
       // The shell reports the agent's PID in the container's PID namespace, then becomes the
       // agent: a stop that closing stdin does not finish can signal exactly that process.
-      Cmd: ["/bin/sh", "-c", 'echo "agent-pid $$" >&2; exec "$@"', "agent", ...command],
+      Cmd: agentExecCommand(command),
       AttachStdin: true,
       AttachStdout: true,
       AttachStderr: true,
@@ -299,11 +300,9 @@ export class DockerDriver implements EngineDriver {
     stdout.on("drain", () => stream.resume());
     stdout.pipe(output);
     // The agent's stderr is its own log; frames come from stdout only. Its first line is our PID note.
-    let agentPid: string | undefined;
+    const agentPid = new AgentPidReader();
     stderr.setEncoding("utf8");
-    stderr.on("data", (chunk: string) => {
-      agentPid ??= chunk.match(/agent-pid (\d+)/)?.[1];
-    });
+    stderr.on("data", (chunk: string) => agentPid.feed(chunk));
     const exited = new Promise<{ exitCode: number | null }>((resolve) => {
       let done = false;
       const finish = () => {
@@ -331,10 +330,11 @@ export class DockerDriver implements EngineDriver {
           exited.then(() => true),
           new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
         ]);
-        const signal = async (sig: string) => {
-          if (!agentPid) return;
+        const signal = async (name: "TERM" | "KILL") => {
+          const pid = agentPid.value;
+          if (!pid) return;
           const kill = await container
-            .exec({ Cmd: ["kill", sig, agentPid], AttachStdout: false, AttachStderr: false })
+            .exec({ Cmd: ["kill", `-${name}`, pid], AttachStdout: false, AttachStderr: false })
             .catch(() => undefined);
           await kill?.start({}).catch(() => undefined);
         };
@@ -343,11 +343,7 @@ export class DockerDriver implements EngineDriver {
             exited.then(() => true),
             new Promise<boolean>((r) => setTimeout(() => r(false), ms)),
           ]);
-        if (!ended) {
-          await signal("-TERM");
-          if (!(await within(3000))) await signal("-KILL");
-          if (!(await within(2000))) stream.destroy();
-        }
+        if (!ended && !(await signalUntilEnded(signal, within))) stream.destroy();
         await exited;
       },
       exited,

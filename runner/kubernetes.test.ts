@@ -3,7 +3,9 @@ import { describe, expect, it } from "vitest";
 import { Labels, SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
 import type { ExitReason } from "./driver.ts";
-import { exitCodeOf, isPodReady, KubernetesDriver, oomKillsOf, PodExits } from "./kubernetes.ts";
+import { isPodReady, KubernetesDriver } from "./kubernetes.ts";
+import { exitCodeOf, oomKillsOf } from "./kubernetes-exec.ts";
+import { PodExits } from "./kubernetes-pod-watch.ts";
 
 const name = workloadName("team", "s1");
 

@@ -7,36 +7,18 @@
  * is in phase Running and passes its readiness probe (condition Ready). A Deployment asking for one
  * replica whose pod is still starting is not running yet.
  *
- * The 1.20 exec protocol (`v4.channel.k8s.io`) has no way to close stdin alone (that came with
- * `v5.channel.k8s.io`, Kubernetes 1.29): stdin stays open for the agent's whole life, and a
- * deliberate stop signals the agent by PID from a second exec (TESTBED.md "Kubernetes").
+ * The agent's exec is kubernetes-exec.ts's; the pod watch and its exit reports are
+ * kubernetes-pod-watch.ts's.
  */
-import { PassThrough } from "node:stream";
-import {
-  AppsV1Api,
-  CoreV1Api,
-  Exec,
-  type KubeConfig,
-  type V1ContainerStateTerminated,
-  type V1Pod,
-  type V1Status,
-  NetworkingV1Api,
-  Watch,
-} from "@kubernetes/client-node";
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, NetworkingV1Api } from "@kubernetes/client-node";
 import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
-import {
-  type AgentOutput,
-  type AgentProcess,
-  type EngineDriver,
-  type ExitReason,
-  outputSettled,
-  type ProvisionResult,
-} from "./driver.ts";
+import { PodExec } from "./kubernetes-exec.ts";
+import { isApiStatus, type OnExit, watchPodExits } from "./kubernetes-pod-watch.ts";
+import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
 
 type Placement = { namespace: string; name: string };
-type OnExit = (containerName: string, reason: ExitReason, detail: string) => void;
 
 export type KubernetesDriverOptions = {
   /** Namespace the session objects live in; the watch and RBAC cover this one. @default "agent-sessions" */
@@ -61,46 +43,6 @@ export type KubernetesDriverOptions = {
   readyTimeoutMs?: number;
 };
 
-/** Marker the exec wrapper writes to stderr before it becomes the agent: the agent's PID. */
-const PID_MARKER = "agent-sessions-agent-pid=";
-const STOP_GRACE_MS = 5000;
-/** How long an ended agent's exit waits for its last output to be taken. */
-const OUTPUT_SETTLE_MS = 2_000;
-/** How long an agent's SIGKILL waits for a sign of the OOM killer (pod status, cgroup count). */
-const OOM_SETTLE_MS = 3000;
-/**
- * The container cgroup's count of OOM kills, read inside the container: cgroup v2 `memory.events`,
- * else cgroup v1 `memory.oom_control` (both have an `oom_kill N` line).
- */
-const OOM_KILLS = [
-  "/bin/sh",
-  "-c",
-  "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control",
-];
-
-/** The `oom_kill N` count of a cgroup memory.events / memory.oom_control text; undefined when absent. */
-export function oomKillsOf(text: string): number | undefined {
-  const m = text.match(/^oom_kill (\d+)$/m);
-  return m ? Number(m[1]) : undefined;
-}
-const WATCH_RETRY_MS = 1000;
-
-/** True when `e` is an API error (ApiException) or a watch's HTTP error with this status code. */
-function isApiStatus(e: unknown, code: number): boolean {
-  if (typeof e !== "object" || e === null) return false;
-  const { code: c, statusCode } = e as { code?: unknown; statusCode?: unknown };
-  return c === code || statusCode === code;
-}
-
-/** `pod/exec` status frame → exit code (V1Status: Success, or NonZeroExitCode with an ExitCode cause). */
-export function exitCodeOf(status: V1Status | undefined): number | null {
-  if (!status) return null;
-  if (status.status === "Success") return 0;
-  const cause = status.details?.causes?.find((c) => c.reason === "ExitCode");
-  const code = Number(cause?.message);
-  return cause && Number.isInteger(code) ? code : null;
-}
-
 /** A pod the runner can exec into: Running, Ready, not being deleted. */
 export function isPodReady(pod: V1Pod): boolean {
   return (
@@ -108,102 +50,6 @@ export function isPodReady(pod: V1Pod): boolean {
     pod.status?.phase === "Running" &&
     (pod.status.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True")
   );
-}
-
-/** What a watch remembers of one pod (by uid): restart counts, terminations already reported. */
-type PodMemory = { name: string; restarts: Map<string, number>; seen: Set<string>; gone: boolean };
-
-/**
- * Turns the pod objects a watch (or a relist) delivers into exit reports, at most one per
- * container termination and one per pod going away. The first sight of a pod only records it:
- * what happened before the runner looked is history, not news.
- */
-export class PodExits {
-  readonly #pods = new Map<string, PodMemory>();
-  readonly #quiet: (containerName: string) => boolean;
-  readonly #onExit: OnExit;
-
-  /** `quiet(name)`: true while the runner itself scales the workload down or removes it. */
-  constructor(quiet: (containerName: string) => boolean, onExit: OnExit) {
-    this.#quiet = quiet;
-    this.#onExit = onExit;
-  }
-
-  observe(type: "ADDED" | "MODIFIED" | "DELETED", pod: V1Pod): void {
-    const uid = pod.metadata?.uid;
-    const labels = pod.metadata?.labels ?? {};
-    const ns = labels[Labels.namespace];
-    const session = labels[Labels.session];
-    if (!uid || !ns || !session) return;
-    const name = workloadName(ns, session);
-    let memory = this.#pods.get(uid);
-    if (!memory) {
-      if (type === "DELETED") return;
-      // A pod first seen already going (a scale-down before a runner restart) is history too.
-      const gone = Boolean(pod.metadata?.deletionTimestamp) || pod.status?.reason === "Evicted";
-      memory = { name, restarts: new Map(), seen: new Set(), gone };
-      this.#pods.set(uid, memory);
-      this.#containers(pod, memory, () => undefined);
-      return;
-    }
-    if (type === "DELETED") this.#pods.delete(uid);
-    if (memory.gone) return;
-    const report = (reason: ExitReason, detail: string) => {
-      if (!this.#quiet(name)) this.#onExit(name, reason, detail);
-    };
-    if (type === "DELETED" || pod.metadata?.deletionTimestamp) {
-      // Reported when the deletion starts: the containers' own terminations follow from it.
-      memory.gone = true;
-      report("PodDeleted", `pod ${pod.metadata?.name} deleted`);
-      return;
-    }
-    if (pod.status?.reason === "Evicted") {
-      memory.gone = true;
-      report("Evicted", pod.status.message ?? `pod ${pod.metadata?.name} evicted`);
-      return;
-    }
-    this.#containers(pod, memory, (t, container) =>
-      report(
-        t.reason === "OOMKilled" ? "OOMKilled" : "ContainerExited",
-        `container ${container} ${t.reason ?? "terminated"} with exit code ${t.exitCode}`,
-      ),
-    );
-  }
-
-  /** A relist after the watch was cut: pods we knew that are no longer there were deleted meanwhile. */
-  reconcile(pods: V1Pod[]): void {
-    const present = new Set(pods.map((p) => p.metadata?.uid));
-    for (const pod of pods) this.observe("MODIFIED", pod);
-    for (const [uid, memory] of this.#pods) {
-      if (present.has(uid)) continue;
-      this.#pods.delete(uid);
-      if (memory.gone) continue;
-      if (!this.#quiet(memory.name)) this.#onExit(memory.name, "PodDeleted", "pod deleted while unwatched");
-    }
-  }
-
-  #containers(
-    pod: V1Pod,
-    memory: PodMemory,
-    report: (t: V1ContainerStateTerminated, container: string) => void,
-  ): void {
-    for (const cs of pod.status?.containerStatuses ?? []) {
-      const key = (t: V1ContainerStateTerminated) =>
-        `${cs.name}/${t.containerID ?? String(t.finishedAt ?? cs.restartCount)}`;
-      const current = cs.state?.terminated;
-      if (current && !memory.seen.has(key(current))) {
-        memory.seen.add(key(current));
-        report(current, cs.name);
-      }
-      const before = memory.restarts.get(cs.name) ?? cs.restartCount;
-      const last = cs.lastState?.terminated;
-      if (cs.restartCount > before && !(last && memory.seen.has(key(last)))) {
-        report(last ?? { exitCode: -1, reason: "Restarted" }, cs.name);
-      }
-      if (last) memory.seen.add(key(last));
-      memory.restarts.set(cs.name, cs.restartCount);
-    }
-  }
 }
 
 export class KubernetesDriver implements EngineDriver {
@@ -233,6 +79,7 @@ export class KubernetesDriver implements EngineDriver {
    * then (no container terminated), but the container cgroup's oom_kill count went up.
    */
   readonly #ooms = new Map<string, number>();
+  readonly #exec: PodExec;
 
   constructor(kc: KubeConfig, stacks: StackManager, options: KubernetesDriverOptions = {}) {
     this.#kc = kc;
@@ -245,6 +92,7 @@ export class KubernetesDriver implements EngineDriver {
     this.#podLabels = options.podLabels;
     this.#namespaceLabels = options.namespaceLabels;
     this.#readyTimeoutMs = options.readyTimeoutMs ?? 120_000;
+    this.#exec = new PodExec(kc, this.#core, this.namespace);
   }
 
   async provision(
@@ -413,49 +261,6 @@ export class KubernetesDriver implements EngineDriver {
     return (this.#ooms.get(containerName) ?? Number.NEGATIVE_INFINITY) >= sinceMs;
   }
 
-  /**
-   * Whether an agent that ended by SIGKILL was killed by the OOM killer. Two ways it shows: the
-   * container died of it (its status says terminated or restarted, reason OOMKilled: the kernel
-   * took the main process), or the container lives on and its cgroup counted one more OOM kill
-   * (the kernel took the agent alone; the kubelet reports nothing then). Pod status lags the
-   * kernel by a PLEG relist (~1 s), so this looks for up to OOM_SETTLE_MS; only a positive sign
-   * counts, and without one the answer is no.
-   */
-  async #killedByOom(
-    podName: string,
-    container: string,
-    baseline: Promise<number | undefined>,
-    restarts: number,
-  ): Promise<boolean> {
-    const before = await baseline;
-    const deadline = Date.now() + OOM_SETTLE_MS;
-    for (;;) {
-      const pod = await this.#core
-        .readNamespacedPod({ name: podName, namespace: this.namespace })
-        .catch(() => undefined);
-      const status = pod?.status?.containerStatuses?.find((c) => c.name === container);
-      const ended =
-        status?.state?.terminated ??
-        (status && status.restartCount > restarts ? status.lastState?.terminated : undefined);
-      if (ended) return ended.reason === "OOMKilled";
-      if (!pod || pod.metadata?.deletionTimestamp) return false; // the pod went: the watch says why
-      const after = await this.#oomKills(podName, container);
-      if (before !== undefined && after !== undefined && after > before) return true;
-      if (Date.now() > deadline) return false;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-
-  /** The OOM kills the pod container's cgroup counted so far; undefined when it cannot be read. */
-  async #oomKills(podName: string, container: string): Promise<number | undefined> {
-    try {
-      const { exitCode, stdout } = await this.#capture(podName, container, OOM_KILLS);
-      return exitCode === 0 ? oomKillsOf(stdout) : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
   async isRunning(containerName: string): Promise<boolean> {
     try {
       return (await this.#readyPod(containerName)) !== undefined;
@@ -490,171 +295,10 @@ export class KubernetesDriver implements EngineDriver {
     const container = pod?.spec?.containers[0]?.name;
     if (!pod || !podName || !container)
       throw new CodedError("NOT_FOUND", `workspace ${containerName} has no Ready pod`);
-
-    const stdin = new PassThrough();
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    stderr.setEncoding("utf8");
-    stdout.pipe(output);
-    // The wrapper's first stderr line is the agent's PID (for stop); the rest is the agent's own log.
-    let pidResolve!: (pid: string | undefined) => void;
-    const pid = new Promise<string | undefined>((r) => {
-      pidResolve = r;
+    return this.#exec.startAgent({ containerName, pod, podName, container }, command, output, {
+      isRunning: () => this.isRunning(containerName),
+      onOom: () => this.#ooms.set(containerName, Date.now()),
     });
-    let errText = "";
-    let pidSeen = false;
-    stderr.on("data", (chunk: string) => {
-      if (pidSeen) return;
-      errText += chunk;
-      const m = errText.match(new RegExp(`${PID_MARKER}(\\d+)\\n`));
-      if (m) pidResolve(m[1]);
-      if (m || errText.length > 4096) {
-        pidSeen = true;
-        errText = "";
-      }
-    });
-    let status: V1Status | undefined;
-    // `exec "$@"` keeps the PID: the process the runner signals is the agent itself.
-    const wrapped = ["/bin/sh", "-c", `echo "${PID_MARKER}$$" >&2; exec "$@"`, "agent", ...command];
-    let ws: Awaited<ReturnType<Exec["exec"]>>;
-    try {
-      ws = await new Exec(this.#kc).exec(
-        this.namespace,
-        podName,
-        container,
-        wrapped,
-        stdout,
-        stderr,
-        stdin,
-        false,
-        (s) => {
-          status = s;
-        },
-      );
-    } catch (error) {
-      if (!(await this.isRunning(containerName)))
-        throw new CodedError("NOT_FOUND", `workspace ${containerName} has no Ready pod`);
-      throw new CodedError("UNAVAILABLE", `exec into ${podName} failed: ${String(error)}`);
-    }
-    // The exec's handler writes stdout without looking at write()'s answer: the exec WebSocket is
-    // paused while stdout is full, so a slow `output` backs up through the kubelet to the agent.
-    ws.on("message", () => {
-      if (stdout.writableNeedDrain) ws.pause();
-    });
-    stdout.on("drain", () => ws.resume());
-    // The cgroup's OOM kills before this agent: one more when it ends killed means the OOM killer.
-    const oomBaseline = this.#oomKills(podName, container);
-    const restarts = pod.status?.containerStatuses?.find((c) => c.name === container)?.restartCount ?? 0;
-    const exited = new Promise<{ exitCode: number | null }>((resolve) => {
-      let closed = false;
-      let drained = false;
-      let finished = false;
-      const finish = () => {
-        if (!closed || !drained || finished) return;
-        finished = true;
-        pidResolve(undefined);
-        const exitCode = exitCodeOf(status);
-        // The last lines reach `output` before the exit is reported (bounded: it may be throttled).
-        const settled = outputSettled(output, OUTPUT_SETTLE_MS);
-        if (exitCode !== 137 && exitCode !== null) {
-          void settled.then(() => resolve({ exitCode }));
-          return;
-        }
-        // SIGKILL: from the OOM killer, or from someone's kill -9. No exit code at all: the exec
-        // stream ended without its status frame, which is how the kubelet sometimes reports an
-        // exec'd process the OOM killer took (seen in CI). Either way the cgroup and the pod
-        // status tell; settled before the exit is reported, so oomSince answers when asked.
-        void Promise.all([this.#killedByOom(podName, container, oomBaseline, restarts), settled]).then(
-          ([oom]) => {
-            if (oom) this.#ooms.set(containerName, Date.now());
-            resolve({ exitCode });
-          },
-        );
-      };
-      stdout.once("end", () => {
-        drained = true;
-        finish();
-      });
-      ws.on("close", () => {
-        closed = true;
-        // Without a status frame (pod deleted, connection cut) nobody ended stdout.
-        if (!stdout.writableEnded) stdout.end();
-        finish();
-      });
-    });
-    const ended = (ms: number) =>
-      Promise.race([
-        exited.then(() => true),
-        new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref()),
-      ]);
-    return {
-      send: (line) => ws.readyState === ws.OPEN && stdin.write(`${line}\n`),
-      stop: async () => {
-        const agentPid = await Promise.race([pid, ended(2000).then(() => undefined)]);
-        if (agentPid) {
-          for (const signal of ["TERM", "KILL"]) {
-            await this.#run(podName, container, ["kill", `-${signal}`, agentPid]).catch(() => undefined);
-            if (await ended(STOP_GRACE_MS)) break;
-          }
-        }
-        // No PID (the wrapper never spoke) or unkillable: close the socket so `exited` resolves;
-        // the kubelet tears the stream down, what the process does then is up to it.
-        if (ws.readyState !== ws.CLOSED) ws.close();
-        await exited;
-      },
-      exited,
-    };
-  }
-
-  /** A short command in the pod; its exit code and stdout once its status frame arrives. */
-  async #capture(
-    podName: string,
-    container: string,
-    command: string[],
-  ): Promise<{ exitCode: number | null; stdout: string }> {
-    let status: V1Status | undefined;
-    let stdout = "";
-    const out = new PassThrough();
-    out.setEncoding("utf8");
-    out.on("data", (chunk: string) => {
-      if (stdout.length < 65_536) stdout += chunk;
-    });
-    const ws = await new Exec(this.#kc).exec(
-      this.namespace,
-      podName,
-      container,
-      command,
-      out,
-      new PassThrough().resume(),
-      null,
-      false,
-      (s) => {
-        status = s;
-      },
-    );
-    await new Promise<void>((r) => ws.once("close", () => r()));
-    return { exitCode: exitCodeOf(status), stdout };
-  }
-
-  /** A short command in the pod; resolves with its exit code once its status frame arrives. */
-  async #run(podName: string, container: string, command: string[]): Promise<number | null> {
-    let status: V1Status | undefined;
-    const sink = () => new PassThrough().resume();
-    const ws = await new Exec(this.#kc).exec(
-      this.namespace,
-      podName,
-      container,
-      command,
-      sink(),
-      sink(),
-      null,
-      false,
-      (s) => {
-        status = s;
-      },
-    );
-    await new Promise<void>((r) => ws.once("close", () => r()));
-    return exitCodeOf(status);
   }
 
   async scaleDown(containerName: string): Promise<void> {
@@ -676,63 +320,7 @@ export class KubernetesDriver implements EngineDriver {
     this.#endpoints.delete(containerName);
   }
 
-  async watch(onExit: OnExit): Promise<() => void> {
-    const exits = new PodExits((name) => this.#quiet.has(name), onExit);
-    const labelSelector = `${Labels.managedBy}=agent-sessions`;
-    const path = `/api/v1/namespaces/${this.namespace}/pods`;
-    let stopped = false;
-    let controller: AbortController | undefined;
-    let resourceVersion: string | undefined;
-    let retry: NodeJS.Timeout | undefined;
-
-    // A list gives the state and the resourceVersion to watch from; after a cut it also
-    // catches up on what happened unwatched (pods keep running while the API server is away,
-    // so unlike Docker's event stream a cut watch is no engine restart).
-    const relist = async (first: boolean) => {
-      const list = await this.#core.listNamespacedPod({ namespace: this.namespace, labelSelector });
-      if (first) for (const pod of list.items) exits.observe("ADDED", pod);
-      else exits.reconcile(list.items);
-      resourceVersion = list.metadata?.resourceVersion;
-    };
-    const schedule = (ms: number) => {
-      if (stopped || retry) return;
-      retry = setTimeout(() => {
-        retry = undefined;
-        subscribe(false).catch(() => schedule(WATCH_RETRY_MS));
-      }, ms);
-    };
-    const subscribe = async (first: boolean) => {
-      if (first || resourceVersion === undefined) await relist(first);
-      if (stopped) return;
-      controller = await new Watch(this.#kc).watch(
-        path,
-        {
-          labelSelector,
-          resourceVersion,
-          allowWatchBookmarks: true,
-          // The server ends the watch before the client's 30 s inactivity timeout would.
-          timeoutSeconds: 25,
-        },
-        (type: string, obj: V1Pod & V1Status) => {
-          if (type === "ERROR") {
-            // 410 Gone: our resourceVersion is too old; relist on the next subscribe.
-            if (obj.code === 410) resourceVersion = undefined;
-            return;
-          }
-          if (obj.metadata?.resourceVersion) resourceVersion = obj.metadata.resourceVersion;
-          if (type === "ADDED" || type === "MODIFIED" || type === "DELETED") exits.observe(type, obj);
-        },
-        (err: unknown) => {
-          if (isApiStatus(err, 410)) resourceVersion = undefined;
-          schedule(err ? WATCH_RETRY_MS : 0);
-        },
-      );
-    };
-    await subscribe(true);
-    return () => {
-      stopped = true;
-      if (retry) clearTimeout(retry);
-      controller?.abort();
-    };
+  watch(onExit: OnExit): Promise<() => void> {
+    return watchPodExits(this.#kc, this.#core, this.namespace, (name) => this.#quiet.has(name), onExit);
   }
 }

@@ -1,0 +1,59 @@
+import { describe, expect, it } from "vitest";
+import { AGENT_PID_MARKER, AgentPidReader, agentExecCommand, signalUntilEnded } from "./agent-exec.ts";
+
+describe("the exec'd agent's PID", () => {
+  it("is reported by the wrapper before it becomes the agent, with the agent's arguments kept", () => {
+    const cmd = agentExecCommand(["node", "agent.js", "--flag"]);
+    expect(cmd.slice(0, 2)).toEqual(["/bin/sh", "-c"]);
+    expect(cmd[2]).toBe(`echo "${AGENT_PID_MARKER}$$" >&2; exec "$@"`);
+    expect(cmd.slice(3)).toEqual(["agent", "node", "agent.js", "--flag"]);
+  });
+
+  it("is read only once its line is complete, even when stderr splits it", async () => {
+    const reader = new AgentPidReader();
+    reader.feed(`${AGENT_PID_MARKER}12`);
+    expect(reader.value).toBeUndefined();
+    reader.feed("34\nthe agent's own log\n");
+    expect(reader.value).toBe("1234");
+    await expect(reader.pid).resolves.toBe("1234");
+  });
+
+  it("is undefined once the agent ended without the wrapper's line", async () => {
+    const reader = new AgentPidReader();
+    reader.feed("some other output\n");
+    reader.end();
+    await expect(reader.pid).resolves.toBeUndefined();
+    expect(reader.value).toBeUndefined();
+  });
+});
+
+describe("stopping a signalled agent", () => {
+  it("stops at SIGTERM when the agent ends within the grace period", async () => {
+    const sent: string[] = [];
+    const ended = await signalUntilEnded(
+      async (name) => {
+        sent.push(name);
+      },
+      async () => true,
+    );
+    expect(ended).toBe(true);
+    expect(sent).toEqual(["TERM"]);
+  });
+
+  it("escalates to SIGKILL, and says so when the agent outlives both", async () => {
+    const sent: string[] = [];
+    const waits: number[] = [];
+    const ended = await signalUntilEnded(
+      async (name) => {
+        sent.push(name);
+      },
+      async (ms) => {
+        waits.push(ms);
+        return false;
+      },
+    );
+    expect(ended).toBe(false);
+    expect(sent).toEqual(["TERM", "KILL"]);
+    expect(waits).toHaveLength(2);
+  });
+});
