@@ -51,4 +51,39 @@ describe("the runner's relay to an adapter", () => {
     expect(relayed).toBeLessThanOrEqual(100_000);
     expect(statuses[0]).toBe(500);
   });
+
+  it("sends the last piece of a whole reply with done (no empty closing chunk), a character split between pieces intact", async () => {
+    const body = Buffer.from(JSON.stringify({ text: "grüße €" }));
+    const split = body.indexOf(0xe2) + 1; // inside the three bytes of "€"
+    server = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write(body.subarray(0, split));
+      setTimeout(() => res.end(body.subarray(split)), 20);
+    });
+    await new Promise<void>((r) => server?.listen(0, "127.0.0.1", r));
+    const endpoint = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const run = async (stream: boolean) => {
+      const chunks: { data: string; done: boolean; status?: number | undefined }[] = [];
+      await new Relays().relay(
+        "relay-2",
+        { endpoint, token: "t" },
+        { id: "r2", input: "x", stream },
+        10_000,
+        {
+          chunk: (data, done, status) => chunks.push({ data, done, status }),
+          buffered: () => 0,
+        },
+      );
+      return chunks;
+    };
+    const whole = await run(false);
+    expect(whole.map((c) => c.done)).toEqual([false, true]);
+    expect(whole.every((c) => c.data !== "")).toBe(true);
+    expect(whole[0]?.status).toBe(200);
+    expect(whole.map((c) => c.data).join("")).toBe('{"text":"grüße €"}');
+    const streamed = await run(true);
+    expect(streamed.length).toBeGreaterThan(1);
+    expect(streamed[0]?.status).toBe(200);
+    expect(streamed.map((c) => c.data).join("")).toBe('{"text":"grüße €"}');
+  });
 });

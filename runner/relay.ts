@@ -5,6 +5,7 @@
  * high-water mark, the adapter's body is not read (backpressure reaches the adapter). A reply past
  * its bound (the server's reply limit) is cut off: the relay ends RESOURCE_EXHAUSTED.
  */
+import { StringDecoder } from "node:string_decoder";
 import { request } from "undici";
 import { CodedError } from "../contracts/errors.ts";
 
@@ -48,6 +49,16 @@ export class Relays {
       });
       let first = true;
       let relayed = 0;
+      // A whole (non-streamed) reply is read to its end anyway by the server: its last piece
+      // leaves with `done` (one message for the usual one-piece reply, not two). A streamed one
+      // goes piece by piece as it comes.
+      let held: string | undefined;
+      // A character split between two pieces is decoded whole, in the later one.
+      const decoder = new StringDecoder("utf8");
+      const send = (data: string, done: boolean) => {
+        sink.chunk(data, done, first ? res.statusCode : undefined);
+        first = false;
+      };
       for await (const piece of res.body) {
         relayed += (piece as Uint8Array).byteLength;
         if (relayed > replyMaxBytes) {
@@ -58,16 +69,16 @@ export class Relays {
             { limit_bytes: replyMaxBytes },
           );
         }
-        sink.chunk(
-          Buffer.from(piece as Uint8Array).toString("utf8"),
-          false,
-          first ? res.statusCode : undefined,
-        );
-        first = false;
+        const text = decoder.write(piece as Buffer);
+        if (req.stream) send(text, false);
+        else {
+          if (held !== undefined) send(held, false);
+          held = text;
+        }
         while (sink.buffered() > HIGH_WATER_BYTES && !controller.signal.aborted)
           await new Promise((r) => setTimeout(r, 10));
       }
-      sink.chunk("", true, first ? res.statusCode : undefined);
+      send((held ?? "") + decoder.end(), true);
       return { status: res.statusCode };
     } finally {
       clearTimeout(timer);

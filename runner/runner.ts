@@ -142,11 +142,15 @@ export class Runner {
 
   async #run(command: RunnerCommand): Promise<Record<string, unknown>> {
     const started = Date.now();
+    let failed = true;
     try {
-      return await this.#dispatch(command);
+      const result = await this.#dispatch(command);
+      failed = false;
+      return result;
     } finally {
-      // `warm_pools` comes every few seconds and changes nothing most times: not logged.
-      if (command.kind !== "warm_pools")
+      // `warm_pools` comes every few seconds and changes nothing most times: not logged. A
+      // relayed request is audited by the server, one line each: here only when it failed.
+      if (command.kind !== "warm_pools" && (command.kind !== "relay" || failed))
         this.#log("info", "command done", { kind: command.kind, ms: Date.now() - started });
     }
   }

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import { ResultRecord, StreamEvent } from "../../contracts/adapter.ts";
 import { ErrorCode } from "../../contracts/errors.ts";
 import type { Audit, AuditRecord } from "../observability/audit.ts";
-import { AUDITED_REQUEST_ID } from "../observability/audited-request.ts";
+import { AUDITED_REPLY, AUDITED_REQUEST_ID } from "../observability/audited-request.ts";
 import type { ProxiedOutcome } from "../observability/metrics.ts";
 import { SseSplitter } from "../relay/sse-splitter.ts";
 
@@ -57,10 +57,14 @@ export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
       );
       return;
     }
-    const body: unknown = await response
-      .clone()
-      .json()
-      .catch(() => undefined);
+    // The relay's own answer, unless an error replaced it on its way out.
+    const marked = c.error === undefined ? c.get(AUDITED_REPLY) : undefined;
+    const body: unknown = marked
+      ? marked.body
+      : await response
+          .clone()
+          .json()
+          .catch(() => undefined);
     done(fromJsonReply(response.status, body), false);
   };
 }

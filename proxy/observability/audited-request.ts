@@ -6,14 +6,28 @@ import type { Context } from "hono";
  */
 export const AUDITED_REQUEST_ID = "auditedRequestId" as const;
 
+/**
+ * The JSON body the relay answered a proxied request with (markAuditedReply): the audit reads
+ * it here instead of cloning the response and parsing it again (a clone also takes the reply
+ * off the HTTP server's direct path for string bodies).
+ */
+export const AUDITED_REPLY = "auditedReply" as const;
+
 declare module "hono" {
   interface ContextVariableMap {
     /** The request id the relay gave a proxied request (markAuditedRequest). */
     auditedRequestId: string;
+    /** The JSON body of the relay's answer (markAuditedReply). */
+    auditedReply: { body: unknown };
   }
 }
 
 /** Called by the relay once it knows the request's id (relay/request-relay.ts). */
 export function markAuditedRequest(c: Context, requestId: string): void {
   c.set(AUDITED_REQUEST_ID, requestId);
+}
+
+/** Called by the relay with the JSON body it answers with (relay/request-relay.ts). */
+export function markAuditedReply(c: Context, body: unknown): void {
+  c.set(AUDITED_REPLY, { body });
 }

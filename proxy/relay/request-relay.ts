@@ -8,7 +8,7 @@ import type { AutoResumer, AwakeSession } from "../harness/auto-resumer.ts";
 import { readyOf } from "../harness/harness-status.ts";
 import type { Logger } from "../observability/log.ts";
 import { type InboxEvent, RelayInbox } from "./relay-inbox.ts";
-import { markAuditedRequest } from "../observability/audited-request.ts";
+import { markAuditedReply, markAuditedRequest } from "../observability/audited-request.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
@@ -313,7 +313,9 @@ class Flight {
         status === 200 || status === 499 || status === 502 ? ResultRecord.safeParse(parsed) : undefined;
       if (record?.success) {
         this.#result = record.data;
-        return this.#c.json(...resultResponse(this.#t.requestId, record.data));
+        const [reply, status] = resultResponse(this.#t.requestId, record.data);
+        markAuditedReply(this.#c, reply);
+        return this.#c.json(reply, status);
       }
       return this.#errorResponse(adapterError(status, parsed));
     } finally {
@@ -413,6 +415,7 @@ class Flight {
     // A reply that outgrew its bound is the upstream's fault, not a quota of the client's.
     const status =
       error.code === "RESOURCE_EXHAUSTED" && error.message.includes("reply") ? 502 : httpStatusOf[error.code];
+    markAuditedReply(this.#c, error);
     return this.#c.json(error, status as 400);
   }
 
@@ -525,6 +528,12 @@ function notReady(
 async function readLimited(request: Request, max: number): Promise<string | undefined> {
   const declared = Number(request.headers.get("content-length") ?? Number.NaN);
   if (declared > max) return undefined;
+  // A declared length bounds the body (HTTP framing): read it whole, the HTTP server's direct
+  // path (no web stream). Without one (chunked), count while reading.
+  if (Number.isInteger(declared) && declared >= 0) {
+    const text = await request.text();
+    return Buffer.byteLength(text) > max ? undefined : text;
+  }
   if (!request.body) return "";
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];

@@ -4,7 +4,12 @@
  * to become Ready when created and when resumed.
  *
  *   node test/bench/relay-bench.ts [--sessions 3] [--requests 200] [--concurrency 1,50,200]
+ *                                   [--baseline <checkout>]
  *                                   (the test bed must be up: scripts/testbed up node docker pulumi image)
+ *
+ * `--baseline`: another checkout (e.g. `git worktree add /tmp/base <commit>`, node_modules linked)
+ * runs a second server and runner with a session of its own; its relay is one more path, `base`,
+ * taking its turns in the same rounds (today's relay beside the one before, in one run).
  *
  * The system is real: `agent-sessions serve --no-runner` and a separate `agent-sessions runner`
  * over the WebSocket, Pulumi stacks on the real dockerd, the reference image (v1alpha2 adapter),
@@ -15,7 +20,7 @@
  *    (a Pulumi `up` of volume, network and container, the adapter's readiness, the agent session
  *    started), then PATCH stopped → Stopped, then PATCH running → Ready again. Status polled every
  *    50 ms. p50 and p99 (nearest rank).
- * 2. Relay, per request, from the first byte sent to the last byte of the reply, three paths to
+ * 2. Relay, per request, from the first byte sent to the last byte of the reply, three paths (four with `--baseline`) to
  *    one session's adapter:
  *      proxy  client → server (POST /v1/namespaces/default/harnesssessions/{name}/requests)
  *             → runner (WebSocket) → adapter (undici) and back, with the server's accounting;
@@ -50,6 +55,7 @@ const { values: args } = parseArgs({
     sessions: { type: "string", default: "3" },
     requests: { type: "string", default: "200" },
     concurrency: { type: "string", default: "1,50,200" },
+    baseline: { type: "string" },
   },
 });
 const SESSIONS = Number(args.sessions);
@@ -82,6 +88,7 @@ function percentile(values: number[], p: number): number {
 }
 
 const system = new System();
+const base = args.baseline === undefined ? undefined : new System(undefined, {}, args.baseline);
 let model: ModelServer | undefined;
 let chp: ChildProcess | undefined;
 const created: string[] = [];
@@ -300,7 +307,49 @@ function printCells(cells: Cell[]): void {
   }
 }
 
-async function relay(container: string): Promise<Cell[]> {
+/** The baseline's Agent and one session of it, Ready; its container. */
+async function baselineSession(b: System): Promise<string> {
+  await b.startServer();
+  await b.startRunner();
+  const bmust = async (method: string, path: string, body?: unknown) => {
+    const res = await b.call(method, path, body);
+    if (res.status >= 300)
+      throw new Error(`baseline ${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body;
+  };
+  await bmust("PUT", `${NS}/agents/${PREFIX}`, agentSpec());
+  const name = `${PREFIX}-base`;
+  await bmust("PUT", `${NS}/harnesssessions/${name}`, {
+    apiVersion: API,
+    kind: "HarnessSession",
+    metadata: { name },
+    spec: { agentRef: PREFIX, runtimeRef: "reference", desiredState: "running", idleTimeout: "1h" },
+  });
+  const deadline = performance.now() + READY_TIMEOUT_MS;
+  while (performance.now() < deadline) {
+    const s = await bmust("GET", `${NS}/harnesssessions/${name}`);
+    if (s.status?.phase === "Ready") return s.status.containerName;
+    if (s.status?.phase === "Failed") throw new Error(`baseline ${name} Failed`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`baseline ${name} did not become Ready`);
+}
+
+function agentSpec(): unknown {
+  return {
+    apiVersion: API,
+    kind: "Agent",
+    metadata: { name: PREFIX },
+    spec: {
+      runtimeRef: "reference",
+      credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "BENCH_MODEL_KEY" } }],
+      model: { baseUrl: model?.url, name: "tiny" },
+      egress: [{ cidr: `${BRIDGE_IP}/32`, port: model?.port }],
+    },
+  };
+}
+
+async function relay(container: string, baseContainer: string | undefined): Promise<Cell[]> {
   const docker = dockerClient();
   const inspected = await docker.getContainer(container).inspect();
   const token = (inspected.Config.Env ?? [])
@@ -325,13 +374,22 @@ async function relay(container: string): Promise<Cell[]> {
       dispatcher: dispatcher(),
     },
   ];
+  if (base && baseContainer)
+    targets.push({
+      name: "base",
+      url: `${base.url}${NS}/harnesssessions/${PREFIX}-base/requests`,
+      token: base.adminToken,
+      dispatcher: dispatcher(),
+    });
   const resetConversation = async () => {
-    const r = await dockerExec(docker.getContainer(container), [
-      "/bin/node",
-      "-e",
-      "require('node:fs').writeFileSync('/workspace/conversation.json', '[]')",
-    ]);
-    if (r.exitCode !== 0) throw new Error(`resetting the conversation: exit ${r.exitCode} ${r.output}`);
+    for (const c of baseContainer ? [container, baseContainer] : [container]) {
+      const r = await dockerExec(docker.getContainer(c), [
+        "/bin/node",
+        "-e",
+        "require('node:fs').writeFileSync('/workspace/conversation.json', '[]')",
+      ]);
+      if (r.exitCode !== 0) throw new Error(`resetting the conversation: exit ${r.exitCode} ${r.output}`);
+    }
   };
   console.log(`\nrelay: adapter ${adapter}, configurable-http-proxy ${chpUrl}, server ${system.url}`);
   const cells: Cell[] = [];
@@ -374,20 +432,12 @@ try {
   process.env.BENCH_MODEL_KEY = `sk-bench-${randomBytes(8).toString("hex")}`;
   await system.startServer();
   await system.startRunner();
-  await must("PUT", `${NS}/agents/${PREFIX}`, {
-    apiVersion: API,
-    kind: "Agent",
-    metadata: { name: PREFIX },
-    spec: {
-      runtimeRef: "reference",
-      credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "BENCH_MODEL_KEY" } }],
-      model: { baseUrl: model.url, name: "tiny" },
-      egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
-    },
-  });
+  await must("PUT", `${NS}/agents/${PREFIX}`, agentSpec());
   console.log(`relay bench: ${SESSIONS} session(s), data ${system.dataDir}\n\nlatency to Ready:`);
   const { create, resume, container } = await lifecycle();
-  const cells = await relay(container);
+  const baseContainer = base ? await baselineSession(base) : undefined;
+  if (base) console.log(`baseline: ${args.baseline}, server ${base.url}, container ${baseContainer}`);
+  const cells = await relay(container, baseContainer);
   console.log(`\nlatency to Ready over ${SESSIONS} session(s) (status polled every 50 ms):`);
   for (const [what, values] of [
     ["create→Ready", create],
@@ -407,6 +457,14 @@ try {
       console.error(`deleting ${name}: ${e}`),
     );
   await call("DELETE", `${NS}/agents/${PREFIX}`).catch(() => undefined);
+  if (base?.server) {
+    await base
+      .call("DELETE", `${NS}/harnesssessions/${PREFIX}-base`)
+      .catch((e) => console.error(`deleting the baseline session: ${e}`));
+    await base.call("DELETE", `${NS}/agents/${PREFIX}`).catch(() => undefined);
+    await base.stop();
+    rmSync(base.dataDir, { recursive: true, force: true });
+  }
   // The processes' logs outlive the run (a failed request is read there); the data goes.
   const logs = join(tmpdir(), `relay-bench-${PREFIX}.log`);
   writeFileSync(

@@ -24,8 +24,9 @@ export function launch(
   args: string[],
   env: Record<string, string>,
   ready: RegExp,
+  command = cli,
 ): Promise<Proc & { match: RegExpMatchArray }> {
-  const child = spawn(cli, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const logs: string[] = [];
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   return new Promise((resolve, reject) => {
@@ -60,10 +61,17 @@ export class System {
   port = 0;
   /** Environment of both processes on top of the defaults (e.g. a shorter reattach window). */
   readonly extraEnv: Record<string, string>;
+  /** The CLI server and runner run: this checkout's, or another's (a benchmark's baseline). */
+  readonly cli: string;
 
-  constructor(dataDir = mkdtempSync(join(tmpdir(), "as-system-")), extraEnv: Record<string, string> = {}) {
+  constructor(
+    dataDir = mkdtempSync(join(tmpdir(), "as-system-")),
+    extraEnv: Record<string, string> = {},
+    checkout?: string,
+  ) {
     this.dataDir = dataDir;
     this.extraEnv = extraEnv;
+    this.cli = checkout === undefined ? cli : join(checkout, "bin", "agent-sessions");
   }
 
   env(): Record<string, string> {
@@ -106,6 +114,7 @@ export class System {
       ["serve", ...args, "--port", String(this.port), "--data-dir", join(this.dataDir, "server")],
       this.env(),
       ready,
+      this.cli,
     );
     this.server = s;
     this.url = s.match[1] ?? "";
@@ -129,6 +138,7 @@ export class System {
       ],
       { ...this.env(), AGENT_SESSIONS_RUNNER_TOKEN: this.runnerToken },
       /runner attached/,
+      this.cli,
     );
   }
 
