@@ -134,7 +134,9 @@ describe("auth matrix: every client route × every kind of caller", () => {
   it("lists every rule of route-access.ts in the matrix (a new route gets a row)", () => {
     for (const route of ROUTES) {
       const need = needOf(route.method, route.path.split("?")[0] ?? "");
-      expect(need === "authenticated" || need.kind !== "admin" || route.allowed === ADMIN).toBe(true);
+      expect(
+        need === "authenticated" || need === "owner" || need.kind !== "admin" || route.allowed === ADMIN,
+      ).toBe(true);
     }
   });
 });
