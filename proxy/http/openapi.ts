@@ -370,8 +370,7 @@ function workspacePaths(): Record<string, JsonObject> {
       get: {
         operationId: `diffWorkspace${suffix}`,
         tags: ["workspace"],
-        description:
-          "A git diff of the workspace's checkout against the commit its workstream's repository was seeded from (untracked files included), streamed. FAILED_PRECONDITION when the workspace was not seeded from a repository. Works on a stopped session too.",
+        description: `A git diff of the workspace's checkout against the commit its workstream's repository was seeded from (untracked files included), streamed. FAILED_PRECONDITION when the workspace was not seeded from a repository. Works on a stopped session too. ${scope.read}`,
         responses: {
           "200": {
             description: "a unified diff",

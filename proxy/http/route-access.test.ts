@@ -92,6 +92,7 @@ const ROUTES: readonly Route[] = [
   { method: "GET", path: `${NS}/harnesssessions/s/workspace/files`, allowed: READ_SESSION },
   { method: "GET", path: `${NS}/harnesssessions/s/workspace/files/a.txt`, allowed: READ_SESSION },
   { method: "GET", path: `${NS}/harnesssessions/s/workspace:archive`, allowed: READ_SESSION },
+  { method: "GET", path: `${NS}/harnesssessions/s/workspace:diff`, allowed: READ_SESSION },
   { method: "PUT", path: `${NS}/harnesssessions/s/workspace/files/a.txt`, body: "x", allowed: EDIT },
   { method: "DELETE", path: `${NS}/harnesssessions/s/workspace/files/a.txt`, allowed: EDIT },
   // RPCs naming an agent_ref: its namespace's edit (decided from the name: 403 leaks nothing).
@@ -379,6 +380,13 @@ describe("auth matrix: RPCs and RPC workspaces × every kind of caller, by ownin
       readers: RPC_READ,
     },
     {
+      name: "GET :diff",
+      request: files(":diff"),
+      target: () => ids.container,
+      allowed: RPC_READ,
+      readers: RPC_READ,
+    },
+    {
       name: "PUT files/{path}",
       request: files("/files/a.txt", "PUT", "x"),
       target: () => ids.container,
@@ -409,6 +417,13 @@ describe("auth matrix: RPCs and RPC workspaces × every kind of caller, by ownin
     {
       name: "GET :archive of s's workspace",
       request: files(":archive"),
+      target: () => ids.hsContainer,
+      allowed: HS_READ,
+      readers: HS_READ,
+    },
+    {
+      name: "GET :diff of s's workspace",
+      request: files(":diff"),
       target: () => ids.hsContainer,
       allowed: HS_READ,
       readers: HS_READ,
