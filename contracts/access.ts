@@ -7,10 +7,12 @@ import { DnsLabel } from "./session-spec.ts";
  *
  * - `admin`: everything (tokens, runners, RPCs, every namespace).
  * - `namespace:<ns>:edit`: manage AgentRuntimes, Agents, HarnessSessions and AgentRuns in `<ns>`,
- *   chat with its sessions, follow its events.
- * - `namespace:<ns>:view`: read them (and follow the namespace's events); no writes, no chat.
+ *   chat with its sessions, follow its events, call the RPCs on its Agents' containers and
+ *   sessions, write their workspace files.
+ * - `namespace:<ns>:view`: read them (status, workspace files, the namespace's events); no writes,
+ *   no chat.
  * - `session:<ns>/<name>:chat`: send requests to that one HarnessSession, cancel them, follow its
- *   events and read its status; nothing else.
+ *   events, read its status and its workspace files; nothing else.
  *
  * The strings are a fixed interface (scripts build them): never change their grammar.
  */

@@ -99,17 +99,20 @@ export const AgentCredential = z
   });
 export type AgentCredential = z.infer<typeof AgentCredential>;
 
-export const AgentSpec = z.strictObject({
-  /** An AgentRuntime in the Agent's namespace. */
-  runtimeRef: DnsLabel,
-  /** The Agent is the sole authority on which credentials a session may receive. */
-  credentials: z
-    .array(AgentCredential)
+const credentialList = <T extends z.ZodType<{ name: string }>>(credential: T) =>
+  z
+    .array(credential)
     .max(32)
     .default([])
     .refine((list) => new Set(list.map((c) => c.name)).size === list.length, {
       message: "credential names must be unique",
-    }),
+    });
+
+export const AgentSpec = z.strictObject({
+  /** An AgentRuntime in the Agent's namespace. */
+  runtimeRef: DnsLabel,
+  /** The Agent is the sole authority on which credentials a session may receive. */
+  credentials: credentialList(AgentCredential),
   model: z
     .strictObject({
       /** OpenAI-compatible endpoint, e.g. http://10.213.0.1:11434/v1 */
@@ -147,6 +150,30 @@ export const AgentView = Agent.extend({
   }),
 });
 export type AgentView = z.infer<typeof AgentView>;
+
+/**
+ * A credential as a client writes it (`PUT …/agents/{name}`): a new `value`, a `secretRef`, or
+ * `valueSet: true` — keep the value stored under this name, so a document read with GET (which
+ * never carries the value) can be written back unchanged.
+ */
+export const AgentCredentialWrite = z
+  .strictObject({
+    name: EnvName,
+    value: z.string().min(1).max(4096).optional(),
+    secretRef: z.strictObject({ env: EnvName }).optional(),
+    valueSet: z.literal(true).optional(),
+  })
+  .refine((c) => [c.value, c.secretRef, c.valueSet].filter((x) => x !== undefined).length === 1, {
+    message:
+      "exactly one of value, secretRef or valueSet: true (valueSet keeps the value already stored under this name)",
+  });
+export type AgentCredentialWrite = z.infer<typeof AgentCredentialWrite>;
+
+/** An Agent as `PUT` takes it: AgentView's credentials are accepted back (AgentCredentialWrite). */
+export const AgentWrite = Agent.extend({
+  spec: AgentSpec.extend({ credentials: credentialList(AgentCredentialWrite) }),
+});
+export type AgentWrite = z.infer<typeof AgentWrite>;
 
 /** The kinds served under `/v1/namespaces/{ns}/{plural}`, keyed by plural. */
 export const ResourceKinds = {

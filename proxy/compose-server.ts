@@ -204,6 +204,7 @@ export async function composeServer(
       log,
       admission,
       harness: harness.routes,
+      harnessStore,
       workspaceFiles: new WorkspaceFilesRelay({
         harness: harnessStore,
         store,

@@ -124,6 +124,69 @@ describe("Agent credentials are write-only", () => {
     ]);
   });
 
+  it("keeps the stored value when a GET document is PUT back (valueSet: true), and hands it on", async () => {
+    expect((await call("PUT", "/v1/namespaces/default/agents/carol", agent)).status).toBe(201);
+    const read = await json(call("GET", "/v1/namespaces/default/agents/carol"));
+    // The client edits something else and writes the document back as it read it.
+    const edited = {
+      ...read.body,
+      spec: { ...read.body.spec, egress: [{ cidr: "10.213.0.1/32", port: 443 }] },
+    };
+    const written = await call("PUT", "/v1/namespaces/default/agents/carol", edited);
+    expect(written.status, written.text).toBe(200);
+    expect(written.text).not.toContain(PLANTED);
+    expect(JSON.parse(written.text).spec.credentials).toEqual(read.body.spec.credentials);
+    // The value is still the planted one: only the literal credential, so provisioning hands it on.
+    const literalOnly = {
+      ...edited,
+      spec: { ...edited.spec, credentials: [{ name: "OPENAI_API_KEY", valueSet: true }] },
+    };
+    expect((await call("PUT", "/v1/namespaces/default/agents/carol", literalOnly)).status).toBe(200);
+    const runner = await t.runner();
+    expect((await call("POST", "/v1/rpc/ProvisionAgentWorkspace", { agent_ref: "carol" })).status).toBe(200);
+    expect(JSON.stringify(runner.commands.find((c) => c.kind === "provision"))).toContain(PLANTED);
+  });
+
+  it("refuses valueSet where nothing is stored, and a credential with no source, saying why", async () => {
+    const fresh = {
+      ...agent,
+      metadata: { name: "dave" },
+      spec: { ...agent.spec, credentials: [{ name: "KEY", valueSet: true }] },
+    };
+    const unset = await json(call("PUT", "/v1/namespaces/default/agents/dave", fresh));
+    expect(unset).toMatchObject({
+      status: 400,
+      body: {
+        code: "INVALID_ARGUMENT",
+        message:
+          "invalid Agent: credential KEY says valueSet: true, but Agent default/dave has no value stored under that name; send its value or a secretRef",
+      },
+    });
+    // Stored under another name is not stored under this one.
+    expect((await call("PUT", "/v1/namespaces/default/agents/carol", agent)).status).toBe(201);
+    const renamed = {
+      ...agent,
+      spec: { ...agent.spec, credentials: [{ name: "RENAMED_KEY", valueSet: true }] },
+    };
+    expect((await json(call("PUT", "/v1/namespaces/default/agents/carol", renamed))).status).toBe(400);
+    const bare = { ...agent, spec: { ...agent.spec, credentials: [{ name: "OPENAI_API_KEY" }] } };
+    const none = await json(call("PUT", "/v1/namespaces/default/agents/carol", bare));
+    expect(none.status).toBe(400);
+    expect(none.body.code).toBe("INVALID_ARGUMENT");
+    expect(none.body.message).toContain("exactly one of value, secretRef or valueSet: true");
+    const both = {
+      ...agent,
+      spec: { ...agent.spec, credentials: [{ name: "OPENAI_API_KEY", value: "x", valueSet: true }] },
+    };
+    expect((await json(call("PUT", "/v1/namespaces/default/agents/carol", both))).status).toBe(400);
+    // Nothing refused was stored: carol still has her planted value and her secretRef.
+    const kept = await json(call("GET", "/v1/namespaces/default/agents/carol"));
+    expect(kept.body.spec.credentials).toEqual([
+      { name: "OPENAI_API_KEY", valueSet: true },
+      { name: "OTHER_KEY", secretRef: { env: "OTHER_KEY" } },
+    ]);
+  });
+
   it("still hands the stored value to the session it provisions", async () => {
     // Only the literal credential: a secretRef the server does not offer would refuse provisioning.
     const literalOnly = { ...agent, spec: { ...agent.spec, credentials: [agent.spec.credentials[0]] } };

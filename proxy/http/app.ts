@@ -22,9 +22,11 @@ import { auditProxiedRequests } from "./request-audit.ts";
 import { resourceRoutes } from "./resource-routes.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { authorizeRoute } from "./route-access.ts";
+import { RpcAccess } from "./rpc-access.ts";
 import { rpcRoutes } from "./rpc-routes.ts";
 import { RUNNER_CONNECT_PATH } from "../runners/runner-hub.ts";
 import { type RunnerRoutesOptions, runnerRoutes } from "./runner-routes.ts";
+import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
 import type { TokenStore } from "../store/token-store.ts";
 import { tokenRoutes } from "./token-routes.ts";
@@ -67,6 +69,11 @@ export type AppOptions = {
   eventQueueMaxBytes?: number;
   /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
   admission?: Admission;
+  /**
+   * HarnessSessions' records: a session token reads the workspace (and the agent sessions) its
+   * HarnessSession's record names (rpc-access.ts); absent: no session token reads any.
+   */
+  harnessStore?: HarnessStore;
   /** The workspace files API (`…/workspace/files`, `…/workspace:archive`); absent: no such routes. */
   workspaceFiles?: WorkspaceFilesRelay;
 };
@@ -153,14 +160,15 @@ export function buildApp(options: AppOptions): Hono {
     return c.json({ name, id, scopes: scopes.map(formatScope) } satisfies WhoAmI);
   });
   app.route("/v1/tokens", tokenRoutes(apiTokens));
-  app.route("/v1/rpc", rpcRoutes(options.rpc));
+  const rpcAccess = new RpcAccess({ store: options.store, harness: options.harnessStore });
+  app.route("/v1/rpc", rpcRoutes(options.rpc, rpcAccess));
   app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
   if (options.workspaceFiles) {
     app.route("/v1/namespaces", harnessWorkspaceRoutes(options.workspaceFiles));
-    app.route("/v1/workspaces", rpcWorkspaceRoutes(options.workspaceFiles));
+    app.route("/v1/workspaces", rpcWorkspaceRoutes(options.workspaceFiles, rpcAccess));
   }
   const events: Parameters<typeof eventRoutes>[0] = {
     store: options.store,

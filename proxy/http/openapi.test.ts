@@ -120,6 +120,8 @@ describe("GET /openapi.json", () => {
       expect(op?.operationId).toBe(method);
       expect(schemas()[`${method}Request`], method).toBeDefined();
       expect(schemas()[`${method}Response`], method).toBeDefined();
+      // Which scope it needs (issue 17): the namespace's edit for writes, view for reads.
+      expect(op?.description, method).toMatch(/^Scope: .*namespace:<ns>:(edit|view)/);
     }
     const rpcPaths = Object.keys(paths()).filter((p) => p.startsWith("/v1/rpc/"));
     expect(rpcPaths.sort()).toEqual(methods.map((m) => `/v1/rpc/${m}`).sort());

@@ -9,7 +9,7 @@ import {
   HarnessSession,
   HarnessSessionInput,
 } from "../../contracts/harness-session.ts";
-import { Agent, API_VERSION, AgentRuntime, AgentView } from "../../contracts/resources.ts";
+import { API_VERSION, AgentRuntime, AgentView, AgentWrite } from "../../contracts/resources.ts";
 import { CreatedToken, CreateTokenRequest, TokenInfo, TokenList, WhoAmI } from "../../contracts/access.ts";
 import { Rpc, type RpcMethod } from "../../contracts/rpc.ts";
 import { DEFAULT_PAGE_SIZE, ListMetadata, MAX_PAGE_SIZE } from "../../contracts/pagination.ts";
@@ -50,8 +50,9 @@ const errors = {
 /** The resource kinds of `/v1/namespaces/{namespace}/{plural}`, as documented. */
 const RESOURCES = [
   { plural: "agentruntimes", kind: "AgentRuntime", input: AgentRuntime, output: AgentRuntime, patch: false },
-  // Credentials are write-only: the answer says `valueSet: true` where a literal value is stored.
-  { plural: "agents", kind: "Agent", input: Agent, output: AgentView, patch: false },
+  // Credentials are write-only: the answer says `valueSet: true` where a literal value is stored,
+  // and a PUT may send `valueSet: true` back to keep it.
+  { plural: "agents", kind: "Agent", input: AgentWrite, output: AgentView, patch: false },
   {
     plural: "harnesssessions",
     kind: "HarnessSession",
@@ -125,6 +126,24 @@ function componentSchemas(): Record<string, JsonObject> {
   return schemas;
 }
 
+/**
+ * The scope each RPC needs (proxy/http/rpc-access.ts). A container or session the token may not
+ * read answers as one that does not exist; one it may read but not write is 403.
+ */
+const HIDDEN =
+  "A container or session of a namespace the token may not read answers exactly as a missing one";
+const RPC_SCOPES: Record<RpcMethod, string> = {
+  ProvisionAgentWorkspace: "Scope: namespace:<ns>:edit of agent_ref's namespace (or admin).",
+  SpawnAgent: "Scope: namespace:<ns>:edit of agent_ref's namespace (or admin).",
+  StartAgentSession: `Scope: namespace:<ns>:edit of the namespace owning container_name (or admin). ${HIDDEN} (404 NOT_FOUND).`,
+  StopAgentSession: `Scope: namespace:<ns>:edit of the namespace owning session_id (or admin). ${HIDDEN} (200 STOPPED, as the idempotent stop).`,
+  ReloadAgentSession: `Scope: namespace:<ns>:edit of the namespace owning session_id (or admin). ${HIDDEN} (404 NOT_FOUND).`,
+  SendAgentMessage: `Scope: namespace:<ns>:edit of the namespace owning session_id (or admin). ${HIDDEN} (404 NOT_FOUND).`,
+  RemoveAgentWorkspace: `Scope: namespace:<ns>:edit of the namespace owning container_name (or admin). ${HIDDEN} (200 removed: false).`,
+  GetAgentStatus:
+    "Scope: with session_id, namespace:<ns>:view or :edit of the owning namespace, or session:<ns>/<name>:chat when the session runs a HarnessSession's workspace (a missing or hidden one is 404); without it, any token: the sessions of the namespaces it can view (admin: all), paginated.",
+};
+
 function rpcPaths(): Record<string, JsonObject> {
   const paths: Record<string, JsonObject> = {};
   for (const method of Object.keys(Rpc) as RpcMethod[]) {
@@ -132,6 +151,7 @@ function rpcPaths(): Record<string, JsonObject> {
       post: {
         operationId: method,
         tags: ["rpc"],
+        description: RPC_SCOPES[method],
         requestBody: { required: true, content: json(ref(`${method}Request`)) },
         responses: { "200": ok(`${method} succeeded`, ref(`${method}Response`)), ...errors },
       },
@@ -273,21 +293,35 @@ function workspacePaths(): Record<string, JsonObject> {
   };
   const stopped =
     "A session without a running workload (stopped) answers FAILED_PRECONDITION: resume it first.";
-  const bases: [string, JsonObject[], string][] = [
-    ["/v1/namespaces/{namespace}/harnesssessions/{name}/workspace", [nsParam, nameParam], "Session"],
+  // Who may: reads (list, download, archive) and writes (upload, delete).
+  const bases: [string, JsonObject[], string, { read: string; write: string }][] = [
+    [
+      "/v1/namespaces/{namespace}/harnesssessions/{name}/workspace",
+      [nsParam, nameParam],
+      "Session",
+      {
+        read: "Scope: namespace:<ns>:view or :edit, or session:<ns>/<name>:chat of this session.",
+        write: "Scope: namespace:<ns>:edit.",
+      },
+    ],
     [
       "/v1/workspaces/{container_name}/workspace",
       [{ ...nameParam, name: "container_name", schema: { type: "string" } }],
       "RpcWorkspace",
+      {
+        read: "Scope: namespace:<ns>:view or :edit of the namespace owning the container, or the chat scope of the HarnessSession it serves; a hidden one is 404 like a missing one.",
+        write:
+          "Scope: namespace:<ns>:edit of the namespace owning the container; a hidden one is 404 like a missing one.",
+      },
     ],
   ];
-  for (const [base, parameters, suffix] of bases) {
+  for (const [base, parameters, suffix, scope] of bases) {
     paths[`${base}/files`] = {
       parameters,
       get: {
         operationId: `listWorkspaceFiles${suffix}`,
         tags: ["workspace"],
-        description: `One directory level: name, type, size, mtime. ${stopped}`,
+        description: `One directory level: name, type, size, mtime. ${stopped} ${scope.read}`,
         parameters: [pathQuery],
         responses: { "200": ok("the directory's entries", ref("WorkspaceListing")), ...errors },
       },
@@ -297,21 +331,20 @@ function workspacePaths(): Record<string, JsonObject> {
       get: {
         operationId: `downloadWorkspaceFile${suffix}`,
         tags: ["workspace"],
-        description: `A file's bytes, streamed. ${stopped}`,
+        description: `A file's bytes, streamed. ${stopped} ${scope.read}`,
         responses: { "200": { description: "the file", content: bytes }, ...tooLarge, ...errors },
       },
       put: {
         operationId: `uploadWorkspaceFile${suffix}`,
         tags: ["workspace"],
-        description:
-          "Writes the body as the file (missing parent directories are created), all at once when the whole body arrived.",
+        description: `Writes the body as the file (missing parent directories are created), all at once when the whole body arrived. ${scope.write}`,
         requestBody: { required: true, content: bytes },
         responses: { "201": ok("written", ref("WorkspaceWriteResult")), ...tooLarge, ...errors },
       },
       delete: {
         operationId: `deleteWorkspaceFile${suffix}`,
         tags: ["workspace"],
-        description: "Deletes a file or a directory tree (a symlink itself, never its target).",
+        description: `Deletes a file or a directory tree (a symlink itself, never its target). ${scope.write}`,
         responses: { "200": ok("deleted", ref("WorkspaceDeleteResult")), ...errors },
       },
     };
@@ -320,7 +353,7 @@ function workspacePaths(): Record<string, JsonObject> {
       get: {
         operationId: `archiveWorkspace${suffix}`,
         tags: ["workspace"],
-        description: `A tar of a path (default the whole workspace), streamed. ${stopped}`,
+        description: `A tar of a path (default the whole workspace), streamed. ${stopped} ${scope.read}`,
         parameters: [pathQuery],
         responses: {
           "200": {
@@ -337,8 +370,7 @@ function workspacePaths(): Record<string, JsonObject> {
       get: {
         operationId: `diffWorkspace${suffix}`,
         tags: ["workspace"],
-        description:
-          "A git diff of the workspace's checkout against the commit its workstream's repository was seeded from (untracked files included), streamed. FAILED_PRECONDITION when the workspace was not seeded from a repository. Works on a stopped session too.",
+        description: `A git diff of the workspace's checkout against the commit its workstream's repository was seeded from (untracked files included), streamed. FAILED_PRECONDITION when the workspace was not seeded from a repository. Works on a stopped session too. ${scope.read}`,
         responses: {
           "200": {
             description: "a unified diff",

@@ -4,6 +4,7 @@ import {
   type Agent,
   type AgentRuntime,
   type AgentView,
+  AgentWrite,
   API_VERSION,
   type Resource,
   type ResourcePlural,
@@ -66,7 +67,11 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
   app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
-    const resource = parseInput(schema, withPathMetadata(await readJson(c), namespace, name), kind);
+    const body = withPathMetadata(await readJson(c), namespace, name);
+    const resource =
+      kind === "Agent"
+        ? await keptCredentials(store, parseInput(AgentWrite, body, kind))
+        : parseInput(schema, body, kind);
     if (resource.metadata.name !== name || resource.metadata.namespace !== namespace)
       throw new CodedError(
         "INVALID_ARGUMENT",
@@ -100,6 +105,34 @@ export function redactedAgent(agent: Agent): AgentView {
     value === undefined ? rest : { ...rest, valueSet: true as const },
   );
   return { ...agent, spec: { ...agent.spec, credentials } };
+}
+
+/**
+ * An Agent as written, with each `valueSet: true` credential given the value stored under its
+ * name (a GET-then-PUT round trip keeps the secret it never saw). One with no stored value is
+ * INVALID_ARGUMENT naming it: valueSet cannot invent a secret.
+ */
+async function keptCredentials(store: Store, written: AgentWrite): Promise<Agent> {
+  if (!written.spec.credentials.some((c) => c.valueSet)) return written as Agent;
+  const { namespace, name } = written.metadata;
+  const stored = (await store.getResource("Agent", namespace, name)) as Agent | undefined;
+  const credentials = written.spec.credentials.map((credential, index) => {
+    const { valueSet, ...rest } = credential;
+    if (!valueSet) return rest;
+    const value = stored?.spec.credentials.find((c) => c.name === credential.name)?.value;
+    if (value === undefined)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `invalid Agent: credential ${credential.name} says valueSet: true, but Agent ${namespace}/${name} has no value stored under that name; send its value or a secretRef`,
+        {
+          field_violations: [
+            { field: `spec.credentials.${index}.valueSet`, description: "no value stored under this name" },
+          ],
+        },
+      );
+    return { name: credential.name, value };
+  });
+  return { ...written, spec: { ...written.spec, credentials } };
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { allows, type Need, scopesGranting } from "../../contracts/access.ts";
-import { httpStatusOf } from "../../contracts/errors.ts";
+import { CodedError, httpStatusOf } from "../../contracts/errors.ts";
+import type { Principal } from "./api-tokens.ts";
 
 /**
  * What each client route needs (contracts/access.ts), decided from the method and path alone
@@ -9,11 +10,13 @@ import { httpStatusOf } from "../../contracts/errors.ts";
  * needs `admin`, so a new route is closed until it is listed.
  *
  * `authenticated`: any valid token; the handler narrows what it shows (the event stream).
+ * `owner`: any valid token; the handler decides by the namespace owning the container or session
+ * the call names (rpc-access.ts: the RPCs and `/v1/workspaces/{container_name}/…`).
  */
 type Rule = {
   method: string;
   pattern: RegExp;
-  need: (groups: string[]) => Need | "authenticated";
+  need: (groups: string[]) => Need | "authenticated" | "owner";
 };
 
 const SEGMENT = "([^/]+)";
@@ -48,26 +51,33 @@ export const ROUTE_RULES: readonly Rule[] = [
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests/[^/]+/cancel`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/agentruns`, namespaceNeed("edit")),
-  // A HarnessSession's workspace files: read with the namespace's view, written with its edit (a
-  // chat token reads none: the workspace is more than the chat).
+  // A HarnessSession's workspace files: read with the namespace's view or the session's chat (a
+  // session token reads its own workspace, issue 18), written with the namespace's edit only.
   rule(
     "GET",
     `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace/files(?:/.+)?`,
-    namespaceNeed("view"),
+    sessionNeed("view"),
   ),
-  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace:archive`, namespaceNeed("view")),
-  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace:diff`, namespaceNeed("view")),
+  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace:archive`, sessionNeed("view")),
+  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace:diff`, sessionNeed("view")),
   rule("PUT", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace/files/.+`, namespaceNeed("edit")),
   rule(
     "DELETE",
     `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/workspace/files/.+`,
     namespaceNeed("edit"),
   ),
-  // Tokens, runners, the RPCs and /v1/workspaces (their container_name/session_id are global) are admin's.
+  // The RPCs and an RPC workspace's files: decided by the owner of what they name.
+  rule("POST", "rpc/[^/]+", () => "owner"),
+  rule("GET", `workspaces/${SEGMENT}/workspace/files(?:/.+)?`, () => "owner"),
+  rule("GET", `workspaces/${SEGMENT}/workspace:archive`, () => "owner"),
+  rule("GET", `workspaces/${SEGMENT}/workspace:diff`, () => "owner"),
+  rule("PUT", `workspaces/${SEGMENT}/workspace/files/.+`, () => "owner"),
+  rule("DELETE", `workspaces/${SEGMENT}/workspace/files/.+`, () => "owner"),
+  // Tokens and runners are admin's.
 ];
 
 /** What `method path` needs; `admin` for anything not listed. */
-export function needOf(method: string, path: string): Need | "authenticated" {
+export function needOf(method: string, path: string): Need | "authenticated" | "owner" {
   const m = method === "HEAD" ? "GET" : method;
   for (const r of ROUTE_RULES) {
     if (r.method !== m) continue;
@@ -82,17 +92,22 @@ export function authorizeRoute(): MiddlewareHandler {
   return async (c, next) => {
     const need = needOf(c.req.method, c.req.path);
     const principal = c.get("principal");
-    if (need === "authenticated" || allows(principal.scopes, need)) return next();
-    const wanted = [...scopesGranting(need), ...(need.kind === "admin" ? [] : ["admin"])];
+    if (need === "authenticated" || need === "owner" || allows(principal.scopes, need)) return next();
     return c.json(
-      {
-        code: "PERMISSION_DENIED",
-        message: `token ${principal.name} may not ${c.req.method} ${c.req.path}: it needs scope ${wanted.join(" or ")}`,
-        details: { required_scopes: wanted },
-      },
+      permissionDenied(principal, `${c.req.method} ${c.req.path}`, need).toBody(),
       httpStatusOf.PERMISSION_DENIED as 403,
     );
   };
+}
+
+/** PERMISSION_DENIED: `principal` may not do `what`, naming the scopes any of which would let it. */
+export function permissionDenied(principal: Principal, what: string, need: Need): CodedError {
+  const wanted = [...scopesGranting(need), ...(need.kind === "admin" ? [] : ["admin"])];
+  return new CodedError(
+    "PERMISSION_DENIED",
+    `token ${principal.name} may not ${what}: it needs scope ${wanted.join(" or ")}`,
+    { required_scopes: wanted },
+  );
 }
 
 function decode(segment: string | undefined): string {

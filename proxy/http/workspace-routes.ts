@@ -2,6 +2,7 @@ import { type Context, Hono } from "hono";
 import { DnsLabel } from "../../contracts/session-spec.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { WorkspaceFilesRelay, WorkspaceTarget } from "../relay/workspace-files.ts";
+import type { RpcAccess } from "./rpc-access.ts";
 
 /**
  * The workspace files API (issue 18), the same routes under a HarnessSession
@@ -47,11 +48,20 @@ export function harnessWorkspaceRoutes(files: WorkspaceFilesRelay): Hono {
   );
 }
 
-/** Under `/v1/workspaces`: `/{container_name}/workspace…` (RPC workspaces). */
-export function rpcWorkspaceRoutes(files: WorkspaceFilesRelay): Hono {
+/**
+ * Under `/v1/workspaces`: `/{container_name}/workspace…` (RPC workspaces), read with the owning
+ * namespace's view (or its HarnessSession's chat), written with its edit; one the token may not
+ * read is NOT_FOUND like a missing one (rpc-access.ts).
+ */
+export function rpcWorkspaceRoutes(files: WorkspaceFilesRelay, access: RpcAccess): Hono {
   return new Hono().route(
     "/:container",
-    workspaceFileRoutes(files, (c) => files.ofWorkspace(c.req.param("container") ?? "")),
+    workspaceFileRoutes(files, async (c) => {
+      const container = c.req.param("container") ?? "";
+      const action = c.req.method === "GET" || c.req.method === "HEAD" ? "read" : "write";
+      await access.assertWorkspace(c.get("principal"), container, action, `${c.req.method} ${c.req.path}`);
+      return files.ofWorkspace(container);
+    }),
   );
 }
 

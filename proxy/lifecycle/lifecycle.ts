@@ -14,9 +14,17 @@ import type { Store } from "../store/store.ts";
 import type { WarmPools } from "./warm-pools.ts";
 import { idempotencyKeyOf, WORKSPACE_KEY_SCOPE, Workspaces } from "./workspaces.ts";
 
+/**
+ * What a handler narrows its answer by: `namespaces` the caller may read (undefined: every one,
+ * admin). Only GetAgentStatus without `session_id` uses it; the HTTP layer decides the rest
+ * (proxy/http/rpc-access.ts).
+ */
+export type RpcCaller = { namespaces?: ReadonlySet<string> | undefined };
+
 export type RpcHandlers = {
   [M in RpcMethod]: (
     request: z.infer<(typeof Rpc)[M]["request"]>,
+    caller?: RpcCaller,
   ) => Promise<z.infer<(typeof Rpc)[M]["response"]>>;
 };
 
@@ -62,7 +70,7 @@ export class Lifecycle {
     StartAgentSession: (request) => this.sessions.start(request),
     StopAgentSession: (request) => this.sessions.stop(request),
     ReloadAgentSession: (request) => this.sessions.reload(request),
-    GetAgentStatus: (request) => this.sessions.status(request),
+    GetAgentStatus: (request, caller) => this.sessions.status(request, caller?.namespaces),
     SpawnAgent: (request) => this.spawn(request),
     RemoveAgentWorkspace: (request) => this.workspaces.remove(request),
     SendAgentMessage: (request) => this.messages.send(request),

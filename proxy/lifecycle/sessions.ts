@@ -105,13 +105,18 @@ export class Sessions {
     });
   }
 
-  /** One session, or every retained one (ERRORED included). */
+  /**
+   * One session, or every retained one (ERRORED included) of `namespaces` (undefined: every
+   * namespace's).
+   */
   async status(
     request: z.infer<typeof GetAgentStatusRequest>,
+    namespaces?: ReadonlySet<string>,
   ): Promise<z.infer<typeof GetAgentStatusResponse>> {
     if (request.session_id === undefined) {
       const query = pageQuery("sessions", request.page_size, request.page_token, "page_token");
-      const page = pageOf("sessions", await this.#store.listSessions({}, query), query, (s) => [
+      const filter = namespaces === undefined ? {} : { namespaces: [...namespaces].sort() };
+      const page = pageOf("sessions", await this.#store.listSessions(filter, query), query, (s) => [
         s.created_at,
         s.session_id,
       ]);

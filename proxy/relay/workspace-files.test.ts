@@ -4,6 +4,8 @@ import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import { WORKSPACE_CHUNK_BYTES } from "../../contracts/workspace-files.ts";
 import { toErrorResponse } from "../http/error-response.ts";
 import { rpcWorkspaceRoutes } from "../http/workspace-routes.ts";
+import { ADMIN_PRINCIPAL } from "../http/api-tokens.ts";
+import { RpcAccess } from "../http/rpc-access.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 import type { Store } from "../store/store.ts";
 import type { RelayLink } from "./request-relay.ts";
@@ -92,7 +94,13 @@ function app(maxBytes = 3 * WORKSPACE_CHUNK_BYTES, repo?: { url: string; path: s
       name === "ws-1" ? { container_name: "ws-1", runner_id: "r1", spec: { repo } } : undefined,
   } as unknown as Store;
   const relay = new WorkspaceFilesRelay({ store, runners: runner.link, maxBytes });
-  const hono = new Hono().route("/v1/workspaces", rpcWorkspaceRoutes(relay));
+  // The admin token: what a scoped token may reach is route-access.test.ts's matrix.
+  const hono = new Hono()
+    .use("*", (c, next) => {
+      c.set("principal", ADMIN_PRINCIPAL);
+      return next();
+    })
+    .route("/v1/workspaces", rpcWorkspaceRoutes(relay, new RpcAccess({ store })));
   hono.onError((e, c) => {
     const { status, body } = toErrorResponse(e);
     return c.json(body, status as 400);

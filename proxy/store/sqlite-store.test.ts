@@ -257,4 +257,18 @@ describe("SqliteStore session counts", () => {
       ]),
     );
   });
+  it("lists the sessions of some namespaces only: `team` is not `team-a`, none is nothing", async () => {
+    await store.insertWorkspace(workspace());
+    const refs = { s1: "team/alice", s2: "team-a/alice", s3: "other/alice", s4: "team/bob" };
+    for (const [id, agent_ref] of Object.entries(refs))
+      await store.insertSession({ ...session(id), agent_ref });
+    const ids = async (namespaces: string[]) =>
+      (await store.listSessions({ namespaces })).map((s) => s.session_id).sort();
+    expect(await ids(["team"])).toEqual(["s1", "s4"]);
+    expect(await ids(["team-a", "other"])).toEqual(["s2", "s3"]);
+    expect(await ids([])).toEqual([]);
+    // With a page (limit + 1 rows): the filter applies before the limit, not after.
+    const page = await store.listSessions({ namespaces: ["team"] }, { limit: 1 });
+    expect(page.map((s) => s.session_id)).toEqual(["s1", "s4"]);
+  });
 });

@@ -382,6 +382,12 @@ export class SqliteStore implements Store {
       where.push("agent_ref = ?");
       params.push(filter.agentRef);
     }
+    if (filter.namespaces !== undefined) {
+      if (filter.namespaces.length === 0) return [];
+      // `ns/` ≤ agent_ref < `ns0` ('0' follows '/'), as listWorkspaces reads one namespace.
+      where.push(`(${filter.namespaces.map(() => "(agent_ref >= ? AND agent_ref < ?)").join(" OR ")})`);
+      for (const ns of filter.namespaces) params.push(`${ns}/`, `${ns}0`);
+    }
     if (filter.states !== undefined) {
       if (filter.states.length === 0) return [];
       where.push(`state IN (${filter.states.map(() => "?").join(", ")})`);

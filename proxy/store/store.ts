@@ -170,6 +170,8 @@ export type SessionFilter = {
   runnerId?: string;
   containerName?: string;
   agentRef?: string;
+  /** Only sessions of these namespaces' Agents (agent_ref `ns/…`); empty: none. */
+  namespaces?: readonly string[];
   states?: readonly SessionState[];
 };
 export type SessionChange = {
