@@ -3,7 +3,7 @@ import { CodedError } from "../../contracts/errors.ts";
 import { parseAgentRef } from "../../contracts/resources.ts";
 import type { Rpc, RpcMethod } from "../../contracts/rpc.ts";
 import type { z } from "zod";
-import { harnessWorkstream } from "../harness/harness-controller.ts";
+import { harnessWorkstream } from "../harness/harness-reconciler.ts";
 import type { RpcCaller } from "../lifecycle/lifecycle.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
