@@ -683,6 +683,13 @@ describe("API bodies under property-based fuzzing: no 5xx, canonical errors, rej
       ["PATCH", "/v1/namespaces/default/harnesssessions/chat", deepObject],
       ["POST", "/v1/rpc/SendAgentMessage", `{"session_id":"s","message":{"a":${deepObject}}}`],
       ["PUT", "/v1/namespaces/default/agents/fz-a", deepObject],
+      // The request relay reads its own bodies (bounded while read): the same guard applies.
+      // Its body limit is small: 100 levels deep fit in it.
+      [
+        "POST",
+        "/v1/namespaces/default/harnesssessions/chat/requests",
+        `{"input":"x","metadata":${'{"a":'.repeat(100)}1${"}".repeat(100)}}`,
+      ],
     ];
     for (const [method, path, body] of cases) {
       const reply = await call(method, path, body);

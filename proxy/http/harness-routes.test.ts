@@ -329,7 +329,7 @@ describe("request proxy", () => {
     };
     const reply = await call("POST", `${BASE}/chat/requests`, { input: "big" });
     expect(reply.status).toBe(502);
-    expect(reply.body).toMatchObject({ code: "RESOURCE_EXHAUSTED" });
+    expect(reply.body).toMatchObject({ code: "RESOURCE_EXHAUSTED", details: { reason: "ReplyTooLarge" } });
     await runner.until(() => runner.commandsOf("cancel_relay").length === 1);
   });
 

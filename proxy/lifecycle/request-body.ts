@@ -11,7 +11,11 @@ export const MAX_JSON_DEPTH = 64;
 
 /** The request's JSON body (an empty body is `{}`), or INVALID_ARGUMENT. */
 export async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
+  return parseJsonBody(await c.req.text());
+}
+
+/** A request body's text as JSON (empty is `{}`), nested at most MAX_JSON_DEPTH, or INVALID_ARGUMENT. */
+export function parseJsonBody(text: string): unknown {
   if (text.trim() === "") return {};
   let json: unknown;
   try {

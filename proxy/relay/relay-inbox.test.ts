@@ -31,7 +31,7 @@ describe("the relay inbox", () => {
       error: {
         code: "RESOURCE_EXHAUSTED",
         message: "the agent's reply exceeds 10 bytes",
-        details: { limit_bytes: 10 },
+        details: { limit_bytes: 10, reason: "ReplyTooLarge" },
       },
     });
   });

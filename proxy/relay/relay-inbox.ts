@@ -1,6 +1,12 @@
 import type { ApiErrorBody } from "../../contracts/errors.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 
+/**
+ * `details.reason` of a reply that outgrew its bound: the upstream's fault (502), not a quota of
+ * the client's, though its code is RESOURCE_EXHAUSTED.
+ */
+export const REPLY_TOO_LARGE = "ReplyTooLarge";
+
 export type InboxEvent =
   | { kind: "chunk"; data: string; done: boolean; status?: number | undefined }
   | { kind: "error"; error: ApiErrorBody };
@@ -39,7 +45,7 @@ export class RelayInbox {
       this.fail({
         code: "RESOURCE_EXHAUSTED",
         message: `the agent's reply exceeds ${this.#maxBytes} bytes`,
-        details: { limit_bytes: this.#maxBytes },
+        details: { limit_bytes: this.#maxBytes, reason: REPLY_TOO_LARGE },
       });
       this.#onOverflow();
       return;

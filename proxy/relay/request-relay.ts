@@ -7,9 +7,9 @@ import { HARNESS_SESSION_KIND, HarnessRequest } from "../../contracts/harness-se
 import type { AutoResumer, AwakeSession } from "../harness/auto-resumer.ts";
 import { readyOf } from "../harness/harness-status.ts";
 import type { Logger } from "../observability/log.ts";
-import { type InboxEvent, RelayInbox } from "./relay-inbox.ts";
+import { type InboxEvent, REPLY_TOO_LARGE, RelayInbox } from "./relay-inbox.ts";
 import { markAuditedReply, markAuditedRequest } from "../observability/audited-request.ts";
-import { parseInput } from "../lifecycle/request-body.ts";
+import { parseInput, parseJsonBody } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 import { SseSplitter } from "./sse-splitter.ts";
@@ -91,13 +91,7 @@ export class RequestRelay {
         },
         413,
       );
-    let json: unknown;
-    try {
-      json = text.trim() === "" ? {} : JSON.parse(text);
-    } catch {
-      throw new CodedError("INVALID_ARGUMENT", "the request body is not valid JSON");
-    }
-    const request = parseInput(HarnessRequest, json, "request");
+    const request = parseInput(HarnessRequest, parseJsonBody(text), "request");
     const requestId = request.id ?? `req-${randomBytes(8).toString("hex")}`;
     markAuditedRequest(c, requestId);
     let record = await this.#o.harness.getHarnessSession(namespace, name);
@@ -355,7 +349,7 @@ class Flight {
         return {
           code: "RESOURCE_EXHAUSTED",
           message: `the agent's error reply (HTTP ${first.status ?? "?"}) exceeds ${ERROR_BODY_MAX_BYTES} bytes`,
-          details: { limit_bytes: ERROR_BODY_MAX_BYTES, status: first.status },
+          details: { limit_bytes: ERROR_BODY_MAX_BYTES, status: first.status, reason: REPLY_TOO_LARGE },
         };
       }
       const next = await this.#inbox.next();
@@ -413,8 +407,7 @@ class Flight {
 
   #errorResponse(error: ApiErrorBody): Response {
     // A reply that outgrew its bound is the upstream's fault, not a quota of the client's.
-    const status =
-      error.code === "RESOURCE_EXHAUSTED" && error.message.includes("reply") ? 502 : httpStatusOf[error.code];
+    const status = error.details?.reason === REPLY_TOO_LARGE ? 502 : httpStatusOf[error.code];
     markAuditedReply(this.#c, error);
     return this.#c.json(error, status as 400);
   }
