@@ -10,7 +10,7 @@ import { HarnessController } from "./harness-controller.ts";
 import { withReady } from "./harness-status.ts";
 import type { FakeRunner, Reply } from "../testing/fake-runner.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
-import { defaultHandler } from "../testing/fake-runner.ts";
+import { defaultHandler, provisioned } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
 import { until } from "../../test/support/until.ts";
 
@@ -61,14 +61,7 @@ async function start(overrides: Partial<ServerConfig> = {}): Promise<TestServer>
       if (delay) await new Promise((r) => setTimeout(r, delay));
       switch (command.kind) {
         case "provision":
-          return {
-            ok: true,
-            result: {
-              container_name: command.container_name,
-              endpoint: "10.0.0.9:8080",
-              resolved_image_digest: DIGEST,
-            },
-          };
+          return provisioned(command, DIGEST);
         case "relay":
           return answer(command, runner);
         default:

@@ -19,7 +19,7 @@ import type { Logger } from "../observability/log.ts";
 import { MAX_JSON_DEPTH } from "../lifecycle/request-body.ts";
 import { RUNNER_CONNECT_PATH, type RunnerHub } from "../runners/runner-hub.ts";
 import type { SqliteStore } from "../store/sqlite-store.ts";
-import { defaultHandler, FakeRunner } from "../testing/fake-runner.ts";
+import { defaultHandler, FakeRunner, provisioned } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, TEST_IMAGE } from "../testing/test-server.ts";
 
 // Property-based fuzzing of every API body: the RPCs, PUT/PATCH of each resource kind and the
@@ -585,14 +585,7 @@ beforeAll(async () => {
     handler: (command) => {
       switch (command.kind) {
         case "provision":
-          return {
-            ok: true,
-            result: {
-              container_name: command.container_name,
-              endpoint: "10.0.0.9:8080",
-              resolved_image_digest: DIGEST,
-            },
-          };
+          return provisioned(command, DIGEST);
         case "relay": {
           const reply = result(command.request.id);
           if (command.request.stream) {

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ResultRecord } from "../../contracts/adapter.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../../contracts/runner-protocol.ts";
 import type { FakeRunner, Reply } from "../testing/fake-runner.ts";
-import { defaultHandler } from "../testing/fake-runner.ts";
+import { defaultHandler, provisioned } from "../testing/fake-runner.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import {
   ADMIN_TOKEN,
@@ -103,14 +103,7 @@ beforeEach(async () => {
     handler: (command) => {
       switch (command.kind) {
         case "provision":
-          return {
-            ok: true,
-            result: {
-              container_name: command.container_name,
-              endpoint: "10.0.0.9:8080",
-              resolved_image_digest: DIGEST,
-            },
-          };
+          return provisioned(command, DIGEST);
         case "relay":
           return onRelay(command, runner);
         case "run_once":

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../../test/support/until.ts";
 import type { FakeRunner } from "../testing/fake-runner.ts";
-import { defaultHandler } from "../testing/fake-runner.ts";
+import { defaultHandler, provisioned as provisionedReply } from "../testing/fake-runner.ts";
 import {
   ADMIN_TOKEN,
   RUNNER_TOKEN,
@@ -217,14 +217,7 @@ describe("auth matrix: RPCs and RPC workspaces × every kind of caller, by ownin
       handler: (command) => {
         switch (command.kind) {
           case "provision":
-            return {
-              ok: true,
-              result: {
-                container_name: command.container_name,
-                endpoint: "10.0.0.9:8080",
-                resolved_image_digest: DIGEST,
-              },
-            };
+            return provisionedReply(command, DIGEST);
           // Allowed writes are refused for their content, so the matrix changes nothing.
           case "remove":
             return { ok: false, error: { code: "FAILED_PRECONDITION", message: "the test runner keeps it" } };

@@ -26,6 +26,18 @@ export type FakeRunnerOptions = {
   handler?: CommandHandler;
 };
 
+/** A provision answered as done: the workload at `endpoint`, running the image by `digest`. */
+export function provisioned(
+  command: Extract<RunnerCommand, { kind: "provision" }>,
+  digest: string,
+  endpoint = "10.0.0.9:8080",
+): Reply {
+  return {
+    ok: true,
+    result: { container_name: command.container_name, endpoint, resolved_image_digest: digest },
+  };
+}
+
 /** What a cooperative runner answers when the test does not say otherwise. */
 export const defaultHandler: CommandHandler = (command) => {
   switch (command.kind) {
