@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultSettings, type ServerConfig } from "../config.ts";
-import { silentLogger } from "../observability/log.ts";
+import { type Logger, silentLogger } from "../observability/log.ts";
 import { type RunningServer, startServer } from "../main.ts";
 import { FakeRunner, type FakeRunnerOptions } from "./fake-runner.ts";
 import { SseClient } from "./sse-client.ts";
@@ -47,7 +47,7 @@ const issued = new Map<string, string>();
 /** A real server on port 0 with a fresh data directory, the reference runtime and one Agent `alice`. */
 export async function startTestServer(
   overrides: Partial<ServerConfig> = {},
-  options: { agent?: boolean } = {},
+  options: { agent?: boolean; log?: Logger } = {},
 ): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "agent-sessions-proxy-"));
   const config: ServerConfig = {
@@ -64,7 +64,7 @@ export async function startTestServer(
     referenceImage: TEST_IMAGE,
     ...overrides,
   };
-  const server = await startServer(config, { log: silentLogger, keepAliveMs: 200 });
+  const server = await startServer(config, { log: options.log ?? silentLogger, keepAliveMs: 200 });
   const clients: SseClient[] = [];
   const runners: FakeRunner[] = [];
   const call = async (method: string, path: string, body: unknown, token = ADMIN_TOKEN) => {
