@@ -11,10 +11,10 @@ import { ONE_SHOT_INPUT_ENV } from "../contracts/agent-run.ts";
 import { CodedError } from "../contracts/errors.ts";
 import { LABEL_PREFIX, Labels } from "../contracts/session-spec.ts";
 import { isolateBridge, removeBridgeRules } from "../infra/docker-provider/host-isolation.ts";
-import { CONTAINER_LOG_CONFIG } from "../infra/docker-provider/log-limits.ts";
 import { viaGateway } from "../infra/docker-provider/gateway-url.ts";
 import type { RunOnceCommand, RunOnceOutcome } from "./driver.ts";
 import { RunOutput } from "./run-output.ts";
+import { shortLivedHostConfig } from "./short-lived-container.ts";
 
 /** Label naming the run a container or network belongs to. */
 export const RUN_LABEL = `${LABEL_PREFIX}/run`;
@@ -93,19 +93,9 @@ export function oneShotContainerOptions(
     User: "65532:65532",
     Env: env,
     Labels: labels,
-    HostConfig: {
-      ReadonlyRootfs: true,
-      Privileged: false,
-      CapDrop: ["ALL"],
-      SecurityOpt: ["no-new-privileges"],
-      NetworkMode: `${name}-net`,
-      Mounts: [
-        {
-          Type: "tmpfs",
-          Source: "",
-          Target: "/tmp",
-          TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 },
-        },
+    HostConfig: shortLivedHostConfig({
+      network: `${name}-net`,
+      mounts: [
         {
           Type: "tmpfs",
           Source: "",
@@ -113,12 +103,10 @@ export function oneShotContainerOptions(
           TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 },
         },
       ],
-      Memory: 512 * 1024 * 1024,
-      NanoCpus: 1e9,
-      PidsLimit: 256,
-      RestartPolicy: { Name: "no" },
-      LogConfig: { Type: CONTAINER_LOG_CONFIG.Type, Config: { ...CONTAINER_LOG_CONFIG.Config } },
-    },
+      tmpMiB: 64,
+      memoryMiB: 512,
+      pids: 256,
+    }),
   };
 }
 

@@ -19,8 +19,8 @@ import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import { redactUrl } from "../contracts/workspace-repo.ts";
 import { viaGateway } from "../infra/docker-provider/gateway-url.ts";
-import { CONTAINER_LOG_CONFIG } from "../infra/docker-provider/log-limits.ts";
 import { networkGateway } from "../infra/docker-provider/session-container.ts";
+import { shortLivedHostConfig } from "./short-lived-container.ts";
 
 /** The ref the seeded commit is kept under. */
 export const SEED_REF = "refs/agent-sessions/seed";
@@ -70,27 +70,13 @@ export function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOpti
     WorkingDir: "/tmp",
     Env: ["HOME=/tmp", "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LANG=C.UTF-8", ...g.env],
     Labels: { [Labels.managedBy]: "agent-sessions" },
-    HostConfig: {
-      ReadonlyRootfs: true,
-      Privileged: false,
-      CapDrop: ["ALL"],
-      SecurityOpt: ["no-new-privileges"],
-      NetworkMode: g.network,
-      Mounts: [
-        { Type: "volume", Source: `${base}-workspace`, Target: "/workspace", ReadOnly: g.readOnly },
-        {
-          Type: "tmpfs",
-          Source: "",
-          Target: "/tmp",
-          TmpfsOptions: { SizeBytes: 256 * 1024 * 1024, Mode: 0o1777 },
-        },
-      ],
-      Memory: 256 * 1024 * 1024,
-      NanoCpus: 1e9,
-      PidsLimit: 128,
-      RestartPolicy: { Name: "no" },
-      LogConfig: { Type: CONTAINER_LOG_CONFIG.Type, Config: { ...CONTAINER_LOG_CONFIG.Config } },
-    },
+    HostConfig: shortLivedHostConfig({
+      network: g.network,
+      mounts: [{ Type: "volume", Source: `${base}-workspace`, Target: "/workspace", ReadOnly: g.readOnly }],
+      tmpMiB: 256,
+      memoryMiB: 256,
+      pids: 128,
+    }),
   };
 }
 
