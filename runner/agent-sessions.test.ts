@@ -154,6 +154,33 @@ describe("the runner's session set", () => {
     expect(() => sessions.send("s1", "{}")).toThrow(expect.objectContaining({ code: "FAILED_PRECONDITION" }));
   });
 
+  it("a stop while one is under way waits for it: the agent is stopped once, STOPPING and STOPPED are reported once", async () => {
+    const { driver } = fakeDriver();
+    let stops = 0;
+    const startAgent = driver.startAgent.bind(driver);
+    driver.startAgent = async (...args) => {
+      const agent = await startAgent(...args);
+      return {
+        ...agent,
+        stop: async () => {
+          stops++;
+          await new Promise((r) => setTimeout(r, 50));
+          await agent.stop();
+        },
+      };
+    };
+    const { states, events } = recorder();
+    const sessions = new AgentSessions(driver, events);
+    await sessions.start("s1", "c1");
+    expect(await Promise.all([sessions.stop("s1"), sessions.stop("s1"), sessions.stop("s1")])).toEqual([
+      "STOPPED",
+      "STOPPED",
+      "STOPPED",
+    ]);
+    expect(stops).toBe(1);
+    expect(states).toEqual(["s1:READY", "s1:STOPPING", "s1:STOPPED"]);
+  });
+
   it("refuses an agent's status frame (status frames come only from the server) and drops a too-long line; the session stays READY", async () => {
     const { driver, outputs } = fakeDriver();
     const frames: { type: string; payload: Record<string, unknown> }[] = [];

@@ -38,6 +38,8 @@ type Entry = {
   command: string[];
   process?: AgentProcess;
   deliberate: boolean;
+  /** The deliberate stop under way, which every further stop of the session waits for. */
+  stopping?: Promise<void>;
   /** When this agent process was started (an OOM event after it is its own). */
   startedAt: number;
   /** Set by the engine watcher: why the workload went away. */
@@ -317,10 +319,14 @@ export class AgentSessions {
   async stop(sessionId: string): Promise<SessionState> {
     const entry = this.#entries.get(sessionId);
     if (!entry || entry.state === "STOPPED" || entry.state === "ERRORED") return entry?.state ?? "STOPPED";
-    entry.deliberate = true;
-    this.#set(entry, "STOPPING");
-    await entry.process?.stop();
-    if (entry.state === "STOPPING") this.#set(entry, "STOPPED");
+    // A stop already under way: wait for it; STOPPING is reported once.
+    entry.stopping ??= (async () => {
+      entry.deliberate = true;
+      this.#set(entry, "STOPPING");
+      await entry.process?.stop();
+      if (entry.state === "STOPPING") this.#set(entry, "STOPPED");
+    })();
+    await entry.stopping;
     return "STOPPED";
   }
 

@@ -2,6 +2,7 @@ import WebSocket from "ws";
 import { RUNNER_PROTOCOL_VERSION } from "../../contracts/runner-protocol.ts";
 import { afterEach, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+import type { FakeRunner } from "../testing/fake-runner.ts";
 
 let t: TestServer | undefined;
 afterEach(async () => {
@@ -137,6 +138,43 @@ describe("§3 reconcile", () => {
       sessions: [{ session_id: sessionId, container_name: container, state: "READY" }],
     });
     await back.until(() => back.commandsOf("stop").length === 1);
+    expect(back.commandsOf("stop")).toEqual([{ kind: "stop", session_id: sessionId }]);
+    expect(await stateOf(t, sessionId)).toMatchObject({ state: "STOPPED" });
+  });
+  it("has one stop at a time on the runner for a settled session: the STOPPING it reports while stopping sends no more", async () => {
+    t = await startTestServer();
+    const runner = await t.runner({ name: "r" });
+    const { container, sessionId } = await liveSession(t);
+    runner.kill();
+    await t.rpc("StopAgentSession", { session_id: sessionId });
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    // The stop may arrive before t.runner() resolves: the handler waits for the runner object.
+    let attached!: (runner: FakeRunner) => void;
+    const self = new Promise<FakeRunner>((r) => {
+      attached = r;
+    });
+    // What a runner does: STOPPING at once, the agent's end later, then STOPPED.
+    const back = await t.runner({
+      name: "r",
+      sessions: [{ session_id: sessionId, container_name: container, state: "READY" }],
+      handler: async (c) => {
+        if (c.kind !== "stop") return { ok: true, result: {} };
+        const back = await self;
+        back.state(sessionId, "STOPPING");
+        back.state(sessionId, "STOPPING");
+        await released;
+        back.state(sessionId, "STOPPED");
+        return { ok: true, result: { state: "STOPPED" } };
+      },
+    });
+    attached(back);
+    await back.until(() => back.commandsOf("stop").length === 1);
+    await new Promise((r) => setTimeout(r, 200)); // the STOPPING reports reach the server
+    release();
+    await new Promise((r) => setTimeout(r, 200));
     expect(back.commandsOf("stop")).toEqual([{ kind: "stop", session_id: sessionId }]);
     expect(await stateOf(t, sessionId)).toMatchObject({ state: "STOPPED" });
   });

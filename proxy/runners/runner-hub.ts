@@ -86,6 +86,12 @@ export class RunnerHub {
   readonly #runnerMutex = new KeyedMutex();
   readonly #heartbeat: NodeJS.Timeout;
   readonly #attachListeners = new Set<(runner: RunnerRecord) => void>();
+  /**
+   * Settled sessions a stop was sent for and not yet answered (`runner id \0 session id`). The
+   * runner reports STOPPING while it stops, which reads as "still runs": one stop at a time, or
+   * each report would send another (a loop that flooded a runner with thousands in CI).
+   */
+  readonly #stopsInFlight = new Set<string>();
   readonly #frameBudget: FrameBudget;
   #closing = false;
 
@@ -470,17 +476,22 @@ export class RunnerHub {
 
   /** A settled session still runs on its runner: stop it there; the store keeps what it has. */
   #stopOnRunner(runnerId: string, sessionId: string): void {
-    this.command(runnerId, { kind: "stop", session_id: sessionId }).then(
-      (outcome) => {
-        if (!outcome.ok && outcome.error.code !== "NOT_FOUND")
-          this.#log("warn", "stopping a settled session on its runner failed", {
-            runner_id: runnerId,
-            session_id: sessionId,
-            error: outcome.error,
-          });
-      },
-      (error: unknown) => this.#log("error", "stop command threw", { error: String(error) }),
-    );
+    const key = `${runnerId}\0${sessionId}`;
+    if (this.#stopsInFlight.has(key)) return;
+    this.#stopsInFlight.add(key);
+    this.command(runnerId, { kind: "stop", session_id: sessionId })
+      .finally(() => this.#stopsInFlight.delete(key))
+      .then(
+        (outcome) => {
+          if (!outcome.ok && outcome.error.code !== "NOT_FOUND")
+            this.#log("warn", "stopping a settled session on its runner failed", {
+              runner_id: runnerId,
+              session_id: sessionId,
+              error: outcome.error,
+            });
+        },
+        (error: unknown) => this.#log("error", "stop command threw", { error: String(error) }),
+      );
   }
 
   /** PROTOCOL.md §4: ping every interval; two missed heartbeats end the link. */
