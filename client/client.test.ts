@@ -99,11 +99,37 @@ describe("AgentSessionsClient", () => {
     const fake = new AgentSessionsClient({ baseUrl: "http://fake", token: "t", fetch: fakeFetch });
     const abort = new AbortController();
     const ids: string[] = [];
-    for await (const event of fake.events({ signal: abort.signal, reconnectDelayMs: 1 })) {
+    const seen: string[] = [];
+    const events = fake.events({
+      signal: abort.signal,
+      reconnectDelayMs: 1,
+      onOpen: () => seen.push("open"),
+      onReconnect: () => seen.push("reconnect"),
+    });
+    for await (const event of events) {
       if (event.kind === "frame") ids.push(event.id);
+      if (event.kind === "frame") seen.push(event.id);
       if (ids.length === 3) abort.abort();
     }
     expect(ids).toEqual(["1", "2", "3"]);
     expect(cursors).toEqual([null, "2"]);
+    // Told when the stream is open, before its frames: a page shows "live" then.
+    expect(seen).toEqual(["open", "1", "2", "reconnect", "open", "3"]);
+  });
+
+  it("says who the token is", async () => {
+    expect(await client.whoami()).toMatchObject({ scopes: ["admin"] });
+  });
+
+  it("calls fetch without a receiver, as a browser's window.fetch requires", async () => {
+    // A browser's fetch throws "Illegal invocation" when called as a method of another object.
+    const receivers: unknown[] = [];
+    const strictFetch = function (this: unknown) {
+      receivers.push(this);
+      return Promise.resolve(Response.json({ name: "admin", id: "admin", scopes: ["admin"] }));
+    } as unknown as typeof fetch;
+    const browserLike = new AgentSessionsClient({ baseUrl: "http://fake", token: "t", fetch: strictFetch });
+    expect((await browserLike.whoami()).name).toBe("admin");
+    expect(receivers).toEqual([undefined]);
   });
 });

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { CreatedToken, CreateTokenRequest, TokenList } from "../contracts/access.ts";
+import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../contracts/access.ts";
 import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { ErrorCode, httpStatusOf } from "../contracts/errors.ts";
@@ -44,6 +44,8 @@ export type EventsOptions = {
   reconnectDelayMs?: number;
   /** Told before each reconnect. */
   onReconnect?: (attempt: number, error: unknown) => void;
+  /** Told each time the stream is open (the first connect and every reconnect), before its events. */
+  onOpen?: () => void;
 };
 
 export type SendOptions = { id?: string | undefined; signal?: AbortSignal | undefined };
@@ -245,6 +247,7 @@ export class AgentSessionsClient {
       }
       failures = 0;
       delay = options.reconnectDelayMs ?? 500;
+      options.onOpen?.();
       let dropped: unknown = new Error("the server ended the event stream");
       try {
         if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty event stream");
@@ -377,6 +380,11 @@ export class AgentSessionsClient {
     }>;
   }
 
+  /** `GET /v1/whoami`: the token's name, id and scopes. */
+  whoami(): Promise<WhoAmI> {
+    return this.#json("GET", "/v1/whoami") as Promise<WhoAmI>;
+  }
+
   /** `GET /openapi.json`. */
   openapi(): Promise<Record<string, unknown>> {
     return this.#json("GET", "/openapi.json") as Promise<Record<string, unknown>>;
@@ -408,10 +416,16 @@ export class AgentSessionsClient {
   ): Promise<Response> {
     const url = `${this.baseUrl}${path}`;
     // `{raw}`: bytes or a stream sent as they are (uploads); anything else is JSON.
-    const raw = (body as { raw?: Uint8Array | ReadableStream<Uint8Array> } | undefined)?.raw;
+    // Typed as the body fetch takes: the DOM's BodyInit wants bytes over an ArrayBuffer, which a
+    // Node Buffer is not to the type checker (it may be shared); both fetches send either.
+    const raw = (body as { raw?: Uint8Array | ReadableStream<Uint8Array> } | undefined)?.raw as
+      | NonNullable<RequestInit["body"]>
+      | undefined;
     let response: Response;
+    // Called unbound: a browser's fetch refuses any `this` but the window ("Illegal invocation").
+    const fetchOf = this.#fetch;
     try {
-      response = await this.#fetch(url, {
+      response = await fetchOf(url, {
         method,
         headers: {
           ...(this.#token ? { authorization: `Bearer ${this.#token}` } : {}),

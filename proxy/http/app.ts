@@ -112,7 +112,7 @@ export function buildApp(options: AppOptions): Hono {
   });
 
   // The web UI: static files; it calls the API below with the token the user pastes.
-  app.route("/", uiRoutes());
+  app.route("/", uiRoutes({ log }));
 
   let openapi: string | undefined;
   app.get("/openapi.json", (c) => {

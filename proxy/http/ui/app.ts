@@ -1,135 +1,108 @@
-// The agent-sessions web UI: plain DOM, the public API only, the token in sessionStorage.
-// EventSource cannot send an Authorization header, so server-sent events are read with fetch.
+// The agent-sessions web UI: plain DOM, the public API only through the typed client (client/),
+// the token in sessionStorage. The server bundles this module for the browser (ui-route.ts).
+// EventSource cannot send an Authorization header, so the client reads server-sent events with fetch.
 //
 // Any token works (README "Scoped tokens"): `admin`, `namespace:<ns>:edit|view`, or a
 // `session:<ns>/<name>:chat` token a portal backend minted for this browser, which it may hand
 // over in the URL fragment (`/ui/#token=…`: a fragment is never sent to a server or logged).
 // GET /v1/whoami says what the token may do; the page shows only that.
 
-const API = "agent-sessions.dev/v1alpha1";
+import { AgentSessionsClient, ClientError } from "../../../client/index.ts";
+import type { Usage } from "../../../contracts/adapter.ts";
+import type { HarnessSession } from "../../../contracts/harness-session.ts";
+
 const TOKEN_KEY = "agent-sessions.token";
 let NS = "default";
-let BASE = `/v1/namespaces/${NS}`;
 
-const $ = (id) => document.getElementById(id);
+type Role = "edit" | "view" | "chat";
+type Message = { who: "user" | "assistant"; text: string; done: boolean; failed?: boolean };
+type Sent = { id: string; input: string; outcome: string; usage: Usage | undefined };
+
+const $ = (id: string): HTMLElement => {
+  const node = document.getElementById(id);
+  if (!node) throw new Error(`the page has no #${id}`);
+  return node;
+};
+const form = (id: string) => $(id) as HTMLFormElement;
+const field = <T extends HTMLInputElement | HTMLSelectElement = HTMLInputElement>(
+  f: HTMLFormElement,
+  name: string,
+) => f.elements.namedItem(name) as T;
+
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) ?? "",
-  sessions: [],
-  selected: undefined,
+  /** Built on connect with the token; every API call and the event stream go through it. */
+  client: undefined as AgentSessionsClient | undefined,
+  sessions: [] as HarnessSession[],
+  selected: undefined as string | undefined,
   /** Per session: the requests sent from this page, newest first. */
-  history: new Map(),
+  history: new Map<string, Sent[]>(),
   /** Per session: the transcript shown in the chat pane. */
-  transcripts: new Map(),
-  busy: new Set(),
-  events: undefined,
+  transcripts: new Map<string, Message[]>(),
+  busy: new Set<string>(),
+  events: undefined as AbortController | undefined,
   /** What the token may do here: "edit" (create, stop, delete, chat), "view" (read), "chat" (its session). */
-  role: "edit",
+  role: "edit" as Role,
   /** With a session token: the one session it opens. */
-  only: undefined,
+  only: undefined as string | undefined,
 };
 
-/** The namespace, role and session the token's scopes give this page (the widest one wins). */
-function accessOf(scopes) {
+/** The connected client; only called while connected. */
+function api(): AgentSessionsClient {
+  if (!state.client) throw new Error("not connected");
+  return state.client;
+}
+
+/**
+ * The namespace, role and session the token's scopes give this page (the widest one wins).
+ * Parsed here rather than with contracts/access.ts' parseScope: that module reaches node:crypto.
+ */
+function accessOf(scopes: string[]): { namespace: string; role: Role; only: string | undefined } {
   if (scopes.includes("admin")) return { namespace: "default", role: "edit", only: undefined };
   const parsed = scopes.map((s) => s.split(":"));
   const edit = parsed.find((p) => p[0] === "namespace" && p[2] === "edit");
-  if (edit) return { namespace: edit[1], role: "edit", only: undefined };
+  if (edit?.[1]) return { namespace: edit[1], role: "edit", only: undefined };
   const view = parsed.find((p) => p[0] === "namespace" && p[2] === "view");
-  if (view) return { namespace: view[1], role: "view", only: undefined };
+  if (view?.[1]) return { namespace: view[1], role: "view", only: undefined };
   const session = parsed.find((p) => p[0] === "session");
-  if (session) {
-    const [namespace, name] = session[1].split("/");
-    return { namespace, role: "chat", only: name };
-  }
+  const [namespace, name] = session?.[1]?.split("/") ?? [];
+  if (namespace && name) return { namespace, role: "chat", only: name };
   return { namespace: "default", role: "view", only: undefined };
 }
 
-class ApiError extends Error {
-  constructor(status, body) {
-    super(body?.message ? `${body.code ?? status}: ${body.message}` : `HTTP ${status}`);
-    this.status = status;
-    this.body = body;
-  }
+const refused = (error: unknown) => error instanceof ClientError && error.code === "UNAUTHENTICATED";
+
+function errorText(error: unknown): string {
+  if (error instanceof ClientError) return `${error.code}: ${error.message}`;
+  return error instanceof Error ? error.message : String(error);
 }
 
-async function api(method, path, body) {
-  const headers = { authorization: `Bearer ${state.token}` };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(path, {
-    method,
-    headers,
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  let json;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = { message: text };
-  }
-  if (!res.ok) throw new ApiError(res.status, json);
-  return json;
-}
+type Props<K extends keyof HTMLElementTagNameMap> = Partial<Omit<HTMLElementTagNameMap[K], "dataset">> & {
+  dataset?: Record<string, string>;
+};
 
-/** Server-sent events of a fetch response body, as {event, id, data} objects. */
-async function* readSse(body, signal) {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  try {
-    while (!signal?.aborted) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const message = { event: "message", id: undefined, data: [] };
-        for (const line of block.split("\n")) {
-          if (line === "" || line.startsWith(":")) continue;
-          const colon = line.indexOf(":");
-          const field = colon < 0 ? line : line.slice(0, colon);
-          let value = colon < 0 ? "" : line.slice(colon + 1);
-          if (value.startsWith(" ")) value = value.slice(1);
-          if (field === "event") message.event = value;
-          else if (field === "id") message.id = value;
-          else if (field === "data") message.data.push(value);
-        }
-        if (message.data.length === 0) continue;
-        let data = message.data.join("\n");
-        try {
-          data = JSON.parse(data);
-        } catch {
-          // not JSON: keep the text
-        }
-        yield { event: message.event, id: message.id, data };
-      }
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-}
-
-function el(tag, props = {}, ...children) {
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props: Props<K> = {},
+  ...children: (Node | string)[]
+): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "dataset") Object.assign(node.dataset, v);
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else if (v !== undefined) node[k] = v;
-  }
-  for (const child of children) node.append(child);
+  const { dataset, ...rest } = props;
+  if (dataset) Object.assign(node.dataset, dataset);
+  for (const [k, v] of Object.entries(rest)) if (v !== undefined) Object.assign(node, { [k]: v });
+  node.append(...children);
   return node;
 }
 
-function showError(where, error) {
-  $(where).textContent = error ? String(error.message ?? error) : "";
+function showError(where: string, error?: unknown): void {
+  $(where).textContent = error === undefined ? "" : errorText(error);
 }
 
 // ---- sessions ----
 
-let refreshing;
+let refreshing: Promise<void> | undefined;
 let refreshAgain = false;
-async function refresh() {
+function refresh(): Promise<void> {
   if (refreshing) {
     refreshAgain = true;
     return refreshing;
@@ -139,24 +112,13 @@ async function refresh() {
       refreshAgain = false;
       try {
         // A session token reads its one session; the namespace list is not its to read.
-        // Otherwise page after page (`metadata.continue`), already in name order.
-        const items = [];
-        if (state.only) items.push(await api("GET", `${BASE}/harnesssessions/${state.only}`));
-        else {
-          let next;
-          do {
-            const page = await api(
-              "GET",
-              `${BASE}/harnesssessions${next ? `?continue=${encodeURIComponent(next)}` : ""}`,
-            );
-            items.push(...page.items);
-            next = page.metadata?.continue;
-          } while (next);
-        }
-        state.sessions = items;
+        // Otherwise every page (`metadata.continue`), already in name order.
+        state.sessions = state.only
+          ? [await api().get("harnesssessions", NS, state.only)]
+          : await api().listAll("harnesssessions", NS);
         showError("global-error");
       } catch (error) {
-        if (error.status === 401) return disconnect("the token was refused");
+        if (refused(error)) return disconnect("the token was refused");
         showError("global-error", error);
       }
       render();
@@ -168,13 +130,13 @@ async function refresh() {
 }
 
 /** A status frame says an agent session moved; its HarnessSession follows shortly. */
-function refreshSoon() {
+function refreshSoon(): void {
   void refresh();
   setTimeout(refresh, 400);
   setTimeout(refresh, 1500);
 }
 
-const settled = (s) =>
+const settled = (s: HarnessSession) =>
   s.metadata.deletionTimestamp === undefined &&
   ((s.spec.desiredState === "running" && (s.status.phase === "Ready" || s.status.phase === "Failed")) ||
     (s.spec.desiredState === "stopped" && s.status.phase === "Stopped"));
@@ -183,7 +145,7 @@ const settled = (s) =>
 // second, and otherwise every 15 s as a safety net.
 let lastPoll = 0;
 setInterval(() => {
-  if (!state.token || $("app").hidden) return;
+  if (!state.client || $("app").hidden) return;
   const moving = state.sessions.some((s) => !settled(s) || s.status.activeRequests > 0);
   if (moving || Date.now() - lastPoll > 15_000) {
     lastPoll = Date.now();
@@ -191,22 +153,46 @@ setInterval(() => {
   }
 }, 1000);
 
-function phaseBadge(session) {
+function phaseBadge(session: HarnessSession): HTMLSpanElement {
   const phase = session.metadata.deletionTimestamp ? "Deleting" : session.status.phase;
   return el("span", { className: `phase phase-${phase}`, textContent: phase, dataset: { field: "phase" } });
 }
 
-function readyCondition(session) {
+function readyCondition(session: HarnessSession) {
   return session.status.conditions.find((c) => c.type === "Ready");
 }
 
-function render() {
+function actions(name: string, running: boolean, busy: boolean): (Node | string)[] {
+  if (state.role !== "edit") return [];
+  const toggle = running
+    ? el("button", {
+        type: "button",
+        textContent: "Stop",
+        disabled: busy,
+        onclick: () => void setDesired(name, "stopped"),
+      })
+    : el("button", {
+        type: "button",
+        textContent: "Resume",
+        disabled: busy,
+        onclick: () => void setDesired(name, "running"),
+      });
+  const del = el("button", {
+    type: "button",
+    className: "danger",
+    textContent: "Delete",
+    disabled: busy,
+    onclick: () => void remove(name),
+  });
+  return [toggle, " ", del];
+}
+
+function render(): void {
   const body = $("sessions");
   body.replaceChildren();
   for (const s of state.sessions) {
     const name = s.metadata.name;
     const busy = state.busy.has(name) || s.metadata.deletionTimestamp !== undefined;
-    const running = s.spec.desiredState === "running";
     const row = el(
       "tr",
       { className: name === state.selected ? "selected" : "", dataset: { session: name } },
@@ -227,35 +213,7 @@ function render() {
       el("td", { textContent: s.spec.desiredState }),
       el("td", { title: readyCondition(s)?.message ?? "" }, phaseBadge(s)),
       el("td", { textContent: String(s.status.requestCount), dataset: { field: "requests" } }),
-      el(
-        "td",
-        { className: "actions" },
-        state.role !== "edit"
-          ? ""
-          : running
-            ? el("button", {
-                type: "button",
-                textContent: "Stop",
-                disabled: busy,
-                onclick: () => setDesired(name, "stopped"),
-              })
-            : el("button", {
-                type: "button",
-                textContent: "Resume",
-                disabled: busy,
-                onclick: () => setDesired(name, "running"),
-              }),
-        state.role !== "edit" ? "" : " ",
-        state.role !== "edit"
-          ? ""
-          : el("button", {
-              type: "button",
-              className: "danger",
-              textContent: "Delete",
-              disabled: busy,
-              onclick: () => remove(name),
-            }),
-      ),
+      el("td", { className: "actions" }, ...actions(name, s.spec.desiredState === "running", busy)),
     );
     body.append(row);
   }
@@ -263,11 +221,11 @@ function render() {
   renderDetail();
 }
 
-async function setDesired(name, desiredState) {
+async function setDesired(name: string, desiredState: "running" | "stopped"): Promise<void> {
   state.busy.add(name);
   render();
   try {
-    await api("PATCH", `${BASE}/harnesssessions/${name}`, { spec: { desiredState } });
+    await api().patch("harnesssessions", NS, name, { spec: { desiredState } });
     showError("global-error");
   } catch (error) {
     showError("global-error", error);
@@ -277,7 +235,7 @@ async function setDesired(name, desiredState) {
   await refresh();
 }
 
-async function remove(name) {
+async function remove(name: string): Promise<void> {
   if (!window.confirm(`Delete session ${name}? Its workspace and volume are destroyed.`)) return;
   state.busy.add(name);
   const s = state.sessions.find((x) => x.metadata.name === name);
@@ -286,7 +244,7 @@ async function remove(name) {
   // DELETE answers once the workspace is torn down; the list shows Deleting meanwhile.
   const polling = setInterval(refresh, 1000);
   try {
-    await api("DELETE", `${BASE}/harnesssessions/${name}`);
+    await api().delete("harnesssessions", NS, name);
     state.history.delete(name);
     state.transcripts.delete(name);
     if (state.selected === name) state.selected = undefined;
@@ -300,15 +258,15 @@ async function remove(name) {
   await refresh();
 }
 
-async function loadChoices() {
+async function loadChoices(): Promise<void> {
   const [agents, runtimes] = await Promise.all([
-    api("GET", `${BASE}/agents`),
-    api("GET", `${BASE}/agentruntimes`),
+    api().listAll("agents", NS),
+    api().listAll("agentruntimes", NS),
   ]);
-  const agentSelect = $("create-form").elements.agent;
-  const runtimeSelect = $("create-form").elements.runtime;
+  const agentSelect = field<HTMLSelectElement>(form("create-form"), "agent");
+  const runtimeSelect = field<HTMLSelectElement>(form("create-form"), "runtime");
   agentSelect.replaceChildren(
-    ...agents.items.map((a) =>
+    ...agents.map((a) =>
       el("option", {
         value: a.metadata.name,
         textContent: a.metadata.name,
@@ -317,7 +275,7 @@ async function loadChoices() {
     ),
   );
   runtimeSelect.replaceChildren(
-    ...runtimes.items.map((r) => el("option", { value: r.metadata.name, textContent: r.metadata.name })),
+    ...runtimes.map((r) => el("option", { value: r.metadata.name, textContent: r.metadata.name })),
   );
   const follow = () => {
     const runtime = agentSelect.selectedOptions[0]?.dataset.runtime;
@@ -327,23 +285,23 @@ async function loadChoices() {
   follow();
 }
 
-async function create(event) {
+async function create(event: SubmitEvent): Promise<void> {
   event.preventDefault();
-  const form = event.target;
-  const name = form.elements.name.value.trim();
+  const f = form("create-form");
+  const name = field(f, "name").value.trim();
   showError("create-error");
   try {
-    await api("PUT", `${BASE}/harnesssessions/${name}`, {
-      apiVersion: API,
+    await api().put("harnesssessions", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
       kind: "HarnessSession",
-      metadata: { name },
+      metadata: { name, namespace: NS },
       spec: {
-        agentRef: form.elements.agent.value,
-        runtimeRef: form.elements.runtime.value,
+        agentRef: field<HTMLSelectElement>(f, "agent").value,
+        runtimeRef: field<HTMLSelectElement>(f, "runtime").value,
         desiredState: "running",
       },
     });
-    form.elements.name.value = "";
+    field(f, "name").value = "";
     state.selected = name;
   } catch (error) {
     showError("create-error", error);
@@ -353,14 +311,14 @@ async function create(event) {
 
 // ---- chat pane ----
 
-function select(name) {
+function select(name: string): void {
   state.selected = name;
   showError("chat-error");
   render();
-  $("chat-form").elements.input.focus();
+  field(form("chat-form"), "input").focus();
 }
 
-function transcriptOf(name) {
+function transcriptOf(name: string): Message[] {
   let t = state.transcripts.get(name);
   if (!t) {
     t = [];
@@ -369,13 +327,13 @@ function transcriptOf(name) {
   return t;
 }
 
-function usageText(usage) {
+function usageText(usage: Usage | undefined): string {
   if (!usage) return "";
   if (usage === "unavailable") return "unavailable";
-  return `${usage.input_tokens ?? usage.inputTokens}/${usage.output_tokens ?? usage.outputTokens}`;
+  return `${usage.input_tokens}/${usage.output_tokens}`;
 }
 
-function renderTranscript(name) {
+function renderTranscript(name: string): void {
   const box = $("transcript");
   const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
   box.replaceChildren(
@@ -397,7 +355,7 @@ function renderTranscript(name) {
   if (atBottom) box.scrollTop = box.scrollHeight;
 }
 
-function renderDetail() {
+function renderDetail(): void {
   const s = state.sessions.find((x) => x.metadata.name === state.selected);
   $("no-selection").hidden = Boolean(s);
   $("selected").hidden = !s;
@@ -419,7 +377,7 @@ function renderDetail() {
     ["total tokens (in/out)", `${u.inputTokens}/${u.outputTokens}`],
     ["usage reported / unavailable", `${u.reportedRequests} / ${u.unavailableRequests}`],
     ["last activity", st.lastActivityTime ? new Date(st.lastActivityTime).toLocaleString() : "—"],
-  ];
+  ] as const;
   $("sel-status").replaceChildren(
     ...rows.flatMap(([k, v]) => [
       el("dt", { textContent: k }),
@@ -439,58 +397,49 @@ function renderDetail() {
     ),
   );
   renderTranscript(name);
-  $("chat-form").querySelector("button").disabled = s.status.phase !== "Ready";
+  const sendButton = form("chat-form").querySelector("button");
+  if (sendButton) sendButton.disabled = s.status.phase !== "Ready";
 }
 
-async function send(event) {
+async function send(event: SubmitEvent): Promise<void> {
   event.preventDefault();
   const name = state.selected;
-  const input = event.target.elements.input.value;
+  const inputField = field(form("chat-form"), "input");
+  const input = inputField.value;
   if (!name || !input.trim()) return;
-  event.target.elements.input.value = "";
+  inputField.value = "";
   showError("chat-error");
   const id = `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
   const transcript = transcriptOf(name);
   transcript.push({ who: "user", text: input, done: true });
-  const reply = { who: "assistant", text: "", done: false, failed: false };
+  const reply: Message = { who: "assistant", text: "", done: false, failed: false };
   transcript.push(reply);
-  const entry = { id, input, outcome: "in flight", usage: undefined };
+  const entry: Sent = { id, input, outcome: "in flight", usage: undefined };
   const history = state.history.get(name) ?? [];
   history.unshift(entry);
   state.history.set(name, history);
   renderDetail();
   try {
-    const res = await fetch(`${BASE}/harnesssessions/${name}/requests`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${state.token}`, "content-type": "application/json" },
-      body: JSON.stringify({ input, stream: true, id }),
-    });
-    if (!res.ok || !res.body) {
-      const body = await res.json().catch(() => ({}));
-      throw new ApiError(res.status, body);
-    }
-    for await (const message of readSse(res.body)) {
-      if (message.event === "delta") {
-        reply.text += message.data.text ?? "";
-      } else if (message.event === "result") {
-        const result = message.data.result ?? {};
-        entry.outcome = result.outcome ?? "unknown";
+    for await (const message of api().sendStreaming(NS, name, input, { id })) {
+      if (message.type === "delta") {
+        reply.text += message.text;
+      } else if (message.type === "result") {
+        const { result } = message;
+        entry.outcome = result.outcome;
         entry.usage = result.usage;
-        if (!reply.text && typeof result.output === "string") reply.text = result.output;
+        if (!reply.text && result.output !== undefined) reply.text = result.output;
         if (result.outcome !== "succeeded") {
           reply.failed = true;
-          if (result.error) reply.text += `\n[${result.outcome}: ${result.error.message ?? result.error}]`;
+          if (result.error) reply.text += `\n[${result.outcome}: ${result.error}]`;
         }
-      } else if (message.event === "error") {
-        throw new ApiError(res.status, message.data);
       }
       if (state.selected === name) renderTranscript(name);
     }
     if (entry.outcome === "in flight") entry.outcome = "ended without a result";
   } catch (error) {
     reply.failed = true;
-    if (!reply.text) reply.text = String(error.message ?? error);
-    if (entry.outcome === "in flight") entry.outcome = error.body?.details?.result?.outcome ?? "failed";
+    if (!reply.text) reply.text = errorText(error);
+    if (entry.outcome === "in flight") entry.outcome = failedOutcome(error);
     showError("chat-error", error);
   } finally {
     reply.done = true;
@@ -499,29 +448,40 @@ async function send(event) {
   await refresh();
 }
 
+/** The outcome a refused request's error carries (`details.result.outcome`), else "failed". */
+function failedOutcome(error: unknown): string {
+  const result = error instanceof ClientError ? error.details?.result : undefined;
+  const outcome = (result as { outcome?: unknown } | undefined)?.outcome;
+  return typeof outcome === "string" ? outcome : "failed";
+}
+
 // ---- live events ----
 
-async function follow() {
+async function follow(client: AgentSessionsClient): Promise<void> {
   const controller = new AbortController();
   state.events = controller;
   let delay = 1000;
   while (!controller.signal.aborted) {
     try {
-      const res = await fetch("/v1/events", {
-        headers: { authorization: `Bearer ${state.token}` },
+      // The client reconnects a dropped stream itself (with Last-Event-ID); an answered error
+      // (a refused token, a server starting up) ends it and this loop tries again.
+      const events = client.events({
         signal: controller.signal,
+        maxReconnects: Number.POSITIVE_INFINITY,
+        reconnectDelayMs: 1000,
+        onOpen: () => {
+          setLive(true);
+          delay = 1000;
+          // Whatever happened while not connected: look once.
+          void refresh();
+        },
+        onReconnect: () => setLive(false),
       });
-      if (res.status === 401) return disconnect("the token was refused");
-      if (!res.ok || !res.body) throw new ApiError(res.status, {});
-      setLive(true);
-      delay = 1000;
-      // Whatever happened while not connected: look once.
-      void refresh();
-      for await (const message of readSse(res.body, controller.signal)) {
-        if (message.data?.type === "status") refreshSoon();
+      for await (const message of events) {
+        if (message.kind === "frame" && message.frame.type === "status") refreshSoon();
       }
-    } catch {
-      // reconnect below
+    } catch (error) {
+      if (refused(error)) return disconnect("the token was refused");
     }
     if (controller.signal.aborted) return;
     setLive(false);
@@ -530,22 +490,23 @@ async function follow() {
   }
 }
 
-function setLive(on) {
+function setLive(on: boolean): void {
   $("live").className = `live ${on ? "on" : "off"}`;
   $("live").textContent = on ? "events: live" : "events: reconnecting";
 }
 
 // ---- token ----
 
-async function connect() {
-  let access;
+async function connect(): Promise<void> {
+  const client = new AgentSessionsClient({ baseUrl: window.location.origin, token: state.token });
+  let access: ReturnType<typeof accessOf>;
   try {
-    access = accessOf((await api("GET", "/v1/whoami")).scopes);
+    access = accessOf((await client.whoami()).scopes);
   } catch (error) {
-    return disconnect(error.status === 401 ? "the token was refused" : String(error.message ?? error));
+    return disconnect(refused(error) ? "the token was refused" : errorText(error));
   }
+  state.client = client;
   NS = access.namespace;
-  BASE = `/v1/namespaces/${NS}`;
   state.role = access.role;
   state.only = access.only;
   if (state.only) state.selected = state.only;
@@ -559,12 +520,13 @@ async function connect() {
   const choices =
     state.role === "edit" ? loadChoices().catch((e) => showError("create-error", e)) : undefined;
   await Promise.all([refresh(), choices]);
-  void follow();
+  void follow(client);
 }
 
-function disconnect(why) {
+function disconnect(why?: string): void {
   state.events?.abort();
   state.events = undefined;
+  state.client = undefined;
   state.token = "";
   sessionStorage.removeItem(TOKEN_KEY);
   $("token-form").hidden = false;
@@ -572,19 +534,19 @@ function disconnect(why) {
   $("app").hidden = true;
   $("live").className = "live off";
   $("live").textContent = "events: not connected";
-  showError("global-error", why ? new Error(why) : undefined);
+  showError("global-error", why === undefined ? undefined : new Error(why));
 }
 
-$("token-form").addEventListener("submit", (event) => {
+form("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  const input = $("token");
+  const input = $("token") as HTMLInputElement;
   state.token = input.value.trim();
   input.value = "";
   if (state.token) void connect();
 });
 $("forget").addEventListener("click", () => disconnect());
-$("create-form").addEventListener("submit", create);
-$("chat-form").addEventListener("submit", send);
+form("create-form").addEventListener("submit", (event) => void create(event));
+form("chat-form").addEventListener("submit", (event) => void send(event));
 $("namespace").textContent = NS;
 // A token handed over in the URL fragment is taken and the fragment cleared (not kept in history).
 const handed = new URLSearchParams(window.location.hash.slice(1)).get("token");
