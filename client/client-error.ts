@@ -1,4 +1,4 @@
-import type { ErrorCode } from "../contracts/errors.ts";
+import type { ErrorCode } from "../contracts/error-codes.ts";
 
 /**
  * An error the API answered (`{code, message, details?}`), or UNAVAILABLE when the server could

@@ -2,7 +2,7 @@ import type { z } from "zod";
 import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../contracts/access.ts";
 import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
-import { ErrorCode, httpStatusOf } from "../contracts/errors.ts";
+import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
 import type { HarnessReply } from "../contracts/harness-session.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
@@ -475,10 +475,10 @@ function requestsPath(namespace: string, name: string): string {
 /** `{code, message, details?}` as a ClientError; a body without a canonical code by its status. */
 function errorFromBody(body: unknown, status: number | undefined, text = ""): ClientError {
   const b = body as { code?: unknown; message?: unknown; details?: unknown } | undefined;
-  const code = ErrorCode.safeParse(b?.code);
+  const code = b?.code;
   const details =
     b?.details && typeof b.details === "object" ? (b.details as Record<string, unknown>) : undefined;
-  if (code.success) return new ClientError(code.data, String(b?.message ?? code.data), { status, details });
+  if (isErrorCode(code)) return new ClientError(code, String(b?.message ?? code), { status, details });
   const byStatus = (Object.entries(httpStatusOf) as [ErrorCode, number][]).find(([, s]) => s === status);
   return new ClientError(
     byStatus?.[0] ?? (status !== undefined && status < 500 ? "FAILED_PRECONDITION" : "INTERNAL"),

@@ -1,22 +1,11 @@
 import { z } from "zod";
+import { ERROR_CODES } from "./error-codes.ts";
 import { describeIssue, issueField } from "./issue-message.ts";
 
-/** gRPC canonical codes used across the API, the runner link and the CLI. */
-export const ErrorCode = z.enum([
-  "INVALID_ARGUMENT",
-  "NOT_FOUND",
-  "ALREADY_EXISTS",
-  "FAILED_PRECONDITION",
-  "ABORTED",
-  "UNAUTHENTICATED",
-  "PERMISSION_DENIED",
-  "RESOURCE_EXHAUSTED",
-  "DEADLINE_EXCEEDED",
-  "CANCELLED",
-  "UNAVAILABLE",
-  "UNIMPLEMENTED",
-  "INTERNAL",
-]);
+export { httpStatusOf } from "./error-codes.ts";
+
+/** gRPC canonical codes used across the API, the runner link and the CLI (contracts/error-codes.ts). */
+export const ErrorCode = z.enum(ERROR_CODES);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 
 /** The one JSON shape every error takes on the wire. */
@@ -26,23 +15,6 @@ export const ApiErrorBody = z.object({
   details: z.record(z.string(), z.unknown()).optional(),
 });
 export type ApiErrorBody = z.infer<typeof ApiErrorBody>;
-
-/** The usual gRPC → HTTP mapping (google.api / grpc-gateway). */
-export const httpStatusOf: Record<ErrorCode, number> = {
-  INVALID_ARGUMENT: 400,
-  NOT_FOUND: 404,
-  ALREADY_EXISTS: 409,
-  FAILED_PRECONDITION: 412,
-  ABORTED: 409,
-  UNAUTHENTICATED: 401,
-  PERMISSION_DENIED: 403,
-  RESOURCE_EXHAUSTED: 429,
-  DEADLINE_EXCEEDED: 504,
-  CANCELLED: 499,
-  UNAVAILABLE: 503,
-  UNIMPLEMENTED: 501,
-  INTERNAL: 500,
-};
 
 /**
  * An error that crosses a boundary. Across processes tell errors apart by `code`, never by

@@ -50,6 +50,9 @@ describe("GET /ui", () => {
     expect(js).not.toContain("localStorage");
     expect(js).not.toContain("EventSource(");
     expect(js).not.toMatch(/\bprocess\.|\bBuffer\b|node:/);
+    // No zod: the client's error codes are plain values (contracts/error-codes.ts); zod would
+    // make the page's one script ~27 times larger.
+    expect(js).not.toContain("Zod");
   });
 
   it("bundles once for the process, however many ask at once", async () => {
