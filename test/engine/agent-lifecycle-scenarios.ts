@@ -33,6 +33,7 @@ import { randomBytes } from "node:crypto";
 import { rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Frame } from "../../contracts/compass.ts";
 import { SESSION_FILE_NAME } from "../../runner/session-file.ts";
@@ -775,11 +776,21 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
     describe("bad input", () => {
       it("malformed or unknown RPC bodies get INVALID_ARGUMENT with the field named, and change nothing", async () => {
         const a = await workspace("a");
-        const before = {
+        const snapshot = async () => ({
           sessions: await status(),
           containers: await probe.workspacesOf(NS),
           stacks: await stacksOf(system),
-        };
+        });
+        // What the scenarios before left may still settle (a retired session, a pod going): the
+        // baseline is the state once two snapshots a second apart agree.
+        let before = await snapshot();
+        await until("the system to settle", async () => {
+          await new Promise((r) => setTimeout(r, 1_000));
+          const again = await snapshot();
+          const settled = isDeepStrictEqual(again, before);
+          before = again;
+          return settled;
+        });
         const cases: [string, unknown, string][] = [
           ["ProvisionAgentWorkspace", { agent_ref: "Not A Ref!", client_request_id: "x1" }, "agent_ref"],
           [
@@ -826,12 +837,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
         expect(unknown.status).toBe(404);
         expect(unknown.body.message).toContain("SendAgentMessage");
 
-        const after = {
-          sessions: await status(),
-          containers: await probe.workspacesOf(NS),
-          stacks: await stacksOf(system),
-        };
-        expect(after).toEqual(before);
+        expect(await snapshot()).toEqual(before);
       });
 
       it("a runner token used on the client API is rejected", async () => {
