@@ -38,8 +38,8 @@ function setUp(options: { maxQueuedBytes: number; dropGraceMs?: number; maxSubsc
     return c.json(body, status as 429);
   });
   // `app.request` hands back the body unread: a follower that reads nothing, with no socket buffer between.
-  const open = async () => {
-    const response = await app.request("/");
+  const open = async (headers: Record<string, string> = {}) => {
+    const response = await app.request("/", { headers });
     const body = response.body;
     if (!body) throw new Error("no body");
     return { status: response.status, reader: body.getReader() };
@@ -126,5 +126,35 @@ describe("/v1/events queues are bounded in bytes", () => {
     expect(bus.size).toBe(1);
     expect(seen).not.toContain("event: reconnect");
     await follower.reader.cancel();
+  });
+});
+
+describe("/v1/events writes each burst's bytes once for every follower", () => {
+  /** What a follower has read, until it holds the event `id`. */
+  async function readUntil(reader: ReadableStreamDefaultReader<Uint8Array>, id: number, head = "") {
+    const decoder = new TextDecoder();
+    let text = head;
+    while (!text.includes(`\nid: ${id}\n\n`))
+      text += decoder.decode((await reader.read()).value, { stream: true });
+    return text;
+  }
+  const sse = (frames: StoredFrame[]) =>
+    frames.map((f) => `data: ${JSON.stringify(f.frame)}\nid: ${f.id}\n\n`).join("");
+
+  it("gives every follower of a burst exactly the SSE of each frame, byte for byte, also one resuming past part of it", async () => {
+    const { bus, open } = setUp({ maxQueuedBytes: 1024 * KIB });
+    const followers = await Promise.all([open(), open(), open()]);
+    // Resuming after 2: the first two frames of the burst are not for it.
+    const resuming = await open({ "Last-Event-ID": "2" });
+    const burst = Array.from({ length: 5 }, (_, i) => frame(i + 1, 100 + i));
+    for (const f of burst) bus.publish(f);
+    for (const f of followers) expect(await readUntil(f.reader, 5)).toBe(sse(burst));
+    expect(await readUntil(resuming.reader, 5)).toBe(sse(burst.slice(2)));
+
+    // The next burst, in a later turn of the event loop, again as its own bytes.
+    const next = Array.from({ length: 3 }, (_, i) => frame(i + 6, 50));
+    for (const f of next) bus.publish(f);
+    for (const f of [...followers, resuming]) expect(await readUntil(f.reader, 8)).toBe(sse(next));
+    for (const f of [...followers, resuming]) await f.reader.cancel();
   });
 });

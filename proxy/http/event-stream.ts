@@ -60,6 +60,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   const dropGraceMs = options.dropGraceMs ?? 30_000;
   const maxSubscribers = options.maxSubscribers ?? 2_000;
   let open = 0;
+  const runs = new SharedRuns();
 
   return new Hono().get("/", async (c) => {
     const rawSession = c.req.query("session_id");
@@ -160,10 +161,19 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           // its end puts them in one write instead of one write (and one syscall) each.
           await new Promise<void>((resolve) => setImmediate(resolve));
           // Everything queued in one write: a follower that fell behind catches up in one go.
-          const chunks: Buffer[] = [];
           writingBytes = queuedBytes;
           queuedBytes = 0;
-          for (const f of queue.splice(0)) {
+          const frames = queue.splice(0);
+          // Followers woken by the same frames write the same bytes: built once, shared.
+          const shared = shows === undefined ? runs.get(frames, sessionId === undefined, last) : undefined;
+          if (shared !== undefined) {
+            last = shared.last;
+            await stream.write(shared.bytes);
+            writingBytes = 0;
+            continue;
+          }
+          const chunks: Buffer[] = [];
+          for (const f of frames) {
             const key = keyOf(f);
             if (last !== undefined && key <= last) continue;
             if (shows && !(await shows(f.frame.session_id))) continue;
@@ -225,6 +235,70 @@ function sseEvent(id: number, stored: StoredFrame): Buffer {
   }
   return event;
 }
+
+/**
+ * The bytes of a run of frames (a follower's queue at one write), kept until the event loop's
+ * next turn: every follower woken by the same publishes holds the same run (the bus hands each
+ * the same frame objects in the same order), so a burst to n followers is encoded and
+ * concatenated once instead of n times. A run is identified by its first and last frame, its
+ * length and the event id kind (`byId`: the global id, else the per-session seq); between one first and one last
+ * frame, runs of the same length are the same frames.
+ */
+class SharedRuns {
+  readonly #byFirst = new Map<StoredFrame, SharedRun[]>();
+  #clearing = false;
+
+  /** The run's bytes and last key, or undefined when a frame of it was already sent (`last`). */
+  get(
+    frames: StoredFrame[],
+    byId: boolean,
+    last: number | undefined,
+  ): { bytes: Buffer; last: number } | undefined {
+    const first = frames[0];
+    const final = frames[frames.length - 1];
+    if (first === undefined || final === undefined) return undefined;
+    let candidates = this.#byFirst.get(first);
+    let run = candidates?.find((r) => r.last === final && r.count === frames.length && r.byId === byId);
+    if (run === undefined) {
+      const keys = frames.map((f) => (byId ? f.id : f.frame.seq));
+      // Keys rise along a run (ids and seqs are assigned in publish order); anything else is built per follower.
+      for (let i = 1; i < keys.length; i++)
+        if ((keys[i] as number) <= (keys[i - 1] as number)) return undefined;
+      const chunks = frames.map((f, i) => sseEvent(keys[i] as number, f));
+      run = {
+        last: final,
+        count: frames.length,
+        byId,
+        minKey: keys[0] as number,
+        maxKey: keys[keys.length - 1] as number,
+        bytes: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
+      };
+      if (candidates === undefined) {
+        candidates = [];
+        this.#byFirst.set(first, candidates);
+      }
+      candidates.push(run);
+      if (!this.#clearing) {
+        this.#clearing = true;
+        setImmediate(() => {
+          this.#byFirst.clear();
+          this.#clearing = false;
+        });
+      }
+    }
+    if (last !== undefined && run.minKey <= last) return undefined;
+    return { bytes: run.bytes, last: run.maxKey };
+  }
+}
+
+type SharedRun = {
+  last: StoredFrame;
+  count: number;
+  byId: boolean;
+  minKey: number;
+  maxKey: number;
+  bytes: Buffer;
+};
 
 /** A visibility check that asks once per session (the answer does not change for a session). */
 function cachedVisibility(visible: SessionVisibility | undefined): SessionVisibility | undefined {

@@ -6,7 +6,8 @@
  *     (defaults 10000, 1000, 500; needs no Docker or Kubernetes)
  *   SCALE_BENCH_RUNNERS (default 10) simulated runners; SCALE_BENCH_PROFILE=<dir> writes CPU
  *   profiles of the server and runners; SCALE_BENCH_HEAP=<dir> lets SIGUSR2 write heap snapshots
- *   there; SCALE_BENCH_KEEP=1 keeps the data directory (logs).
+ *   there; SCALE_BENCH_KEEP=1 keeps the data directory (logs); SCALE_BENCH_SERVER_FLAGS="…"
+ *   replaces the server's Node flags (SERVER_NODE_FLAGS; "" for Node's defaults).
  *
  * The server (`node proxy/main.ts`) and the simulated runner are processes of their own, so the
  * server's RSS (/proc/<pid>/status VmRSS) is its alone. Everything goes through the public API:
@@ -113,6 +114,13 @@ function profileFlags(name: string): string[] {
 
 // ── processes ─────────────────────────────────────────────────────────────────────────────────
 
+/**
+ * The Node flags the server runs with (bin/agent-sessions passes the same): V8's young generation
+ * capped at 2 × 16 MiB. By default it grows to 2 × 64 MiB under a steady allocation rate and
+ * stays there, most of the server's RSS at 10,000 sessions (the live heap is ~30 MiB).
+ */
+const SERVER_NODE_FLAGS = ["--max-semi-space-size=16"];
+
 const dataDir = mkdtempSync(join(tmpdir(), "scale-bench-"));
 const adminToken = randomBytes(24).toString("base64url");
 const runnerToken = randomBytes(24).toString("base64url");
@@ -120,21 +128,26 @@ const children: ChildProcess[] = [];
 
 async function startServer(): Promise<{ child: ChildProcess; url: string }> {
   const log = createWriteStream(join(dataDir, "server.log"));
-  const child = spawn(process.execPath, [...profileFlags("server"), join(repoRoot, "proxy", "main.ts")], {
-    cwd: repoRoot,
-    env: {
-      ...process.env,
-      AGENT_SESSIONS_PORT: "0",
-      AGENT_SESSIONS_HOST: "127.0.0.1",
-      AGENT_SESSIONS_DATA_DIR: join(dataDir, "server"),
-      AGENT_SESSIONS_TOKEN: adminToken,
-      AGENT_SESSIONS_RUNNER_TOKEN: runnerToken,
-      AGENT_SESSIONS_IDLE_CHECK_MS: "1000",
-      // The simulated runners claim 100,000 workspaces each (the server cuts a hello at this).
-      AGENT_SESSIONS_RUNNER_MAX_CAPACITY: "100000",
+  const nodeFlags = process.env.SCALE_BENCH_SERVER_FLAGS?.split(" ").filter(Boolean) ?? SERVER_NODE_FLAGS;
+  const child = spawn(
+    process.execPath,
+    [...nodeFlags, ...profileFlags("server"), join(repoRoot, "proxy", "main.ts")],
+    {
+      cwd: repoRoot,
+      env: {
+        ...process.env,
+        AGENT_SESSIONS_PORT: "0",
+        AGENT_SESSIONS_HOST: "127.0.0.1",
+        AGENT_SESSIONS_DATA_DIR: join(dataDir, "server"),
+        AGENT_SESSIONS_TOKEN: adminToken,
+        AGENT_SESSIONS_RUNNER_TOKEN: runnerToken,
+        AGENT_SESSIONS_IDLE_CHECK_MS: "1000",
+        // The simulated runners claim 100,000 workspaces each (the server cuts a hello at this).
+        AGENT_SESSIONS_RUNNER_MAX_CAPACITY: "100000",
+      },
+      stdio: ["ignore", "ignore", "pipe"],
     },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  );
   children.push(child);
   const url = await new Promise<string>((resolve, reject) => {
     let seen: string | undefined = "";
