@@ -3,9 +3,9 @@
  * runner, real dockerd and Pulumi, the test bed's git server (`scripts/testbed up git`: Debian's
  * `git http-backend` on the bridge) and its fixture repository. The workspace is seeded once, at
  * the first provision, in a short-lived container of the runner's git image on the session's own
- * network (the repository must be in the Agent's egress); the change here is made through the
- * files API upload (the reference agent has no file tools), and the diff shows exactly it, also
- * after a stop and a resume (nothing cloned again).
+ * network (the repository must be in the Agent's egress); a change made through the files API
+ * upload shows in the diff, exactly, also after a stop and a resume (nothing cloned again), and
+ * so does one a real agent (compass, its write tool called by the loopback model) makes.
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -36,13 +36,18 @@ async function raw(method: string, path: string, body?: string) {
   return { status: res.status, text: await res.text(), type: res.headers.get("content-type") };
 }
 
-function agent(name: string, egress: { cidr: string; port: number }[], credentials: Json[] = []) {
+function agent(
+  name: string,
+  egress: { cidr: string; port: number }[],
+  credentials: Json[] = [],
+  runtimeRef = "reference",
+) {
   return system.call("PUT", `${NS}/agents/${name}`, {
     apiVersion: API,
     kind: "Agent",
     metadata: { name },
     spec: {
-      runtimeRef: "reference",
+      runtimeRef,
       credentials: [
         { name: "MODEL_API_KEY", value: `sk-e2e-${randomBytes(8).toString("hex")}` },
         ...credentials,
@@ -53,14 +58,14 @@ function agent(name: string, egress: { cidr: string; port: number }[], credentia
   });
 }
 
-function session(name: string, repo: Json, agentRef = "coder") {
+function session(name: string, repo: Json, agentRef = "coder", runtimeRef = "reference") {
   return system.call("PUT", `${SESSIONS}/${name}`, {
     apiVersion: API,
     kind: "HarnessSession",
     metadata: { name },
     spec: {
       agentRef,
-      runtimeRef: "reference",
+      runtimeRef,
       desiredState: "running",
       idleTimeout: "10m",
       workspace: { repo },
@@ -73,7 +78,9 @@ function phase(name: string, wanted: string, timeoutMs = 180_000): Promise<Json>
     `${name} ${wanted}`,
     async () => {
       const s = await system.call("GET", `${SESSIONS}/${name}`);
-      return s.body.status?.phase === wanted ? s.body : undefined;
+      if (s.body.status?.phase === wanted) return s.body;
+      // Thrown, not undefined: a wait that times out says where the session is.
+      throw new Error(`phase ${s.body.status?.phase}: ${JSON.stringify(s.body.status?.conditions ?? [])}`);
     },
     timeoutMs,
   );
@@ -96,10 +103,18 @@ beforeAll(async () => {
     ).status,
   ).toBe(201);
   expect((await agent("offline", [modelRule])).status).toBe(201);
+  // A real agent (compass: its own read/write/edit/bash tools) on the same repository.
+  const compass = await agent(
+    "compass-coder",
+    [modelRule, { cidr: `${BRIDGE_IP}/32`, port: git.port }],
+    [],
+    "compass",
+  );
+  expect(compass.status).toBe(201);
 }, 120_000);
 
 afterAll(async () => {
-  for (const name of ["seeded", "bad-repo", "bad-ref", "private"])
+  for (const name of ["seeded", "agent-work", "bad-repo", "bad-ref", "private"])
     await system?.call("DELETE", `${SESSIONS}/${name}`).catch(() => undefined);
   await system?.stop();
   await model?.close();
@@ -166,6 +181,35 @@ describe("a workspace seeded from a repository (Docker)", () => {
     await phase("seeded", "Ready");
     expect(await probe.readFile(container, "/workspace/fixture/src/hello.txt")).toBe("hello\nchanged\n");
     expect((await raw("GET", DIFF)).text).toBe(diffAfterUpload);
+  });
+
+  it("a real agent's tool call is a diffed change: compass writes a file with its write tool, the diff shows exactly it", async () => {
+    const created = await session(
+      "agent-work",
+      { url: `${git.url}/fixture.git`, ref: "v1" },
+      "compass-coder",
+      "compass",
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const ready = await phase("agent-work", "Ready");
+    const calls = model.toolCalls.length;
+    const reply = await system.call("POST", `${SESSIONS}/agent-work/requests`, {
+      input: "write file fixture/agent-note.txt with content written-by-the-agent",
+      id: "tool-1",
+    });
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    expect(reply.body).toMatchObject({ outcome: "succeeded", output: "I wrote fixture/agent-note.txt." });
+    // The model asked for compass's own write tool, and the agent ran it inside the workspace.
+    expect(model.toolCalls.slice(calls).map((c) => c.name)).toEqual(["write"]);
+    expect(await probe.readFile(ready.status.containerName, "/workspace/fixture/agent-note.txt")).toBe(
+      "written-by-the-agent",
+    );
+    const diff = await raw("GET", `${SESSIONS}/agent-work/workspace:diff`);
+    expect(diff.status).toBe(200);
+    expect(diff.text.match(/^diff --git .*$/gm)).toEqual(["diff --git a/agent-note.txt b/agent-note.txt"]);
+    expect(diff.text).toContain("new file mode 100644");
+    expect(diff.text.match(/^[+-][^+-].*$/gm)).toEqual(["+written-by-the-agent"]);
+    expect((await system.call("DELETE", `${SESSIONS}/agent-work`)).status).toBe(200);
   });
 
   it("a repository that cannot be cloned, or a missing ref: Failed, ProvisionFailed, with git's error", async () => {
