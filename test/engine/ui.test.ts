@@ -2,23 +2,30 @@
  * The web UI in real headless Chromium (Debian's `chromium`, driven by playwright-core with the
  * flags the machine docs list) against a real system: `serve --no-runner`, a `runner`, real
  * dockerd and Pulumi, the reference image talking to the loopback model server. Everything is
- * done through the page: paste the token, create a session, watch it become Ready without a
- * reload, chat with a streamed reply, stop it, delete it. Screenshots go to /tmp/ui-*.png.
+ * done through the page: paste the token, create a session (its workspace a checkout of the test
+ * bed's fixture repository), watch it become Ready without a reload, chat with a streamed reply,
+ * browse its workspace and see a change's diff, stop it, delete it. Screenshots go to /tmp/ui-*.png.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { BRIDGE_IP, System } from "../support/system.ts";
+import { testbedHome } from "../support/testbed.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 
 const NS = "/v1/namespaces/default";
 const NAME = "ui-chat";
 const CHROMIUM = "/usr/bin/chromium";
 const SECRET = `sk-ui-${randomBytes(12).toString("hex")}`;
+/** The test bed's git server (`scripts/testbed up git`): the session's workspace is a checkout of its fixture. */
+const git = JSON.parse(readFileSync(join(testbedHome, "state", "git-server.json"), "utf8")) as {
+  url: string;
+  port: number;
+};
 
 let system: System;
 let model: ModelServer;
@@ -57,11 +64,10 @@ beforeAll(async () => {
   system = new System();
   await system.startServer();
   await system.startRunner();
-  const agent = await system.call(
-    "PUT",
-    `${NS}/agents/assistant`,
-    modelAgent("assistant", model, { secretEnv: "E2E_UI_MODEL_KEY" }),
-  );
+  const manifest = modelAgent("assistant", model, { secretEnv: "E2E_UI_MODEL_KEY" });
+  // The repository host must be in the Agent's egress for the workspace's checkout.
+  manifest.spec.egress.push({ cidr: `${BRIDGE_IP}/32`, port: git.port });
+  const agent = await system.call("PUT", `${NS}/agents/assistant`, manifest);
   expect(agent.status).toBe(201);
   profile = mkdtempSync(join(tmpdir(), "as-ui-chromium-"));
   // A fresh, empty profile (the persistent-context form is how playwright takes --user-data-dir).
@@ -128,6 +134,7 @@ describe("web UI in headless Chromium (real system)", () => {
 
   it("creates a session and shows it become Ready live", async () => {
     await page.fill('#create-form input[name="name"]', NAME);
+    await page.fill('#create-form input[name="repo"]', `${git.url}/fixture.git`);
     await page.selectOption('#create-form select[name="agent"]', "assistant");
     // The runtime follows the Agent's binding.
     expect(await page.inputValue('#create-form select[name="runtime"]')).toBe("reference");
@@ -181,6 +188,35 @@ describe("web UI in headless Chromium (real system)", () => {
     await shot("3-chat");
   });
 
+  it("shows the workspace: the checkout's tree, a file's text, and the diff of a change made in it", async () => {
+    const files = (name: string) => page.locator(`#ws-files tr[data-file="${name}"]`);
+    const view = () => page.textContent("#ws-view");
+    // The session's workspace is a checkout of the fixture repository (the create form's Repository).
+    await page.click("#ws-refresh");
+    await files("fixture").locator("button").click();
+    await expect.poll(() => page.textContent("#ws-path")).toBe("/workspace/fixture");
+    await files("README.md").waitFor();
+    expect(await files("src").getAttribute("data-type")).toBe("dir");
+    await files("README.md").locator("button").click();
+    await expect.poll(view).toContain("# fixture");
+    await page.click("#ws-diff-button");
+    await expect.poll(view).toBe("(no changes)");
+    // A change lands in the workspace (an upload through the files API, as a tool would write it).
+    const upload = await fetch(`${system.url}${NS}/harnesssessions/${NAME}/workspace/files/fixture/new.txt`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${system.adminToken}` },
+      body: "brand new\n",
+    });
+    expect(upload.status).toBe(201);
+    await page.click("#ws-refresh");
+    await files("new.txt").waitFor();
+    await page.click("#ws-diff-button");
+    await expect.poll(view).toContain("diff --git a/new.txt b/new.txt");
+    expect(await view()).toContain("+brand new");
+    expect(await page.textContent("#ws-error")).toBe("");
+    await shot("3c-workspace");
+  });
+
   it("logs in with a session-scoped token: chats with its session and cannot list or touch another", async () => {
     const minted = await system.call("POST", "/v1/tokens", {
       name: "ui-chat-browser",
@@ -202,6 +238,8 @@ describe("web UI in headless Chromium (real system)", () => {
       await chatPage.click("#chat-form button");
       const reply = chatPage.locator('#transcript .msg.assistant[data-done="true"] .text').first();
       await expect.poll(() => reply.textContent(), { timeout: 30_000 }).toBe("OK, I will remember plum-3.");
+      // Its own session's workspace is open to it.
+      await chatPage.waitForSelector('#ws-files tr[data-file="fixture"]');
       await chatPage.screenshot({ path: "/tmp/ui-3b-session-token.png", fullPage: true });
     } finally {
       await chatPage.close();

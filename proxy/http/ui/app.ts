@@ -10,6 +10,7 @@
 import { AgentSessionsClient, ClientError } from "../../../client/index.ts";
 import type { Usage } from "../../../contracts/adapter.ts";
 import type { HarnessSession } from "../../../contracts/harness-session.ts";
+import type { WorkspaceEntry } from "../../../contracts/workspace-files.ts";
 
 const TOKEN_KEY = "agent-sessions.token";
 let NS = "default";
@@ -45,7 +46,12 @@ const state = {
   role: "edit" as Role,
   /** With a session token: the one session it opens. */
   only: undefined as string | undefined,
+  /** The workspace pane: whose workspace it shows and the directory listed ("" is /workspace). */
+  ws: { session: undefined as string | undefined, path: "" },
 };
+
+/** At most this much of a file (or a diff) is shown in the page. */
+const VIEW_MAX_BYTES = 256 * 1024;
 
 /** The connected client; only called while connected. */
 function api(): AgentSessionsClient {
@@ -289,6 +295,8 @@ async function create(event: SubmitEvent): Promise<void> {
   event.preventDefault();
   const f = form("create-form");
   const name = field(f, "name").value.trim();
+  // A repository to check out into the workspace before the agent starts (issue 18's workstream).
+  const repo = field(f, "repo").value.trim();
   showError("create-error");
   try {
     await api().put("harnesssessions", {
@@ -299,9 +307,11 @@ async function create(event: SubmitEvent): Promise<void> {
         agentRef: field<HTMLSelectElement>(f, "agent").value,
         runtimeRef: field<HTMLSelectElement>(f, "runtime").value,
         desiredState: "running",
+        ...(repo ? { workspace: { repo: { url: repo } } } : {}),
       },
     });
     field(f, "name").value = "";
+    field(f, "repo").value = "";
     state.selected = name;
   } catch (error) {
     showError("create-error", error);
@@ -397,8 +407,113 @@ function renderDetail(): void {
     ),
   );
   renderTranscript(name);
+  if (state.ws.session !== name) {
+    state.ws = { session: name, path: "" };
+    closeView();
+    void listWorkspace();
+  }
   const sendButton = form("chat-form").querySelector("button");
   if (sendButton) sendButton.disabled = s.status.phase !== "Ready";
+}
+
+// ---- workspace pane: the tree through the files API, a file's text, the diff ----
+
+const joinPath = (dir: string, name: string) => (dir ? `${dir}/${name}` : name);
+
+/** A stream's text, cut at VIEW_MAX_BYTES (the rest is not read). */
+async function readText(stream: ReadableStream<Uint8Array>): Promise<{ text: string; cut: boolean }> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return { text: text + decoder.decode(), cut: false };
+    bytes += value.byteLength;
+    text += decoder.decode(value, { stream: true });
+    if (bytes > VIEW_MAX_BYTES) {
+      await reader.cancel();
+      return { text: text.slice(0, VIEW_MAX_BYTES), cut: true };
+    }
+  }
+}
+
+function closeView(): void {
+  $("ws-view").hidden = true;
+  $("ws-view-title").hidden = true;
+}
+
+function showView(title: string, text: string, cut: boolean): void {
+  $("ws-view-title").textContent = cut ? `${title} (the first ${VIEW_MAX_BYTES / 1024} KiB)` : title;
+  $("ws-view-title").hidden = false;
+  $("ws-view").textContent = text;
+  $("ws-view").hidden = false;
+}
+
+/** Lists the pane's directory of the selected session's workspace. */
+async function listWorkspace(path = state.ws.path): Promise<void> {
+  const name = state.ws.session;
+  if (!name) return;
+  showError("ws-error");
+  try {
+    const listing = await api().listWorkspaceFiles(NS, name, path);
+    if (state.ws.session !== name) return; // another session was selected meanwhile
+    state.ws.path = listing.path;
+    $("ws-path").textContent = listing.path ? `/workspace/${listing.path}` : "/workspace";
+    ($("ws-up") as HTMLButtonElement).disabled = listing.path === "";
+    const entries = [...listing.entries].sort(
+      (a, b) => Number(b.type === "dir") - Number(a.type === "dir") || a.name.localeCompare(b.name),
+    );
+    $("ws-files").replaceChildren(...entries.map((e) => workspaceRow(name, listing.path, e)));
+  } catch (error) {
+    if (state.ws.session === name) showError("ws-error", error);
+  }
+}
+
+function workspaceRow(session: string, dir: string, entry: WorkspaceEntry): HTMLTableRowElement {
+  const path = joinPath(dir, entry.name);
+  const open =
+    entry.type === "dir"
+      ? () => void listWorkspace(path)
+      : entry.type === "file"
+        ? () => void viewFile(session, path)
+        : undefined;
+  const label = entry.type === "dir" ? `${entry.name}/` : entry.name;
+  return el(
+    "tr",
+    { dataset: { file: entry.name, type: entry.type } },
+    el(
+      "td",
+      {},
+      open ? el("button", { type: "button", className: "link", textContent: label, onclick: open }) : label,
+    ),
+    el("td", { textContent: entry.link_target ? `symlink → ${entry.link_target}` : entry.type }),
+    el("td", { textContent: entry.type === "dir" ? "" : String(entry.size) }),
+    el("td", { textContent: new Date(entry.mtime).toLocaleString() }),
+  );
+}
+
+async function viewFile(session: string, path: string): Promise<void> {
+  showError("ws-error");
+  try {
+    const { text, cut } = await readText(await api().downloadWorkspace(NS, session, path));
+    if (state.ws.session === session) showView(`/workspace/${path}`, text, cut);
+  } catch (error) {
+    showError("ws-error", error);
+  }
+}
+
+async function viewDiff(): Promise<void> {
+  const session = state.ws.session;
+  if (!session) return;
+  showError("ws-error");
+  try {
+    const { text, cut } = await readText(await api().diffWorkspace(NS, session));
+    if (state.ws.session !== session) return;
+    showView("changes against the seeded commit", text || "(no changes)", cut);
+  } catch (error) {
+    showError("ws-error", error);
+  }
 }
 
 async function send(event: SubmitEvent): Promise<void> {
@@ -547,6 +662,12 @@ form("token-form").addEventListener("submit", (event) => {
 $("forget").addEventListener("click", () => disconnect());
 form("create-form").addEventListener("submit", (event) => void create(event));
 form("chat-form").addEventListener("submit", (event) => void send(event));
+$("ws-refresh").addEventListener("click", () => void listWorkspace());
+$("ws-up").addEventListener(
+  "click",
+  () => void listWorkspace(state.ws.path.split("/").slice(0, -1).join("/")),
+);
+$("ws-diff-button").addEventListener("click", () => void viewDiff());
 $("namespace").textContent = NS;
 // A token handed over in the URL fragment is taken and the fragment cleared (not kept in history).
 const handed = new URLSearchParams(window.location.hash.slice(1)).get("token");
