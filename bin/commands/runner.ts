@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
+import { testbedImage } from "../testbed-image.ts";
 
 const USAGE =
   "runner --server URL [--data-dir DIR] [--engine docker|kubernetes] [--name NAME] [--capacity N] [--label KEY=VALUE]...";
@@ -38,6 +39,7 @@ export const runner: Command = {
     } catch (error) {
       throw new UsageError(`--label: ${(error as Error).message}`);
     }
+    const gitImage = testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image");
     const overrides = {
       ...(values.server ? { serverUrl: values.server } : {}),
       dataDir: values["data-dir"] ?? resolve(".data/runner"),
@@ -45,6 +47,8 @@ export const runner: Command = {
       ...(values.name ? { name: values.name } : {}),
       ...(capacity !== undefined ? { capacity } : {}),
       ...(labels ? { labels } : {}),
+      // As `serve`'s embedded runner: the test bed's base image has git (repository workspaces).
+      ...(gitImage !== undefined ? { gitImage } : {}),
     };
     // Names and labels are checked before anything starts: a usage error, not a crash.
     for (const field of ["name", "labels"] as const) {

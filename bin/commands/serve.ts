@@ -1,23 +1,9 @@
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
+import { testbedImage } from "../testbed-image.ts";
 
 const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
-
-/** An image the test bed built (`state/<name>.json`), when its setting is not set. */
-function testbedImage(
-  setting: string,
-  name: "reference-image" | "pi-image" | "compass-image" | "hermes-image" | "base-image",
-): string | undefined {
-  if (process.env[setting]) return process.env[setting];
-  const file = join(
-    process.env.AGENT_SESSIONS_TESTBED_HOME ?? "/var/cache/agent-sessions-testbed",
-    "state",
-    `${name}.json`,
-  );
-  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { image: string }).image : undefined;
-}
 
 /** `serve`: the server and, unless --no-runner, an embedded runner dialing it over loopback. */
 export const serve: Command = {
