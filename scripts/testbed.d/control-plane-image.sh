@@ -119,7 +119,7 @@ ENV PATH=/opt/pulumi/bin:/bin NODE_ENV=production HOME=/tmp PULUMI_NODEJS_NODE=/
     PULUMI_SKIP_UPDATE_CHECK=1 PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK=1
 USER 65532:65532
 WORKDIR /opt/agent-sessions
-ENTRYPOINT ["/bin/node", "/opt/agent-sessions/bin/cli.ts"]
+ENTRYPOINT ["/bin/node", "--max-semi-space-size=16", "/opt/agent-sessions/bin/cli.ts"]
 DF
   docker build -q -t "$TB_CP_IMAGE_REPO:$hash" "$ctx" >/dev/null
   docker push -q "$TB_CP_IMAGE_REPO:$hash" >/dev/null
