@@ -1,4 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { Socket, type AddressInfo } from "node:net";
+import { describe, expect, it, vi } from "vitest";
+import { WebSocketServer } from "ws";
 import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../contracts/runner-protocol.ts";
 import { backoffDelay, RunnerLink } from "./link.ts";
 
@@ -53,5 +55,67 @@ describe("backoff", () => {
   it("is full jitter below the capped exponential", () => {
     expect(backoffDelay(3, 250, 10_000, () => 0.999)).toBe(1998);
     expect(backoffDelay(30, 250, 10_000, () => 0.5)).toBe(5000);
+  });
+});
+
+describe("the runner link's writes", () => {
+  it("sends the messages of one tick in one write, in order, and holds none back", async () => {
+    const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+    const received: string[] = [];
+    const attached = new Promise<void>((resolve) => {
+      server.on("connection", (ws) => {
+        ws.on("message", (data) => {
+          const message = JSON.parse(String(data)) as RunnerToServer;
+          if (message.type === "hello") {
+            ws.send(
+              JSON.stringify({
+                version: RUNNER_PROTOCOL_VERSION,
+                type: "welcome",
+                payload: { runner_id: "r-1", heartbeat_ms: 60_000 },
+              }),
+            );
+            setTimeout(resolve, 50);
+          } else if (message.type === "frame" && message.payload.frame.type === "log")
+            received.push(String(message.payload.frame.payload.text));
+        });
+      });
+    });
+    const { port } = server.address() as AddressInfo;
+    const link = new RunnerLink(
+      {
+        serverUrl: `http://127.0.0.1:${port}`,
+        token: "runner-token-0123456789",
+        name: "r",
+        engine: "docker",
+        capacity: 1,
+        labels: {},
+      },
+      { sessions: () => [], command: async () => ({}), log: () => {} },
+    );
+    const writes = { one: 0, many: 0 };
+    const single = vi.spyOn(Socket.prototype, "_write");
+    const vectored = vi.spyOn(Socket.prototype, "_writev");
+    try {
+      link.start();
+      await attached;
+      expect(link.attached).toBe(true);
+      single.mockClear();
+      vectored.mockClear();
+      for (const text of ["a", "b", "c"]) link.send(frame(text));
+      await expect.poll(() => received).toEqual(["a", "b", "c"]);
+      writes.one = single.mock.calls.length;
+      writes.many = vectored.mock.calls.length;
+      // Sent in a later tick: not held back by the earlier cork.
+      await new Promise((r) => setImmediate(r));
+      link.send(frame("d"));
+      await expect.poll(() => received).toEqual(["a", "b", "c", "d"]);
+    } finally {
+      single.mockRestore();
+      vectored.mockRestore();
+      link.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    expect(writes).toEqual({ one: 0, many: 1 });
   });
 });

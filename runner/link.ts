@@ -6,6 +6,7 @@
  * oldest go first), and flushed after the hello. `backlog` (socket buffer + queue) is what the
  * runner's agents wait on: while it is high their output is not read (runner/agent-stdout.ts).
  */
+import type { Socket } from "node:net";
 import WebSocket from "ws";
 import {
   type CommandResult,
@@ -69,6 +70,8 @@ export class RunnerLink {
   /** Messages the bounded queue let go since the last attach. */
   #dropped = 0;
   runnerId: string | undefined;
+  /** The socket held corked until the end of this tick (see `#write`). */
+  #corked: Socket | undefined;
 
   constructor(options: LinkOptions, handlers: LinkHandlers) {
     const { credentialFile, ...rest } = options;
@@ -110,7 +113,7 @@ export class RunnerLink {
   send(message: Outgoing): void {
     const text = JSON.stringify(RunnerToServer.parse(message));
     if (this.#attached && this.#ws?.readyState === WebSocket.OPEN) {
-      this.#ws.send(text);
+      this.#write(this.#ws, text);
       return;
     }
     this.#queue.push(text);
@@ -122,6 +125,25 @@ export class RunnerLink {
       this.#queuedBytes -= Buffer.byteLength(oldest);
       this.#dropped++;
     }
+  }
+
+  /**
+   * Sends one message; the messages of one tick (this callback and its promise reactions) leave
+   * in one write: a relayed reply's last chunk and its command's result cost one syscall and one
+   * wake-up of the server, not one each. Nothing waits: the socket is uncorked on the next tick.
+   */
+  #write(ws: WebSocket, text: string): void {
+    // ws keeps its socket private; without one (not connected) it is a plain send.
+    const socket = (ws as unknown as { _socket?: Socket | null })._socket;
+    if (socket && this.#corked !== socket) {
+      socket.cork();
+      this.#corked = socket;
+      process.nextTick(() => {
+        this.#corked = undefined;
+        socket.uncork();
+      });
+    }
+    ws.send(text);
   }
 
   #connect(): void {
@@ -212,7 +234,7 @@ export class RunnerLink {
         this.#queue = [];
         this.#queuedBytes = 0;
         this.#dropped = 0;
-        for (const m of queued) ws.send(m);
+        for (const m of queued) this.#write(ws, m);
         this.#h.log("info", "runner attached", { runner_id: this.runnerId, flushed: queued.length, dropped });
         return;
       }

@@ -185,12 +185,16 @@ export class Flight {
           await sse.writeSSE({ event: "error", data: JSON.stringify(await this.#explain(event.error)) });
           return;
         }
+        // The events of one relayed chunk leave in one write (one syscall, one wake-up of the
+        // client, not one per event); the write is awaited before the next chunk is taken.
+        let text = "";
         for (const data of splitter.push(event.data)) {
           const parsed = StreamEvent.safeParse(parseJson(data));
           if (!parsed.success) continue; // not part of the contract: never forwarded
           if (parsed.data.type === "result") this.#result = parsed.data.result;
-          await sse.writeSSE({ event: parsed.data.type, data: JSON.stringify(parsed.data) });
+          text += sseEvent(parsed.data.type, parsed.data);
         }
+        if (text !== "") await sse.write(text);
         if (event.done) return;
         event = await this.#inbox.next();
       }
@@ -313,6 +317,11 @@ function adapterError(status: number | undefined, body: unknown): ApiErrorBody {
   if (code.success && code.data !== "UNAUTHENTICATED")
     return { code: code.data, message: `the agent refused the request: ${String(b?.message ?? code.data)}` };
   return { code: "UNAVAILABLE", message: `the agent answered HTTP ${status ?? "?"} without a result` };
+}
+
+/** One SSE event as `writeSSE` frames it: JSON has no line breaks, so its data is one line. */
+export function sseEvent(event: string, data: unknown): string {
+  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 function parseJson(text: string): unknown {
