@@ -191,27 +191,37 @@ describe("web UI in headless Chromium (real system)", () => {
   it("shows the workspace: the checkout's tree, a file's text, and the diff of a change made in it", async () => {
     const files = (name: string) => page.locator(`#ws-files tr[data-file="${name}"]`);
     const view = () => page.textContent("#ws-view");
+    // Each step is a round trip through server, runner and a container (a diff ~1 s on a loaded
+    // machine): polls get the bound the file's other engine waits have, not expect.poll's 1 s.
+    const WAIT = { timeout: 30_000 };
+    const newFile = `${NS}/harnesssessions/${NAME}/workspace/files/fixture/new.txt`;
+    const asAdmin = (method: string, body?: string) =>
+      fetch(`${system.url}${newFile}`, {
+        method,
+        headers: { authorization: `Bearer ${system.adminToken}` },
+        ...(body !== undefined ? { body } : {}),
+      });
+    // A retry starts from the checkout as seeded, at /workspace (the first try may have uploaded
+    // the change and left the pane in a directory).
+    await asAdmin("DELETE");
+    if (await page.isEnabled("#ws-up")) await page.click("#ws-up");
+    await expect.poll(() => page.textContent("#ws-path"), WAIT).toBe("/workspace");
     // The session's workspace is a checkout of the fixture repository (the create form's Repository).
     await page.click("#ws-refresh");
     await files("fixture").locator("button").click();
-    await expect.poll(() => page.textContent("#ws-path")).toBe("/workspace/fixture");
+    await expect.poll(() => page.textContent("#ws-path"), WAIT).toBe("/workspace/fixture");
     await files("README.md").waitFor();
     expect(await files("src").getAttribute("data-type")).toBe("dir");
     await files("README.md").locator("button").click();
-    await expect.poll(view).toContain("# fixture");
+    await expect.poll(view, WAIT).toContain("# fixture");
     await page.click("#ws-diff-button");
-    await expect.poll(view).toBe("(no changes)");
+    await expect.poll(view, WAIT).toBe("(no changes)");
     // A change lands in the workspace (an upload through the files API, as a tool would write it).
-    const upload = await fetch(`${system.url}${NS}/harnesssessions/${NAME}/workspace/files/fixture/new.txt`, {
-      method: "PUT",
-      headers: { authorization: `Bearer ${system.adminToken}` },
-      body: "brand new\n",
-    });
-    expect(upload.status).toBe(201);
+    expect((await asAdmin("PUT", "brand new\n")).status).toBe(201);
     await page.click("#ws-refresh");
     await files("new.txt").waitFor();
     await page.click("#ws-diff-button");
-    await expect.poll(view).toContain("diff --git a/new.txt b/new.txt");
+    await expect.poll(view, WAIT).toContain("diff --git a/new.txt b/new.txt");
     expect(await view()).toContain("+brand new");
     expect(await page.textContent("#ws-error")).toBe("");
     await shot("3c-workspace");

@@ -47,7 +47,7 @@ const state = {
   /** With a session token: the one session it opens. */
   only: undefined as string | undefined,
   /** The workspace pane: whose workspace it shows and the directory listed ("" is /workspace). */
-  ws: { session: undefined as string | undefined, path: "" },
+  ws: { session: undefined as string | undefined, path: "", phase: undefined as string | undefined },
 };
 
 /** At most this much of a file (or a diff) is shown in the page. */
@@ -408,9 +408,13 @@ function renderDetail(): void {
   );
   renderTranscript(name);
   if (state.ws.session !== name) {
-    state.ws = { session: name, path: "" };
+    state.ws = { session: name, path: "", phase: s.status.phase };
     closeView();
     void listWorkspace();
+  } else if (state.ws.phase !== s.status.phase) {
+    // A workspace made or brought back (Ready) is listed again without a click.
+    state.ws.phase = s.status.phase;
+    if (s.status.phase === "Ready") void listWorkspace();
   }
   const sendButton = form("chat-form").querySelector("button");
   if (sendButton) sendButton.disabled = s.status.phase !== "Ready";
