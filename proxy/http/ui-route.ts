@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Hono } from "hono";
 import { type Logger, silentLogger } from "../observability/log.ts";
@@ -56,7 +57,9 @@ function reasonOf(error: unknown): string {
   if (!errors?.length) return String(error);
   return errors
     .map((e) =>
-      e.location ? `${e.location.file}:${e.location.line}:${e.location.column}: ${e.text}` : e.text,
+      // esbuild names the file relative to its working directory (the process's): made absolute,
+      // the log says the same path wherever the server was started from.
+      e.location ? `${resolve(e.location.file)}:${e.location.line}:${e.location.column}: ${e.text}` : e.text,
     )
     .join("; ");
 }
