@@ -108,6 +108,13 @@ export const SessionSpec = z.object({
       storageClassName: z.string().optional(),
       /** CIDR the runner reaches session pods from when it runs outside the cluster (the node). */
       runnerCidr: z.string().optional(),
+      /**
+       * The image of the pod's `workspace` sidecar (the runner's git image: sh, git, tar, find):
+       * the runner seeds, lists, reads, writes, archives and diffs the workspace by exec into it,
+       * never into the agent's container. Set by the runner; unset, the pod has no sidecar and the
+       * workspace files API answers UNIMPLEMENTED.
+       */
+      workspaceImage: DigestPinnedImage.optional(),
     })
     .default({ namespace: "agent-sessions", runnerSelector: { "agent-sessions.dev/component": "runner" } }),
 });

@@ -113,6 +113,56 @@ describe("KubernetesSession component", () => {
       { ipBlock: { cidr: "10.213.0.1/32" } },
     ]);
   });
+  it("with a workspace image, the pod gets a hardened `workspace` sidecar: the volume and its own scratch, no credentials", async () => {
+    recorded.length = 0;
+    const git = `127.0.0.1:5000/agent-sessions/base@sha256:${"c".repeat(64)}`;
+    const spec = SessionSpec.parse({
+      namespace: "default",
+      name: "gamma",
+      engine: "kubernetes",
+      image,
+      contract: "v1alpha2",
+      kubernetes: { namespace: "agent-sessions", workspaceImage: git },
+    });
+    new mod.KubernetesSession("gamma", { spec, credentials: { MODEL_API_KEY: "sk-1" }, adapterToken: "tok" });
+    await new Promise((r) => setTimeout(r, 50));
+    const dep = custom(recorded).find((r) => r.type === "kubernetes:apps/v1:Deployment")?.inputs as Obj;
+    const pod = dep.spec.template.spec;
+    expect(pod.containers.map((c: Obj) => c.name)).toEqual(["adapter", "workspace"]);
+    const sidecar = pod.containers[1];
+    expect(sidecar.image).toBe(git);
+    expect(sidecar.securityContext).toEqual(pod.containers[0].securityContext);
+    expect(sidecar.ports).toBeUndefined();
+    expect(JSON.stringify(sidecar.env)).not.toMatch(/MODEL_API_KEY|ADAPTER_TOKEN|secretKeyRef/);
+    expect(sidecar.volumeMounts).toEqual([
+      { name: "workspace", mountPath: "/workspace" },
+      { name: "workspace-scratch", mountPath: "/scratch" },
+    ]);
+    expect(sidecar.resources.limits).toEqual({ cpu: "500m", memory: "256Mi" });
+    expect(pod.volumes.find((v: Obj) => v.name === "workspace-scratch")).toEqual({
+      name: "workspace-scratch",
+      emptyDir: { sizeLimit: "256Mi" },
+    });
+    expect(dep.spec.template.metadata.annotations).toEqual({
+      "kubectl.kubernetes.io/default-container": "adapter",
+    });
+  });
+
+  it("without one, the pod is the adapter alone, as before", async () => {
+    recorded.length = 0;
+    const spec = SessionSpec.parse({
+      namespace: "default",
+      name: "delta",
+      engine: "kubernetes",
+      image,
+      contract: "v1alpha2",
+    });
+    new mod.KubernetesSession("delta", { spec, credentials: {}, adapterToken: "tok" });
+    await new Promise((r) => setTimeout(r, 50));
+    const dep = custom(recorded).find((r) => r.type === "kubernetes:apps/v1:Deployment")?.inputs as Obj;
+    expect(dep.spec.template.spec.containers.map((c: Obj) => c.name)).toEqual(["adapter"]);
+    expect(dep.spec.template.metadata.annotations).toBeUndefined();
+  });
 });
 
 describe("cpuRequestOf", () => {

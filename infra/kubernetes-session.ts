@@ -10,6 +10,7 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
+import { ADAPTER_CONTAINER, WORKSPACE_CONTAINER, WORKSPACE_SCRATCH } from "../contracts/session-pod.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 
 /**
@@ -22,6 +23,48 @@ import { Labels, type SessionSpec, workloadName } from "../contracts/session-spe
 export function cpuRequestOf(limit: string): string {
   const millicores = limit.endsWith("m") ? Number(limit.slice(0, -1)) : Number(limit) * 1000;
   return `${Math.max(10, Math.floor(millicores / 10))}m`;
+}
+
+/**
+ * Waits for execs and ends at once on SIGTERM (a bare `sleep` as PID 1 would ignore it and hold
+ * the pod's termination for its whole grace period).
+ */
+const SIDECAR_SCRIPT = 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done';
+
+/** The container hardening every session container shares (the policy pack checks each). */
+const hardened = {
+  allowPrivilegeEscalation: false,
+  privileged: false,
+  readOnlyRootFilesystem: true,
+  runAsNonRoot: true,
+  capabilities: { drop: ["ALL"] },
+  seccompProfile: { type: "RuntimeDefault" },
+};
+
+/**
+ * The `workspace` sidecar: the runner's git image idling, the session volume at /workspace and a
+ * scratch emptyDir of its own; hardened like the adapter, no credentials, no ports. It shares the
+ * pod's network, so a seed's fetch reaches exactly what the session's NetworkPolicy allows.
+ */
+function workspaceSidecar(image: string): k8s.types.input.core.v1.Container {
+  return {
+    name: WORKSPACE_CONTAINER,
+    image,
+    imagePullPolicy: "IfNotPresent",
+    command: ["/bin/sh", "-c", SIDECAR_SCRIPT],
+    env: [
+      { name: "HOME", value: WORKSPACE_SCRATCH },
+      { name: "TMPDIR", value: WORKSPACE_SCRATCH },
+    ],
+    workingDir: "/workspace",
+    securityContext: hardened,
+    // git fetches and diffs need memory now and then; idle it takes ~1 MiB.
+    resources: { requests: { cpu: "10m", memory: "32Mi" }, limits: { cpu: "500m", memory: "256Mi" } },
+    volumeMounts: [
+      { name: "workspace", mountPath: "/workspace" },
+      { name: "workspace-scratch", mountPath: WORKSPACE_SCRATCH },
+    ],
+  };
 }
 
 export interface KubernetesSessionArgs {
@@ -42,6 +85,7 @@ export class KubernetesSession extends pulumi.ComponentResource {
     const { spec } = args;
     const base = workloadName(spec.namespace, spec.name);
     const namespace = spec.kubernetes.namespace;
+    const workspaceImage = spec.kubernetes.workspaceImage;
     const selector = {
       [Labels.session]: spec.name,
       [Labels.namespace]: spec.namespace,
@@ -98,7 +142,13 @@ export class KubernetesSession extends pulumi.ComponentResource {
           strategy: { type: "Recreate" },
           selector: { matchLabels: selector },
           template: {
-            metadata: { labels },
+            metadata: {
+              labels,
+              // With the sidecar, `kubectl exec` without -c still lands in the agent's container.
+              ...(workspaceImage
+                ? { annotations: { "kubectl.kubernetes.io/default-container": ADAPTER_CONTAINER } }
+                : {}),
+            },
             spec: {
               automountServiceAccountToken: false,
               enableServiceLinks: false,
@@ -111,19 +161,12 @@ export class KubernetesSession extends pulumi.ComponentResource {
               },
               containers: [
                 {
-                  name: "adapter",
+                  name: ADAPTER_CONTAINER,
                   image: spec.image,
                   imagePullPolicy: "IfNotPresent",
                   env,
                   ports: [{ name: "adapter", containerPort: ADAPTER_PORT, protocol: "TCP" }],
-                  securityContext: {
-                    allowPrivilegeEscalation: false,
-                    privileged: false,
-                    readOnlyRootFilesystem: true,
-                    runAsNonRoot: true,
-                    capabilities: { drop: ["ALL"] },
-                    seccompProfile: { type: "RuntimeDefault" },
-                  },
+                  securityContext: hardened,
                   resources: {
                     requests: {
                       cpu: cpuRequestOf(spec.resources.cpu),
@@ -146,10 +189,12 @@ export class KubernetesSession extends pulumi.ComponentResource {
                     { name: "tmp", mountPath: "/tmp" },
                   ],
                 },
+                ...(workspaceImage ? [workspaceSidecar(workspaceImage)] : []),
               ],
               volumes: [
                 { name: "workspace", persistentVolumeClaim: { claimName: pvc.metadata.name } },
                 { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "64Mi" } },
+                ...(workspaceImage ? [{ name: "workspace-scratch", emptyDir: { sizeLimit: "256Mi" } }] : []),
               ],
             },
           },

@@ -70,6 +70,30 @@ describe("the session components under the pack", () => {
     expect(violations).toEqual([]);
   });
 
+  it("a Kubernetes session with its workspace sidecar passes every policy", async () => {
+    recorded.length = 0;
+    const spec = sessionSpec("kubernetes");
+    new components.kubernetes.KubernetesSession("alpha", {
+      spec: {
+        ...spec,
+        kubernetes: {
+          ...spec.kubernetes,
+          workspaceImage: `127.0.0.1:5000/agent-sessions/base@sha256:${"d".repeat(64)}`,
+        },
+      },
+      credentials: { MODEL_API_KEY: "sk-1" },
+      adapterToken: "tok",
+    });
+    const violations = await violationsOnceRegistered([
+      "kubernetes:apps/v1:Deployment",
+      "kubernetes:core/v1:PersistentVolumeClaim",
+      "kubernetes:core/v1:Secret",
+      "kubernetes:core/v1:Service",
+      "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+    ]);
+    expect(violations).toEqual([]);
+  });
+
   it("a running Docker session passes every policy", async () => {
     recorded.length = 0;
     new components.docker.DockerSession("alpha", {

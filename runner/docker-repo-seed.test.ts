@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { gitContainerOptions, gitError } from "./docker-repo-seed.ts";
+import { gitContainerOptions } from "./docker-repo-seed.ts";
+import { gitError } from "./repo-scripts.ts";
 
 const IMAGE = `127.0.0.1:5000/agent-sessions/base@sha256:${"a".repeat(64)}`;
 

@@ -8,46 +8,30 @@
  * network's gateway, infra/docker-provider/host-isolation.ts); the diff runs with no network and
  * the volume read-only. The container is removed whatever happened.
  *
- * Seeded once: when `/workspace/<path>/.git` exists nothing is fetched (a re-provision or resume
- * never clobbers the agent's changes). The seeded commit is kept as `refs/agent-sessions/seed`;
- * the diff is against it, untracked files included (a throwaway index and object directory in /tmp).
+ * The scripts, their inputs and git's errors are the same on every engine (repo-scripts.ts).
  */
 import { randomBytes } from "node:crypto";
 import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
 import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
-import { redactUrl } from "../contracts/workspace-repo.ts";
 import { viaGateway } from "../infra/docker-provider/gateway-url.ts";
 import { networkGateway } from "../infra/docker-provider/session-container.ts";
+import {
+  DIFF_SCRIPT,
+  GIT_BASE_ENV,
+  NOT_SEEDED_EXIT,
+  SEED_SCRIPT,
+  SEED_TIMEOUT_MS,
+  gitError,
+  noGitImage,
+  seedFailed,
+  seedInputs,
+} from "./repo-scripts.ts";
 import { shortLivedHostConfig } from "./short-lived-container.ts";
 
-/** The ref the seeded commit is kept under. */
-export const SEED_REF = "refs/agent-sessions/seed";
-/** Exit status of the diff script when the path holds no seeded checkout. */
-const NOT_SEEDED_EXIT = 3;
-/** git's error text kept for a message. */
-const MAX_ERROR_CHARS = 2_000;
-const SEED_TIMEOUT_MS = 120_000;
-
-/** POSIX sh run by the git image's /bin/sh. Inputs come as environment, never spliced in. */
-const SEED_SCRIPT = `set -u
-dir="/workspace/$SEED_PATH"
-mkdir -p "$dir" && cd "$dir" || exit 1
-if [ -e .git ]; then echo "already seeded" >&2; exit 0; fi
-fail() { rm -rf .git; exit 1; }
-git init -q . || fail
-git fetch -q --no-tags --depth=1 "$SEED_URL" "$SEED_REF" || fail
-commit=$(git rev-parse 'FETCH_HEAD^{commit}') || fail
-git update-ref ${SEED_REF} "$commit" || fail
-git -c advice.detachedHead=false checkout -q --detach "$commit" || fail
-echo "seeded $commit" >&2`;
-
-const DIFF_SCRIPT = `set -u
-cd "/workspace/$SEED_PATH" 2>/dev/null && git rev-parse -q --verify ${SEED_REF} >/dev/null 2>&1 || exit ${NOT_SEEDED_EXIT}
-export GIT_INDEX_FILE=/tmp/index GIT_OBJECT_DIRECTORY=/tmp/objects GIT_ALTERNATE_OBJECT_DIRECTORIES="$PWD/.git/objects"
-mkdir -p /tmp/objects
-{ cp .git/index /tmp/index 2>/dev/null || git read-tree ${SEED_REF}; } && git add -A . && exec git diff --cached --no-color --no-ext-diff --binary ${SEED_REF}`;
+/** git's error text collected (bounded) from stderr. */
+const MAX_STDERR_CHARS = 8_000;
 
 export type GitContainer = {
   image: string;
@@ -68,7 +52,7 @@ export function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOpti
     Cmd: [],
     User: "65532:65532",
     WorkingDir: "/tmp",
-    Env: ["HOME=/tmp", "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LANG=C.UTF-8", ...g.env],
+    Env: [...GIT_BASE_ENV, ...g.env],
     Labels: { [Labels.managedBy]: "agent-sessions" },
     HostConfig: shortLivedHostConfig({
       network: g.network,
@@ -107,7 +91,7 @@ async function runGit(
     const errors = new PassThrough();
     let errorText = "";
     errors.on("data", (chunk: Buffer) => {
-      if (errorText.length < MAX_ERROR_CHARS * 4) errorText += chunk.toString("utf8");
+      if (errorText.length < MAX_STDERR_CHARS) errorText += chunk.toString("utf8");
     });
     docker.modem.demuxStream(attached, stdout, errors);
     attached.on("end", () => stdout.end());
@@ -128,17 +112,6 @@ async function assertImage(docker: Docker, image: string): Promise<void> {
   }
 }
 
-/** git's own words, without credentials or URLs' user parts, the gateway named as the user's URL. */
-export function gitError(text: string, secrets: string[], gatewayUrl: string, url: string): string {
-  let out = text.split(gatewayUrl).join(url);
-  for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join("***");
-  out = redactUrl(out)
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .join("; ");
-  return out.length > MAX_ERROR_CHARS ? `${out.slice(0, MAX_ERROR_CHARS)}…` : out;
-}
-
 /**
  * Seeds the session volume from `spec.repo` unless it already was (no-op without a repo).
  * FAILED_PRECONDITION (details.reason RepoCloneFailed) with git's error when the fetch or checkout fails.
@@ -151,29 +124,12 @@ export async function seedWorkspaceRepo(
 ): Promise<void> {
   const repo = spec.repo;
   if (!repo) return;
-  if (!gitImage)
-    throw new CodedError(
-      "FAILED_PRECONDITION",
-      "this runner has no git image (AGENT_SESSIONS_GIT_IMAGE) to seed a workspace from a repository",
-      { reason: "RepoCloneFailed" },
-    );
+  if (!gitImage) throw noGitImage("seed a workspace from a repository");
   const base = workloadName(spec.namespace, spec.name);
   const network = `${base}-net`;
   const gatewayUrl = viaGateway(repo.url, spec.egress, await networkGateway(docker, network));
-  const env = [`SEED_URL=${gatewayUrl}`, `SEED_REF=${repo.ref ?? "HEAD"}`, `SEED_PATH=${repo.path}`];
-  const secret = repo.credential ? credentials[repo.credential] : undefined;
-  if (repo.credential && secret === undefined)
-    throw new CodedError("FAILED_PRECONDITION", `repository credential ${repo.credential} was not given`, {
-      reason: "RepoCloneFailed",
-    });
-  // Given to the engine at create time only, as git configuration (never on a command line).
-  const basic = secret !== undefined ? Buffer.from(`git:${secret}`).toString("base64") : undefined;
-  if (basic)
-    env.push(
-      "GIT_CONFIG_COUNT=1",
-      "GIT_CONFIG_KEY_0=http.extraHeader",
-      `GIT_CONFIG_VALUE_0=Authorization: Basic ${basic}`,
-    );
+  // Given to the engine at create time only (never on a command line).
+  const { env, secrets } = seedInputs(repo, gatewayUrl, credentials);
   const run = await runGit(docker, {
     image: gitImage,
     base,
@@ -195,12 +151,8 @@ export async function seedWorkspaceRepo(
     const why =
       code === -1
         ? `timed out after ${SEED_TIMEOUT_MS / 1000} s`
-        : gitError(run.stderr(), [secret ?? "", basic ?? ""], gatewayUrl, repo.url) || `exit ${code}`;
-    throw new CodedError(
-      "FAILED_PRECONDITION",
-      `seeding /workspace/${repo.path} from ${redactUrl(repo.url)} at ${repo.ref ?? "HEAD"} failed: ${why}`,
-      { reason: "RepoCloneFailed" },
-    );
+        : gitError(run.stderr(), secrets, gatewayUrl, repo.url) || `exit ${code}`;
+    throw seedFailed(repo, why);
   } finally {
     await run.remove();
   }
@@ -217,16 +169,12 @@ export async function workspaceRepoDiff(
   containerName: string,
   path: string,
 ): Promise<AsyncIterable<Buffer>> {
-  if (!gitImage)
-    throw new CodedError(
-      "FAILED_PRECONDITION",
-      "this runner has no git image (AGENT_SESSIONS_GIT_IMAGE) for a diff",
-    );
+  if (!gitImage) throw noGitImage("diff a workspace");
   const run = await runGit(docker, {
     image: gitImage,
     base: containerName,
     script: DIFF_SCRIPT,
-    env: [`SEED_PATH=${path}`],
+    env: [`SEED_PATH=${path}`, "DIFF_SCRATCH=/tmp"],
     network: "none",
     readOnly: true,
   });

@@ -7,7 +7,7 @@
  * `v5.channel.k8s.io`, Kubernetes 1.29): stdin stays open for the agent's whole life, and a
  * deliberate stop signals the agent by PID from a second exec (TESTBED.md "Kubernetes").
  */
-import { PassThrough } from "node:stream";
+import { PassThrough, type Readable } from "node:stream";
 import { type CoreV1Api, Exec, type KubeConfig, type V1Pod, type V1Status } from "@kubernetes/client-node";
 import { CodedError } from "../contracts/errors.ts";
 import { AgentPidReader, agentExecCommand, signalUntilEnded } from "./agent-exec.ts";
@@ -40,6 +40,16 @@ export function exitCodeOf(status: V1Status | undefined): number | null {
   const code = Number(cause?.message);
   return cause && Number.isInteger(code) ? code : null;
 }
+
+/** A command running in a pod (PodExec.stream). */
+export type ExecStream = {
+  stdout: PassThrough;
+  /** What it wrote to stderr so far (bounded). */
+  stderr: () => string;
+  exit: Promise<number | null>;
+  /** Ends the exec stream (the kubelet tears the command down). */
+  close: () => void;
+};
 
 /** The agent's pod and container, found Ready by the driver. */
 export type ExecTarget = { containerName: string; pod: V1Pod; podName: string; container: string };
@@ -165,6 +175,53 @@ export class PodExec {
       },
       exited,
     };
+  }
+
+  /**
+   * A command in `container` of the pod with its stdout streamed (backpressure reaches the kubelet)
+   * and its stderr kept (the first `maxStderr` characters). `stdin`, when given, is written to the
+   * command, which must stop reading on its own: the 1.20 exec protocol cannot close stdin alone.
+   * `exit` resolves with the exit code once the stream ends (null without a status frame).
+   */
+  async stream(
+    podName: string,
+    container: string,
+    command: string[],
+    options: { stdin?: Readable; maxStderr?: number } = {},
+  ): Promise<ExecStream> {
+    let status: V1Status | undefined;
+    const stdout = new PassThrough();
+    const errors = new PassThrough();
+    errors.setEncoding("utf8");
+    let stderr = "";
+    const maxStderr = options.maxStderr ?? 8_000;
+    errors.on("data", (chunk: string) => {
+      if (stderr.length < maxStderr) stderr += chunk;
+    });
+    const ws = await new Exec(this.#kc).exec(
+      this.#namespace,
+      podName,
+      container,
+      command,
+      stdout,
+      errors,
+      options.stdin ?? null,
+      false,
+      (s) => {
+        status = s;
+      },
+    );
+    ws.on("message", () => {
+      if (stdout.writableNeedDrain) ws.pause();
+    });
+    stdout.on("drain", () => ws.resume());
+    const exit = new Promise<number | null>((resolve) => {
+      ws.once("close", () => {
+        if (!stdout.writableEnded) stdout.end();
+        resolve(exitCodeOf(status));
+      });
+    });
+    return { stdout, stderr: () => stderr, exit, close: () => ws.close() };
   }
 
   /** A short command in the pod; its exit code and stdout once its status frame arrives. */

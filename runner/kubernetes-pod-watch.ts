@@ -10,6 +10,7 @@ import {
   type V1Status,
   Watch,
 } from "@kubernetes/client-node";
+import { WORKSPACE_CONTAINER } from "../contracts/session-pod.ts";
 import { Labels, workloadName } from "../contracts/session-spec.ts";
 import type { ExitReason } from "./driver.ts";
 
@@ -102,6 +103,9 @@ export class PodExits {
     report: (t: V1ContainerStateTerminated, container: string) => void,
   ): void {
     for (const cs of pod.status?.containerStatuses ?? []) {
+      // The workspace sidecar restarts on its own (a git run over its memory limit, say): the
+      // session's workload is the adapter, and it lives on.
+      if (cs.name === WORKSPACE_CONTAINER) continue;
       const key = (t: V1ContainerStateTerminated) =>
         `${cs.name}/${t.containerID ?? String(t.finishedAt ?? cs.restartCount)}`;
       const current = cs.state?.terminated;

@@ -161,7 +161,7 @@ describe("oomKillsOf reads a container cgroup's OOM kill count", () => {
 });
 
 describe("a repository workstream on Kubernetes", () => {
-  it("is refused UNIMPLEMENTED before any stack operation, never provisioned without its checkout", async () => {
+  it("on a runner without a git image is refused FAILED_PRECONDITION before any stack operation, never provisioned without its checkout", async () => {
     const calls: string[] = [];
     const stacks = new Proxy(
       {},
@@ -183,9 +183,12 @@ describe("a repository workstream on Kubernetes", () => {
       repo: { url: "http://10.213.0.1:8418/fixture.git", path: "fixture" },
     });
     await expect(driver.provision(name, spec, { credentials: {}, adapterToken: "t" })).rejects.toMatchObject({
-      code: "UNIMPLEMENTED",
-      message: expect.stringContaining("not built on Kubernetes yet"),
+      code: "FAILED_PRECONDITION",
+      message: expect.stringContaining("no git image (AGENT_SESSIONS_GIT_IMAGE)"),
+      details: { reason: "RepoCloneFailed" },
     });
     expect(calls).toEqual([]);
+    // Nor has it a files API: the runner answers its commands UNIMPLEMENTED.
+    expect(driver.workspace).toBeUndefined();
   });
 });

@@ -14,7 +14,10 @@ import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, NetworkingV1Api } fr
 import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
+import { ADAPTER_CONTAINER } from "../contracts/session-pod.ts";
 import { PodExec } from "./kubernetes-exec.ts";
+import { KubernetesWorkspaceFiles } from "./kubernetes-workspace.ts";
+import { noGitImage } from "./repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./kubernetes-pod-watch.ts";
 import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
 
@@ -41,6 +44,12 @@ export type KubernetesDriverOptions = {
   namespaceLabels?: Record<string, string>;
   /** How long provision waits for a Ready pod after the stack is up. @default 120000 */
   readyTimeoutMs?: number;
+  /**
+   * The runner's git image (AGENT_SESSIONS_GIT_IMAGE, digest-pinned): each session pod gets a
+   * `workspace` sidecar of it, through which the files API, repo seed and diff run
+   * (kubernetes-workspace.ts). Unset: no sidecar, and those answer UNIMPLEMENTED.
+   */
+  workspaceImage?: string | undefined;
 };
 
 /** A pod the runner can exec into: Running, Ready, not being deleted. */
@@ -80,6 +89,8 @@ export class KubernetesDriver implements EngineDriver {
    */
   readonly #ooms = new Map<string, number>();
   readonly #exec: PodExec;
+  readonly #workspaceImage: string | undefined;
+  readonly workspace: KubernetesWorkspaceFiles | undefined;
 
   constructor(kc: KubeConfig, stacks: StackManager, options: KubernetesDriverOptions = {}) {
     this.#kc = kc;
@@ -93,6 +104,18 @@ export class KubernetesDriver implements EngineDriver {
     this.#namespaceLabels = options.namespaceLabels;
     this.#readyTimeoutMs = options.readyTimeoutMs ?? 120_000;
     this.#exec = new PodExec(kc, this.#core, this.namespace);
+    this.#workspaceImage = options.workspaceImage;
+    this.workspace = options.workspaceImage
+      ? new KubernetesWorkspaceFiles(this.#exec, {
+          readyPod: async (containerName) => {
+            const pod = await this.#readyPod(containerName);
+            const name = pod?.metadata?.name;
+            return pod && name
+              ? { name, containers: (pod.spec?.containers ?? []).map((c) => c.name) }
+              : undefined;
+          },
+        })
+      : undefined;
   }
 
   async provision(
@@ -109,13 +132,8 @@ export class KubernetesDriver implements EngineDriver {
     if (spec.engine !== "kubernetes") {
       throw new CodedError("INVALID_ARGUMENT", `spec engine ${spec.engine} on a kubernetes runner`);
     }
-    // Never a session that silently lacks the checkout it asked for (issue 18: Docker only so far).
-    if (spec.repo)
-      throw new CodedError(
-        "UNIMPLEMENTED",
-        "seeding a workspace from a repository is not built on Kubernetes yet (Docker runners do it)",
-        { reason: "RepoCloneFailed" },
-      );
+    // Never a session that silently lacks the checkout it asked for.
+    if (spec.repo && !this.#workspaceImage) throw noGitImage("seed a workspace from a repository");
     if (spec.kubernetes.namespace !== this.namespace) {
       // The watch (and the runner's RBAC) cover one namespace; a session elsewhere would go unwatched.
       throw new CodedError(
@@ -137,6 +155,7 @@ export class KubernetesDriver implements EngineDriver {
       ...(this.#podLabels ? { runnerSelector: this.#podLabels } : {}),
       ...(this.#namespaceLabels ? { runnerNamespaceSelector: this.#namespaceLabels } : {}),
       ...(runnerCidr ? { runnerCidr } : {}),
+      ...(this.#workspaceImage ? { workspaceImage: this.#workspaceImage } : {}),
     };
     // A changed spec recreates the pod (strategy Recreate): that deletion is ours.
     this.#quiet.add(containerName);
@@ -146,6 +165,8 @@ export class KubernetesDriver implements EngineDriver {
       const outputs = await this.#stacks.up({ ...spec, kubernetes, replicas: 1 }, secrets);
       if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
       await this.#waitReady(containerName);
+      // Once, before any agent session starts in it: a seeded checkout is never fetched again.
+      await this.workspace?.seed(containerName, spec, secrets.credentials);
       return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
     } finally {
       this.#quiet.delete(containerName);
@@ -292,7 +313,7 @@ export class KubernetesDriver implements EngineDriver {
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
     const pod = await this.#readyPod(containerName);
     const podName = pod?.metadata?.name;
-    const container = pod?.spec?.containers[0]?.name;
+    const container = pod?.spec?.containers.find((c) => c.name === ADAPTER_CONTAINER)?.name;
     if (!pod || !podName || !container)
       throw new CodedError("NOT_FOUND", `workspace ${containerName} has no Ready pod`);
     return this.#exec.startAgent({ containerName, pod, podName, container }, command, output, {

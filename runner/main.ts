@@ -37,7 +37,11 @@ export async function startRunner(config: RunnerConfig): Promise<Runner> {
       // KUBECONFIG when set, else ~/.kube/config, else the in-cluster service account.
       const kc = new KubeConfig();
       kc.loadFromDefault();
-      driver = new KubernetesDriver(kc, stacks, config.kubernetes);
+      driver = new KubernetesDriver(kc, stacks, {
+        ...config.kubernetes,
+        // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes-workspace.ts).
+        workspaceImage: config.gitImage,
+      });
       break;
     }
     default: {

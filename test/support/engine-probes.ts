@@ -3,6 +3,7 @@
  * probe asks dockerd (inspect, list), the Kubernetes probe asks the test bed's API server and
  * execs with its kubectl. Scenarios written against it run on either engine unchanged.
  */
+import { ADAPTER_CONTAINER } from "../../contracts/session-pod.ts";
 import { execFile } from "node:child_process";
 import { readdir, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
@@ -301,10 +302,14 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
   };
   const exec = async (workload: string, argv: string[]): Promise<string> => {
     const pod = await readyPod(workload);
-    const { stdout } = await execFileAsync(kubectl(), ["-n", namespace, "exec", pod, "--", ...argv], {
-      encoding: "utf8",
-      maxBuffer: 16 * 1024 * 1024,
-    });
+    const { stdout } = await execFileAsync(
+      kubectl(),
+      ["-n", namespace, "exec", pod, "-c", ADAPTER_CONTAINER, "--", ...argv],
+      {
+        encoding: "utf8",
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
     return stdout;
   };
   const exists = async (read: () => Promise<unknown>) => !(await isGone(read));
