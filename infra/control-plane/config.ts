@@ -59,6 +59,12 @@ export const ControlPlaneConfig = z
     runnerName: z.string().min(1).optional(),
     /** Image of AgentRuntime `default/reference`, registered by the server on first start. @default none */
     referenceImage: DigestPinnedImage.optional(),
+    /**
+     * The runner's git image (AGENT_SESSIONS_GIT_IMAGE: sh, git, tar, find): each session pod gets
+     * a `workspace` sidecar of it for the files API, repository seeds and diffs. @default none
+     * (those answer UNIMPLEMENTED, and a repository workstream fails to provision)
+     */
+    gitImage: DigestPinnedImage.optional(),
     /** Port of the server's HTTP API inside the cluster. @default 8787 */
     serverPort: z.number().int().min(1024).max(65535).default(8787),
     /** @default {cpu: "500m", cpuRequest: "100m", memoryMiB: 512} */
@@ -91,6 +97,7 @@ export function readControlPlaneConfig(config = new pulumi.Config(CONFIG_NAMESPA
     runnerCapacity: config.getNumber("runnerCapacity"),
     runnerName: config.get("runnerName"),
     referenceImage: config.get("referenceImage"),
+    gitImage: config.get("gitImage"),
     serverPort: config.getNumber("serverPort"),
     serverResources: config.getObject("serverResources"),
     runnerResources: config.getObject("runnerResources"),

@@ -313,6 +313,9 @@ export class ControlPlane extends pulumi.ComponentResource {
                       value: labelPairs({ ...managed, [Labels.component]: CONTROL_PLANE_COMPONENT }),
                     },
                     { name: "AGENT_SESSIONS_STATE_DIR", value: DATA_DIR },
+                    ...(config.gitImage
+                      ? [{ name: "AGENT_SESSIONS_GIT_IMAGE", value: config.gitImage }]
+                      : []),
                     // Plugins come with the image; never reach out for one.
                     { name: "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", value: "true" },
                   ],

@@ -27,7 +27,7 @@ import { API_VERSION } from "../../contracts/resources.ts";
 import { Labels } from "../../contracts/session-spec.ts";
 import { ensureNamespace, isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
 import { until } from "../support/system.ts";
-import { applyTestbedEnv, referenceImage, repoRoot, testbedHome } from "../support/testbed.ts";
+import { applyTestbedEnv, builtImage, referenceImage, repoRoot, testbedHome } from "../support/testbed.ts";
 
 applyTestbedEnv();
 
@@ -185,6 +185,8 @@ beforeAll(async () => {
     "agent-sessions-control-plane:sessionsNamespace": c(SESSIONS_NS),
     "agent-sessions-control-plane:createSessionsNamespace": c("false"),
     "agent-sessions-control-plane:referenceImage": c(referenceImage().image),
+    // The session pods' workspace sidecar: the files API from an in-cluster runner.
+    "agent-sessions-control-plane:gitImage": c(builtImage("base-image").image),
   });
 });
 
@@ -318,6 +320,17 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
       `fetch(${JSON.stringify(url)}, { signal: AbortSignal.timeout(5000) }).then((r) => console.log(r.status))`,
     );
     expect(health.stdout.trim(), health.stderr).toBe("200");
+
+    // The workspace files API from the in-cluster runner: exec into the pod's workspace sidecar.
+    const file = `/v1/workspaces/${name}/workspace/files/notes/from-the-portal.txt`;
+    const put = await fetch(`${serverUrl}${file}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${adminToken}` },
+      body: "written through an in-cluster runner\n",
+    });
+    expect(put.status, await put.clone().text()).toBe(201);
+    const got = await fetch(`${serverUrl}${file}`, { headers: { authorization: `Bearer ${adminToken}` } });
+    expect(await got.text()).toBe("written through an in-cluster runner\n");
 
     const start = await timed("start", () => rpc("StartAgentSession", { container_name: name }));
     expect(start.status, JSON.stringify(start.body)).toBe(200);
