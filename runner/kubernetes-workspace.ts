@@ -34,18 +34,27 @@ import {
 import { tooLarge } from "./docker-workspace.ts";
 
 /** Exit statuses of FILES_SCRIPT besides 0 and 1. */
-const EXIT = { outside: 10, missing: 11, isDir: 12, notDir: 13, tooLarge: 14, root: 15, short: 16 } as const;
+export const EXIT = {
+  outside: 10,
+  missing: 11,
+  isDir: 12,
+  notDir: 13,
+  tooLarge: 14,
+  root: 15,
+  short: 16,
+} as const;
 
 /**
- * One POSIX sh script for every operation: `sh -c FILES_SCRIPT sh OP PATH [N]`. PATH is relative
- * to /workspace ("" is /workspace itself); N is a file's size limit (file) or an upload's size
+ * One POSIX sh script for every operation: `sh -c SCRIPT sh OP PATH [N]`. PATH is relative to
+ * `root` (/workspace; "" is the root itself; another root only in tests); N is a file's size limit (file) or an upload's size
  * (write). `list` prints five NUL-terminated fields per entry: type, size, mtime, name, link target.
  */
-const FILES_SCRIPT = `set -u
+export function filesScript(root = WORKSPACE_ROOT): string {
+  return `set -u
 op=$1; rel=$2
 resolve() {
-  r=$(realpath -m -- "/workspace\${1:+/$1}") || exit 1
-  case "$r" in /workspace|/workspace/*) ;; *) exit ${EXIT.outside} ;; esac
+  r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1
+  case "$r" in "${root}"|"${root}"/*) ;; *) exit ${EXIT.outside} ;; esac
 }
 case "$op" in
 list)
@@ -77,6 +86,8 @@ delete)
   exec rm -rf -- "$t" ;;
 *) exit 2 ;;
 esac`;
+}
+const FILES_SCRIPT = filesScript();
 
 /** Reads `n` lines of NAME=value from stdin into the environment, then runs the seed. */
 const SEED_FROM_STDIN = `read -r n || exit 1
