@@ -144,10 +144,15 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
     if (first === undefined) await this.#check(run, path, maxBytes);
     const check = () => this.#check(run, path, maxBytes);
     return (async function* () {
-      if (first === undefined) return;
-      yield first;
-      for await (const chunk of run.stdout) yield chunk as Buffer;
-      await check();
+      try {
+        if (first === undefined) return;
+        yield first;
+        for await (const chunk of run.stdout) yield chunk as Buffer;
+        await check();
+      } finally {
+        // A reader that stops early (over the limit, gone) ends the command too.
+        run.close();
+      }
     })();
   }
 
@@ -183,7 +188,11 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
       DIFF_SCRIPT,
     ]);
     return (async function* () {
-      for await (const chunk of run.stdout) yield chunk as Buffer;
+      try {
+        for await (const chunk of run.stdout) yield chunk as Buffer;
+      } finally {
+        run.close();
+      }
       const code = await run.exit;
       if (code === NOT_SEEDED_EXIT)
         throw new CodedError(
