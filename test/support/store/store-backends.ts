@@ -107,3 +107,33 @@ export const postgresBackend: StoreBackend = {
     };
   },
 };
+
+/**
+ * A database of its own in the test bed's PostgreSQL (for a whole server, which keeps its tables
+ * in `public`): its URL, and `drop` to forget it. The test bed's role may create databases.
+ */
+export async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const base = testbedDatabaseUrl();
+  const name = freshSchema();
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
