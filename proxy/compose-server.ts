@@ -86,6 +86,8 @@ export async function composeServer(
     sqlitePath: databasePathOf(config),
     databaseUrl: config.databaseUrl,
     frameBufferSize: config.frameBufferSize,
+    onDatabaseError: (error) =>
+      log("warn", "a pooled PostgreSQL connection failed", { error: error.message }),
   });
   const { store, harnessStore, tokenStore } = stores;
   const bus = new EventBus();

@@ -17,6 +17,8 @@ export type StoreSelection = {
   /** AGENT_SESSIONS_DATABASE_URL: PostgreSQL instead of SQLite when set. */
   databaseUrl?: string | undefined;
   frameBufferSize: number;
+  /** A pooled PostgreSQL connection failed while idle (it is replaced on the next query). */
+  onDatabaseError?: (error: Error) => void;
 };
 
 /** The server's three stores over one connection (SQLite) or one pool (PostgreSQL). */
@@ -40,7 +42,9 @@ export async function openStores(selection: StoreSelection): Promise<ServerStore
     const location = redactDatabaseUrl(selection.databaseUrl);
     let database: PostgresDatabase;
     try {
-      database = await PostgresDatabase.open(selection.databaseUrl);
+      database = await PostgresDatabase.open(selection.databaseUrl, {
+        ...(selection.onDatabaseError ? { onIdleError: selection.onDatabaseError } : {}),
+      });
     } catch (error) {
       // pg's messages name the host or the role, never the password; the URL is given redacted.
       throw new Error(`cannot open the PostgreSQL store at ${location}: ${(error as Error).message}`);

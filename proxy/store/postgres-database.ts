@@ -16,6 +16,13 @@ export type PostgresDatabaseOptions = {
   schema?: string;
   /** Connections of the pool. @default 10 */
   maxConnections?: number;
+  /** How long a new connection may take before the query waiting for it fails. @default 10000 */
+  connectTimeoutMs?: number;
+  /**
+   * An idle pooled connection failed (the server restarted, the network dropped it); the pool
+   * replaces it on the next query. @default ignore
+   */
+  onIdleError?: (error: Error) => void;
 };
 
 /**
@@ -44,11 +51,12 @@ export class PostgresDatabase {
     const pool = new pg.Pool({
       connectionString,
       max: options.maxConnections ?? 10,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
       // Every connection resolves unqualified table names in our schema only.
       options: `-c search_path=${schema}`,
     });
     // An idle connection the server drops (restart, network) must not crash the process.
-    pool.on("error", () => {});
+    pool.on("error", (error) => options.onIdleError?.(error));
     const db = new PostgresDatabase(pool, schema);
     try {
       await db.#migrate();

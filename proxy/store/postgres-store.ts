@@ -34,6 +34,18 @@ export type PostgresStoreOptions = {
 const FRAME_ORDER_LOCK = "agent-sessions:frames";
 
 /**
+ * One at a time, in call order: what `inOrder` runs. A failed task does not stop the next.
+ */
+class SerialQueue {
+  #tail: Promise<unknown> = Promise.resolve();
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(task, task);
+    this.#tail = result.catch(() => {});
+    return result;
+  }
+}
+
+/**
  * The Store on PostgreSQL (several server replicas over one database). Every method is one
  * statement or one transaction; uniqueness is the schema's constraints (postgres-migrations.ts).
  */
@@ -41,6 +53,14 @@ export class PostgresStore implements Store {
   readonly #db: PostgresDatabase;
   readonly #frameBufferSize: number;
   readonly #now: () => Date;
+  /**
+   * Frame appends (and transitions, which append) of this process, one after another: the
+   * journal publishes each frame when its append resolves, and event followers skip ids at or
+   * below the last they sent, so appends must resolve in id order. Concurrent transactions on
+   * several connections would commit in id order (FRAME_ORDER_LOCK) but resolve in whatever
+   * order their replies arrive.
+   */
+  readonly #appends = new SerialQueue();
 
   /** `database` is the process's pool (migrated by `PostgresDatabase.open`); its owner closes it. */
   constructor(database: PostgresDatabase, options: PostgresStoreOptions = {}) {
@@ -372,6 +392,10 @@ export class PostgresStore implements Store {
   }
 
   async transitionSession(sessionId: string, change: SessionChange): Promise<Transition | undefined> {
+    return this.#appends.run(() => this.#transition(sessionId, change));
+  }
+
+  async #transition(sessionId: string, change: SessionChange): Promise<Transition | undefined> {
     return this.#db.transaction(async (tx) => {
       // The row lock makes the compare-and-set atomic across replicas.
       const current = await this.#db.get(
@@ -404,7 +428,7 @@ export class PostgresStore implements Store {
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
   ): Promise<StoredFrame | undefined> {
-    return this.#db.transaction((tx) => this.#appendFrame(tx, sessionId, frame));
+    return this.#appends.run(() => this.#db.transaction((tx) => this.#appendFrame(tx, sessionId, frame)));
   }
 
   async readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]> {
@@ -421,15 +445,17 @@ export class PostgresStore implements Store {
     return rows.map((row) => ({ id: Number(row.id), frame: JSON.parse(String(row.body)) as Frame }));
   }
 
-  /** Inside a transaction: the next seq (row lock), the frame-order lock, the insert, the trim. */
+  /** Inside a transaction: the next seq (row lock) with the frame-order lock, then the insert with the trim. */
   async #appendFrame(
     tx: PgQueryable,
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
   ): Promise<StoredFrame | undefined> {
+    // The lock is taken in the same statement, after the session's row lock (never before it).
     const bumped = await this.#db.get(
-      "UPDATE sessions SET last_seq = last_seq + 1 WHERE session_id = $1 RETURNING last_seq",
-      [sessionId],
+      `UPDATE sessions SET last_seq = last_seq + 1 WHERE session_id = $1
+       RETURNING last_seq, pg_advisory_xact_lock(hashtext($2)) AS locked`,
+      [sessionId, `${FRAME_ORDER_LOCK}:${this.#db.schema}`],
       tx,
     );
     if (!bumped) return undefined;
@@ -442,18 +468,13 @@ export class PostgresStore implements Store {
       ts: frame.ts,
       payload: frame.payload,
     };
-    await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${FRAME_ORDER_LOCK}:${this.#db.schema}`]);
     const inserted = await this.#db.get(
-      "INSERT INTO frames (session_id, seq, body) VALUES ($1, $2, $3) RETURNING id",
-      [sessionId, seq, JSON.stringify(full)],
+      `WITH trimmed AS (DELETE FROM frames WHERE session_id = $1 AND seq <= $4)
+       INSERT INTO frames (session_id, seq, body) VALUES ($1, $2, $3) RETURNING id`,
+      [sessionId, seq, JSON.stringify(full), seq - this.#frameBufferSize],
       tx,
     );
     if (!inserted) throw new Error("frame insert returned no row");
-    await this.#db.run(
-      "DELETE FROM frames WHERE session_id = $1 AND seq <= $2",
-      [sessionId, seq - this.#frameBufferSize],
-      tx,
-    );
     return { id: Number(inserted.id), frame: full };
   }
 

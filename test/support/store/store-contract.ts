@@ -102,6 +102,24 @@ export function describeStoreContract(backend: StoreBackend): void {
       ).toBeUndefined();
     });
 
+    it("resolves concurrent appends and transitions in frame id order (the journal publishes in that order)", async () => {
+      const ids = ["s1", "s2", "s3", "s4"];
+      for (const id of ids) await store.insertSession(session(id));
+      const resolved: number[] = [];
+      await Promise.all(
+        Array.from({ length: 120 }, async (_, i) => {
+          const id = ids[i % ids.length] ?? "s1";
+          const stored =
+            i === 60
+              ? (await store.transitionSession(id, { state: "READY" }))?.frame
+              : await store.appendFrame(id, { type: "delta", ts: new Date().toISOString(), payload: { i } });
+          if (stored) resolved.push(stored.id);
+        }),
+      );
+      expect(resolved).toHaveLength(120);
+      expect(resolved).toEqual([...resolved].sort((a, b) => a - b));
+    });
+
     it("transitions a session with its status frame in one step, once per state, honouring `from`", async () => {
       await store.insertSession(session("s1"));
       const ready = await store.transitionSession("s1", { state: "READY" });
