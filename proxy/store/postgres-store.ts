@@ -428,7 +428,7 @@ export class PostgresStore implements Store {
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
   ): Promise<StoredFrame | undefined> {
-    return this.#appends.run(() => this.#db.transaction((tx) => this.#appendFrame(tx, sessionId, frame)));
+    return this.#appends.run(() => this.#appendAlone(sessionId, frame));
   }
 
   async readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]> {
@@ -443,6 +443,40 @@ export class PostgresStore implements Store {
             [query.sessionId, query.after, query.limit],
           );
     return rows.map((row) => ({ id: Number(row.id), frame: JSON.parse(String(row.body)) as Frame }));
+  }
+
+  /**
+   * The append of `appendFrame` as one statement (one round trip; its own transaction): the next
+   * seq under the row lock, the frame-order lock, the insert and the trim. The body is the frame's
+   * JSON with the seq spliced in by the database, byte for byte what JSON.stringify gives.
+   */
+  async #appendAlone(
+    sessionId: string,
+    frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
+  ): Promise<StoredFrame | undefined> {
+    const rest = { session_id: sessionId, type: frame.type, ts: frame.ts, payload: frame.payload };
+    const row = await this.#db.get(
+      `WITH bumped AS (
+         UPDATE sessions SET last_seq = last_seq + 1 WHERE session_id = $1
+         RETURNING last_seq, pg_advisory_xact_lock(hashtext($2)) AS locked
+       ), inserted AS (
+         INSERT INTO frames (session_id, seq, body)
+         SELECT $1, last_seq, $3::text || last_seq || ',' || $4::text FROM bumped RETURNING id, seq
+       ), trimmed AS (
+         DELETE FROM frames WHERE session_id = $1 AND seq <= (SELECT last_seq FROM bumped) - $5::bigint
+       )
+       SELECT id, seq FROM inserted`,
+      [
+        sessionId,
+        `${FRAME_ORDER_LOCK}:${this.#db.schema}`,
+        `{"protocol":${JSON.stringify(COMPASS_PROTOCOL)},"seq":`,
+        JSON.stringify(rest).slice(1),
+        this.#frameBufferSize,
+      ],
+    );
+    if (!row) return undefined;
+    const full: Frame = { protocol: COMPASS_PROTOCOL, seq: Number(row.seq), ...rest };
+    return { id: Number(row.id), frame: full };
   }
 
   /** Inside a transaction: the next seq (row lock) with the frame-order lock, then the insert with the trim. */
