@@ -16,10 +16,9 @@ import { RunnerHub } from "./runners/runner-hub.ts";
 import { RuntimeApproval } from "./lifecycle/runtime-approval.ts";
 import { SessionJournal } from "./lifecycle/session-journal.ts";
 import { registerShippedRuntimes } from "./lifecycle/shipped-runtimes.ts";
-import { SqliteDatabase } from "./store/sqlite-database.ts";
-import { SqliteHarnessStore } from "./store/sqlite-harness-store.ts";
-import { SqliteTokenStore } from "./store/sqlite-token-store.ts";
-import { SqliteStore } from "./store/sqlite-store.ts";
+import type { HarnessStore } from "./store/harness-store.ts";
+import { openStores, type ServerStores } from "./store/open-stores.ts";
+import type { Store } from "./store/store.ts";
 import { WarmPools } from "./lifecycle/warm-pools.ts";
 import { Workspaces } from "./lifecycle/workspaces.ts";
 import { WorkspaceFilesRelay } from "./relay/workspace-files.ts";
@@ -41,10 +40,13 @@ export type ServerOverrides = {
 export type ComposedServer = {
   config: ServerConfig;
   log: Logger;
-  /** The one connection to `<data-dir>/agent-sessions.db` every store shares. */
-  database: SqliteDatabase;
-  store: SqliteStore;
-  harnessStore: SqliteHarnessStore;
+  /**
+   * The stores over the one connection they share: `<data-dir>/agent-sessions.db`, or PostgreSQL
+   * when `config.databaseUrl` is set.
+   */
+  stores: ServerStores;
+  store: Store;
+  harnessStore: HarnessStore;
   bus: EventBus;
   journal: SessionJournal;
   hub: RunnerHub;
@@ -80,10 +82,14 @@ export async function composeServer(
 ): Promise<ComposedServer> {
   const log = overrides.log ?? jsonLogger("server");
   const secretEnv = overrides.secretEnv ?? offeredCredentialEnv(config.credentialEnv, process.env);
-  const database = new SqliteDatabase(databasePathOf(config));
-  const store = new SqliteStore(database, { frameBufferSize: config.frameBufferSize });
-  const harnessStore = new SqliteHarnessStore(database);
-  const tokenStore = new SqliteTokenStore(database);
+  const stores = await openStores({
+    sqlitePath: databasePathOf(config),
+    databaseUrl: config.databaseUrl,
+    frameBufferSize: config.frameBufferSize,
+    onDatabaseError: (error) =>
+      log("warn", "a pooled PostgreSQL connection failed", { error: error.message }),
+  });
+  const { store, harnessStore, tokenStore } = stores;
   const bus = new EventBus();
   const admission: Admission = {
     egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny }),
@@ -126,9 +132,7 @@ export async function composeServer(
     await harness?.close();
     await hub.close();
     await beforeDatabase?.();
-    await store.close();
-    await harnessStore.close();
-    database.close();
+    await stores.close();
   };
   try {
     await registerShippedRuntimes(
@@ -223,7 +227,7 @@ export async function composeServer(
     return {
       config,
       log,
-      database,
+      stores,
       store,
       harnessStore,
       bus,

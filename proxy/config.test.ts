@@ -13,6 +13,23 @@ afterEach(() => {
 });
 
 describe("server configuration", () => {
+  it("uses PostgreSQL only when AGENT_SESSIONS_DATABASE_URL is set, and refuses a bad one without echoing its password", () => {
+    expect(parseConfig({ AGENT_SESSIONS_DATA_DIR: dir }).databaseUrl).toBeUndefined();
+    const url = "postgres://app:s3cret-pw@127.0.0.1:5433/agent_sessions";
+    expect(parseConfig({ AGENT_SESSIONS_DATA_DIR: dir, AGENT_SESSIONS_DATABASE_URL: url }).databaseUrl).toBe(
+      url,
+    );
+    for (const bad of [
+      "mysql://app:s3cret-pw@db/x",
+      "app:s3cret-pw@127.0.0.1/x",
+      "postgres://app:s3cret-pw@",
+    ]) {
+      const attempt = () => parseConfig({ AGENT_SESSIONS_DATA_DIR: dir, AGENT_SESSIONS_DATABASE_URL: bad });
+      expect(attempt).toThrow(/AGENT_SESSIONS_DATABASE_URL: must/);
+      expect(attempt).not.toThrow(/s3cret-pw/);
+    }
+  });
+
   it("has defaults, and generates both tokens into the data dir with mode 0600, keeping them across starts", () => {
     const config = parseConfig({ AGENT_SESSIONS_DATA_DIR: dir });
     expect(config).toMatchObject({

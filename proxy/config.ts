@@ -9,6 +9,7 @@ import { type EgressDeny, EgressDenyList } from "./lifecycle/egress-guard.ts";
 import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./lifecycle/namespace-quotas.ts";
 import type { RestartPolicy } from "./harness/restart-policy.ts";
 import { ApprovedRegistryList, ApprovedRuntimeList } from "./lifecycle/runtime-approval.ts";
+import { DatabaseUrl } from "./store/database-url.ts";
 
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");
@@ -21,6 +22,11 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_HOST: z.string().min(1).default("127.0.0.1"),
   /** Holds the store, generated tokens. @default ./.data */
   AGENT_SESSIONS_DATA_DIR: z.string().min(1).default(".data"),
+  /**
+   * `postgres://user:password@host:port/database`: keep the server's state in PostgreSQL instead
+   * of `<data-dir>/agent-sessions.db` (migrated at start). @default unset (SQLite)
+   */
+  AGENT_SESSIONS_DATABASE_URL: DatabaseUrl.optional(),
   /** Admin (client API) bearer token; generated into `<data-dir>/admin-token` when unset. */
   AGENT_SESSIONS_TOKEN: Token.optional(),
   /**
@@ -199,6 +205,8 @@ export type ServerSettings = {
 
 /** Resolved server options: what `startServer` takes. */
 export type ServerConfig = ServerSettings & {
+  /** AGENT_SESSIONS_DATABASE_URL: PostgreSQL instead of the data directory's SQLite file. Holds a password. */
+  databaseUrl?: string | undefined;
   /** Absolute. */
   dataDir: string;
   adminToken: string;
@@ -227,7 +235,13 @@ export function parseConfig(source: Record<string, string | undefined> = process
   // One token for both would let a runner call the client API: the separation is the point.
   if (adminToken === runnerToken)
     throw new Error("invalid configuration: the admin token and the runner token must differ");
-  return { ...settingsOf(env), dataDir, adminToken, runnerToken };
+  return {
+    ...settingsOf(env),
+    dataDir,
+    adminToken,
+    runnerToken,
+    databaseUrl: env.AGENT_SESSIONS_DATABASE_URL,
+  };
 }
 
 function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {

@@ -64,7 +64,11 @@ export async function startServer(
   admission.egress.addServerPort(address.port);
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
-  log("info", "server listening", { url, data_dir: config.dataDir });
+  log("info", "server listening", {
+    url,
+    data_dir: config.dataDir,
+    store: `${composed.stores.backend} ${composed.stores.location}`,
+  });
   return {
     url,
     runnerUrl: `ws://${host}:${address.port}${RUNNER_CONNECT_PATH}`,

@@ -18,7 +18,7 @@ import type { Lifecycle } from "../lifecycle/lifecycle.ts";
 import type { Logger } from "../observability/log.ts";
 import { MAX_JSON_DEPTH } from "../lifecycle/request-body.ts";
 import { RUNNER_CONNECT_PATH, type RunnerHub } from "../runners/runner-hub.ts";
-import type { SqliteStore } from "../store/sqlite-store.ts";
+import type { Store } from "../store/store.ts";
 import { defaultHandler, FakeRunner, provisioned } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, TEST_IMAGE } from "../testing/test-server.ts";
 
@@ -38,7 +38,7 @@ const DIGEST = TEST_IMAGE.split("@")[1] ?? "";
 type Json = any;
 
 let dataDir: string;
-let store: SqliteStore;
+let store: Store;
 let hub: RunnerHub;
 let harness: RunningHarness;
 let server: ComposedServer;

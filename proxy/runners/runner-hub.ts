@@ -75,6 +75,12 @@ export class RunnerHub {
   readonly #wss: WebSocketServer;
   /** Every open socket, attached or not (heartbeats). */
   readonly #sockets = new Set<RunnerConnection>();
+  /**
+   * Each connection's inbox (its store writes in arrival order) while it has work: `close` waits
+   * for them, so no write of a link that just closed runs after the store is closed (on
+   * PostgreSQL each is a round trip, and a closed pool refuses it).
+   */
+  readonly #inboxes = new Set<Promise<void>>();
   /** The current connection of each attached runner. */
   readonly #connections = new Map<string, RunnerConnection>();
   /** The store's sessions following what runners say, and each lost runner's reattach window. */
@@ -243,6 +249,7 @@ export class RunnerHub {
       connection.close(CloseCodes.goingAway, "server shutting down");
     }
     await new Promise<void>((resolve) => this.#wss.close(() => resolve()));
+    await Promise.allSettled([...this.#inboxes]);
   }
 
   // ── one connection ───────────────────────────────────────────────────────────────────────
@@ -259,6 +266,7 @@ export class RunnerHub {
     let queued = 0;
     const enqueue = (what: string, task: () => Promise<void>) => {
       if (++queued >= INBOX_PAUSE_AT && !ws.isPaused) ws.pause();
+      const previous = queue;
       queue = queue
         .then(task)
         .catch((error: unknown) => {
@@ -267,6 +275,10 @@ export class RunnerHub {
         .finally(() => {
           if (--queued <= INBOX_RESUME_AT && ws.isPaused) ws.resume();
         });
+      this.#inboxes.delete(previous);
+      const tail = queue;
+      this.#inboxes.add(tail);
+      void tail.then(() => this.#inboxes.delete(tail));
     };
     ws.on("message", (data, isBinary) => {
       connection.lastSeenAt = Date.now();

@@ -3,9 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Usage } from "../../contracts/adapter.ts";
 import type { HarnessSessionSpec } from "../../contracts/harness-session.ts";
+import { describeHarnessStoreContract } from "../../test/support/store/harness-store-contract.ts";
+import { sqliteBackend } from "../../test/support/store/store-backends.ts";
 import { SqliteHarnessStore } from "./sqlite-harness-store.ts";
+
+describeHarnessStoreContract(sqliteBackend);
 
 const spec: HarnessSessionSpec = {
   agentRef: "a",
@@ -19,63 +22,16 @@ let dir: string;
 let path: string;
 let store: SqliteHarnessStore;
 
-beforeEach(async () => {
-  dir = mkdtempSync(join(tmpdir(), "harness-store-"));
-  path = join(dir, "agent-sessions.db");
-  store = new SqliteHarnessStore(path);
-  await store.createHarnessSession({ namespace: "default", name: "chat", uid: "u", spec, conditions: [] });
-});
-afterEach(async () => {
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const request = (id: string, now = T(1)) => ({
-  namespace: "default",
-  name: "chat",
-  request_id: id,
-  relay_id: `relay-${id}`,
-  runner_id: "runner-1",
-  container_name: "as-default-chat",
-  now,
-});
-
-describe("HarnessSession accounting in SQLite", () => {
-  it("admits requests only to a Ready session, and refuses a reused request id", async () => {
-    expect(await store.beginRequest(request("r1"))).toMatchObject({ ok: false, reason: "not-ready" });
-    expect(await store.beginRequest({ ...request("r1"), name: "nope" })).toEqual({
-      ok: false,
-      reason: "not-found",
-    });
-    await store.setObserved("default", "chat", { phase: "Ready" });
-    expect(await store.beginRequest(request("r1"))).toMatchObject({ ok: true });
-    expect(await store.beginRequest(request("r1"))).toEqual({ ok: false, reason: "duplicate" });
-    const record = await store.getHarnessSession("default", "chat");
-    expect(record).toMatchObject({ request_count: 1, active_requests: 1, last_activity_time: T(1) });
+describe("SqliteHarnessStore on one file from several threads and releases", () => {
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), "harness-store-"));
+    path = join(dir, "agent-sessions.db");
+    store = new SqliteHarnessStore(path);
+    await store.createHarnessSession({ namespace: "default", name: "chat", uid: "u", spec, conditions: [] });
   });
-
-  it("settles a request once: outcome, usage sums, and unavailable usage counted, never as zero", async () => {
-    await store.setObserved("default", "chat", { phase: "Ready" });
-    for (const id of ["ok", "nousage", "bad"]) await store.beginRequest(request(id));
-    const finish = (id: string, outcome: "succeeded" | "failed", usage: Usage) =>
-      store.finishRequest({ namespace: "default", name: "chat", request_id: id, outcome, usage, now: T(2) });
-    expect(await finish("ok", "succeeded", { input_tokens: 7, output_tokens: 3 })).toBe(true);
-    expect(await finish("ok", "succeeded", { input_tokens: 7, output_tokens: 3 })).toBe(false);
-    expect(await finish("nousage", "succeeded", "unavailable")).toBe(true);
-    expect(await finish("bad", "failed", "unavailable")).toBe(true);
-    expect(await store.getHarnessSession("default", "chat")).toMatchObject({
-      request_count: 3,
-      active_requests: 0,
-      error_count: 1,
-      last_request_id: "bad",
-      last_request_outcome: "failed",
-      last_request_usage: "unavailable",
-      input_tokens: 7,
-      output_tokens: 3,
-      usage_reported: 1,
-      usage_unavailable: 2,
-      last_activity_time: T(2),
-    });
+  afterEach(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it("loses no increment when four threads admit and settle 50 requests each on one file", async () => {
@@ -116,154 +72,6 @@ describe("HarnessSession accounting in SQLite", () => {
       output_tokens: 100,
       usage_reported: 100,
       usage_unavailable: 100,
-    });
-  });
-
-  it("drains for idleness only when still Ready, idle long enough and nothing is in flight", async () => {
-    await store.setObserved("default", "chat", { phase: "Ready", last_activity_time: T(10) });
-    await store.beginRequest(request("r1", T(10)));
-    const idle = (cutoff: string) =>
-      store.beginDraining("default", "chat", { conditions: [], idle: { cutoff } });
-    expect(await idle(T(20))).toBe(false); // one in flight
-    await store.finishRequest({
-      namespace: "default",
-      name: "chat",
-      request_id: "r1",
-      outcome: "succeeded",
-      usage: "unavailable",
-      now: T(15),
-    });
-    expect(await idle(T(14))).toBe(false); // active since the cutoff
-    expect(await idle(T(15))).toBe(true);
-    expect((await store.getHarnessSession("default", "chat"))?.phase).toBe("Draining");
-    expect(await store.beginRequest(request("r2", T(16)))).toMatchObject({ ok: false, reason: "not-ready" });
-    expect(await idle(T(30))).toBe(false); // no longer Ready
-  });
-
-  it("clears requests in flight since before the bound as failed, once", async () => {
-    await store.setObserved("default", "chat", { phase: "Ready" });
-    await store.beginRequest(request("old", T(1)));
-    await store.beginRequest(request("new", T(50)));
-    expect(await store.reapStaleRequests(T(10), T(60))).toBe(1);
-    expect(await store.reapStaleRequests(T(10), T(61))).toBe(0);
-    expect(await store.getHarnessSession("default", "chat")).toMatchObject({
-      active_requests: 1,
-      error_count: 1,
-      usage_unavailable: 1,
-    });
-    expect(await store.getRequest("default", "chat", "old")).toMatchObject({
-      outcome: "failed",
-      finished_at: T(60),
-    });
-    // The relay that finally finishes it cannot count it twice.
-    expect(
-      await store.finishRequest({
-        namespace: "default",
-        name: "chat",
-        request_id: "old",
-        outcome: "succeeded",
-        usage: "unavailable",
-        now: T(70),
-      }),
-    ).toBe(false);
-  });
-
-  it("writes specs optimistically: a stale generation changes nothing", async () => {
-    const replaced = await store.replaceHarnessSpec(
-      "default",
-      "chat",
-      { ...spec, desiredState: "stopped" },
-      1,
-    );
-    expect(replaced?.generation).toBe(2);
-    expect(await store.replaceHarnessSpec("default", "chat", spec, 1)).toBeUndefined();
-    expect((await store.getHarnessSession("default", "chat"))?.spec.desiredState).toBe("stopped");
-  });
-});
-
-describe("HarnessSession sweeps in SQLite", () => {
-  const create = (name: string, over: Partial<HarnessSessionSpec> = {}) =>
-    store.createHarnessSession({
-      namespace: "default",
-      name,
-      uid: name,
-      spec: { ...spec, ...over },
-      conditions: [],
-    });
-  const settle = (name: string, patch: { phase: "Ready" | "Draining"; last_activity_time?: string }) =>
-    store.setObserved("default", name, { observed_generation: 1, ...patch });
-
-  beforeEach(async () => {
-    for (const name of ["idle", "busy", "pending", "deleting", "recent", "untouched", "draining"])
-      await create(name);
-    await create("stopped", { desiredState: "stopped" });
-    await create("never", { idleTimeout: "0" });
-    await create("hourly", { idleTimeout: "1h" });
-    for (const name of ["chat", "idle", "busy", "deleting", "stopped", "never", "hourly"])
-      await settle(name, { phase: "Ready", last_activity_time: T(1) });
-    await settle("recent", { phase: "Ready", last_activity_time: T(40) });
-    await settle("untouched", { phase: "Ready" });
-    await settle("draining", { phase: "Draining", last_activity_time: T(1) });
-    await store.beginRequest({ ...request("r1"), name: "busy" });
-    await store.markHarnessDeleting("default", "deleting", T(2));
-  });
-
-  it("idle candidates: Ready, desired running, not deleting, nothing in flight, quiet since their timeout's cutoff", async () => {
-    const asked: string[] = [];
-    const candidates = await store.listIdleCandidates((timeout) => {
-      asked.push(timeout);
-      return timeout === "5m" ? T(30) : timeout === "1h" ? T(0) : undefined;
-    });
-    expect(asked.sort()).toEqual(["0", "1h", "5m"]);
-    expect(candidates.map((c) => c.name).sort()).toEqual(["chat", "idle", "untouched"]);
-    expect(candidates.find((c) => c.name === "idle")).toEqual({
-      namespace: "default",
-      name: "idle",
-      phase: "Ready",
-      spec,
-      active_requests: 0,
-      last_activity_time: T(1),
-      deletion_requested_at: undefined,
-    });
-  });
-
-  it("unsettled: Pending, Draining or an unobserved spec, never one being deleted", async () => {
-    expect((await store.listUnsettledHarnessSessions()).map((r) => r.name)).toEqual(["draining", "pending"]);
-    await store.replaceHarnessSpec("default", "idle", { ...spec, desiredState: "stopped" }, 1);
-    expect((await store.listUnsettledHarnessSessions()).map((r) => r.name)).toEqual([
-      "draining",
-      "idle",
-      "pending",
-    ]);
-  });
-
-  it("counts sessions by phase", async () => {
-    expect(await store.countHarnessSessionsByPhase()).toEqual(
-      new Map([
-        ["Draining", 1],
-        ["Pending", 1],
-        ["Ready", 9],
-      ]),
-    );
-  });
-});
-
-describe("restarts after unexpected exits", () => {
-  it("keeps the restart count, the back-off and the exit handled, and reads them back after a reopen", async () => {
-    const exit = { reason: "OOMKilled", time: T(3), session_id: "ses-1", seq: 12 };
-    await store.setObserved("default", "chat", {
-      restart_count: 2,
-      consecutive_restarts: 2,
-      restart_at: T(5),
-      last_exit: exit,
-    });
-    await store.close();
-    store = new SqliteHarnessStore(path);
-    expect(await store.getHarnessSession("default", "chat")).toMatchObject({
-      restart_count: 2,
-      consecutive_restarts: 2,
-      restart_at: T(5),
-      last_exit: exit,
     });
   });
 

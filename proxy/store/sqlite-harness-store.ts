@@ -1,4 +1,3 @@
-import type { RequestOutcome, Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
 import type {
   BeginResult,
@@ -8,7 +7,6 @@ import type {
   IdleCandidate,
   NewHarnessRequest,
   NewHarnessSession,
-  HandledExit,
   ObservedPatch,
   RequestFinish,
 } from "./harness-store.ts";
@@ -22,6 +20,7 @@ import {
   type SqliteDatabase,
   storeConnection,
 } from "./sqlite-database.ts";
+import { toHarnessRecord, toHarnessRequest } from "./harness-rows.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS harness_sessions (
@@ -102,7 +101,7 @@ export class SqliteHarnessStore implements HarnessStore {
         [s.namespace, s.name, s.uid, JSON.stringify(s.spec), now, now, JSON.stringify(s.conditions)],
       );
       if (!row) throw new Error("harness session insert returned no row");
-      return toRecord(row);
+      return toHarnessRecord(row);
     } catch (error) {
       if (isUniqueViolation(error))
         throw new StoreConflictError(`HarnessSession ${s.namespace}/${s.name} exists`);
@@ -121,7 +120,7 @@ export class SqliteHarnessStore implements HarnessStore {
        WHERE namespace = ? AND name = ? AND generation = ? AND deletion_requested_at IS NULL RETURNING *`,
       [JSON.stringify(spec), new Date().toISOString(), namespace, name, expectedGeneration],
     );
-    return row ? toRecord(row) : undefined;
+    return row ? toHarnessRecord(row) : undefined;
   }
 
   async getHarnessSession(namespace: string, name: string): Promise<HarnessRecord | undefined> {
@@ -129,7 +128,7 @@ export class SqliteHarnessStore implements HarnessStore {
       namespace,
       name,
     ]);
-    return row ? toRecord(row) : undefined;
+    return row ? toHarnessRecord(row) : undefined;
   }
 
   async listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]> {
@@ -141,7 +140,7 @@ export class SqliteHarnessStore implements HarnessStore {
     }
     const order = pageSql(namespace === undefined ? ["namespace", "name"] : ["name"], page, where, params);
     const sql = `SELECT * FROM harness_sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""}${order}`;
-    return this.#db.all(sql, params).map(toRecord);
+    return this.#db.all(sql, params).map(toHarnessRecord);
   }
 
   async listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]> {
@@ -185,7 +184,7 @@ export class SqliteHarnessStore implements HarnessStore {
          AND (phase IN ('Pending', 'Draining') OR observed_generation < generation)
        ORDER BY namespace, name`,
       )
-      .map(toRecord);
+      .map(toHarnessRecord);
   }
 
   async countHarnessSessionsByPhase(): Promise<Map<HarnessPhase, number>> {
@@ -195,7 +194,7 @@ export class SqliteHarnessStore implements HarnessStore {
 
   async findHarnessSessionBySessionId(sessionId: string): Promise<HarnessRecord | undefined> {
     const row = this.#db.get("SELECT * FROM harness_sessions WHERE session_id = ?", [sessionId]);
-    return row ? toRecord(row) : undefined;
+    return row ? toHarnessRecord(row) : undefined;
   }
 
   async markHarnessDeleting(
@@ -208,7 +207,7 @@ export class SqliteHarnessStore implements HarnessStore {
        WHERE namespace = ? AND name = ? RETURNING *`,
       [now, now, namespace, name],
     );
-    return row ? toRecord(row) : undefined;
+    return row ? toHarnessRecord(row) : undefined;
   }
 
   async deleteHarnessSession(namespace: string, name: string): Promise<boolean> {
@@ -240,7 +239,7 @@ export class SqliteHarnessStore implements HarnessStore {
       `UPDATE harness_sessions SET ${sets.join(", ")} WHERE namespace = ? AND name = ? RETURNING *`,
       [...params, namespace, name],
     );
-    return row ? toRecord(row) : undefined;
+    return row ? toHarnessRecord(row) : undefined;
   }
 
   async beginDraining(
@@ -288,7 +287,7 @@ export class SqliteHarnessStore implements HarnessStore {
           r.name,
         ]);
         return existing
-          ? { ok: false, reason: "not-ready", session: toRecord(existing) }
+          ? { ok: false, reason: "not-ready", session: toHarnessRecord(existing) }
           : { ok: false, reason: "not-found" };
       }
       const inserted = this.#db.get(
@@ -297,7 +296,7 @@ export class SqliteHarnessStore implements HarnessStore {
         [r.namespace, r.name, r.request_id, r.relay_id, r.runner_id, r.container_name, r.now],
       );
       if (!inserted) throw new DuplicateRequest();
-      return { ok: true, session: toRecord(admitted) };
+      return { ok: true, session: toHarnessRecord(admitted) };
     });
   }
 
@@ -343,7 +342,7 @@ export class SqliteHarnessStore implements HarnessStore {
       "SELECT * FROM harness_requests WHERE namespace = ? AND name = ? AND request_id = ?",
       [namespace, name, requestId],
     );
-    return row ? toRequest(row) : undefined;
+    return row ? toHarnessRequest(row) : undefined;
   }
 
   async markCancelRequested(
@@ -357,7 +356,7 @@ export class SqliteHarnessStore implements HarnessStore {
        WHERE namespace = ? AND name = ? AND request_id = ? AND finished_at IS NULL RETURNING *`,
       [now, namespace, name, requestId],
     );
-    return row ? toRequest(row) : undefined;
+    return row ? toHarnessRequest(row) : undefined;
   }
 
   async reapStaleRequests(cutoff: string, now: string): Promise<number> {
@@ -381,55 +380,4 @@ export class SqliteHarnessStore implements HarnessStore {
 
 class DuplicateRequest extends Error {
   override name = "DuplicateRequest";
-}
-
-function toRecord(row: Row): HarnessRecord {
-  const usage = optionalString(row.last_request_usage);
-  const lastExit = optionalString(row.last_exit);
-  return {
-    namespace: String(row.namespace),
-    name: String(row.name),
-    uid: String(row.uid),
-    spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
-    generation: Number(row.generation),
-    created_at: String(row.created_at),
-    updated_at: String(row.updated_at),
-    deletion_requested_at: optionalString(row.deletion_requested_at),
-    observed_generation: Number(row.observed_generation),
-    phase: String(row.phase) as HarnessPhase,
-    conditions: JSON.parse(String(row.conditions)) as Condition[],
-    container_name: optionalString(row.container_name),
-    session_id: optionalString(row.session_id),
-    resolved_image_digest: optionalString(row.resolved_image_digest),
-    last_activity_time: optionalString(row.last_activity_time),
-    request_count: Number(row.request_count),
-    active_requests: Number(row.active_requests),
-    error_count: Number(row.error_count),
-    last_request_id: optionalString(row.last_request_id),
-    last_request_outcome: optionalString(row.last_request_outcome) as RequestOutcome | undefined,
-    last_request_usage: usage === undefined ? undefined : (JSON.parse(usage) as Usage),
-    input_tokens: Number(row.input_tokens),
-    output_tokens: Number(row.output_tokens),
-    usage_reported: Number(row.usage_reported),
-    usage_unavailable: Number(row.usage_unavailable),
-    restart_count: Number(row.restart_count),
-    consecutive_restarts: Number(row.consecutive_restarts),
-    restart_at: optionalString(row.restart_at),
-    last_exit: lastExit === undefined ? undefined : (JSON.parse(lastExit) as HandledExit),
-  };
-}
-
-function toRequest(row: Row): HarnessRequestRecord {
-  return {
-    namespace: String(row.namespace),
-    name: String(row.name),
-    request_id: String(row.request_id),
-    relay_id: String(row.relay_id),
-    runner_id: String(row.runner_id),
-    container_name: String(row.container_name),
-    started_at: String(row.started_at),
-    finished_at: optionalString(row.finished_at),
-    outcome: optionalString(row.outcome) as RequestOutcome | undefined,
-    cancel_requested_at: optionalString(row.cancel_requested_at),
-  };
 }

@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from "../../contracts/compass.ts";
 import type { Resource, ResourceKind } from "../../contracts/resources.ts";
-import type { SessionSpec } from "../../contracts/session-spec.ts";
 import type {
   PageQuery,
   ClaimResult,
@@ -16,16 +15,10 @@ import type {
   StoredFrame,
   Transition,
   WorkspaceRecord,
-  WorkspaceStatus,
 } from "./store.ts";
 import type { SQLInputValue } from "node:sqlite";
-import {
-  optionalString,
-  pageSql,
-  type Row,
-  type SqliteDatabase,
-  storeConnection,
-} from "./sqlite-database.ts";
+import { pageSql, type SqliteDatabase, storeConnection } from "./sqlite-database.ts";
+import { toIdempotency, toRunner, toSession, toWorkspace } from "./store-rows.ts";
 
 export type SqliteStoreOptions = {
   /** Frames kept per session; older ones are trimmed on append. @default 1000 */
@@ -486,56 +479,4 @@ export class SqliteStore implements Store {
   #iso(): string {
     return this.#now().toISOString();
   }
-}
-
-function toRunner(row: Row): RunnerRecord {
-  return {
-    runner_id: String(row.runner_id),
-    runner_name: String(row.runner_name),
-    engine: String(row.engine) as RunnerRecord["engine"],
-    capacity: Number(row.capacity),
-    labels: JSON.parse(String(row.labels)) as Record<string, string>,
-    draining: Number(row.draining) === 1,
-    last_seen_at: String(row.last_seen_at),
-  };
-}
-
-function toIdempotency(row: Row): IdempotencyRecord {
-  return {
-    scope: String(row.scope),
-    key: String(row.key),
-    fingerprint: String(row.fingerprint),
-    container_name: String(row.container_name),
-    created_at: String(row.created_at),
-  };
-}
-
-function toWorkspace(row: Row): WorkspaceRecord {
-  return {
-    container_name: String(row.container_name),
-    agent_ref: String(row.agent_ref),
-    workstream: String(row.workstream),
-    client_request_id: String(row.client_request_id),
-    runner_id: String(row.runner_id),
-    status: String(row.status) as WorkspaceStatus,
-    endpoint: optionalString(row.endpoint),
-    spec: JSON.parse(String(row.spec)) as SessionSpec,
-    adapter_token: String(row.adapter_token),
-    created_at: String(row.created_at),
-    updated_at: String(row.updated_at),
-  };
-}
-
-function toSession(row: Row): SessionRecord {
-  return {
-    session_id: String(row.session_id),
-    container_name: String(row.container_name),
-    agent_ref: String(row.agent_ref),
-    state: String(row.state) as SessionState,
-    reason: optionalString(row.reason),
-    runner_id: String(row.runner_id),
-    last_seq: Number(row.last_seq),
-    created_at: String(row.created_at),
-    updated_at: String(row.updated_at),
-  };
 }

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { SqliteStore } from "./sqlite-store.ts";
 import { SqliteTokenStore } from "./sqlite-token-store.ts";
-import { StoreConflictError } from "./store.ts";
+import { sqliteBackend } from "../../test/support/store/store-backends.ts";
+import { describeTokenStoreContract } from "../../test/support/store/token-store-contract.ts";
 import type { TokenRecord } from "./token-store.ts";
 
 const dirs: string[] = [];
@@ -22,33 +23,9 @@ const record = (over: Partial<TokenRecord> = {}): TokenRecord => ({
   ...over,
 });
 
-describe("SqliteTokenStore", () => {
-  it("finds a token by its hash, lists without change and forgets it on delete", async () => {
-    const store = new SqliteTokenStore(":memory:");
-    await store.insertToken(record({ expires_at: "2026-12-01T01:00:00.000Z" }));
-    expect(await store.findTokenByHash("a".repeat(64))).toEqual(
-      record({ expires_at: "2026-12-01T01:00:00.000Z" }),
-    );
-    expect(await store.findTokenByHash("b".repeat(64))).toBeUndefined();
-    expect((await store.listTokens()).map((t) => t.name)).toEqual(["portal"]);
-    expect(await store.deleteToken("portal")).toBe(true);
-    expect(await store.deleteToken("portal")).toBe(false);
-    expect(await store.findTokenByHash("a".repeat(64))).toBeUndefined();
-    await store.close();
-  });
+describeTokenStoreContract(sqliteBackend);
 
-  it("refuses a second token of one name or one hash", async () => {
-    const store = new SqliteTokenStore(":memory:");
-    await store.insertToken(record());
-    await expect(store.insertToken(record({ id: "id-2", token_hash: "c".repeat(64) }))).rejects.toThrow(
-      StoreConflictError,
-    );
-    await expect(store.insertToken(record({ id: "id-3", name: "other" }))).rejects.toThrow(
-      StoreConflictError,
-    );
-    await store.close();
-  });
-
+describe("SqliteTokenStore migrations", () => {
   it("adds its table to a database from a release before tokens, keeping what was there", async () => {
     const dir = mkdtempSync(join(tmpdir(), "token-store-"));
     dirs.push(dir);

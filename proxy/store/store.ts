@@ -87,7 +87,11 @@ export interface Store {
    */
   transitionSession(sessionId: string, change: SessionChange): Promise<Transition | undefined>;
 
-  /** Append a frame under the session's next seq, trimming its buffer; undefined if no such session. */
+  /**
+   * Append a frame under the session's next seq, trimming its buffer; undefined if no such session.
+   * Concurrent appends and transitions of one store resolve in frame id order (the journal
+   * publishes each when it resolves, and followers skip ids below the last they sent).
+   */
   appendFrame(
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },

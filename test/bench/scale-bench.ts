@@ -8,6 +8,8 @@
  *   profiles of the server and runners; SCALE_BENCH_HEAP=<dir> lets SIGUSR2 write heap snapshots
  *   there; SCALE_BENCH_KEEP=1 keeps the data directory (logs); SCALE_BENCH_SERVER_FLAGS="…"
  *   replaces the server's Node flags (SERVER_NODE_FLAGS; "" for Node's defaults).
+ *   AGENT_SESSIONS_DATABASE_URL=postgres://… (an empty database) runs the server on PostgreSQL
+ *   instead of SQLite in its data directory.
  *
  * The server (`node proxy/main.ts`) and the simulated runner are processes of their own, so the
  * server's RSS (/proc/<pid>/status VmRSS) is its alone. Everything goes through the public API:
@@ -669,7 +671,8 @@ async function main(): Promise<void> {
     for (const [k, ...cells] of body) console.log(line(k ?? "", cells));
   };
   console.log(
-    `\nscale benchmark: node ${process.version}, ${SESSIONS} sessions, ${SUBSCRIBERS} subscribers, data in ${dataDir}`,
+    `\nscale benchmark: node ${process.version}, ${SESSIONS} sessions, ${SUBSCRIBERS} subscribers, ` +
+      `store ${process.env.AGENT_SESSIONS_DATABASE_URL ? "PostgreSQL" : "SQLite"}, data in ${dataDir}`,
   );
   table("sessions", ["baseline", "full"], rows);
   table(

@@ -8,7 +8,7 @@ import { applyTestbedEnv, testbedScript } from "../support/testbed.ts";
 export default function setup(): void {
   const parts = (
     process.env.AGENT_SESSIONS_TESTBED_PARTS ??
-    "node docker pulumi pulumi-kubernetes image base-image pi-image compass-image hermes-image kubernetes chromium git"
+    "node docker pulumi pulumi-kubernetes image base-image pi-image compass-image hermes-image kubernetes chromium git postgres"
   )
     .split(/\s+/)
     .filter(Boolean);

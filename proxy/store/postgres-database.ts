@@ -1,0 +1,181 @@
+import pg from "pg";
+import { POSTGRES_MIGRATIONS } from "./postgres-migrations.ts";
+import { type PageQuery, StoreConflictError } from "./store.ts";
+
+export type PgRow = Record<string, unknown>;
+/** What a statement runs on: the pool (one statement, autocommit) or a transaction's client. */
+export type PgQueryable = {
+  query(sql: string, params?: unknown[]): Promise<{ rows: PgRow[]; rowCount: number | null }>;
+};
+
+export type PostgresDatabaseOptions = {
+  /**
+   * The schema every table lives in (created when missing); tests give each run its own.
+   * @default "public"
+   */
+  schema?: string;
+  /** Connections of the pool. @default 10 */
+  maxConnections?: number;
+  /** How long a new connection may take before the query waiting for it fails. @default 10000 */
+  connectTimeoutMs?: number;
+  /**
+   * An idle pooled connection failed (the server restarted, the network dropped it); the pool
+   * replaces it on the next query. @default ignore
+   */
+  onIdleError?: (error: Error) => void;
+};
+
+/**
+ * One pool of connections to the server's PostgreSQL database, shared by every store in the
+ * process. `open` applies the schema's migrations first (postgres-migrations.ts), so a store never
+ * sees an old schema.
+ */
+export class PostgresDatabase {
+  readonly #pool: pg.Pool;
+  readonly schema: string;
+  #open = true;
+
+  private constructor(pool: pg.Pool, schema: string) {
+    this.#pool = pool;
+    this.schema = schema;
+  }
+
+  /** Connect and migrate; a database that cannot be reached or migrated is an error here, not later. */
+  static async open(
+    connectionString: string,
+    options: PostgresDatabaseOptions = {},
+  ): Promise<PostgresDatabase> {
+    const schema = options.schema ?? "public";
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema))
+      throw new Error(`invalid schema name ${JSON.stringify(schema)}`);
+    const pool = new pg.Pool({
+      connectionString,
+      max: options.maxConnections ?? 10,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      // Every connection resolves unqualified table names in our schema only.
+      options: `-c search_path=${schema}`,
+    });
+    // An idle connection the server drops (restart, network) must not crash the process.
+    pool.on("error", (error) => options.onIdleError?.(error));
+    const db = new PostgresDatabase(pool, schema);
+    try {
+      await db.#migrate();
+    } catch (error) {
+      await pool.end();
+      throw error;
+    }
+    return db;
+  }
+
+  get isOpen(): boolean {
+    return this.#open;
+  }
+
+  async close(): Promise<void> {
+    if (!this.#open) return;
+    this.#open = false;
+    await this.#pool.end();
+  }
+
+  async get(sql: string, params: unknown[] = [], on: PgQueryable = this.#pool): Promise<PgRow | undefined> {
+    return (await on.query(sql, params)).rows[0];
+  }
+
+  async all(sql: string, params: unknown[] = [], on: PgQueryable = this.#pool): Promise<PgRow[]> {
+    return (await on.query(sql, params)).rows;
+  }
+
+  /** The number of rows changed. */
+  async run(sql: string, params: unknown[] = [], on: PgQueryable = this.#pool): Promise<number> {
+    return (await on.query(sql, params)).rowCount ?? 0;
+  }
+
+  /**
+   * `fn` in one transaction on one connection (READ COMMITTED; callers lock the rows they
+   * read-modify-write with `FOR UPDATE` or single-statement updates). Rolled back when it throws.
+   */
+  async transaction<T>(fn: (tx: PgQueryable) => Promise<T>): Promise<T> {
+    const client = await this.#pool.connect();
+    try {
+      await client.query("BEGIN");
+      const result = await fn(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** `fn`, with a uniqueness violation turned into a StoreConflictError (another writer won). */
+  async conflictAware<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      if (isUniqueViolation(error))
+        throw new StoreConflictError((error as { detail?: string }).detail ?? "uniqueness conflict");
+      throw error;
+    }
+  }
+
+  /**
+   * Apply the migrations this schema lacks, in order, each recorded in `schema_migrations`. All in
+   * one transaction under a transaction-scoped advisory lock keyed by the schema: two processes
+   * opening one database at once apply each migration once (the second waits, then finds it done).
+   */
+  async #migrate(): Promise<void> {
+    await this.transaction(async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`agent-sessions:migrate:${this.schema}`]);
+      await tx.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
+      await tx.query(
+        `CREATE TABLE IF NOT EXISTS schema_migrations (
+           version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+      );
+      const applied = new Set(
+        (await tx.query("SELECT version FROM schema_migrations")).rows.map((row) => Number(row.version)),
+      );
+      for (const migration of POSTGRES_MIGRATIONS) {
+        if (applied.has(migration.version)) continue;
+        await tx.query(migration.sql);
+        await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+          migration.version,
+          migration.name,
+        ]);
+      }
+    });
+  }
+}
+
+export function isUniqueViolation(error: unknown): boolean {
+  // SQLSTATE 23505 unique_violation (primary keys too).
+  return (error as { code?: string }).code === "23505";
+}
+
+/** Positional parameters for SQL built piece by piece: `p(value)` appends and returns `$n`. */
+export class PgParams {
+  readonly values: unknown[] = [];
+  p(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+}
+
+/**
+ * ` ORDER BY <columns> [LIMIT n]` for a page in that order, adding the keyset condition
+ * `(columns) > (after)` to `where` (the caller builds the WHERE after this call). The columns are
+ * `COLLATE "C"` (postgres-migrations.ts), so the order is SQLite's: by bytes.
+ */
+export function pgPageSql(
+  columns: readonly string[],
+  page: PageQuery | undefined,
+  where: string[],
+  params: PgParams,
+): string {
+  if (page?.after !== undefined) {
+    if (page.after.length !== columns.length) throw new Error(`a page key of ${columns.join(", ")} expected`);
+    where.push(`(${columns.join(", ")}) > (${page.after.map((v) => params.p(v)).join(", ")})`);
+  }
+  return ` ORDER BY ${columns.join(", ")}${page ? ` LIMIT ${Math.trunc(page.limit) + 1}` : ""}`;
+}
