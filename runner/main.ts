@@ -37,7 +37,12 @@ export async function startRunner(config: RunnerConfig): Promise<Runner> {
       // KUBECONFIG when set, else ~/.kube/config, else the in-cluster service account.
       const kc = new KubeConfig();
       kc.loadFromDefault();
-      driver = new KubernetesDriver(kc, stacks, config.kubernetes);
+      driver = new KubernetesDriver(kc, stacks, {
+        ...config.kubernetes,
+        // Stop/resume act on the cluster at once and record the stack afterwards (runner/kubernetes.ts).
+        fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        log: jsonLog("kubernetes"),
+      });
       break;
     }
     default: {
