@@ -58,7 +58,11 @@ class FakeCluster {
         labels: { [Labels.session]: "s1", [Labels.namespace]: "team", [Labels.component]: "session" },
         ...(p.deleting ? { deletionTimestamp: new Date().toISOString() } : {}),
       },
-      status: { phase: "Running", conditions: [{ type: "Ready", status: "True" }] },
+      status: {
+        phase: "Running",
+        podIP: `10.1.0.${p.uid.slice(4)}`,
+        conditions: [{ type: "Ready", status: "True" }],
+      },
     };
   }
 
@@ -89,6 +93,10 @@ class FakeCluster {
     if (url.pathname === `/api/v1/namespaces/${NS}`) return send(200, { metadata: { name: NS } });
     if (url.pathname === `/api/v1/namespaces/${NS}/pods`)
       return send(200, { metadata: {}, items: this.pods.map((p) => this.#pod(p)) });
+    if (url.pathname === `/api/v1/namespaces/${NS}/endpoints/${name}`) {
+      const addresses = this.pods.filter((p) => !p.deleting).map((p) => ({ ip: `10.1.0.${p.uid.slice(4)}` }));
+      return send(200, { metadata: { name }, subsets: addresses.length ? [{ addresses }] : [] });
+    }
     const m = url.pathname.match(/\/namespaces\/[^/]+\/([a-z]+)\/([^/]+)$/);
     const key = m ? `${m[1]}/${m[2]}` : "";
     const object = this.objects.get(key);

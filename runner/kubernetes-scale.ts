@@ -13,6 +13,7 @@ import {
   type NetworkingV1Api,
   PatchStrategy,
   setHeaderOptions,
+  type V1Pod,
   type V1Service,
 } from "@kubernetes/client-node";
 import { isApiStatus } from "./kubernetes-pod-watch.ts";
@@ -60,4 +61,24 @@ export async function intactSessionService(
     present(apis.networking.readNamespacedNetworkPolicy({ name: workload, namespace })),
   ]);
   return deployment && secret && pvc && policy ? service : undefined;
+}
+
+/**
+ * True once the session Service's Endpoints list the pod as ready: a pod turns Ready before the
+ * endpoints controller (and then kube-proxy) routes the Service to it, and the runner reaches the
+ * adapter through the Service.
+ */
+export async function serviceRoutesTo(
+  core: CoreV1Api,
+  namespace: string,
+  workload: string,
+  pod: V1Pod,
+): Promise<boolean> {
+  const ip = pod.status?.podIP;
+  if (!ip) return false;
+  const endpoints = await core.readNamespacedEndpoints({ name: workload, namespace }).catch((e: unknown) => {
+    if (isApiStatus(e, 404)) return undefined;
+    throw e;
+  });
+  return (endpoints?.subsets ?? []).some((s) => (s.addresses ?? []).some((a) => a.ip === ip));
 }

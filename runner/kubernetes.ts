@@ -26,7 +26,7 @@ import { Labels, type SessionSpec, workloadName } from "../contracts/session-spe
 import type { StackManager } from "../stacks/index.ts";
 import { PodExec } from "./kubernetes-exec.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./kubernetes-pod-watch.ts";
-import { intactSessionService, scaleDeployment } from "./kubernetes-scale.ts";
+import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./kubernetes-scale.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "./fast-path.ts";
 import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
 
@@ -62,6 +62,8 @@ export type KubernetesDriverOptions = {
 const FAST_POLL_MS = 100;
 /** How long a fast stop waits for the pod's deletion to start before it answers anyway. */
 const STOP_SETTLE_MS = 10_000;
+/** How long a fast resume waits for its Service to list the Ready pod before it answers anyway. */
+const ROUTE_SETTLE_MS = 10_000;
 
 /** A pod the runner can exec into: Running, Ready, not being deleted. */
 export function isPodReady(pod: V1Pod): boolean {
@@ -221,6 +223,7 @@ export class KubernetesDriver implements EngineDriver {
     }
     try {
       await this.#waitReady(containerName, FAST_POLL_MS);
+      await this.#waitRouted(containerName);
     } catch (error) {
       // The Deployment asks for 1 and the stack says 0: unknown now, the next operation reconciles.
       done();
@@ -303,6 +306,25 @@ export class KubernetesDriver implements EngineDriver {
       if (Date.now() > deadline)
         throw new CodedError("DEADLINE_EXCEEDED", `workspace ${containerName} has no Ready pod`);
       await new Promise((r) => setTimeout(r, pollMs));
+    }
+  }
+
+  /**
+   * Waits (bounded) until the Service routes to the Ready pod. The full path's `up` finishes after
+   * the pod is Ready, which leaves the endpoints controller that time; a fast resume answers at once.
+   */
+  async #waitRouted(containerName: string): Promise<void> {
+    const deadline = Date.now() + ROUTE_SETTLE_MS;
+    for (;;) {
+      const pod = await this.#readyPod(containerName);
+      if (pod && (await serviceRoutesTo(this.#core, this.namespace, containerName, pod))) return;
+      if (Date.now() > deadline) {
+        this.#log("warn", "a fast resume's Service does not list its pod yet; answering anyway", {
+          container: containerName,
+        });
+        return;
+      }
+      await new Promise((r) => setTimeout(r, FAST_POLL_MS));
     }
   }
 

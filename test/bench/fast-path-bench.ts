@@ -89,6 +89,12 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
+/**
+ * Polls /readyz. Through a Kubernetes ClusterIP, not faster than every 100 ms: a Node client
+ * retrying every 10 ms while the Service has no endpoints yet kept getting ECONNREFUSED long
+ * after curl got through (seen on the test bed's 1.20 kube-proxy).
+ */
+const pollMs = engine === "kubernetes" ? 100 : 10;
 async function readyz(address: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -98,7 +104,7 @@ async function readyz(address: string, timeoutMs = 60_000): Promise<void> {
       // not yet
     }
     if (Date.now() > deadline) throw new Error(`no /readyz at ${address}`);
-    await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, pollMs));
   }
 }
 
@@ -204,7 +210,9 @@ async function lifecycle(path: Path): Promise<void> {
         endpoint = (await driver.provision(container, spec as never, secrets)).endpoint;
       }),
     );
-    await readyz(endpoint);
+    await readyz(endpoint).catch((error: unknown) => {
+      throw new Error(`${path} path, after resume: ${(error as Error).message}`);
+    });
     const resumed = await workloadIdentity(container, spec.name);
     s.settle.push(await timed(() => driver.settled(container)));
     // The recording `up` adopts the workload the fast path made; it must not replace it.
