@@ -9,11 +9,11 @@
  * provider's own code (infra/docker-provider/session-container.ts); the call answers then, and the
  * stack records the change with an `up` in the background (the provider adopts the container by
  * its spec hash, or finds it already gone). The session's next operation waits for that `up` (it
- * "settles"); a drift check outside the runner waits for it too (stacks/recording.ts). Anything
+ * "settles", runner/fast-path.ts); a drift check outside the runner waits for it too
+ * (stacks/recording.ts). Anything
  * else — a first create, a changed spec or credentials, a crashed container, a runner that
  * restarted since — takes the full path through `pulumi up`.
  */
-import { createHash } from "node:crypto";
 import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
@@ -33,6 +33,7 @@ import { runOnce } from "./docker-one-shot.ts";
 import { seedWorkspaceRepo } from "./docker-repo-seed.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./docker-workspace.ts";
 import { outputSettled } from "./driver.ts";
+import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "./fast-path.ts";
 import { AgentPidReader, agentExecCommand, signalUntilEnded } from "./agent-exec.ts";
 import type {
   AgentOutput,
@@ -45,21 +46,6 @@ import type {
 } from "./driver.ts";
 
 type Placement = { namespace: string; name: string };
-type Secrets = { credentials: Record<string, string>; adapterToken: string };
-type DriverLog = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
-/**
- * What the stack of a session last recorded, as this driver made it: a hash of the spec (scale
- * aside) and secrets of its last `up` at scale 1, and the scale it is at now.
- */
-type Recorded = { key: string; replicas: 0 | 1 };
-
-/** The spec (at scale 1, defaults filled) and secrets, hashed: equal keys, equal container inputs. */
-function recordKey(spec: SessionSpec, secrets: Secrets): string {
-  const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
-  return createHash("sha256")
-    .update(JSON.stringify([parsed, secrets.credentials, secrets.adapterToken]))
-    .digest("hex");
-}
 
 /** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
 const DIE_SETTLE_MS = 500;
@@ -82,10 +68,8 @@ export class DockerDriver implements EngineDriver {
   readonly workspace: DockerWorkspaceFiles;
   readonly #fastPath: boolean;
   readonly #log: DriverLog;
-  /** Per workspace: what its stack records (absent: unknown to this driver, the full path goes). */
-  readonly #recorded = new Map<string, Recorded>();
-  /** Per workspace: the background `up` recording its last fast-path change. */
-  readonly #settling = new Map<string, Promise<void>>();
+  /** What each workspace's stack records, and the background `up`s recording fast-path changes. */
+  readonly #records: FastPathRecords;
 
   readonly #gitImage: string | undefined;
 
@@ -105,36 +89,12 @@ export class DockerDriver implements EngineDriver {
     this.#stacks = stacks;
     this.#fastPath = options.fastPath ?? true;
     this.#log = options.log ?? (() => undefined);
+    this.#records = new FastPathRecords(this.#log);
   }
 
   /** Resolves when the workspace's last fast-path change is recorded in its stack (at once if none). */
-  async settled(containerName: string): Promise<void> {
-    for (;;) {
-      const pending = this.#settling.get(containerName);
-      if (!pending) return;
-      await pending;
-      if (this.#settling.get(containerName) === pending) this.#settling.delete(containerName);
-    }
-  }
-
-  /**
-   * Records a change the fast path already made: `record` (an `up`) runs in the background under
-   * the stack's own lock; `done` clears the pending mark. A failed recording leaves the stack
-   * unknown to this driver, so the next operation takes the full path and reconciles.
-   */
-  #record(containerName: string, next: Recorded, record: () => Promise<unknown>, done: () => void): void {
-    this.#recorded.delete(containerName);
-    const pending = record()
-      .then(
-        () => void this.#recorded.set(containerName, next),
-        (error: unknown) =>
-          this.#log("warn", "recording a fast-path change in the stack failed", {
-            container: containerName,
-            error: (error as Error).message.slice(0, 500),
-          }),
-      )
-      .finally(done);
-    this.#settling.set(containerName, pending);
+  settled(containerName: string): Promise<void> {
+    return this.#records.settled(containerName);
   }
 
   /** Resume on the engine at once: the container of the last recorded inputs, then recorded. */
@@ -162,7 +122,7 @@ export class DockerDriver implements EngineDriver {
     }
     const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
-    this.#record(containerName, { key, replicas: 1 }, () => this.#stacks.up(parsed, secrets), done);
+    this.#records.record(containerName, { key, replicas: 1 }, () => this.#stacks.up(parsed, secrets), done);
     return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
   }
 
@@ -180,7 +140,7 @@ export class DockerDriver implements EngineDriver {
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
     await this.settled(containerName);
     const key = recordKey(spec, secrets);
-    const last = this.#recorded.get(containerName);
+    const last = this.#records.get(containerName);
     if (this.#fastPath && last?.key === key && last.replicas === 0 && !(await this.#exists(containerName))) {
       const fast = await this.#fastResume(containerName, spec, secrets, key);
       if (fast) {
@@ -188,11 +148,11 @@ export class DockerDriver implements EngineDriver {
         return fast;
       }
     }
-    this.#recorded.delete(containerName);
+    this.#records.forget(containerName);
     await this.#forgetLostContainer(containerName, spec);
     this.#endpoints.delete(containerName);
     const outputs = await this.#stacks.up({ ...spec, replicas: 1 }, secrets);
-    this.#recorded.set(containerName, { key, replicas: 1 });
+    this.#records.set(containerName, { key, replicas: 1 });
     if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
     // Once, before any agent session starts in it: a seeded checkout is never fetched again.
     await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
@@ -359,7 +319,7 @@ export class DockerDriver implements EngineDriver {
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     this.#endpoints.delete(containerName);
     await this.settled(containerName);
-    const last = this.#recorded.get(containerName);
+    const last = this.#records.get(containerName);
     if (this.#fastPath && last?.replicas === 1) {
       const done = this.#stacks.markRecording(p.namespace, p.name);
       try {
@@ -368,7 +328,7 @@ export class DockerDriver implements EngineDriver {
         done();
         throw error;
       }
-      this.#record(
+      this.#records.record(
         containerName,
         { ...last, replicas: 0 },
         () => this.#stacks.scaleDown(p.namespace, p.name),
@@ -376,16 +336,16 @@ export class DockerDriver implements EngineDriver {
       );
       return;
     }
-    this.#recorded.delete(containerName);
+    this.#records.forget(containerName);
     await this.#stacks.scaleDown(p.namespace, p.name);
-    if (last) this.#recorded.set(containerName, { ...last, replicas: 0 });
+    if (last) this.#records.set(containerName, { ...last, replicas: 0 });
   }
 
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     if (!p) return; // nothing of ours: removal is idempotent
     await this.settled(containerName);
-    this.#recorded.delete(containerName);
+    this.#records.forget(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });

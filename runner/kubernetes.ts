@@ -9,8 +9,18 @@
  *
  * The agent's exec is kubernetes-exec.ts's; the pod watch and its exit reports are
  * kubernetes-pod-watch.ts's.
+ *
+ * Stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off), as on Docker
+ * (runner/fast-path.ts): stop scales the Deployment to 0 through the API and answers once its pod
+ * is being deleted; resume, when the stack last recorded exactly the inputs asked for (same spec,
+ * credentials and token) at scale 0 and every object of the session is still there, scales it to
+ * 1 and answers once the pod is Ready (kubernetes-scale.ts). Either way the same `up` the full
+ * path runs then records the change in the background, and the session's next operation waits for
+ * it. Anything else — a first create, a changed spec or credentials, an object gone, a runner
+ * that restarted since, a failed recording — takes the full path through `pulumi up`.
  */
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, NetworkingV1Api } from "@kubernetes/client-node";
+import { ADAPTER_PORT } from "../contracts/adapter.ts";
 import { CodedError } from "../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
@@ -19,6 +29,8 @@ import { PodExec } from "./kubernetes-exec.ts";
 import { KubernetesWorkspaceFiles } from "./kubernetes-workspace.ts";
 import { noGitImage } from "./repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./kubernetes-pod-watch.ts";
+import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./kubernetes-scale.ts";
+import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "./fast-path.ts";
 import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
 
 type Placement = { namespace: string; name: string };
@@ -50,7 +62,17 @@ export type KubernetesDriverOptions = {
    * (kubernetes-workspace.ts). Unset: no sidecar, and those answer UNIMPLEMENTED.
    */
   workspaceImage?: string | undefined;
+  /** Stop and resume act on the cluster at once and record the stack afterwards. @default true */
+  fastPath?: boolean;
+  log?: DriverLog;
 };
+
+/** How often a fast stop or resume looks at the session's pods. */
+const FAST_POLL_MS = 100;
+/** How long a fast stop waits for the pod's deletion to start before it answers anyway. */
+const STOP_SETTLE_MS = 10_000;
+/** How long a fast resume waits for its Service to list the Ready pod before it answers anyway. */
+const ROUTE_SETTLE_MS = 10_000;
 
 /** A pod the runner can exec into: Running, Ready, not being deleted. */
 export function isPodReady(pod: V1Pod): boolean {
@@ -91,6 +113,10 @@ export class KubernetesDriver implements EngineDriver {
   readonly #exec: PodExec;
   readonly #workspaceImage: string | undefined;
   readonly workspace: KubernetesWorkspaceFiles | undefined;
+  readonly #fastPath: boolean;
+  readonly #log: DriverLog;
+  /** What each workspace's stack records, and the background `up`s recording fast-path changes. */
+  readonly #records: FastPathRecords;
 
   constructor(kc: KubeConfig, stacks: StackManager, options: KubernetesDriverOptions = {}) {
     this.#kc = kc;
@@ -116,6 +142,14 @@ export class KubernetesDriver implements EngineDriver {
           },
         })
       : undefined;
+    this.#fastPath = options.fastPath ?? true;
+    this.#log = options.log ?? (() => undefined);
+    this.#records = new FastPathRecords(this.#log);
+  }
+
+  /** Resolves when the workspace's last fast-path change is recorded in its stack (at once if none). */
+  settled(containerName: string): Promise<void> {
+    return this.#records.settled(containerName);
   }
 
   async provision(
@@ -157,12 +191,23 @@ export class KubernetesDriver implements EngineDriver {
       ...(runnerCidr ? { runnerCidr } : {}),
       ...(this.#workspaceImage ? { workspaceImage: this.#workspaceImage } : {}),
     };
+    const scaled = { ...spec, kubernetes, replicas: 1 as const };
+    await this.#records.settled(containerName);
+    const key = recordKey(scaled, secrets);
+    const fast = await this.#fastResume(containerName, scaled, secrets, key);
+    if (fast) {
+      // Seeded once: on a resume the checkout is there and nothing is fetched.
+      await this.workspace?.seed(containerName, spec, secrets.credentials);
+      return fast;
+    }
     // A changed spec recreates the pod (strategy Recreate): that deletion is ours.
     this.#quiet.add(containerName);
     try {
       this.#endpoints.delete(containerName);
+      this.#records.forget(containerName);
       await this.#forgetLostObjects(containerName, spec);
-      const outputs = await this.#stacks.up({ ...spec, kubernetes, replicas: 1 }, secrets);
+      const outputs = await this.#stacks.up(scaled, secrets);
+      this.#records.set(containerName, { key, replicas: 1 });
       if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
       await this.#waitReady(containerName);
       // Once, before any agent session starts in it: a seeded checkout is never fetched again.
@@ -171,6 +216,52 @@ export class KubernetesDriver implements EngineDriver {
     } finally {
       this.#quiet.delete(containerName);
     }
+  }
+
+  /**
+   * Resume on the cluster at once, when the stack last recorded exactly these inputs at scale 0
+   * and every object of the session is still there: the Deployment to 1, its pod Ready, then the
+   * same `up` at scale 1 records it in the background. Undefined: take the full path.
+   */
+  async #fastResume(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: Secrets,
+    key: string,
+  ): Promise<ProvisionResult | undefined> {
+    const last = this.#records.get(containerName);
+    if (!this.#fastPath || last?.key !== key || last.replicas !== 0) return undefined;
+    const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
+    const service = await intactSessionService(apis, this.namespace, containerName).catch(() => undefined);
+    const clusterIP = service?.spec?.clusterIP;
+    if (!clusterIP) return undefined;
+    const done = this.#stacks.markRecording(spec.namespace, spec.name);
+    try {
+      await scaleDeployment(this.#apps, this.namespace, containerName, 1);
+    } catch (error) {
+      done();
+      this.#log("warn", "fast resume failed; taking the full path", {
+        container: containerName,
+        error: (error as Error).message.slice(0, 500),
+      });
+      return undefined;
+    }
+    try {
+      await this.#waitReady(containerName, FAST_POLL_MS);
+      await this.#waitRouted(containerName);
+    } catch (error) {
+      // The Deployment asks for 1 and the stack says 0: unknown now, the next operation reconciles.
+      done();
+      this.#records.forget(containerName);
+      throw error;
+    } finally {
+      this.#quiet.delete(containerName);
+    }
+    const endpoint = `${clusterIP}:${ADAPTER_PORT}`;
+    this.#endpoints.set(containerName, endpoint);
+    this.#records.record(containerName, { key, replicas: 1 }, () => this.#stacks.up(spec, secrets), done);
+    // As the session program's output says (infra/kubernetes-session.ts): the image is digest-pinned.
+    return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
   }
 
   /**
@@ -234,12 +325,45 @@ export class KubernetesDriver implements EngineDriver {
     }
   }
 
-  async #waitReady(containerName: string): Promise<void> {
+  async #waitReady(containerName: string, pollMs = 250): Promise<void> {
     const deadline = Date.now() + this.#readyTimeoutMs;
     while (!(await this.#readyPod(containerName))) {
       if (Date.now() > deadline)
         throw new CodedError("DEADLINE_EXCEEDED", `workspace ${containerName} has no Ready pod`);
-      await new Promise((r) => setTimeout(r, 250));
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+  }
+
+  /**
+   * Waits (bounded) until the Service routes to the Ready pod. The full path's `up` finishes after
+   * the pod is Ready, which leaves the endpoints controller that time; a fast resume answers at once.
+   */
+  async #waitRouted(containerName: string): Promise<void> {
+    const deadline = Date.now() + ROUTE_SETTLE_MS;
+    for (;;) {
+      const pod = await this.#readyPod(containerName);
+      if (pod && (await serviceRoutesTo(this.#core, this.namespace, containerName, pod))) return;
+      if (Date.now() > deadline) {
+        this.#log("warn", "a fast resume's Service does not list its pod yet; answering anyway", {
+          container: containerName,
+        });
+        return;
+      }
+      await new Promise((r) => setTimeout(r, FAST_POLL_MS));
+    }
+  }
+
+  /** Waits (bounded) until every pod of the session is being deleted or gone. */
+  async #waitPodsGoing(containerName: string): Promise<void> {
+    const deadline = Date.now() + STOP_SETTLE_MS;
+    while ((await this.#sessionPods(containerName)).some((pod) => !pod.metadata?.deletionTimestamp)) {
+      if (Date.now() > deadline) {
+        this.#log("warn", "a fast stop's pod is not being deleted yet; answering anyway", {
+          container: containerName,
+        });
+        return;
+      }
+      await new Promise((r) => setTimeout(r, FAST_POLL_MS));
     }
   }
 
@@ -263,10 +387,15 @@ export class KubernetesDriver implements EngineDriver {
     return undefined;
   }
 
-  /** The session's Ready pod, if any (selector of infra/kubernetes-session.ts). */
+  /** The session's Ready pod, if any. */
   async #readyPod(containerName: string): Promise<V1Pod | undefined> {
+    return (await this.#sessionPods(containerName)).find(isPodReady);
+  }
+
+  /** The session's pods (selector of infra/kubernetes-session.ts). */
+  async #sessionPods(containerName: string): Promise<V1Pod[]> {
     const p = await this.#placement(containerName);
-    if (!p) return undefined;
+    if (!p) return [];
     const pods = await this.#core.listNamespacedPod({
       namespace: this.namespace,
       labelSelector: [
@@ -275,7 +404,7 @@ export class KubernetesDriver implements EngineDriver {
         `${Labels.component}=session`,
       ].join(","),
     });
-    return pods.items.find(isPodReady);
+    return pods.items;
   }
 
   oomSince(containerName: string, sinceMs: number): boolean {
@@ -327,13 +456,55 @@ export class KubernetesDriver implements EngineDriver {
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     // Quiet until the next provision: the pod may finish terminating after `up` returns.
     this.#quiet.add(containerName);
+    await this.#records.settled(containerName);
+    const last = this.#records.get(containerName);
+    const done = this.#fastPath && last?.replicas === 1 ? await this.#fastStop(containerName, p) : undefined;
+    if (last && done) {
+      this.#records.record(
+        containerName,
+        { ...last, replicas: 0 },
+        () => this.#stacks.scaleDown(p.namespace, p.name),
+        done,
+      );
+      return;
+    }
+    this.#records.forget(containerName);
     await this.#stacks.scaleDown(p.namespace, p.name);
+    if (last) this.#records.set(containerName, { ...last, replicas: 0 });
+  }
+
+  /**
+   * Stop on the cluster at once: the Deployment to 0 through the API, answered once its pod is
+   * being deleted. Returns what clears the stack's recording mark; undefined: take the full path.
+   */
+  async #fastStop(containerName: string, p: Placement): Promise<(() => void) | undefined> {
+    const done = this.#stacks.markRecording(p.namespace, p.name);
+    try {
+      await scaleDeployment(this.#apps, this.namespace, containerName, 0);
+    } catch (error) {
+      done();
+      this.#log("warn", "fast stop failed; taking the full path", {
+        container: containerName,
+        error: (error as Error).message.slice(0, 500),
+      });
+      return undefined;
+    }
+    // The Deployment is at 0 whatever a failed look at its pods says: the stop stands.
+    await this.#waitPodsGoing(containerName).catch((error: unknown) =>
+      this.#log("warn", "a fast stop could not look at its pods", {
+        container: containerName,
+        error: (error as Error).message.slice(0, 500),
+      }),
+    );
+    return done;
   }
 
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     if (!p) return; // nothing of ours: removal is idempotent
     this.#quiet.add(containerName);
+    await this.#records.settled(containerName);
+    this.#records.forget(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });

@@ -41,6 +41,9 @@ export async function startRunner(config: RunnerConfig): Promise<Runner> {
         ...config.kubernetes,
         // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes-workspace.ts).
         workspaceImage: config.gitImage,
+        // Stop/resume act on the cluster at once and record the stack afterwards (runner/kubernetes.ts).
+        fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        log: jsonLog("kubernetes"),
       });
       break;
     }

@@ -3,9 +3,11 @@
  * stacks/ (Pulumi CLI, Kubernetes provider, policy pack), the reference agent runs over the pods/exec
  * WebSocket and speaks compass.v1, a pod deleted from outside is reported by the watch and refused
  * (NOT_FOUND) until the Deployment's replacement is Ready, the agent's state on the PVC survives
- * the replacement, and remove leaves no object behind. Everything is checked through the API.
+ * the replacement, stop and resume take the fast path (the Deployment scaled through the API, the
+ * stack recorded in the background) and leave the stack without drift once settled, and remove
+ * leaves no object behind. Everything is checked through the API.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -24,7 +26,7 @@ import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "../../run
 import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
-import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { applyTestbedEnv, referenceImage, repoRoot } from "../support/testbed.ts";
 import { untilSeconds as until } from "../support/until.ts";
 
 applyTestbedEnv();
@@ -37,6 +39,8 @@ const containerName = workloadName(sessionNamespace, sessionName);
 const agentCommand = ["/bin/node", "/app/reference/agent.ts"];
 const secrets = { credentials: { MODEL_API_KEY: `sk-${suffix}` }, adapterToken: `adapter-${suffix}` };
 const dataDir = mkdtempSync(join(tmpdir(), "kubernetes-driver-"));
+/** The stacks' data dir, where `agent-sessions policy check --data-dir` looks for a runner's. */
+const runnerDir = join(dataDir, "runner");
 const selector = `${Labels.session}=${sessionName},${Labels.namespace}=${sessionNamespace}`;
 
 const kc = new KubeConfig();
@@ -113,6 +117,30 @@ function spec(): SessionSpec {
   });
 }
 
+/**
+ * The stack is the declaration of record: once the driver's last operation settled, a refreshed
+ * `pulumi preview` (`agent-sessions policy check --expect-no-changes --refresh`) proposes nothing.
+ */
+async function expectNoDrift(after: string): Promise<void> {
+  await driver.settled(containerName);
+  const stack = stacks.stackName(sessionNamespace, sessionName);
+  const child = spawn(
+    join(repoRoot, "bin", "agent-sessions"),
+    ["policy", "check", "-s", stack, "--expect-no-changes", "--refresh", "--data-dir", dataDir],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  const code = await new Promise<number | null>((r) => child.once("close", r));
+  expect(out, `after ${after}`).toContain(`${stack}: no policy violations, no changes (refreshed)`);
+  expect(code).toBe(0);
+}
+
 async function codeOf(p: Promise<unknown>): Promise<string> {
   try {
     await p;
@@ -132,7 +160,7 @@ beforeAll(async () => {
   if (!node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
     throw new Error("node testbed is not Ready: run scripts/testbed up kubernetes");
   stacks = await StackManager.create(
-    { dataDir, env: { KUBECONFIG: process.env.KUBECONFIG } },
+    { dataDir: runnerDir, env: { KUBECONFIG: process.env.KUBECONFIG } },
     { log: (level, msg, fields) => level !== "info" && console.error(level, msg, fields) },
   );
   // The runner here runs on the node: the pods see it at the bridge's address.
@@ -329,6 +357,51 @@ describe("the Kubernetes driver on a real cluster", () => {
     expect(pvcs.items.map((p) => p.status?.phase)).toEqual(["Bound"]);
     // Give a late watch event the chance to show up: a deliberate scale-down is no exit.
     await new Promise((r) => setTimeout(r, 1000));
+    expect(exits.slice(before)).toEqual([]);
+  });
+
+  it("resumes on the fast path: the same PVC, no exit reported, and no drift after stop or resume settles", async () => {
+    await expectNoDrift("stop");
+    const before = exits.length;
+    const deploymentBefore = await apps.readNamespacedDeployment({
+      name: containerName,
+      namespace: k8sNamespace,
+    });
+    const t0 = Date.now();
+    const result = await driver.provision(containerName, spec(), secrets);
+    timings.fastResume = Date.now() - t0;
+    expect(await driver.isRunning(containerName)).toBe(true);
+    const service = await core.readNamespacedService({ name: containerName, namespace: k8sNamespace });
+    expect(result).toEqual({
+      containerName,
+      endpoint: `${service.spec?.clusterIP}:8080`,
+      resolvedImageDigest: referenceImage().digest,
+    });
+    // Scaled, not replaced: the same Deployment (uid), its replicas set by the runner's field manager.
+    const deployment = await apps.readNamespacedDeployment({ name: containerName, namespace: k8sNamespace });
+    expect(deployment.metadata?.uid).toBe(deploymentBefore.metadata?.uid);
+    expect(deployment.spec?.replicas).toBe(1);
+    expect(deployment.metadata?.managedFields?.map((f) => f.manager)).toContain("agent-sessions-runner");
+    const [pod] = (await sessionPods()).filter(isPodReady);
+    const agent = await startAgent();
+    expect(Number((await agent.next("log")).payload.starts)).toBe(firstStarts + 3);
+    await agent.proc.stop();
+    const t1 = Date.now();
+    await driver.settled(containerName);
+    timings.fastResumeRecorded = Date.now() - t1;
+    // The recording `up` took the pod the fast path made as it is.
+    expect((await sessionPods()).filter(isPodReady).map((p) => p.metadata?.uid)).toEqual([
+      pod?.metadata?.uid,
+    ]);
+    await expectNoDrift("resume");
+    expect(exits.slice(before)).toEqual([]);
+
+    // Stopped on the fast path again, then removed (which waits for that recording).
+    const t2 = Date.now();
+    await driver.scaleDown(containerName);
+    timings.fastStop = Date.now() - t2;
+    expect(await driver.isRunning(containerName)).toBe(false);
+    await expectNoDrift("a second stop");
     expect(exits.slice(before)).toEqual([]);
   });
 
