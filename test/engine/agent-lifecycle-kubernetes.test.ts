@@ -47,7 +47,8 @@ describe("a live session pod, as the API server and its container report it", ()
     pod = await until("the session's Ready pod", async () =>
       (await core.listNamespacedPod({ namespace: SESSIONS_NAMESPACE, labelSelector })).items.find(isPodReady),
     );
-    expect(pod.spec?.containers.map((c) => c.name)).toEqual(["adapter"]);
+    // The agent's container and the workspace sidecar (the runner has a git image).
+    expect(pod.spec?.containers.map((c) => c.name)).toEqual(["adapter", "workspace"]);
   });
 
   it("has no service-account token: automount off, no projected token volume, no token directory in the container", async () => {
@@ -100,7 +101,7 @@ describe("a live session pod, as the API server and its container report it", ()
     expect((await sh("touch /tmp/.probe && rm /tmp/.probe && echo ok")).trim()).toBe("ok");
   });
 
-  it("is not privileged, shares no host namespace, mounts no hostPath; its only volumes are the session PVC and a memory-backed /tmp", async () => {
+  it("is not privileged, shares no host namespace, mounts no hostPath; its only volumes are the session PVC, a memory-backed /tmp and the workspace sidecar's scratch", async () => {
     const spec = pod.spec;
     expect(spec?.hostNetwork ?? false).toBe(false);
     expect(spec?.hostPID ?? false).toBe(false);
@@ -117,6 +118,8 @@ describe("a live session pod, as the API server and its container report it", ()
     // The volumes, exactly: the session PVC (the workspace, kept across scale-down) and /tmp, an
     // emptyDir in memory the program declares because the root filesystem is read-only and Node
     // (and the agent's tools) want a writable /tmp; it is bounded (64Mi) and dies with the pod.
+    // The runner has a git image, so the pod has its `workspace` sidecar (files API, repo seed,
+    // diff), with a scratch emptyDir of its own (bounded, on disk).
     expect(
       (spec?.volumes ?? []).map((v) => ({
         name: v.name,
@@ -125,13 +128,18 @@ describe("a live session pod, as the API server and its container report it", ()
     ).toEqual([
       { name: "workspace", kinds: ["persistentVolumeClaim"] },
       { name: "tmp", kinds: ["emptyDir"] },
+      { name: "workspace-scratch", kinds: ["emptyDir"] },
     ]);
-    const [workspace, tmp] = spec?.volumes ?? [];
+    const [workspace, tmp, scratch] = spec?.volumes ?? [];
     expect(workspace?.persistentVolumeClaim?.claimName).toBe(`${container}-workspace`);
     expect(tmp?.emptyDir).toMatchObject({ medium: "Memory", sizeLimit: "64Mi" });
+    expect(scratch?.emptyDir).toMatchObject({ sizeLimit: "256Mi" });
     expect((spec?.volumes ?? []).filter((v) => v.hostPath)).toEqual([]);
     expect(
-      spec?.containers.flatMap((c) => (c.volumeMounts ?? []).map((m) => `${m.name}:${m.mountPath}`)),
-    ).toEqual(["workspace:/workspace", "tmp:/tmp"]);
+      spec?.containers.map((c) => [c.name, (c.volumeMounts ?? []).map((m) => `${m.name}:${m.mountPath}`)]),
+    ).toEqual([
+      ["adapter", ["workspace:/workspace", "tmp:/tmp"]],
+      ["workspace", ["workspace:/workspace", "workspace-scratch:/scratch"]],
+    ]);
   });
 });
