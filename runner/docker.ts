@@ -318,27 +318,19 @@ export class DockerDriver implements EngineDriver {
     const p = await this.#placement(containerName);
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     this.#endpoints.delete(containerName);
-    await this.settled(containerName);
-    const last = this.#records.get(containerName);
-    if (this.#fastPath && last?.replicas === 1) {
-      const done = this.#stacks.markRecording(p.namespace, p.name);
-      try {
-        await removeSessionContainer(this.#docker, containerName);
-      } catch (error) {
-        done();
-        throw error;
-      }
-      this.#records.record(
-        containerName,
-        { ...last, replicas: 0 },
-        () => this.#stacks.scaleDown(p.namespace, p.name),
-        done,
-      );
-      return;
-    }
-    this.#records.forget(containerName);
-    await this.#stacks.scaleDown(p.namespace, p.name);
-    if (last) this.#records.set(containerName, { ...last, replicas: 0 });
+    const fast = this.#fastPath
+      ? async () => {
+          const done = this.#stacks.markRecording(p.namespace, p.name);
+          try {
+            await removeSessionContainer(this.#docker, containerName);
+          } catch (error) {
+            done();
+            throw error;
+          }
+          return done;
+        }
+      : undefined;
+    await this.#records.scaleDown(containerName, fast, () => this.#stacks.scaleDown(p.namespace, p.name));
   }
 
   async remove(containerName: string): Promise<void> {

@@ -105,4 +105,71 @@ describe("FastPathRecords", () => {
     await waiting;
     expect(records.get("w")).toEqual({ key: "k", replicas: 1 });
   });
+
+  describe("scaleDown", () => {
+    const running = { key: "k", replicas: 1 } as const;
+
+    it("stops on the engine at once when the stack records replicas 1, and records replicas 0 behind it", async () => {
+      const records = new FastPathRecords(() => undefined);
+      records.set("w", running);
+      const up = deferred();
+      const calls: string[] = [];
+      await records.scaleDown(
+        "w",
+        async () => {
+          calls.push("fast");
+          return () => calls.push("cleared");
+        },
+        () => {
+          calls.push("stack");
+          return up.promise;
+        },
+      );
+      // Answered before the stack's `up` finished: that is the fast path.
+      expect(calls).toEqual(["fast", "stack"]);
+      expect(records.get("w")).toBeUndefined();
+      up.resolve();
+      await records.settled("w");
+      expect(calls).toEqual(["fast", "stack", "cleared"]);
+      expect(records.get("w")).toEqual({ key: "k", replicas: 0 });
+    });
+
+    it("takes the full path, awaited, when the record is unknown, already 0, the fast path is off or declines", async () => {
+      for (const [recorded, fast] of [
+        [undefined, async () => () => undefined],
+        [{ key: "k", replicas: 0 }, async () => () => undefined],
+        [running, undefined],
+        [running, async () => undefined],
+      ] as const) {
+        const records = new FastPathRecords(() => undefined);
+        if (recorded) records.set("w", recorded);
+        let fastCalled = false;
+        let stackDone = false;
+        await records.scaleDown(
+          "w",
+          fast &&
+            (() => {
+              fastCalled = true;
+              return fast();
+            }),
+          async () => {
+            await new Promise((r) => setTimeout(r, 5));
+            stackDone = true;
+          },
+        );
+        expect(stackDone).toBe(true);
+        expect(fastCalled).toBe(recorded?.replicas === 1 && fast !== undefined);
+        expect(records.get("w")).toEqual(recorded ? { key: "k", replicas: 0 } : undefined);
+      }
+    });
+
+    it("leaves the record unknown when the full path fails (the next operation reconciles)", async () => {
+      const records = new FastPathRecords(() => undefined);
+      records.set("w", { key: "k", replicas: 0 });
+      await expect(
+        records.scaleDown("w", undefined, () => Promise.reject(new Error("up failed"))),
+      ).rejects.toThrow("up failed");
+      expect(records.get("w")).toBeUndefined();
+    });
+  });
 });

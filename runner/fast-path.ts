@@ -90,4 +90,27 @@ export class FastPathRecords {
       .finally(done);
     this.#settling.set(containerName, pending);
   }
+
+  /**
+   * Stop. With a record of replicas 1, `fast` acts on the engine at once and returns what clears
+   * the stack's recording mark (undefined: it could not, take the full path); the stack then
+   * records replicas 0 in the background (`stack`). Otherwise `stack` (a full `up` at scale 0)
+   * runs now and is awaited.
+   */
+  async scaleDown(
+    containerName: string,
+    fast: (() => Promise<(() => void) | undefined>) | undefined,
+    stack: () => Promise<unknown>,
+  ): Promise<void> {
+    await this.settled(containerName);
+    const last = this.#recorded.get(containerName);
+    const done = fast && last?.replicas === 1 ? await fast() : undefined;
+    if (last && done) {
+      this.record(containerName, { ...last, replicas: 0 }, stack, done);
+      return;
+    }
+    this.forget(containerName);
+    await stack();
+    if (last) this.set(containerName, { ...last, replicas: 0 });
+  }
 }

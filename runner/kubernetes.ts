@@ -456,21 +456,11 @@ export class KubernetesDriver implements EngineDriver {
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     // Quiet until the next provision: the pod may finish terminating after `up` returns.
     this.#quiet.add(containerName);
-    await this.#records.settled(containerName);
-    const last = this.#records.get(containerName);
-    const done = this.#fastPath && last?.replicas === 1 ? await this.#fastStop(containerName, p) : undefined;
-    if (last && done) {
-      this.#records.record(
-        containerName,
-        { ...last, replicas: 0 },
-        () => this.#stacks.scaleDown(p.namespace, p.name),
-        done,
-      );
-      return;
-    }
-    this.#records.forget(containerName);
-    await this.#stacks.scaleDown(p.namespace, p.name);
-    if (last) this.#records.set(containerName, { ...last, replicas: 0 });
+    await this.#records.scaleDown(
+      containerName,
+      this.#fastPath ? () => this.#fastStop(containerName, p) : undefined,
+      () => this.#stacks.scaleDown(p.namespace, p.name),
+    );
   }
 
   /**
