@@ -14,6 +14,7 @@ import { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { CodedError } from "../contracts/errors.ts";
 import { WORKSPACE_ROOT, type WorkspaceEntry, isInsideWorkspace } from "../contracts/workspace-files.ts";
+import { type ListedEntry, workspaceListing } from "./workspace-listing.ts";
 import { workspaceRepoDiff } from "./docker-repo-seed.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "./driver.ts";
 import { TAR_END, readTar, tarHeader, tarPadding } from "./tar.ts";
@@ -53,22 +54,21 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     const r = await this.#resolve(container, path);
     if (r.missing.length > 0) throw notFound(path);
     if (!isDir(r.stat)) throw new CodedError("INVALID_ARGUMENT", `${shown(path)} is not a directory`);
-    const entries: WorkspaceEntry[] = [];
+    const listed: ListedEntry[] = [];
     const tar = (await container.getArchive({ path: r.base })) as Readable;
     for await (const { header } of readTar(tar)) {
       // The archive's top entry is the directory itself; its children are one level below.
       const parts = header.name.split("/").filter(Boolean);
       if (parts.length !== 2) continue;
-      const entry: WorkspaceEntry = {
+      listed.push({
         name: parts[1] as string,
         type: header.type,
         size: header.size,
-        mtime: new Date(header.mtime * 1000).toISOString(),
-      };
-      if (header.type === "symlink") entry.link_target = header.linkname;
-      entries.push(entry);
+        mtimeSeconds: header.mtime,
+        linkTarget: header.linkname,
+      });
     }
-    return entries.sort((a, b) => a.name.localeCompare(b.name));
+    return workspaceListing(listed);
   }
 
   async read(

@@ -18,6 +18,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { CodedError } from "../contracts/errors.ts";
 import type { SessionSpec } from "../contracts/session-spec.ts";
 import { WORKSPACE_ROOT, type WorkspaceEntry } from "../contracts/workspace-files.ts";
+import { type ListedEntry, workspaceListing } from "./workspace-listing.ts";
 import { WORKSPACE_CONTAINER, WORKSPACE_SCRATCH } from "../contracts/session-pod.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "./driver.ts";
 import type { ExecStream, PodExec } from "./kubernetes-exec.ts";
@@ -116,20 +117,18 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
     for await (const chunk of run.stdout) chunks.push(chunk as Buffer);
     await this.#check(run, path);
     const fields = Buffer.concat(chunks).toString("utf8").split("\0");
-    const entries: WorkspaceEntry[] = [];
+    const listed: ListedEntry[] = [];
     for (let i = 0; i + 5 <= fields.length; i += 5) {
       const [kind = "", size = "0", mtime = "0", name = "", link = ""] = fields.slice(i, i + 5);
-      const type = FIND_TYPES[kind] ?? "other";
-      const entry: WorkspaceEntry = {
+      listed.push({
         name,
-        type,
-        size: type === "dir" ? 0 : Number(size),
-        mtime: new Date(Math.floor(Number(mtime)) * 1000).toISOString(),
-      };
-      if (type === "symlink") entry.link_target = link;
-      entries.push(entry);
+        type: FIND_TYPES[kind] ?? "other",
+        size: Number(size),
+        mtimeSeconds: Number(mtime),
+        linkTarget: link,
+      });
     }
-    return entries.sort((a, b) => a.name.localeCompare(b.name));
+    return workspaceListing(listed);
   }
 
   async read(
