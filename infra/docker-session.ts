@@ -13,8 +13,8 @@ import {
   containerSecretEnv,
   containerSpecInputs,
   cpuCores,
-  sessionLabels,
 } from "./docker-provider/session-container.ts";
+import { sessionNetworkInputs, sessionVolumeInputs } from "./docker-provider/session-network.ts";
 
 type Inputs<T> = { [K in keyof T]: pulumi.Input<T[K]> };
 
@@ -87,28 +87,8 @@ export class DockerSession extends pulumi.ComponentResource {
     super("agent-sessions:docker:Session", name, {}, opts);
     const { spec } = args;
     const base = workloadName(spec.namespace, spec.name);
-    const labels = sessionLabels(spec);
-    for (const rule of spec.egress) {
-      if (!/\/32$|^[\d.]+$/.test(rule.cidr)) {
-        throw new Error(`Docker sessions reach single host-local endpoints only; ${rule.cidr} is a range`);
-      }
-    }
-    const volume = new DockerVolume(
-      `${name}-volume`,
-      { name: `${base}-workspace`, labels },
-      { parent: this },
-    );
-    const network = new DockerNetwork(
-      `${name}-network`,
-      {
-        name: `${base}-net`,
-        internal: true,
-        isolateFromHost: true,
-        allowedEgress: spec.egress.map((r) => ({ address: r.cidr.replace(/\/32$/, ""), port: r.port })),
-        labels,
-      },
-      { parent: this },
-    );
+    const volume = new DockerVolume(`${name}-volume`, sessionVolumeInputs(spec), { parent: this });
+    const network = new DockerNetwork(`${name}-network`, sessionNetworkInputs(spec), { parent: this });
     this.volumeName = volume.name;
     this.workloadName = pulumi.output(base);
 

@@ -28,13 +28,7 @@ export type PolicyPackConfigInput = {
 export function policyPackConfigsFor(input: PolicyPackConfigInput): string[] {
   const ours = input.packs.findIndex((p) => resolve(p) === resolve(input.ourPack));
   if (ours < 0) return [...input.configs];
-  const base = input.configs[ours] ? readJsonObject(input.configs[ours]) : {};
-  const policy = (base[EGRESS_PORTS_POLICY] ?? {}) as { forbiddenPorts?: unknown };
-  const given = Array.isArray(policy.forbiddenPorts)
-    ? policy.forbiddenPorts.filter((p): p is number => Number.isInteger(p))
-    : [];
-  const forbiddenPorts = [...new Set([...given, ...input.spec.forbiddenEgressPorts])].sort((a, b) => a - b);
-  const config = { ...base, [EGRESS_PORTS_POLICY]: { ...policy, forbiddenPorts } };
+  const config = ourPackConfig(input.configs[ours], input.spec);
   mkdirSync(input.dir, { recursive: true, mode: 0o700 });
   const file = join(input.dir, `${input.stackName}.json`);
   writeFileSync(file, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
@@ -45,6 +39,24 @@ export function policyPackConfigsFor(input: PolicyPackConfigInput): string[] {
     else out.push(input.configs[i] ?? emptyConfig(input.dir));
   }
   return out;
+}
+
+/**
+ * Our pack's config for a stack: the operator's file for it (when given) with the spec's forbidden
+ * egress ports added. The object the generated file holds, and what the runner's in-process judge
+ * (policies/judge.ts) is given.
+ */
+export function ourPackConfig(
+  operatorFile: string | undefined,
+  spec: Pick<SessionSpec, "forbiddenEgressPorts">,
+): Record<string, Record<string, unknown>> {
+  const base = (operatorFile ? readJsonObject(operatorFile) : {}) as Record<string, Record<string, unknown>>;
+  const policy = (base[EGRESS_PORTS_POLICY] ?? {}) as { forbiddenPorts?: unknown };
+  const given = Array.isArray(policy.forbiddenPorts)
+    ? policy.forbiddenPorts.filter((p): p is number => Number.isInteger(p))
+    : [];
+  const forbiddenPorts = [...new Set([...given, ...spec.forbiddenEgressPorts])].sort((a, b) => a - b);
+  return { ...base, [EGRESS_PORTS_POLICY]: { ...policy, forbiddenPorts } };
 }
 
 function emptyConfig(dir: string): string {

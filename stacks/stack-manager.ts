@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import {
   type EngineEvent,
   LocalWorkspace,
@@ -44,7 +44,7 @@ import {
   resolveStackOptions,
   type StackManagerOptionsInput,
 } from "./options.ts";
-import { policyPackConfigsFor } from "./policy-pack-config.ts";
+import { ourPackConfig, policyPackConfigsFor } from "./policy-pack-config.ts";
 import {
   adoptSettings,
   type CliInvocation,
@@ -207,6 +207,23 @@ export class StackManager {
    */
   markRecording(namespace: string, name: string): () => void {
     return markRecording(this.options.dataDir, this.stackName(namespace, name));
+  }
+
+  /**
+   * Judges resources a caller is about to make outside an `up` (the runner's fast create) with
+   * the policy pack in process (policies/judge.ts), under the config an `up` of this spec would
+   * give it. `undefined` when that cannot stand in for the `up`'s own check: another pack is
+   * attached (only ours can be run in process) or ours is not.
+   */
+  async judge(
+    specInput: SessionSpecInput,
+    resources: { type: string; name: string; props: object }[],
+  ): Promise<{ policy: string; message: string }[] | undefined> {
+    const spec = parseOrThrow(SessionSpec, specInput, "session spec");
+    const packs = this.options.policyPacks;
+    if (packs.length !== 1 || resolve(packs[0] ?? "") !== resolve(OUR_POLICY_PACK)) return undefined;
+    const { judgeAll } = await import("../policies/judge.ts");
+    return judgeAll(resources, ourPackConfig(this.options.policyPackConfigs[0], spec));
   }
 
   /** Stop: `up` with replicas 0. The volume (PVC or Docker volume) stays. */

@@ -66,14 +66,19 @@ function ruleComment(bridge: string): string[] {
   return ["-m", "comment", "--comment", `agent-sessions:${bridge}`];
 }
 
-/** Installs the rules for one bridge (idempotent: removes old ones for the bridge first). */
+/**
+ * Installs the rules for one bridge, idempotently: the new rules are appended first and the
+ * bridge's old ones (those listed before) deleted after, so a bridge whose rules are installed
+ * again (the provider adopting a network the runner's fast create made) is never without a DROP
+ * for a moment. `iptables -D` by rule deletes the first match: the old rule, ahead in the chain.
+ */
 export async function isolateBridge(
   bridge: string,
   gateway: string,
   allowed: AllowedEndpoint[],
 ): Promise<void> {
   assertBridgeName(bridge);
-  await removeBridgeRules(bridge);
+  const old = await bridgeRules(bridge);
   await ensureChain("filter", GUARD_CHAIN, "INPUT");
   await ensureChain("nat", NAT_CHAIN, "PREROUTING");
   const add = async (table: string, chain: string, rule: string[]) => {
@@ -106,11 +111,14 @@ export async function isolateBridge(
     ]);
   }
   await add("filter", GUARD_CHAIN, ["-j", "DROP"]);
+  await deleteRules(old);
 }
 
-/** Removes every rule of ours that names the bridge (exactly; an empty name is refused). */
-export async function removeBridgeRules(bridge: string): Promise<void> {
-  assertBridgeName(bridge);
+type TableRule = { table: "filter" | "nat"; line: string };
+
+/** Every rule of ours that names the bridge (exactly), as `iptables -S` lists it, chain order. */
+async function bridgeRules(bridge: string): Promise<TableRule[]> {
+  const found: TableRule[] = [];
   for (const [table, chain] of [
     ["filter", GUARD_CHAIN],
     ["nat", NAT_CHAIN],
@@ -121,11 +129,19 @@ export async function removeBridgeRules(bridge: string): Promise<void> {
     } catch {
       continue; // no chain: nothing of ours
     }
-    for (const line of listing.split("\n")) {
-      if (!isRuleOf(line, chain, bridge)) continue;
-      await iptables(["-t", table, "-D", ...words(line).slice(1)]);
-    }
+    for (const line of listing.split("\n")) if (isRuleOf(line, chain, bridge)) found.push({ table, line });
   }
+  return found;
+}
+
+async function deleteRules(rules: TableRule[]): Promise<void> {
+  for (const { table, line } of rules) await iptables(["-t", table, "-D", ...words(line).slice(1)]);
+}
+
+/** Removes every rule of ours that names the bridge (exactly; an empty name is refused). */
+export async function removeBridgeRules(bridge: string): Promise<void> {
+  assertBridgeName(bridge);
+  await deleteRules(await bridgeRules(bridge));
 }
 
 /** Packets our guard dropped for a bridge (for tests and metrics). */

@@ -9,9 +9,10 @@ import { createHash, createHmac } from "node:crypto";
 import type * as provider from "@pulumi/pulumi/provider/index.js";
 import { isRpcSecret, unwrapRpcSecret } from "@pulumi/pulumi/runtime/rpc.js";
 import Docker from "dockerode";
-import { isolateBridge, removeBridgeRules } from "./host-isolation.ts";
+import { removeBridgeRules } from "./host-isolation.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
 import { ensureSessionContainer, removeSessionContainer } from "./session-container.ts";
+import { bridgeOf, ensureSessionNetwork, ensureSessionVolume } from "./session-network.ts";
 
 export { containerCreateOptions } from "./session-container.ts";
 
@@ -68,11 +69,6 @@ export function revealSecrets(value: unknown): unknown {
 
 function isNotFound(error: unknown): boolean {
   return (error as { statusCode?: number }).statusCode === 404;
-}
-
-/** The Linux bridge Docker makes for a network: `br-` and the first 12 characters of its id. */
-function bridgeOf(networkId: string): string {
-  return `br-${networkId.slice(0, 12)}`;
 }
 
 export class DockerSessionProvider implements provider.Provider {
@@ -222,43 +218,15 @@ export class DockerSessionProvider implements provider.Provider {
   }
 
   async #createVolume(inputs: VolumeInputs): Promise<provider.CreateResult> {
-    try {
-      const existing = await this.#docker.getVolume(inputs.name).inspect();
-      // Adopt only our own volume of the same session (a retried create after a crash).
-      if (existing.Labels?.["agent-sessions.dev/managed-by"] !== "agent-sessions") {
-        throw new Error(`volume ${inputs.name} exists and is not managed by agent-sessions`);
-      }
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-      await this.#docker.createVolume({ Name: inputs.name, Labels: inputs.labels });
-    }
+    // Adopts our own volume of the same session (the runner's fast create, a retried create).
+    await ensureSessionVolume(this.#docker, inputs);
     return { id: inputs.name, outs: { ...inputs } };
   }
 
   async #createNetwork(inputs: NetworkArgs): Promise<provider.CreateResult> {
-    const created = await this.#docker.createNetwork({
-      Name: inputs.name,
-      Internal: inputs.internal,
-      Labels: inputs.labels,
-      CheckDuplicate: true,
-      // No container-to-container traffic inside the session network either.
-      Options: { "com.docker.network.bridge.enable_icc": "false" },
-    });
-    const info = await this.#docker.getNetwork(created.id).inspect();
-    const gateway: string = info.IPAM?.Config?.[0]?.Gateway ?? "";
-    const bridge = bridgeOf(created.id);
-    if (inputs.isolateFromHost) {
-      try {
-        await isolateBridge(bridge, gateway, inputs.allowedEgress ?? []);
-      } catch (error) {
-        await this.#docker
-          .getNetwork(created.id)
-          .remove()
-          .catch(() => undefined);
-        throw error;
-      }
-    }
-    return { id: created.id, outs: { ...inputs, networkId: created.id, bridge, gateway } };
+    // Adopts the session's own network the runner's fast create made from the same inputs.
+    const network = await ensureSessionNetwork(this.#docker, inputs);
+    return { id: network.networkId, outs: { ...inputs, ...network } };
   }
 
   async #createContainer(inputs: ContainerInputs): Promise<provider.CreateResult> {

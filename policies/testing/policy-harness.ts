@@ -1,4 +1,11 @@
-import { type JudgedInput, judgeResource, judgeStack, type PackConfig, urnOf, type Violation } from "../judge.ts";
+import {
+  type JudgedInput,
+  judgeResource,
+  judgeStack,
+  type PackConfig,
+  urnOf,
+  type Violation,
+} from "../judge.ts";
 
 /**
  * The pack's unit tests judge their fixtures with the pack's own in-process judge (../judge.ts,
@@ -13,7 +20,10 @@ export type { Violation };
 export { urnOf };
 
 /** Every violation the resource policies report for `resource`. */
-export async function resourceViolations(resource: FakeResource, config: FakeConfig = {}): Promise<Violation[]> {
+export async function resourceViolations(
+  resource: FakeResource,
+  config: FakeConfig = {},
+): Promise<Violation[]> {
   return (await judgeResource(resource, config)).violations;
 }
 
