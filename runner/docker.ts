@@ -3,31 +3,31 @@
  * long-lived hijacked exec stream, and exits observed through engine events (an exec stream cut
  * by `docker rm -f` loses its exit code, TESTBED.md: the events say what happened).
  *
- * Stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off): the container is
- * removed, or made from exactly the inputs of the last `up` at scale 1 this driver ran for the
- * session (so from nothing the policy pack did not pass), directly on the engine with the
- * provider's own code (infra/docker-provider/session-container.ts); the call answers then, and the
- * stack records the change with an `up` in the background (the provider adopts the container by
- * its spec hash, or finds it already gone). The session's next operation waits for that `up` (it
- * "settles", runner/fast-path.ts); a drift check outside the runner waits for it too
- * (stacks/recording.ts). Anything
- * else — a first create, a changed spec or credentials, a crashed container, a runner that
- * restarted since — takes the full path through `pulumi up`.
+ * Create, stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off): a first
+ * create (no stack yet) is judged by the policy pack in process and made at once
+ * (runner/docker-fast-create.ts); a stop removes the container; a resume makes it from exactly
+ * the inputs of the last `up` at scale 1 this driver ran for the session (so from nothing the
+ * policy pack did not pass) — all directly on the engine with the provider's own code
+ * (infra/docker-provider/session-container.ts, session-network.ts); the call answers then, and
+ * the stack records the change with an `up` in the background (the provider adopts volume,
+ * network and container, or finds the container already gone). The session's next operation
+ * waits for that `up` (it "settles", runner/fast-path.ts); a drift check outside the runner waits
+ * for it too (stacks/recording.ts). Anything else — a changed spec or credentials, a crashed
+ * container, a runner that restarted since, a pack that cannot be judged in process — takes the
+ * full path through `pulumi up`.
  */
 import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
 import { CodedError, parseOrThrow } from "../contracts/errors.ts";
 import { Labels, SessionSpec, workloadName } from "../contracts/session-spec.ts";
-import type { ContainerInputs } from "../infra/docker-provider/schema.ts";
 import {
-  containerEnv,
-  containerSecretEnv,
   containerSpecInputs,
   ensureSessionContainer,
   networkGateway,
   removeSessionContainer,
 } from "../infra/docker-provider/session-container.ts";
+import { fastContainerInputs, fastCreateDocker } from "./docker-fast-create.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { runOnce } from "./docker-one-shot.ts";
 import { seedWorkspaceRepo } from "./docker-repo-seed.ts";
@@ -103,21 +103,42 @@ export class DockerDriver implements EngineDriver {
     const done = this.#stacks.markRecording(parsed.namespace, parsed.name);
     let running: Awaited<ReturnType<typeof ensureSessionContainer>>;
     try {
-      const spec = containerSpecInputs(parsed);
-      const inputs: ContainerInputs = {
-        ...spec,
-        env: containerEnv(parsed, await networkGateway(this.#docker, spec.networkMode)),
-        secretEnv: containerSecretEnv(secrets.credentials, secrets.adapterToken),
-        // Only the state's hash needs it, and the recording `up` brings the stack's own.
-        secretEnvHashKey: "",
-      };
-      running = await ensureSessionContainer(this.#docker, inputs, 60_000);
+      const gateway = await networkGateway(this.#docker, containerSpecInputs(parsed).networkMode);
+      running = await ensureSessionContainer(
+        this.#docker,
+        fastContainerInputs(parsed, secrets, gateway),
+        60_000,
+      );
     } catch (error) {
       done();
       this.#log("warn", "fast resume failed; taking the full path", {
         container: containerName,
         error: (error as Error).message.slice(0, 500),
       });
+      return undefined;
+    }
+    const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
+    this.#endpoints.set(containerName, endpoint);
+    this.#records.record(containerName, { key, replicas: 1 }, () => this.#stacks.up(parsed, secrets), done);
+    return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
+  }
+
+  /**
+   * A first create on the engine at once (runner/docker-fast-create.ts: judged by the policy pack
+   * in process first), then recorded by the stack's own `up` in the background.
+   */
+  async #fastCreate(containerName: string, spec: SessionSpec, secrets: Secrets, key: string) {
+    const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
+    const done = this.#stacks.markRecording(parsed.namespace, parsed.name);
+    const running = await fastCreateDocker(
+      this.#docker,
+      this.#stacks,
+      parsed,
+      secrets,
+      (level, msg, fields) => this.#log(level, msg, { container: containerName, ...fields }),
+    );
+    if (!running) {
+      done();
       return undefined;
     }
     const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
@@ -143,6 +164,14 @@ export class DockerDriver implements EngineDriver {
     const last = this.#records.get(containerName);
     if (this.#fastPath && last?.key === key && last.replicas === 0 && !(await this.#exists(containerName))) {
       const fast = await this.#fastResume(containerName, spec, secrets, key);
+      if (fast) {
+        await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
+        return fast;
+      }
+    }
+    // A first create (no stack yet, nothing recorded here): made at once, recorded behind.
+    if (this.#fastPath && !last && !(await this.#stacks.exists(spec.namespace, spec.name))) {
+      const fast = await this.#fastCreate(containerName, spec, secrets, key);
       if (fast) {
         await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
         return fast;

@@ -1,5 +1,5 @@
 /**
- * Stop and resume, today's full path (every step a `pulumi up`) beside the fast path
+ * Create, stop and resume, today's full path (every step a `pulumi up`) beside the fast path
  * (runner/fast-path.ts: the engine at once, the stack recorded in the background), and both beside
  * the engine floor, on Docker or Kubernetes: a plain container (a plain pod) of the same image to
  * its adapter's first HTTP answer.
@@ -200,7 +200,10 @@ async function lifecycle(path: Path): Promise<void> {
   try {
     const s = samples[path];
     s.create.push(await timed(() => driver.provision(container, spec as never, secrets)));
+    const created = await workloadIdentity(container, spec.name);
     await driver.settled(container);
+    if ((await workloadIdentity(container, spec.name)) !== created)
+      throw new Error(`${container} was replaced by the recording up of its create instead of adopted`);
     s.stop.push(await timed(() => driver.scaleDown(container)));
     if (await driver.isRunning(container)) throw new Error(`${container} still runs after stop`);
     await driver.settled(container);
