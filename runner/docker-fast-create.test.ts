@@ -50,7 +50,10 @@ describe("the Docker fast create", () => {
     // The credential goes as a secret input, the endpoint through the network's gateway.
     expect(container?.secretEnv).toMatchObject({ MODEL_API_KEY: "sk-live-secret" });
     expect(JSON.stringify(container?.env)).not.toContain("sk-live-secret");
-    expect((container?.env as Record<string, string>).MODEL_BASE_URL).toBe("http://172.30.0.1:11434/v1");
+    expect(container?.env).toHaveProperty("MODEL_BASE_URL");
+    expect((container?.env as Record<string, string> | undefined)?.MODEL_BASE_URL).toBe(
+      "http://172.30.0.1:11434/v1",
+    );
     expect(await ourPack.judge(spec, resources)).toEqual([]);
   });
 
