@@ -97,8 +97,13 @@ export class DockerDriver implements EngineDriver {
     return this.#records.settled(containerName);
   }
 
-  /** Resume on the engine at once: the container of the last recorded inputs, then recorded. */
-  async #fastResume(containerName: string, spec: SessionSpec, secrets: Secrets, key: string) {
+  /**
+   * Resume on the engine at once: the container of the last recorded inputs, then recorded. A
+   * heal (the recorded container exited or went while it should run) replaces it the same way;
+   * its stack still holds the lost container, so the recording refreshes first (which drops it)
+   * and the `up` then adopts the new one.
+   */
+  async #fastResume(containerName: string, spec: SessionSpec, secrets: Secrets, key: string, heal = false) {
     const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
     const done = this.#stacks.markRecording(parsed.namespace, parsed.name);
     let running: Awaited<ReturnType<typeof ensureSessionContainer>>;
@@ -119,7 +124,13 @@ export class DockerDriver implements EngineDriver {
     }
     const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
-    this.#records.record(containerName, { key, replicas: 1 }, () => this.#stacks.up(parsed, secrets), done);
+    const record = heal
+      ? async () => {
+          await this.#stacks.refresh(parsed.namespace, parsed.name);
+          return this.#stacks.up(parsed, secrets);
+        }
+      : () => this.#stacks.up(parsed, secrets);
+    this.#records.record(containerName, { key, replicas: 1 }, record, done);
     return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
   }
 
@@ -162,8 +173,15 @@ export class DockerDriver implements EngineDriver {
     await this.settled(containerName);
     const key = recordKey(spec, secrets);
     const last = this.#records.get(containerName);
-    if (this.#fastPath && last?.key === key && last.replicas === 0 && !(await this.#exists(containerName))) {
-      const fast = await this.#fastResume(containerName, spec, secrets, key);
+    // Resumed (nothing runs) or healed (what should run exited: a crash, an OOM, the engine
+    // restarted, or it was removed) from the inputs last recorded, when nothing else changed.
+    const heal = last?.replicas === 1 && !(await this.isRunning(containerName));
+    if (
+      this.#fastPath &&
+      last?.key === key &&
+      (heal || (last.replicas === 0 && !(await this.#exists(containerName))))
+    ) {
+      const fast = await this.#fastResume(containerName, spec, secrets, key, heal);
       if (fast) {
         await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
         return fast;
