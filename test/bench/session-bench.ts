@@ -20,9 +20,15 @@
  *            server's first restart back-off (AGENT_SESSIONS_RESTART_BACKOFF_MS, 1 s) is in it.
  *   idle     idleTimeout 3s, one request answered → phase Stopped; what is shown is the time past
  *            the idle timeout (from the reply's end).
- * Status is polled every 25 ms (so each figure is up to 25 ms late). p50 is nearest-rank.
+ * Each step starts once the previous one settled (the fast path's background recording `up`
+ * finished: no `*.recording` marker left in the runner's stack settings, stacks/recording.ts), so
+ * a step is measured on its own; how long the recordings took is shown apart. Status is polled
+ * every 25 ms (so each figure is up to 25 ms late). p50 is nearest-rank. The processes' logs are
+ * written to session-bench-<path>.log in the temp dir at the end.
  */
 import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
@@ -49,7 +55,7 @@ const PREFIX = `sb-${randomBytes(2).toString("hex")}`;
 const IDLE_S = 3;
 const POLL_MS = 25;
 const TIMEOUT_MS = 300_000;
-const steps = ["create", "stop", "resume", "heal", "idle"] as const;
+const steps = ["create", "stop", "resume", "heal", "idle", "settle"] as const;
 type Step = (typeof steps)[number];
 type Path = "full" | "fast";
 
@@ -64,8 +70,8 @@ const systems: Record<Path, System> = {
   fast: new System(undefined, { BENCH_MODEL_KEY: "bench" }),
 };
 const samples: Record<Path, Record<Step, number[]>> = {
-  full: { create: [], stop: [], resume: [], heal: [], idle: [] },
-  fast: { create: [], stop: [], resume: [], heal: [], idle: [] },
+  full: { create: [], stop: [], resume: [], heal: [], idle: [], settle: [] },
+  fast: { create: [], stop: [], resume: [], heal: [], idle: [], settle: [] },
 };
 const floor: number[] = [];
 let model: ModelServer | undefined;
@@ -91,6 +97,17 @@ async function reach(system: System, name: string, ok: (s: Json) => boolean, sin
 }
 const phase = (p: string) => (s: Json) => s.status?.phase === p;
 
+/** Waits for the runner's pending recordings (fast path) to finish; ms waited. */
+async function settled(system: System): Promise<number> {
+  const dir = join(system.dataDir, "runner", "stack-settings");
+  const t0 = performance.now();
+  while (existsSync(dir) && readdirSync(dir).some((f) => f.endsWith(".recording"))) {
+    if (performance.now() - t0 > TIMEOUT_MS) throw new Error(`recordings in ${dir} never finished`);
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  return performance.now() - t0;
+}
+
 async function lifecycle(path: Path): Promise<void> {
   const system = systems[path];
   const s = samples[path];
@@ -106,24 +123,31 @@ async function lifecycle(path: Path): Promise<void> {
   const ready = await reach(system, name, phase("Ready"), t0);
   s.create.push(ready.ms);
   const container: string = ready.session.status.containerName;
+  let settling = 0;
   try {
+    settling += await settled(system);
     t0 = performance.now();
     await must(system, "PATCH", url, { spec: { desiredState: "stopped" } });
     s.stop.push((await reach(system, name, phase("Stopped"), t0)).ms);
+    settling += await settled(system);
     t0 = performance.now();
     await must(system, "PATCH", url, { spec: { desiredState: "running" } });
     const resumed = await reach(system, name, phase("Ready"), t0);
     s.resume.push(resumed.ms);
     const restarts: number = resumed.session.status.restartCount ?? 0;
+    settling += await settled(system);
     t0 = performance.now();
     await probe.kill(container);
     const healed = (x: Json) => x.status?.phase === "Ready" && (x.status.restartCount ?? 0) > restarts;
     s.heal.push((await reach(system, name, healed, t0)).ms);
+    settling += await settled(system);
     await must(system, "PATCH", url, { spec: { idleTimeout: `${IDLE_S}s` } });
     const asked = await system.call("POST", `${url}/requests`, { input: "hello" });
     if (asked.status !== 200) throw new Error(`request: HTTP ${asked.status} ${JSON.stringify(asked.body)}`);
     t0 = performance.now();
     s.idle.push((await reach(system, name, phase("Stopped"), t0)).ms - IDLE_S * 1000);
+    settling += await settled(system);
+    s.settle.push(settling);
   } finally {
     await system.call("DELETE", url);
   }
@@ -193,6 +217,11 @@ try {
     console.log(`| ${label} | ${f(full)} | ${f(fast)} | ${(fast / full).toFixed(2)} | ${perFloor} |`);
   }
 } finally {
-  for (const system of Object.values(systems)) await system.stop().catch(() => undefined);
+  for (const [path, system] of Object.entries(systems)) {
+    const file = join(system.dataDir, `session-bench-${path}.log`);
+    writeFileSync(file, [...(system.server?.logs ?? []), ...(system.runner?.logs ?? [])].join(""));
+    console.log(`  ${path} logs: ${file}`);
+    await system.stop().catch(() => undefined);
+  }
   await model?.close();
 }
