@@ -278,7 +278,7 @@ export class SqliteHarnessStore implements HarnessStore {
       const admitted = this.#db.get(
         `UPDATE harness_sessions SET request_count = request_count + 1, active_requests = active_requests + 1,
            last_activity_time = ?
-         WHERE namespace = ? AND name = ? AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING *`,
+         WHERE namespace = ? AND name = ? AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING 1 AS admitted`,
         [r.now, r.namespace, r.name],
       );
       if (!admitted) {
@@ -296,7 +296,7 @@ export class SqliteHarnessStore implements HarnessStore {
         [r.namespace, r.name, r.request_id, r.relay_id, r.runner_id, r.container_name, r.now],
       );
       if (!inserted) throw new DuplicateRequest();
-      return { ok: true, session: toHarnessRecord(admitted) };
+      return { ok: true };
     });
   }
 
