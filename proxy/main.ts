@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { createAdaptorServer } from "@hono/node-server";
+import type { InProcessDial } from "../contracts/runner-channel.ts";
 import { composeServer, type ServerOverrides } from "./compose-server.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
 import { RUNNER_CONNECT_PATH } from "./runners/runner-hub.ts";
@@ -20,6 +21,11 @@ export type RunningServer = {
    * embedded runner an identity in process, with nothing written or typed.
    */
   issueRunnerCredential(name: string): Promise<string>;
+  /**
+   * Where `serve`'s embedded runner dials in process (contracts/runner-channel.ts): the runner
+   * link without the loopback socket, its bearer checked as on the WebSocket upgrade.
+   */
+  dialRunner: InProcessDial;
   /** Stops accepting, closes runner links and event streams, closes the store. */
   close(): Promise<void>;
 };
@@ -78,6 +84,7 @@ export async function startServer(
       hub.closeLinksOf(name, issued.tokenHash);
       return issued.credential;
     },
+    dialRunner: (bearer) => hub.dialInProcess(bearer),
     close: () => composed.close(closeListener),
   };
 }

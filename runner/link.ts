@@ -5,6 +5,10 @@
  * the link is down (frames, state changes) are queued, bounded in messages and in bytes (the
  * oldest go first), and flushed after the hello. `backlog` (socket buffer + queue) is what the
  * runner's agents wait on: while it is high their output is not read (runner/agent-stdout.ts).
+ *
+ * `serve`'s embedded runner is given `dial` instead: the same link over an in-process channel
+ * (contracts/runner-channel.ts), the same messages as the same text, validated the same way, the
+ * same hello, welcome, backlog, close and redial; only the loopback socket is gone.
  */
 import type { Socket } from "node:net";
 import WebSocket from "ws";
@@ -18,6 +22,7 @@ import {
   ServerToRunner,
 } from "../contracts/runner-protocol.ts";
 import type { Logger } from "../contracts/log.ts";
+import { CLOSED_ABNORMALLY, type InProcessDial, type LinkChannel } from "../contracts/runner-channel.ts";
 import { RunnerCredential } from "./runner-credential.ts";
 
 export type LinkOptions = {
@@ -41,6 +46,11 @@ export type LinkOptions = {
   maxQueue?: number;
   /** @default 8388608 bytes of queued messages while disconnected */
   maxQueueBytes?: number;
+  /**
+   * Dial the server in process (`serve`'s embedded runner) rather than over a WebSocket to
+   * `serverUrl`. @default undefined (the WebSocket)
+   */
+  dial?: InProcessDial | undefined;
 };
 
 export type LinkHandlers = {
@@ -51,16 +61,27 @@ export type LinkHandlers = {
 
 type Outgoing = Exclude<RunnerToServer, { type: "hello" }>;
 
+/** What the link needs of its transport once it is open: a WebSocket or an in-process channel. */
+type Transport = {
+  readonly open: boolean;
+  readonly bufferedAmount: number;
+  /** Sends one envelope (text). */
+  send(text: string): void;
+  close(code: number, reason: string): void;
+};
+
 /** Full jitter backoff (AWS architecture blog): uniform in [0, min(max, base·2^attempt)]. */
 export function backoffDelay(attempt: number, baseMs: number, maxMs: number, random = Math.random): number {
   return Math.floor(random() * Math.min(maxMs, baseMs * 2 ** attempt));
 }
 
 export class RunnerLink {
-  readonly #o: Required<Omit<LinkOptions, "credentialFile">>;
+  readonly #o: Required<Omit<LinkOptions, "credentialFile" | "dial">>;
+  readonly #dial: InProcessDial | undefined;
   readonly #h: LinkHandlers;
   readonly #credential: RunnerCredential;
-  #ws: WebSocket | undefined;
+  /** The current transport, open or opening; undefined between a close and the next dial. */
+  #transport: Transport | undefined;
   #attached = false;
   #closed = false;
   #attempt = 0;
@@ -70,11 +91,10 @@ export class RunnerLink {
   /** Messages the bounded queue let go since the last attach. */
   #dropped = 0;
   runnerId: string | undefined;
-  /** The socket held corked until the end of this tick (see `#write`). */
-  #corked: Socket | undefined;
 
   constructor(options: LinkOptions, handlers: LinkHandlers) {
-    const { credentialFile, ...rest } = options;
+    const { credentialFile, dial, ...rest } = options;
+    this.#dial = dial;
     this.#o = {
       backoffBaseMs: 250,
       backoffMaxMs: 10_000,
@@ -92,12 +112,12 @@ export class RunnerLink {
 
   close(): void {
     this.#closed = true;
-    this.#ws?.close(1000, "runner shutting down");
+    this.#transport?.close(1000, "runner shutting down");
   }
 
-  /** Bytes queued on the socket toward the server (for backpressure). */
+  /** Bytes on the link toward the server not yet taken by it (for backpressure). */
   get bufferedAmount(): number {
-    return this.#ws?.bufferedAmount ?? 0;
+    return this.#transport?.bufferedAmount ?? 0;
   }
 
   /** Bytes on their way to the server: the socket's buffer plus what waits for the next attach. */
@@ -112,8 +132,8 @@ export class RunnerLink {
   /** Sends now, or queues while detached. Validated before it leaves. */
   send(message: Outgoing): void {
     const text = JSON.stringify(RunnerToServer.parse(message));
-    if (this.#attached && this.#ws?.readyState === WebSocket.OPEN) {
-      this.#write(this.#ws, text);
+    if (this.#attached && this.#transport?.open) {
+      this.#transport.send(text);
       return;
     }
     this.#queue.push(text);
@@ -127,79 +147,132 @@ export class RunnerLink {
     }
   }
 
-  /**
-   * Sends one message; the messages of one tick (this callback and its promise reactions) leave
-   * in one write: a relayed reply's last chunk and its command's result cost one syscall and one
-   * wake-up of the server, not one each. Nothing waits: the socket is uncorked on the next tick.
-   */
-  #write(ws: WebSocket, text: string): void {
-    // ws keeps its socket private; without one (not connected) it is a plain send.
-    const socket = (ws as unknown as { _socket?: Socket | null })._socket;
-    if (socket && this.#corked !== socket) {
-      socket.cork();
-      this.#corked = socket;
-      process.nextTick(() => {
-        this.#corked = undefined;
-        socket.uncork();
-      });
-    }
-    ws.send(text);
+  #connect(): void {
+    if (this.#dial) this.#connectInProcess(this.#dial);
+    else this.#connectWebSocket();
   }
 
-  #connect(): void {
+  #connectWebSocket(): void {
     const url = `${this.#o.serverUrl.replace(/^http/, "ws").replace(/\/$/, "")}/v1/runners/connect`;
     const ws = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.#credential.bearer()}` },
       maxPayload: RUNNER_LINK_MAX_FRAME_BYTES,
     });
-    this.#ws = ws;
-    ws.on("open", () => {
-      this.#attempt = 0;
-      const hello: RunnerToServer = {
-        version: RUNNER_PROTOCOL_VERSION,
-        type: "hello",
-        payload: {
-          runner_name: this.#o.name,
-          capacity: this.#o.capacity,
-          labels: this.#o.labels,
-          engine: this.#o.engine,
-          sessions: this.#h.sessions(),
-        },
-      };
-      ws.send(JSON.stringify(RunnerToServer.parse(hello)));
-    });
-    ws.on("message", (data) => this.#onMessage(ws, String(data)));
+    let corked: Socket | undefined;
+    const transport: Transport = {
+      get open() {
+        return ws.readyState === WebSocket.OPEN;
+      },
+      get bufferedAmount() {
+        return ws.bufferedAmount;
+      },
+      /**
+       * The messages of one tick (this callback and its promise reactions) leave in one write: a
+       * relayed reply's last chunk and its command's result cost one syscall and one wake-up of
+       * the server, not one each. Nothing waits: the socket is uncorked on the next tick.
+       */
+      send(text) {
+        // ws keeps its socket private; without one (not connected) it is a plain send.
+        const socket = (ws as unknown as { _socket?: Socket | null })._socket;
+        if (socket && corked !== socket) {
+          socket.cork();
+          corked = socket;
+          process.nextTick(() => {
+            corked = undefined;
+            socket.uncork();
+          });
+        }
+        ws.send(text);
+      },
+      close: (code, reason) => ws.close(code, reason),
+    };
+    this.#transport = transport;
+    ws.on("open", () => this.#opened(transport));
+    ws.on("message", (data) => this.#onMessage(transport, String(data)));
     ws.on("unexpected-response", (_req, res) => {
-      const fallback = res.statusCode === 401 && this.#credential.refused();
-      this.#h.log("error", "server refused the runner link", {
-        status: res.statusCode,
-        ...(fallback
-          ? {
-              next: "the server does not know this runner's saved credential: registering again with the runner token",
-            }
-          : {}),
-      });
+      this.#refused(res.statusCode ?? 0);
       // With this listener ws leaves the socket CONNECTING; end it so `close` redials.
       ws.terminate();
     });
     ws.on("error", (error) => this.#h.log("warn", "runner link error", { error: error.message }));
-    ws.on("close", (code, reason) => {
-      this.#attached = false;
-      if (this.#closed) return;
-      // 4003: this runner's name is bound to another credential, or its credential was revoked.
-      if (code === 4003)
-        this.#h.log("error", "server refused this runner's identity", {
-          name: this.#o.name,
-          reason: reason.toString(),
-          hint: `an admin can issue this runner a credential: agent-sessions runners token create ${this.#o.name} (then AGENT_SESSIONS_RUNNER_TOKEN=<it>)`,
-        });
-      const delay = backoffDelay(this.#attempt++, this.#o.backoffBaseMs, this.#o.backoffMaxMs);
-      this.#h.log("warn", "runner link lost; reconnecting", { delayMs: delay, attempt: this.#attempt });
-      setTimeout(() => this.#connect(), delay);
+    ws.on("close", (code, reason) => this.#lost(code, reason.toString()));
+  }
+
+  /** `serve`'s embedded runner: the same link over an in-process channel to the hub. */
+  #connectInProcess(dial: InProcessDial): void {
+    // Until the dial answers, `close()` has nothing to close: it is checked once it does.
+    this.#transport = undefined;
+    dial(this.#credential.bearer()).then(
+      (outcome) => {
+        if (!outcome.ok) {
+          this.#refused(outcome.status, outcome.error.message);
+          this.#lost(CLOSED_ABNORMALLY, "");
+          return;
+        }
+        const channel = outcome.channel;
+        const transport = channelTransport(channel);
+        this.#transport = transport;
+        channel.onMessage((text) => this.#onMessage(transport, text));
+        channel.onClose((code, reason) => this.#lost(code, reason));
+        if (this.#closed) channel.close(1000, "runner shutting down");
+        else this.#opened(transport);
+      },
+      (error: unknown) => {
+        this.#h.log("warn", "runner link error", { error: String(error) });
+        this.#lost(CLOSED_ABNORMALLY, "");
+      },
+    );
+  }
+
+  /** Open: the hello, with this runner's authoritative session set (PROTOCOL.md §2). */
+  #opened(transport: Transport): void {
+    this.#attempt = 0;
+    const hello: RunnerToServer = {
+      version: RUNNER_PROTOCOL_VERSION,
+      type: "hello",
+      payload: {
+        runner_name: this.#o.name,
+        capacity: this.#o.capacity,
+        labels: this.#o.labels,
+        engine: this.#o.engine,
+        sessions: this.#h.sessions(),
+      },
+    };
+    transport.send(JSON.stringify(RunnerToServer.parse(hello)));
+  }
+
+  /** The server refused the link before it opened (the upgrade's HTTP status). */
+  #refused(status: number, message?: string): void {
+    const fallback = status === 401 && this.#credential.refused();
+    this.#h.log("error", "server refused the runner link", {
+      status,
+      ...(message !== undefined ? { error: message } : {}),
+      ...(fallback
+        ? {
+            next: "the server does not know this runner's saved credential: registering again with the runner token",
+          }
+        : {}),
     });
   }
 
-  #onMessage(ws: WebSocket, text: string): void {
+  /** The link closed (or never opened): redial with backoff unless this runner is stopping. */
+  #lost(code: number, reason: string): void {
+    this.#attached = false;
+    this.#transport = undefined;
+    if (this.#closed) return;
+    // 4003: this runner's name is bound to another credential, or its credential was revoked.
+    if (code === 4003)
+      this.#h.log("error", "server refused this runner's identity", {
+        name: this.#o.name,
+        reason,
+        hint: `an admin can issue this runner a credential: agent-sessions runners token create ${this.#o.name} (then AGENT_SESSIONS_RUNNER_TOKEN=<it>)`,
+      });
+    const delay = backoffDelay(this.#attempt++, this.#o.backoffBaseMs, this.#o.backoffMaxMs);
+    this.#h.log("warn", "runner link lost; reconnecting", { delayMs: delay, attempt: this.#attempt });
+    setTimeout(() => this.#connect(), delay);
+  }
+
+  #onMessage(transport: Transport, text: string): void {
     let message: ServerToRunner;
     try {
       message = ServerToRunner.parse(JSON.parse(text));
@@ -234,12 +307,12 @@ export class RunnerLink {
         this.#queue = [];
         this.#queuedBytes = 0;
         this.#dropped = 0;
-        for (const m of queued) this.#write(ws, m);
+        for (const m of queued) transport.send(m);
         this.#h.log("info", "runner attached", { runner_id: this.runnerId, flushed: queued.length, dropped });
         return;
       }
       case "ping":
-        ws.send(
+        transport.send(
           JSON.stringify(
             RunnerToServer.parse({
               version: RUNNER_PROTOCOL_VERSION,
@@ -275,4 +348,17 @@ export class RunnerLink {
   #result(result: CommandResult): void {
     this.send({ version: RUNNER_PROTOCOL_VERSION, type: "result", payload: result });
   }
+}
+
+function channelTransport(channel: LinkChannel): Transport {
+  return {
+    get open() {
+      return channel.open;
+    },
+    get bufferedAmount() {
+      return channel.bufferedAmount;
+    },
+    send: (text) => channel.send(text),
+    close: (code, reason) => channel.close(code, reason),
+  };
 }

@@ -6,9 +6,10 @@ import { parseRunnerConfig, type RunnerConfig } from "./config.ts";
 import { DockerDriver } from "./docker.ts";
 import type { EngineDriver } from "./driver.ts";
 import { KubernetesDriver } from "./kubernetes.ts";
-import { jsonLog, Runner } from "./runner.ts";
+import { jsonLog, Runner, type RunnerOptions } from "./runner.ts";
 
-export async function startRunner(config: RunnerConfig): Promise<Runner> {
+/** `options.dial`: `serve`'s embedded runner reaches its server in process (contracts/runner-channel.ts). */
+export async function startRunner(config: RunnerConfig, options: RunnerOptions = {}): Promise<Runner> {
   const stacks = await StackManager.create(
     {
       dataDir: config.dataDir,
@@ -52,7 +53,7 @@ export async function startRunner(config: RunnerConfig): Promise<Runner> {
       throw new Error(`unknown engine ${String(never)}`);
     }
   }
-  const runner = new Runner(config, driver);
+  const runner = new Runner(config, driver, jsonLog("runner"), options);
   await runner.start();
   return runner;
 }

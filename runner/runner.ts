@@ -5,6 +5,7 @@
 import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
 import { jsonLogger, type Logger } from "../contracts/log.ts";
+import type { InProcessDial } from "../contracts/runner-channel.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../contracts/runner-protocol.ts";
 import { probeAdapter } from "./adapter-probe.ts";
 import { AgentSessions } from "./agent-sessions.ts";
@@ -27,6 +28,11 @@ export const jsonLog = jsonLogger;
 export type RunnerOptions = {
   /** Asks an adapter whether it takes requests (`probe`). @default probeAdapter (GET /readyz) */
   probeAdapter?: (endpoint: string) => Promise<void>;
+  /**
+   * Dial the server in process instead of over a WebSocket to `serverUrl` (`serve`'s embedded
+   * runner; contracts/runner-channel.ts). @default undefined (the WebSocket)
+   */
+  dial?: InProcessDial;
 };
 
 export class Runner {
@@ -104,6 +110,7 @@ export class Runner {
         engine: config.engine,
         capacity: config.capacity,
         labels: config.labels,
+        dial: options.dial,
       },
       { sessions: () => this.sessions.report(), command: (c) => this.#run(c), log },
     );

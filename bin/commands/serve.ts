@@ -5,7 +5,12 @@ import { testbedImage } from "../testbed-image.ts";
 
 const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
 
-/** `serve`: the server and, unless --no-runner, an embedded runner dialing it over loopback. */
+/**
+ * `serve`: the server and, unless --no-runner, an embedded runner. The two share this process,
+ * so the runner's link is an in-process channel (contracts/runner-channel.ts), not a loopback
+ * WebSocket: the same protocol, one socket hop and its wake-ups fewer on every relayed request.
+ * `AGENT_SESSIONS_EMBEDDED_LINK=websocket` keeps the loopback WebSocket (to compare the two).
+ */
 export const serve: Command = {
   name: "serve",
   usage: USAGE,
@@ -51,6 +56,7 @@ export const serve: Command = {
           // The test bed's base image has git: workspaces seeded from repositories (issue 18).
           gitImage: testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image"),
         }),
+        process.env.AGENT_SESSIONS_EMBEDDED_LINK === "websocket" ? {} : { dial: server.dialRunner },
       );
     }
     const shutdown = async () => {

@@ -185,18 +185,26 @@ export class Flight {
           await sse.writeSSE({ event: "error", data: JSON.stringify(await this.#explain(event.error)) });
           return;
         }
-        // The events of one relayed chunk leave in one write (one syscall, one wake-up of the
-        // client, not one per event); the write is awaited before the next chunk is taken.
+        // The events of every relayed chunk already here leave in one write (one syscall, one
+        // wake-up of the client, not one per chunk: the runner's pieces of one read arrive
+        // together); the write is awaited before more are taken.
         let text = "";
-        for (const data of splitter.push(event.data)) {
-          const parsed = StreamEvent.safeParse(parseJson(data));
-          if (!parsed.success) continue; // not part of the contract: never forwarded
-          if (parsed.data.type === "result") this.#result = parsed.data.result;
-          text += sseEvent(parsed.data.type, parsed.data);
+        let done = false;
+        let pending: InboxEvent | undefined = event;
+        while (pending?.kind === "chunk") {
+          for (const data of splitter.push(pending.data)) {
+            const parsed = StreamEvent.safeParse(parseJson(data));
+            if (!parsed.success) continue; // not part of the contract: never forwarded
+            if (parsed.data.type === "result") this.#result = parsed.data.result;
+            text += sseEvent(parsed.data.type, parsed.data);
+          }
+          done = pending.done;
+          pending = done ? undefined : this.#inbox.ready();
         }
         if (text !== "") await sse.write(text);
-        if (event.done) return;
-        event = await this.#inbox.next();
+        if (done) return;
+        // A failure already here is written next; else wait for the next chunk.
+        event = pending ?? (await this.#inbox.next());
       }
     } catch (error) {
       // The client's writer failed: it went away.

@@ -14,6 +14,18 @@ describe("the relay inbox", () => {
     expect(inbox.closed).toBe(true);
   });
 
+  it("hands over what is already here without waiting (a streamed reply's chunks of one read leave in one write)", async () => {
+    const inbox = new RelayInbox();
+    expect(inbox.ready()).toBeUndefined();
+    inbox.push(chunk("a"));
+    inbox.push(chunk("b"));
+    inbox.fail({ code: "DEADLINE_EXCEEDED", message: "late" });
+    expect(inbox.ready()).toMatchObject({ kind: "chunk", data: "a" });
+    expect(inbox.ready()).toMatchObject({ kind: "chunk", data: "b" });
+    expect(inbox.ready()).toMatchObject({ kind: "error", error: { code: "DEADLINE_EXCEEDED" } });
+    expect(inbox.ready()).toBeUndefined();
+  });
+
   it("is bounded on push: past maxBytes nothing more is queued, it fails RESOURCE_EXHAUSTED and says so once", async () => {
     let overflows = 0;
     const inbox = new RelayInbox({ maxBytes: 10, onOverflow: () => overflows++ });

@@ -71,6 +71,11 @@ export class RelayInbox {
     return this.#bytes;
   }
 
+  /** The next event if one is already here (nothing waits). */
+  ready(): InboxEvent | undefined {
+    return this.#items.shift();
+  }
+
   async next(): Promise<InboxEvent> {
     for (;;) {
       const item = this.#items.shift();

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { WebSocket } from "ws";
 import { describeZodError, type ApiErrorBody } from "../../contracts/errors.ts";
 import {
   type CommandResult,
@@ -8,6 +7,7 @@ import {
   ServerToRunner,
 } from "../../contracts/runner-protocol.ts";
 import type { RunnerIdentity } from "./runner-identity.ts";
+import type { RunnerSocket } from "./runner-socket.ts";
 import type { RunnerRecord } from "../store/store.ts";
 
 /** A command's outcome as a value: nothing crosses the link as a throw. */
@@ -21,9 +21,9 @@ type Pending = {
   timer: NodeJS.Timeout;
 };
 
-/** One runner's WebSocket: validated sends, and the commands awaiting its replies. */
+/** One runner's link (its WebSocket, or the embedded runner's channel): validated sends, and the commands awaiting its replies. */
 export class RunnerConnection {
-  readonly ws: WebSocket;
+  readonly socket: RunnerSocket;
   /** What it authenticated with; a credential once its `hello` was admitted (runner-identity.ts). */
   identity: RunnerIdentity;
   /** Set by a valid `hello`. */
@@ -36,13 +36,13 @@ export class RunnerConnection {
   lastSeenAt: number;
   readonly #pending = new Map<string, Pending>();
 
-  constructor(ws: WebSocket, now: number, identity: RunnerIdentity) {
-    this.ws = ws;
+  constructor(socket: RunnerSocket, now: number, identity: RunnerIdentity) {
+    this.socket = socket;
     this.identity = identity;
     this.lastSeenAt = now;
   }
 
-  /** Validate and send one envelope; resolves once written to the socket, never rejects. */
+  /** Validate and send one envelope; resolves once handed to the link, never rejects. */
   send(message: ServerToRunner): Promise<Outcome<undefined>> {
     const parsed = ServerToRunner.safeParse(message);
     if (!parsed.success)
@@ -53,13 +53,13 @@ export class RunnerConnection {
           message: `refusing to send an invalid ${message.type}: ${describeZodError(parsed.error)}`,
         },
       });
-    if (this.ws.readyState !== this.ws.OPEN)
+    if (!this.socket.open)
       return Promise.resolve({
         ok: false,
         error: { code: "UNAVAILABLE", message: "runner link is not open" },
       });
     return new Promise((resolve) => {
-      this.ws.send(JSON.stringify(parsed.data), (error) => {
+      this.socket.send(JSON.stringify(parsed.data), (error) => {
         resolve(
           error
             ? {
@@ -117,8 +117,7 @@ export class RunnerConnection {
   }
 
   close(code: number, reason: string): void {
-    if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING)
-      this.ws.close(code, reason);
+    if (this.socket.closable) this.socket.close(code, reason);
   }
 
   #settle(commandId: string, outcome: Outcome<Record<string, unknown>>): boolean {

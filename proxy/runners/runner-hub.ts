@@ -1,7 +1,8 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import { type WebSocket, WebSocketServer } from "ws";
-import { type ApiErrorBody, describeZodError } from "../../contracts/errors.ts";
+import { type RawData, WebSocketServer } from "ws";
+import { type ApiErrorBody, describeZodError, httpStatusOf } from "../../contracts/errors.ts";
+import { type DialOutcome, inProcessLink } from "../../contracts/runner-channel.ts";
 import {
   RUNNER_LINK_MAX_FRAME_BYTES,
   RUNNER_PROTOCOL_VERSION,
@@ -25,6 +26,12 @@ import {
 import type { SessionJournal } from "../lifecycle/session-journal.ts";
 import type { RunnerRecord, Store } from "../store/store.ts";
 import { CloseCodes, parseEnvelope, rawByteLength, rejectUpgrade } from "./runner-wire.ts";
+import {
+  channelRunnerSocket,
+  type RunnerSocket,
+  type RunnerSocketEvents,
+  webSocketRunnerSocket,
+} from "./runner-socket.ts";
 
 export const RUNNER_CONNECT_PATH = "/v1/runners/connect";
 
@@ -133,7 +140,10 @@ export class RunnerHub {
       (outcome) => {
         if (socket.destroyed) return;
         if (!outcome.ok) rejectUpgrade(socket, outcome.error);
-        else this.#wss.handleUpgrade(request, socket, head, (ws) => this.#onConnection(ws, outcome.identity));
+        else
+          this.#wss.handleUpgrade(request, socket, head, (ws) =>
+            this.#onConnection((events) => webSocketRunnerSocket(ws, events), outcome.identity),
+          );
       },
       (error: unknown) => {
         this.#log("error", "runner link: authentication failed", { error: String(error) });
@@ -144,6 +154,38 @@ export class RunnerHub {
           });
       },
     );
+  }
+
+  /**
+   * `serve`'s embedded runner dials here instead of over loopback (contracts/runner-channel.ts):
+   * its bearer is checked exactly as on the upgrade, and a refusal carries the status the upgrade
+   * would have got. From there the link is the same as a WebSocket's: hello, attach, commands,
+   * heartbeats, backpressure, close and the reattach window.
+   */
+  async dialInProcess(bearer: string): Promise<DialOutcome> {
+    const refuse = (error: ApiErrorBody): DialOutcome => ({
+      ok: false,
+      status: httpStatusOf[error.code],
+      error,
+    });
+    if (this.#closing) return refuse({ code: "UNAVAILABLE", message: "the server is shutting down" });
+    const outcome = await authenticateRunner(
+      `Bearer ${bearer}`,
+      this.#tokens,
+      this.#store,
+      this.#registration,
+    ).catch((error: unknown) => {
+      this.#log("error", "runner link: authentication failed", { error: String(error) });
+      return {
+        ok: false as const,
+        error: { code: "UNAVAILABLE" as const, message: "the server could not check the credential" },
+      };
+    });
+    if (!outcome.ok) return refuse(outcome.error);
+    if (this.#closing) return refuse({ code: "UNAVAILABLE", message: "the server is shutting down" });
+    const { runner, server } = inProcessLink();
+    this.#onConnection((events) => channelRunnerSocket(server, events), outcome.identity);
+    return { ok: true, channel: runner };
   }
 
   async #authenticate(
@@ -254,8 +296,14 @@ export class RunnerHub {
 
   // ── one connection ───────────────────────────────────────────────────────────────────────
 
-  #onConnection(ws: WebSocket, identity: RunnerIdentity): void {
-    const connection = new RunnerConnection(ws, Date.now(), identity);
+  #onConnection(open: (events: RunnerSocketEvents) => RunnerSocket, identity: RunnerIdentity): void {
+    // The link's events reach the handlers below, which close over `connection`.
+    const socket = open({
+      message: (data, isBinary) => onMessage(data, isBinary),
+      error: (error) => this.#log("warn", "runner link: socket error", { error: error.message }),
+      close: (code) => onClose(code),
+    });
+    const connection = new RunnerConnection(socket, Date.now(), identity);
     this.#sockets.add(connection);
     const helloTimer = setTimeout(() => {
       if (!connection.helloSeen) connection.close(CloseCodes.helloExpected, "hello expected");
@@ -265,7 +313,7 @@ export class RunnerHub {
     let queue: Promise<void> = Promise.resolve();
     let queued = 0;
     const enqueue = (what: string, task: () => Promise<void>) => {
-      if (++queued >= INBOX_PAUSE_AT && !ws.isPaused) ws.pause();
+      if (++queued >= INBOX_PAUSE_AT && !socket.isPaused) socket.pause();
       const previous = queue;
       queue = queue
         .then(task)
@@ -273,14 +321,14 @@ export class RunnerHub {
           this.#log("error", `runner link: ${what} failed`, { error: String(error) });
         })
         .finally(() => {
-          if (--queued <= INBOX_RESUME_AT && ws.isPaused) ws.resume();
+          if (--queued <= INBOX_RESUME_AT && socket.isPaused) socket.resume();
         });
       this.#inboxes.delete(previous);
       const tail = queue;
       this.#inboxes.add(tail);
       void tail.then(() => this.#inboxes.delete(tail));
     };
-    ws.on("message", (data, isBinary) => {
+    const onMessage = (data: RawData | string, isBinary: boolean) => {
       connection.lastSeenAt = Date.now();
       const message = parseEnvelope(data, isBinary);
       if (!message.ok) {
@@ -380,9 +428,8 @@ export class RunnerHub {
           return exhaustive;
         }
       }
-    });
-    ws.on("error", (error) => this.#log("warn", "runner link: socket error", { error: error.message }));
-    ws.on("close", (code) => {
+    };
+    const onClose = (code: number) => {
       clearTimeout(helloTimer);
       this.#sockets.delete(connection);
       this.#log("info", "runner link closed", { runner_id: connection.runner?.runner_id, code });
@@ -394,7 +441,7 @@ export class RunnerHub {
         }
         await this.#runnerMutex.run(runnerId, () => this.#detach(connection));
       });
-    });
+    };
   }
 
   /** PROTOCOL.md §2: register, supersede an older link, welcome, reconcile, then accept commands. */
@@ -428,7 +475,7 @@ export class RunnerHub {
         previous.close(CloseCodes.superseded, "superseded by a newer connection");
         await this.#detach(previous);
       }
-      if (connection.ws.readyState !== connection.ws.OPEN) {
+      if (!connection.socket.open) {
         await unissue();
         return [];
       }
@@ -514,7 +561,7 @@ export class RunnerHub {
         this.#log("warn", "runner missed 2 heartbeats; link closed", {
           runner_id: connection.runner?.runner_id,
         });
-        connection.ws.terminate();
+        connection.socket.terminate();
         continue;
       }
       if (!connection.helloSeen) continue;

@@ -28,7 +28,8 @@ export type ParsedEnvelope =
   | { ok: true; envelope: RunnerToServer }
   | { ok: false; reason: string; commandId?: string | undefined };
 
-export function parseEnvelope(data: RawData, isBinary: boolean): ParsedEnvelope {
+/** One message as received: a WebSocket's data, or the in-process channel's text. */
+export function parseEnvelope(data: RawData | string, isBinary: boolean): ParsedEnvelope {
   if (isBinary) return { ok: false, reason: "binary messages are not part of the protocol" };
   let json: unknown;
   try {
@@ -47,12 +48,14 @@ export function parseEnvelope(data: RawData, isBinary: boolean): ParsedEnvelope 
 }
 
 /** Size of a message as received, in bytes. */
-export function rawByteLength(data: RawData): number {
+export function rawByteLength(data: RawData | string): number {
+  if (typeof data === "string") return Buffer.byteLength(data);
   if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
   return data.byteLength;
 }
 
-function rawText(data: RawData): string {
+function rawText(data: RawData | string): string {
+  if (typeof data === "string") return data;
   if (Array.isArray(data)) return Buffer.concat(data).toString("utf8");
   if (data instanceof ArrayBuffer) return Buffer.from(data).toString("utf8");
   return data.toString("utf8");

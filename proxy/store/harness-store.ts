@@ -162,8 +162,12 @@ export type NewHarnessRequest = Pick<
   "namespace" | "name" | "request_id" | "relay_id" | "runner_id" | "container_name"
 > & { now: string };
 
+/**
+ * Admitted: nothing more is read back (the relay already holds the session it checked; a row
+ * read and parsed per request was a measurable share of the server's CPU).
+ */
 export type BeginResult =
-  | { ok: true; session: HarnessRecord }
+  | { ok: true }
   | { ok: false; reason: "not-found" }
   | { ok: false; reason: "not-ready"; session: HarnessRecord }
   | { ok: false; reason: "duplicate" };

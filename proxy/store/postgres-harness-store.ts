@@ -230,7 +230,7 @@ export class PostgresHarnessStore implements HarnessStore {
         const admitted = await this.#db.get(
           `UPDATE harness_sessions SET request_count = request_count + 1, active_requests = active_requests + 1,
              last_activity_time = $1
-           WHERE namespace = $2 AND name = $3 AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING *`,
+           WHERE namespace = $2 AND name = $3 AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING 1 AS admitted`,
           [r.now, r.namespace, r.name],
           tx,
         );
@@ -252,7 +252,7 @@ export class PostgresHarnessStore implements HarnessStore {
         );
         // Throwing rolls the counting back: a duplicate changes nothing.
         if (!inserted) throw new DuplicateRequest();
-        return { ok: true, session: toHarnessRecord(admitted) };
+        return { ok: true };
       });
     } catch (error) {
       if (error instanceof DuplicateRequest) return { ok: false, reason: "duplicate" };

@@ -4,6 +4,8 @@ import { type PageQuery, StoreConflictError } from "./store.ts";
 
 export type Row = Record<string, SQLOutputValue>;
 
+type Batched = { fn: () => unknown; resolve: (value: unknown) => void; reject: (error: unknown) => void };
+
 /**
  * One connection to the server's SQLite file, shared by every store in the process (agent
  * sessions, HarnessSessions, metrics read through them): WAL mode (readers never block the
@@ -13,6 +15,8 @@ export class SqliteDatabase {
   readonly #db: DatabaseSync;
   /** Prepared statements by SQL text: preparing costs more than running a point query. */
   readonly #statements = new Map<string, StatementSync>();
+  /** Writes waiting for this turn's group commit (`batched`). */
+  #batch: Batched[] = [];
 
   constructor(path: string) {
     // The file holds adapter tokens and literal credentials: owner only. SQLite gives its
@@ -27,6 +31,8 @@ export class SqliteDatabase {
   }
 
   close(): void {
+    // Writes already asked for are made before the connection goes.
+    if (this.#batch.length > 0 && this.#db.isOpen) this.#flush();
     this.#statements.clear();
     if (this.#db.isOpen) this.#db.close();
   }
@@ -59,6 +65,52 @@ export class SqliteDatabase {
       this.#db.exec("ROLLBACK");
       throw error;
     }
+  }
+
+  /**
+   * `fn` in one transaction with the other batched writes of this turn of the event loop (group
+   * commit): one BEGIN/COMMIT, its locks and WAL writes (pages shared: the same session's row),
+   * for all of them, not one each. A relayed request makes two writes (admission, settlement);
+   * unbatched, they were ~37 syscalls a request (pwrite and fcntl), more than the whole relay
+   * hop. Each `fn` runs in its own savepoint: one that throws is rolled back alone and rejects
+   * alone. Resolves once committed; the wait is one `setImmediate` (nothing else runs between).
+   */
+  batched<T>(fn: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#batch.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+      if (this.#batch.length === 1) setImmediate(() => this.#flush());
+    });
+  }
+
+  #flush(): void {
+    const batch = this.#batch;
+    this.#batch = [];
+    if (batch.length === 0) return;
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    try {
+      this.transaction(() => {
+        for (const item of batch) {
+          this.#db.exec("SAVEPOINT batched");
+          try {
+            const value = item.fn();
+            this.#db.exec("RELEASE batched");
+            outcomes.push({ ok: true, value });
+          } catch (error) {
+            this.#db.exec("ROLLBACK TO batched");
+            this.#db.exec("RELEASE batched");
+            outcomes.push({ ok: false, error });
+          }
+        }
+      });
+    } catch (error) {
+      for (const item of batch) item.reject(error);
+      return;
+    }
+    batch.forEach((item, i) => {
+      const outcome = outcomes[i];
+      if (outcome?.ok) item.resolve(outcome.value);
+      else item.reject(outcome?.error);
+    });
   }
 
   /** `fn`, with a uniqueness violation turned into a StoreConflictError (another writer won). */

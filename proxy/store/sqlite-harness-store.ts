@@ -266,42 +266,42 @@ export class SqliteHarnessStore implements HarnessStore {
 
   async beginRequest(r: NewHarnessRequest): Promise<BeginResult> {
     try {
-      return this.#begin(r);
+      // Group commit with the other admissions and settlements of this turn (sqlite-database.ts).
+      return await this.#db.batched(() => this.#begin(r));
     } catch (error) {
       if (error instanceof DuplicateRequest) return { ok: false, reason: "duplicate" };
       throw error;
     }
   }
 
+  /** In a savepoint of the batch's transaction: a duplicate rolls its counting back. */
   #begin(r: NewHarnessRequest): BeginResult {
-    return this.#db.transaction((): BeginResult => {
-      const admitted = this.#db.get(
-        `UPDATE harness_sessions SET request_count = request_count + 1, active_requests = active_requests + 1,
-           last_activity_time = ?
-         WHERE namespace = ? AND name = ? AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING *`,
-        [r.now, r.namespace, r.name],
-      );
-      if (!admitted) {
-        const existing = this.#db.get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
-          r.namespace,
-          r.name,
-        ]);
-        return existing
-          ? { ok: false, reason: "not-ready", session: toHarnessRecord(existing) }
-          : { ok: false, reason: "not-found" };
-      }
-      const inserted = this.#db.get(
-        `INSERT INTO harness_requests (namespace, name, request_id, relay_id, runner_id, container_name, started_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING request_id`,
-        [r.namespace, r.name, r.request_id, r.relay_id, r.runner_id, r.container_name, r.now],
-      );
-      if (!inserted) throw new DuplicateRequest();
-      return { ok: true, session: toHarnessRecord(admitted) };
-    });
+    const admitted = this.#db.get(
+      `UPDATE harness_sessions SET request_count = request_count + 1, active_requests = active_requests + 1,
+         last_activity_time = ?
+       WHERE namespace = ? AND name = ? AND phase = 'Ready' AND deletion_requested_at IS NULL RETURNING 1 AS admitted`,
+      [r.now, r.namespace, r.name],
+    );
+    if (!admitted) {
+      const existing = this.#db.get("SELECT * FROM harness_sessions WHERE namespace = ? AND name = ?", [
+        r.namespace,
+        r.name,
+      ]);
+      return existing
+        ? { ok: false, reason: "not-ready", session: toHarnessRecord(existing) }
+        : { ok: false, reason: "not-found" };
+    }
+    const inserted = this.#db.get(
+      `INSERT INTO harness_requests (namespace, name, request_id, relay_id, runner_id, container_name, started_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING request_id`,
+      [r.namespace, r.name, r.request_id, r.relay_id, r.runner_id, r.container_name, r.now],
+    );
+    if (!inserted) throw new DuplicateRequest();
+    return { ok: true };
   }
 
   async finishRequest(f: RequestFinish): Promise<boolean> {
-    return this.#db.transaction(() => {
+    return this.#db.batched(() => {
       const settled = this.#db.run(
         `UPDATE harness_requests SET finished_at = ?, outcome = ?
          WHERE namespace = ? AND name = ? AND request_id = ? AND finished_at IS NULL`,

@@ -4,26 +4,35 @@
  * to become Ready when created and when resumed.
  *
  *   node test/bench/relay-bench.ts [--sessions 3] [--requests 200] [--concurrency 1,50,200]
- *                                   [--baseline <checkout>]
+ *                                   [--embedded in-process,websocket] [--baseline <checkout>]
  *                                   (the test bed must be up: scripts/testbed up node docker pulumi image)
  *
+ * `--embedded`: which `agent-sessions serve` setups (server and its embedded runner in one
+ * process, what a new user runs) are paths beside the standalone runner: `in-process` (the
+ * runner's link an in-memory channel, the default) and `websocket` (the same over a loopback
+ * WebSocket, AGENT_SESSIONS_EMBEDDED_LINK=websocket: how `serve` linked its runner before);
+ * `--embedded none` for neither. Each runs its own server and session of the same image.
  * `--baseline`: another checkout (e.g. `git worktree add /tmp/base <commit>`, node_modules linked)
  * runs a second server and runner with a session of its own; its relay is one more path, `base`,
  * taking its turns in the same rounds (today's relay beside the one before, in one run).
  *
  * The system is real: `agent-sessions serve --no-runner` and a separate `agent-sessions runner`
- * over the WebSocket, Pulumi stacks on the real dockerd, the reference image (v1alpha2 adapter),
- * the loopback model server on our bridge in its fast mode ("[fast]": no pause between streamed
- * words), so the model is not what is measured.
+ * over the WebSocket (and `agent-sessions serve` with its embedded runner), Pulumi stacks on the
+ * real dockerd, the reference image (v1alpha2 adapter), the loopback model server on our bridge in
+ * its fast mode ("[fast]": no pause between streamed words), so the model is not what is measured.
  *
  * 1. Latency to Ready, session by session (one at a time): PUT HarnessSession → phase Ready
  *    (a Pulumi `up` of volume, network and container, the adapter's readiness, the agent session
  *    started), then PATCH stopped → Stopped, then PATCH running → Ready again. Status polled every
  *    50 ms. p50 and p99 (nearest rank).
- * 2. Relay, per request, from the first byte sent to the last byte of the reply, three paths (four with `--baseline`) to
- *    one session's adapter:
- *      proxy  client → server (POST /v1/namespaces/default/harnesssessions/{name}/requests)
- *             → runner (WebSocket) → adapter (undici) and back, with the server's accounting;
+ * 2. Relay, per request, from the first byte sent to the last byte of the reply, these paths to
+ *    a session's adapter:
+ *      runner client → server (POST /v1/namespaces/default/harnesssessions/{name}/requests)
+ *             → standalone runner process (WebSocket) → adapter (undici) and back, with the
+ *             server's accounting;
+ *      embedded, embedded-ws
+ *             the same through `agent-sessions serve` and its embedded runner, linked in process
+ *             or over loopback (`--embedded`; a session of their own, same image);
  *      chp    client → configurable-http-proxy (JupyterHub's proxy, default target the adapter)
  *             → adapter;
  *      direct client → adapter (`POST http://<container IP>:8080/v1/requests` with the
@@ -55,9 +64,13 @@ const { values: args } = parseArgs({
     sessions: { type: "string", default: "3" },
     requests: { type: "string", default: "200" },
     concurrency: { type: "string", default: "1,50,200" },
+    embedded: { type: "string", default: "in-process,websocket" },
     baseline: { type: "string" },
   },
 });
+const EMBEDDED = args.embedded === "none" ? [] : args.embedded.split(",");
+if (EMBEDDED.some((e) => e !== "in-process" && e !== "websocket"))
+  throw new Error(`--embedded: in-process, websocket (comma-separated) or none, got ${args.embedded}`);
 const SESSIONS = Number(args.sessions);
 const REQUESTS = Number(args.requests);
 const CONCURRENCY = args.concurrency.split(",").map(Number);
@@ -89,6 +102,12 @@ function percentile(values: number[], p: number): number {
 
 const system = new System();
 const base = args.baseline === undefined ? undefined : new System(undefined, {}, args.baseline);
+/** `serve` with its embedded runner, per link kind: path name, its system, its session. */
+const embeddedPaths = EMBEDDED.map((link) => ({
+  path: link === "in-process" ? "embedded" : "embedded-ws",
+  system: new System(undefined, link === "websocket" ? { AGENT_SESSIONS_EMBEDDED_LINK: "websocket" } : {}),
+  session: `${PREFIX}-${link === "in-process" ? "emb" : "embws"}`,
+}));
 let model: ModelServer | undefined;
 let chp: ChildProcess | undefined;
 const created: string[] = [];
@@ -307,18 +326,49 @@ function printCells(cells: Cell[]): void {
   }
 }
 
-/** The baseline's Agent and one session of it, Ready; its container. */
-async function baselineSession(b: System): Promise<string> {
-  await b.startServer();
-  await b.startRunner();
+/**
+ * The table the README carries: per mode, one client's p50 (and its overhead over direct), and at
+ * each higher concurrency the throughput with its ratio to direct.
+ */
+function printSummary(cells: Cell[]): void {
+  const paths = [...new Set(cells.map((c) => c.target))];
+  console.log(`\nsummary (p50 at 1 client, overhead over direct in brackets; req/s above, × direct):`);
+  console.log(`  ${"mode".padEnd(9)}${"conc".padStart(5)}  ${paths.map((p) => p.padStart(18)).join("")}`);
+  for (const stream of [false, true])
+    for (const concurrency of CONCURRENCY) {
+      const of = (path: string) =>
+        cells.find((c) => c.target === path && c.stream === stream && c.concurrency === concurrency);
+      const direct = of("direct");
+      if (!direct) continue;
+      const figure = (c: Cell | undefined): string => {
+        if (!c || c.latencies.length === 0) return "-";
+        if (concurrency === 1) {
+          const p50 = percentile(c.latencies, 50);
+          return c === direct
+            ? `${p50.toFixed(2)} ms`
+            : `${p50.toFixed(2)} (+${(p50 - percentile(direct.latencies, 50)).toFixed(2)})`;
+        }
+        const rate = c.latencies.length / c.seconds;
+        const directRate = direct.latencies.length / direct.seconds;
+        return c === direct
+          ? `${rate.toFixed(0)} req/s`
+          : `${rate.toFixed(0)} (${(rate / directRate).toFixed(2)}×)`;
+      };
+      console.log(
+        `  ${(stream ? "streamed" : "plain").padEnd(9)}${String(concurrency).padStart(5)}  ${paths.map((p) => figure(of(p)).padStart(18)).join("")}`,
+      );
+    }
+}
+
+/** On another system (already started): the Agent and one session of it, Ready; its container. */
+async function sessionOn(b: System, what: string, name: string): Promise<string> {
   const bmust = async (method: string, path: string, body?: unknown) => {
     const res = await b.call(method, path, body);
     if (res.status >= 300)
-      throw new Error(`baseline ${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+      throw new Error(`${what} ${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
     return res.body;
   };
   await bmust("PUT", `${NS}/agents/${PREFIX}`, agentSpec());
-  const name = `${PREFIX}-base`;
   await bmust("PUT", `${NS}/harnesssessions/${name}`, {
     apiVersion: API,
     kind: "HarnessSession",
@@ -329,10 +379,10 @@ async function baselineSession(b: System): Promise<string> {
   while (performance.now() < deadline) {
     const s = await bmust("GET", `${NS}/harnesssessions/${name}`);
     if (s.status?.phase === "Ready") return s.status.containerName;
-    if (s.status?.phase === "Failed") throw new Error(`baseline ${name} Failed`);
+    if (s.status?.phase === "Failed") throw new Error(`${what} ${name} Failed`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`baseline ${name} did not become Ready`);
+  throw new Error(`${what} ${name} did not become Ready`);
 }
 
 function agentSpec(): unknown {
@@ -349,7 +399,10 @@ function agentSpec(): unknown {
   };
 }
 
-async function relay(container: string, baseContainer: string | undefined): Promise<Cell[]> {
+/** A path through one of our servers to its session (besides the standalone runner's). */
+type ExtraPath = { path: string; system: System; session: string; container: string };
+
+async function relay(container: string, extra: ExtraPath[]): Promise<Cell[]> {
   const docker = dockerClient();
   const inspected = await docker.getContainer(container).inspect();
   const token = (inspected.Config.Env ?? [])
@@ -368,21 +421,20 @@ async function relay(container: string, baseContainer: string | undefined): Prom
     { name: "direct", url: `http://${adapter}/v1/requests`, token, dispatcher: dispatcher() },
     { name: "chp", url: `${chpUrl}/v1/requests`, token, dispatcher: dispatcher() },
     {
-      name: "proxy",
+      name: "runner",
       url: `${system.url}${NS}/harnesssessions/${PREFIX}-0/requests`,
       token: system.adminToken,
       dispatcher: dispatcher(),
     },
-  ];
-  if (base && baseContainer)
-    targets.push({
-      name: "base",
-      url: `${base.url}${NS}/harnesssessions/${PREFIX}-base/requests`,
-      token: base.adminToken,
+    ...extra.map((e) => ({
+      name: e.path,
+      url: `${e.system.url}${NS}/harnesssessions/${e.session}/requests`,
+      token: e.system.adminToken,
       dispatcher: dispatcher(),
-    });
+    })),
+  ];
   const resetConversation = async () => {
-    for (const c of baseContainer ? [container, baseContainer] : [container]) {
+    for (const c of [container, ...extra.map((e) => e.container)]) {
       const r = await dockerExec(docker.getContainer(c), [
         "/bin/node",
         "-e",
@@ -435,9 +487,26 @@ try {
   await must("PUT", `${NS}/agents/${PREFIX}`, agentSpec());
   console.log(`relay bench: ${SESSIONS} session(s), data ${system.dataDir}\n\nlatency to Ready:`);
   const { create, resume, container } = await lifecycle();
-  const baseContainer = base ? await baselineSession(base) : undefined;
-  if (base) console.log(`baseline: ${args.baseline}, server ${base.url}, container ${baseContainer}`);
-  const cells = await relay(container, baseContainer);
+  const extra: ExtraPath[] = [];
+  for (const e of embeddedPaths) {
+    await e.system.startEmbedded();
+    extra.push({ ...e, container: await sessionOn(e.system, e.path, e.session) });
+    console.log(
+      `${e.path}: agent-sessions serve (embedded runner), server ${e.system.url}, container ${extra.at(-1)?.container}`,
+    );
+  }
+  if (base) {
+    await base.startServer();
+    await base.startRunner();
+    extra.push({
+      path: "base",
+      system: base,
+      session: `${PREFIX}-base`,
+      container: await sessionOn(base, "baseline", `${PREFIX}-base`),
+    });
+    console.log(`baseline: ${args.baseline}, server ${base.url}, container ${extra.at(-1)?.container}`);
+  }
+  const cells = await relay(container, extra);
   console.log(`\nlatency to Ready over ${SESSIONS} session(s) (status polled every 50 ms):`);
   for (const [what, values] of [
     ["create→Ready", create],
@@ -450,6 +519,7 @@ try {
     `\nrelay latency, first byte sent → last byte of the reply; model in fast mode; max(${REQUESTS}, 4 × concurrency) requests per path and cell in ${ROUNDS} rounds:`,
   );
   printCells(cells);
+  printSummary(cells);
 } finally {
   chp?.kill("SIGTERM");
   for (const name of created)
@@ -457,13 +527,21 @@ try {
       console.error(`deleting ${name}: ${e}`),
     );
   await call("DELETE", `${NS}/agents/${PREFIX}`).catch(() => undefined);
-  if (base?.server) {
-    await base
-      .call("DELETE", `${NS}/harnesssessions/${PREFIX}-base`)
-      .catch((e) => console.error(`deleting the baseline session: ${e}`));
-    await base.call("DELETE", `${NS}/agents/${PREFIX}`).catch(() => undefined);
-    await base.stop();
-    rmSync(base.dataDir, { recursive: true, force: true });
+  const others = [
+    ...embeddedPaths.map((e) => ({ what: e.path, system: e.system, session: e.session })),
+    ...(base ? [{ what: "baseline", system: base, session: `${PREFIX}-base` }] : []),
+  ];
+  const otherLogs = others.map(
+    (o) =>
+      `--- ${o.what} (server${o.what === "baseline" ? "" : " and its embedded runner"}) ---\n${(o.system.server?.logs ?? []).join("")}`,
+  );
+  for (const o of others) {
+    if (!o.system.server) continue;
+    await o.system
+      .call("DELETE", `${NS}/harnesssessions/${o.session}`)
+      .catch((e) => console.error(`deleting the ${o.what} session: ${e}`));
+    await o.system.call("DELETE", `${NS}/agents/${PREFIX}`).catch(() => undefined);
+    await o.system.stop();
   }
   // The processes' logs outlive the run (a failed request is read there); the data goes.
   const logs = join(tmpdir(), `relay-bench-${PREFIX}.log`);
@@ -471,10 +549,12 @@ try {
     logs,
     (["server", "runner"] as const)
       .map((w) => `--- ${w} ---\n${(system[w]?.logs ?? []).join("")}`)
+      .concat(otherLogs)
       .join("\n"),
   );
   await system.stop();
   await model?.close();
-  rmSync(system.dataDir, { recursive: true, force: true });
+  for (const s of [system, ...others.map((o) => o.system)])
+    rmSync(s.dataDir, { recursive: true, force: true });
   console.log(`\nserver and runner logs: ${logs}`);
 }
