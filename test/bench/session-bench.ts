@@ -213,8 +213,10 @@ try {
     const fast = p50(samples.fast[step]);
     const label =
       step === "idle" ? "idle stop, past idleTimeout" : step === "heal" ? "killed → Ready again" : `${step}`;
-    const perFloor = step === "idle" || step === "stop" ? "–" : (fast / floorP50).toFixed(2);
-    console.log(`| ${label} | ${f(full)} | ${f(fast)} | ${(fast / full).toFixed(2)} | ${perFloor} |`);
+    const perFloor =
+      step === "idle" || step === "stop" || step === "settle" ? "–" : (fast / floorP50).toFixed(2);
+    const perFull = step === "settle" ? "–" : (fast / full).toFixed(2);
+    console.log(`| ${label} | ${f(full)} | ${f(fast)} | ${perFull} | ${perFloor} |`);
   }
 } finally {
   for (const [path, system] of Object.entries(systems)) {
