@@ -37,6 +37,9 @@ const system = new System(undefined, {
   AGENT_SESSIONS_REATTACH_WINDOW_MS: String(WINDOW_MS),
   // Keep every frame of the test in the buffer, so a replay from 0 is the whole truth.
   AGENT_SESSIONS_FRAME_BUFFER_SIZE: "200000",
+  // The server is killed while a provisioning is in flight: every step a full `pulumi up` (the
+  // fast path would answer a first create within the 3 s the test waits before the kill).
+  AGENT_SESSIONS_FAST_PATH: "off",
 });
 const provisioned = new Set<string>();
 const followers: SessionFollower[] = [];
