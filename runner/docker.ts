@@ -67,6 +67,7 @@ export class DockerDriver implements EngineDriver {
 
   readonly workspace: DockerWorkspaceFiles;
   readonly #fastPath: boolean;
+  readonly #createsFast: boolean;
   readonly #log: DriverLog;
   /** What each workspace's stack records, and the background `up`s recording fast-path changes. */
   readonly #records: FastPathRecords;
@@ -78,6 +79,8 @@ export class DockerDriver implements EngineDriver {
     stacks: StackManager,
     options: {
       fastPath?: boolean;
+      /** A first create takes the fast path too (runner/docker-fast-create.ts). @default false */
+      fastCreate?: boolean;
       log?: DriverLog;
       /** The digest-pinned image a workspace is seeded from a repository with (runner/docker-repo-seed.ts). */
       gitImage?: string | undefined;
@@ -88,6 +91,7 @@ export class DockerDriver implements EngineDriver {
     this.workspace = new DockerWorkspaceFiles(docker, options.gitImage);
     this.#stacks = stacks;
     this.#fastPath = options.fastPath ?? true;
+    this.#createsFast = this.#fastPath && (options.fastCreate ?? false);
     this.#log = options.log ?? (() => undefined);
     this.#records = new FastPathRecords(this.#log);
   }
@@ -188,7 +192,7 @@ export class DockerDriver implements EngineDriver {
       }
     }
     // A first create (no stack yet, nothing recorded here): made at once, recorded behind.
-    if (this.#fastPath && !last && !(await this.#stacks.exists(spec.namespace, spec.name))) {
+    if (this.#createsFast && !last && !(await this.#stacks.exists(spec.namespace, spec.name))) {
       const fast = await this.#fastCreate(containerName, spec, secrets, key);
       if (fast) {
         await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
@@ -267,8 +271,15 @@ export class DockerDriver implements EngineDriver {
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     const cached = this.#endpoints.get(containerName);
     if (cached) return cached;
-    // After a runner restart: the last `up`'s outputs, kept until the workload goes.
-    const { endpoint } = await this.#stacks.outputs(p.namespace, p.name);
+    // After a runner restart: the running container's address on its session network (a fast
+    // path's recording may not have finished before the previous process died), else the last
+    // `up`'s outputs, kept until the workload goes.
+    const running = await this.#runningContainer(containerName);
+    // The session network is named after the workload (infra/docker-provider/session-network.ts).
+    const ip = running?.NetworkSettings.Networks[`${containerName}-net`]?.IPAddress;
+    const endpoint = ip
+      ? `${ip}:${ADAPTER_PORT}`
+      : (await this.#stacks.outputs(p.namespace, p.name)).endpoint;
     if (endpoint) this.#endpoints.set(containerName, endpoint);
     return endpoint;
   }
@@ -276,10 +287,23 @@ export class DockerDriver implements EngineDriver {
   async adapterToken(containerName: string): Promise<string | undefined> {
     const p = await this.#placement(containerName);
     if (!p) return undefined;
-    return this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
+    const recorded = await this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code === "NOT_FOUND") return undefined;
       throw e;
     });
+    if (recorded) return recorded;
+    // A fast path's recording that never finished (the previous process died): the token this
+    // runner gave the running container it made.
+    const env = (await this.#runningContainer(containerName))?.Config.Env ?? [];
+    return env.find((e) => e.startsWith("ADAPTER_TOKEN="))?.slice("ADAPTER_TOKEN=".length) || undefined;
+  }
+
+  async #runningContainer(containerName: string): Promise<Docker.ContainerInspectInfo | undefined> {
+    const info = await this.#docker
+      .getContainer(containerName)
+      .inspect()
+      .catch(() => undefined);
+    return info?.State.Running ? info : undefined;
   }
 
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
