@@ -84,7 +84,8 @@ export function urnOf(resource: JudgedInput): string {
   return `urn:pulumi:test::agent-sessions::${resource.type}::${resource.name}`;
 }
 
-function resourceArgs(resource: JudgedInput, config: Record<string, unknown>): ResourceValidationArgs {
+/** What a resource under validation and a resource of the stack both carry. */
+function described(resource: JudgedInput) {
   const props = unknownCheckingProxy(structuredClone(resource.props)) as Record<string, unknown>;
   return {
     type: resource.type,
@@ -92,27 +93,23 @@ function resourceArgs(resource: JudgedInput, config: Record<string, unknown>): R
     urn: urnOf(resource),
     name: resource.name,
     opts: { protect: false, ignoreChanges: [], aliases: [], customTimeouts, additionalSecretOutputs: [] },
+    isType: (resourceClass: object) => pulumiTypeOf(resourceClass) === resource.type,
+    asType: (resourceClass: object) =>
+      pulumiTypeOf(resourceClass) === resource.type ? (props as never) : undefined,
+  };
+}
+
+function resourceArgs(resource: JudgedInput, config: Record<string, unknown>): ResourceValidationArgs {
+  return {
+    ...described(resource),
     stackTags: new Map(),
-    isType: (resourceClass) => pulumiTypeOf(resourceClass) === resource.type,
-    asType: (resourceClass) => (pulumiTypeOf(resourceClass) === resource.type ? (props as never) : undefined),
     getConfig: <T extends object>() => config as T,
     notApplicable,
   };
 }
 
 function policyResource(resource: JudgedInput): PolicyResource {
-  const props = unknownCheckingProxy(structuredClone(resource.props)) as Record<string, unknown>;
-  return {
-    type: resource.type,
-    props,
-    urn: urnOf(resource),
-    name: resource.name,
-    opts: { protect: false, ignoreChanges: [], aliases: [], customTimeouts, additionalSecretOutputs: [] },
-    dependencies: [],
-    propertyDependencies: {},
-    isType: (resourceClass) => pulumiTypeOf(resourceClass) === resource.type,
-    asType: (resourceClass) => (pulumiTypeOf(resourceClass) === resource.type ? (props as never) : undefined),
-  };
+  return { ...described(resource), dependencies: [], propertyDependencies: {} };
 }
 
 const customTimeouts = { createSeconds: 0, updateSeconds: 0, deleteSeconds: 0 };
