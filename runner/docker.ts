@@ -79,7 +79,7 @@ export class DockerDriver implements EngineDriver {
     stacks: StackManager,
     options: {
       fastPath?: boolean;
-      /** A first create takes the fast path too (runner/docker-fast-create.ts). @default false */
+      /** A first create takes the fast path too (runner/docker-fast-create.ts). @default fastPath */
       fastCreate?: boolean;
       log?: DriverLog;
       /** The digest-pinned image a workspace is seeded from a repository with (runner/docker-repo-seed.ts). */
@@ -91,7 +91,7 @@ export class DockerDriver implements EngineDriver {
     this.workspace = new DockerWorkspaceFiles(docker, options.gitImage);
     this.#stacks = stacks;
     this.#fastPath = options.fastPath ?? true;
-    this.#createsFast = this.#fastPath && (options.fastCreate ?? false);
+    this.#createsFast = this.#fastPath && (options.fastCreate ?? true);
     this.#log = options.log ?? (() => undefined);
     this.#records = new FastPathRecords(this.#log);
   }
@@ -287,15 +287,15 @@ export class DockerDriver implements EngineDriver {
   async adapterToken(containerName: string): Promise<string | undefined> {
     const p = await this.#placement(containerName);
     if (!p) return undefined;
-    const recorded = await this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
+    // A running container's own token first: it is the one its adapter checks, and it is there
+    // even when the stack never recorded it (a fast path's recording that died with its process).
+    const env = (await this.#runningContainer(containerName))?.Config.Env ?? [];
+    const running = env.find((e) => e.startsWith("ADAPTER_TOKEN="))?.slice("ADAPTER_TOKEN=".length);
+    if (running) return running;
+    return this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code === "NOT_FOUND") return undefined;
       throw e;
     });
-    if (recorded) return recorded;
-    // A fast path's recording that never finished (the previous process died): the token this
-    // runner gave the running container it made.
-    const env = (await this.#runningContainer(containerName))?.Config.Env ?? [];
-    return env.find((e) => e.startsWith("ADAPTER_TOKEN="))?.slice("ADAPTER_TOKEN=".length) || undefined;
   }
 
   async #runningContainer(containerName: string): Promise<Docker.ContainerInspectInfo | undefined> {

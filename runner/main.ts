@@ -30,9 +30,8 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
       driver = new DockerDriver(dockerClient(config.dockerHost), stacks, {
         // Stop/resume act on the engine at once and record the stack afterwards (runner/docker.ts).
         fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
-        // A first create made at once too: opt-in until a restarted serve finds such a session
-        // (its recording cut short by the kill) answering again (test/engine/serve-restart.test.ts (a)).
-        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE === "on",
+        // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
+        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",
         log: jsonLog("docker"),
         gitImage: config.gitImage,
       });

@@ -301,6 +301,9 @@ export class StackManager {
     try {
       return await getConfigValue(this.#cli(), stackName, file, ConfigKeys.adapterToken);
     } catch (error) {
+      // A stack made but never `up`-ed to the end (its first recording died with its process).
+      if (/configuration key '[^']+' not found/.test(String((error as Error)?.message)))
+        throw new StackError("NOT_FOUND", `stack ${stackName} records no adapter token`);
       this.#log("error", "stack config failed", {
         stack: stackName,
         engine: redactCommandText(String((error as Error).message)).slice(-2000),

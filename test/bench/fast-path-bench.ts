@@ -53,7 +53,7 @@ function makeDrivers(): { full: Driver; fast: Driver } {
   if (engine === "docker")
     return {
       full: new DockerDriver(docker, manager, { fastPath: false }),
-      fast: new DockerDriver(docker, manager, { fastPath: true, fastCreate: true }),
+      fast: new DockerDriver(docker, manager, { fastPath: true }),
     };
   const kc = new KubeConfig();
   kc.loadFromDefault();

@@ -67,7 +67,7 @@ function p50(values: number[]): number {
 const runnerArgs = ["--engine", engine];
 const systems: Record<Path, System> = {
   full: new System(undefined, { AGENT_SESSIONS_FAST_PATH: "off", BENCH_MODEL_KEY: "bench" }),
-  fast: new System(undefined, { AGENT_SESSIONS_FAST_CREATE: "on", BENCH_MODEL_KEY: "bench" }),
+  fast: new System(undefined, { BENCH_MODEL_KEY: "bench" }),
 };
 const samples: Record<Path, Record<Step, number[]>> = {
   full: { create: [], stop: [], resume: [], heal: [], idle: [], settle: [] },

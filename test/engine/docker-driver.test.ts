@@ -91,7 +91,6 @@ async function expectNoDrift(after: string): Promise<void> {
 beforeAll(async () => {
   ({ manager: stacks } = await stackManagerFor(join(dataDir, "runner")));
   driver = new DockerDriver(docker, stacks, {
-    fastCreate: true,
     log: (level, msg) => logs.push({ level, msg }),
   });
 });
