@@ -2,13 +2,14 @@
  * When a HarnessSession whose workload or agent exited unexpectedly is restarted, and when it has
  * crashed too often to go on (CrashLoop). The controller asks; this module only decides.
  *
- * Like a kubelet's CrashLoopBackOff: restart n (counted since the session last ran undisturbed
- * for `resetAfterMs`) waits `backoffMs · 2^(n-1)`, capped at `maxBackoffMs`; the restart after
+ * Like a kubelet's CrashLoopBackOff: the first restart (counted since the session last ran
+ * undisturbed for `resetAfterMs`) is at once, restart n > 1 waits `backoffMs · 2^(n-2)`, capped at
+ * `maxBackoffMs`; the restart after
  * `maxRestarts` such restarts is refused and the session is Failed/CrashLoop until its spec is
  * written again.
  */
 export type RestartPolicy = {
-  /** The first restart's delay. @default 1000 */
+  /** The second restart's delay (the first is at once), doubled for each one after. @default 1000 */
   backoffMs: number;
   /** The longest delay. @default 60000 */
   maxBackoffMs: number;
@@ -41,7 +42,8 @@ export function decideRestart(policy: RestartPolicy, history: RestartHistory, no
   const previous = ranUndisturbed ? 0 : history.consecutive;
   if (previous >= policy.maxRestarts) return { action: "crashLoop", consecutive: previous };
   const consecutive = previous + 1;
-  const delayMs = Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** (consecutive - 1));
+  // One crash in a while is healed at once; only a crash that follows a restart backs off.
+  const delayMs = consecutive === 1 ? 0 : Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** (consecutive - 2));
   return {
     action: "restart",
     delayMs,

@@ -16,8 +16,8 @@
  *   stop     PATCH desiredState stopped → phase Stopped
  *   resume   PATCH desiredState running → phase Ready
  *   heal     the workload killed outside (docker kill / the pod deleted) → Ready again by itself
- *            (restartCount one higher); from the kill, which the engine reports at once. The
- *            server's first restart back-off (AGENT_SESSIONS_RESTART_BACKOFF_MS, 1 s) is in it.
+ *            (restartCount one higher); from the kill, which the engine reports at once (a
+ *            first restart has no back-off; each run's session is new, so it is a first one).
  *   idle     idleTimeout 3s, one request answered → phase Stopped; what is shown is the time past
  *            the idle timeout (from the reply's end).
  * Each step starts once the previous one settled (the fast path's background recording `up`
