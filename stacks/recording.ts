@@ -6,7 +6,7 @@
  * for it to go. A marker of a process that is gone counts as settled: nothing will finish it (the
  * next operation of a new runner takes the full path and reconciles).
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { SETTINGS_DIR } from "./stack-settings.ts";
 import { alive } from "./stale-lock.ts";
@@ -39,4 +39,14 @@ export async function waitRecorded(dataDir: string, stackName: string, timeoutMs
     await new Promise((r) => setTimeout(r, 100));
   }
   return true;
+}
+
+/** The stacks under `dataDir` whose recording a live process still has pending. */
+export function pendingRecordings(dataDir: string): string[] {
+  const dir = join(dataDir, SETTINGS_DIR);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".recording"))
+    .map((f) => f.slice(0, -".recording".length))
+    .filter((stackName) => !recorded(dataDir, stackName));
 }

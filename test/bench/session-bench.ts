@@ -27,9 +27,10 @@
  * written to session-bench-<path>.log in the temp dir at the end.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { pendingRecordings } from "../../stacks/recording.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { dockerProbe, type EngineProbe, kubernetesProbe } from "../support/engine-probes.ts";
@@ -99,9 +100,9 @@ const phase = (p: string) => (s: Json) => s.status?.phase === p;
 
 /** Waits for the runner's pending recordings (fast path) to finish; ms waited. */
 async function settled(system: System): Promise<number> {
-  const dir = join(system.dataDir, "runner", "stack-settings");
+  const dir = join(system.dataDir, "runner");
   const t0 = performance.now();
-  while (existsSync(dir) && readdirSync(dir).some((f) => f.endsWith(".recording"))) {
+  while (pendingRecordings(dir).length > 0) {
     if (performance.now() - t0 > TIMEOUT_MS) throw new Error(`recordings in ${dir} never finished`);
     await new Promise((r) => setTimeout(r, POLL_MS));
   }

@@ -12,6 +12,7 @@ import type { Frame } from "../../contracts/compass.ts";
 import { API_VERSION } from "../../contracts/resources.ts";
 import { Labels } from "../../contracts/session-spec.ts";
 import { StackManager } from "../../stacks/index.ts";
+import { pendingRecordings } from "../../stacks/recording.ts";
 import { sseEvents } from "./sse.ts";
 import type { SseEvent, System } from "./system.ts";
 
@@ -108,8 +109,17 @@ export async function agentPids(container: string): Promise<number[]> {
     .map((line) => Number(line.trim().split(/\s+/)[0]));
 }
 
-/** The session stacks in the runner's Pulumi backend (`<system>/runner`). */
+/**
+ * The session stacks in the runner's Pulumi backend (`<system>/runner`), once the runner's pending
+ * recordings finished (a fast create answers before its stack exists: its recording makes it).
+ */
 export async function stacksOf(system: System): Promise<string[]> {
+  const runnerDir = join(system.dataDir, "runner");
+  const deadline = Date.now() + 300_000;
+  while (pendingRecordings(runnerDir).length > 0) {
+    if (Date.now() > deadline) throw new Error(`recordings never finished: ${pendingRecordings(runnerDir)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
   const manager = await StackManager.create(
     { dataDir: join(system.dataDir, "runner"), env: { DOCKER_HOST: process.env.DOCKER_HOST ?? "" } },
     { log: () => {} },
