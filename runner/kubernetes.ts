@@ -16,8 +16,14 @@
  * credentials and token) at scale 0 and every object of the session is still there, scales it to
  * 1 and answers once the pod is Ready (kubernetes-scale.ts). Either way the same `up` the full
  * path runs then records the change in the background, and the session's next operation waits for
- * it. Anything else — a first create, a changed spec or credentials, an object gone, a runner
- * that restarted since, a failed recording — takes the full path through `pulumi up`.
+ * it; then the runner's claim on the fields it wrote is released (kubernetes-fast-create.ts).
+ *
+ * A heal (the pod deleted, its container dead, while the stack records replicas 1 with the same
+ * inputs and every object is there) runs no `up` at all: the Deployment already makes the new pod;
+ * provision waits for it to be Ready and served by the Service. A first create takes the fast path
+ * too when `fastCreate` is on (kubernetes-fast-create.ts: judged by the pack in process, applied
+ * at once, recorded behind). Anything else — a changed spec or credentials, an object gone, a
+ * runner that restarted since, a failed recording — takes the full path through `pulumi up`.
  */
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, NetworkingV1Api } from "@kubernetes/client-node";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
@@ -30,6 +36,8 @@ import { KubernetesWorkspaceFiles } from "./kubernetes-workspace.ts";
 import { noGitImage } from "./repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./kubernetes-pod-watch.ts";
 import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./kubernetes-scale.ts";
+import { fastCreateKubernetes, releaseRunnerFields } from "./kubernetes-fast-create.ts";
+import { probeAdapter } from "./adapter-probe.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "./fast-path.ts";
 import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
 
@@ -62,8 +70,12 @@ export type KubernetesDriverOptions = {
    * (kubernetes-workspace.ts). Unset: no sidecar, and those answer UNIMPLEMENTED.
    */
   workspaceImage?: string | undefined;
-  /** Stop and resume act on the cluster at once and record the stack afterwards. @default true */
+  /** Stop, resume and heal act on the cluster at once and record the stack afterwards. @default true */
   fastPath?: boolean;
+  /** A first create takes the fast path too (runner/kubernetes-fast-create.ts). @default false */
+  fastCreate?: boolean;
+  /** How a fast create or heal asks the adapter whether it serves (tests replace it). @default probeAdapter */
+  probeAdapter?: (endpoint: string, timeoutMs: number) => Promise<void>;
   log?: DriverLog;
 };
 
@@ -73,6 +85,11 @@ const FAST_POLL_MS = 100;
 const STOP_SETTLE_MS = 10_000;
 /** How long a fast resume waits for its Service to list the Ready pod before it answers anyway. */
 const ROUTE_SETTLE_MS = 10_000;
+/**
+ * How long a fast create or heal waits for the adapter to answer through the ClusterIP (kube-proxy
+ * programs it after the endpoints list the pod) before it answers anyway.
+ */
+const SERVE_SETTLE_MS = 15_000;
 
 /** A pod the runner can exec into: Running, Ready, not being deleted. */
 export function isPodReady(pod: V1Pod): boolean {
@@ -114,6 +131,8 @@ export class KubernetesDriver implements EngineDriver {
   readonly #workspaceImage: string | undefined;
   readonly workspace: KubernetesWorkspaceFiles | undefined;
   readonly #fastPath: boolean;
+  readonly #createsFast: boolean;
+  readonly #probeAdapter: (endpoint: string, timeoutMs: number) => Promise<void>;
   readonly #log: DriverLog;
   /** What each workspace's stack records, and the background `up`s recording fast-path changes. */
   readonly #records: FastPathRecords;
@@ -143,6 +162,8 @@ export class KubernetesDriver implements EngineDriver {
         })
       : undefined;
     this.#fastPath = options.fastPath ?? true;
+    this.#createsFast = this.#fastPath && (options.fastCreate ?? false);
+    this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = options.log ?? (() => undefined);
     this.#records = new FastPathRecords(this.#log);
   }
@@ -194,7 +215,10 @@ export class KubernetesDriver implements EngineDriver {
     const scaled = { ...spec, kubernetes, replicas: 1 as const };
     await this.#records.settled(containerName);
     const key = recordKey(scaled, secrets);
-    const fast = await this.#fastResume(containerName, scaled, secrets, key);
+    const fast =
+      (await this.#fastHeal(containerName, scaled, key)) ??
+      (await this.#fastResume(containerName, scaled, secrets, key)) ??
+      (await this.#fastCreate(containerName, scaled, secrets, key));
     if (fast) {
       // Seeded once: on a resume the checkout is there and nothing is fetched.
       await this.workspace?.seed(containerName, spec, secrets.credentials);
@@ -259,9 +283,120 @@ export class KubernetesDriver implements EngineDriver {
     }
     const endpoint = `${clusterIP}:${ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
-    this.#records.record(containerName, { key, replicas: 1 }, () => this.#stacks.up(spec, secrets), done);
+    this.#records.record(containerName, { key, replicas: 1 }, () => this.#upAndRelease(spec, secrets), done);
     // As the session program's output says (infra/kubernetes-session.ts): the image is digest-pinned.
     return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
+  }
+
+  /**
+   * Heal: the stack records replicas 1 with exactly these inputs, every object is there and the
+   * Deployment asks for 1, but no pod is Ready (deleted, its container died): the Deployment's
+   * ReplicaSet (or the kubelet) is already bringing it back, and an `up` would change nothing.
+   * Waits for the Ready pod and its Service, records nothing. Undefined: not a heal.
+   */
+  async #fastHeal(containerName: string, spec: SessionSpec, key: string): Promise<ProvisionResult | undefined> {
+    const last = this.#records.get(containerName);
+    if (!this.#fastPath || last?.key !== key || last.replicas !== 1) return undefined;
+    const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
+    const [service, deployment] = await Promise.all([
+      intactSessionService(apis, this.namespace, containerName),
+      this.#apps.readNamespacedDeployment({ name: containerName, namespace: this.namespace }),
+    ]).catch(() => [undefined, undefined] as const);
+    const clusterIP = service?.spec?.clusterIP;
+    if (!clusterIP || deployment?.spec?.replicas !== 1) return undefined;
+    const endpoint = `${clusterIP}:${ADAPTER_PORT}`;
+    await this.#waitReady(containerName, FAST_POLL_MS);
+    await this.#waitServing(containerName, endpoint);
+    this.#endpoints.set(containerName, endpoint);
+    return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
+  }
+
+  /**
+   * A first create (no stack yet, nothing recorded here) on the cluster at once, judged by the
+   * pack in process first (kubernetes-fast-create.ts); answered once the pod is Ready and served
+   * through its ClusterIP, then recorded by the stack's own `up`, which adopts the objects.
+   */
+  async #fastCreate(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: Secrets,
+    key: string,
+  ): Promise<ProvisionResult | undefined> {
+    if (!this.#createsFast || this.#records.get(containerName)) return undefined;
+    if (await this.#stacks.exists(spec.namespace, spec.name)) return undefined;
+    const done = this.#stacks.markRecording(spec.namespace, spec.name);
+    const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
+    const log: DriverLog = (level, msg, fields) => this.#log(level, msg, { container: containerName, ...fields });
+    let made: true | undefined;
+    try {
+      made = await fastCreateKubernetes(apis, this.#stacks, spec, secrets, log);
+    } catch (error) {
+      done();
+      // A refusal of the pack is final, as the `up`'s would be.
+      if ((error as Error).name === "PolicyViolationError") throw error;
+      log("warn", "fast create failed; taking the full path", { error: (error as Error).message.slice(0, 500) });
+      return undefined;
+    }
+    if (!made) {
+      done();
+      return undefined;
+    }
+    let endpoint: string;
+    try {
+      const service = await this.#core.readNamespacedService({ name: containerName, namespace: this.namespace });
+      endpoint = `${service.spec?.clusterIP}:${ADAPTER_PORT}`;
+      await this.#waitReady(containerName, FAST_POLL_MS);
+      await this.#waitServing(containerName, endpoint);
+    } catch (error) {
+      // Made but not Ready: the recording still declares what was made, so a remove finds it all.
+      this.#records.record(containerName, { key, replicas: 1 }, () => this.#upAndRelease(spec, secrets), done);
+      throw error;
+    }
+    this.#endpoints.set(containerName, endpoint);
+    this.#records.record(containerName, { key, replicas: 1 }, () => this.#upAndRelease(spec, secrets), done);
+    return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
+  }
+
+  /** The recording `up` of a fast-path change, then the runner's claim on the fields released. */
+  async #upAndRelease(spec: SessionSpec, secrets: Secrets): Promise<void> {
+    await this.#stacks.up(spec, secrets);
+    await this.#release(spec);
+  }
+
+  async #release(spec: Pick<SessionSpec, "namespace" | "name">): Promise<void> {
+    const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
+    // A claim left behind only risks a conflict later, which the full path then reports.
+    await releaseRunnerFields(apis, this.namespace, spec).catch((error: unknown) =>
+      this.#log("warn", "releasing the runner's field claims failed", {
+        container: workloadName(spec.namespace, spec.name),
+        error: (error as Error).message.slice(0, 500),
+      }),
+    );
+  }
+
+  /**
+   * Waits (bounded) until the Service lists the Ready pod and the adapter answers /readyz through
+   * the ClusterIP: kube-proxy programs the route only after the endpoints (1.20: EndpointSlices)
+   * list the pod, and the runner reaches the adapter through it.
+   */
+  async #waitServing(containerName: string, endpoint: string): Promise<void> {
+    await this.#waitRouted(containerName);
+    const deadline = Date.now() + SERVE_SETTLE_MS;
+    for (;;) {
+      try {
+        await this.#probeAdapter(endpoint, 1_000);
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) {
+          this.#log("warn", "the adapter does not answer through its ClusterIP yet; answering anyway", {
+            container: containerName,
+            error: (error as Error).message.slice(0, 500),
+          });
+          return;
+        }
+      }
+      await new Promise((r) => setTimeout(r, FAST_POLL_MS));
+    }
   }
 
   /**
@@ -425,7 +560,16 @@ export class KubernetesDriver implements EngineDriver {
     // ClusterIP:8080: the host reaches it through kube-proxy, an in-cluster runner directly.
     const cached = this.#endpoints.get(containerName);
     if (cached) return cached;
-    const { endpoint } = await this.#stacks.outputs(p.namespace, p.name);
+    const { endpoint } = await this.#stacks.outputs(p.namespace, p.name).catch(async (e: unknown) => {
+      // A fast create whose recording a restart cut short: the Service is there, the stack is not.
+      if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+      const service = await this.#core
+        .readNamespacedService({ name: containerName, namespace: this.namespace })
+        .catch(() => undefined);
+      const ip = service?.spec?.clusterIP;
+      if (!ip) throw e;
+      return { endpoint: `${ip}:${ADAPTER_PORT}` };
+    });
     if (endpoint) this.#endpoints.set(containerName, endpoint);
     return endpoint;
   }
@@ -433,9 +577,14 @@ export class KubernetesDriver implements EngineDriver {
   async adapterToken(containerName: string): Promise<string | undefined> {
     const p = await this.#placement(containerName);
     if (!p) return undefined;
-    return this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
-      if ((e as { code?: string }).code === "NOT_FOUND") return undefined;
-      throw e;
+    return this.#stacks.adapterToken(p.namespace, p.name).catch(async (e: unknown) => {
+      if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+      // A fast create whose recording a restart cut short: the token is in the session's Secret.
+      const secret = await this.#core
+        .readNamespacedSecret({ name: `${containerName}-credentials`, namespace: this.namespace })
+        .catch(() => undefined);
+      const token = secret?.data?.ADAPTER_TOKEN;
+      return token ? Buffer.from(token, "base64").toString("utf8") : undefined;
     });
   }
 
@@ -459,7 +608,10 @@ export class KubernetesDriver implements EngineDriver {
     await this.#records.scaleDown(
       containerName,
       this.#fastPath ? () => this.#fastStop(containerName, p) : undefined,
-      () => this.#stacks.scaleDown(p.namespace, p.name),
+      async () => {
+        await this.#stacks.scaleDown(p.namespace, p.name);
+        await this.#release(p);
+      },
     );
   }
 

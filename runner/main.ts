@@ -44,8 +44,10 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
         ...config.kubernetes,
         // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes-workspace.ts).
         workspaceImage: config.gitImage,
-        // Stop/resume act on the cluster at once and record the stack afterwards (runner/kubernetes.ts).
+        // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes.ts).
         fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        // A first create made at once too: opt-in, the same switch as Docker's.
+        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE === "on",
         log: jsonLog("kubernetes"),
       });
       break;
