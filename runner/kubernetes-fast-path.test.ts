@@ -26,9 +26,23 @@ const spec = SessionSpec.parse({
  * A cluster of one session: its objects by kind, a Deployment whose replicas the fake
  * "controllers" follow at once (a Ready pod at 1, a pod being deleted at 0).
  */
+type Managed = { manager: string; operation: string };
+type FakeObject = {
+  metadata: Record<string, unknown> & { managedFields?: Managed[] };
+  spec?: Record<string, unknown>;
+};
+
 class FakeCluster {
-  readonly objects = new Map<string, { metadata: Record<string, unknown>; spec?: Record<string, unknown> }>();
-  readonly patches: { path: string; contentType: string; body: unknown; fieldManager: string | null }[] = [];
+  readonly objects = new Map<string, FakeObject>();
+  readonly patches: {
+    path: string;
+    contentType: string;
+    body: unknown;
+    fieldManager: string | null;
+    force?: string | null;
+  }[] = [];
+  /** Merge patches that only rewrote `metadata.managedFields`, by object. */
+  readonly releases: { path: string; managers: string[] }[] = [];
   pods: { uid: string; deleting: boolean }[] = [];
   #uid = 0;
   server!: Server;
@@ -36,12 +50,26 @@ class FakeCluster {
   /** What the session program's `up` makes (infra/kubernetes-session.ts), at `replicas`. */
   declare(replicas: 0 | 1): void {
     const labels = { [Labels.managedBy]: "agent-sessions" };
-    this.objects.set(`deployments/${name}`, { metadata: { name, labels }, spec: { replicas } });
-    this.objects.set(`services/${name}`, { metadata: { name }, spec: { clusterIP: "10.0.0.7" } });
-    this.objects.set(`secrets/${name}-credentials`, { metadata: { name: `${name}-credentials` } });
-    this.objects.set(`persistentvolumeclaims/${name}-workspace`, { metadata: { name: `${name}-workspace` } });
-    this.objects.set(`networkpolicies/${name}`, { metadata: { name } });
+    // Applied under the provider's own field manager; earlier managers' claims stay (upsert).
+    const set = (key: string, object: FakeObject) => {
+      const before = this.objects.get(key)?.metadata.managedFields ?? [];
+      const managedFields = [
+        ...before.filter((f) => f.manager !== "pulumi-kubernetes-1"),
+        { manager: "pulumi-kubernetes-1", operation: "Apply" },
+      ];
+      this.objects.set(key, { ...object, metadata: { ...object.metadata, managedFields } });
+    };
+    set(`deployments/${name}`, { metadata: { name, labels }, spec: { replicas } });
+    set(`services/${name}`, { metadata: { name }, spec: { clusterIP: "10.0.0.7" } });
+    set(`secrets/${name}-credentials`, { metadata: { name: `${name}-credentials` } });
+    set(`persistentvolumeclaims/${name}-workspace`, { metadata: { name: `${name}-workspace` } });
+    set(`networkpolicies/${name}`, { metadata: { name } });
     this.#follow(replicas);
+  }
+
+  /** The session's pod goes (deleted outside) and its ReplicaSet makes a new one. */
+  replacePod(): void {
+    this.pods = [{ uid: `pod-${++this.#uid}`, deleting: false }];
   }
 
   #follow(replicas: number): void {
@@ -99,19 +127,34 @@ class FakeCluster {
     }
     const m = url.pathname.match(/\/namespaces\/[^/]+\/([a-z]+)\/([^/]+)$/);
     const key = m ? `${m[1]}/${m[2]}` : "";
+    const contentType = req.headers["content-type"] ?? "";
+    const fieldManager = url.searchParams.get("fieldManager");
+    if (req.method === "PATCH" && contentType === "application/apply-patch+yaml") {
+      // Server-side apply: made when absent, the manager's claim recorded.
+      const body = JSON.parse(text) as FakeObject & { kind: string };
+      this.patches.push({ path: key, contentType, body, fieldManager, force: url.searchParams.get("force") });
+      const before = this.objects.get(key)?.metadata.managedFields ?? [];
+      const spec = m?.[1] === "services" ? { ...body.spec, clusterIP: "10.0.0.7" } : body.spec;
+      const managedFields = [...before, { manager: fieldManager ?? "", operation: "Apply" }];
+      this.objects.set(key, { metadata: { ...body.metadata, managedFields }, ...(spec ? { spec } : {}) });
+      if (m?.[1] === "deployments") this.#follow(Number(body.spec?.replicas));
+      return send(200, this.objects.get(key));
+    }
     const object = this.objects.get(key);
     if (!object) return notFound();
     if (req.method === "GET") return send(200, object);
     if (req.method === "PATCH") {
-      const body = JSON.parse(text) as { spec: { replicas: number } };
-      this.patches.push({
-        path: key,
-        contentType: req.headers["content-type"] ?? "",
-        body,
-        fieldManager: url.searchParams.get("fieldManager"),
-      });
+      const body = JSON.parse(text) as { spec?: { replicas: number }; metadata?: { managedFields?: Managed[] } };
+      if (body.metadata?.managedFields) {
+        object.metadata.managedFields = body.metadata.managedFields;
+        this.releases.push({ path: key, managers: body.metadata.managedFields.map((f) => f.manager) });
+        return send(200, object);
+      }
+      this.patches.push({ path: key, contentType, body, fieldManager });
       object.spec = { ...object.spec, ...body.spec };
-      this.#follow(body.spec.replicas);
+      const claims = (object.metadata.managedFields ?? []).filter((f) => f.manager !== fieldManager);
+      object.metadata.managedFields = [...claims, { manager: fieldManager ?? "", operation: "Update" }];
+      this.#follow(Number(body.spec?.replicas));
       return send(200, object);
     }
     return send(405, { kind: "Status", code: 405 });
@@ -119,7 +162,7 @@ class FakeCluster {
 }
 
 /** A stack manager that records its calls; `up`/`scaleDown` apply to the fake cluster when released. */
-function fakeStacks(cluster: FakeCluster) {
+function fakeStacks(cluster: FakeCluster, violations: { policy: string; message: string }[] = []) {
   const calls: string[] = [];
   const marks: string[] = [];
   let hold: Promise<void> | undefined;
@@ -143,6 +186,11 @@ function fakeStacks(cluster: FakeCluster) {
       return finish("scaleDown", 0);
     },
     destroy: async () => void calls.push("destroy"),
+    stackName: (ns: string, n: string) => `${ns}--${n}`,
+    judge: async (_spec: SessionSpec, resources: { type: string }[]) => {
+      calls.push(`judge ${resources.map((r) => r.type.split(":")[2]).join(",")}`);
+      return violations;
+    },
     markRecording: () => {
       marks.push("marked");
       return () => void marks.push("cleared");
@@ -295,5 +343,96 @@ describe("the Kubernetes stop/resume fast path", () => {
     await driver.provision(name, spec, secrets);
     expect(cluster.patches).toEqual([]);
     expect(fake.calls).toEqual(["up 1", "up done", "scaleDown", "scaleDown done", "up 1", "up done"]);
+  });
+});
+
+describe("the Kubernetes fast heal", () => {
+  it("waits for the Deployment's new Ready pod when the stack records replicas 1: no `up`, no patch", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS, probeAdapter: async () => undefined });
+    await driver.provision(name, spec, secrets);
+    fake.calls.length = 0;
+    cluster.replacePod();
+    const result = await driver.provision(name, spec, secrets);
+    expect(result.endpoint).toBe("10.0.0.7:8080");
+    expect(fake.calls).toEqual([]);
+    expect(cluster.patches).toEqual([]);
+    expect(fake.marks).toEqual([]);
+  });
+
+  it("takes the full path when the Deployment is gone", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS, probeAdapter: async () => undefined });
+    await driver.provision(name, spec, secrets);
+    fake.calls.length = 0;
+    cluster.objects.delete(`deployments/${name}`);
+    cluster.pods = [];
+    await driver.provision(name, spec, secrets);
+    expect(fake.calls).toEqual(["refresh", "up 1", "up done"]);
+  });
+});
+
+describe("the Kubernetes fast create", () => {
+  const options = { namespace: NS, fastCreate: true, probeAdapter: async () => undefined };
+
+  it("judges the five objects, applies them server-side at once (the Deployment last), answers Ready, records `up` behind, then releases the runner's claims", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, options);
+    const release = fake.holdUps();
+    const result = await driver.provision(name, spec, secrets);
+    expect(result).toEqual({
+      containerName: name,
+      endpoint: "10.0.0.7:8080",
+      resolvedImageDigest: `sha256:${"a".repeat(64)}`,
+    });
+    expect(fake.calls).toEqual(["judge Secret,PersistentVolumeClaim,Deployment,Service,NetworkPolicy", "up 1"]);
+    expect(fake.marks).toEqual(["marked"]);
+    const applied = cluster.patches.map((p) => [p.path, p.contentType, p.fieldManager, p.force].join(" "));
+    const ssa = "application/apply-patch+yaml agent-sessions-runner true";
+    expect(applied.slice(0, 4).sort()).toEqual(
+      [
+        `networkpolicies/${name}`,
+        `persistentvolumeclaims/${name}-workspace`,
+        `secrets/${name}-credentials`,
+        `services/${name}`,
+      ].map((path) => `${path} ${ssa}`),
+    );
+    expect(applied[4]).toBe(`deployments/${name} ${ssa}`);
+    expect(cluster.patches.at(-1)?.path).toBe(`deployments/${name}`);
+    // The Secret carries the credentials and the adapter token the pod's env names.
+    const secret = cluster.patches.find((p) => p.path.startsWith("secrets/"))?.body as { stringData: object };
+    expect(secret.stringData).toEqual({ MODEL_API_KEY: "k", ADAPTER_TOKEN: secrets.adapterToken });
+    expect(await driver.isRunning(name)).toBe(true);
+    release();
+    await driver.settled(name);
+    expect(fake.marks).toEqual(["marked", "cleared"]);
+    for (const object of cluster.objects.values())
+      expect(object.metadata.managedFields?.map((f) => f.manager)).toEqual(["pulumi-kubernetes-1"]);
+    expect(cluster.releases.map((r) => r.path).sort()).toEqual([...cluster.objects.keys()].sort());
+    // Recorded: the next stop takes the fast path.
+    await driver.scaleDown(name);
+    expect(cluster.patches.at(-1)?.body).toEqual({ spec: { replicas: 0 } });
+  });
+
+  it("refuses what the policy pack refuses, as `up` would (PolicyViolationError), with nothing applied and no `up`", async () => {
+    const fake = fakeStacks(cluster, [{ policy: "no-control-plane-egress", message: "egress to 4222" }]);
+    const driver = new KubernetesDriver(kc, fake.stacks, options);
+    const error = await driver.provision(name, spec, secrets).then(
+      () => undefined,
+      (e: unknown) => e as Error & { code: string },
+    );
+    expect(error?.name).toBe("PolicyViolationError");
+    expect(error?.code).toBe("FAILED_PRECONDITION");
+    expect(cluster.patches).toEqual([]);
+    expect(cluster.objects.size).toBe(0);
+    expect(fake.calls.filter((c) => c.startsWith("up"))).toEqual([]);
+    expect(fake.marks).toEqual(["marked", "cleared"]);
+  });
+
+  it("is off unless asked for: a first create is a full `up`", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
+    await driver.provision(name, spec, secrets);
+    expect(fake.calls).toEqual(["up 1", "up done"]);
   });
 });

@@ -423,3 +423,182 @@ describe("the Kubernetes driver on a real cluster", () => {
     await driver.remove(containerName); // idempotent
   });
 });
+
+/**
+ * The fast create (runner/kubernetes-fast-create.ts, opt-in) and the fast heal on the same cluster,
+ * a session of their own: made at once through the API and recorded behind by an `up` that adopts
+ * the objects as they are; no drift once settled; the runner's field claims released, so a later
+ * full-path stop changes `spec.replicas` without a conflict; a pod deleted comes back Ready with
+ * its workspace data and no `up`; a session the pack refuses is refused with nothing made.
+ */
+describe("the Kubernetes fast create and fast heal on a real cluster", () => {
+  const fastName = `kfast-${suffix}`;
+  const fastContainer = workloadName(sessionNamespace, fastName);
+  const fastSelector = `${Labels.session}=${fastName},${Labels.namespace}=${sessionNamespace}`;
+  let fastDriver: KubernetesDriver;
+  let starts = 0;
+
+  function fastSpec(overrides: Partial<SessionSpec> = {}): SessionSpec {
+    return SessionSpecSchema.parse({ ...spec(), name: fastName, ...overrides });
+  }
+
+  async function fastPods(): Promise<V1Pod[]> {
+    return (await core.listNamespacedPod({ namespace: k8sNamespace, labelSelector: fastSelector })).items;
+  }
+
+  async function runnerClaims(): Promise<string[]> {
+    const [deployment, service, policy, secret, pvc] = await Promise.all([
+      apps.readNamespacedDeployment({ name: fastContainer, namespace: k8sNamespace }),
+      core.readNamespacedService({ name: fastContainer, namespace: k8sNamespace }),
+      networking.readNamespacedNetworkPolicy({ name: fastContainer, namespace: k8sNamespace }),
+      core.readNamespacedSecret({ name: `${fastContainer}-credentials`, namespace: k8sNamespace }),
+      core.readNamespacedPersistentVolumeClaim({ name: `${fastContainer}-workspace`, namespace: k8sNamespace }),
+    ]);
+    return [deployment, service, policy, secret, pvc].flatMap((o) =>
+      (o.metadata?.managedFields ?? [])
+        .filter((f) => f.manager === "agent-sessions-runner")
+        .map((f) => `${o.kind ?? o.metadata?.name}:${f.operation}`),
+    );
+  }
+
+  /** Starts the reference agent, reads its first log frame's `starts` (a counter on the PVC), stops it. */
+  async function agentStarts(d: KubernetesDriver): Promise<number> {
+    const frames: AgentFrame[] = [];
+    const stdout = new AgentStdout({
+      limits: DEFAULT_OUTPUT_LIMITS,
+      onLine(line) {
+        const parsed = parseAgentLine(line);
+        if (parsed.ok) frames.push(parsed.frame);
+      },
+      onOverlong: () => undefined,
+    });
+    const proc = await d.startAgent(fastContainer, agentCommand, stdout);
+    agents.push(proc);
+    const log = await until("the agent's first log frame", 15, () => frames.find((f) => f.type === "log"));
+    await proc.stop();
+    return Number(log.payload.starts);
+  }
+
+  async function noFastDrift(after: string): Promise<void> {
+    await fastDriver.settled(fastContainer);
+    const stack = stacks.stackName(sessionNamespace, fastName);
+    const child = spawn(
+      join(repoRoot, "bin", "agent-sessions"),
+      ["policy", "check", "-s", stack, "--expect-no-changes", "--refresh", "--data-dir", dataDir],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const code = await new Promise<number | null>((r) => child.once("close", r));
+    expect(out, `after ${after}`).toContain(`${stack}: no policy violations, no changes (refreshed)`);
+    expect(code).toBe(0);
+  }
+
+  beforeAll(() => {
+    fastDriver = new KubernetesDriver(kc, stacks, {
+      namespace: k8sNamespace,
+      runnerCidr: `${bridgeAddress()}/32`,
+      fastCreate: true,
+    });
+  });
+
+  afterAll(async () => {
+    if (await stacks.exists(sessionNamespace, fastName).catch(() => false))
+      await stacks.destroy(sessionNamespace, fastName).catch((e: unknown) => console.error("cleanup", e));
+  });
+
+  it("creates at once: Ready and answering through its ClusterIP before the stack exists, then recorded without drift and without the runner's claims", async () => {
+    const t0 = Date.now();
+    const result = await fastDriver.provision(fastContainer, fastSpec(), secrets);
+    timings.fastCreate = Date.now() - t0;
+    expect(await stacks.exists(sessionNamespace, fastName)).toBe(false); // the recording still runs
+    expect(result.resolvedImageDigest).toBe(referenceImage().digest);
+    const service = await core.readNamespacedService({ name: fastContainer, namespace: k8sNamespace });
+    expect(result.endpoint).toBe(`${service.spec?.clusterIP}:8080`);
+    const res = await fetch(`http://${result.endpoint}/readyz`, { signal: AbortSignal.timeout(5000) });
+    expect(res.status).toBe(200);
+    expect(await runnerClaims()).toContain("Deployment:Apply");
+    const [pod] = (await fastPods()).filter(isPodReady);
+    starts = await agentStarts(fastDriver);
+
+    const t1 = Date.now();
+    await fastDriver.settled(fastContainer);
+    timings.fastCreateRecorded = Date.now() - t1;
+    expect(await stacks.exists(sessionNamespace, fastName)).toBe(true);
+    // The recording `up` adopted the pod the fast create made: nothing rolled.
+    expect((await fastPods()).filter(isPodReady).map((p) => p.metadata?.uid)).toEqual([pod?.metadata?.uid]);
+    expect(await runnerClaims()).toEqual([]);
+    await noFastDrift("a fast create");
+  });
+
+  it("heals a deleted pod without an `up`: the Deployment's new pod Ready again with the workspace's data", async () => {
+    const [old] = await fastPods();
+    const t0 = Date.now();
+    await core.deleteNamespacedPod({ name: old?.metadata?.name ?? "", namespace: k8sNamespace });
+    const result = await fastDriver.provision(fastContainer, fastSpec(), secrets);
+    timings.fastHeal = Date.now() - t0;
+    const ready = (await fastPods()).filter(isPodReady);
+    expect(ready.map((p) => p.metadata?.name)).not.toContain(old?.metadata?.name);
+    const res = await fetch(`http://${result.endpoint}/readyz`, { signal: AbortSignal.timeout(5000) });
+    expect(res.status).toBe(200);
+    // The counter on the PVC went on: the workspace survived the pod.
+    expect(await agentStarts(fastDriver)).toBe(starts + 1);
+    starts += 1;
+    await noFastDrift("a heal");
+  });
+
+  it("after a fast stop and resume, a full-path stop meets no conflict, and remove leaves nothing behind", async () => {
+    await fastDriver.scaleDown(fastContainer);
+    await noFastDrift("a fast stop");
+    await fastDriver.provision(fastContainer, fastSpec(), secrets);
+    await fastDriver.settled(fastContainer);
+    expect(await runnerClaims()).toEqual([]);
+    // Another runner (fast path off) stops it with a full `up` at replicas 0.
+    const full = new KubernetesDriver(kc, stacks, { namespace: k8sNamespace, fastPath: false });
+    await full.scaleDown(fastContainer);
+    const deployment = await apps.readNamespacedDeployment({ name: fastContainer, namespace: k8sNamespace });
+    expect(deployment.spec?.replicas).toBe(0);
+    await noFastDrift("a full stop after a fast resume");
+
+    await fastDriver.remove(fastContainer);
+    const [deployments, services, policies, pvcs, secretsLeft] = await Promise.all([
+      apps.listNamespacedDeployment({ namespace: k8sNamespace, labelSelector: fastSelector }),
+      core.listNamespacedService({ namespace: k8sNamespace, labelSelector: fastSelector }),
+      networking.listNamespacedNetworkPolicy({ namespace: k8sNamespace, labelSelector: fastSelector }),
+      core.listNamespacedPersistentVolumeClaim({ namespace: k8sNamespace, labelSelector: fastSelector }),
+      core.listNamespacedSecret({ namespace: k8sNamespace, labelSelector: fastSelector }),
+    ]);
+    expect(deployments.items).toEqual([]);
+    expect(services.items).toEqual([]);
+    expect(policies.items).toEqual([]);
+    expect(pvcs.items.filter((p) => !p.metadata?.deletionTimestamp)).toEqual([]);
+    expect(secretsLeft.items).toEqual([]);
+    expect(await stacks.exists(sessionNamespace, fastName)).toBe(false);
+  });
+
+  it("refuses a session the policy pack refuses, as `up` would, with nothing made", async () => {
+    const refused = fastSpec({ egress: [{ cidr: "10.213.0.1", port: 4222 }] } as Partial<SessionSpec>);
+    const error = await fastDriver.provision(fastContainer, refused, secrets).then(
+      () => undefined,
+      (e: unknown) => e as { name: string; code: string; details?: { policies?: string[] } },
+    );
+    expect(error?.name).toBe("PolicyViolationError");
+    expect(error?.code).toBe("FAILED_PRECONDITION");
+    expect(error?.details?.policies?.length).toBeGreaterThan(0);
+    console.log(`fast create refused: ${JSON.stringify(error?.details?.policies)}`);
+    expect(await stacks.exists(sessionNamespace, fastName)).toBe(false);
+    const [deployments, secretsLeft, pvcs] = await Promise.all([
+      apps.listNamespacedDeployment({ namespace: k8sNamespace, labelSelector: fastSelector }),
+      core.listNamespacedSecret({ namespace: k8sNamespace, labelSelector: fastSelector }),
+      core.listNamespacedPersistentVolumeClaim({ namespace: k8sNamespace, labelSelector: fastSelector }),
+    ]);
+    expect(deployments.items).toEqual([]);
+    expect(secretsLeft.items).toEqual([]);
+    expect(pvcs.items.filter((p) => !p.metadata?.deletionTimestamp)).toEqual([]);
+  });
+});
