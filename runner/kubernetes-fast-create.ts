@@ -16,7 +16,7 @@
  * another pack attached beside ours (it cannot be run in process) declines: the full path goes.
  */
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import { type SessionSpec } from "../contracts/session-spec.ts";
+import type { SessionSpec } from "../contracts/session-spec.ts";
 import { sessionManifests, sessionObjectNames, sessionResources } from "../infra/kubernetes-manifests.ts";
 import { PolicyViolationError, type StackManager } from "../stacks/index.ts";
 import type { DriverLog, Secrets } from "./fast-path.ts";
@@ -48,15 +48,22 @@ export async function fastCreateKubernetes(
     log("info", "fast create declined: the attached policy packs cannot be judged in process");
     return undefined;
   }
-  if (violations.length > 0) throw new PolicyViolationError(stacks.stackName(spec.namespace, spec.name), violations);
+  if (violations.length > 0)
+    throw new PolicyViolationError(stacks.stackName(spec.namespace, spec.name), violations);
   const namespace = spec.kubernetes.namespace;
   const apply = { fieldManager: RUNNER_FIELD_MANAGER, force: true };
   const ssa = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
   const { secret, pvc, service, networkPolicy, deployment } = m;
   await Promise.all([
     apis.core.patchNamespacedSecret({ name: secret.metadata.name, namespace, body: secret, ...apply }, ssa),
-    apis.core.patchNamespacedPersistentVolumeClaim({ name: pvc.metadata.name, namespace, body: pvc, ...apply }, ssa),
-    apis.core.patchNamespacedService({ name: service.metadata.name, namespace, body: service, ...apply }, ssa),
+    apis.core.patchNamespacedPersistentVolumeClaim(
+      { name: pvc.metadata.name, namespace, body: pvc, ...apply },
+      ssa,
+    ),
+    apis.core.patchNamespacedService(
+      { name: service.metadata.name, namespace, body: service, ...apply },
+      ssa,
+    ),
     apis.networking.patchNamespacedNetworkPolicy(
       { name: networkPolicy.metadata.name, namespace, body: networkPolicy, ...apply },
       ssa,
@@ -96,7 +103,8 @@ export async function releaseRunnerFields(
     },
     {
       read: () => apis.networking.readNamespacedNetworkPolicy({ name: n.workload, namespace }),
-      patch: (body) => apis.networking.patchNamespacedNetworkPolicy({ name: n.workload, namespace, body }, merge),
+      patch: (body) =>
+        apis.networking.patchNamespacedNetworkPolicy({ name: n.workload, namespace, body }, merge),
     },
     {
       read: () => apis.core.readNamespacedSecret({ name: n.secret, namespace }),
@@ -104,13 +112,17 @@ export async function releaseRunnerFields(
     },
     {
       read: () => apis.core.readNamespacedPersistentVolumeClaim({ name: n.pvc, namespace }),
-      patch: (body) => apis.core.patchNamespacedPersistentVolumeClaim({ name: n.pvc, namespace, body }, merge),
+      patch: (body) =>
+        apis.core.patchNamespacedPersistentVolumeClaim({ name: n.pvc, namespace, body }, merge),
     },
   ];
   await Promise.all(objects.map((o) => release(o.read, o.patch)));
 }
 
-async function release(read: () => Promise<Managed>, patch: (body: object) => Promise<unknown>): Promise<void> {
+async function release(
+  read: () => Promise<Managed>,
+  patch: (body: object) => Promise<unknown>,
+): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     let object: Managed;
     try {

@@ -144,7 +144,10 @@ class FakeCluster {
     if (!object) return notFound();
     if (req.method === "GET") return send(200, object);
     if (req.method === "PATCH") {
-      const body = JSON.parse(text) as { spec?: { replicas: number }; metadata?: { managedFields?: Managed[] } };
+      const body = JSON.parse(text) as {
+        spec?: { replicas: number };
+        metadata?: { managedFields?: Managed[] };
+      };
       if (body.metadata?.managedFields) {
         object.metadata.managedFields = body.metadata.managedFields;
         this.releases.push({ path: key, managers: body.metadata.managedFields.map((f) => f.manager) });
@@ -349,7 +352,10 @@ describe("the Kubernetes stop/resume fast path", () => {
 describe("the Kubernetes fast heal", () => {
   it("waits for the Deployment's new Ready pod when the stack records replicas 1: no `up`, no patch", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS, probeAdapter: async () => undefined });
+    const driver = new KubernetesDriver(kc, fake.stacks, {
+      namespace: NS,
+      probeAdapter: async () => undefined,
+    });
     await driver.provision(name, spec, secrets);
     fake.calls.length = 0;
     cluster.replacePod();
@@ -362,7 +368,10 @@ describe("the Kubernetes fast heal", () => {
 
   it("takes the full path when the Deployment is gone", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS, probeAdapter: async () => undefined });
+    const driver = new KubernetesDriver(kc, fake.stacks, {
+      namespace: NS,
+      probeAdapter: async () => undefined,
+    });
     await driver.provision(name, spec, secrets);
     fake.calls.length = 0;
     cluster.objects.delete(`deployments/${name}`);
@@ -385,7 +394,10 @@ describe("the Kubernetes fast create", () => {
       endpoint: "10.0.0.7:8080",
       resolvedImageDigest: `sha256:${"a".repeat(64)}`,
     });
-    expect(fake.calls).toEqual(["judge Secret,PersistentVolumeClaim,Deployment,Service,NetworkPolicy", "up 1"]);
+    expect(fake.calls).toEqual([
+      "judge Secret,PersistentVolumeClaim,Deployment,Service,NetworkPolicy",
+      "up 1",
+    ]);
     expect(fake.marks).toEqual(["marked"]);
     const applied = cluster.patches.map((p) => [p.path, p.contentType, p.fieldManager, p.force].join(" "));
     const ssa = "application/apply-patch+yaml agent-sessions-runner true";

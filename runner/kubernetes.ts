@@ -294,7 +294,11 @@ export class KubernetesDriver implements EngineDriver {
    * ReplicaSet (or the kubelet) is already bringing it back, and an `up` would change nothing.
    * Waits for the Ready pod and its Service, records nothing. Undefined: not a heal.
    */
-  async #fastHeal(containerName: string, spec: SessionSpec, key: string): Promise<ProvisionResult | undefined> {
+  async #fastHeal(
+    containerName: string,
+    spec: SessionSpec,
+    key: string,
+  ): Promise<ProvisionResult | undefined> {
     const last = this.#records.get(containerName);
     if (!this.#fastPath || last?.key !== key || last.replicas !== 1) return undefined;
     const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
@@ -326,7 +330,8 @@ export class KubernetesDriver implements EngineDriver {
     if (await this.#stacks.exists(spec.namespace, spec.name)) return undefined;
     const done = this.#stacks.markRecording(spec.namespace, spec.name);
     const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
-    const log: DriverLog = (level, msg, fields) => this.#log(level, msg, { container: containerName, ...fields });
+    const log: DriverLog = (level, msg, fields) =>
+      this.#log(level, msg, { container: containerName, ...fields });
     let made: true | undefined;
     try {
       made = await fastCreateKubernetes(apis, this.#stacks, spec, secrets, log);
@@ -334,7 +339,9 @@ export class KubernetesDriver implements EngineDriver {
       done();
       // A refusal of the pack is final, as the `up`'s would be.
       if ((error as Error).name === "PolicyViolationError") throw error;
-      log("warn", "fast create failed; taking the full path", { error: (error as Error).message.slice(0, 500) });
+      log("warn", "fast create failed; taking the full path", {
+        error: (error as Error).message.slice(0, 500),
+      });
       return undefined;
     }
     if (!made) {
@@ -343,13 +350,21 @@ export class KubernetesDriver implements EngineDriver {
     }
     let endpoint: string;
     try {
-      const service = await this.#core.readNamespacedService({ name: containerName, namespace: this.namespace });
+      const service = await this.#core.readNamespacedService({
+        name: containerName,
+        namespace: this.namespace,
+      });
       endpoint = `${service.spec?.clusterIP}:${ADAPTER_PORT}`;
       await this.#waitReady(containerName, FAST_POLL_MS);
       await this.#waitServing(containerName, endpoint);
     } catch (error) {
       // Made but not Ready: the recording still declares what was made, so a remove finds it all.
-      this.#records.record(containerName, { key, replicas: 1 }, () => this.#upAndRelease(spec, secrets), done);
+      this.#records.record(
+        containerName,
+        { key, replicas: 1 },
+        () => this.#upAndRelease(spec, secrets),
+        done,
+      );
       throw error;
     }
     this.#endpoints.set(containerName, endpoint);

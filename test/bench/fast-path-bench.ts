@@ -13,12 +13,16 @@
  * the test bed's dockerd or cluster, the reference image. Per run and path one new session goes:
  * create → Ready (provision: the adapter answered /readyz), stop (scaleDown returned; nothing
  * runs), resume → Ready (provision again), settle (the background recording `up` of the resume
- * finished; 0 on the full path), then destroy. The paths alternate which goes first run by run.
+ * finished; 0 on the full path), heal (the workload killed outside — `docker kill`, the pod
+ * deleted — to provision answering Ready again), then destroy. A first create takes the fast path
+ * too (`fastCreate`, opt-in in a runner: AGENT_SESSIONS_FAST_CREATE=on); "create settles" is its
+ * background recording. The paths alternate which goes first run by run.
  * p50 is nearest-rank. On Kubernetes the sessions and the floor pods live in a namespace of their
  * own, deleted at the end.
  */
 import { execFileSync } from "node:child_process";
 import { rmSync } from "node:fs";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Labels, workloadName } from "../../contracts/session-spec.ts";
@@ -64,17 +68,25 @@ function makeDrivers(): { full: Driver; fast: Driver } {
   const options = { namespace: k8sNamespace, ...(bridge ? { runnerCidr: `${bridge}/32` } : {}) };
   return {
     full: new KubernetesDriver(kc, manager, { ...options, fastPath: false }),
-    fast: new KubernetesDriver(kc, manager, { ...options, fastPath: true }),
+    fast: new KubernetesDriver(kc, manager, { ...options, fastPath: true, fastCreate: true }),
   };
 }
 const drivers = makeDrivers();
 if (engine === "kubernetes") kube = await kubeClients();
 
 type Path = keyof typeof drivers;
-const steps = ["create", "stop", "resume", "settle"] as const;
+const steps = ["create", "createSettle", "stop", "resume", "settle", "heal"] as const;
 const samples: Record<Path, Record<(typeof steps)[number], number[]>> = {
-  full: { create: [], stop: [], resume: [], settle: [] },
-  fast: { create: [], stop: [], resume: [], settle: [] },
+  full: { create: [], createSettle: [], stop: [], resume: [], settle: [], heal: [] },
+  fast: { create: [], createSettle: [], stop: [], resume: [], settle: [], heal: [] },
+};
+const labels: Record<(typeof steps)[number], string> = {
+  create: "create→Ready",
+  createSettle: "create settles",
+  stop: "stop",
+  resume: "resume→Ready",
+  settle: "resume settles",
+  heal: "killed→Ready",
 };
 const floor: number[] = [];
 
@@ -181,6 +193,21 @@ async function workloadIdentity(container: string, session: string): Promise<str
     .join(",");
 }
 
+/** The workload killed outside: `docker kill`, or the session pod deleted at once (its ReplicaSet makes another). */
+async function kill(container: string, session: string): Promise<void> {
+  if (!kube) return void (await docker.getContainer(container).kill());
+  const pods = await kube.core.listNamespacedPod({
+    namespace: k8sNamespace,
+    labelSelector: `${Labels.session}=${session},${Labels.namespace}=bench`,
+  });
+  for (const pod of pods.items)
+    await kube.core.deleteNamespacedPod({
+      name: pod.metadata?.name ?? "",
+      namespace: k8sNamespace,
+      gracePeriodSeconds: 0,
+    });
+}
+
 async function lifecycle(path: Path): Promise<void> {
   const driver = drivers[path];
   const spec = {
@@ -201,7 +228,7 @@ async function lifecycle(path: Path): Promise<void> {
     const s = samples[path];
     s.create.push(await timed(() => driver.provision(container, spec as never, secrets)));
     const created = await workloadIdentity(container, spec.name);
-    await driver.settled(container);
+    s.createSettle.push(await timed(() => driver.settled(container)));
     if ((await workloadIdentity(container, spec.name)) !== created)
       throw new Error(`${container} was replaced by the recording up of its create instead of adopted`);
     s.stop.push(await timed(() => driver.scaleDown(container)));
@@ -221,6 +248,15 @@ async function lifecycle(path: Path): Promise<void> {
     // The recording `up` adopts the workload the fast path made; it must not replace it.
     if ((await workloadIdentity(container, spec.name)) !== resumed)
       throw new Error(`${container} was replaced by the recording up instead of adopted`);
+    // Killed outside (what the HarnessSession controller then heals with a provision).
+    s.heal.push(
+      await timed(async () => {
+        await kill(container, spec.name);
+        endpoint = (await driver.provision(container, spec as never, secrets)).endpoint;
+        await readyz(endpoint);
+      }),
+    );
+    await driver.settled(container);
   } finally {
     await driver.remove(container);
   }
@@ -239,17 +275,20 @@ try {
   const plain = kube ? "plain pod" : "plain container";
   console.log(`\n${what}, p50 of ${runs} runs (engine floor: ${plain} → /readyz ${f(floorP50)})`);
   console.log(
-    `  ${"step".padEnd(16)}${"full path".padStart(10)}${"fast path".padStart(11)}   fast/full   fast/floor`,
+    `  ${"step".padEnd(16)}${"full path".padStart(10)}${"fast path".padStart(11)}   fast/full   fast/floor   (load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")})`,
   );
   for (const step of steps) {
     const full = p50(samples.full[step]);
     const fast = p50(samples.fast[step]);
-    const ratio = (v: number) => (Number.isFinite(v) && step !== "settle" ? v.toFixed(2) : "–");
+    const ratio = (v: number) =>
+      Number.isFinite(v) && step !== "settle" && step !== "createSettle" ? v.toFixed(2) : "–";
     console.log(
-      `  ${step.padEnd(16)}${f(full).padStart(10)}${f(fast).padStart(11)}   ${ratio(fast / full).padStart(9)}   ${ratio(fast / floorP50).padStart(10)}`,
+      `  ${labels[step].padEnd(16)}${f(full).padStart(10)}${f(fast).padStart(11)}   ${ratio(fast / full).padStart(9)}   ${ratio(fast / floorP50).padStart(10)}`,
     );
   }
-  console.log("  (settle: the background recording `up` after resume returned; the full path has none)");
+  console.log("  (settles: the background recording `up` returned; the full path has none)");
 } finally {
   if (kube) await kube.core.deleteNamespace({ name: k8sNamespace }).catch(() => undefined);
   rmSync(dataDir, { recursive: true, force: true });

@@ -452,7 +452,10 @@ describe("the Kubernetes fast create and fast heal on a real cluster", () => {
       core.readNamespacedService({ name: fastContainer, namespace: k8sNamespace }),
       networking.readNamespacedNetworkPolicy({ name: fastContainer, namespace: k8sNamespace }),
       core.readNamespacedSecret({ name: `${fastContainer}-credentials`, namespace: k8sNamespace }),
-      core.readNamespacedPersistentVolumeClaim({ name: `${fastContainer}-workspace`, namespace: k8sNamespace }),
+      core.readNamespacedPersistentVolumeClaim({
+        name: `${fastContainer}-workspace`,
+        namespace: k8sNamespace,
+      }),
     ]);
     return [deployment, service, policy, secret, pvc].flatMap((o) =>
       (o.metadata?.managedFields ?? [])
