@@ -27,8 +27,8 @@
  */
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, NetworkingV1Api } from "@kubernetes/client-node";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
-import { CodedError } from "../contracts/errors.ts";
-import { Labels, type SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import { CodedError, parseOrThrow } from "../contracts/errors.ts";
+import { Labels, SessionSpec, workloadName } from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { ADAPTER_CONTAINER } from "../contracts/session-pod.ts";
 import { PodExec } from "./kubernetes-exec.ts";
@@ -212,7 +212,8 @@ export class KubernetesDriver implements EngineDriver {
       ...(runnerCidr ? { runnerCidr } : {}),
       ...(this.#workspaceImage ? { workspaceImage: this.#workspaceImage } : {}),
     };
-    const scaled = { ...spec, kubernetes, replicas: 1 as const };
+    // Parsed: the fast create builds the objects from it, defaults filled as the program's would be.
+    const scaled = parseOrThrow(SessionSpec, { ...spec, kubernetes, replicas: 1 as const }, "session spec");
     await this.#records.settled(containerName);
     const key = recordKey(scaled, secrets);
     const fast =
