@@ -46,7 +46,9 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
         workspaceImage: config.gitImage,
         // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes.ts).
         fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
-        // A first create made at once too: opt-in, the same switch as Docker's.
+        // A first create made at once too: opt-in here (AGENT_SESSIONS_FAST_CREATE=on) until the
+        // whole-system suites (serve restart, HarnessSessions, seed-004) have run on Kubernetes with
+        // it; Docker's is on unless the same variable says off.
         fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE === "on",
         log: jsonLog("kubernetes"),
       });
