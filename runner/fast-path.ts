@@ -40,6 +40,8 @@ export class FastPathRecords {
   readonly #recorded = new Map<string, Recorded>();
   /** Per workspace: the background `up` recording its last fast-path change. */
   readonly #settling = new Map<string, Promise<void>>();
+  /** Per workspace: what that background `up` will record once it succeeds. */
+  readonly #recording = new Map<string, Recorded>();
 
   constructor(log: DriverLog) {
     this.#log = log;
@@ -48,6 +50,14 @@ export class FastPathRecords {
   /** What the workspace's stack records, when this driver knows (it ran the last `up` itself). */
   get(containerName: string): Recorded | undefined {
     return this.#recorded.get(containerName);
+  }
+
+  /**
+   * What the stack records, or will record once the `up` in flight succeeds: for an operation
+   * that changes nothing the stack declares (a Kubernetes heal) and need not wait for it.
+   */
+  intended(containerName: string): Recorded | undefined {
+    return this.#recorded.get(containerName) ?? this.#recording.get(containerName);
   }
 
   /** The stack recorded `recorded` (an `up` of the full path finished). */
@@ -78,6 +88,7 @@ export class FastPathRecords {
    */
   record(containerName: string, next: Recorded, record: () => Promise<unknown>, done: () => void): void {
     this.#recorded.delete(containerName);
+    this.#recording.set(containerName, next);
     const pending = record()
       .then(
         () => void this.#recorded.set(containerName, next),
@@ -87,7 +98,10 @@ export class FastPathRecords {
             error: (error as Error).message.slice(0, 500),
           }),
       )
-      .finally(done);
+      .finally(() => {
+        if (this.#settling.get(containerName) === pending) this.#recording.delete(containerName);
+        done();
+      });
     this.#settling.set(containerName, pending);
   }
 

@@ -448,3 +448,42 @@ describe("the Kubernetes fast create", () => {
     expect(fake.calls).toEqual(["up 1", "up done"]);
   });
 });
+
+describe("the Kubernetes fast heal during a recording", () => {
+  it("does not wait for the recording `up` of a resume in flight (same inputs at replicas 1)", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, {
+      namespace: NS,
+      probeAdapter: async () => undefined,
+    });
+    await stopped(driver, fake);
+    const release = fake.holdUps();
+    await driver.provision(name, spec, secrets); // fast resume; its recording held
+    cluster.replacePod();
+    await driver.provision(name, spec, secrets); // the heal answers while the recording still runs
+    expect(fake.calls).toEqual(["up 1"]);
+    release();
+    await driver.settled(name);
+    expect(fake.calls).toEqual(["up 1", "up done"]);
+  });
+
+  it("waits for a stop's recording: a heal is only for a session that should run", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, {
+      namespace: NS,
+      probeAdapter: async () => undefined,
+    });
+    await driver.provision(name, spec, secrets);
+    const release = fake.holdUps();
+    await driver.scaleDown(name);
+    const resuming = driver.provision(name, spec, secrets);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cluster.patches.map((p) => p.body)).toEqual([{ spec: { replicas: 0 } }]);
+    release();
+    await resuming;
+    expect(cluster.patches.map((p) => p.body)).toEqual([
+      { spec: { replicas: 0 } },
+      { spec: { replicas: 1 } },
+    ]);
+  });
+});

@@ -214,10 +214,12 @@ export class KubernetesDriver implements EngineDriver {
     };
     // Parsed: the fast create builds the objects from it, defaults filled as the program's would be.
     const scaled = parseOrThrow(SessionSpec, { ...spec, kubernetes, replicas: 1 as const }, "session spec");
-    await this.#records.settled(containerName);
     const key = recordKey(scaled, secrets);
+    // A heal changes nothing the stack declares: it need not wait for a recording in flight.
+    const healed = await this.#fastHeal(containerName, scaled, key);
+    if (!healed) await this.#records.settled(containerName);
     const fast =
-      (await this.#fastHeal(containerName, scaled, key)) ??
+      healed ??
       (await this.#fastResume(containerName, scaled, secrets, key)) ??
       (await this.#fastCreate(containerName, scaled, secrets, key));
     if (fast) {
@@ -293,14 +295,15 @@ export class KubernetesDriver implements EngineDriver {
    * Heal: the stack records replicas 1 with exactly these inputs, every object is there and the
    * Deployment asks for 1, but no pod is Ready (deleted, its container died): the Deployment's
    * ReplicaSet (or the kubelet) is already bringing it back, and an `up` would change nothing.
-   * Waits for the Ready pod and its Service, records nothing. Undefined: not a heal.
+   * Waits for the Ready pod and its Service, records nothing, and does not wait for a recording
+   * in flight of the same inputs at replicas 1 (a resume's or create's). Undefined: not a heal.
    */
   async #fastHeal(
     containerName: string,
     spec: SessionSpec,
     key: string,
   ): Promise<ProvisionResult | undefined> {
-    const last = this.#records.get(containerName);
+    const last = this.#records.intended(containerName);
     if (!this.#fastPath || last?.key !== key || last.replicas !== 1) return undefined;
     const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
     const [service, deployment] = await Promise.all([
