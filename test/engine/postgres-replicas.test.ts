@@ -193,7 +193,10 @@ describe("two serve replicas over one PostgreSQL database, one runner", () => {
     await until("traffic continues on B", () => outcomes.length >= more + 3);
     traffic = false;
     await load;
-    expect(outcomes.every((status) => status === 200), JSON.stringify(outcomes)).toBe(true);
+    expect(
+      outcomes.every((status) => status === 200),
+      JSON.stringify(outcomes),
+    ).toBe(true);
 
     // Every frame the store holds, read whole from B, is what the follower saw: no loss, no repeat.
     const all = new SessionFollower(b, sessionId);
