@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type pg from "pg";
 import { type KeyedLock, KeyedMutex } from "../lifecycle/keyed-mutex.ts";
 import type { Logger } from "../observability/log.ts";
@@ -5,7 +6,7 @@ import type { PostgresDatabase } from "../store/postgres-database.ts";
 
 /**
  * The two-key advisory lock spaces (`pg_try_advisory_lock(int4, int4)`) of this project: the
- * controllers' lease and the keyed locks. Keys are `hashtext` of a string naming the schema, so
+ * controllers' lease and the keyed locks. Keys are a hash of a string naming the schema, so
  * two test schemas in one database never exclude each other.
  */
 const LEASE_SPACE = 0x41530001;
@@ -13,6 +14,14 @@ const LOCK_SPACE = 0x41530002;
 
 /** How long a lock waits between two tries at most (it backs off from 5 ms). */
 const LOCK_RETRY_MAX_MS = 100;
+
+/**
+ * A lock name as the int4 second key, hashed here: names may hold any character (keys joined
+ * with NUL), which a text parameter could not carry to `hashtext`.
+ */
+export function lockKeyOf(name: string): number {
+  return createHash("sha256").update(name).digest().readInt32BE(0);
+}
 
 export type PostgresSessionLocksOptions = {
   db: PostgresDatabase;
@@ -100,9 +109,9 @@ export class PostgresSessionLocks {
         await client.query("SELECT 1"); // the lease lives as long as this connection does
         return;
       }
-      const { rows } = await client.query("SELECT pg_try_advisory_lock($1, hashtext($2)) AS got", [
+      const { rows } = await client.query("SELECT pg_try_advisory_lock($1, $2) AS got", [
         LEASE_SPACE,
-        this.#leaseKey,
+        lockKeyOf(this.#leaseKey),
       ]);
       if (rows[0]?.got === true) this.#setLeading(true);
     } catch (error) {
@@ -116,9 +125,9 @@ export class PostgresSessionLocks {
     for (;;) {
       if (this.#closed) throw new Error("the server is shutting down");
       const client = await this.#connection();
-      const { rows } = await client.query("SELECT pg_try_advisory_lock($1, hashtext($2)) AS got", [
+      const { rows } = await client.query("SELECT pg_try_advisory_lock($1, $2) AS got", [
         LOCK_SPACE,
-        name,
+        lockKeyOf(name),
       ]);
       if (rows[0]?.got === true) return;
       await new Promise((resolve) => setTimeout(resolve, waitMs));
@@ -130,7 +139,7 @@ export class PostgresSessionLocks {
     const client = this.#client;
     if (!client) return; // its connection ended: the lock went with it
     await client
-      .query("SELECT pg_advisory_unlock($1, hashtext($2))", [LOCK_SPACE, name])
+      .query("SELECT pg_advisory_unlock($1, $2)", [LOCK_SPACE, lockKeyOf(name)])
       .catch((error: unknown) =>
         this.#o.log("warn", "an advisory unlock failed (the lock ends with its connection)", {
           error: String(error),
