@@ -13,7 +13,7 @@ import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runn
 import { type ReplicaCluster, singleReplica } from "../cluster/replica-cluster.ts";
 import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
-import { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import type { CommandOutcome, RelayChunk } from "../lifecycle/runner-directory.ts";
 import { RunnerConnection } from "./runner-connection.ts";
@@ -102,7 +102,7 @@ export class RunnerHub {
   /** The runner each relayed request was sent to: only it may send that request's chunks. */
   readonly #relayRunners = new Map<string, string>();
   /** Attach, detach and expiry of one runner never interleave. */
-  readonly #runnerMutex = new KeyedMutex();
+  readonly #runnerMutex: KeyedLock;
   readonly #heartbeat: NodeJS.Timeout;
   readonly #attachListeners = new Set<(runner: RunnerRecord) => void>();
   /**
@@ -127,6 +127,9 @@ export class RunnerHub {
     this.#log = options.log ?? silentLogger;
     this.#frameBudget = new FrameBudget(options.frameBudget);
     this.#cluster = options.cluster ?? singleReplica();
+    // Across replicas too: a runner redialing another replica is attached there after (or
+    // before) its old link here is detached, never in between.
+    this.#runnerMutex = this.#cluster.locks("runners");
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: RUNNER_LINK_MAX_FRAME_BYTES });
     this.#sessions = new RunnerReconciler({
       store: this.#store,
@@ -585,13 +588,17 @@ export class RunnerHub {
     connection.available = false;
     const id = connection.runner?.runner_id;
     const current = id !== undefined && this.#connections.get(id) === connection;
+    // Already attached to another replica (it redialed there): its sessions are that link's now.
+    let movedAway = false;
     if (id !== undefined && current) {
       this.#connections.delete(id);
       await this.#cluster.linkDetached(id);
-      await this.#sessions.disconnect(id);
+      if (this.#cluster.shared) await this.#cluster.refreshLinks();
+      movedAway = this.#cluster.remoteLinks().has(id);
+      if (!movedAway) await this.#sessions.disconnect(id);
     }
     connection.failAll({ code: "UNAVAILABLE", message: "runner link lost" });
-    if (id !== undefined && current) this.#sessions.armExpiry(id);
+    if (id !== undefined && current && !movedAway) this.#sessions.armExpiry(id);
   }
 
   /** A settled session still runs on its runner: stop it there; the store keeps what it has. */

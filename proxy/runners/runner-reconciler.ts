@@ -1,6 +1,6 @@
 import type { RunnerSessionReport, RunnerToServer } from "../../contracts/runner-protocol.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
-import type { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
 import type { Logger } from "../observability/log.ts";
 import type { SessionJournal } from "../lifecycle/session-journal.ts";
 import {
@@ -16,7 +16,7 @@ export type RunnerReconcilerOptions = {
   journal: SessionJournal;
   reattachWindowMs: number;
   /** Attach, detach and expiry of one runner never interleave (the hub's lock, by runner id). */
-  runnerMutex: KeyedMutex;
+  runnerMutex: KeyedLock;
   /** Whether a runner has a link now (a reattach window does not expire under one). */
   hasLink: (runnerId: string) => boolean;
   /** Stop a settled session that still runs on its runner (a command over its link). */
