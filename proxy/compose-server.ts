@@ -2,6 +2,8 @@ import { join } from "node:path";
 import type { Hono } from "hono";
 import type { Admission } from "./lifecycle/admission.ts";
 import { buildApp } from "./http/app.ts";
+import { PostgresReplicaCluster } from "./cluster/postgres-replica-cluster.ts";
+import { type ReplicaCluster, singleReplica } from "./cluster/replica-cluster.ts";
 import type { ServerConfig } from "./config.ts";
 import { offeredCredentialEnv } from "./lifecycle/credential-env.ts";
 import { EgressGuard } from "./lifecycle/egress-guard.ts";
@@ -45,6 +47,11 @@ export type ComposedServer = {
    * when `config.databaseUrl` is set.
    */
   stores: ServerStores;
+  /**
+   * The other server replicas over the same database (PostgreSQL), or this process alone
+   * (SQLite): shared locks, the controllers' lease, runner links, forwarded commands, frames.
+   */
+  cluster: ReplicaCluster;
   store: Store;
   harnessStore: HarnessStore;
   bus: EventBus;
@@ -91,6 +98,22 @@ export async function composeServer(
   });
   const { store, harnessStore, tokenStore } = stores;
   const bus = new EventBus();
+  let cluster: ReplicaCluster;
+  try {
+    cluster = stores.postgres
+      ? await PostgresReplicaCluster.start({
+          db: stores.postgres,
+          log,
+          listRunners: () => store.listRunners(),
+          readFrames: (query) => store.readFrames(query),
+          publish: (frame) => bus.publish(frame),
+        })
+      : singleReplica();
+  } catch (error) {
+    await stores.close();
+    throw error;
+  }
+  const locks = cluster.locks;
   const admission: Admission = {
     egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny }),
     runtimes: new RuntimeApproval({
@@ -107,7 +130,7 @@ export async function composeServer(
   admission.quotas?.addSessionSource(async (namespace) =>
     (await store.listWorkspaces({ namespace })).map((w) => sessionKey(w.agent_ref, w.workstream)),
   );
-  const journal = new SessionJournal(store, bus);
+  const journal = new SessionJournal(store, bus, cluster.frames);
   const hub = new RunnerHub({
     store,
     journal,
@@ -122,6 +145,7 @@ export async function composeServer(
       framesPerSecond: config.sessionFramesPerSecond,
       bytesPerSecond: config.sessionFrameBytesPerSecond,
     },
+    cluster,
     log,
   });
   const observability = startMetrics({ store, harnessStore, hub, log });
@@ -132,6 +156,7 @@ export async function composeServer(
     await harness?.close();
     await hub.close();
     await beforeDatabase?.();
+    await cluster.close();
     await stores.close();
   };
   try {
@@ -148,7 +173,14 @@ export async function composeServer(
     // Sessions of a previous run wait for their runners to reattach (or the window to close).
     await hub.recover();
     // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/warm-pool.ts).
-    const warmPools = new WarmPools({ store, runners: hub, log, admission, secretEnv });
+    const warmPools = new WarmPools({
+      store,
+      runners: hub,
+      log,
+      admission,
+      secretEnv,
+      leads: () => cluster.leads(),
+    });
     // One Workspaces (one placement lock) for every path that creates a workspace; it records the
     // digest each provision resolved, which HarnessSession status reports.
     const digests = new ProvisionRecorder(hub);
@@ -160,6 +192,7 @@ export async function composeServer(
       secretEnv,
       admission,
       warmPools,
+      locks,
     });
     const lifecycle = new Lifecycle({
       store,
@@ -170,6 +203,7 @@ export async function composeServer(
       secretEnv,
       warmPools,
       workspaces,
+      locks,
     });
     warmPools.start();
     shutdown.signal.addEventListener("abort", () => warmPools.stop());
@@ -193,6 +227,7 @@ export async function composeServer(
       autoResumeTimeoutMs: config.autoResumeTimeoutMs,
       restartPolicy: config.restartPolicy,
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
+      cluster,
     });
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
     const placeWaiting = harness.resyncUnsettled;
@@ -228,6 +263,7 @@ export async function composeServer(
       config,
       log,
       stores,
+      cluster,
       store,
       harnessStore,
       bus,

@@ -17,6 +17,7 @@ import type { HarnessStore } from "./store/harness-store.ts";
 import type { Store } from "./store/store.ts";
 import type { RestartPolicy } from "./harness/restart-policy.ts";
 import type { Workspaces } from "./lifecycle/workspaces.ts";
+import type { ReplicaCluster } from "./cluster/replica-cluster.ts";
 
 export type HarnessWiringOptions = {
   /** HarnessSessions' tables (in the server's one database). */
@@ -48,6 +49,12 @@ export type HarnessWiringOptions = {
   restartPolicy: RestartPolicy;
   /** Told the duration (seconds) of each idle-controller sweep. */
   onIdleSweep?: (seconds: number) => void;
+  /**
+   * The other replicas (compose-server.ts): reconciles of one session are one at a time across
+   * them, and the controllers (status frames, the idle controller) run on the lease holder.
+   * @default this process alone
+   */
+  cluster?: Pick<ReplicaCluster, "locks" | "leads" | "onLeadership">;
 };
 
 export type RunningHarness = {
@@ -89,9 +96,21 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     // A stop waits for requests in flight a little longer than they may take.
     drainTimeoutMs: requestTimeoutMs + 10_000,
     restartPolicy: options.restartPolicy,
+    ...(options.cluster ? { locks: options.cluster.locks } : {}),
     ...secretEnv,
   });
-  const unsubscribe = options.bus.subscribe((frame) => controller.onFrame(frame));
+  const leads = () => options.cluster?.leads() ?? true;
+  // Every replica's bus carries every frame: the lease holder alone reacts to status frames.
+  const unsubscribe = options.bus.subscribe((frame) => {
+    if (leads()) controller.onFrame(frame);
+  });
+  // A replica taking the lease over catches up with what its previous holder may have missed.
+  const stopFollowingLease = options.cluster?.onLeadership((leading) => {
+    if (leading)
+      controller
+        .resync(false)
+        .catch((error: unknown) => log("error", "harness resync failed", { error: String(error) }));
+  });
   const idle = new IdleController({
     harness,
     controller,
@@ -100,6 +119,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     // Above the proxy's deadline (plus the runner's grace): only crashed relays are ever cleared.
     staleRequestMs: requestTimeoutMs + 60_000,
     ...(options.onIdleSweep ? { onSweep: options.onIdleSweep } : {}),
+    leads,
   });
   // Before the API listens: nothing is Ready for this process until it serves (and says so).
   await controller.recover();
@@ -142,6 +162,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     },
     close: async () => {
       unsubscribe();
+      stopFollowingLease?.();
       controller.close();
       await idle.stop();
     },

@@ -16,7 +16,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   harness: ["lifecycle", "observability", "store"],
   relay: ["harness", "lifecycle", "observability", "store"],
   lifecycle: ["observability", "store"],
-  runners: ["lifecycle", "observability", "store"],
+  runners: ["cluster", "lifecycle", "observability", "store"],
+  cluster: ["lifecycle", "observability", "store"],
   observability: ["store"],
   store: [],
 };

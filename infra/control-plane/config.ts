@@ -49,7 +49,13 @@ export const ControlPlaneConfig = z
     protectData: z.boolean().default(false),
     /** StorageClass of the server's and the runner's volumes. @default the cluster's default class */
     storageClassName: z.string().min(1).optional(),
-    /** Size of the server's data volume (SQLite store). @default "1Gi" */
+    /**
+     * Server replicas (issue 20). More than one needs the PostgreSQL store: the stack's secret
+     * config `databaseUrl` (`pulumi config set --secret databaseUrl postgres://…`); the replicas
+     * then share it, and runners attach to any of them through the Service. @default 1
+     */
+    serverReplicas: z.number().int().min(1).max(50).default(1),
+    /** Size of the server's data volume (SQLite store; none when `databaseUrl` is set). @default "1Gi" */
     serverStorage: Storage.default("1Gi"),
     /** Size of the runner's volume (session stacks' Pulumi state and settings). @default "1Gi" */
     runnerStorage: Storage.default("1Gi"),
@@ -83,6 +89,16 @@ export const ControlPlaneConfig = z
 export type ControlPlaneConfig = z.infer<typeof ControlPlaneConfig>;
 export type ControlPlaneConfigInput = z.input<typeof ControlPlaneConfig>;
 
+/**
+ * The stack's secret `databaseUrl` (AGENT_SESSIONS_DATABASE_URL of every server replica), kept
+ * secret end to end: it reaches the pods only through a Kubernetes Secret.
+ */
+export function readDatabaseUrl(
+  config = new pulumi.Config(CONFIG_NAMESPACE),
+): pulumi.Output<string> | undefined {
+  return config.getSecret("databaseUrl");
+}
+
 /** Reads and validates the stack's config. */
 export function readControlPlaneConfig(config = new pulumi.Config(CONFIG_NAMESPACE)): ControlPlaneConfig {
   const raw: Record<string, unknown> = {
@@ -93,6 +109,7 @@ export function readControlPlaneConfig(config = new pulumi.Config(CONFIG_NAMESPA
     protectData: config.getBoolean("protectData"),
     storageClassName: config.get("storageClassName"),
     serverStorage: config.get("serverStorage"),
+    serverReplicas: config.getNumber("serverReplicas"),
     runnerStorage: config.get("runnerStorage"),
     runnerCapacity: config.getNumber("runnerCapacity"),
     runnerName: config.get("runnerName"),

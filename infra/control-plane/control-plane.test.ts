@@ -1,3 +1,4 @@
+import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { custom, installMocks, outputValue, type Recorded } from "../test-mocks.ts";
 import { ControlPlaneConfig } from "./config.ts";
@@ -105,6 +106,50 @@ describe("ControlPlane component", () => {
     await settled();
     const namespaces = custom(recorded).filter((r) => r.type === "kubernetes:core/v1:Namespace");
     expect(namespaces.map((n) => (n.inputs as Obj).metadata.name)).toEqual(["cp2"]);
+  });
+});
+
+describe("ControlPlane with the PostgreSQL store", () => {
+  it("deploys N server replicas sharing the database, its URL only in a Secret registered as a Pulumi secret", async () => {
+    recorded.length = 0;
+    const url = "postgres://agent:s3cret-pw@db.internal:5432/agent_sessions";
+    new mod.ControlPlane("cp3", {
+      config: ControlPlaneConfig.parse({ image, namespace: "cp3", serverReplicas: 3 }),
+      databaseUrl: pulumi.secret(url),
+    });
+    await settled();
+    const deployment = byTypeAndName("kubernetes:apps/v1:Deployment", "agent-sessions-server");
+    expect(deployment.spec.replicas).toBe(3);
+    expect(deployment.spec.strategy).toEqual({
+      type: "RollingUpdate",
+      rollingUpdate: { maxUnavailable: 0, maxSurge: 1 },
+    });
+    const env = Object.fromEntries(
+      (deployment.spec.template.spec.containers[0].env as Obj[]).map((e) => [e.name, e]),
+    );
+    expect(env.AGENT_SESSIONS_DATABASE_URL).toEqual({
+      name: "AGENT_SESSIONS_DATABASE_URL",
+      valueFrom: { secretKeyRef: { name: "agent-sessions-database", key: "url" } },
+    });
+    // No volume claim for a store the replicas do not keep.
+    const claims = custom(recorded).filter((r) => r.type === "kubernetes:core/v1:PersistentVolumeClaim");
+    expect(claims.map((c) => (c.inputs as Obj).metadata.name)).toEqual(["agent-sessions-runner-data"]);
+    const secret = byTypeAndName("kubernetes:core/v1:Secret", "agent-sessions-database");
+    // Registered as a Pulumi secret (the engine's secret signature wraps the value).
+    expect(secret.stringData["4dabf18193072939515e22adb298388d"]).toBe("1b47061264138c4ac30d75fd1eb44270");
+    expect(secret.stringData.value.url).toBe(url);
+    // The URL appears nowhere else in what was registered.
+    const elsewhere = custom(recorded).filter((r) => r !== custom(recorded).find((x) => x.inputs === secret));
+    expect(JSON.stringify(elsewhere.map((r) => r.inputs))).not.toContain("s3cret-pw");
+  });
+
+  it("refuses more than one server replica without a database", () => {
+    expect(
+      () =>
+        new mod.ControlPlane("cp4", {
+          config: ControlPlaneConfig.parse({ image, namespace: "cp4", serverReplicas: 2 }),
+        }),
+    ).toThrow(/serverReplicas 2 needs the PostgreSQL store/);
   });
 });
 

@@ -31,6 +31,12 @@ const labelPairs = (labels: Record<string, string>) =>
 
 export interface ControlPlaneArgs {
   config: ControlPlaneConfig;
+  /**
+   * The PostgreSQL store's connection string (a Pulumi secret): the server replicas keep their
+   * state there instead of a volume, so `config.serverReplicas` may be more than 1.
+   * @default none (SQLite on the server's volume, one replica)
+   */
+  databaseUrl?: pulumi.Input<string>;
   provider?: k8s.Provider;
 }
 
@@ -47,6 +53,11 @@ export class ControlPlane extends pulumi.ComponentResource {
   constructor(name: string, args: ControlPlaneArgs, opts?: pulumi.ComponentResourceOptions) {
     super("agent-sessions:control-plane:ControlPlane", name, {}, opts);
     const { config } = args;
+    const shared = args.databaseUrl !== undefined;
+    if (config.serverReplicas > 1 && !shared)
+      throw new Error(
+        `serverReplicas ${config.serverReplicas} needs the PostgreSQL store: set the secret config databaseUrl (pulumi config set --secret databaseUrl postgres://…)`,
+      );
     const child = { parent: this, ...(args.provider ? { provider: args.provider } : {}) };
     const managed = { [Labels.managedBy]: "agent-sessions" };
 
@@ -94,18 +105,34 @@ export class ControlPlane extends pulumi.ComponentResource {
       },
       child,
     );
-    const serverData = new k8s.core.v1.PersistentVolumeClaim(
-      `${name}-server-data`,
-      {
-        metadata: { name: "agent-sessions-server-data", namespace, labels: serverLabels },
-        spec: {
-          accessModes: ["ReadWriteOnce"],
-          resources: { requests: { storage: config.serverStorage } },
-          ...storageClass,
-        },
-      },
-      { ...child, protect: config.protectData },
-    );
+    // SQLite: the store on a volume of its own. PostgreSQL: the store is the database, reached
+    // through a Secret holding its URL (never a plain env value in the Deployment).
+    const serverData = shared
+      ? undefined
+      : new k8s.core.v1.PersistentVolumeClaim(
+          `${name}-server-data`,
+          {
+            metadata: { name: "agent-sessions-server-data", namespace, labels: serverLabels },
+            spec: {
+              accessModes: ["ReadWriteOnce"],
+              resources: { requests: { storage: config.serverStorage } },
+              ...storageClass,
+            },
+          },
+          { ...child, protect: config.protectData },
+        );
+    const database =
+      args.databaseUrl === undefined
+        ? undefined
+        : new k8s.core.v1.Secret(
+            `${name}-database`,
+            {
+              metadata: { name: "agent-sessions-database", namespace, labels: managed },
+              type: "Opaque",
+              stringData: { url: pulumi.secret(args.databaseUrl) },
+            },
+            child,
+          );
     const service = new k8s.core.v1.Service(
       `${name}-server`,
       {
@@ -158,9 +185,12 @@ export class ControlPlane extends pulumi.ComponentResource {
       {
         metadata: { name: "agent-sessions-server", namespace, labels: serverLabels },
         spec: {
-          replicas: 1,
-          // One writer of the SQLite store on a ReadWriteOnce volume: never two pods at once.
-          strategy: { type: "Recreate" },
+          replicas: config.serverReplicas,
+          // SQLite: one writer of the store on a ReadWriteOnce volume, never two pods at once.
+          // PostgreSQL: replicas share the database, so a rollout replaces them one by one.
+          strategy: shared
+            ? { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } }
+            : { type: "Recreate" },
           selector: { matchLabels: serverLabels },
           template: {
             metadata: { labels: serverLabels },
@@ -186,6 +216,9 @@ export class ControlPlane extends pulumi.ComponentResource {
                     { name: "AGENT_SESSIONS_HOST", value: "0.0.0.0" },
                     fromSecret("AGENT_SESSIONS_TOKEN", admin.secret.metadata.name, "token"),
                     fromSecret("AGENT_SESSIONS_RUNNER_TOKEN", runner.secret.metadata.name, "token"),
+                    ...(database
+                      ? [fromSecret("AGENT_SESSIONS_DATABASE_URL", database.metadata.name, "url")]
+                      : []),
                     ...(config.referenceImage
                       ? [{ name: "AGENT_SESSIONS_REFERENCE_IMAGE", value: config.referenceImage }]
                       : []),
@@ -206,7 +239,9 @@ export class ControlPlane extends pulumi.ComponentResource {
                 },
               ],
               volumes: [
-                { name: "data", persistentVolumeClaim: { claimName: serverData.metadata.name } },
+                serverData
+                  ? { name: "data", persistentVolumeClaim: { claimName: serverData.metadata.name } }
+                  : { name: "data", emptyDir: { sizeLimit: "64Mi" } },
                 tmpVolume("64Mi", true),
               ],
             },

@@ -1,8 +1,12 @@
 // Entry of the control-plane project (Pulumi.yaml `main`): the stack's outputs are this module's exports.
-import { readControlPlaneConfig } from "./config.ts";
+import { readControlPlaneConfig, readDatabaseUrl } from "./config.ts";
 import { ControlPlane } from "./control-plane.ts";
 
-const controlPlane = new ControlPlane("agent-sessions", { config: readControlPlaneConfig() });
+const databaseUrl = readDatabaseUrl();
+const controlPlane = new ControlPlane("agent-sessions", {
+  config: readControlPlaneConfig(),
+  ...(databaseUrl ? { databaseUrl } : {}),
+});
 export const namespace = controlPlane.namespace;
 export const sessionsNamespace = controlPlane.sessionsNamespace;
 export const serverUrl = controlPlane.serverUrl;

@@ -1,4 +1,5 @@
 import { HarnessReasons } from "../../contracts/harness-session.ts";
+import { processLocks } from "../lifecycle/keyed-mutex.ts";
 import { type AutoResumeStart, autoResumePlan, autoResumedCondition } from "./auto-resume-plan.ts";
 import { observeSession, type Readiness, withCondition, withReady } from "./harness-status.ts";
 import {
@@ -38,6 +39,7 @@ export class HarnessController {
     this.#queue = new HarnessWorkQueue(
       (namespace, name) => this.#reconciler.reconcile(namespace, name),
       options.log,
+      (options.locks ?? processLocks)("harness"),
     );
     this.#reconciler = new HarnessReconciler(options, this.#queue);
   }

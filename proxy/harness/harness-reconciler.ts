@@ -1,4 +1,5 @@
 import { type ApiErrorBody, CodedError, ErrorCode } from "../../contracts/errors.ts";
+import { type KeyedLocks, processLocks } from "../lifecycle/keyed-mutex.ts";
 import { type HarnessReason, HarnessReasons } from "../../contracts/harness-session.ts";
 import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
 import {
@@ -56,6 +57,8 @@ export type HarnessReconcilerOptions = {
   admission?: Admission;
   /** @default () => new Date() */
   now?: () => Date;
+  /** One reconcile per session across server replicas too. @default processLocks (this process) */
+  locks?: KeyedLocks;
 };
 
 /**
@@ -70,7 +73,7 @@ export type HarnessReconcilerOptions = {
  * wants again later (a restart's back-off, a re-probe) go back through the queue.
  */
 export class HarnessReconciler {
-  readonly #o: Required<Omit<HarnessReconcilerOptions, "secretEnv">> & {
+  readonly #o: Required<Omit<HarnessReconcilerOptions, "secretEnv" | "locks">> & {
     secretEnv: Record<string, string | undefined>;
   };
   readonly #queue: Pick<HarnessWorkQueue, "later">;
@@ -82,6 +85,7 @@ export class HarnessReconciler {
       probeRetryMs: 1_000,
       now: () => new Date(),
       admission: defaultAdmission(),
+      locks: processLocks,
       ...options,
       secretEnv: options.secretEnv ?? {},
     };

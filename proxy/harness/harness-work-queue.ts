@@ -1,4 +1,4 @@
-import { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import { type KeyedLock, KeyedMutex } from "../lifecycle/keyed-mutex.ts";
 import type { Logger } from "../observability/log.ts";
 
 /** Why a session is reconciled again later: a restart's back-off, or a failed relay-path probe. */
@@ -13,7 +13,7 @@ export type LaterReason = "restart" | "reprobe";
 export class HarnessWorkQueue {
   readonly #reconcile: (namespace: string, name: string) => Promise<void>;
   readonly #log: Logger;
-  readonly #mutex = new KeyedMutex();
+  readonly #mutex: KeyedLock;
   readonly #queued = new Set<string>();
   readonly #timers: Record<LaterReason, Map<string, NodeJS.Timeout>> = {
     /** Sessions waiting for their back-off before a restart after an unexpected exit. */
@@ -23,9 +23,15 @@ export class HarnessWorkQueue {
   };
   #closed = false;
 
-  constructor(reconcile: (namespace: string, name: string) => Promise<void>, log: Logger) {
+  /** `lock`: one task per session across server replicas too. @default a KeyedMutex (this process) */
+  constructor(
+    reconcile: (namespace: string, name: string) => Promise<void>,
+    log: Logger,
+    lock: KeyedLock = new KeyedMutex(),
+  ) {
     this.#reconcile = reconcile;
     this.#log = log;
+    this.#mutex = lock;
   }
 
   /** Schedule a reconcile of one session (coalesced). Never throws: failures are logged. */

@@ -21,6 +21,11 @@ export type IdleControllerOptions = {
   now?: () => Date;
   /** Told how long each sweep (one `tick`) took, in seconds, when it ends (the metrics hook). */
   onSweep?: (seconds: number) => void;
+  /**
+   * Whether this replica holds the controllers' lease (proxy/cluster/): replicas without it
+   * skip their sweeps. @default always
+   */
+  leads?: () => boolean;
 };
 
 /**
@@ -41,13 +46,14 @@ export class IdleController {
       staleRequestMs: 180_000,
       resyncMs: 10_000,
       now: () => new Date(),
+      leads: () => true,
       ...options,
     };
   }
 
   start(): void {
     this.#timer ??= setInterval(() => {
-      if (this.#running) return; // one tick at a time
+      if (this.#running || !this.#o.leads()) return; // one tick at a time, on the lease holder
       this.#running = this.tick()
         .catch((error: unknown) =>
           this.#o.log("error", "idle controller tick failed", { error: String(error) }),

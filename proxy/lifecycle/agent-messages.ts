@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { CodedError } from "../../contracts/errors.ts";
 import type { MessageWake, SendAgentMessageRequest, SendAgentMessageResponse } from "../../contracts/rpc.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
+import { type KeyedLock, type KeyedLocks, processLocks } from "./keyed-mutex.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import type { Sessions } from "./sessions.ts";
@@ -15,6 +15,8 @@ export type AgentMessagesOptions = {
   journal: SessionJournal;
   sessions: Sessions;
   workspaces: Workspaces;
+  /** Locks shared with the other server replicas. @default processLocks (this process alone) */
+  locks?: KeyedLocks;
 };
 
 /**
@@ -33,7 +35,7 @@ export class AgentMessages {
   readonly #sessions: Sessions;
   readonly #workspaces: Workspaces;
   /** Messages to one session are delivered in arrival order, and wake it at most once. */
-  readonly #mutex = new KeyedMutex();
+  readonly #mutex: KeyedLock;
 
   constructor(options: AgentMessagesOptions) {
     this.#store = options.store;
@@ -41,6 +43,7 @@ export class AgentMessages {
     this.#journal = options.journal;
     this.#sessions = options.sessions;
     this.#workspaces = options.workspaces;
+    this.#mutex = (options.locks ?? processLocks)("messages");
   }
 
   send(request: z.infer<typeof SendAgentMessageRequest>): Promise<z.infer<typeof SendAgentMessageResponse>> {

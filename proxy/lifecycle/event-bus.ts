@@ -4,8 +4,9 @@ export type FrameListener = (frame: StoredFrame) => void;
 
 /**
  * In-process fan-out of frames already written to the store: the store is the record, the bus
- * only wakes live followers. Several server replicas would put LISTEN/NOTIFY (or NATS) behind
- * the same two methods.
+ * only wakes live followers. With several server replicas over PostgreSQL, each replica's bus
+ * is fed from the store, in frame id order, with every replica's frames (LISTEN/NOTIFY wakes it:
+ * proxy/cluster/postgres-replica-cluster.ts).
  *
  * A follower of one session is woken only by that session's frames (publish costs the
  * followers of everything plus those of the frame's session, not every follower there is).

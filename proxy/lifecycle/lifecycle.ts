@@ -3,7 +3,7 @@ import { CodedError } from "../../contracts/errors.ts";
 import { canonicalAgentRef } from "../../contracts/resources.ts";
 import type { Rpc, RpcMethod, SpawnAgentRequest, SpawnAgentResponse } from "../../contracts/rpc.ts";
 import { AgentMessages } from "./agent-messages.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
+import { type KeyedLock, type KeyedLocks, processLocks } from "./keyed-mutex.ts";
 import type { Admission } from "./admission.ts";
 import type { Logger } from "../observability/log.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
@@ -44,6 +44,8 @@ export type LifecycleOptions = {
    * every placement takes the same lock). @default one of its own, for RPC-only setups
    */
   workspaces?: Workspaces;
+  /** Locks shared with the other server replicas. @default processLocks (this process alone) */
+  locks?: KeyedLocks;
 };
 
 /**
@@ -56,10 +58,11 @@ export class Lifecycle {
   readonly messages: AgentMessages;
   readonly #store: Store;
   /** SpawnAgent's account rule is checked and acted on by one call at a time per account. */
-  readonly #accounts = new KeyedMutex();
+  readonly #accounts: KeyedLock;
 
   constructor(options: LifecycleOptions) {
     this.#store = options.store;
+    this.#accounts = (options.locks ?? processLocks)("accounts");
     this.workspaces = options.workspaces ?? new Workspaces(options);
     this.sessions = new Sessions(options);
     this.messages = new AgentMessages({ ...options, sessions: this.sessions, workspaces: this.workspaces });

@@ -10,16 +10,24 @@ import type {
 } from "../store/store.ts";
 
 /**
+ * Where written frames go when several server replicas share the store: each replica reads
+ * them back from the store in order and publishes them to its own bus (proxy/cluster/).
+ */
+export type WrittenFrames = { written(): void };
+
+/**
  * Every write that clients can follow goes through here: the store first (it assigns the seq),
- * then the bus. So the event stream never shows what the store does not have.
+ * then the bus. So the event stream never shows what the store does not have. With several
+ * replicas (`fanout`), the bus is fed from the store by the fan-out instead, so followers of every
+ * replica see every replica's frames in one order.
  */
 export class SessionJournal {
   readonly #store: Store;
-  readonly #bus: EventBus;
+  readonly #publish: (frame: StoredFrame) => void;
 
-  constructor(store: Store, bus: EventBus) {
+  constructor(store: Store, bus: EventBus, fanout?: WrittenFrames) {
     this.#store = store;
-    this.#bus = bus;
+    this.#publish = fanout ? () => fanout.written() : (frame) => bus.publish(frame);
   }
 
   /** Record a new session and publish its first status frame (its initial state, seq 1). */
@@ -32,7 +40,7 @@ export class SessionJournal {
   /** Change a session's state and publish its status frame; undefined when nothing changed. */
   async transition(sessionId: string, change: SessionChange): Promise<Transition | undefined> {
     const transition = await this.#store.transitionSession(sessionId, change);
-    if (transition) this.#bus.publish(transition.frame);
+    if (transition) this.#publish(transition.frame);
     return transition;
   }
 
@@ -46,7 +54,7 @@ export class SessionJournal {
       ts: frame.ts ?? new Date().toISOString(),
       payload: frame.payload,
     });
-    if (stored) this.#bus.publish(stored);
+    if (stored) this.#publish(stored);
     return stored;
   }
 }

@@ -14,7 +14,7 @@ import type {
   StopAgentSessionResponse,
 } from "../../contracts/rpc.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
+import { type KeyedLock, type KeyedLocks, processLocks } from "./keyed-mutex.ts";
 import { pageOf, pageQuery } from "./pagination.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
@@ -32,7 +32,13 @@ export type LaunchOptions = {
   notFoundState?: "ERRORED" | "STOPPED";
 };
 
-export type SessionsOptions = { store: Store; runners: RunnerDirectory; journal: SessionJournal };
+export type SessionsOptions = {
+  store: Store;
+  runners: RunnerDirectory;
+  journal: SessionJournal;
+  /** Locks shared with the other server replicas. @default processLocks (this process alone) */
+  locks?: KeyedLocks;
+};
 
 /**
  * StartAgentSession, StopAgentSession, ReloadAgentSession and GetAgentStatus: the agent process
@@ -44,12 +50,13 @@ export class Sessions {
   readonly #runners: RunnerDirectory;
   readonly #journal: SessionJournal;
   /** Starts and reloads of one container never interleave (one live session per container). */
-  readonly #mutex = new KeyedMutex();
+  readonly #mutex: KeyedLock;
 
   constructor(options: SessionsOptions) {
     this.#store = options.store;
     this.#runners = options.runners;
     this.#journal = options.journal;
+    this.#mutex = (options.locks ?? processLocks)("sessions");
   }
 
   /**

@@ -23,6 +23,11 @@ export type WarmPoolsOptions = {
   intervalMs?: number;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
+  /**
+   * Whether this replica holds the controllers' lease: only its holder sends the runners their
+   * pools (every replica still computes the assignment its claims read). @default always
+   */
+  leads?: () => boolean;
 };
 
 /** Where a new workspace of an Agent may be claimed from. */
@@ -43,6 +48,7 @@ export class WarmPools {
   readonly #secretEnv: Record<string, string | undefined>;
   readonly #intervalMs: number;
   readonly #admission: Admission;
+  readonly #leads: () => boolean;
   /** Pool → the runner holding it. */
   readonly #holders = new Map<string, string>();
   /** Runner → pool entries it keeps (the sizes of the pools it holds), as of the last sync. */
@@ -59,6 +65,7 @@ export class WarmPools {
     this.#secretEnv = options.secretEnv ?? {};
     this.#intervalMs = options.intervalMs ?? 5_000;
     this.#admission = options.admission ?? defaultAdmission();
+    this.#leads = options.leads ?? (() => true);
   }
 
   start(): void {
@@ -152,6 +159,7 @@ export class WarmPools {
     }
     for (const pool of this.#holders.keys()) if (!wanted.has(pool)) this.#holders.delete(pool);
     this.#reserved = reserved;
+    if (!this.#leads()) return;
     await Promise.all(
       [...byRunner].map(async ([runnerId, pools]) => {
         const outcome = await this.#runners.command(runnerId, { kind: "warm_pools", pools });

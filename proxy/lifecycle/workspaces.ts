@@ -11,7 +11,7 @@ import type {
 import type { RunnerSelector } from "../../contracts/runners.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
 import { type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
+import { type KeyedLock, type KeyedLocks, processLocks } from "./keyed-mutex.ts";
 import { sessionKey } from "./namespace-quotas.ts";
 import type { Logger } from "../observability/log.ts";
 import { chooseRunner } from "./placement.ts";
@@ -56,6 +56,11 @@ export type WorkspacesOptions = {
   warmPools?: WarmPools;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;
+  /**
+   * Locks shared with the other server replicas: placement, warm-pool claims and idempotency keys
+   * are then decided by one replica at a time. @default processLocks (this process alone)
+   */
+  locks?: KeyedLocks;
 };
 
 /**
@@ -73,12 +78,12 @@ export class Workspaces {
   readonly #warmPools: WarmPools | undefined;
   readonly #admission: Admission;
   /** One provisioning or removal per `(agent, workstream)` at a time in this process. */
-  readonly #mutex = new KeyedMutex();
+  readonly #mutex: KeyedLock;
   /**
    * From choosing a runner to the store holding the workspace that counts on it, one placement at
    * a time in this process: concurrent provisions never put more on a runner than its capacity.
    */
-  readonly #placing = new KeyedMutex();
+  readonly #placing: KeyedLock;
 
   constructor(options: WorkspacesOptions) {
     this.#store = options.store;
@@ -88,6 +93,9 @@ export class Workspaces {
     this.#warmPools = options.warmPools;
     this.#secretEnv = options.secretEnv ?? {};
     this.#admission = options.admission ?? defaultAdmission();
+    const locks = options.locks ?? processLocks;
+    this.#mutex = locks("workspaces");
+    this.#placing = locks("placement");
   }
 
   /**

@@ -10,9 +10,10 @@ import {
   type RunnerToServer,
 } from "../../contracts/runner-protocol.ts";
 import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runner-results.ts";
+import { type ReplicaCluster, singleReplica } from "../cluster/replica-cluster.ts";
 import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
-import { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import type { CommandOutcome, RelayChunk } from "../lifecycle/runner-directory.ts";
 import { RunnerConnection } from "./runner-connection.ts";
@@ -53,6 +54,11 @@ export type RunnerHubOptions = {
   registration: RunnerRegistration;
   /** Per-session budget of frames from runners, before their store writes (frame-budget.ts). */
   frameBudget?: Partial<FrameBudgetLimits>;
+  /**
+   * The other server replicas over the same database: runners attached to them are connected
+   * too, and commands for them are forwarded there. @default singleReplica() (this process alone)
+   */
+  cluster?: ReplicaCluster;
   log?: Logger;
 };
 
@@ -96,7 +102,7 @@ export class RunnerHub {
   /** The runner each relayed request was sent to: only it may send that request's chunks. */
   readonly #relayRunners = new Map<string, string>();
   /** Attach, detach and expiry of one runner never interleave. */
-  readonly #runnerMutex = new KeyedMutex();
+  readonly #runnerMutex: KeyedLock;
   readonly #heartbeat: NodeJS.Timeout;
   readonly #attachListeners = new Set<(runner: RunnerRecord) => void>();
   /**
@@ -106,6 +112,8 @@ export class RunnerHub {
    */
   readonly #stopsInFlight = new Set<string>();
   readonly #frameBudget: FrameBudget;
+  readonly #cluster: ReplicaCluster;
+  #sweeping: Promise<void> | undefined;
   #closing = false;
 
   constructor(options: RunnerHubOptions) {
@@ -118,17 +126,32 @@ export class RunnerHub {
     this.#registration = options.registration;
     this.#log = options.log ?? silentLogger;
     this.#frameBudget = new FrameBudget(options.frameBudget);
+    this.#cluster = options.cluster ?? singleReplica();
+    // Across replicas too: a runner redialing another replica is attached there after (or
+    // before) its old link here is detached, never in between.
+    this.#runnerMutex = this.#cluster.locks("runners");
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: RUNNER_LINK_MAX_FRAME_BYTES });
     this.#sessions = new RunnerReconciler({
       store: this.#store,
       journal: options.journal,
       reattachWindowMs: options.reattachWindowMs,
       runnerMutex: this.#runnerMutex,
-      hasLink: (runnerId) => this.#connections.has(runnerId),
+      hasLink: (runnerId) => this.#connections.has(runnerId) || this.#cluster.remoteLinks().has(runnerId),
       stopOnRunner: (runnerId, sessionId) => this.#stopOnRunner(runnerId, sessionId),
       log: this.#log,
     });
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
+    // Commands another replica forwards for a runner attached here run on its link here.
+    this.#cluster.serveForwarded(async ({ runnerId, command, timeoutMs, onChunk }) => {
+      const relayId =
+        command.kind === "relay" || command.kind === "workspace_read" ? command.relay_id : undefined;
+      const unsubscribe = relayId !== undefined ? this.onRelayChunk(relayId, onChunk) : undefined;
+      try {
+        return await this.#commandHere(runnerId, command, timeoutMs);
+      } finally {
+        unsubscribe?.();
+      }
+    });
   }
 
   /**
@@ -215,13 +238,17 @@ export class RunnerHub {
     }
   }
 
-  /** Runners attached and reconciled, ready for commands. */
+  /** Runners attached and reconciled, ready for commands: here, and to the other live replicas. */
   connectedRunners(): RunnerRecord[] {
-    return [...this.#connections.values()].flatMap((c) => (c.available && c.runner ? [c.runner] : []));
+    const here = [...this.#connections.values()].flatMap((c) => (c.available && c.runner ? [c.runner] : []));
+    const ids = new Set(here.map((r) => r.runner_id));
+    for (const [runnerId, link] of this.#cluster.remoteLinks())
+      if (!ids.has(runnerId)) here.push(link.runner);
+    return here;
   }
 
   isConnected(runnerId: string): boolean {
-    return this.#connections.get(runnerId)?.available === true;
+    return this.#connections.get(runnerId)?.available === true || this.#cluster.remoteLinks().has(runnerId);
   }
 
   /** The drain flag changed in the store: connected runners report it from now on. */
@@ -245,6 +272,30 @@ export class RunnerHub {
     command: C,
     timeoutMs: number = this.#commandTimeoutMs,
   ): Promise<CommandOutcome<C>> {
+    const remote = this.#connections.get(runnerId)?.available
+      ? undefined
+      : this.#cluster.remoteLinks().get(runnerId);
+    if (remote === undefined) return this.#commandHere(runnerId, command, timeoutMs);
+    // Attached to another replica: the command runs there, its relay chunks come back here.
+    const relayId =
+      command.kind === "relay" || command.kind === "workspace_read" ? command.relay_id : undefined;
+    const outcome = await this.#cluster.forward(remote.replicaId, {
+      runnerId,
+      command,
+      timeoutMs,
+      onChunk: (chunk) => {
+        if (relayId !== undefined && chunk.relay_id === relayId) this.#relays.get(relayId)?.(chunk);
+      },
+    });
+    return this.#typed(runnerId, command, outcome);
+  }
+
+  /** A command over this replica's own link to the runner. */
+  async #commandHere<C extends RunnerCommand>(
+    runnerId: string,
+    command: C,
+    timeoutMs: number,
+  ): Promise<CommandOutcome<C>> {
     const connection = this.#connections.get(runnerId);
     if (!connection?.available)
       return { ok: false, error: { code: "UNAVAILABLE", message: `runner ${runnerId} is not connected` } };
@@ -255,6 +306,15 @@ export class RunnerHub {
     const outcome = await connection.request(command, timeoutMs);
     if (relayId !== undefined && this.#relayRunners.get(relayId) === runnerId)
       this.#relayRunners.delete(relayId);
+    return this.#typed(runnerId, command, outcome);
+  }
+
+  /** A runner's result checked against its command's result schema. */
+  #typed<C extends RunnerCommand>(
+    runnerId: string,
+    command: C,
+    outcome: { ok: true; result: unknown } | { ok: false; error: ApiErrorBody },
+  ): CommandOutcome<C> {
     if (!outcome.ok) return outcome;
     const parsed = CommandResultSchemas[command.kind].safeParse(outcome.result);
     if (!parsed.success)
@@ -292,6 +352,7 @@ export class RunnerHub {
     }
     await new Promise<void>((resolve) => this.#wss.close(() => resolve()));
     await Promise.allSettled([...this.#inboxes]);
+    await this.#sweeping;
   }
 
   // ── one connection ───────────────────────────────────────────────────────────────────────
@@ -481,6 +542,8 @@ export class RunnerHub {
       }
       this.#connections.set(id, connection);
       this.#sessions.cancelExpiry(id);
+      // Before its sessions are reconciled: no other replica's sweep takes them for stranded.
+      await this.#cluster.linkAttached(id);
       const welcomed = await connection.send({
         version: RUNNER_PROTOCOL_VERSION,
         type: "welcome",
@@ -525,12 +588,17 @@ export class RunnerHub {
     connection.available = false;
     const id = connection.runner?.runner_id;
     const current = id !== undefined && this.#connections.get(id) === connection;
+    // Already attached to another replica (it redialed there): its sessions are that link's now.
+    let movedAway = false;
     if (id !== undefined && current) {
       this.#connections.delete(id);
-      await this.#sessions.disconnect(id);
+      await this.#cluster.linkDetached(id);
+      if (this.#cluster.shared) await this.#cluster.refreshLinks();
+      movedAway = this.#cluster.remoteLinks().has(id);
+      if (!movedAway) await this.#sessions.disconnect(id);
     }
     connection.failAll({ code: "UNAVAILABLE", message: "runner link lost" });
-    if (id !== undefined && current) this.#sessions.armExpiry(id);
+    if (id !== undefined && current && !movedAway) this.#sessions.armExpiry(id);
   }
 
   /** A settled session still runs on its runner: stop it there; the store keeps what it has. */
@@ -556,6 +624,17 @@ export class RunnerHub {
   /** PROTOCOL.md §4: ping every interval; two missed heartbeats end the link. */
   #tick(): void {
     const now = Date.now();
+    // Replicas over one database: the lease holder finds sessions whose replica died with the link.
+    if (this.#cluster.shared && this.#cluster.leads() && !this.#closing)
+      this.#sweeping ??= this.#cluster
+        .refreshLinks()
+        .then(() => this.#sessions.sweep())
+        .catch((error: unknown) =>
+          this.#log("error", "sweeping sessions of lost replicas failed", { error: String(error) }),
+        )
+        .finally(() => {
+          this.#sweeping = undefined;
+        });
     for (const connection of this.#sockets) {
       if (missedHeartbeats(connection.lastSeenAt, now, this.#heartbeatMs) >= 2) {
         this.#log("warn", "runner missed 2 heartbeats; link closed", {

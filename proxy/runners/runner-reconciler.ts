@@ -1,6 +1,6 @@
 import type { RunnerSessionReport, RunnerToServer } from "../../contracts/runner-protocol.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
-import type { KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
 import type { Logger } from "../observability/log.ts";
 import type { SessionJournal } from "../lifecycle/session-journal.ts";
 import {
@@ -16,7 +16,7 @@ export type RunnerReconcilerOptions = {
   journal: SessionJournal;
   reattachWindowMs: number;
   /** Attach, detach and expiry of one runner never interleave (the hub's lock, by runner id). */
-  runnerMutex: KeyedMutex;
+  runnerMutex: KeyedLock;
   /** Whether a runner has a link now (a reattach window does not expire under one). */
   hasLink: (runnerId: string) => boolean;
   /** Stop a settled session that still runs on its runner (a command over its link). */
@@ -34,6 +34,8 @@ export class RunnerReconciler {
   readonly #o: RunnerReconcilerOptions;
   /** Reattach windows running, by runner id. */
   readonly #expiries = new Map<string, NodeJS.Timeout>();
+  /** Runners the last sweep found linked nowhere. */
+  #unlinkedBefore = new Set<string>();
   #closing = false;
 
   constructor(options: RunnerReconcilerOptions) {
@@ -57,6 +59,30 @@ export class RunnerReconciler {
       });
     }
     for (const runnerId of runners) this.armExpiry(runnerId);
+  }
+
+  /**
+   * The lease holder's sweep when replicas share the store (replica-cluster.ts): sessions of a
+   * runner attached nowhere — its replica died with its link — become DISCONNECTED and the
+   * runner's reattach window starts here (PROTOCOL.md §5), as after a restart. A runner must be
+   * seen linked nowhere by two sweeps in a row: a link being attached on another replica while
+   * one sweep reads is not taken for a lost one.
+   */
+  async sweep(): Promise<void> {
+    const stranded = await this.#o.store.listSessions({ states: [...ATTACHED_STATES, "DISCONNECTED"] });
+    const unlinked = new Set<string>();
+    for (const session of stranded) {
+      if (this.#o.hasLink(session.runner_id)) continue;
+      unlinked.add(session.runner_id);
+      if (!this.#unlinkedBefore.has(session.runner_id)) continue;
+      await this.#o.journal.transition(session.session_id, {
+        state: "DISCONNECTED",
+        reason: SessionReasons.RunnerDisconnected,
+        from: ATTACHED_STATES,
+      });
+      if (!this.#expiries.has(session.runner_id)) this.armExpiry(session.runner_id);
+    }
+    this.#unlinkedBefore = unlinked;
   }
 
   /** No more reattach windows (server shutdown). */

@@ -29,6 +29,8 @@ export type ServerStores = {
   store: Store;
   harnessStore: HarnessStore;
   tokenStore: TokenStore;
+  /** The PostgreSQL pool the stores share (what the replicas share besides them), if that is the backend. */
+  postgres?: PostgresDatabase;
   /** Close the stores, then their connection. */
   close(): Promise<void>;
 };
@@ -57,6 +59,7 @@ export async function openStores(selection: StoreSelection): Promise<ServerStore
       store,
       harnessStore,
       tokenStore: new PostgresTokenStore(database),
+      postgres: database,
       close: async () => {
         await store.close();
         await harnessStore.close();

@@ -32,12 +32,18 @@ export type PostgresDatabaseOptions = {
  */
 export class PostgresDatabase {
   readonly #pool: pg.Pool;
+  readonly #connection: { connectionString: string; connectTimeoutMs: number };
   readonly schema: string;
   #open = true;
 
-  private constructor(pool: pg.Pool, schema: string) {
+  private constructor(
+    pool: pg.Pool,
+    schema: string,
+    connection: { connectionString: string; connectTimeoutMs: number },
+  ) {
     this.#pool = pool;
     this.schema = schema;
+    this.#connection = connection;
   }
 
   /** Connect and migrate; a database that cannot be reached or migrated is an error here, not later. */
@@ -57,7 +63,10 @@ export class PostgresDatabase {
     });
     // An idle connection the server drops (restart, network) must not crash the process.
     pool.on("error", (error) => options.onIdleError?.(error));
-    const db = new PostgresDatabase(pool, schema);
+    const db = new PostgresDatabase(pool, schema, {
+      connectionString,
+      connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+    });
     try {
       await db.#migrate();
     } catch (error) {
@@ -65,6 +74,22 @@ export class PostgresDatabase {
       throw error;
     }
     return db;
+  }
+
+  /**
+   * A connection of its own, outside the pool, with the pool's schema: for what holds a session
+   * (LISTEN, advisory locks held across statements) and must not wait behind pooled queries.
+   * The caller ends it; an `error` listener is the caller's too.
+   */
+  async dedicatedClient(onError: (error: Error) => void): Promise<pg.Client> {
+    const client = new pg.Client({
+      connectionString: this.#connection.connectionString,
+      connectionTimeoutMillis: this.#connection.connectTimeoutMs,
+      options: `-c search_path=${this.schema}`,
+    });
+    client.on("error", onError);
+    await client.connect();
+    return client;
   }
 
   get isOpen(): boolean {

@@ -102,4 +102,22 @@ CREATE TABLE api_tokens (
 );
 `,
   },
+  {
+    version: 4,
+    name: "replicas: liveness, runner links, mailbox",
+    sql: `
+CREATE TABLE replicas (
+  replica_id ${T} PRIMARY KEY, started_at timestamptz NOT NULL DEFAULT now(),
+  heartbeat_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE runner_links (
+  runner_id ${T} PRIMARY KEY, replica_id ${T} NOT NULL, attached_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE replica_messages (
+  id bigserial PRIMARY KEY, to_replica ${T} NOT NULL, body text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX replica_messages_to ON replica_messages (to_replica, id);
+`,
+  },
 ];
