@@ -280,7 +280,9 @@ TB_KC_API_PORT=16443
 TB_KC_CHECK_DAEMONS=(kube-apiserver etcd containerd)
 TB_KC_CTR_SOCK=$TB_RUN/k135-containerd.sock
 
-_tb_kc_ns() { ip netns exec "$TB_KC_NETNS" "$@"; }
+# nsenter --net, not `ip netns exec`: the latter also makes a mount namespace with a fresh /sys,
+# which hides /sys/fs/cgroup from runc (and would keep containerd's mounts from a kubelet).
+_tb_kc_ns() { nsenter --net="/run/netns/$TB_KC_NETNS" "$@"; }
 _tb_kc_ctr() { "$TB_KC_BIN/ctr" --address "$TB_KC_CTR_SOCK" "$@"; }
 _tb_kc_kubectl() { _tb_kc_ns "$TB_KC_BIN/kubectl" --kubeconfig "$TB_KC_CHECK/admin.kubeconfig" --cache-dir "$TB_KC_CHECK/kubectl-cache" "$@"; }
 
@@ -292,7 +294,7 @@ _tb_kc_spawn() {
   rm -f "$TB_RUN/$name.pid"
   # shellcheck disable=SC2016
   setsid env -i PATH="$TB_KC_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME="$TB_KC_CHECK" LANG=C.UTF-8 \
-    ip netns exec "$TB_KC_NETNS" sh -c 'echo $$ >"$0" && exec "$@"' "$TB_RUN/$name.pid" "$@" \
+    nsenter --net="/run/netns/$TB_KC_NETNS" sh -c 'echo $$ >"$0" && exec "$@"' "$TB_RUN/$name.pid" "$@" \
     >>"$TB_LOG/$name.log" 2>&1 </dev/null 8>&- 9>&- &
   tb_wait_for "$name pid file" 10 test -s "$TB_RUN/$name.pid"
 }
@@ -328,7 +330,7 @@ _tb_kc_pause_image() {
   rm -rf "$w"
 }
 
-# containerd 2 config: cgroupfs (SystemdCgroup = false: no systemd here), our runc, our CNI plugins.
+# containerd 2 config (version 3 schema): cgroupfs (SystemdCgroup = false: no systemd here), our runc, our CNI plugins.
 _tb_kc_containerd_config() {
   local c=$TB_KC_CHECK/containerd
   mkdir -p "$c/root" "$c/state" "$c/cni-conf"
@@ -350,6 +352,9 @@ state = "$c/state"
     sandbox = "$TB_KC_PAUSE_IMAGE"
 [plugins.'io.containerd.cri.v1.runtime']
   enable_selinux = false
+  # Root here lacks CAP_SYS_RESOURCE: a negative oom_score_adj (the kubelet asks -998 for every
+  # sandbox) fails in runc; this clamps it to containerd's own (0), as the 1.20 runc wrapper did.
+  restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
@@ -416,7 +421,7 @@ _tb_kc_check_containerd() {
   _tb_kc_spawn containerd "$TB_KC_BIN/containerd" --config "$TB_KC_CHECK/containerd/config.toml"
   tb_wait_for "containerd socket" 30 _tb_kc_ctr version || _tb_kc_log_fail containerd "$TB_LOG/k135-containerd.log"
   _tb_kc_pause_image
-  _tb_kc_ctr -n k8s.io images import --no-unpack=false "$TB_KC_DIR/images/pause-$TB_KC_PAUSE_TAG.oci.tar" >/dev/null
+  _tb_kc_ctr -n k8s.io images import "$TB_KC_DIR/images/pause-$TB_KC_PAUSE_TAG.oci.tar" >/dev/null
   # A container from it: runc (with seccomp), the shim, overlayfs, cgroupfs under /$TB_KC_NETNS.
   _tb_kc_ctr -n k8s.io run -d --seccomp --cgroup "/$TB_KC_NETNS/check" "$TB_KC_PAUSE_IMAGE" k135-check >/dev/null
   tb_wait_for "k135-check running" 15 sh -c "'$TB_KC_BIN/ctr' --address '$TB_KC_CTR_SOCK' -n k8s.io task ls | grep -q 'k135-check.*RUNNING'"
