@@ -37,7 +37,7 @@ TB_KC_SRC=$TB_SRC/kubernetes-current
 TB_KC_GOCACHE=$TB_HOME/gocache-kubernetes-current
 TB_KC_GO_P=${AGENT_SESSIONS_GO_PARALLEL:-2}
 TB_KC_TIMES=$TB_LOG/kubernetes-current-build-times.log
-TB_KC_KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+TB_KC_KUBE_BINARIES=(kube-apiserver kubectl kube-scheduler kube-proxy kubelet kube-controller-manager)
 TB_KC_CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap)
 
 # _tb_kc_go ARGS...: the machine's go, niced, its own build cache, modules from the proxy.
@@ -464,12 +464,19 @@ metadata:
   labels:
     pod-security.kubernetes.io/enforce: restricted
     pod-security.kubernetes.io/enforce-version: latest
+---
+# No controller-manager in the check: the ServiceAccount admission plugin needs the namespace's
+# default ServiceAccount to exist before it lets a pod through to Pod Security.
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: default, namespace: k135-restricted}
 NS
   local out
   if out=$(_tb_kc_kubectl -n k135-restricted run bad --image="$TB_KC_PAUSE_IMAGE" --dry-run=server --privileged 2>&1); then
     tb_say "Pod Security: a privileged pod was admitted in a restricted namespace: $out"; return 1
   fi
-  tb_say "Pod Security restricted refused a privileged pod: ${out:0:160}..."
+  [[ $out == *'violates PodSecurity "restricted'* ]] || { tb_say "privileged pod refused, but not by Pod Security: $out"; return 1; }
+  tb_say "Pod Security restricted refused a privileged pod: ${out:0:200}..."
   _tb_kc_kubectl -n k135-restricted create --dry-run=server -o name -f - >/dev/null <<POD || { tb_say "Pod Security refused a compliant pod"; return 1; }
 apiVersion: v1
 kind: Pod
