@@ -430,7 +430,8 @@ _tb_kc_check_containerd() {
   tb_wait_for "k135-check stopped" 15 sh -c "! '$TB_KC_BIN/ctr' --address '$TB_KC_CTR_SOCK' -n k8s.io task ls | grep -q 'k135-check.*RUNNING'"
   _tb_kc_ctr -n k8s.io task rm k135-check >/dev/null 2>&1 || true
   _tb_kc_ctr -n k8s.io containers rm k135-check >/dev/null
-  "$TB_KC_BIN/crictl" --runtime-endpoint "unix://$TB_KC_CTR_SOCK" --image-endpoint "unix://$TB_KC_CTR_SOCK" info >"$TB_KC_CHECK/crictl-info.json" ||
+  printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 10\n' "$TB_KC_CTR_SOCK" "$TB_KC_CTR_SOCK" >"$TB_KC_CHECK/crictl.yaml"
+  "$TB_KC_BIN/crictl" --config "$TB_KC_CHECK/crictl.yaml" info >"$TB_KC_CHECK/crictl-info.json" ||
     { tb_say "crictl info failed"; return 1; }
   tb_say "crictl info: RuntimeReady=$(jq -r '.status.conditions[] | select(.type=="RuntimeReady") | .status' "$TB_KC_CHECK/crictl-info.json"), NetworkReady=$(jq -r '.status.conditions[] | select(.type=="NetworkReady") | .status' "$TB_KC_CHECK/crictl-info.json") (no CNI config in the check)"
 }
