@@ -251,12 +251,15 @@ tb_kc_status() {
   for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do _tb_kc_v "$b" "$TB_KC_BIN/$b" --version; done
   _tb_kc_v kubectl "$TB_KC_BIN/kubectl" version --client
   _tb_kc_v containerd "$TB_KC_BIN/containerd" --version
-  _tb_kc_v containerd-shim-runc-v2 "$TB_KC_BIN/containerd-shim-runc-v2" -v
+  if [[ -x $TB_KC_BIN/containerd-shim-runc-v2 ]]; then
+    printf '  %-23s %s\n' containerd-shim-runc-v2 "$("$TB_KC_BIN/containerd-shim-runc-v2" -v 2>&1 | awk '/Version:/{print $2; exit}')"
+  else printf '  %-23s missing\n' containerd-shim-runc-v2; fi
   _tb_kc_v runc "$TB_KC_BIN/runc" --version
   _tb_kc_v crictl "$TB_KC_BIN/crictl" --version
   _tb_kc_v etcd "$TB_KC_BIN/etcd" --version
   _tb_kc_v kube-router "$TB_KC_BIN/kube-router" --version
-  for b in "${TB_KC_CNI_PLUGINS[@]}"; do _tb_kc_v "cni ${b#*/}" env -u CNI_COMMAND "$TB_KC_CNI_BIN/${b#*/}"; done
+  # A CNI plugin run without CNI_COMMAND prints its name and version.
+  for b in "${TB_KC_CNI_PLUGINS[@]}"; do _tb_kc_v "cni ${b#*/}" "$TB_KC_CNI_BIN/${b#*/}"; done
   if declare -F tb_kc_check_status >/dev/null; then tb_kc_check_status; fi
 }
 
