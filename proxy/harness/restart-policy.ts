@@ -43,7 +43,8 @@ export function decideRestart(policy: RestartPolicy, history: RestartHistory, no
   if (previous >= policy.maxRestarts) return { action: "crashLoop", consecutive: previous };
   const consecutive = previous + 1;
   // One crash in a while is healed at once; only a crash that follows a restart backs off.
-  const delayMs = consecutive === 1 ? 0 : Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** (consecutive - 2));
+  const delayMs =
+    consecutive === 1 ? 0 : Math.min(policy.maxBackoffMs, policy.backoffMs * 2 ** (consecutive - 2));
   return {
     action: "restart",
     delayMs,
