@@ -280,7 +280,7 @@ TB_KC_PAUSE_TAG=3.10.1
 TB_KC_PAUSE_IMAGE=registry.k8s.io/pause:$TB_KC_PAUSE_TAG
 TB_KC_ETCD_PORT=22379
 TB_KC_API_PORT=16443
-TB_KC_CHECK_DAEMONS=(kube-apiserver etcd containerd)
+TB_KC_CHECK_DAEMONS=(kube-scheduler kube-controller-manager kube-apiserver etcd containerd)
 TB_KC_CTR_SOCK=$TB_RUN/k135-containerd.sock
 
 # nsenter --net, not `ip netns exec`: the latter also makes a mount namespace with a fresh /sys,
@@ -496,6 +496,30 @@ POD
   tb_say "Pod Security restricted admitted a compliant pod (server-side dry run)"
 }
 
+# kube-controller-manager and kube-scheduler against the check's apiserver (admin credentials: a
+# trial, not the per-component certificates a cluster gets): the token controller makes the
+# default ServiceAccount, a Deployment gets its ReplicaSet and a pod (Pending: no node here).
+_tb_kc_check_controllers() {
+  local k=$TB_KC_CHECK/admin.kubeconfig p=$TB_KC_CHECK/pki
+  _tb_kc_spawn kube-controller-manager "$TB_KC_BIN/kube-controller-manager" --kubeconfig="$k" \
+    --bind-address=127.0.0.1 --secure-port=20257 --leader-elect=false --root-ca-file="$p/ca.crt" \
+    --cluster-signing-cert-file="$p/ca.crt" --cluster-signing-key-file="$p/ca.key" \
+    --service-account-private-key-file="$p/sa.key" --use-service-account-credentials=true \
+    --service-cluster-ip-range=10.215.0.0/24 --allocate-node-cidrs=false --profiling=false
+  _tb_kc_spawn kube-scheduler "$TB_KC_BIN/kube-scheduler" --kubeconfig="$k" \
+    --bind-address=127.0.0.1 --secure-port=20259 --leader-elect=false --profiling=false
+  tb_wait_for "default ServiceAccount" 60 _tb_kc_kubectl -n default get serviceaccount default ||
+    _tb_kc_log_fail kube-controller-manager "$TB_LOG/k135-kube-controller-manager.log"
+  _tb_kc_kubectl create namespace k135-plain --dry-run=client -o yaml | _tb_kc_kubectl apply -f - >/dev/null
+  _tb_kc_kubectl -n k135-plain create deployment web --image="$TB_KC_PAUSE_IMAGE" --dry-run=client -o yaml | _tb_kc_kubectl apply -f - >/dev/null
+  tb_wait_for "the Deployment's pod" 60 _tb_kc_has_pod k135-plain ||
+    _tb_kc_log_fail kube-controller-manager "$TB_LOG/k135-kube-controller-manager.log"
+  tb_wait_for "scheduler healthz" 30 _tb_kc_ns curl -fsk https://127.0.0.1:20259/healthz ||
+    _tb_kc_log_fail kube-scheduler "$TB_LOG/k135-kube-scheduler.log"
+  tb_say "controller-manager: default ServiceAccount made, Deployment -> ReplicaSet -> pod (Pending, no node); scheduler healthy"
+}
+_tb_kc_has_pod() { [[ -n $(_tb_kc_kubectl -n "$1" get pods -o name 2>/dev/null) ]]; }
+
 tb_kc_check_up() {
   local b
   for b in kube-apiserver etcd containerd containerd-shim-runc-v2 ctr runc crictl kubectl; do
@@ -507,6 +531,7 @@ tb_kc_check_up() {
   ip -n "$TB_KC_NETNS" link set lo up
   tb_step "kubernetes-current check: containerd + runc" _tb_kc_check_containerd
   tb_step "kubernetes-current check: etcd + kube-apiserver" _tb_kc_check_apiserver
+  tb_step "kubernetes-current check: kube-controller-manager + kube-scheduler" _tb_kc_check_controllers
 }
 
 tb_kc_check_down() {
