@@ -6,7 +6,7 @@
  * too; after each settles a refreshed `pulumi preview` of the stack proposes no change; remove
  * leaves nothing behind.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,7 +21,8 @@ import { GUARD_CHAIN, NAT_CHAIN } from "../../infra/docker-provider/host-isolati
 import { DockerDriver } from "../../runner/docker.ts";
 import type { StackManager } from "../../stacks/index.ts";
 import { dockerClient, stackManagerFor } from "../support/session-harness.ts";
-import { applyTestbedEnv, referenceImage, repoRoot } from "../support/testbed.ts";
+import { expectNoStackDrift } from "../support/stack-drift.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
 
@@ -71,21 +72,7 @@ async function bridgeRules(): Promise<{ filter: string[]; nat: string[] }> {
 async function expectNoDrift(after: string): Promise<void> {
   await driver.settled(containerName);
   const stack = stacks.stackName(sessionNamespace, sessionName);
-  const child = spawn(
-    join(repoRoot, "bin", "agent-sessions"),
-    ["policy", "check", "-s", stack, "--expect-no-changes", "--refresh", "--data-dir", dataDir],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  const code = await new Promise<number | null>((r) => child.once("close", r));
-  expect(out, `after ${after}`).toContain(`${stack}: no policy violations, no changes (refreshed)`);
-  expect(code).toBe(0);
+  await expectNoStackDrift(stack, dataDir, after);
 }
 
 beforeAll(async () => {

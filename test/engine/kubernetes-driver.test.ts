@@ -7,7 +7,7 @@
  * stack recorded in the background) and leave the stack without drift once settled, and remove
  * leaves no object behind. Everything is checked through the API.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,7 +26,8 @@ import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "../../run
 import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
-import { applyTestbedEnv, referenceImage, repoRoot } from "../support/testbed.ts";
+import { expectNoStackDrift } from "../support/stack-drift.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 import { untilSeconds as until } from "../support/until.ts";
 
 applyTestbedEnv();
@@ -124,21 +125,7 @@ function spec(): SessionSpec {
 async function expectNoDrift(after: string): Promise<void> {
   await driver.settled(containerName);
   const stack = stacks.stackName(sessionNamespace, sessionName);
-  const child = spawn(
-    join(repoRoot, "bin", "agent-sessions"),
-    ["policy", "check", "-s", stack, "--expect-no-changes", "--refresh", "--data-dir", dataDir],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  const code = await new Promise<number | null>((r) => child.once("close", r));
-  expect(out, `after ${after}`).toContain(`${stack}: no policy violations, no changes (refreshed)`);
-  expect(code).toBe(0);
+  await expectNoStackDrift(stack, dataDir, after);
 }
 
 async function codeOf(p: Promise<unknown>): Promise<string> {
@@ -485,21 +472,7 @@ describe("the Kubernetes fast create and fast heal on a real cluster", () => {
   async function noFastDrift(after: string): Promise<void> {
     await fastDriver.settled(fastContainer);
     const stack = stacks.stackName(sessionNamespace, fastName);
-    const child = spawn(
-      join(repoRoot, "bin", "agent-sessions"),
-      ["policy", "check", "-s", stack, "--expect-no-changes", "--refresh", "--data-dir", dataDir],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      out += d.toString();
-    });
-    const code = await new Promise<number | null>((r) => child.once("close", r));
-    expect(out, `after ${after}`).toContain(`${stack}: no policy violations, no changes (refreshed)`);
-    expect(code).toBe(0);
+    await expectNoStackDrift(stack, dataDir, after);
   }
 
   beforeAll(() => {
