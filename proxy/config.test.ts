@@ -44,6 +44,8 @@ describe("server configuration", () => {
     });
     expect(readFileSync(join(dir, "admin-token"), "utf8").trim()).toBe(config.adminToken);
     expect(statSync(join(dir, "admin-token")).mode & 0o777).toBe(0o600);
+    // Never a leading "-", which a command line would take for an option.
+    expect(config.adminToken).toMatch(/^[0-9a-f]{64}$/);
     expect(statSync(join(dir, "runner-token")).mode & 0o777).toBe(0o600);
     expect(config.runnerToken).not.toBe(config.adminToken);
     expect(parseConfig({ AGENT_SESSIONS_DATA_DIR: dir })).toEqual(config);

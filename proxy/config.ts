@@ -299,10 +299,14 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
   };
 }
 
-/** Read a token file, or create it (0600, exclusively, so two starting processes agree). */
+/**
+ * Read a token file, or create it (0600, exclusively, so two starting processes agree). A new
+ * token is hex: a base64url token may begin with "-", which a command line then takes for an
+ * option (`--token -x…` is refused as ambiguous).
+ */
 function tokenFile(path: string): string {
   try {
-    writeFileSync(path, `${randomBytes(32).toString("base64url")}\n`, { mode: 0o600, flag: "wx" });
+    writeFileSync(path, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600, flag: "wx" });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
   }
