@@ -107,6 +107,14 @@ export function sessionManifests(
   const selector = sessionSelector(spec);
   const labels = () => ({ ...selector, [Labels.managedBy]: "agent-sessions" });
   const meta = (name: string) => ({ name, namespace, labels: labels() });
+  // The runner waits for the Ready pod and its route itself (runner/kubernetes.ts), with its own
+  // deadline and reasons: an `up` that also awaited the rollout would only add its polling, and a
+  // recording `up` would sit in that await until its timeout when the pod or Deployment is
+  // deleted outside meanwhile, holding every later operation of the session.
+  const awaitedByRunner = (name: string) => ({
+    ...meta(name),
+    annotations: { "pulumi.com/skipAwait": "true" },
+  });
 
   const secret = {
     apiVersion: "v1" as const,
@@ -132,7 +140,7 @@ export function sessionManifests(
   const deployment = {
     apiVersion: "apps/v1" as const,
     kind: "Deployment" as const,
-    metadata: meta(names.workload),
+    metadata: awaitedByRunner(names.workload),
     spec: {
       replicas: spec.replicas,
       strategy: { type: "Recreate" },
@@ -197,7 +205,7 @@ export function sessionManifests(
   const service = {
     apiVersion: "v1" as const,
     kind: "Service" as const,
-    metadata: meta(names.workload),
+    metadata: awaitedByRunner(names.workload),
     spec: {
       type: "ClusterIP",
       selector,

@@ -231,6 +231,9 @@ afterEach(async () => {
   await new Promise((r) => cluster.server.close(r));
 });
 
+/** A first create on the full path (an `up`), then the fast paths; the adapter always answers. */
+const FULL_CREATE = { namespace: NS, fastCreate: false, probeAdapter: async () => undefined };
+
 async function stopped(driver: KubernetesDriver, fake: ReturnType<typeof fakeStacks>) {
   await driver.provision(name, spec, secrets);
   await driver.scaleDown(name);
@@ -242,7 +245,7 @@ async function stopped(driver: KubernetesDriver, fake: ReturnType<typeof fakeSta
 describe("the Kubernetes stop/resume fast path", () => {
   it("stops by scaling the Deployment to 0 at once and records the same `up` at 0 in the background", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets); // a first create: the full path
     expect(fake.calls).toEqual(["up 1", "up done"]);
     const release = fake.holdUps();
@@ -267,7 +270,7 @@ describe("the Kubernetes stop/resume fast path", () => {
 
   it("resumes with the inputs last recorded by scaling to 1, answers at Ready, then records `up` at 1", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await stopped(driver, fake);
     const release = fake.holdUps();
     const result = await driver.provision(name, spec, secrets);
@@ -286,7 +289,7 @@ describe("the Kubernetes stop/resume fast path", () => {
 
   it("makes the next operation wait for the pending recording", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     const release = fake.holdUps();
     await driver.scaleDown(name);
@@ -307,7 +310,7 @@ describe("the Kubernetes stop/resume fast path", () => {
 
   it("takes the full path when the credentials or the token changed", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await stopped(driver, fake);
     await driver.provision(name, spec, { ...secrets, credentials: { MODEL_API_KEY: "rotated" } });
     expect(cluster.patches).toEqual([]);
@@ -316,7 +319,7 @@ describe("the Kubernetes stop/resume fast path", () => {
 
   it("takes the full path when an object of the session is gone", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await stopped(driver, fake);
     cluster.objects.delete(`networkpolicies/${name}`);
     await driver.provision(name, spec, secrets);
@@ -326,7 +329,7 @@ describe("the Kubernetes stop/resume fast path", () => {
 
   it("after a failed recording the next operation takes the full path", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     fake.failUps(new Error("the stack is locked"));
     await driver.scaleDown(name);
@@ -340,7 +343,7 @@ describe("the Kubernetes stop/resume fast path", () => {
 
   it("with the fast path off, stop and resume are each an `up`", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS, fastPath: false });
+    const driver = new KubernetesDriver(kc, fake.stacks, { ...FULL_CREATE, fastPath: false });
     await driver.provision(name, spec, secrets);
     await driver.scaleDown(name);
     await driver.provision(name, spec, secrets);
@@ -352,10 +355,7 @@ describe("the Kubernetes stop/resume fast path", () => {
 describe("the Kubernetes fast heal", () => {
   it("waits for the Deployment's new Ready pod when the stack records replicas 1: no `up`, no patch", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, {
-      namespace: NS,
-      probeAdapter: async () => undefined,
-    });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     fake.calls.length = 0;
     cluster.replacePod();
@@ -368,10 +368,7 @@ describe("the Kubernetes fast heal", () => {
 
   it("takes the full path when the Deployment is gone", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, {
-      namespace: NS,
-      probeAdapter: async () => undefined,
-    });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     fake.calls.length = 0;
     cluster.objects.delete(`deployments/${name}`);
@@ -441,21 +438,28 @@ describe("the Kubernetes fast create", () => {
     expect(fake.marks).toEqual(["marked", "cleared"]);
   });
 
-  it("is off unless asked for: a first create is a full `up`", async () => {
+  it("is on by default; off, a first create is a full `up`", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, { namespace: NS });
-    await driver.provision(name, spec, secrets);
-    expect(fake.calls).toEqual(["up 1", "up done"]);
+    const fast = new KubernetesDriver(kc, fake.stacks, { namespace: NS, probeAdapter: async () => undefined });
+    const release = fake.holdUps();
+    await fast.provision(name, spec, secrets);
+    expect(fake.calls[0]).toMatch(/^judge /); // judged in process, applied, answered
+    expect(fake.calls.slice(1)).toEqual(["up 1"]); // the recording, behind the answer
+    release();
+    await fast.settled(name);
+    // Off: a first create (a new driver, nothing recorded, a fresh cluster) is a full `up`.
+    const fresh = fakeStacks(cluster);
+    cluster.objects.clear();
+    const full = new KubernetesDriver(kc, fresh.stacks, FULL_CREATE);
+    await full.provision(name, spec, secrets);
+    expect(fresh.calls).toEqual(["up 1", "up done"]);
   });
 });
 
 describe("the Kubernetes fast heal during a recording", () => {
   it("does not wait for the recording `up` of a resume in flight (same inputs at replicas 1)", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, {
-      namespace: NS,
-      probeAdapter: async () => undefined,
-    });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await stopped(driver, fake);
     const release = fake.holdUps();
     await driver.provision(name, spec, secrets); // fast resume; its recording held
@@ -469,10 +473,7 @@ describe("the Kubernetes fast heal during a recording", () => {
 
   it("waits for a stop's recording: a heal is only for a session that should run", async () => {
     const fake = fakeStacks(cluster);
-    const driver = new KubernetesDriver(kc, fake.stacks, {
-      namespace: NS,
-      probeAdapter: async () => undefined,
-    });
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     const release = fake.holdUps();
     await driver.scaleDown(name);

@@ -21,7 +21,7 @@
  * A heal (the pod deleted, its container dead, while the stack records replicas 1 with the same
  * inputs and every object is there) runs no `up` at all: the Deployment already makes the new pod;
  * provision waits for it to be Ready and served by the Service. A first create takes the fast path
- * too when `fastCreate` is on (kubernetes-fast-create.ts: judged by the pack in process, applied
+ * too unless `fastCreate` is off (kubernetes-fast-create.ts: judged by the pack in process, applied
  * at once, recorded behind). Anything else — a changed spec or credentials, an object gone, a
  * runner that restarted since, a failed recording — takes the full path through `pulumi up`.
  */
@@ -72,7 +72,7 @@ export type KubernetesDriverOptions = {
   workspaceImage?: string | undefined;
   /** Stop, resume and heal act on the cluster at once and record the stack afterwards. @default true */
   fastPath?: boolean;
-  /** A first create takes the fast path too (runner/kubernetes-fast-create.ts). @default false */
+  /** A first create takes the fast path too (runner/kubernetes-fast-create.ts). @default true */
   fastCreate?: boolean;
   /** How a fast create or heal asks the adapter whether it serves (tests replace it). @default probeAdapter */
   probeAdapter?: (endpoint: string, timeoutMs: number) => Promise<void>;
@@ -162,7 +162,7 @@ export class KubernetesDriver implements EngineDriver {
         })
       : undefined;
     this.#fastPath = options.fastPath ?? true;
-    this.#createsFast = this.#fastPath && (options.fastCreate ?? false);
+    this.#createsFast = this.#fastPath && (options.fastCreate ?? true);
     this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = options.log ?? (() => undefined);
     this.#records = new FastPathRecords(this.#log);
@@ -236,7 +236,10 @@ export class KubernetesDriver implements EngineDriver {
       const outputs = await this.#stacks.up(scaled, secrets);
       this.#records.set(containerName, { key, replicas: 1 });
       if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
+      // The `up` does not await the rollout (skipAwait, infra/kubernetes-manifests.ts): the pod
+      // Ready and the adapter served through its ClusterIP are waited for here.
       await this.#waitReady(containerName);
+      if (outputs.endpoint) await this.#waitServing(containerName, outputs.endpoint);
       // Once, before any agent session starts in it: a seeded checkout is never fetched again.
       await this.workspace?.seed(containerName, spec, secrets.credentials);
       return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
@@ -407,9 +410,19 @@ export class KubernetesDriver implements EngineDriver {
         return;
       } catch (error) {
         if (Date.now() > deadline) {
+          // Which hop fails: the pod itself, or the route to it (kube-proxy's rules for the ClusterIP).
+          const podIP = (await this.#readyPod(containerName).catch(() => undefined))?.status?.podIP;
+          const direct = podIP
+            ? await this.#probeAdapter(`${podIP}:${ADAPTER_PORT}`, 1_000).then(
+                () => "answers",
+                (e: Error) => e.message.slice(0, 200),
+              )
+            : "no Ready pod";
           this.#log("warn", "the adapter does not answer through its ClusterIP yet; answering anyway", {
             container: containerName,
             error: (error as Error).message.slice(0, 500),
+            pod_ip: podIP,
+            pod_direct: direct,
           });
           return;
         }
@@ -488,17 +501,14 @@ export class KubernetesDriver implements EngineDriver {
     }
   }
 
-  /**
-   * Waits (bounded) until the Service routes to the Ready pod. The full path's `up` finishes after
-   * the pod is Ready, which leaves the endpoints controller that time; a fast resume answers at once.
-   */
+  /** Waits (bounded) until the Service routes to the Ready pod (its Endpoints list it). */
   async #waitRouted(containerName: string): Promise<void> {
     const deadline = Date.now() + ROUTE_SETTLE_MS;
     for (;;) {
       const pod = await this.#readyPod(containerName);
       if (pod && (await serviceRoutesTo(this.#core, this.namespace, containerName, pod))) return;
       if (Date.now() > deadline) {
-        this.#log("warn", "a fast resume's Service does not list its pod yet; answering anyway", {
+        this.#log("warn", "the Service does not list the Ready pod yet; answering anyway", {
           container: containerName,
         });
         return;
@@ -630,6 +640,8 @@ export class KubernetesDriver implements EngineDriver {
       async () => {
         await this.#stacks.scaleDown(p.namespace, p.name);
         await this.#release(p);
+        // As a fast stop answers: once the pod is being deleted (the `up` does not await it).
+        await this.#waitPodsGoing(containerName).catch(() => undefined);
       },
     );
   }

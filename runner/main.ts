@@ -46,11 +46,8 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
         workspaceImage: config.gitImage,
         // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes.ts).
         fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
-        // A first create made at once too: opt-in here (AGENT_SESSIONS_FAST_CREATE=on). With it on,
-        // a Deployment deleted outside while the create's recording `up` ran held that `up` in the
-        // provider's rollout wait, and the next provision waited for it past 300 s
-        // (test/engine/agent-lifecycle-kubernetes.test.ts); Docker's is on unless the variable says off.
-        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE === "on",
+        // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
+        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",
         log: jsonLog("kubernetes"),
       });
       break;
