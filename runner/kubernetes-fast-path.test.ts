@@ -440,7 +440,10 @@ describe("the Kubernetes fast create", () => {
 
   it("is on by default; off, a first create is a full `up`", async () => {
     const fake = fakeStacks(cluster);
-    const fast = new KubernetesDriver(kc, fake.stacks, { namespace: NS, probeAdapter: async () => undefined });
+    const fast = new KubernetesDriver(kc, fake.stacks, {
+      namespace: NS,
+      probeAdapter: async () => undefined,
+    });
     const release = fake.holdUps();
     await fast.provision(name, spec, secrets);
     expect(fake.calls[0]).toMatch(/^judge /); // judged in process, applied, answered

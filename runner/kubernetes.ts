@@ -235,14 +235,18 @@ export class KubernetesDriver implements EngineDriver {
       await this.#forgetLostObjects(containerName, spec);
       const outputs = await this.#stacks.up(scaled, secrets);
       this.#records.set(containerName, { key, replicas: 1 });
-      if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
       // The `up` does not await the rollout (skipAwait, infra/kubernetes-manifests.ts): the pod
       // Ready and the adapter served through its ClusterIP are waited for here.
       await this.#waitReady(containerName);
-      if (outputs.endpoint) await this.#waitServing(containerName, outputs.endpoint);
+      const endpoint = outputs.endpoint && (await this.#waitServing(containerName, outputs.endpoint));
+      if (endpoint) this.#endpoints.set(containerName, endpoint);
       // Once, before any agent session starts in it: a seeded checkout is never fetched again.
       await this.workspace?.seed(containerName, spec, secrets.credentials);
-      return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
+      return {
+        containerName,
+        endpoint: endpoint || outputs.endpoint,
+        resolvedImageDigest: outputs.resolvedImageDigest,
+      };
     } finally {
       this.#quiet.delete(containerName);
     }
@@ -276,9 +280,10 @@ export class KubernetesDriver implements EngineDriver {
       });
       return undefined;
     }
+    let endpoint: string;
     try {
       await this.#waitReady(containerName, FAST_POLL_MS);
-      await this.#waitRouted(containerName);
+      endpoint = await this.#waitServing(containerName, `${clusterIP}:${ADAPTER_PORT}`);
     } catch (error) {
       // The Deployment asks for 1 and the stack says 0: unknown now, the next operation reconciles.
       done();
@@ -287,7 +292,6 @@ export class KubernetesDriver implements EngineDriver {
     } finally {
       this.#quiet.delete(containerName);
     }
-    const endpoint = `${clusterIP}:${ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
     this.#records.record(containerName, { key, replicas: 1 }, () => this.#upAndRelease(spec, secrets), done);
     // As the session program's output says (infra/kubernetes-session.ts): the image is digest-pinned.
@@ -315,9 +319,8 @@ export class KubernetesDriver implements EngineDriver {
     ]).catch(() => [undefined, undefined] as const);
     const clusterIP = service?.spec?.clusterIP;
     if (!clusterIP || deployment?.spec?.replicas !== 1) return undefined;
-    const endpoint = `${clusterIP}:${ADAPTER_PORT}`;
     await this.#waitReady(containerName, FAST_POLL_MS);
-    await this.#waitServing(containerName, endpoint);
+    const endpoint = await this.#waitServing(containerName, `${clusterIP}:${ADAPTER_PORT}`);
     this.#endpoints.set(containerName, endpoint);
     return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
   }
@@ -361,9 +364,8 @@ export class KubernetesDriver implements EngineDriver {
         name: containerName,
         namespace: this.namespace,
       });
-      endpoint = `${service.spec?.clusterIP}:${ADAPTER_PORT}`;
       await this.#waitReady(containerName, FAST_POLL_MS);
-      await this.#waitServing(containerName, endpoint);
+      endpoint = await this.#waitServing(containerName, `${service.spec?.clusterIP}:${ADAPTER_PORT}`);
     } catch (error) {
       // Made but not Ready: the recording still declares what was made, so a remove finds it all.
       this.#records.record(
@@ -399,32 +401,44 @@ export class KubernetesDriver implements EngineDriver {
   /**
    * Waits (bounded) until the Service lists the Ready pod and the adapter answers /readyz through
    * the ClusterIP: kube-proxy programs the route only after the endpoints (1.20: EndpointSlices)
-   * list the pod, and the runner reaches the adapter through it.
+   * list the pod, and the runner reaches the adapter through it. Returns the address to reach the
+   * adapter at: the ClusterIP's; the pod's own when the route does not serve by the deadline while
+   * the pod answers directly (seen once in CI on 1.20: after a second pod deletion the ClusterIP
+   * answered HTTP 404 for minutes while the new pod was Ready); the ClusterIP's again, with a
+   * warning, when neither answers.
    */
-  async #waitServing(containerName: string, endpoint: string): Promise<void> {
+  async #waitServing(containerName: string, endpoint: string): Promise<string> {
     await this.#waitRouted(containerName);
     const deadline = Date.now() + SERVE_SETTLE_MS;
     for (;;) {
       try {
         await this.#probeAdapter(endpoint, 1_000);
-        return;
+        return endpoint;
       } catch (error) {
         if (Date.now() > deadline) {
-          // Which hop fails: the pod itself, or the route to it (kube-proxy's rules for the ClusterIP).
           const podIP = (await this.#readyPod(containerName).catch(() => undefined))?.status?.podIP;
-          const direct = podIP
-            ? await this.#probeAdapter(`${podIP}:${ADAPTER_PORT}`, 1_000).then(
-                () => "answers",
+          const direct = podIP ? `${podIP}:${ADAPTER_PORT}` : undefined;
+          const answer = direct
+            ? await this.#probeAdapter(direct, 1_000).then(
+                () => undefined,
                 (e: Error) => e.message.slice(0, 200),
               )
             : "no Ready pod";
-          this.#log("warn", "the adapter does not answer through its ClusterIP yet; answering anyway", {
+          const fields = {
             container: containerName,
             error: (error as Error).message.slice(0, 500),
-            pod_ip: podIP,
-            pod_direct: direct,
-          });
-          return;
+            pod_endpoint: direct,
+          };
+          if (direct && answer === undefined) {
+            this.#log(
+              "warn",
+              "the adapter does not answer through its ClusterIP; using the pod's address",
+              fields,
+            );
+            return direct;
+          }
+          this.#log("warn", "the adapter does not answer yet; answering anyway", { ...fields, pod: answer });
+          return endpoint;
         }
       }
       await new Promise((r) => setTimeout(r, FAST_POLL_MS));

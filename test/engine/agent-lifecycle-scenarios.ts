@@ -178,9 +178,15 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
   afterAll(async () => {
     for (const f of followers.values()) await f.close();
     // RemoveAgentWorkspace for each workspace while the system is up, then by force what is left.
-    if (system.server && system.runner)
-      for (const container_name of provisioned)
-        await system.rpc("RemoveAgentWorkspace", { container_name }).catch(() => undefined);
+    // Three at a time: each is a `pulumi destroy`, and one after another they took minutes.
+    if (system.server && system.runner) {
+      const queue = [...provisioned];
+      const remover = async () => {
+        for (let container_name = queue.shift(); container_name; container_name = queue.shift())
+          await system.rpc("RemoveAgentWorkspace", { container_name }).catch(() => undefined);
+      };
+      await Promise.all([remover(), remover(), remover()]);
+    }
     const forced = probe ? await probe.forceRemove(NS) : [];
     await system.stop();
     await model?.close();

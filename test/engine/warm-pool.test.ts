@@ -108,8 +108,12 @@ afterAll(async () => {
     await putRuntime("pooled-one", 0).catch(() => undefined);
     await until(
       "pools emptied",
-      // Containers go first, then networks and volumes, then the stacks.
-      async () => (await stacksOf(system)).every((s) => !s.startsWith(`${NS}--pool-`)),
+      // Containers go first, then networks and volumes, then the stacks. A claimed entry keeps
+      // its pool name and its stack: removeEverything below takes it.
+      async () =>
+        (await stacksOf(system))
+          .filter((s) => s.startsWith(`${NS}--pool-`))
+          .every((s) => [...claimed].some((name) => name.endsWith(s.split("--")[1] ?? "?"))),
       FILL_MS,
     ).catch(() => undefined);
   }
