@@ -317,7 +317,8 @@ TB_KC_FIXED_DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/cont
 # nsenter --net, not `ip netns exec`: the latter also makes a mount namespace with a fresh /sys,
 # which hides /sys/fs/cgroup from runc (and would keep containerd's mounts from a kubelet).
 _tb_kc_ns() { nsenter --net="/run/netns/$TB_KC_NETNS" "$@"; }
-_tb_kc_ctr() { "$TB_KC_BIN/ctr" --address "$TB_KC_CTR_SOCK" "$@"; }
+# (without containerd's cgroup v1 deprecation warning, which ctr prints on every call)
+_tb_kc_ctr() { { "$TB_KC_BIN/ctr" --address "$TB_KC_CTR_SOCK" "$@" 2>&1 1>&3 3>&- | { grep -v 'cgroup v1 is deprecated' >&2 || true; }; } 3>&1; }
 _tb_kc_kubectl() { _tb_kc_ns "$TB_KC_BIN/kubectl" --kubeconfig "$TB_KC_KUBECONFIG" --cache-dir "$TB_KC_STATE/kubectl-cache" "$@"; }
 _tb_kc_crictl() { "$TB_KC_BIN/crictl" --config "$TB_KC_STATE/crictl.yaml" "$@"; }
 
@@ -772,8 +773,9 @@ tb_kc_up() {
   _tb_kc_start_controllers
   _tb_kc_start_kubelet
   _tb_kc_start_proxy
-  _tb_kc_start_kube_router
   tb_step "kubernetes-current: node $TB_KC_NODE Ready" tb_wait_for "node Ready" 180 _tb_kc_node_ready || _tb_kc_fail "node Ready" kubelet
+  # kube-router looks its Node up once at start, and gives up if the kubelet has not registered it yet.
+  _tb_kc_start_kube_router
   tb_wait_for "kube-router's firewall chains" 60 _tb_kc_firewall_ready || _tb_kc_fail kube-router kube-router
   tb_wait_for "default ServiceAccount" 60 _tb_kc_kubectl -n default get serviceaccount default || _tb_kc_fail "default ServiceAccount" kube-controller-manager
   for b in "${TB_KC_DAEMONS[@]}"; do tb_pid_alive "k135-$b" || _tb_kc_fail "$b" "$b"; done
@@ -809,13 +811,29 @@ YAML
 }
 
 # _tb_kc_reach FROM-POD IP: does an HTTP GET of IP:8080/readyz from that pod answer (3 s)?
-_tb_kc_reach() { _tb_kc_kubectl -n "$TB_KC_CHECK_NS" exec "$1" -- wget -q -O /dev/null -T 3 "http://$2:8080/readyz" >/dev/null 2>&1; }
+# _tb_kc_reach FROM-POD IP: an HTTP GET of IP:8080/readyz from that pod (3 s). Prints "reach" or
+# "blocked (<error code>)"; fails if the probe itself could not run. (node, not the image's busybox
+# wget: that one answers, then dies of SIGSEGV on exit, code 139.)
+_tb_kc_reach() {
+  local rc=0 out
+  out=$(_tb_kc_kubectl -n "$TB_KC_CHECK_NS" exec "$1" -- node -e "$(_tb_kc_reach_js "$2")" 2>"$TB_KC_STATE/probe.err") || rc=$?
+  case $rc in
+    0) echo reach ;;
+    1) echo "blocked ($out)" ;;
+    *) echo "probe failed ($rc): $(cat "$TB_KC_STATE/probe.err")"; return 1 ;;
+  esac
+}
+_tb_kc_reach_js() {
+  echo "fetch('http://$1:8080/readyz', {signal: AbortSignal.timeout(3000)}).then(r => process.exit(r.ok ? 0 : 2),
+    e => { console.log(e.cause?.code ?? e.name); process.exit(1); })"
+}
+_tb_kc_unreachable() { [[ $(_tb_kc_reach "$@") == blocked* ]]; }
 _tb_kc_pod_ip() { _tb_kc_kubectl -n "$TB_KC_CHECK_NS" get pod "$1" -o 'jsonpath={.status.podIP}'; }
 _tb_kc_expect() { # WANT(reach|blocked) FROM TO-NAME TO-IP
-  local got=blocked t0; t0=$(tb_now)
-  _tb_kc_reach "$2" "$4" && got=reach
-  if [[ $got != "$1" ]]; then tb_say "FAILED: $2 -> $3 ($4:8080): $got, wanted $1"; return 1; fi
-  tb_say "  $2 -> $3 ($4:8080): $got (as wanted, $(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1fs", b-a}'))"
+  local got t0; t0=$(tb_now)
+  got=$(_tb_kc_reach "$2" "$4") || true
+  if [[ $got != "$1"* ]]; then tb_say "FAILED: $2 -> $3 ($4:8080): $got, wanted $1"; return 1; fi
+  tb_say "  $2 -> $3 ($4:8080): $got, as wanted ($(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1fs", b-a}'))"
 }
 
 # tb_kc_check: on the running cluster, in a namespace enforcing Pod Security "restricted":
@@ -875,8 +893,7 @@ spec:
     ports: [{port: 8080, protocol: TCP}]
 NP
   t0=$(tb_now)
-  tb_wait_for "kube-router to enforce the policy" 60 sh -c "! '$TB_KC_BIN/kubectl' --kubeconfig '$TB_KC_KUBECONFIG' --cache-dir '$TB_KC_STATE/kubectl-cache' \
-    -n $TB_KC_CHECK_NS exec other -- wget -q -O /dev/null -T 2 http://$s:8080/readyz" || { tb_say "FAILED: policy not enforced"; return 1; }
+  tb_wait_for "kube-router to enforce the policy" 60 _tb_kc_unreachable other "$s" || { tb_say "FAILED: policy not enforced"; return 1; }
   tb_say "policy 'session' applied (ingress :8080 from role=runner only; egress DNS + $r/32:8080), enforced within $(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1fs", b-a}'):"
   _tb_kc_expect reach runner session "$s" && _tb_kc_expect blocked other session "$s" &&
     _tb_kc_expect reach session runner "$r" && _tb_kc_expect blocked session other "$o" || return 1
