@@ -916,12 +916,17 @@ tb_kc_down() {
       _tb_kc_ctr -n k8s.io containers rm "$d" >/dev/null 2>&1 || true
     done
   fi
+  # SIGTERM to all at once (each takes ~2 s to be gone here), then wait for each.
+  local pids=()
   for d in "${TB_KC_DAEMONS[@]}"; do
-    pid=$(cat "$TB_RUN/k135-$d.pid" 2>/dev/null || true)
-    tb_stop_pid "k135-$d"
+    tb_pid_alive "k135-$d" || continue
+    pid=$(cat "$TB_RUN/k135-$d.pid")
     # A relay's per-connection children (host side: not in the namespace).
-    [[ -n $pid ]] && for m in $(ps -o pid= --ppid "$pid" 2>/dev/null); do kill -9 "$m" 2>/dev/null || true; done
+    for m in $(ps -o pid= --ppid "$pid" 2>/dev/null); do kill -9 "$m" 2>/dev/null || true; done
+    pids+=("$pid"); kill "$pid" 2>/dev/null || true
   done
+  ((${#pids[@]})) && tb_say "stopping kubernetes-current daemons (pids ${pids[*]})"
+  for d in "${TB_KC_DAEMONS[@]}"; do tb_stop_pid "k135-$d"; done
   # Any process still in the namespace was started by those daemons (a shim, a relay child): by PID.
   for pid in $(ip netns pids "$TB_KC_NETNS" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
   # And any still in our cgroups (a container whose shim went first).
