@@ -811,7 +811,7 @@ YAML
 }
 
 # _tb_kc_reach FROM-POD IP: does an HTTP GET of IP:8080/readyz from that pod answer (3 s)?
-# _tb_kc_reach FROM-POD IP: an HTTP GET of IP:8080/readyz from that pod (3 s). Prints "reach" or
+# _tb_kc_reach FROM-POD IP[:PORT]: an HTTP GET of IP:PORT/readyz (port 8080 if none) from that pod (3 s). Prints "reach" or
 # "blocked (<error code>)"; fails if the probe itself could not run. (node, not the image's busybox
 # wget: that one answers, then dies of SIGSEGV on exit, code 139.)
 _tb_kc_reach() {
@@ -824,7 +824,8 @@ _tb_kc_reach() {
   esac
 }
 _tb_kc_reach_js() {
-  echo "fetch('http://$1:8080/readyz', {signal: AbortSignal.timeout(3000)}).then(r => process.exit(r.ok ? 0 : 2),
+  local to=$1; [[ $to == *:* ]] || to=$to:8080
+  echo "fetch('http://$to/readyz', {signal: AbortSignal.timeout(3000)}).then(r => process.exit(r.ok ? 0 : 2),
     e => { console.log(e.cause?.code ?? e.name); process.exit(1); })"
 }
 _tb_kc_unreachable() { [[ $(_tb_kc_reach "$@") == blocked* ]]; }
@@ -898,6 +899,15 @@ NP
   _tb_kc_expect reach runner session "$s" && _tb_kc_expect blocked other session "$s" &&
     _tb_kc_expect reach session runner "$r" && _tb_kc_expect blocked session other "$o" || return 1
   tb_say "proved: NetworkPolicy enforced by kube-router (denied ingress and egress fail, allowed ones answer)"
+  # The namespace routes nothing beyond its bridge: a pod without any policy cannot reach the host's
+  # own addresses (here its registry's port; a refusal would mean the packet got there).
+  local host_ip got
+  host_ip=$(ip -4 -o addr show scope global | awk '{print $4; exit}' | cut -d/ -f1)
+  if [[ -n $host_ip ]]; then
+    got=$(_tb_kc_reach other "$host_ip:${TB_REGISTRY#*:}") || true
+    [[ $got == blocked* && $got != *ECONNREFUSED* ]] || { tb_say "FAILED: other -> host $host_ip:${TB_REGISTRY#*:}: $got, wanted no route"; return 1; }
+    tb_say "proved: a pod reaches nothing beyond the bridge: other -> the host's $host_ip:${TB_REGISTRY#*:}: $got"
+  fi
   _tb_kc_kubectl delete namespace "$TB_KC_CHECK_NS" --wait=false >/dev/null
 }
 
