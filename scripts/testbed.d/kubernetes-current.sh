@@ -300,6 +300,13 @@ TB_KC_BRIDGE=k135br0
 TB_KC_POD_CIDR=10.216.0.0/24
 TB_KC_NODE_IP=10.216.0.1
 TB_KC_SERVICE_CIDR=10.215.0.0/24
+# The host link: a veth pair between the host and the namespace, so that the host's runner reaches
+# pods and ClusterIPs as on a real cluster's node (routes for both CIDRs via the namespace end).
+TB_KC_LINK_HOST=k135h
+TB_KC_LINK_NS=k135n
+TB_KC_LINK_HOST_IP=10.217.0.1
+TB_KC_LINK_NS_IP=10.217.0.2
+TB_KC_GUARD=AGENT-SESSIONS-K135-INPUT
 TB_KC_ETCD_PORT=22379
 TB_KC_API_PORT=16443
 TB_KC_KUBELET_PORT=20250
@@ -521,6 +528,41 @@ _tb_kc_netns_up() {
   # its iptables (kube-router's policy chains, kube-proxy's DNAT).
   _tb_kc_ns sh -c 'echo 1 >/proc/sys/net/bridge/bridge-nf-call-iptables && echo 1 >/proc/sys/net/ipv4/ip_forward'
 }
+
+# The host link. The host's INPUT refuses every connection from it ($TB_KC_GUARD: only replies to
+# the host's own connections pass), so neither a pod nor a daemon of the namespace reaches a host
+# service through it; pods reach nothing else beyond their bridge either (the namespace has no route
+# but the link's /30). A session policy admits the host's runner by its `runnerCidr`, the link's
+# host address ($TB_KC_LINK_HOST_IP/32).
+_tb_kc_link_up() {
+  if ! ip link show "$TB_KC_LINK_HOST" >/dev/null 2>&1; then
+    ip link add "$TB_KC_LINK_HOST" type veth peer name "$TB_KC_LINK_NS" netns "$TB_KC_NETNS"
+    ip addr add "$TB_KC_LINK_HOST_IP/30" dev "$TB_KC_LINK_HOST"
+    ip -n "$TB_KC_NETNS" addr add "$TB_KC_LINK_NS_IP/30" dev "$TB_KC_LINK_NS"
+  fi
+  # The guard before the link is up: nothing from it reaches the host unguarded.
+  if ! iptables -w 10 -C INPUT -i "$TB_KC_LINK_HOST" -j "$TB_KC_GUARD" 2>/dev/null; then
+    iptables -w 10 -N "$TB_KC_GUARD" 2>/dev/null || iptables -w 10 -F "$TB_KC_GUARD"
+    iptables -w 10 -A "$TB_KC_GUARD" -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+    iptables -w 10 -A "$TB_KC_GUARD" -j LOG --log-prefix "agent-sessions-k135-in: "
+    iptables -w 10 -A "$TB_KC_GUARD" -j REJECT --reject-with icmp-admin-prohibited
+    iptables -w 10 -I INPUT 1 -i "$TB_KC_LINK_HOST" -j "$TB_KC_GUARD"
+  fi
+  ip link set "$TB_KC_LINK_HOST" up
+  ip -n "$TB_KC_NETNS" link set "$TB_KC_LINK_NS" up
+  ip route replace "$TB_KC_POD_CIDR" via "$TB_KC_LINK_NS_IP" dev "$TB_KC_LINK_HOST"
+  ip route replace "$TB_KC_SERVICE_CIDR" via "$TB_KC_LINK_NS_IP" dev "$TB_KC_LINK_HOST"
+}
+
+_tb_kc_link_down() {
+  ip link del "$TB_KC_LINK_HOST" 2>/dev/null || true   # its routes go with it
+  while iptables -w 10 -D INPUT -i "$TB_KC_LINK_HOST" -j "$TB_KC_GUARD" 2>/dev/null; do :; done
+  iptables -w 10 -F "$TB_KC_GUARD" 2>/dev/null || true
+  iptables -w 10 -X "$TB_KC_GUARD" 2>/dev/null || true
+}
+
+# Packets the guard refused since up (0 when absent).
+_tb_kc_guard_refused() { { iptables -w 10 -nvxL "$TB_KC_GUARD" 2>/dev/null || true; } | awk '$3=="LOG"{print $1; f=1} END{if(!f) print 0}'; }
 
 # cgroup root of the kubelet: /$TB_KC_CGROUP in each v1 hierarchy (and the unified one).
 _tb_kc_cgroups_up() {
@@ -764,6 +806,7 @@ tb_kc_up() {
   mkdir -p "$TB_KC_STATE"
   _tb_kc_save_host
   _tb_kc_netns_up
+  _tb_kc_link_up
   _tb_kc_cgroups_up
   _tb_kc_pki
   tb_step "kubernetes-current: registry relay + containerd" eval '_tb_kc_relays_up && _tb_kc_start_containerd'
@@ -828,6 +871,18 @@ _tb_kc_reach_js() {
   echo "fetch('http://$to/readyz', {signal: AbortSignal.timeout(3000)}).then(r => process.exit(r.ok ? 0 : 2),
     e => { console.log(e.cause?.code ?? e.name); process.exit(1); })"
 }
+# _tb_kc_host_reach IP:PORT: the same from the host (the runner's side), through the host link.
+_tb_kc_host_reach() {
+  local rc=0
+  curl -fsS -o /dev/null -m 3 "http://$1/readyz" 2>/dev/null || rc=$?
+  case $rc in 0) echo reach ;; 7 | 28) echo "blocked (curl $rc)" ;; *) echo "probe failed (curl $rc)"; return 1 ;; esac
+}
+_tb_kc_host_reach_ok() { [[ $(_tb_kc_host_reach "$1") == reach ]]; }
+_tb_kc_host_expect() { # WANT HOW IP:PORT
+  local got; got=$(_tb_kc_host_reach "$3") || true
+  if [[ $got != "$1"* ]]; then tb_say "FAILED: host -> $2 ($3): $got, wanted $1"; return 1; fi
+  tb_say "  host -> $2 ($3): $got, as wanted"
+}
 _tb_kc_unreachable() { [[ $(_tb_kc_reach "$@") == blocked* ]]; }
 _tb_kc_pod_ip() { _tb_kc_kubectl -n "$TB_KC_CHECK_NS" get pod "$1" -o 'jsonpath={.status.podIP}'; }
 _tb_kc_expect() { # WANT(reach|blocked) FROM TO-NAME TO-IP
@@ -873,10 +928,14 @@ NS
     { _tb_kc_kubectl -n "$TB_KC_CHECK_NS" describe pods | tail -40 >&2; tb_say "FAILED: check pods not Ready"; return 1; }
   tb_say "proved: 3 restricted pods of $image Ready in $(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1fs", b-a}') (admitted, pulled by digest, CNI addresses, readiness probes):"
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" get pods -o wide | sed 's/^/  /' >&2
-  local s r o
+  local s r o got
   s=$(_tb_kc_pod_ip session) r=$(_tb_kc_pod_ip runner) o=$(_tb_kc_pod_ip other)
-  tb_say "no policy yet: every pod reaches every other"
-  _tb_kc_expect reach other session "$s" && _tb_kc_expect reach session other "$o" || return 1
+  _tb_kc_kubectl -n "$TB_KC_CHECK_NS" create service clusterip session --tcp=8080:8080 --dry-run=client -o yaml |
+    sed 's/app: session/role: session/' | _tb_kc_kubectl apply -f - >/dev/null
+  local svc; svc=$(_tb_kc_kubectl -n "$TB_KC_CHECK_NS" get service session -o 'jsonpath={.spec.clusterIP}')
+  tb_say "no policy yet: every pod reaches every other, the host reaches pods and ClusterIPs through its link"
+  _tb_kc_expect reach other session "$s" && _tb_kc_expect reach session other "$o" &&
+    _tb_kc_host_expect reach "session's pod IP" "$s:8080" && _tb_kc_host_expect reach "Service session" "$svc:8080" || return 1
   _tb_kc_kubectl apply -f - >/dev/null <<NP
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -898,10 +957,24 @@ NP
   tb_say "policy 'session' applied (ingress :8080 from role=runner only; egress DNS + $r/32:8080), enforced within $(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1fs", b-a}'):"
   _tb_kc_expect reach runner session "$s" && _tb_kc_expect blocked other session "$s" &&
     _tb_kc_expect reach session runner "$r" && _tb_kc_expect blocked session other "$o" || return 1
-  tb_say "proved: NetworkPolicy enforced by kube-router (denied ingress and egress fail, allowed ones answer)"
+  _tb_kc_host_expect blocked "session's pod IP (policy without runnerCidr)" "$s:8080" || return 1
+  # As infra/kubernetes-manifests.ts does with spec.kubernetes.runnerCidr: the runner on the host, by
+  # the host link's address.
+  _tb_kc_kubectl -n "$TB_KC_CHECK_NS" patch networkpolicy session --type=json \
+    -p "[{\"op\": \"add\", \"path\": \"/spec/ingress/0/from/-\", \"value\": {\"ipBlock\": {\"cidr\": \"$TB_KC_LINK_HOST_IP/32\"}}}]" >/dev/null
+  tb_wait_for "kube-router to admit the host link" 60 _tb_kc_host_reach_ok "$s:8080" || { tb_say "FAILED: runnerCidr not admitted"; return 1; }
+  tb_say "policy 'session' + ingress from ipBlock $TB_KC_LINK_HOST_IP/32 (runnerCidr: the host link):"
+  _tb_kc_host_expect reach "session's pod IP" "$s:8080" && _tb_kc_host_expect reach "Service session" "$svc:8080" &&
+    _tb_kc_expect blocked other session "$s" || return 1
+  tb_say "proved: NetworkPolicy enforced by kube-router (denied ingress and egress fail, allowed ones answer; the host's runner is admitted by runnerCidr only)"
+  local before; before=$(_tb_kc_guard_refused)
+  got=$(_tb_kc_reach other "$TB_KC_LINK_HOST_IP:${TB_REGISTRY#*:}") || true
+  [[ $got == blocked*EHOSTUNREACH* && $(_tb_kc_guard_refused) -gt $before ]] ||
+    { tb_say "FAILED: other -> the host link $TB_KC_LINK_HOST_IP:${TB_REGISTRY#*:}: $got (guard count $before -> $(_tb_kc_guard_refused))"; return 1; }
+  tb_say "proved: a pod cannot open a connection to the host through the link: other -> $TB_KC_LINK_HOST_IP:${TB_REGISTRY#*:}: $got (refused by $TB_KC_GUARD, $(_tb_kc_guard_refused) packet(s) since up)"
   # The namespace routes nothing beyond its bridge: a pod without any policy cannot reach the host's
   # own addresses (here its registry's port; a refusal would mean the packet got there).
-  local host_ip got
+  local host_ip
   host_ip=$(ip -4 -o addr show scope global | awk '{print $4; exit}' | cut -d/ -f1)
   if [[ -n $host_ip ]]; then
     got=$(_tb_kc_reach other "$host_ip:${TB_REGISTRY#*:}") || true
@@ -914,6 +987,7 @@ NP
 tb_kc_down() {
   local d pid h m
   ip netns list 2>/dev/null | grep -qw "$TB_KC_NETNS" || compgen -G "$TB_RUN/k135-*.pid" >/dev/null ||
+    ip link show "$TB_KC_LINK_HOST" >/dev/null 2>&1 || iptables -w 10 -nL "$TB_KC_GUARD" >/dev/null 2>&1 ||
     [[ -d $TB_KC_KUBELET_DIR || -f $TB_STATE/kubernetes-current-host || -d $TB_KC_DIR/check ]] || return 0
   # The kubelet first (else it restarts what goes), then every pod sandbox through the CRI (CNI DEL
   # releases the address, the pod's netns goes), then the daemons.
@@ -944,6 +1018,7 @@ tb_kc_down() {
     [[ -d $h ]] || continue
     find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do kill -9 "$pid" 2>/dev/null || true; done
   done
+  _tb_kc_link_down
   ip netns del "$TB_KC_NETNS" 2>/dev/null || true
   # Mounts under our state (the kubelet's root dir bind and pod volumes, overlay rootfs, pod netns), deepest first.
   awk -v d="$TB_KC_STATE" '$2==d || index($2, d "/")==1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do
@@ -972,5 +1047,6 @@ tb_kc_cluster_status() {
   if _tb_kc_node_ready; then
     echo "  node $(_tb_kc_kubectl get node "$TB_KC_NODE" -o 'jsonpath={.metadata.name} Ready, kubelet {.status.nodeInfo.kubeletVersion}, {.status.nodeInfo.containerRuntimeVersion}, kernel {.status.nodeInfo.kernelVersion}')"
   else echo "  node $TB_KC_NODE not Ready"; fi
+  echo "  host link $TB_KC_LINK_HOST $TB_KC_LINK_HOST_IP <-> $TB_KC_LINK_NS $TB_KC_LINK_NS_IP; host routes: $(ip route show dev "$TB_KC_LINK_HOST" 2>/dev/null | awk '$2=="via"{print $1}' | paste -sd' '); refused from it since up: $(_tb_kc_guard_refused) packet(s) ($TB_KC_GUARD)"
   echo "  netns $TB_KC_NETNS links: $(ip -n "$TB_KC_NETNS" -br link 2>/dev/null | awk '{print $1}' | grep -vc '^veth') non-veth ($(ip -n "$TB_KC_NETNS" -br link 2>/dev/null | awk '$1 !~ /^veth/{print $1}' | paste -sd' ')), $(ip -n "$TB_KC_NETNS" -br link 2>/dev/null | grep -c '^veth') pod veths; routes: $(ip -n "$TB_KC_NETNS" route 2>/dev/null | paste -sd';')"
 }
