@@ -6,14 +6,18 @@
 # for what was learned and what the next step is. Sourced after common.sh. Never run directly.
 #
 #   scripts/testbed build kubernetes-current   build (no test-bed lock taken; its own lock)
-#   scripts/testbed up kubernetes-current      build, then the isolated check below
-#   scripts/testbed down kubernetes-current    stop the check, remove its network namespace
+#   scripts/testbed up kubernetes-current      build, then a whole single-node cluster in its own
+#                                              network namespace (below), then tb_kc_check
+#   scripts/testbed check kubernetes-current   admission, pods Ready, NetworkPolicy enforced, isolation
+#   scripts/testbed down kubernetes-current    stop it; leave no process, netns, link, mount, cgroup
 #
 # Layout under $TB_HOME/kubernetes-$TB_KC_VERSION:
 #   bin/        kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 #               containerd containerd-shim-runc-v2 ctr runc crictl etcd etcdctl kube-router
 #   cni/bin/    bridge host-local loopback portmap (containerd's CNI bin_dir)
-#   check/      the isolated check's state: containerd root/state, etcd data, pki, logs
+#   images/     pause-3.10.1.oci.tar (the sandbox image, imported into containerd)
+#   cluster/    the cluster's state: pki and kubeconfigs, containerd root/state, etcd data, the
+#               kubelet's root dir, pod logs, CNI config and addresses (logs in $TB_LOG/k135-*.log)
 # Wrapper modules in $TB_SRC/kubernetes-current/{kubernetes,etcd}; Go build cache of its own in
 # $TB_HOME/gocache-kubernetes-current (same Go as common.sh's, kept apart so it can be measured
 # and trimmed without touching the Pulumi builds' cache); modules in the shared GOMODCACHE.
