@@ -60,10 +60,15 @@ _tb_kc_fresh() { # NAME RECIPE FILE...: built already from exactly RECIPE and ev
 _tb_kc_done() { echo "$2" >"$(_tb_kc_stamp_file "$1")"; }
 # _tb_kc_timed NAME CMD...: run CMD, log "NAME SECONDS" with the date to $TB_KC_TIMES.
 _tb_kc_timed() {
-  local name=$1 t0; shift
+  local name=$1 t0 rc=0 took; shift
   t0=$(tb_now)
-  tb_step "kubernetes-current: $name" "$@"
-  printf '%s %s %s\n' "$(date -u +%FT%TZ)" "$name" "$(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1f", b-a}')" >>"$TB_KC_TIMES"
+  tb_say "kubernetes-current: $name ..."
+  # (errexit is off in the callers' `||` contexts: the status is checked here.)
+  "$@" || rc=$?
+  if ((rc)); then tb_say "kubernetes-current: $name failed ($rc)"; return "$rc"; fi
+  took=$(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1f", b-a}')
+  tb_say "kubernetes-current: $name done in ${took}s"
+  printf '%s %s %s\n' "$(date -u +%FT%TZ)" "$name" "$took" >>"$TB_KC_TIMES"
 }
 _tb_kc_log_fail() { tb_say "$1 failed; last lines of $2:"; tail -30 "$2" >&2; return 1; }
 
@@ -108,22 +113,63 @@ _tb_kc_kube_ldflags() {
   echo "$flags"
 }
 
+# The one source change (for kube-controller-manager), as for 1.20: the in-tree hostPath provisioner
+# makes PV directories 0750 root, so a non-root pod cannot write to its own PVC; here they are made
+# 0777, under /tmp/$TB_KC_PV_BASE rather than the fixed /tmp/hostpath_pv the 1.20 cluster uses (and
+# removes on its down). `go build -overlay` refuses files in the module cache, so the controller-manager
+# is built against a module cache of symlinks ($TB_KC_PATCHED_MODCACHE: every entry links to the shared
+# one, but k8s.io/kubernetes@vX is a tree of symlinks with the patched file in it). With -trimpath the
+# paths compiled in are the same (module@version/...) and the build cache still serves every package
+# the patch does not touch. Prints that module cache's path.
+TB_KC_PV_BASE=agent-sessions-k135-pv
+TB_KC_PATCHED_MODCACHE=$TB_HOME/gomodcache-kubernetes-current-patched
+_tb_kc_patched_modcache() {
+  local m=$TB_KC_PATCHED_MODCACHE k=k8s.io/kubernetes@v$TB_KC_VERSION e f
+  f=$m/$k/pkg/volume/hostpath/host_path.go
+  if [[ ! -f $m/complete ]]; then
+    rm -rf "$m"; mkdir -p "$m/k8s.io"
+    for e in "$GOMODCACHE"/*; do [[ ${e##*/} == k8s.io ]] || ln -s "$e" "$m/${e##*/}"; done
+    for e in "$GOMODCACHE"/k8s.io/*; do [[ ${e##*/} == "${k#k8s.io/}" ]] || ln -s "$e" "$m/k8s.io/${e##*/}"; done
+    cp -rs "$GOMODCACHE/$k" "$m/$k"
+    rm -f "$f"
+    sed -e "s|basePath: \"hostpath_pv\"|basePath: \"$TB_KC_PV_BASE\"|" \
+      -e 's|os.MkdirAll(pv.Spec.HostPath.Path, 0750)|mkdirAllWritable(pv.Spec.HostPath.Path)|' "$GOMODCACHE/$k/pkg/volume/hostpath/host_path.go" >"$f"
+    cat >>"$f" <<'GO'
+
+// agent-sessions testbed: a PV directory writable by the pod whatever its user.
+func mkdirAllWritable(p string) error {
+	if err := os.MkdirAll(p, 0750); err != nil {
+		return err
+	}
+	return os.Chmod(p, 0777)
+}
+GO
+    [[ $(grep -c "mkdirAllWritable(pv.Spec.HostPath.Path)\|basePath: \"$TB_KC_PV_BASE\"" "$f") == 2 ]] ||
+      { tb_say "unexpected host_path.go in $k (the hostPath patch did not apply)"; return 1; }
+    touch "$m/complete"
+  fi
+  echo "$m"
+}
+
 _tb_kc_kube_build_one() {
-  local name=$1 log=$TB_LOG/kubernetes-current-build-$1.log
-  (cd "$TB_KC_SRC/kubernetes" && CGO_ENABLED=0 _tb_kc_go build -p "$TB_KC_GO_P" -trimpath \
+  local name=$1 log=$TB_LOG/kubernetes-current-build-$1.log modcache=$GOMODCACHE
+  if [[ $name == kube-controller-manager ]]; then modcache=$(_tb_kc_patched_modcache) || return 1; fi
+  (cd "$TB_KC_SRC/kubernetes" && CGO_ENABLED=0 GOMODCACHE=$modcache _tb_kc_go build -p "$TB_KC_GO_P" -trimpath \
     -tags selinux,notest,grpcnotrace -ldflags "$(_tb_kc_kube_ldflags)" \
-    -o "$TB_KC_BIN/$name.new" "k8s.io/kubernetes/cmd/$name") >"$log" 2>&1 || _tb_kc_log_fail "build $name" "$log"
+    -o "$TB_KC_BIN/$name.new" "k8s.io/kubernetes/cmd/$name") >"$log" 2>&1 || { _tb_kc_log_fail "build $name" "$log"; return 1; }
   mv -f "$TB_KC_BIN/$name.new" "$TB_KC_BIN/$name"
 }
 
 _tb_kc_build_kubernetes() {
-  local b recipe
+  local b recipe r
   recipe="kubernetes v$TB_KC_VERSION $(go env GOVERSION) tags=selinux,notest,grpcnotrace cgo=0"
   for b in "${TB_KC_KUBE_BINARIES[@]}"; do
-    _tb_kc_fresh "$b" "$recipe" "$TB_KC_BIN/$b" && continue
+    r=$recipe
+    [[ $b == kube-controller-manager ]] && r+=" hostpath=$TB_KC_PV_BASE,0777"
+    _tb_kc_fresh "$b" "$r" "$TB_KC_BIN/$b" && continue
     [[ -f $TB_KC_SRC/kubernetes/go.sum ]] || _tb_kc_timed "kubernetes wrapper module (go get)" _tb_kc_kube_module
-    _tb_kc_timed "$b v$TB_KC_VERSION" _tb_kc_kube_build_one "$b"
-    _tb_kc_done "$b" "$recipe"
+    _tb_kc_timed "$b v$TB_KC_VERSION" _tb_kc_kube_build_one "$b" || return 1
+    _tb_kc_done "$b" "$r"
   done
 }
 
@@ -145,12 +191,12 @@ _tb_kc_build_etcd() {
   local recipe log=$TB_LOG/kubernetes-current-build-etcd.log
   recipe="etcd v$TB_KC_ETCD_VERSION $(go env GOVERSION) cgo=0"
   _tb_kc_fresh etcd "$recipe" "$TB_KC_BIN/etcd" "$TB_KC_BIN/etcdctl" && return 0
-  _tb_kc_etcd_module
+  _tb_kc_etcd_module || return 1
   local m
   for m in server etcdctl; do
     (cd "$TB_KC_SRC/etcd" && CGO_ENABLED=0 _tb_kc_go build -p "$TB_KC_GO_P" -trimpath -ldflags "-s -w" \
       -o "$TB_KC_BIN/$([[ $m == server ]] && echo etcd || echo etcdctl)" "go.etcd.io/etcd/$m/v3") >"$log" 2>&1 ||
-      _tb_kc_log_fail "build etcd ($m)" "$log"
+      { _tb_kc_log_fail "build etcd ($m)" "$log"; return 1; }
   done
   _tb_kc_done etcd "$recipe"
 }
@@ -688,6 +734,34 @@ metadata: {name: agent-sessions-testbed:kube-router}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "agent-sessions-testbed:kube-router"}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kube-router"}
+---
+# Dynamic PVs from the (patched) in-tree hostPath provisioner, as on the 1.20 cluster.
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kubernetes.io/host-path
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+---
+# As on 1.20 (tb_kube_bootstrap_objects): the Node authorizer may not know yet that a new pod on
+# this node uses a claim, and the kubelet then backs off 10 s before mounting; single node, so all
+# claims are this node's anyway.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "agent-sessions-testbed:node-volume-reader"}
+rules:
+- apiGroups: [""]
+  resources: [persistentvolumeclaims, persistentvolumes]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "agent-sessions-testbed:node-volume-reader"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "agent-sessions-testbed:node-volume-reader"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
 YAML
 }
 
@@ -702,7 +776,7 @@ _tb_kc_start_controllers() {
     --cluster-signing-cert-file="$p/ca.crt" --cluster-signing-key-file="$p/ca.key" \
     --service-account-private-key-file="$p/sa.key" --use-service-account-credentials=true \
     --service-cluster-ip-range="$TB_KC_SERVICE_CIDR" --allocate-node-cidrs=false \
-    --flex-volume-plugin-dir="$TB_KC_STATE/volume-plugins" --profiling=false
+    --enable-hostpath-provisioner=true --flex-volume-plugin-dir="$TB_KC_STATE/volume-plugins" --profiling=false
   k=$TB_KC_STATE/scheduler.kubeconfig
   _tb_kc_spawn kube-scheduler "$TB_KC_BIN/kube-scheduler" \
     --kubeconfig="$k" --authentication-kubeconfig="$k" --authorization-kubeconfig="$k" \
@@ -833,7 +907,10 @@ tb_kc_up() {
 
 TB_KC_CHECK_NS=k135-check
 
-_tb_kc_pod() { # NAME ROLE IMAGE: a pod shaped like a session pod (restricted), serving :8080
+_tb_kc_pod() { # NAME ROLE IMAGE [CLAIM]: a pod shaped like a session pod (restricted), serving :8080,
+  # its /workspace on CLAIM (a PVC of the default StorageClass) or an emptyDir
+  local ws="emptyDir: {}"
+  [[ -n ${4:-} ]] && ws="persistentVolumeClaim: {claimName: $4}"
   cat <<YAML
 apiVersion: v1
 kind: Pod
@@ -852,7 +929,7 @@ spec:
     readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}
     volumeMounts: [{name: workspace, mountPath: /workspace}, {name: tmp, mountPath: /tmp}]
   volumes:
-  - {name: workspace, emptyDir: {}}
+  - {name: workspace, $ws}
   - {name: tmp, emptyDir: {medium: Memory, sizeLimit: 64Mi}}
 YAML
 }
@@ -926,12 +1003,19 @@ NS
   [[ $out == *'violates PodSecurity "restricted'* ]] || { tb_say "FAILED: privileged pod refused, but not by Pod Security: $out"; return 1; }
   tb_say "proved: Pod Security \"restricted\" refuses a privileged pod: ${out:0:160}..."
   t0=$(tb_now)
-  { _tb_kc_pod session session "$image"; echo ---; _tb_kc_pod runner runner "$image"; echo ---; _tb_kc_pod other other "$image"; } |
+  { printf 'apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: workspace, namespace: %s}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 64Mi}}}\n---\n' "$TB_KC_CHECK_NS"
+    _tb_kc_pod session session "$image" workspace; echo ---; _tb_kc_pod runner runner "$image"; echo ---; _tb_kc_pod other other "$image"; } |
     _tb_kc_kubectl apply -f - >/dev/null
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" wait --for=condition=Ready pod -l k135-check=true --timeout=180s >/dev/null ||
     { _tb_kc_kubectl -n "$TB_KC_CHECK_NS" describe pods | tail -40 >&2; tb_say "FAILED: check pods not Ready"; return 1; }
   tb_say "proved: 3 restricted pods of $image Ready in $(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1fs", b-a}') (admitted, pulled by digest, CNI addresses, readiness probes):"
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" get pods -o wide | sed 's/^/  /' >&2
+  # The session's workspace is its PVC, written by the adapter (uid 65532) and seen on the host.
+  local pv; pv=$(_tb_kc_kubectl get pv "$(_tb_kc_kubectl -n "$TB_KC_CHECK_NS" get pvc workspace -o 'jsonpath={.spec.volumeName}')" -o 'jsonpath={.spec.hostPath.path}')
+  if ! _tb_kc_kubectl -n "$TB_KC_CHECK_NS" exec session -- sh -c 'echo k135 >/workspace/probe' || [[ $(cat "$pv/probe" 2>/dev/null) != k135 ]]; then
+    tb_say "FAILED: the session pod cannot write its PVC ($pv)"; return 1
+  fi
+  tb_say "proved: a dynamic PVC (StorageClass standard, hostPath provisioner) bound and written by the non-root pod: $pv ($(stat -c '%a %U' "$pv"))"
   local s r o got
   s=$(_tb_kc_pod_ip session) r=$(_tb_kc_pod_ip runner) o=$(_tb_kc_pod_ip other)
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" create service clusterip session --tcp=8080:8080 --dry-run=client -o yaml |
@@ -1038,6 +1122,8 @@ tb_kc_down() {
   rm -rf "$TB_KC_STATE/containerd/state" "$TB_KC_STATE/etcd" "$TB_KC_KUBELET_DIR" "$TB_KC_STATE/pod-logs" "$TB_KC_STATE/fixed" \
     "$TB_KC_STATE/cni-ipam" "$TB_KC_STATE/kubectl-cache" "$TB_KC_STATE/volume-plugins" "$TB_KC_DIR/check"
   rm -f "$TB_KC_CTR_SOCK" "$TB_KC_CTR_SOCK.ttrpc" "$TB_RUN/k135-registry.sock" "$TB_RUN/k135-api.sock"
+  # Dynamic PVs (their objects went with etcd's data).
+  rm -rf "/tmp/$TB_KC_PV_BASE"
   tb_say "kubernetes-current down"
 }
 
