@@ -130,8 +130,12 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
   }, 120_000);
 
   afterAll(async () => {
-    for (const name of ["seeded", "agent-work", "bad-repo", "bad-ref", "private"].map(n))
-      await system?.call("DELETE", `${SESSIONS}/${name}`).catch(() => undefined);
+    // At once: each DELETE waits for its stack's destroy.
+    await Promise.all(
+      ["seeded", "agent-work", "bad-repo", "bad-ref", "private"]
+        .map(n)
+        .map((name) => system?.call("DELETE", `${SESSIONS}/${name}`).catch(() => undefined)),
+    );
     await system?.stop();
     await model?.close();
   });
