@@ -37,6 +37,7 @@ import { noGitImage } from "./repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./kubernetes-pod-watch.ts";
 import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./kubernetes-scale.ts";
 import { fastCreateKubernetes, releaseRunnerFields } from "./kubernetes-fast-create.ts";
+import { podFailure } from "./kubernetes-pod-failure.ts";
 import { probeAdapter } from "./adapter-probe.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "./fast-path.ts";
 import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
@@ -506,9 +507,17 @@ export class KubernetesDriver implements EngineDriver {
     }
   }
 
+  /**
+   * Waits for the session's Ready pod; fails at once when the kubelet reports one it will not make
+   * Ready by itself (an image it cannot pull, a container that keeps exiting: kubernetes-pod-failure.ts).
+   */
   async #waitReady(containerName: string, pollMs = 250): Promise<void> {
     const deadline = Date.now() + this.#readyTimeoutMs;
-    while (!(await this.#readyPod(containerName))) {
+    for (;;) {
+      const pods = await this.#sessionPods(containerName);
+      if (pods.some(isPodReady)) return;
+      const failure = podFailure(pods);
+      if (failure) throw failure;
       if (Date.now() > deadline)
         throw new CodedError("DEADLINE_EXCEEDED", `workspace ${containerName} has no Ready pod`);
       await new Promise((r) => setTimeout(r, pollMs));

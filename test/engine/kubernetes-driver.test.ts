@@ -557,6 +557,28 @@ describe("the Kubernetes fast create and fast heal on a real cluster", () => {
     expect(await stacks.exists(sessionNamespace, fastName)).toBe(false);
   });
 
+  it("fails a session whose image the registry does not have with ImagePullFailed at once, not at its deadline; remove leaves nothing", async () => {
+    // Approved registry, pinned by digest: the pack admits it; only the pull can tell.
+    const missing = `${referenceImage().image.split("@")[0]}@sha256:${"0".repeat(64)}`;
+    const t0 = Date.now();
+    const error = await fastDriver.provision(fastContainer, fastSpec({ image: missing }), secrets).then(
+      () => undefined,
+      (e: unknown) => e as { code: string; message: string; details?: { reason?: string } },
+    );
+    const ms = Date.now() - t0;
+    console.log(`unpullable image: provision failed in ${ms} ms: ${error?.message}`);
+    expect(error?.code).toBe("FAILED_PRECONDITION");
+    expect(error?.details?.reason).toBe("ImagePullFailed");
+    expect(error?.message).toContain(missing);
+    await fastDriver.remove(fastContainer);
+    expect(await stacks.exists(sessionNamespace, fastName)).toBe(false);
+    const deployments = await apps.listNamespacedDeployment({
+      namespace: k8sNamespace,
+      labelSelector: fastSelector,
+    });
+    expect(deployments.items).toEqual([]);
+  });
+
   it("refuses a session the policy pack refuses, as `up` would, with nothing made", async () => {
     const refused = fastSpec({ egress: [{ cidr: "10.213.0.1", port: 4222 }] } as Partial<SessionSpec>);
     const error = await fastDriver.provision(fastContainer, refused, secrets).then(
