@@ -15,6 +15,9 @@ export default defineConfig({
             "{contracts,client,infra,stacks,policies,proxy,runner,reference,runtimes,bin,test/unit}/**/*.test.ts",
           ],
           environment: "node",
+          // The unit tier runs beside the engine tier in CI on two cores: a property test's
+          // thousands of runs can take several seconds there without anything being wrong.
+          testTimeout: 20_000,
         },
       },
       {
