@@ -15,7 +15,7 @@
  * runs), resume → Ready (provision again), settle (the background recording `up` of the resume
  * finished; 0 on the full path), heal (the workload killed outside — `docker kill`, the pod
  * deleted — to provision answering Ready again), then destroy. A first create takes the fast path
- * too (`fastCreate`, opt-in in a runner: AGENT_SESSIONS_FAST_CREATE=on); "create settles" is its
+ * too (`fastCreate`; a runner turns it off with AGENT_SESSIONS_FAST_CREATE=off); "create settles" is its
  * background recording. The paths alternate which goes first run by run.
  * p50 is nearest-rank. On Kubernetes the sessions and the floor pods live in a namespace of their
  * own, deleted at the end.
