@@ -63,6 +63,14 @@ function isReady(pod: V1Pod): boolean {
   return pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
 }
 
+/** The session's pods once exactly one of them is Ready and none other is left. */
+function oneReadyPod(): Promise<V1Pod[]> {
+  return until("one Ready session pod", 120, async () => {
+    const pods = await sessionPods();
+    return pods.length === 1 && isReady(pods[0]!) ? pods : undefined;
+  });
+}
+
 beforeAll(async () => {
   kube = await kubeClients();
   await ensureNamespace(kube.core, kubernetesNamespace);
@@ -112,9 +120,11 @@ describe("a Kubernetes session stack (real CLI, Kubernetes provider and cluster)
       "persistentVolumeClaim",
     ]);
 
-    const pvc = await read.pvc();
+    const pvc = await until("the PVC bound", 60, async () => {
+      const claim = await read.pvc();
+      return claim.status?.phase === "Bound" ? claim : undefined;
+    });
     expect(pvc.spec?.resources?.requests?.storage).toBe("32Mi");
-    expect(pvc.status?.phase).toBe("Bound");
 
     const secret = await read.secret();
     expect(Object.keys(secret.data ?? {}).sort()).toEqual(["ADAPTER_TOKEN", "MODEL_API_KEY"]);
@@ -127,10 +137,10 @@ describe("a Kubernetes session stack (real CLI, Kubernetes provider and cluster)
     expect(policy.spec?.policyTypes?.sort()).toEqual(["Egress", "Ingress"]);
     expect(policy.spec?.podSelector?.matchLabels).toMatchObject({ "agent-sessions.dev/session": name });
 
-    // The provider waited for the rollout: the session's one pod is Ready, without an API token.
-    const pods = await sessionPods();
+    // The `up` does not await the rollout (skipAwait: the runner waits for Ready itself); the
+    // session's one pod becomes Ready, without an API token.
+    const pods = await oneReadyPod();
     expect(pods).toHaveLength(1);
-    expect(isReady(pods[0]!)).toBe(true);
     expect(pods[0]!.spec?.volumes?.map((v) => v.name).sort()).toEqual(["tmp", "workspace"]);
     // …and its adapter answers through the Service (kube-proxy, from the node).
     const ready = await until("the adapter through the Service", 30, async () => {
@@ -162,8 +172,7 @@ describe("a Kubernetes session stack (real CLI, Kubernetes provider and cluster)
   it("resumes: one Ready pod again on the same PVC", async () => {
     const outputs = await manager.resume(namespace, name);
     expect(outputs.replicas).toBe(1);
-    const pods = await sessionPods();
-    expect(pods.filter(isReady)).toHaveLength(1);
+    const pods = await oneReadyPod();
     expect(
       pods[0]!.spec?.volumes?.find((v) => v.name === "workspace")?.persistentVolumeClaim?.claimName,
     ).toBe(`${base}-workspace`);
