@@ -20,7 +20,7 @@ import { isPodReady } from "../../runner/kubernetes.ts";
 import { isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
 import { dockerClient, dockerExec } from "./session-harness.ts";
 import { until } from "./system.ts";
-import { testbedHome } from "./testbed.ts";
+import { kubectlPath } from "./testbed.ts";
 
 export type Engine = "docker" | "kubernetes";
 
@@ -283,7 +283,7 @@ export function dockerProbe(docker: Docker = dockerClient()): EngineProbe {
 }
 
 /** The test bed's kubectl (its KUBECONFIG comes from the environment the test bed sets). */
-export const kubectl = () => join(testbedHome, "kubernetes", "bin", "kubectl");
+export const kubectl = () => kubectlPath();
 
 export async function kubernetesProbe(namespace = "agent-sessions"): Promise<EngineProbe> {
   const k: KubeClients = await kubeClients();
