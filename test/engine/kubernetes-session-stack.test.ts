@@ -37,7 +37,12 @@ const spec = (): SessionSpecInput => ({
   image: referenceImage().image,
   contract: "v1alpha2",
   resources: { cpu: "250m", memoryMiB: 128, storageMiB: 32 },
-  kubernetes: { namespace: kubernetesNamespace },
+  kubernetes: {
+    namespace: kubernetesNamespace,
+    // Where a cluster enforces NetworkPolicy (1.35, AGENT_SESSIONS_TESTBED_KUBERNETES=current), the
+    // host (this test, as a runner would) reaches the adapter only when the policy admits its address.
+    ...(process.env.AGENT_SESSIONS_RUNNER_CIDR ? { runnerCidr: process.env.AGENT_SESSIONS_RUNNER_CIDR } : {}),
+  },
 });
 
 const read = {
@@ -127,8 +132,12 @@ describe("a Kubernetes session stack (real CLI, Kubernetes provider and cluster)
     expect(policy.spec?.policyTypes?.sort()).toEqual(["Egress", "Ingress"]);
     expect(policy.spec?.podSelector?.matchLabels).toMatchObject({ "agent-sessions.dev/session": name });
 
-    // The provider waited for the rollout: the session's one pod is Ready, without an API token.
-    const pods = await sessionPods();
+    // The up does not await the rollout (pulumi.com/skipAwait: the runner waits for the Ready pod
+    // itself, infra/kubernetes-manifests.ts): the session's one pod becomes Ready, without an API token.
+    const pods = await until("the session's one pod Ready", 120, async () => {
+      const p = await sessionPods();
+      return p.length === 1 && isReady(p[0]!) ? p : undefined;
+    });
     expect(pods).toHaveLength(1);
     expect(isReady(pods[0]!)).toBe(true);
     expect(pods[0]!.spec?.volumes?.map((v) => v.name).sort()).toEqual(["tmp", "workspace"]);
@@ -162,7 +171,11 @@ describe("a Kubernetes session stack (real CLI, Kubernetes provider and cluster)
   it("resumes: one Ready pod again on the same PVC", async () => {
     const outputs = await manager.resume(namespace, name);
     expect(outputs.replicas).toBe(1);
-    const pods = await sessionPods();
+    // Not awaited by the up either (skipAwait): the runner waits for it.
+    const pods = await until("one Ready pod again", 120, async () => {
+      const p = await sessionPods();
+      return p.filter(isReady).length === 1 ? p : undefined;
+    });
     expect(pods.filter(isReady)).toHaveLength(1);
     expect(
       pods[0]!.spec?.volumes?.find((v) => v.name === "workspace")?.persistentVolumeClaim?.claimName,
