@@ -20,7 +20,7 @@ import { isPodReady } from "../../runner/kubernetes.ts";
 import { isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
 import { dockerClient, dockerExec } from "./session-harness.ts";
 import { until } from "./system.ts";
-import { kubectlPath } from "./testbed.ts";
+import { kubectlPath, kubernetesCurrent } from "./testbed.ts";
 
 export type Engine = "docker" | "kubernetes";
 
@@ -314,9 +314,37 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
   };
   const exists = async (read: () => Promise<unknown>) => !(await isGone(read));
   const ofNamespace = (ns: string) => `${Labels.managedBy}=agent-sessions,${Labels.namespace}=${ns}`;
-  /** The dockerd container behind the workload's Ready pod (the test bed's kubelet runs dockershim). */
+  /**
+   * The 1.35 cluster's crictl (AGENT_SESSIONS_TESTBED_KUBERNETES=current: its kubelet runs
+   * containerd, not dockershim), with the config beside its kubeconfig; stdout.
+   */
+  const crictl = async (...args: string[]): Promise<string> =>
+    (
+      await execFileAsync(
+        join(dirname(kubectlPath()), "crictl"),
+        ["--config", join(dirname(process.env.KUBECONFIG ?? ""), "crictl.yaml"), ...args],
+        { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 },
+      )
+    ).stdout;
+  /** The runtime's container behind the workload's Ready pod: dockerd's (1.20: dockershim) or containerd's (1.35). */
   const runtimeContainer = async (workload: string): Promise<string> => {
     const pod = await readyPod(workload);
+    if (kubernetesCurrent()) {
+      const id = (
+        await crictl(
+          "ps",
+          "-q",
+          "--label",
+          `io.kubernetes.pod.namespace=${namespace}`,
+          "--label",
+          `io.kubernetes.pod.name=${pod}`,
+          "--label",
+          "io.kubernetes.container.name=adapter",
+        )
+      ).trim();
+      if (!id || id.includes("\n")) throw new Error(`pod ${pod}: adapter container ${JSON.stringify(id)}`);
+      return id;
+    }
     const id = (
       await dockerCli(
         "ps",
@@ -421,6 +449,12 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
       // changed limit in the Deployment replaces the pod. So the limit is tightened where the
       // kubelet put it: the pod container's cgroup, through the node's runtime (dockerd).
       const usage = Number((await exec(w, ["cat", CGROUP_MEMORY_USAGE])).trim());
+      if (kubernetesCurrent()) {
+        // containerd (CRI UpdateContainerResources); the machine has no swap to escape to.
+        const limit = (Math.ceil(usage / 1024 / 1024) + headroomMiB) * 1024 * 1024;
+        await crictl("update", "--memory", String(limit), await runtimeContainer(w));
+        return;
+      }
       await dockerLimitMemory(await runtimeContainer(w), usage, headroomMiB);
     },
     oomKilled: async (w) =>
