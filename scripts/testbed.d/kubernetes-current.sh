@@ -702,8 +702,20 @@ _tb_kc_start_etcd() {
   tb_wait_for "etcd" 30 _tb_kc_ns curl -fsS "http://127.0.0.1:$TB_KC_ETCD_PORT/health" || _tb_kc_fail etcd etcd
 }
 
+# The API server's audit log records exec sessions only (pods/exec, metadata level): the
+# engine tests' "no exec was created" (execsSince) reads it; containerd keeps no exec history.
+TB_KC_AUDIT_LOG=$TB_LOG/k135-audit.log
 _tb_kc_start_apiserver() {
   local p=$TB_KC_STATE/pki
+  cat >"$TB_KC_STATE/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: "", resources: [pods/exec]}]
+- level: None
+YAML
   # shellcheck disable=SC2016
   _tb_kc_spawn kube-apiserver unshare -m --propagation private \
     sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TB_KC_STATE/apiserver-hosts" \
@@ -716,7 +728,9 @@ _tb_kc_start_apiserver() {
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$p/sa.pub" --service-account-signing-key-file="$p/sa.key" \
-    --service-cluster-ip-range="$TB_KC_SERVICE_CIDR" --allow-privileged=true --profiling=false
+    --service-cluster-ip-range="$TB_KC_SERVICE_CIDR" --allow-privileged=true --profiling=false \
+    --audit-policy-file="$TB_KC_STATE/audit-policy.yaml" --audit-log-path="$TB_KC_AUDIT_LOG" \
+    --audit-log-maxsize=20 --audit-log-maxbackup=1
   tb_wait_for "kube-apiserver /readyz" 120 _tb_kc_kubectl get --raw /readyz || _tb_kc_fail kube-apiserver kube-apiserver
 }
 

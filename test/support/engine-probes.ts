@@ -5,7 +5,7 @@
  */
 import { ADAPTER_CONTAINER } from "../../contracts/session-pod.ts";
 import { execFile } from "node:child_process";
-import { readdir, stat } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { V1Pod } from "@kubernetes/client-node";
@@ -153,6 +153,32 @@ async function dockerExecsSince(sinceMs: number, matches: (name: string) => bool
     "{{.Actor.Attributes.name}}",
   );
   return out.split("\n").filter((name) => name.trim() && matches(name.trim())).length;
+}
+
+/**
+ * Exec sessions the 1.35 cluster's API server audited (pods/exec only, its audit log:
+ * AGENT_SESSIONS_TESTBED_KUBERNETES_AUDIT_LOG) since `sinceMs` in pods of `workload`'s Deployment
+ * (`<workload>-<hash>-<suffix>`); each counted once (an exec has a ResponseStarted and a
+ * ResponseComplete entry under one auditID).
+ */
+async function auditedExecsSince(namespace: string, workload: string, sinceMs: number): Promise<number> {
+  const path = process.env.AGENT_SESSIONS_TESTBED_KUBERNETES_AUDIT_LOG;
+  if (!path)
+    throw new Error('AGENT_SESSIONS_TESTBED_KUBERNETES_AUDIT_LOG unset: eval "$(scripts/testbed env)"');
+  const ids = new Set<string>();
+  for (const line of (await readFile(path, "utf8")).split("\n")) {
+    if (!line.includes('"exec"')) continue;
+    const e = JSON.parse(line) as {
+      auditID: string;
+      requestReceivedTimestamp: string;
+      objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
+    };
+    const o = e.objectRef;
+    if (o?.resource !== "pods" || o.subresource !== "exec" || o.namespace !== namespace) continue;
+    if (!o.name?.startsWith(`${workload}-`.slice(0, 58))) continue;
+    if (new Date(e.requestReceivedTimestamp).getTime() >= sinceMs) ids.add(e.auditID);
+  }
+  return ids.size;
 }
 
 /** Sets a dockerd container's memory limit (and swap, so it cannot swap instead) to `MiB`. */
@@ -443,7 +469,10 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
     },
     // The API server keeps no record of exec sessions; the node's runtime does (the test bed's
     // kubelet execs through dockershim into dockerd containers named k8s_<container>_<pod>_…).
-    execsSince: (w, sinceMs) => dockerExecsSince(sinceMs, (name) => name.includes(`_${w}-`)),
+    execsSince: (w, sinceMs) =>
+      kubernetesCurrent()
+        ? auditedExecsSince(namespace, w, sinceMs)
+        : dockerExecsSince(sinceMs, (name) => name.includes(`_${w}-`)),
     squeezeMemory: async (w, headroomMiB) => {
       // Kubernetes 1.20 cannot change a running pod's limits (in-place resize came with 1.27), and a
       // changed limit in the Deployment replaces the pod. So the limit is tightened where the
