@@ -357,6 +357,11 @@ TB_KC_LINK_NS=k135n
 TB_KC_LINK_HOST_IP=10.217.0.1
 TB_KC_LINK_NS_IP=10.217.0.2
 TB_KC_GUARD=AGENT-SESSIONS-K135-INPUT
+# The host services the tests give sessions, the only host ports pods may open a connection to
+# through the link (to $TB_KC_LINK_HOST_IP only): the git server (relayed onto the link address,
+# below) and the range the tests' model servers bind in on the link address
+# (test/support/testbed.ts sessionHostPort). NetworkPolicy (the session's egress) decides per session.
+TB_KC_HOST_PORTS="${TB_GIT_PORT:-8418},11434:11499"
 TB_KC_ETCD_PORT=22379
 TB_KC_API_PORT=16443
 TB_KC_KUBELET_PORT=20250
@@ -366,7 +371,7 @@ TB_KC_CGROUP=$TB_KC_NETNS
 TB_KC_KUBECONFIG=$TB_KC_STATE/admin.kubeconfig
 # In stop order. registry-relay-host and api-relay-host run in the host's namespace.
 TB_KC_DAEMONS=(kube-router kube-proxy kubelet kube-scheduler kube-controller-manager api-relay api-relay-host
-  kube-apiserver etcd registry-relay registry-relay-host containerd)
+  kube-apiserver etcd registry-relay registry-relay-host containerd git-relay-host)
 TB_KC_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 # Fixed places the kubelet (in its mount namespace) and libcni (containerd) use on the host.
 TB_KC_FIXED_DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/containers /var/lib/cni)
@@ -594,6 +599,7 @@ _tb_kc_link_up() {
   if ! iptables -w 10 -C INPUT -i "$TB_KC_LINK_HOST" -j "$TB_KC_GUARD" 2>/dev/null; then
     iptables -w 10 -N "$TB_KC_GUARD" 2>/dev/null || iptables -w 10 -F "$TB_KC_GUARD"
     iptables -w 10 -A "$TB_KC_GUARD" -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+    iptables -w 10 -A "$TB_KC_GUARD" -d "$TB_KC_LINK_HOST_IP/32" -p tcp -m multiport --dports "$TB_KC_HOST_PORTS" -j RETURN
     iptables -w 10 -A "$TB_KC_GUARD" -j LOG --log-prefix "agent-sessions-k135-in: "
     iptables -w 10 -A "$TB_KC_GUARD" -j REJECT --reject-with icmp-admin-prohibited
     iptables -w 10 -I INPUT 1 -i "$TB_KC_LINK_HOST" -j "$TB_KC_GUARD"
@@ -665,6 +671,12 @@ _tb_kc_relays_up() {
   _tb_kc_spawn_host registry-relay-host socat "UNIX-LISTEN:$TB_RUN/k135-registry.sock,unlink-early,fork" "TCP:$TB_REGISTRY"
   _tb_kc_spawn registry-relay socat "TCP-LISTEN:${TB_REGISTRY#*:},bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$TB_RUN/k135-registry.sock"
 }
+# The git server listens on the Docker bridge's address only; pods reach it on the link's host
+# address through this relay (host side, bytes only). Skipped when the git server is not there.
+_tb_kc_git_relay_up() {
+  [[ -n ${TB_GIT_ADDRESS:-} ]] || return 0
+  _tb_kc_spawn_host git-relay-host socat "TCP-LISTEN:$TB_GIT_PORT,bind=$TB_KC_LINK_HOST_IP,reuseaddr,fork" "TCP:$TB_GIT_ADDRESS:$TB_GIT_PORT"
+}
 _tb_kc_api_relay_up() {
   _tb_kc_spawn api-relay socat "UNIX-LISTEN:$TB_RUN/k135-api.sock,unlink-early,fork" "TCP:127.0.0.1:$TB_KC_API_PORT"
   _tb_kc_spawn_host api-relay-host socat "TCP-LISTEN:$TB_KC_API_PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$TB_RUN/k135-api.sock"
@@ -690,8 +702,20 @@ _tb_kc_start_etcd() {
   tb_wait_for "etcd" 30 _tb_kc_ns curl -fsS "http://127.0.0.1:$TB_KC_ETCD_PORT/health" || _tb_kc_fail etcd etcd
 }
 
+# The API server's audit log records exec sessions only (pods/exec, metadata level): the
+# engine tests' "no exec was created" (execsSince) reads it; containerd keeps no exec history.
+TB_KC_AUDIT_LOG=$TB_LOG/k135-audit.log
 _tb_kc_start_apiserver() {
   local p=$TB_KC_STATE/pki
+  cat >"$TB_KC_STATE/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: "", resources: [pods/exec]}]
+- level: None
+YAML
   # shellcheck disable=SC2016
   _tb_kc_spawn kube-apiserver unshare -m --propagation private \
     sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TB_KC_STATE/apiserver-hosts" \
@@ -704,7 +728,9 @@ _tb_kc_start_apiserver() {
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$p/sa.pub" --service-account-signing-key-file="$p/sa.key" \
-    --service-cluster-ip-range="$TB_KC_SERVICE_CIDR" --allow-privileged=true --profiling=false
+    --service-cluster-ip-range="$TB_KC_SERVICE_CIDR" --allow-privileged=true --profiling=false \
+    --audit-policy-file="$TB_KC_STATE/audit-policy.yaml" --audit-log-path="$TB_KC_AUDIT_LOG" \
+    --audit-log-maxsize=20 --audit-log-maxbackup=1
   tb_wait_for "kube-apiserver /readyz" 120 _tb_kc_kubectl get --raw /readyz || _tb_kc_fail kube-apiserver kube-apiserver
 }
 
@@ -885,6 +911,7 @@ tb_kc_up() {
   _tb_kc_save_host
   _tb_kc_netns_up
   _tb_kc_link_up
+  _tb_kc_git_relay_up
   _tb_kc_cgroups_up
   _tb_kc_pki
   tb_step "kubernetes-current: registry relay + containerd" eval '_tb_kc_relays_up && _tb_kc_start_containerd'

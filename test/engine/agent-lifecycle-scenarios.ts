@@ -37,10 +37,10 @@ import { isDeepStrictEqual } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Frame } from "../../contracts/compass.ts";
 import { SESSION_FILE_NAME } from "../../runner/session-file.ts";
-import { type ModelServer, replyFor, startModelServer } from "../fixtures/model-server.ts";
+import { type ModelServer, replyFor } from "../fixtures/model-server.ts";
 import { agentStarts, SessionFollower, setUpNamespace, stacksOf } from "../support/agent-system.ts";
 import type { Engine, EngineProbe } from "../support/engine-probes.ts";
-import { BRIDGE_IP, System, until } from "../support/system.ts";
+import { System, startSessionModelServer, until } from "../support/system.ts";
 
 /** How the scenarios drive and recognise each runtime's seed-004 agent. */
 type LifecycleRuntime = {
@@ -142,7 +142,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
   beforeAll(async () => {
     probe = await options.probe();
     if (runtime.model) {
-      model = await startModelServer(BRIDGE_IP, 0);
+      model = await startSessionModelServer(options.engine);
       process.env.E2E_MODEL_KEY = MODEL_KEY;
     }
     await system.startServer();
@@ -154,7 +154,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
             agent: {
               credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
               model: { baseUrl: model.url, name: "tiny" },
-              egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
+              egress: [{ cidr: `${model.host}/32`, port: model.port }],
             },
           }
         : {}),

@@ -25,10 +25,10 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
+import type { ModelServer } from "../fixtures/model-server.ts";
 import type { Engine, EngineProbe } from "../support/engine-probes.ts";
 import { backendStateText, dockerClient } from "../support/session-harness.ts";
-import { BRIDGE_IP, type Json, System, until } from "../support/system.ts";
+import { type Json, System, startSessionModelServer, until } from "../support/system.ts";
 import { builtImage, referenceImage, repoRoot } from "../support/testbed.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 
@@ -198,7 +198,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
 
   beforeAll(async () => {
     probe = await options.probe();
-    model = await startModelServer(BRIDGE_IP, 0);
+    model = await startSessionModelServer(options.engine);
     process.env.E2E_MODEL_KEY = SECRET;
     process.env.E2E_UNLISTED_SECRET = UNLISTED;
     system = new System(undefined, {

@@ -27,7 +27,13 @@ import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
 import { expectNoStackDrift } from "../support/stack-drift.ts";
-import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import {
+  applyTestbedEnv,
+  kubernetesCurrent,
+  kubernetesNode,
+  referenceImage,
+  sessionHostAddress,
+} from "../support/testbed.ts";
 import { untilSeconds as until } from "../support/until.ts";
 
 applyTestbedEnv();
@@ -99,6 +105,9 @@ async function sessionPods(): Promise<V1Pod[]> {
 
 /** The test bed bridge's address (`ip`, since Node lists no interface without carrier). */
 function bridgeAddress(): string {
+  // The 1.35 cluster (AGENT_SESSIONS_TESTBED_KUBERNETES=current): pods see the host's runner at
+  // the host end of the cluster's link, and its NetworkPolicy is enforced.
+  if (kubernetesCurrent()) return sessionHostAddress("kubernetes");
   const out = execFileSync("ip", ["-4", "-o", "addr", "show", "dev", "asbr0"], { encoding: "utf8" });
   const address = out.match(/inet (\d+\.\d+\.\d+\.\d+)\//)?.[1];
   if (!address)
@@ -143,9 +152,9 @@ beforeAll(async () => {
   core = kc.makeApiClient(CoreV1Api);
   apps = kc.makeApiClient(AppsV1Api);
   networking = kc.makeApiClient(NetworkingV1Api);
-  const node = await core.readNode({ name: "testbed" });
+  const node = await core.readNode({ name: kubernetesNode() });
   if (!node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
-    throw new Error("node testbed is not Ready: run scripts/testbed up kubernetes");
+    throw new Error(`node ${kubernetesNode()} is not Ready: run scripts/testbed up kubernetes`);
   stacks = await StackManager.create(
     { dataDir: runnerDir, env: { KUBECONFIG: process.env.KUBECONFIG } },
     { log: (level, msg, fields) => level !== "info" && console.error(level, msg, fields) },

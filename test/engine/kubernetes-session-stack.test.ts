@@ -37,7 +37,12 @@ const spec = (): SessionSpecInput => ({
   image: referenceImage().image,
   contract: "v1alpha2",
   resources: { cpu: "250m", memoryMiB: 128, storageMiB: 32 },
-  kubernetes: { namespace: kubernetesNamespace },
+  kubernetes: {
+    namespace: kubernetesNamespace,
+    // Where a cluster enforces NetworkPolicy (1.35, AGENT_SESSIONS_TESTBED_KUBERNETES=current), the
+    // host (this test, as a runner would) reaches the adapter only when the policy admits its address.
+    ...(process.env.AGENT_SESSIONS_RUNNER_CIDR ? { runnerCidr: process.env.AGENT_SESSIONS_RUNNER_CIDR } : {}),
+  },
 });
 
 const read = {

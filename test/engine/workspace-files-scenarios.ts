@@ -12,9 +12,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
+import type { ModelServer } from "../fixtures/model-server.ts";
 import type { Engine, EngineProbe } from "../support/engine-probes.ts";
-import { BRIDGE_IP, type Json, System, until } from "../support/system.ts";
+import { type Json, System, startSessionModelServer, until } from "../support/system.ts";
 
 export type ScenarioOptions = {
   engine: Engine;
@@ -53,7 +53,7 @@ export function workspaceFilesScenarios(options: ScenarioOptions): void {
 
   beforeAll(async () => {
     probe = await options.probe();
-    model = await startModelServer(BRIDGE_IP, 0);
+    model = await startSessionModelServer(options.engine);
     process.env.E2E_MODEL_KEY = `sk-e2e-${randomBytes(8).toString("hex")}`;
     system = new System(undefined, { AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES: String(MAX_BYTES) });
     if (options.engine === "docker") await system.startEmbedded();
@@ -69,7 +69,7 @@ export function workspaceFilesScenarios(options: ScenarioOptions): void {
         runtimeRef: "reference",
         credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "E2E_MODEL_KEY" } }],
         model: { baseUrl: model.url, name: "tiny" },
-        egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
+        egress: [{ cidr: `${model.host}/32`, port: model.port }],
       },
     });
     expect(agent.status).toBe(201);

@@ -12,10 +12,10 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
+import type { ModelServer } from "../fixtures/model-server.ts";
 import type { Engine, EngineProbe } from "../support/engine-probes.ts";
-import { BRIDGE_IP, type Json, System, until } from "../support/system.ts";
-import { testbedHome } from "../support/testbed.ts";
+import { type Json, System, startSessionModelServer, until } from "../support/system.ts";
+import { sessionHostAddress, testbedHome } from "../support/testbed.ts";
 
 export type RepoScenarioOptions = {
   engine: Engine;
@@ -33,7 +33,12 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
   const n = (name: string) => `${name}${options.suffix ?? ""}`;
 
   type GitServer = { url: string; port: number; commits: { main: string; v1: string }; tokenFile: string };
-  const git = JSON.parse(readFileSync(join(testbedHome, "state", "git-server.json"), "utf8")) as GitServer;
+  const recorded = JSON.parse(
+    readFileSync(join(testbedHome, "state", "git-server.json"), "utf8"),
+  ) as GitServer;
+  /** Where sessions of this engine reach the host: the git server (relayed there on 1.35) and the model server. */
+  const host = sessionHostAddress(options.engine);
+  const git: GitServer = { ...recorded, url: `http://${host}:${recorded.port}` };
 
   let system: System;
   let model: ModelServer;
@@ -100,20 +105,20 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
 
   beforeAll(async () => {
     probe = await options.probe();
-    model = await startModelServer(BRIDGE_IP, 0);
+    model = await startSessionModelServer(options.engine);
     system = new System();
     if (options.engine === "docker") await system.startEmbedded();
     else {
       await system.startServer();
       await system.startRunner(["--engine", options.engine]);
     }
-    const modelRule = { cidr: `${BRIDGE_IP}/32`, port: model.port };
+    const modelRule = { cidr: `${model.host}/32`, port: model.port };
     const token = readFileSync(git.tokenFile, "utf8").trim();
     expect(
       (
         await agent(
           "coder",
-          [modelRule, { cidr: `${BRIDGE_IP}/32`, port: git.port }],
+          [modelRule, { cidr: `${host}/32`, port: git.port }],
           [{ name: "GIT_TOKEN", value: token }],
         )
       ).status,
@@ -122,7 +127,7 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
     // A real agent (compass: its own read/write/edit/bash tools) on the same repository.
     const compass = await agent(
       "compass-coder",
-      [modelRule, { cidr: `${BRIDGE_IP}/32`, port: git.port }],
+      [modelRule, { cidr: `${host}/32`, port: git.port }],
       [],
       "compass",
     );
@@ -299,16 +304,14 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
         code: "FAILED_PRECONDITION",
         details: { reason: "RepoNotInEgress" },
       });
-      expect(refused.body.message).toContain(
-        `repository ${BRIDGE_IP}:${git.port} is not in the Agent's egress`,
-      );
+      expect(refused.body.message).toContain(`repository ${host}:${git.port} is not in the Agent's egress`);
       const listed = await system.call("POST", "/v1/rpc/GetAgentStatus", {});
       expect(JSON.stringify(listed.body)).not.toContain("offline");
       const withUser = await system.call("POST", "/v1/rpc/ProvisionAgentWorkspace", {
         agent_ref: "coder",
         workstream: {
           name: "repo",
-          repo: { url: `http://user:secret@${BRIDGE_IP}:${git.port}/fixture.git` },
+          repo: { url: `http://user:secret@${host}:${git.port}/fixture.git` },
         },
       });
       expect(withUser.body.code).toBe("INVALID_ARGUMENT");

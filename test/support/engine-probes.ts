@@ -5,7 +5,7 @@
  */
 import { ADAPTER_CONTAINER } from "../../contracts/session-pod.ts";
 import { execFile } from "node:child_process";
-import { readdir, stat } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import type { V1Pod } from "@kubernetes/client-node";
@@ -20,7 +20,7 @@ import { isPodReady } from "../../runner/kubernetes.ts";
 import { isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
 import { dockerClient, dockerExec } from "./session-harness.ts";
 import { until } from "./system.ts";
-import { testbedHome } from "./testbed.ts";
+import { kubectlPath, kubernetesCurrent } from "./testbed.ts";
 
 export type Engine = "docker" | "kubernetes";
 
@@ -155,6 +155,32 @@ async function dockerExecsSince(sinceMs: number, matches: (name: string) => bool
   return out.split("\n").filter((name) => name.trim() && matches(name.trim())).length;
 }
 
+/**
+ * Exec sessions the 1.35 cluster's API server audited (pods/exec only, its audit log:
+ * AGENT_SESSIONS_TESTBED_KUBERNETES_AUDIT_LOG) since `sinceMs` in pods of `workload`'s Deployment
+ * (`<workload>-<hash>-<suffix>`); each counted once (an exec has a ResponseStarted and a
+ * ResponseComplete entry under one auditID).
+ */
+async function auditedExecsSince(namespace: string, workload: string, sinceMs: number): Promise<number> {
+  const path = process.env.AGENT_SESSIONS_TESTBED_KUBERNETES_AUDIT_LOG;
+  if (!path)
+    throw new Error('AGENT_SESSIONS_TESTBED_KUBERNETES_AUDIT_LOG unset: eval "$(scripts/testbed env)"');
+  const ids = new Set<string>();
+  for (const line of (await readFile(path, "utf8")).split("\n")) {
+    if (!line.includes('"exec"')) continue;
+    const e = JSON.parse(line) as {
+      auditID: string;
+      requestReceivedTimestamp: string;
+      objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
+    };
+    const o = e.objectRef;
+    if (o?.resource !== "pods" || o.subresource !== "exec" || o.namespace !== namespace) continue;
+    if (!o.name?.startsWith(`${workload}-`.slice(0, 58))) continue;
+    if (new Date(e.requestReceivedTimestamp).getTime() >= sinceMs) ids.add(e.auditID);
+  }
+  return ids.size;
+}
+
 /** Sets a dockerd container's memory limit (and swap, so it cannot swap instead) to `MiB`. */
 async function dockerLimitMemory(container: string, usageBytes: number, headroomMiB: number): Promise<void> {
   const limitMiB = Math.ceil(usageBytes / 1024 / 1024) + headroomMiB;
@@ -283,7 +309,7 @@ export function dockerProbe(docker: Docker = dockerClient()): EngineProbe {
 }
 
 /** The test bed's kubectl (its KUBECONFIG comes from the environment the test bed sets). */
-export const kubectl = () => join(testbedHome, "kubernetes", "bin", "kubectl");
+export const kubectl = () => kubectlPath();
 
 export async function kubernetesProbe(namespace = "agent-sessions"): Promise<EngineProbe> {
   const k: KubeClients = await kubeClients();
@@ -314,9 +340,37 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
   };
   const exists = async (read: () => Promise<unknown>) => !(await isGone(read));
   const ofNamespace = (ns: string) => `${Labels.managedBy}=agent-sessions,${Labels.namespace}=${ns}`;
-  /** The dockerd container behind the workload's Ready pod (the test bed's kubelet runs dockershim). */
+  /**
+   * The 1.35 cluster's crictl (AGENT_SESSIONS_TESTBED_KUBERNETES=current: its kubelet runs
+   * containerd, not dockershim), with the config beside its kubeconfig; stdout.
+   */
+  const crictl = async (...args: string[]): Promise<string> =>
+    (
+      await execFileAsync(
+        join(dirname(kubectlPath()), "crictl"),
+        ["--config", join(dirname(process.env.KUBECONFIG ?? ""), "crictl.yaml"), ...args],
+        { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 },
+      )
+    ).stdout;
+  /** The runtime's container behind the workload's Ready pod: dockerd's (1.20: dockershim) or containerd's (1.35). */
   const runtimeContainer = async (workload: string): Promise<string> => {
     const pod = await readyPod(workload);
+    if (kubernetesCurrent()) {
+      const id = (
+        await crictl(
+          "ps",
+          "-q",
+          "--label",
+          `io.kubernetes.pod.namespace=${namespace}`,
+          "--label",
+          `io.kubernetes.pod.name=${pod}`,
+          "--label",
+          "io.kubernetes.container.name=adapter",
+        )
+      ).trim();
+      if (!id || id.includes("\n")) throw new Error(`pod ${pod}: adapter container ${JSON.stringify(id)}`);
+      return id;
+    }
     const id = (
       await dockerCli(
         "ps",
@@ -415,12 +469,21 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
     },
     // The API server keeps no record of exec sessions; the node's runtime does (the test bed's
     // kubelet execs through dockershim into dockerd containers named k8s_<container>_<pod>_…).
-    execsSince: (w, sinceMs) => dockerExecsSince(sinceMs, (name) => name.includes(`_${w}-`)),
+    execsSince: (w, sinceMs) =>
+      kubernetesCurrent()
+        ? auditedExecsSince(namespace, w, sinceMs)
+        : dockerExecsSince(sinceMs, (name) => name.includes(`_${w}-`)),
     squeezeMemory: async (w, headroomMiB) => {
       // Kubernetes 1.20 cannot change a running pod's limits (in-place resize came with 1.27), and a
       // changed limit in the Deployment replaces the pod. So the limit is tightened where the
       // kubelet put it: the pod container's cgroup, through the node's runtime (dockerd).
       const usage = Number((await exec(w, ["cat", CGROUP_MEMORY_USAGE])).trim());
+      if (kubernetesCurrent()) {
+        // containerd (CRI UpdateContainerResources); the machine has no swap to escape to.
+        const limit = (Math.ceil(usage / 1024 / 1024) + headroomMiB) * 1024 * 1024;
+        await crictl("update", "--memory", String(limit), await runtimeContainer(w));
+        return;
+      }
       await dockerLimitMemory(await runtimeContainer(w), usage, headroomMiB);
     },
     oomKilled: async (w) =>

@@ -7,7 +7,16 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { builtImage, referenceImage, repoRoot, testbedHome } from "./testbed.ts";
+import { startModelServer } from "../fixtures/model-server.ts";
+import {
+  builtImage,
+  DOCKER_BRIDGE_IP,
+  referenceImage,
+  repoRoot,
+  sessionHostAddress,
+  sessionHostPorts,
+  testbedHome,
+} from "./testbed.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 import { until as untilValue } from "./until.ts";
 
@@ -15,7 +24,25 @@ import { until as untilValue } from "./until.ts";
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 export type Json = any;
 
-export const BRIDGE_IP = "10.213.0.1";
+export const BRIDGE_IP = DOCKER_BRIDGE_IP;
+
+/**
+ * The test model server where sessions of `engine` reach it (sessionHostAddress): the Docker
+ * bridge, any port; on the 1.35 cluster the link's host address, a free port of the guard's range.
+ */
+export async function startSessionModelServer(engine: "docker" | "kubernetes") {
+  const host = sessionHostAddress(engine);
+  let last: unknown;
+  for (const port of sessionHostPorts(engine)) {
+    try {
+      return await startModelServer(host, port);
+    } catch (error) {
+      if ((error as { code?: string }).code !== "EADDRINUSE") throw error;
+      last = error;
+    }
+  }
+  throw new Error(`no free model-server port on ${host}: ${String(last)}`);
+}
 const cli = join(repoRoot, "bin", "agent-sessions");
 
 export type Proc = { child: ChildProcess; logs: string[]; exited: Promise<number | null> };
