@@ -1,5 +1,12 @@
+import { execFileSync, spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { AGENT_PID_MARKER, AgentPidReader, agentExecCommand, signalUntilEnded } from "./agent-exec.ts";
+import {
+  AGENT_PID_MARKER,
+  AgentPidReader,
+  agentExecCommand,
+  agentSignalCommand,
+  signalUntilEnded,
+} from "./agent-exec.ts";
 
 describe("the exec'd agent's PID", () => {
   it("is reported by the wrapper before it becomes the agent, with the agent's arguments kept", () => {
@@ -24,6 +31,17 @@ describe("the exec'd agent's PID", () => {
     reader.end();
     await expect(reader.pid).resolves.toBeUndefined();
     expect(reader.value).toBeUndefined();
+  });
+});
+
+describe("signalling the agent", () => {
+  it("needs no kill binary in the image: the shell's builtin sends it", async () => {
+    const agent = spawn("/bin/sh", ["-c", "exec sleep 30"], { stdio: "ignore" });
+    const ended = new Promise<NodeJS.Signals | null>((r) => agent.once("exit", (_code, signal) => r(signal)));
+    const [file, ...args] = agentSignalCommand("TERM", String(agent.pid));
+    // An empty PATH: no kill executable can be found, only the builtin runs.
+    execFileSync(file as string, args, { env: { PATH: "" } });
+    expect(await ended).toBe("SIGTERM");
   });
 });
 

@@ -22,6 +22,15 @@ export function agentExecCommand(command: string[]): string[] {
 }
 
 /**
+ * The command that sends `signal` (TERM, KILL) to the agent's PID inside the workload: through
+ * the shell the wrapper needs anyway, whose `kill` is a builtin; an image need not ship a `kill`
+ * binary (the compass image has none: an exec of `kill` failed and every stop waited out its grace).
+ */
+export function agentSignalCommand(signal: string, pid: string): string[] {
+  return ["/bin/sh", "-c", 'kill -"$0" "$1"', signal, pid];
+}
+
+/**
  * Reads the wrapper's PID line from the agent's stderr (the rest of stderr is the agent's own
  * log). `pid` resolves with the PID, or undefined once `end()` is called without one.
  */

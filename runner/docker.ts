@@ -34,7 +34,7 @@ import { seedWorkspaceRepo } from "./docker-repo-seed.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./docker-workspace.ts";
 import { outputSettled } from "./driver.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "./fast-path.ts";
-import { AgentPidReader, agentExecCommand, signalUntilEnded } from "./agent-exec.ts";
+import { AgentPidReader, agentExecCommand, agentSignalCommand, signalUntilEnded } from "./agent-exec.ts";
 import type {
   AgentOutput,
   AgentProcess,
@@ -365,7 +365,7 @@ export class DockerDriver implements EngineDriver {
           const pid = agentPid.value;
           if (!pid) return;
           const kill = await container
-            .exec({ Cmd: ["kill", `-${name}`, pid], AttachStdout: false, AttachStderr: false })
+            .exec({ Cmd: agentSignalCommand(name, pid), AttachStdout: false, AttachStderr: false })
             .catch(() => undefined);
           await kill?.start({}).catch(() => undefined);
         };

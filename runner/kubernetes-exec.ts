@@ -10,7 +10,7 @@
 import { PassThrough, type Readable } from "node:stream";
 import { type CoreV1Api, Exec, type KubeConfig, type V1Pod, type V1Status } from "@kubernetes/client-node";
 import { CodedError } from "../contracts/errors.ts";
-import { AgentPidReader, agentExecCommand, signalUntilEnded } from "./agent-exec.ts";
+import { AgentPidReader, agentExecCommand, agentSignalCommand, signalUntilEnded } from "./agent-exec.ts";
 import { type AgentOutput, type AgentProcess, outputSettled } from "./driver.ts";
 
 /** How long an ended agent's exit waits for its last output to be taken. */
@@ -166,7 +166,7 @@ export class PodExec {
         const pid = await Promise.race([agentPid.pid, ended(2000).then(() => undefined)]);
         if (pid)
           await signalUntilEnded(async (signal) => {
-            await this.#run(podName, container, ["kill", `-${signal}`, pid]).catch(() => undefined);
+            await this.#run(podName, container, agentSignalCommand(signal, pid)).catch(() => undefined);
           }, ended);
         // No PID (the wrapper never spoke) or unkillable: close the socket so `exited` resolves;
         // the kubelet tears the stream down, what the process does then is up to it.
