@@ -37,7 +37,7 @@ import { noGitImage } from "./repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./kubernetes-pod-watch.ts";
 import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./kubernetes-scale.ts";
 import { fastCreateKubernetes, releaseRunnerFields } from "./kubernetes-fast-create.ts";
-import { podFailure } from "./kubernetes-pod-failure.ts";
+import { PodFailures } from "./kubernetes-pod-failure.ts";
 import { probeAdapter } from "./adapter-probe.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "./fast-path.ts";
 import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
@@ -509,14 +509,16 @@ export class KubernetesDriver implements EngineDriver {
 
   /**
    * Waits for the session's Ready pod; fails at once when the kubelet reports one it will not make
-   * Ready by itself (an image it cannot pull, a container that keeps exiting: kubernetes-pod-failure.ts).
+   * Ready by itself (an image it cannot pull; a container that keeps exiting, or whose config it cannot
+   * build, for longer than the kubelet's retries take: kubernetes-pod-failure.ts).
    */
   async #waitReady(containerName: string, pollMs = 250): Promise<void> {
     const deadline = Date.now() + this.#readyTimeoutMs;
+    const failures = new PodFailures();
     for (;;) {
       const pods = await this.#sessionPods(containerName);
       if (pods.some(isPodReady)) return;
-      const failure = podFailure(pods);
+      const failure = failures.check(pods);
       if (failure) throw failure;
       if (Date.now() > deadline)
         throw new CodedError("DEADLINE_EXCEEDED", `workspace ${containerName} has no Ready pod`);

@@ -149,16 +149,22 @@ export class Runner {
 
   async #run(command: RunnerCommand): Promise<Record<string, unknown>> {
     const started = Date.now();
-    let failed = true;
     try {
       const result = await this.#dispatch(command);
-      failed = false;
-      return result;
-    } finally {
       // `warm_pools` comes every few seconds and changes nothing most times: not logged. A
       // relayed request is audited by the server, one line each: here only when it failed.
-      if (command.kind !== "warm_pools" && (command.kind !== "relay" || failed))
+      if (command.kind !== "warm_pools" && command.kind !== "relay")
         this.#log("info", "command done", { kind: command.kind, ms: Date.now() - started });
+      return result;
+    } catch (error) {
+      // Errors answered to the server are secret-free (contracts/errors.ts): logged as answered.
+      this.#log("warn", "command failed", {
+        kind: command.kind,
+        ms: Date.now() - started,
+        code: (error as { code?: unknown }).code,
+        error: String((error as Error).message ?? error).slice(0, 500),
+      });
+      throw error;
     }
   }
 

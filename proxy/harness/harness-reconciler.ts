@@ -459,6 +459,8 @@ export class HarnessReconciler {
       step,
       code: error.code,
       reason,
+      // As the Ready condition says it (status is secret-free): the log alone must tell why.
+      message: error.message.slice(0, 500),
     });
     const ready: Readiness = { status: "False", reason, message };
     await this.observe(
