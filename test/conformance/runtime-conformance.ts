@@ -20,10 +20,10 @@ import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
+import type { ModelServer } from "../fixtures/model-server.ts";
 import { dockerProbe, type Engine, type EngineProbe, kubernetesProbe } from "../support/engine-probes.ts";
 import { dockerClient } from "../support/session-harness.ts";
-import { BRIDGE_IP, followEvents, type Json, System, until } from "../support/system.ts";
+import { followEvents, type Json, startSessionModelServer, System, until } from "../support/system.ts";
 import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
 import { imageLacks } from "./image-precheck.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
@@ -162,7 +162,8 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
   beforeAll(async () => {
     if (engine === "kubernetes") applyTestbedEnv();
     probe = engine === "docker" ? dockerProbe() : await kubernetesProbe("agent-sessions");
-    model = await startModelServer(BRIDGE_IP, 0);
+    // Where the engine's sessions reach the host (the 1.35 cluster: the link, a port its guard admits).
+    model = await startSessionModelServer(engine);
     process.env.E2E_MODEL_KEY = SECRET;
     image = builtImage(IMAGES[runtime]);
     system = new System(undefined, {
@@ -210,6 +211,7 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
         writeFileSync(join(system.dataDir, `${which}.log`), system[which]?.logs.join("") ?? "");
     await system?.stop();
     await model?.close();
+    probe?.close();
   });
 
   describe(`runtime conformance: ${runtime} on ${engine} (declares ${declared.join(", ")})`, () => {

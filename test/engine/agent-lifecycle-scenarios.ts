@@ -176,6 +176,7 @@ export function agentLifecycleScenarios(options: AgentLifecycleOptions): AgentLi
   });
 
   afterAll(async () => {
+    probe?.close(); // only the pod watch: the probe's other checks still answer
     for (const f of followers.values()) await f.close();
     // RemoveAgentWorkspace for each workspace while the system is up, then by force what is left.
     // Three at a time: each is a `pulumi destroy`, and one after another they took minutes.

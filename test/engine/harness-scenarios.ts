@@ -261,6 +261,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
   });
 
   afterAll(async () => {
+    probe?.close(); // only the pod watch: the probe's other checks still answer
     // Best effort: never leave a stack behind a failed run.
     for (const name of [CHAT, LEGACY, ORPHAN, LEAKY])
       await system?.call("DELETE", `${SESSIONS}/${name}`).catch(() => undefined);

@@ -92,6 +92,7 @@ export function workspaceFilesScenarios(options: ScenarioOptions): void {
   }, 240_000);
 
   afterAll(async () => {
+    probe?.close(); // only the pod watch: the probe's other checks still answer
     await system?.call("DELETE", `${NS}/harnesssessions/${NAME}`).catch(() => undefined);
     await system?.stop();
     await model?.close();

@@ -135,6 +135,7 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
   }, 120_000);
 
   afterAll(async () => {
+    probe?.close(); // only the pod watch: the probe's other checks still answer
     // At once: each DELETE waits for its stack's destroy.
     await Promise.all(
       ["seeded", "agent-work", "bad-repo", "bad-ref", "private"]

@@ -20,6 +20,7 @@ import { isPodReady } from "../../runner/kubernetes.ts";
 import { isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
 import { dockerClient, dockerExec } from "./session-harness.ts";
 import { until } from "./system.ts";
+import { PodExits } from "./pod-exits.ts";
 import { kubectlPath, kubernetesCurrent } from "./testbed.ts";
 
 export type Engine = "docker" | "kubernetes";
@@ -86,6 +87,8 @@ export interface EngineProbe {
   exitCodesSince(workload: string, sinceMs: number): Promise<number[]>;
   /** Force-removes every engine object left of a namespace's sessions; what it removed. Never throws. */
   forceRemove(namespace: string): Promise<string[]>;
+  /** Ends what the probe keeps open (the 1.35 probe's pod watch); the probe is not used after. */
+  close(): void;
 }
 
 /** What the engine was told about a workload's isolation. */
@@ -125,6 +128,25 @@ async function dockerExitCodesSince(sinceMs: number, matches: (name: string) => 
 /** The bytes of a dockerd container's json-file log and its rotated files (the test bed runs as root). */
 async function dockerLogBytes(docker: Docker, container: string): Promise<number> {
   const path = (await docker.getContainer(container).inspect()).LogPath;
+  if (!path) throw new Error(`${container} has no log file`);
+  const dir = dirname(path);
+  const name = basename(path);
+  let total = 0;
+  for (const file of await readdir(dir))
+    if (file.startsWith(name)) total += (await stat(join(dir, file))).size;
+  return total;
+}
+
+/**
+ * The bytes of a containerd container's log and its rotated files: the kubelet's CRI log under its
+ * podLogsDir (`crictl inspect`'s status.logPath; rotations beside it, `0.log.<timestamp>[.gz]`).
+ */
+async function crictlLogBytes(
+  crictl: (...args: string[]) => Promise<string>,
+  container: string,
+): Promise<number> {
+  const path = (JSON.parse(await crictl("inspect", container)) as { status?: { logPath?: string } }).status
+    ?.logPath;
   if (!path) throw new Error(`${container} has no log file`);
   const dir = dirname(path);
   const name = basename(path);
@@ -283,6 +305,7 @@ export function dockerProbe(docker: Docker = dockerClient()): EngineProbe {
     exitCodesSince: (w, sinceMs) => dockerExitCodesSince(sinceMs, (name) => name === w),
     // `docker kill` is SIGKILL: exit 137 without an oom event.
     reasons: { removed: "ContainerRemoved", killed: "ContainerExited" },
+    close: () => {},
     forceRemove: async (namespace) => {
       const forced: string[] = [];
       const filters = namespaceFilter(namespace);
@@ -313,6 +336,8 @@ export const kubectl = () => kubectlPath();
 
 export async function kubernetesProbe(namespace = "agent-sessions"): Promise<EngineProbe> {
   const k: KubeClients = await kubeClients();
+  // 1.35 (containerd): a deleted pod's containers go at once and no event log keeps their exits.
+  const podExits = kubernetesCurrent() ? await PodExits.watch(namespace) : undefined;
   /** The session's pods, found the way the runner finds them (the Deployment's selector). */
   const pods = async (workload: string): Promise<V1Pod[]> => {
     const d = await k.apps.readNamespacedDeployment({ name: workload, namespace });
@@ -521,12 +546,18 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
           maxBuffer: 64 * 1024 * 1024,
         })
       ).stdout,
-    logBytes: async (w) => dockerLogBytes(dockerClient(), await runtimeContainer(w)),
+    logBytes: async (w) =>
+      kubernetesCurrent()
+        ? crictlLogBytes(crictl, await runtimeContainer(w))
+        : dockerLogBytes(dockerClient(), await runtimeContainer(w)),
     logBound: undefined,
-    // The node's containers are named k8s_adapter_<pod>_…, the pod's name generated from the
-    // ReplicaSet's (`<deployment>-<hash>-`) cut to 58 characters before its random suffix.
-    exitCodesSince: (w, sinceMs) =>
-      dockerExitCodesSince(sinceMs, (name) => name.startsWith(`k8s_adapter_${`${w}-`.slice(0, 58)}`)),
+    // A pod's name is generated from its ReplicaSet's (`<deployment>-<hash>-`) cut to 58
+    // characters before its random suffix; 1.20's node containers are named k8s_adapter_<pod>_….
+    exitCodesSince: async (w, sinceMs) =>
+      podExits
+        ? podExits.since(`${w}-`.slice(0, 58), sinceMs)
+        : dockerExitCodesSince(sinceMs, (name) => name.startsWith(`k8s_adapter_${`${w}-`.slice(0, 58)}`)),
+    close: () => podExits?.close(),
     // Removing the Deployment deletes its pod; deleting the pod alone too (the ReplicaSet replaces it).
     reasons: { removed: "PodDeleted", killed: "PodDeleted" },
     forceRemove: async (ns) => {
