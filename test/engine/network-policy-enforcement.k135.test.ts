@@ -404,8 +404,9 @@ describe("NetworkPolicy and Pod Security enforced on sessions (Kubernetes 1.35)"
       {
         name: "root",
         over: (p) => {
-          if (p.spec?.securityContext)
-            p.spec.securityContext = { ...p.spec.securityContext, runAsUser: 0, runAsNonRoot: false };
+          // runAsNonRoot stays true: the one breach is the uid (the kubelet would refuse it later,
+          // admission refuses it first).
+          if (p.spec?.securityContext) p.spec.securityContext = { ...p.spec.securityContext, runAsUser: 0 };
         },
         message: /runAsUser=0 \(pod must not set runAsUser=0\)/,
       },
