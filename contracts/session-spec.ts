@@ -169,6 +169,16 @@ export const ConfigKeys = {
   stateHashKey: "agent-sessions:stateHashKey",
 } as const;
 
+/**
+ * Labels of a namespace session pods run in: Pod Security admission (Kubernetes >= 1.23) refuses
+ * any pod there that the "restricted" profile forbids (privileged, hostPath, root, …), so a pod not
+ * made by the session program cannot run looser than the session pods, which meet it.
+ */
+export const SESSIONS_NAMESPACE_POD_SECURITY = {
+  "pod-security.kubernetes.io/enforce": "restricted",
+  "pod-security.kubernetes.io/enforce-version": "latest",
+} as const;
+
 export const LABEL_PREFIX = "agent-sessions.dev";
 export const Labels = {
   managedBy: `${LABEL_PREFIX}/managed-by`,

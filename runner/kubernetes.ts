@@ -28,7 +28,12 @@
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, NetworkingV1Api } from "@kubernetes/client-node";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
 import { CodedError, parseOrThrow } from "../contracts/errors.ts";
-import { Labels, SessionSpec, workloadName } from "../contracts/session-spec.ts";
+import {
+  Labels,
+  SESSIONS_NAMESPACE_POD_SECURITY,
+  SessionSpec,
+  workloadName,
+} from "../contracts/session-spec.ts";
 import type { StackManager } from "../stacks/index.ts";
 import { ADAPTER_CONTAINER } from "../contracts/session-pod.ts";
 import { PodExec } from "./kubernetes-exec.ts";
@@ -499,7 +504,10 @@ export class KubernetesDriver implements EngineDriver {
     try {
       await this.#core.createNamespace({
         body: {
-          metadata: { name: this.namespace, labels: { [Labels.managedBy]: "agent-sessions" } },
+          metadata: {
+            name: this.namespace,
+            labels: { [Labels.managedBy]: "agent-sessions", ...SESSIONS_NAMESPACE_POD_SECURITY },
+          },
         },
       });
     } catch (e) {

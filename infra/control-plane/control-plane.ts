@@ -10,7 +10,7 @@
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { Labels } from "../../contracts/session-spec.ts";
+import { Labels, SESSIONS_NAMESPACE_POD_SECURITY } from "../../contracts/session-spec.ts";
 import type { ControlPlaneConfig } from "./config.ts";
 import { containerSecurityContext, podSecurityContext, resourcesOf, tmpVolume } from "./pod-security.ts";
 import { runnerRules } from "./runner-rbac.ts";
@@ -78,7 +78,7 @@ export class ControlPlane extends pulumi.ComponentResource {
           {
             metadata: {
               name: config.sessionsNamespace,
-              labels: { ...managed, [Labels.component]: "sessions" },
+              labels: { ...managed, [Labels.component]: "sessions", ...SESSIONS_NAMESPACE_POD_SECURITY },
             },
           },
           child,
