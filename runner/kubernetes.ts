@@ -25,7 +25,15 @@
  * at once, recorded behind). Anything else — a changed spec or credentials, an object gone, a
  * runner that restarted since, a failed recording — takes the full path through `pulumi up`.
  */
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod, NetworkingV1Api } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  NetworkingV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Pod,
+} from "@kubernetes/client-node";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
 import { CodedError, parseOrThrow } from "../contracts/errors.ts";
 import {
@@ -494,7 +502,8 @@ export class KubernetesDriver implements EngineDriver {
 
   async #ensureNamespace(): Promise<void> {
     try {
-      await this.#core.readNamespace({ name: this.namespace });
+      const existing = await this.#core.readNamespace({ name: this.namespace });
+      await this.#enforcePodSecurity(existing.metadata?.labels ?? {});
       return;
     } catch (e) {
       // 403: a least-privilege runner may not read namespaces; the platform created this one.
@@ -513,6 +522,25 @@ export class KubernetesDriver implements EngineDriver {
     } catch (e) {
       if (!isApiStatus(e, 409)) throw e; // created concurrently: fine
     }
+  }
+
+  /**
+   * A namespace this driver created before it labelled its namespaces for Pod Security gets the
+   * labels now, so admission refuses there what `restricted` forbids. One the platform made (not
+   * ours) is the platform's to label; a runner not allowed to patch namespaces leaves it as it is.
+   */
+  async #enforcePodSecurity(labels: Record<string, string>): Promise<void> {
+    if (labels[Labels.managedBy] !== "agent-sessions") return;
+    if (Object.entries(SESSIONS_NAMESPACE_POD_SECURITY).every(([key, value]) => labels[key] === value))
+      return;
+    await this.#core
+      .patchNamespace(
+        { name: this.namespace, body: { metadata: { labels: SESSIONS_NAMESPACE_POD_SECURITY } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      )
+      .catch((e: unknown) => {
+        if (!isApiStatus(e, 403)) throw e;
+      });
   }
 
   /**

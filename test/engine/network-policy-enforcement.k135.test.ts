@@ -285,6 +285,12 @@ beforeAll(async () => {
     { dataDir: join(dataDir, "runner"), env: { KUBECONFIG: process.env.KUBECONFIG ?? "" } },
     { log: (level, msg, fields) => level !== "info" && console.error(level, msg, fields) },
   );
+  // The namespace as a driver before Pod Security labels made it (managed by us, no enforce
+  // label): the driver labels it on its first provision (runner/kubernetes.ts), so the
+  // admission checks below prove that path. A namespace it creates itself is labelled at once.
+  await core.createNamespace({
+    body: { metadata: { name: k8sNamespace, labels: { [Labels.managedBy]: "agent-sessions" } } },
+  });
   // The runner here is this process on the host: the pods see it at the link's host end.
   driver = new KubernetesDriver(kc, stacks, { namespace: k8sNamespace, runnerCidr: `${host}/32` });
   await provision(sessions.a, [{ cidr: host, port: allowed.port }]);
@@ -374,7 +380,7 @@ describe("NetworkPolicy and Pod Security enforced on sessions (Kubernetes 1.35)"
     await expectReach(a.pod, a.ip, host, allowed.port, allowed);
   });
 
-  it("Pod Security 'restricted' in the sessions namespace the driver made: a privileged, a hostPath and a root pod are refused, the same pod without the breach is admitted", async () => {
+  it("Pod Security 'restricted' in the sessions namespace (made by an older driver, labelled by this one): a privileged, a hostPath and a root pod are refused, the same pod without the breach is admitted", async () => {
     const ns = await core.readNamespace({ name: k8sNamespace });
     expect(ns.metadata?.labels?.["pod-security.kubernetes.io/enforce"]).toBe("restricted");
     const labels = { "k135-enforcement": "admission" };
