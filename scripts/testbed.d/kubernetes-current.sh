@@ -1087,7 +1087,16 @@ NS
     tb_say "FAILED: the session pod cannot write its PVC ($pv)"; return 1
   fi
   tb_say "proved: a dynamic PVC (StorageClass standard, hostPath provisioner) bound and written by the non-root pod: $pv ($(stat -c '%a %U' "$pv"))"
-  local s r o got
+  # In-cluster clients (the control plane's runner) reach the API server through the `kubernetes`
+  # Service (_tb_kc_pod_api_relay_up), its certificate naming the Service IP: verified against the
+  # cluster CA by a pod without a token (anonymous may read /readyz).
+  local api=${TB_KC_SERVICE_CIDR%.0/*}.1 got
+  got=$(_tb_kc_kubectl -n "$TB_KC_CHECK_NS" exec other -- node -e "require('https').get({host: '$api', port: 443,
+    path: '/readyz', ca: process.argv[1], timeout: 3000}, (r) => { console.log(r.statusCode); process.exit(r.statusCode === 200 ? 0 : 2) })
+    .on('timeout', function () { this.destroy(new Error('timeout')) }).on('error', (e) => { console.log(e.code ?? e.message); process.exit(1) })" \
+    -- "$(cat "$TB_KC_STATE/pki/ca.crt")" 2>&1) || { tb_say "FAILED: other -> the kubernetes Service https://$api/readyz: $got"; return 1; }
+  tb_say "proved: a pod reaches the API server through the kubernetes Service (https://$api -> $TB_KC_NODE_IP:$TB_KC_API_PORT, the relay), TLS verified against the cluster CA: /readyz $got"
+  local s r o
   s=$(_tb_kc_pod_ip session) r=$(_tb_kc_pod_ip runner) o=$(_tb_kc_pod_ip other)
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" create service clusterip session --tcp=8080:8080 --dry-run=client -o yaml |
     sed 's/app: session/role: session/' | _tb_kc_kubectl apply -f - >/dev/null
