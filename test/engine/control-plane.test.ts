@@ -511,6 +511,17 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
       "/var/run/secrets/kubernetes.io/serviceaccount",
     );
     expect(token.stdout).toMatch(/token/);
+
+    // Both pods meet Pod Security `restricted`, the level of the sessions namespace: asked to
+    // enforce it on the control plane's namespace (server dry run), 1.35 names every running pod
+    // that would violate it ("existing pods in namespace … violate …", with the fields). 1.20 has
+    // no PodSecurity admission: there the dry run proves nothing and passes.
+    const restricted = await kubectl(
+      ...["label", "--dry-run=server", "--overwrite", "namespace", NS],
+      ...Object.entries(SESSIONS_NAMESPACE_POD_SECURITY).map(([key, value]) => `${key}=${value}`),
+    );
+    expect(restricted.code, restricted.stderr).toBe(0);
+    expect(restricted.stderr).not.toMatch(/violate/);
   });
 
   it("a second pulumi up changes nothing and keeps the generated tokens", async () => {
