@@ -294,15 +294,18 @@ tb_kc_status() {
   local b first
   if [[ ! -d $TB_KC_BIN ]]; then echo "kubernetes-current not built (scripts/testbed build kubernetes-current)"; return 0; fi
   echo "kubernetes-current (not the default cluster yet), in $TB_KC_BIN"
+  # The first line is taken by a reader of the whole output (sed -n 1p, not head -1): a command still
+  # writing after head exits dies of SIGPIPE, and under pipefail that ended `status` (the CNI
+  # loopback plugin's second line did, before the cluster's status was printed).
   _tb_kc_v() { # NAME CMD...: first line of CMD's output, or "missing"
     local name=$1; shift
-    if [[ -x $1 ]]; then first=$("$@" 2>&1 | head -1); printf '  %-23s %s\n' "$name" "$first"; else printf '  %-23s missing\n' "$name"; fi
+    if [[ -x $1 ]]; then first=$("$@" 2>&1 | sed -n 1p); printf '  %-23s %s\n' "$name" "$first"; else printf '  %-23s missing\n' "$name"; fi
   }
   for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do _tb_kc_v "$b" "$TB_KC_BIN/$b" --version; done
   _tb_kc_v kubectl "$TB_KC_BIN/kubectl" version --client
   _tb_kc_v containerd "$TB_KC_BIN/containerd" --version
   if [[ -x $TB_KC_BIN/containerd-shim-runc-v2 ]]; then
-    printf '  %-23s %s\n' containerd-shim-runc-v2 "$("$TB_KC_BIN/containerd-shim-runc-v2" -v 2>&1 | awk '/Version:/{print $2; exit}')"
+    printf '  %-23s %s\n' containerd-shim-runc-v2 "$("$TB_KC_BIN/containerd-shim-runc-v2" -v 2>&1 | awk '/Version:/ && !f {print $2; f=1}')"
   else printf '  %-23s missing\n' containerd-shim-runc-v2; fi
   _tb_kc_v runc "$TB_KC_BIN/runc" --version
   _tb_kc_v crictl "$TB_KC_BIN/crictl" --version
