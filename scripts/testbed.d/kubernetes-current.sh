@@ -294,15 +294,18 @@ tb_kc_status() {
   local b first
   if [[ ! -d $TB_KC_BIN ]]; then echo "kubernetes-current not built (scripts/testbed build kubernetes-current)"; return 0; fi
   echo "kubernetes-current (not the default cluster yet), in $TB_KC_BIN"
+  # The first line is taken by a reader of the whole output (sed -n 1p, not head -1): a command still
+  # writing after head exits dies of SIGPIPE, and under pipefail that ended `status` (the CNI
+  # loopback plugin's second line did, before the cluster's status was printed).
   _tb_kc_v() { # NAME CMD...: first line of CMD's output, or "missing"
     local name=$1; shift
-    if [[ -x $1 ]]; then first=$("$@" 2>&1 | head -1); printf '  %-23s %s\n' "$name" "$first"; else printf '  %-23s missing\n' "$name"; fi
+    if [[ -x $1 ]]; then first=$("$@" 2>&1 | sed -n 1p); printf '  %-23s %s\n' "$name" "$first"; else printf '  %-23s missing\n' "$name"; fi
   }
   for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do _tb_kc_v "$b" "$TB_KC_BIN/$b" --version; done
   _tb_kc_v kubectl "$TB_KC_BIN/kubectl" version --client
   _tb_kc_v containerd "$TB_KC_BIN/containerd" --version
   if [[ -x $TB_KC_BIN/containerd-shim-runc-v2 ]]; then
-    printf '  %-23s %s\n' containerd-shim-runc-v2 "$("$TB_KC_BIN/containerd-shim-runc-v2" -v 2>&1 | awk '/Version:/{print $2; exit}')"
+    printf '  %-23s %s\n' containerd-shim-runc-v2 "$("$TB_KC_BIN/containerd-shim-runc-v2" -v 2>&1 | awk '/Version:/ && !f {print $2; f=1}')"
   else printf '  %-23s missing\n' containerd-shim-runc-v2; fi
   _tb_kc_v runc "$TB_KC_BIN/runc" --version
   _tb_kc_v crictl "$TB_KC_BIN/crictl" --version
@@ -327,6 +330,9 @@ tb_kc_status() {
 #    session images by their registry digest, as on a real cluster), and the API server
 #    127.0.0.1:$TB_KC_API_PORT inside appears as 127.0.0.1:$TB_KC_API_PORT on the host's loopback
 #    (kubectl/the runner without nsenter).
+#  * Pods reach the API server as on any cluster, through the `kubernetes` Service: its EndpointSlice
+#    (and Endpoints) name $TB_KC_NODE_IP:$TB_KC_API_PORT, where a socat in the namespace relays to the
+#    API server on the namespace's loopback (_tb_kc_pod_api_relay_up). Nothing leaves the namespace.
 #  * containerd: root, state, socket, CNI config, pod network namespaces (under its state dir) of its
 #    own; NRI off (else /var/run/nri/nri.sock). The kubelet: cgroup root /$TB_KC_NETNS (pods in
 #    /$TB_KC_NETNS/kubepods of each hierarchy, the 1.20 kubelet's are /kubepods), root dir and pod
@@ -371,7 +377,7 @@ TB_KC_CGROUP=$TB_KC_NETNS
 TB_KC_KUBECONFIG=$TB_KC_STATE/admin.kubeconfig
 # In stop order. registry-relay-host and api-relay-host run in the host's namespace.
 TB_KC_DAEMONS=(kube-router kube-proxy kubelet kube-scheduler kube-controller-manager api-relay api-relay-host
-  kube-apiserver etcd registry-relay registry-relay-host containerd git-relay-host)
+  api-relay-pods kube-apiserver etcd registry-relay registry-relay-host containerd git-relay-host)
 TB_KC_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 # Fixed places the kubelet (in its mount namespace) and libcni (containerd) use on the host.
 TB_KC_FIXED_DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/containers /var/lib/cni)
@@ -681,6 +687,17 @@ _tb_kc_api_relay_up() {
   _tb_kc_spawn api-relay socat "UNIX-LISTEN:$TB_RUN/k135-api.sock,unlink-early,fork" "TCP:127.0.0.1:$TB_KC_API_PORT"
   _tb_kc_spawn_host api-relay-host socat "TCP-LISTEN:$TB_KC_API_PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$TB_RUN/k135-api.sock"
 }
+# In-cluster clients (the control plane's runner pod, infra/control-plane) reach the API server as on
+# any cluster: the `kubernetes` Service ($TB_KC_SERVICE_CIDR's .1:443) -> its EndpointSlice
+# $TB_KC_NODE_IP:$TB_KC_API_PORT (kube-proxy's DNAT, _tb_kc_bootstrap_objects) -> this relay on the
+# bridge's address -> the API server on the namespace's 127.0.0.1. Both ends are in the namespace: no
+# host port, nothing for the host guard. The API server itself stays on loopback; socat only copies
+# bytes, so TLS (the serving certificate names the Service IP and the bridge address, _tb_kc_pki) and
+# authentication stay end to end. Session pods carry no token (anonymous gets
+# system:public-info-viewer only) and their NetworkPolicy egress does not admit it anyway.
+_tb_kc_pod_api_relay_up() {
+  _tb_kc_spawn api-relay-pods socat "TCP-LISTEN:$TB_KC_API_PORT,bind=$TB_KC_NODE_IP,reuseaddr,fork" "TCP:127.0.0.1:$TB_KC_API_PORT"
+}
 
 _tb_kc_start_containerd() {
   _tb_kc_containerd_config
@@ -736,6 +753,35 @@ YAML
 
 # kube-router's rights (its upstream firewall DaemonSet's ClusterRole, reads only but for leases).
 _tb_kc_bootstrap_objects() {
+  # --endpoint-reconciler-type=none: the API server never writes the `kubernetes` Service's
+  # endpoints; they name the pods' relay (_tb_kc_pod_api_relay_up). kube-proxy 1.35 reads only the
+  # EndpointSlice; the Endpoints are for clients that still read those (the control-plane test). The
+  # slice has a manager of ours and the Endpoints skip-mirror, so no controller rewrites either.
+  # (kubectl warns that v1 Endpoints is deprecated: that line is dropped.)
+  _tb_kc_kubectl apply -f - 2> >(grep -v 'v1 Endpoints is deprecated' >&2) >/dev/null <<YAML
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubernetes
+  namespace: default
+  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: agent-sessions-testbed}
+addressType: IPv4
+endpoints:
+- addresses: ["$TB_KC_NODE_IP"]
+  conditions: {ready: true}
+ports:
+- {name: https, port: $TB_KC_API_PORT, protocol: TCP}
+---
+apiVersion: v1
+kind: Endpoints
+metadata:
+  name: kubernetes
+  namespace: default
+  labels: {endpointslice.kubernetes.io/skip-mirror: "true"}
+subsets:
+- addresses: [{ip: "$TB_KC_NODE_IP"}]
+  ports: [{name: https, port: $TB_KC_API_PORT, protocol: TCP}]
+YAML
   _tb_kc_kubectl apply -f - >/dev/null <<'YAML'
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -917,6 +963,7 @@ tb_kc_up() {
   tb_step "kubernetes-current: registry relay + containerd" eval '_tb_kc_relays_up && _tb_kc_start_containerd'
   tb_step "kubernetes-current: etcd + kube-apiserver" eval '_tb_kc_start_etcd && _tb_kc_start_apiserver'
   _tb_kc_api_relay_up
+  _tb_kc_pod_api_relay_up
   _tb_kc_bootstrap_objects
   _tb_kc_start_controllers
   _tb_kc_start_kubelet
@@ -1043,7 +1090,16 @@ NS
     tb_say "FAILED: the session pod cannot write its PVC ($pv)"; return 1
   fi
   tb_say "proved: a dynamic PVC (StorageClass standard, hostPath provisioner) bound and written by the non-root pod: $pv ($(stat -c '%a %U' "$pv"))"
-  local s r o got
+  # In-cluster clients (the control plane's runner) reach the API server through the `kubernetes`
+  # Service (_tb_kc_pod_api_relay_up), its certificate naming the Service IP: verified against the
+  # cluster CA by a pod without a token (anonymous may read /readyz).
+  local api=${TB_KC_SERVICE_CIDR%.0/*}.1 got
+  got=$(_tb_kc_kubectl -n "$TB_KC_CHECK_NS" exec other -- node -e "require('https').get({host: '$api', port: 443,
+    path: '/readyz', ca: process.argv[1], timeout: 3000}, (r) => { console.log(r.statusCode); process.exit(r.statusCode === 200 ? 0 : 2) })
+    .on('timeout', function () { this.destroy(new Error('timeout')) }).on('error', (e) => { console.log(e.code ?? e.message); process.exit(1) })" \
+    -- "$(cat "$TB_KC_STATE/pki/ca.crt")" 2>&1) || { tb_say "FAILED: other -> the kubernetes Service https://$api/readyz: $got"; return 1; }
+  tb_say "proved: a pod reaches the API server through the kubernetes Service (https://$api -> $TB_KC_NODE_IP:$TB_KC_API_PORT, the relay), TLS verified against the cluster CA: /readyz $got"
+  local s r o
   s=$(_tb_kc_pod_ip session) r=$(_tb_kc_pod_ip runner) o=$(_tb_kc_pod_ip other)
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" create service clusterip session --tcp=8080:8080 --dry-run=client -o yaml |
     sed 's/app: session/role: session/' | _tb_kc_kubectl apply -f - >/dev/null

@@ -9,13 +9,17 @@
  * Sessions land in namespace `agent-sessions`: the runner's Kubernetes driver keeps them there
  * (runner/kubernetes.ts), so the stack uses it without creating or deleting it
  * (createSessionsNamespace=false); the control plane's own namespace is unique per run.
+ *
+ * Runs on the default 1.20 cluster, and on the 1.35 one with AGENT_SESSIONS_TESTBED_KUBERNETES=current
+ * (scripts/testbed.d/KUBERNETES-CURRENT.md): there NetworkPolicy is enforced and Pod Security admits
+ * only `restricted` pods in the sessions namespace.
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { KubeConfig, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions } from "@kubernetes/client-node";
 import {
   type EngineEvent,
   LocalWorkspace,
@@ -24,10 +28,17 @@ import {
 } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_VERSION } from "../../contracts/resources.ts";
-import { Labels } from "../../contracts/session-spec.ts";
+import { Labels, SESSIONS_NAMESPACE_POD_SECURITY } from "../../contracts/session-spec.ts";
 import { ensureNamespace, isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
 import { until } from "../support/system.ts";
-import { applyTestbedEnv, builtImage, referenceImage, repoRoot, testbedHome } from "../support/testbed.ts";
+import {
+  applyTestbedEnv,
+  builtImage,
+  kubectlPath,
+  referenceImage,
+  repoRoot,
+  testbedHome,
+} from "../support/testbed.ts";
 
 applyTestbedEnv();
 
@@ -40,14 +51,13 @@ const AGENT_NS = `cpt-${ID}`;
 const STACK = `test-${ID}`;
 const RUNNER_SA = `system:serviceaccount:${NS}:agent-sessions-runner`;
 const programDir = join(repoRoot, "infra", "control-plane");
-const kubectlBin = join(testbedHome, "kubernetes", "bin", "kubectl");
 const workDir = mkdtempSync(join(tmpdir(), "cp-test-"));
 
 type Run = { code: number; stdout: string; stderr: string };
 /** The test bed's kubectl (never the machine image's); resolves with the exit code, never rejects. */
 function kubectl(...args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(kubectlBin, args, { encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) =>
+    execFile(kubectlPath(), args, { encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) =>
       resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -109,6 +119,8 @@ async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
 let k8s: KubeClients;
 let stack: Stack;
 let serverUrl = "";
+/** The first three octets of the cluster's Service CIDR (a /24 on either test-bed cluster). */
+let servicePrefix = "";
 let adminToken = "";
 let destroyed = false;
 const provisioned = new Set<string>();
@@ -147,16 +159,25 @@ async function podOf(component: string) {
 beforeAll(async () => {
   k8s = await kubeClients();
   // A runner pod reaches the API server through the `kubernetes` Service; on the test bed the
-  // API server listens on loopback, and scripts/testbed.d/kubernetes.sh relays the bridge address
-  // to it (infra/control-plane/README.md "On the test bed").
+  // API server listens on loopback, and the cluster's script relays the bridge address to it
+  // (kubernetes.sh: <asbr0>:6443; kubernetes-current.sh: 10.216.0.1:16443 in its namespace).
   const endpoints = await k8s.core.readNamespacedEndpoints({ namespace: "default", name: "kubernetes" });
   const apiAddresses = (endpoints.subsets ?? []).flatMap((s) => s.addresses ?? []);
   if (apiAddresses.length === 0)
     throw new Error(
       "default/kubernetes has no endpoints: pods cannot reach the API server on this test bed " +
-        "(scripts/testbed.d/kubernetes.sh must relay <bridge IP>:6443 to the API server and publish that endpoint)",
+        "(the test bed's cluster script must relay <bridge IP>:<API port> to the API server and publish that endpoint)",
     );
+  const apiService = await k8s.core.readNamespacedService({ namespace: "default", name: "kubernetes" });
+  servicePrefix = (apiService.spec?.clusterIP ?? "").split(".").slice(0, 3).join(".");
   await ensureNamespace(k8s.core, SESSIONS_NS);
+  // The platform's namespace (createSessionsNamespace=false), labelled as the control plane labels
+  // one it creates: Pod Security admits only `restricted` pods there (1.35; inert on 1.20, which has
+  // no PodSecurity admission). The runner may not patch namespaces, so it cannot do this itself.
+  await k8s.core.patchNamespace(
+    { name: SESSIONS_NS, body: { metadata: { labels: SESSIONS_NAMESPACE_POD_SECURITY } } },
+    setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+  );
   const image = await timed("image", controlPlaneImage);
 
   const pulumiHome = process.env.PULUMI_HOME;
@@ -225,7 +246,8 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
     adminToken = String(outputs.adminToken?.value);
     expect(outputs.adminToken?.secret).toBe(true);
     expect(outputs.namespace?.value).toBe(NS);
-    expect(serverUrl).toMatch(/^http:\/\/10\.214\.\d+\.\d+:8787$/);
+    // A ClusterIP of the cluster's Service CIDR (10.214.0.0/24 on 1.20, 10.215.0.0/24 on 1.35).
+    expect(serverUrl).toMatch(new RegExp(`^http://${servicePrefix.replaceAll(".", "\\.")}\\.\\d+:8787$`));
 
     const server = await podOf("server");
     expect(server.status?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
@@ -489,6 +511,17 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
       "/var/run/secrets/kubernetes.io/serviceaccount",
     );
     expect(token.stdout).toMatch(/token/);
+
+    // Both pods meet Pod Security `restricted`, the level of the sessions namespace: asked to
+    // enforce it on the control plane's namespace (server dry run), 1.35 names every running pod
+    // that would violate it ("existing pods in namespace … violate …", with the fields). 1.20 has
+    // no PodSecurity admission: there the dry run proves nothing and passes.
+    const restricted = await kubectl(
+      ...["label", "--dry-run=server", "--overwrite", "namespace", NS],
+      ...Object.entries(SESSIONS_NAMESPACE_POD_SECURITY).map(([key, value]) => `${key}=${value}`),
+    );
+    expect(restricted.code, restricted.stderr).toBe(0);
+    expect(restricted.stderr).not.toMatch(/violate/);
   });
 
   it("a second pulumi up changes nothing and keeps the generated tokens", async () => {
