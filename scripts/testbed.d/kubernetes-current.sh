@@ -1104,6 +1104,9 @@ NS
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" create service clusterip session --tcp=8080:8080 --dry-run=client -o yaml |
     sed 's/app: session/role: session/' | _tb_kc_kubectl apply -f - >/dev/null
   local svc; svc=$(_tb_kc_kubectl -n "$TB_KC_CHECK_NS" get service session -o 'jsonpath={.spec.clusterIP}')
+  # A new Service answers once kube-proxy has written its rules (its next sync, ~1 s): asked at
+  # once, the host's curl was refused (7) twice. Waited for here; the check below still decides.
+  tb_wait_for "kube-proxy's rules for Service session ($svc)" 20 _tb_kc_host_reach_ok "$svc:8080" || true
   tb_say "no policy yet: every pod reaches every other, the host reaches pods and ClusterIPs through its link"
   _tb_kc_expect reach other session "$s" && _tb_kc_expect reach session other "$o" &&
     _tb_kc_host_expect reach "session's pod IP" "$s:8080" && _tb_kc_host_expect reach "Service session" "$svc:8080" || return 1

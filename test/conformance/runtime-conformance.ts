@@ -455,7 +455,11 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
       expect(await inFlight).toMatchObject({ id: "drain-1", outcome: "succeeded", output: `echo: ${words}` });
       expect((await stopped)?.status).toBe(200);
       await phase("Stopped", 180);
-      await until("workload gone, volume kept", () => probe.stoppedKeepingVolume(container), 60_000);
+      await until(
+        "workload gone, volume kept",
+        () => probe.stoppedKeepingVolume(container),
+        probe.stoppedWithinMs,
+      );
       // SIGTERM, the drain, a clean exit: never the engine's kill after the grace period (137).
       expect(
         await until(

@@ -521,7 +521,11 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       });
       // On Kubernetes the Deployment is at 0 when Stopped is reported; its pod may still be terminating.
       await timed("Stopped→no workload", () =>
-        until("workload gone, volume kept", () => probe.stoppedKeepingVolume(container), 60_000),
+        until(
+          "workload gone, volume kept",
+          () => probe.stoppedKeepingVolume(container),
+          probe.stoppedWithinMs,
+        ),
       );
       await expectNoDrift("stop");
       const resuming = await system.call("PATCH", `${SESSIONS}/${CHAT}`, {
@@ -549,7 +553,11 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       expect(stopped.spec.desiredState).toBe("running"); // the spec is the user's: left as written
       // On Kubernetes the Deployment is at 0 when Stopped is reported; its pod may still be terminating.
       await timed("idle Stopped→no workload", () =>
-        until("workload gone, volume kept", () => probe.stoppedKeepingVolume(container), 60_000),
+        until(
+          "workload gone, volume kept",
+          () => probe.stoppedKeepingVolume(container),
+          probe.stoppedWithinMs,
+        ),
       );
     });
 

@@ -214,7 +214,11 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
           .status,
       ).toBe(200);
       await phase(n("seeded"), "Stopped", 120_000);
-      await until("workload gone, volume kept", () => probe.stoppedKeepingVolume(container), 60_000);
+      await until(
+        "workload gone, volume kept",
+        () => probe.stoppedKeepingVolume(container),
+        probe.stoppedWithinMs,
+      );
       const stoppedDiff = await raw("GET", DIFF);
       if (options.engine === "docker") {
         // Only the volume is needed: a stopped session diffs too.

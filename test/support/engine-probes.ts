@@ -37,6 +37,14 @@ export interface EngineProbe {
    * there. Throws saying what is left when not.
    */
   stoppedKeepingVolume(workload: string): Promise<boolean>;
+  /**
+   * How long after a stop `stoppedKeepingVolume` may take to hold. Kubernetes: the pod object goes
+   * only once the kubelet has cleaned up; the 1.20 test bed's kubelet (dockershim) sometimes finds
+   * its containers already removed and then waits for its container GC (once a minute) before
+   * deleting the pod (a stop's pod lingered 36 s and over 60 s in CI; its containers were killed and
+   * its volumes unmounted within 1.5 s, per the kubelet's log).
+   */
+  readonly stoppedWithinMs: number;
   /** Which of the session's engine objects still exist, by kind (all false once deleted). */
   objects(workload: string): Promise<Record<string, boolean>>;
   /** Kills the workload from outside the system (docker kill / the pod deleted). */
@@ -129,11 +137,15 @@ async function dockerExitCodesSince(sinceMs: number, matches: (name: string) => 
 async function dockerLogBytes(docker: Docker, container: string): Promise<number> {
   const path = (await docker.getContainer(container).inspect()).LogPath;
   if (!path) throw new Error(`${container} has no log file`);
-  const dir = dirname(path);
+  return logFileBytes(path);
+}
+
+/** A log file's bytes with its rotated siblings (`<name>.<suffix>` beside it). */
+async function logFileBytes(path: string): Promise<number> {
   const name = basename(path);
   let total = 0;
-  for (const file of await readdir(dir))
-    if (file.startsWith(name)) total += (await stat(join(dir, file))).size;
+  for (const file of await readdir(dirname(path)))
+    if (file.startsWith(name)) total += (await stat(join(dirname(path), file))).size;
   return total;
 }
 
@@ -148,12 +160,7 @@ async function crictlLogBytes(
   const path = (JSON.parse(await crictl("inspect", container)) as { status?: { logPath?: string } }).status
     ?.logPath;
   if (!path) throw new Error(`${container} has no log file`);
-  const dir = dirname(path);
-  const name = basename(path);
-  let total = 0;
-  for (const file of await readdir(dir))
-    if (file.startsWith(name)) total += (await stat(join(dir, file))).size;
-  return total;
+  return logFileBytes(path);
 }
 
 /** The `docker` CLI against the test bed's dockerd (DOCKER_HOST); stdout. */
@@ -305,6 +312,7 @@ export function dockerProbe(docker: Docker = dockerClient()): EngineProbe {
     exitCodesSince: (w, sinceMs) => dockerExitCodesSince(sinceMs, (name) => name === w),
     // `docker kill` is SIGKILL: exit 137 without an oom event.
     reasons: { removed: "ContainerRemoved", killed: "ContainerExited" },
+    stoppedWithinMs: 60_000,
     close: () => {},
     forceRemove: async (namespace) => {
       const forced: string[] = [];
@@ -558,6 +566,7 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
         ? podExits.since(`${w}-`.slice(0, 58), sinceMs)
         : dockerExitCodesSince(sinceMs, (name) => name.startsWith(`k8s_adapter_${`${w}-`.slice(0, 58)}`)),
     close: () => podExits?.close(),
+    stoppedWithinMs: 150_000,
     // Removing the Deployment deletes its pod; deleting the pod alone too (the ReplicaSet replaces it).
     reasons: { removed: "PodDeleted", killed: "PodDeleted" },
     forceRemove: async (ns) => {
