@@ -29,6 +29,8 @@ export default defineConfig({
           // they run with vitest.k135.config.ts (scripts/testbed.d/KUBERNETES-CURRENT.md).
           exclude: [...configDefaults.exclude, "**/*.k135.test.ts"],
           globalSetup: ["test/engine/global-setup.ts"],
+          // A failed test reports what the server and runner it started warned (flaky-reporter.ts).
+          setupFiles: ["test/engine/failure-logs.ts"],
           testTimeout: 300_000,
           hookTimeout: 600_000,
           fileParallelism: false,

@@ -11,10 +11,12 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     name: "engine-k135",
+    reporters: ["default", "./test/support/flaky-reporter.ts"],
     include: process.env.K135_FILE ? [process.env.K135_FILE] : ["test/engine/**/*.k135.test.ts"],
     testTimeout: 300_000,
     hookTimeout: 600_000,
     fileParallelism: false,
     retry: 0,
+    setupFiles: ["test/engine/failure-logs.ts"],
   },
 });

@@ -8,6 +8,7 @@
  * deliberate stop signals the agent by PID from a second exec (TESTBED.md "Kubernetes").
  */
 import { PassThrough, type Readable } from "node:stream";
+import { AwakeDeadline } from "../contracts/awake-deadline.ts";
 import { type CoreV1Api, Exec, type KubeConfig, type V1Pod, type V1Status } from "@kubernetes/client-node";
 import { CodedError } from "../contracts/errors.ts";
 import { AgentPidReader, agentExecCommand, agentSignalCommand, signalUntilEnded } from "./agent-exec.ts";
@@ -290,7 +291,7 @@ export class PodExec {
     restarts: number,
   ): Promise<boolean> {
     const before = await baseline;
-    const deadline = Date.now() + OOM_SETTLE_MS;
+    const deadline = new AwakeDeadline(OOM_SETTLE_MS);
     for (;;) {
       const pod = await this.#core
         .readNamespacedPod({ name: podName, namespace: this.#namespace })
@@ -303,7 +304,7 @@ export class PodExec {
       if (!pod || pod.metadata?.deletionTimestamp) return false; // the pod went: the watch says why
       const after = await this.#oomKills(podName, container);
       if (before !== undefined && after !== undefined && after > before) return true;
-      if (Date.now() > deadline) return false;
+      if (deadline.passed()) return false;
       await new Promise((r) => setTimeout(r, 250));
     }
   }

@@ -35,6 +35,7 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import { ADAPTER_PORT } from "../contracts/adapter.ts";
+import { AwakeDeadline } from "../contracts/awake-deadline.ts";
 import { CodedError, parseOrThrow } from "../contracts/errors.ts";
 import {
   Labels,
@@ -423,13 +424,13 @@ export class KubernetesDriver implements EngineDriver {
    */
   async #waitServing(containerName: string, endpoint: string): Promise<string> {
     await this.#waitRouted(containerName);
-    const deadline = Date.now() + SERVE_SETTLE_MS;
+    const deadline = new AwakeDeadline(SERVE_SETTLE_MS);
     for (;;) {
       try {
         await this.#probeAdapter(endpoint, 1_000);
         return endpoint;
       } catch (error) {
-        if (Date.now() > deadline) {
+        if (deadline.passed()) {
           const podIP = (await this.#readyPod(containerName).catch(() => undefined))?.status?.podIP;
           const direct = podIP ? `${podIP}:${ADAPTER_PORT}` : undefined;
           const answer = direct
@@ -481,7 +482,7 @@ export class KubernetesDriver implements EngineDriver {
     for (const read of reads) {
       // An object being deleted (a foreground deletion waits for its pods) still reads fine, and a
       // refresh now would keep it: wait until it is gone, then it counts as lost.
-      const deadline = Date.now() + this.#readyTimeoutMs;
+      const deadline = new AwakeDeadline(this.#readyTimeoutMs);
       for (;;) {
         let deleting = false;
         try {
@@ -492,7 +493,7 @@ export class KubernetesDriver implements EngineDriver {
           lost = true;
         }
         if (!deleting) break;
-        if (Date.now() > deadline)
+        if (deadline.passed())
           throw new CodedError("DEADLINE_EXCEEDED", `an object of ${containerName} is still being deleted`);
         await new Promise((r) => setTimeout(r, 250));
       }
@@ -549,14 +550,14 @@ export class KubernetesDriver implements EngineDriver {
    * build, for longer than the kubelet's retries take: kubernetes-pod-failure.ts).
    */
   async #waitReady(containerName: string, pollMs = 250): Promise<void> {
-    const deadline = Date.now() + this.#readyTimeoutMs;
+    const deadline = new AwakeDeadline(this.#readyTimeoutMs);
     const failures = new PodFailures();
     for (;;) {
       const pods = await this.#sessionPods(containerName);
       if (pods.some(isPodReady)) return;
       const failure = failures.check(pods);
       if (failure) throw failure;
-      if (Date.now() > deadline)
+      if (deadline.passed())
         throw new CodedError("DEADLINE_EXCEEDED", `workspace ${containerName} has no Ready pod`);
       await new Promise((r) => setTimeout(r, pollMs));
     }
@@ -564,11 +565,11 @@ export class KubernetesDriver implements EngineDriver {
 
   /** Waits (bounded) until the Service routes to the Ready pod (its Endpoints list it). */
   async #waitRouted(containerName: string): Promise<void> {
-    const deadline = Date.now() + ROUTE_SETTLE_MS;
+    const deadline = new AwakeDeadline(ROUTE_SETTLE_MS);
     for (;;) {
       const pod = await this.#readyPod(containerName);
       if (pod && (await serviceRoutesTo(this.#core, this.namespace, containerName, pod))) return;
-      if (Date.now() > deadline) {
+      if (deadline.passed()) {
         this.#log("warn", "the Service does not list the Ready pod yet; answering anyway", {
           container: containerName,
         });
@@ -580,9 +581,9 @@ export class KubernetesDriver implements EngineDriver {
 
   /** Waits (bounded) until every pod of the session is being deleted or gone. */
   async #waitPodsGoing(containerName: string): Promise<void> {
-    const deadline = Date.now() + STOP_SETTLE_MS;
+    const deadline = new AwakeDeadline(STOP_SETTLE_MS);
     while ((await this.#sessionPods(containerName)).some((pod) => !pod.metadata?.deletionTimestamp)) {
-      if (Date.now() > deadline) {
+      if (deadline.passed()) {
         this.#log("warn", "a fast stop's pod is not being deleted yet; answering anyway", {
           container: containerName,
         });

@@ -196,6 +196,21 @@ describe("§4 heartbeats", () => {
     );
   });
 
+  it("keeps its runners when the server itself was stopped: a pause of the whole process is not their silence", async () => {
+    t = await startTestServer({ heartbeatMs: 50, reattachWindowMs: 60_000 });
+    const runner = await t.runner({ name: "paused" });
+    const { sessionId } = await liveSession(t);
+    await new Promise((r) => setTimeout(r, 120));
+    // Block this process (server and runner alike) for 10 heartbeats, as a paused machine does.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(runner.ws.readyState).toBe(WebSocket.OPEN);
+    expect((await stateOf(t, sessionId))?.state).toBe("READY");
+    // Silence afterwards still ends the link.
+    runner.answerPings = false;
+    expect(await runner.closed()).toBe(1006);
+  });
+
   it("keeps a runner that answers pings attached", async () => {
     t = await startTestServer({ heartbeatMs: 50 });
     const runner = await t.runner();

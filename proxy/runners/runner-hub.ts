@@ -80,6 +80,8 @@ export class RunnerHub {
   readonly #store: Store;
   readonly #tokens: { adminToken: string; runnerToken: string };
   readonly #heartbeatMs: number;
+  /** When #tick last ran: a tick much later than an interval after it finds the server stalled. */
+  #lastTickAt = 0;
   readonly #commandTimeoutMs: number;
   readonly #helloTimeoutMs: number;
   readonly #maxRunnerCapacity: number;
@@ -140,6 +142,7 @@ export class RunnerHub {
       stopOnRunner: (runnerId, sessionId) => this.#stopOnRunner(runnerId, sessionId),
       log: this.#log,
     });
+    this.#lastTickAt = Date.now();
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
     // Commands another replica forwards for a runner attached here run on its link here.
     this.#cluster.serveForwarded(async ({ runnerId, command, timeoutMs, onChunk }) => {
@@ -621,9 +624,27 @@ export class RunnerHub {
       );
   }
 
-  /** PROTOCOL.md §4: ping every interval; two missed heartbeats end the link. */
+  /**
+   * PROTOCOL.md §4: ping every interval; two missed heartbeats end the link. A tick that comes
+   * late by more than an interval means this process did not run meanwhile (a paused machine, a
+   * starved host): its runners could not be heard either, and the messages they sent wait behind
+   * this timer. The silence is theirs only from the time the server ran: their last-seen times
+   * move on by the stall.
+   */
   #tick(): void {
     const now = Date.now();
+    const stalled = now - this.#lastTickAt - this.#heartbeatMs;
+    this.#lastTickAt = now;
+    if (stalled > this.#heartbeatMs) {
+      this.#log(
+        "warn",
+        "the server did not run for a while (paused or starved); its runners are not blamed",
+        {
+          stalled_ms: stalled,
+        },
+      );
+      for (const connection of this.#sockets) connection.lastSeenAt += stalled;
+    }
     // Replicas over one database: the lease holder finds sessions whose replica died with the link.
     if (this.#cluster.shared && this.#cluster.leads() && !this.#closing)
       this.#sweeping ??= this.#cluster

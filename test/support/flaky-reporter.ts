@@ -8,19 +8,36 @@ import type { Reporter, TestCase } from "vitest/node";
  */
 export default class FlakyReporter implements Reporter {
   readonly #flaky: TestCase[] = [];
+  readonly #failed: TestCase[] = [];
 
   onTestCaseResult(test: TestCase): void {
     if (test.diagnostic()?.flaky) this.#flaky.push(test);
+    else if (test.result().state === "failed") this.#failed.push(test);
   }
 
   onTestRunEnd(): void {
-    if (!this.#flaky.length) return;
-    const lines = [`\nFLAKY: ${this.#flaky.length} test(s) failed once and passed on the retry:`];
-    for (const test of this.#flaky) {
-      lines.push(`  ${test.module.relativeModuleId} > ${test.fullName}`);
-      for (const error of test.result().errors ?? [])
-        lines.push(`    first try: ${error.message.split("\n")[0]}`);
+    const lines: string[] = [];
+    if (this.#flaky.length) {
+      lines.push(`\nFLAKY: ${this.#flaky.length} test(s) failed once and passed on the retry:`);
+      for (const test of this.#flaky) {
+        lines.push(`  ${test.module.relativeModuleId} > ${test.fullName}`);
+        for (const error of test.result().errors ?? [])
+          lines.push(`    first try: ${error.message.split("\n")[0]}`);
+        lines.push(...processLog(test));
+      }
     }
-    console.log(lines.join("\n"));
+    // A failed test's process log (test/engine/failure-logs.ts): where its cause most often is.
+    const logged = this.#failed.filter((test) => processLog(test).length);
+    if (logged.length) {
+      lines.push(`\nFAILED: what the processes of ${logged.length} failed test(s) warned while they ran:`);
+      for (const test of logged)
+        lines.push(`  ${test.module.relativeModuleId} > ${test.fullName}`, ...processLog(test));
+    }
+    if (lines.length) console.log(lines.join("\n"));
   }
+}
+
+/** The test's process-log excerpt (its last failed try), indented for the summary. */
+function processLog(test: TestCase): string[] {
+  return (test.meta().processLog ?? []).map((line) => `      ${line}`);
 }

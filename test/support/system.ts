@@ -17,6 +17,7 @@ import {
   sessionHostPorts,
   testbedHome,
 } from "./testbed.ts";
+import { trackProcessLog } from "./process-logs.ts";
 import { type SseEvent, sseEvents } from "./sse.ts";
 import { until as untilValue } from "./until.ts";
 
@@ -55,6 +56,7 @@ export function launch(
 ): Promise<Proc & { match: RegExpMatchArray }> {
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   const logs: string[] = [];
+  trackProcessLog(args[0] ?? command, child.pid, logs);
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(

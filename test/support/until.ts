@@ -1,3 +1,5 @@
+import { AwakeDeadline } from "../../contracts/awake-deadline.ts";
+
 /** How `until` polls. */
 export type UntilOptions = {
   /** Between probes. @default 25 */
@@ -19,7 +21,8 @@ export async function until<T>(
   timeoutMs = 10_000,
   options: UntilOptions = {},
 ): Promise<T> {
-  const end = Date.now() + timeoutMs;
+  // Running time only: a machine that stops for a minute mid-wait does not end it (awake-deadline.ts).
+  const deadline = new AwakeDeadline(timeoutMs);
   let last: unknown;
   for (;;) {
     try {
@@ -29,7 +32,7 @@ export async function until<T>(
       if (!options.retryErrors) throw error;
       last = error;
     }
-    if (Date.now() > end)
+    if (deadline.passed())
       throw new Error(
         `timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ""}`,
       );
