@@ -81,6 +81,14 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
+/**
+ * Where the cluster enforces NetworkPolicy (the 1.35 test bed exports AGENT_SESSIONS_RUNNER_CIDR),
+ * the session admits the bench's own address, as it would its runner's: the bench probes the adapter.
+ */
+const runnerCidr = process.env.AGENT_SESSIONS_RUNNER_CIDR
+  ? { runnerCidr: process.env.AGENT_SESSIONS_RUNNER_CIDR }
+  : {};
+
 function spec(engine: Engine, name: string): SessionSpecInput {
   return {
     namespace,
@@ -88,7 +96,7 @@ function spec(engine: Engine, name: string): SessionSpecInput {
     engine,
     image,
     contract: "v1alpha2",
-    ...(engine === "kubernetes" ? { kubernetes: { namespace: kubernetesNamespace } } : {}),
+    ...(engine === "kubernetes" ? { kubernetes: { namespace: kubernetesNamespace, ...runnerCidr } } : {}),
   };
 }
 

@@ -61,11 +61,13 @@ function makeDrivers(): { full: Driver; fast: Driver } {
     };
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  // The runner runs on the node here: the pods see it at the test bed bridge's address.
+  // The runner runs on the node here: the pods see it at the test bed bridge's address (1.20), or
+  // at the host link's, which the 1.35 test bed exports as AGENT_SESSIONS_RUNNER_CIDR.
   const bridge = execFileSync("ip", ["-4", "-o", "addr", "show", "dev", "asbr0"], { encoding: "utf8" }).match(
     /inet (\d+\.\d+\.\d+\.\d+)\//,
   )?.[1];
-  const options = { namespace: k8sNamespace, ...(bridge ? { runnerCidr: `${bridge}/32` } : {}) };
+  const cidr = process.env.AGENT_SESSIONS_RUNNER_CIDR ?? (bridge ? `${bridge}/32` : undefined);
+  const options = { namespace: k8sNamespace, ...(cidr ? { runnerCidr: cidr } : {}) };
   return {
     full: new KubernetesDriver(kc, manager, { ...options, fastPath: false }),
     fast: new KubernetesDriver(kc, manager, { ...options, fastPath: true, fastCreate: true }),
