@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { AwakeDeadline } from "./awake-deadline.ts";
+import { AwakeDeadline, stalledTick } from "./awake-deadline.ts";
 
 /** A clock the test moves by hand. */
 function clock() {
@@ -42,5 +42,14 @@ describe("a deadline that counts running time only", () => {
     c.advance(-50_000);
     expect(d.passed()).toBe(false);
     expect(d.remainingMs).toBe(100);
+  });
+});
+
+describe("a periodic tick's stall", () => {
+  it("is how late the tick ran once it is more than an interval late, else nothing", () => {
+    expect(stalledTick(0, 1_000, 1_000)).toBe(0);
+    expect(stalledTick(0, 1_900, 1_000)).toBe(0); // late, but within an interval: a busy loop
+    expect(stalledTick(0, 2_000, 1_000)).toBe(0);
+    expect(stalledTick(0, 63_000, 1_000)).toBe(62_000);
   });
 });

@@ -37,3 +37,13 @@ export class AwakeDeadline {
 
 /** The longest step a check credits by default: above any one probe of the project's polling loops. */
 export const AWAKE_STEP_MS = 10_000;
+
+/**
+ * How late a periodic tick ran beyond its interval, when that says the process was stopped (more
+ * than a whole interval late); 0 otherwise. Heartbeat checks move their last-heard times on by it:
+ * a peer cannot be heard while this process does not run (PROTOCOL.md §4).
+ */
+export function stalledTick(previousTickAt: number, now: number, intervalMs: number): number {
+  const late = now - previousTickAt - intervalMs;
+  return late > intervalMs ? late : 0;
+}

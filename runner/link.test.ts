@@ -119,3 +119,81 @@ describe("the runner link's writes", () => {
     expect(writes).toEqual({ one: 0, many: 1 });
   });
 });
+
+/**
+ * A server that welcomes the runner with a heartbeat interval, then pings every interval or not
+ * at all; it counts the connections it gets (a second one is a redial).
+ */
+async function heartbeatServer(heartbeatMs: number, pings: boolean) {
+  const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  let connections = 0;
+  const timers: NodeJS.Timeout[] = [];
+  server.on("connection", (ws) => {
+    connections++;
+    ws.on("message", (data) => {
+      if ((JSON.parse(String(data)) as RunnerToServer).type !== "hello") return;
+      const welcome = { runner_id: "r-1", heartbeat_ms: heartbeatMs };
+      ws.send(JSON.stringify({ version: RUNNER_PROTOCOL_VERSION, type: "welcome", payload: welcome }));
+      if (pings)
+        timers.push(
+          setInterval(() => {
+            const ping = { version: RUNNER_PROTOCOL_VERSION, type: "ping", payload: { at: Date.now() } };
+            ws.send(JSON.stringify(ping));
+          }, heartbeatMs),
+        );
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const logs: string[] = [];
+  const link = new RunnerLink(
+    {
+      serverUrl: `http://127.0.0.1:${port}`,
+      token: "runner-token-0123456789",
+      name: "r",
+      engine: "docker",
+      capacity: 1,
+      labels: {},
+      backoffBaseMs: 10,
+    },
+    { sessions: () => [], command: async () => ({}), log: (_level, msg) => logs.push(msg) },
+  );
+  link.start();
+  await expect.poll(() => link.attached).toBe(true);
+  return {
+    link,
+    logs,
+    connections: () => connections,
+    close: async () => {
+      for (const t of timers) clearInterval(t);
+      link.close();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe("the runner's side of the heartbeat (PROTOCOL.md §4)", () => {
+  it("drops a link whose server went silent and redials", async () => {
+    const s = await heartbeatServer(50, false);
+    try {
+      await expect.poll(() => s.connections(), { timeout: 3_000 }).toBeGreaterThanOrEqual(2);
+      expect(s.logs).toContain("the server sent nothing for 2 heartbeats; dropping the link to redial");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("keeps a link whose server pings, also across a stop of this whole process", async () => {
+    const s = await heartbeatServer(50, true);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      // Block the process (the server in it too) for 10 intervals, as a paused machine does.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(s.connections()).toBe(1);
+      expect(s.link.attached).toBe(true);
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -23,6 +23,7 @@ import {
 } from "../contracts/runner-protocol.ts";
 import type { Logger } from "../contracts/log.ts";
 import { CLOSED_ABNORMALLY, type InProcessDial, type LinkChannel } from "../contracts/runner-channel.ts";
+import { LinkWatchdog } from "./link-watchdog.ts";
 import { RunnerCredential } from "./runner-credential.ts";
 
 export type LinkOptions = {
@@ -68,6 +69,12 @@ type Transport = {
   /** Sends one envelope (text). */
   send(text: string): void;
   close(code: number, reason: string): void;
+  /**
+   * Drops the connection without a closing handshake (a silent server would never answer one),
+   * which ends in `close` and a redial. A WebSocket's only: an in-process channel cannot go silent
+   * while this process runs.
+   */
+  terminate?(): void;
 };
 
 /** Full jitter backoff (AWS architecture blog): uniform in [0, min(max, base·2^attempt)]. */
@@ -85,6 +92,8 @@ export class RunnerLink {
   #attached = false;
   #closed = false;
   #attempt = 0;
+  /** Watches the server's pings while attached over a WebSocket (link-watchdog.ts). */
+  #watchdog: LinkWatchdog | undefined;
   /** Serialized messages waiting for the next attach, oldest first, and their total size. */
   #queue: string[] = [];
   #queuedBytes = 0;
@@ -112,6 +121,7 @@ export class RunnerLink {
 
   close(): void {
     this.#closed = true;
+    this.#watchdog?.stop();
     this.#transport?.close(1000, "runner shutting down");
   }
 
@@ -185,6 +195,7 @@ export class RunnerLink {
         ws.send(text);
       },
       close: (code, reason) => ws.close(code, reason),
+      terminate: () => ws.terminate(),
     };
     this.#transport = transport;
     ws.on("open", () => this.#opened(transport));
@@ -257,6 +268,8 @@ export class RunnerLink {
 
   /** The link closed (or never opened): redial with backoff unless this runner is stopping. */
   #lost(code: number, reason: string): void {
+    this.#watchdog?.stop();
+    this.#watchdog = undefined;
     this.#attached = false;
     this.#transport = undefined;
     if (this.#closed) return;
@@ -273,6 +286,7 @@ export class RunnerLink {
   }
 
   #onMessage(transport: Transport, text: string): void {
+    this.#watchdog?.heard();
     let message: ServerToRunner;
     try {
       message = ServerToRunner.parse(JSON.parse(text));
@@ -302,6 +316,7 @@ export class RunnerLink {
         }
         this.runnerId = message.payload.runner_id;
         this.#attached = true;
+        this.#watch(transport, message.payload.heartbeat_ms);
         const queued = this.#queue;
         const dropped = this.#dropped;
         this.#queue = [];
@@ -343,6 +358,21 @@ export class RunnerLink {
         throw new Error(`unhandled ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /** PROTOCOL.md §4: a server silent for 2 of its heartbeat intervals is dropped, and redialled. */
+  #watch(transport: Transport, heartbeatMs: number): void {
+    this.#watchdog?.stop();
+    this.#watchdog = undefined;
+    const terminate = transport.terminate;
+    if (!terminate) return;
+    this.#watchdog = new LinkWatchdog(heartbeatMs, (silentMs) => {
+      this.#h.log("warn", "the server sent nothing for 2 heartbeats; dropping the link to redial", {
+        silent_ms: silentMs,
+        heartbeat_ms: heartbeatMs,
+      });
+      terminate();
+    });
   }
 
   #result(result: CommandResult): void {

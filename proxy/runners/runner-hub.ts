@@ -12,6 +12,7 @@ import {
 import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runner-results.ts";
 import { type ReplicaCluster, singleReplica } from "../cluster/replica-cluster.ts";
 import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
+import { stalledTick } from "../../contracts/awake-deadline.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
 import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
@@ -633,9 +634,9 @@ export class RunnerHub {
    */
   #tick(): void {
     const now = Date.now();
-    const stalled = now - this.#lastTickAt - this.#heartbeatMs;
+    const stalled = stalledTick(this.#lastTickAt, now, this.#heartbeatMs);
     this.#lastTickAt = now;
-    if (stalled > this.#heartbeatMs) {
+    if (stalled > 0) {
       this.#log(
         "warn",
         "the server did not run for a while (paused or starved); its runners are not blamed",

@@ -1,0 +1,47 @@
+/**
+ * PROTOCOL.md §4 from the runner's side: a server that says nothing for 2 heartbeat intervals (it
+ * pings every interval) is presumed gone, and the link is dropped so the runner redials. Without
+ * it a runner whose server vanished without closing the connection (a host that lost power, a
+ * network partition: no FIN, no RST) would wait on a dead socket for as long as TCP lets it. As on
+ * the server, only time this process ran counts: a tick more than an interval late moves the
+ * last-heard time on by the stall (contracts/awake-deadline.ts).
+ */
+import { stalledTick } from "../contracts/awake-deadline.ts";
+
+export class LinkWatchdog {
+  readonly #intervalMs: number;
+  readonly #onSilent: (silentMs: number) => void;
+  readonly #now: () => number;
+  readonly #timer: NodeJS.Timeout;
+  #lastHeard: number;
+  #lastTick: number;
+
+  /** Starts watching: `onSilent` is called once, after 2 silent intervals; then it stops. */
+  constructor(intervalMs: number, onSilent: (silentMs: number) => void, now: () => number = Date.now) {
+    this.#intervalMs = intervalMs;
+    this.#onSilent = onSilent;
+    this.#now = now;
+    this.#lastHeard = this.#lastTick = now();
+    this.#timer = setInterval(() => this.#tick(), intervalMs);
+    this.#timer.unref();
+  }
+
+  /** The server said something. */
+  heard(): void {
+    this.#lastHeard = this.#now();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+
+  #tick(): void {
+    const now = this.#now();
+    this.#lastHeard += stalledTick(this.#lastTick, now, this.#intervalMs);
+    this.#lastTick = now;
+    const silent = now - this.#lastHeard;
+    if (silent < 2 * this.#intervalMs) return;
+    this.stop();
+    this.#onSilent(silent);
+  }
+}
