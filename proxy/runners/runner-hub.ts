@@ -647,7 +647,9 @@ export class RunnerHub {
       for (const connection of this.#sockets) connection.lastSeenAt += stalled;
     }
     // Replicas over one database: the lease holder finds sessions whose replica died with the link.
-    if (this.#cluster.shared && this.#cluster.leads() && !this.#closing)
+    // Not right after a stall: the other replicas (on the same stopped machine, perhaps) get an
+    // interval to beat again before their silence is taken for death.
+    if (this.#cluster.shared && this.#cluster.leads() && !this.#closing && stalled === 0)
       this.#sweeping ??= this.#cluster
         .refreshLinks()
         .then(() => this.#sessions.sweep())
