@@ -24,6 +24,7 @@ import {
 } from "../../contracts/session-spec.ts";
 import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "../../runner/agent-stdout.ts";
 import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
+import type { DriverLog } from "../../runner/fast-path.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
 import { expectNoStackDrift } from "../support/stack-drift.ts";
@@ -60,6 +61,11 @@ let unwatch: (() => void) | undefined;
 const exits: { name: string; reason: ExitReason; detail: string; at: number }[] = [];
 const agents: AgentProcess[] = [];
 const timings: Record<string, number> = {};
+/** The drivers' warnings, printed beside the test (a fallback to the pod's address says why). */
+const driverLog: DriverLog = (level, msg, fields) => {
+  if (level === "warn" || level === "error")
+    console.log(`driver ${level}: ${msg} ${JSON.stringify(fields ?? {})}`);
+};
 
 /**
  * An agent over the driver, with its frames collected as they arrive. A line too long is a test
@@ -160,7 +166,11 @@ beforeAll(async () => {
     { log: (level, msg, fields) => level !== "info" && console.error(level, msg, fields) },
   );
   // The runner here runs on the node: the pods see it at the bridge's address.
-  driver = new KubernetesDriver(kc, stacks, { namespace: k8sNamespace, runnerCidr: `${bridgeAddress()}/32` });
+  driver = new KubernetesDriver(kc, stacks, {
+    namespace: k8sNamespace,
+    runnerCidr: `${bridgeAddress()}/32`,
+    log: driverLog,
+  });
   unwatch = await driver.watch((name, reason, detail) =>
     exits.push({ name, reason, detail, at: Date.now() }),
   );
@@ -489,6 +499,7 @@ describe("the Kubernetes fast create and fast heal on a real cluster", () => {
       namespace: k8sNamespace,
       runnerCidr: `${bridgeAddress()}/32`,
       fastCreate: true,
+      log: driverLog,
     });
   });
 
