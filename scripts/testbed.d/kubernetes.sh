@@ -560,7 +560,11 @@ tb_kube_up() {
     if declare -F tb_docker_up >/dev/null; then tb_docker_up
     else tb_say "kubernetes needs our dockerd on $DOCKER_HOST (scripts/testbed up docker)"; return 1; fi
   fi
-  if tb_kube_all_alive && tb_kube_node_ready; then tb_say "kubernetes already up ($TB_KUBE_API, node $TB_KUBE_NODE Ready)"; return 0; fi
+  if tb_kube_all_alive && tb_kube_node_ready; then
+    tb_kube_service_route
+    tb_say "kubernetes already up ($TB_KUBE_API, node $TB_KUBE_NODE Ready)"
+    return 0
+  fi
   local t0; t0=$(tb_now)
   tb_kube_save_sysctls
   tb_step "kubernetes: certificates and kubeconfigs" tb_kube_pki
@@ -574,12 +578,25 @@ tb_kube_up() {
   tb_kube_start_scheduler
   tb_kube_start_kubelet
   tb_kube_start_proxy
+  tb_kube_service_route
   tb_step "kubernetes: node $TB_KUBE_NODE Ready" tb_wait_for "node Ready" 180 tb_kube_node_ready ||
     { tb_kube_fail "node Ready" kubelet; return 1; }
   tb_wait_for "default service account" 60 tb_kube_default_sa || tb_kube_fail "default service account" kube-controller-manager
   local d
   for d in "${TB_KUBE_DAEMONS[@]}"; do tb_pid_alive "$d" || tb_kube_fail "$d" "$d"; done
   tb_say "kubernetes up in $(awk -v a="$t0" -v b="$(tb_now)" 'BEGIN{printf "%.1fs", b-a}'): $TB_KUBE_API, KUBECONFIG=$KUBECONFIG"
+}
+
+# The ClusterIP range is routed to the bridge. Without a route of its own, a connection from the
+# node to a ClusterIP that kube-proxy has not programmed yet (a Service just made) follows the
+# default route out of the machine, and the sandbox's egress proxy answers it (HTTP 404, kept
+# alive: clients that pool connections then keep getting 404 from a Service that routes by now —
+# the CI flakes "ClusterIP answer" and the Kubernetes driver's fallback to the pod's address).
+# With this route it meets nobody on the bridge and fails, and the next attempt is DNATed. kube-proxy
+# rewrites the destination after this first lookup, as before.
+tb_kube_service_route() {
+  ip route replace "$TB_KUBE_SERVICE_CIDR" dev "$(tb_kube_bridge)" 2>/dev/null ||
+    tb_say "could not route $TB_KUBE_SERVICE_CIDR to $(tb_kube_bridge): a ClusterIP not yet programmed goes out the default route"
 }
 
 # --- down -----------------------------------------------------------------------------------------
@@ -622,6 +639,7 @@ tb_kube_down() {
   fi
   [[ -x $TB_KUBE_BIN/kube-proxy ]] && "$TB_KUBE_BIN/kube-proxy" --cleanup >>"$TB_LOG/kube-proxy.log" 2>&1 || true
   tb_kube_iptables_cleanup
+  ip route del "$TB_KUBE_SERVICE_CIDR" dev "$(tb_kube_bridge)" 2>/dev/null || true
   tb_kube_guard_down
   # Mounts of pod volumes (tmpfs secrets, hostPath binds) under the kubelet's root dir, deepest first.
   local m
