@@ -177,7 +177,7 @@ describe("the runner's side of the heartbeat (PROTOCOL.md §4)", () => {
     const s = await heartbeatServer(50, false);
     try {
       await expect.poll(() => s.connections(), { timeout: 3_000 }).toBeGreaterThanOrEqual(2);
-      expect(s.logs).toContain("the server sent nothing for 2 heartbeats; dropping the link to redial");
+      expect(s.logs).toContain("the server sent nothing for 3 heartbeats; dropping the link to redial");
     } finally {
       await s.close();
     }

@@ -360,14 +360,14 @@ export class RunnerLink {
     }
   }
 
-  /** PROTOCOL.md §4: a server silent for 2 of its heartbeat intervals is dropped, and redialled. */
+  /** PROTOCOL.md §4: a server silent for 3 of its heartbeat intervals is dropped, and redialled. */
   #watch(transport: Transport, heartbeatMs: number): void {
     this.#watchdog?.stop();
     this.#watchdog = undefined;
     const terminate = transport.terminate;
     if (!terminate) return;
     this.#watchdog = new LinkWatchdog(heartbeatMs, (silentMs) => {
-      this.#h.log("warn", "the server sent nothing for 2 heartbeats; dropping the link to redial", {
+      this.#h.log("warn", "the server sent nothing for 3 heartbeats; dropping the link to redial", {
         silent_ms: silentMs,
         heartbeat_ms: heartbeatMs,
       });
