@@ -2,22 +2,31 @@ import { Socket, type AddressInfo } from "node:net";
 import { describe, expect, it, vi } from "vitest";
 import { WebSocketServer } from "ws";
 import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../contracts/runner-protocol.ts";
-import { backoffDelay, RunnerLink } from "./link.ts";
+import { backoffDelay, type LinkOptions, RunnerLink } from "./link.ts";
 
-/** A link never started: every send goes to the offline queue. */
-function detachedLink(limits: { maxQueue?: number; maxQueueBytes?: number }) {
+/** A runner link to `serverUrl` (not started) with no sessions; its log lines go to `log`. */
+function testLink(
+  serverUrl: string,
+  options: Partial<LinkOptions> = {},
+  log: (msg: string) => void = () => {},
+) {
   return new RunnerLink(
     {
-      serverUrl: "http://127.0.0.1:1",
+      serverUrl,
       token: "runner-token-0123456789",
       name: "r",
       engine: "docker",
       capacity: 1,
       labels: {},
-      ...limits,
+      ...options,
     },
-    { sessions: () => [], command: async () => ({}), log: () => {} },
+    { sessions: () => [], command: async () => ({}), log: (_level, msg) => log(msg) },
   );
+}
+
+/** A link never started: every send goes to the offline queue. */
+function detachedLink(limits: { maxQueue?: number; maxQueueBytes?: number }) {
+  return testLink("http://127.0.0.1:1", limits);
 }
 
 const frame = (text: string): RunnerToServer & { type: "frame" } => ({
@@ -82,17 +91,7 @@ describe("the runner link's writes", () => {
       });
     });
     const { port } = server.address() as AddressInfo;
-    const link = new RunnerLink(
-      {
-        serverUrl: `http://127.0.0.1:${port}`,
-        token: "runner-token-0123456789",
-        name: "r",
-        engine: "docker",
-        capacity: 1,
-        labels: {},
-      },
-      { sessions: () => [], command: async () => ({}), log: () => {} },
-    );
+    const link = testLink(`http://127.0.0.1:${port}`);
     const writes = { one: 0, many: 0 };
     const single = vi.spyOn(Socket.prototype, "_write");
     const vectored = vi.spyOn(Socket.prototype, "_writev");
@@ -146,18 +145,7 @@ async function heartbeatServer(heartbeatMs: number, pings: boolean) {
   });
   const { port } = server.address() as AddressInfo;
   const logs: string[] = [];
-  const link = new RunnerLink(
-    {
-      serverUrl: `http://127.0.0.1:${port}`,
-      token: "runner-token-0123456789",
-      name: "r",
-      engine: "docker",
-      capacity: 1,
-      labels: {},
-      backoffBaseMs: 10,
-    },
-    { sessions: () => [], command: async () => ({}), log: (_level, msg) => logs.push(msg) },
-  );
+  const link = testLink(`http://127.0.0.1:${port}`, { backoffBaseMs: 10 }, (msg) => logs.push(msg));
   link.start();
   await expect.poll(() => link.attached).toBe(true);
   return {

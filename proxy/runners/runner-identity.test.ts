@@ -5,14 +5,17 @@ import { join } from "node:path";
 import WebSocket from "ws";
 import { afterEach, describe, expect, it } from "vitest";
 import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../../contracts/runner-protocol.ts";
-import { EventBus } from "../lifecycle/event-bus.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
-import { RUNNER_CONNECT_PATH, RunnerHub } from "./runner-hub.ts";
-import { SessionJournal } from "../lifecycle/session-journal.ts";
-import { defaultSettings } from "../config.ts";
+import { RUNNER_CONNECT_PATH } from "./runner-hub.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import { FakeRunner } from "../testing/fake-runner.ts";
-import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+import {
+  ADMIN_TOKEN,
+  bareHub,
+  RUNNER_TOKEN,
+  startTestServer,
+  type TestServer,
+} from "../testing/test-server.ts";
 
 let t: TestServer | undefined;
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -247,15 +250,7 @@ describe("PROTOCOL.md §8 only the runner that owns a session or a relayed reque
 
   it("takes a relay_chunk only from the runner the relayed request went to", async () => {
     const store = new SqliteStore(":memory:");
-    const hub = new RunnerHub({
-      store,
-      journal: new SessionJournal(store, new EventBus()),
-      adminToken: ADMIN_TOKEN,
-      runnerToken: RUNNER_TOKEN,
-      ...defaultSettings(),
-      registration: "open",
-      heartbeatMs: 1_000,
-    });
+    const hub = bareHub(store, { heartbeatMs: 1_000 });
     const server: Server = createServer();
     server.on("upgrade", (request, socket, head) => hub.handleUpgrade(request, socket, head));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

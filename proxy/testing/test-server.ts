@@ -4,12 +4,32 @@ import { join } from "node:path";
 import { defaultSettings, type ServerConfig } from "../config.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import { type RunningServer, startServer } from "../main.ts";
+import { EventBus } from "../lifecycle/event-bus.ts";
+import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { RunnerHub, type RunnerHubOptions } from "../runners/runner-hub.ts";
+import type { Store } from "../store/store.ts";
 import { FakeRunner, type FakeRunnerOptions } from "./fake-runner.ts";
 import { SseClient } from "./sse-client.ts";
 
 export const ADMIN_TOKEN = "admin-token-for-tests-0123456789";
 export const RUNNER_TOKEN = "runner-token-for-tests-0123456789";
 /** Unit tests never pull it: any well-formed digest pin will do. */
+/**
+ * A RunnerHub alone over `store` (no HTTP app around it): the test tokens, the default settings,
+ * open registration; `options` on top.
+ */
+export function bareHub(store: Store, options: Partial<RunnerHubOptions> = {}): RunnerHub {
+  return new RunnerHub({
+    store,
+    journal: new SessionJournal(store, new EventBus()),
+    adminToken: ADMIN_TOKEN,
+    runnerToken: RUNNER_TOKEN,
+    ...defaultSettings(),
+    registration: "open",
+    ...options,
+  });
+}
+
 export const TEST_IMAGE = `127.0.0.1:5000/agent-sessions/reference@sha256:${"a".repeat(64)}`;
 
 export type TestServer = {
