@@ -8,8 +8,8 @@
  * deliberate stop signals the agent by PID from a second exec (TESTBED.md "Kubernetes").
  */
 import { PassThrough, type Readable } from "node:stream";
-import { AwakeDeadline } from "../contracts/awake-deadline.ts";
 import { type CoreV1Api, Exec, type KubeConfig, type V1Pod, type V1Status } from "@kubernetes/client-node";
+import { AwakeDeadline } from "../contracts/awake-deadline.ts";
 import { CodedError } from "../contracts/errors.ts";
 import { AgentPidReader, agentExecCommand, agentSignalCommand, signalUntilEnded } from "./agent-exec.ts";
 import { type AgentOutput, type AgentProcess, outputSettled } from "./driver.ts";

@@ -1,12 +1,12 @@
 /**
  * PROTOCOL.md §4 from the runner's side: a server that says nothing for 3 heartbeat intervals (it
- * pings every interval) is presumed gone, and the link is dropped so the runner redials. One more
- * than the server allows its runners: a busy server's ping may come most of an interval late
- * without it seeing a stall of its own, and the runner must not be the side that gives up first. Without
- * it a runner whose server vanished without closing the connection (a host that lost power, a
- * network partition: no FIN, no RST) would wait on a dead socket for as long as TCP lets it. As on
- * the server, only time this process ran counts: a tick more than an interval late moves the
- * last-heard time on by the stall (contracts/awake-deadline.ts).
+ * pings every interval) is presumed gone, and the link is dropped so the runner redials. Without
+ * this, a runner whose server vanished without closing the connection (a host that lost power, a
+ * network partition: no FIN, no RST) would wait on a dead socket for as long as TCP lets it.
+ * Three is one more than the server allows its runners: a busy server's ping may come most of an
+ * interval late without the server seeing a stall of its own, and the runner must not be the side
+ * that gives up first. As on the server, only time this process ran counts: a tick more than an
+ * interval late moves the last-heard time on by the stall (contracts/awake-deadline.ts).
  */
 import { stalledTick } from "../contracts/awake-deadline.ts";
 

@@ -27,6 +27,7 @@ import type { AgentProcess, ExitReason } from "../../runner/driver.ts";
 import type { DriverLog } from "../../runner/fast-path.ts";
 import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
 import { StackManager } from "../../stacks/index.ts";
+import { KUBERNETES_STOPPED_WITHIN_MS } from "../support/engine-probes.ts";
 import { expectNoStackDrift } from "../support/stack-drift.ts";
 import {
   applyTestbedEnv,
@@ -61,8 +62,6 @@ let unwatch: (() => void) | undefined;
 const exits: { name: string; reason: ExitReason; detail: string; at: number }[] = [];
 const agents: AgentProcess[] = [];
 const timings: Record<string, number> = {};
-/** How long the 1.20 kubelet may keep a deleted pod (its per-minute container GC), seconds. */
-const STOPPED_WITHIN_S = 150;
 /** The drivers' warnings, printed beside the test (a fallback to the pod's address says why). */
 const driverLog: DriverLog = (level, msg, fields) => {
   if (level === "warn" || level === "error")
@@ -597,7 +596,7 @@ describe("the Kubernetes fast create and fast heal on a real cluster", () => {
     // The Deployment is deleted in the foreground: it goes once its pod does, and the 1.20
     // kubelet keeps a pod that never started its container until its container GC (about a
     // minute; seen: still listed 59 s after the remove). Gone within the bound, not at once.
-    await until("the unpullable session's Deployment gone", STOPPED_WITHIN_S, async () => {
+    await until("the unpullable session's Deployment gone", KUBERNETES_STOPPED_WITHIN_MS / 1000, async () => {
       const deployments = await apps.listNamespacedDeployment({
         namespace: k8sNamespace,
         labelSelector: fastSelector,

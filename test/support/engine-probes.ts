@@ -28,6 +28,12 @@ export type Engine = "docker" | "kubernetes";
 /** A session workload of a namespace: `running` when it can run an agent now. */
 export type WorkspaceInfo = { name: string; state: "running" | "stopped" | "starting"; session: string };
 
+/**
+ * How long a stopped or removed Kubernetes workload's pod may still be listed: the 1.20 kubelet
+ * keeps one whose container is gone ("No such container") until its per-minute container GC.
+ */
+export const KUBERNETES_STOPPED_WITHIN_MS = 150_000;
+
 export interface EngineProbe {
   readonly engine: Engine;
   /** The workload runs: the container is Running / the Deployment has its one Ready pod. */
@@ -566,7 +572,7 @@ export async function kubernetesProbe(namespace = "agent-sessions"): Promise<Eng
         ? podExits.since(`${w}-`.slice(0, 58), sinceMs)
         : dockerExitCodesSince(sinceMs, (name) => name.startsWith(`k8s_adapter_${`${w}-`.slice(0, 58)}`)),
     close: () => podExits?.close(),
-    stoppedWithinMs: 150_000,
+    stoppedWithinMs: KUBERNETES_STOPPED_WITHIN_MS,
     // Removing the Deployment deletes its pod; deleting the pod alone too (the ReplicaSet replaces it).
     reasons: { removed: "PodDeleted", killed: "PodDeleted" },
     forceRemove: async (ns) => {
