@@ -122,6 +122,7 @@ export class PostgresReplicaCluster implements ReplicaCluster {
       db: options.db,
       log: options.log,
       leasePollMs: options.leasePollMs ?? 1_000,
+      connectionName: `agent-sessions locks ${this.replicaId}`,
     });
     this.locks = (scope) => this.#sessionLocks.lock(scope);
     this.#mailboxDrain = new Drain(() => this.#readMailbox(), this.#failed("reading the mailbox"));
@@ -289,7 +290,7 @@ export class PostgresReplicaCluster implements ReplicaCluster {
       });
       if (this.#listener === client) this.#listener = undefined;
       void client.end().catch(() => {});
-    });
+    }, `agent-sessions listen ${this.replicaId}`);
     client.on("notification", (message) => {
       const payload = message.payload ?? "";
       if (message.channel === CHANNELS.mailbox && payload === this.replicaId) this.#mailboxDrain.run();

@@ -16,6 +16,14 @@ const LOCK_SPACE = 0x41530002;
 const LOCK_RETRY_MAX_MS = 100;
 
 /**
+ * How long a statement on the lock connection may take. Past it the connection counts as lost:
+ * the lease and every lock are let go at once. The server drops a silent peer's session only
+ * after DEDICATED_KEEPALIVE (8 s), so a holder cut off from the database gives the lease up
+ * before another replica can take it.
+ */
+export const LOCK_QUERY_DEADLINE_MS = 3_000;
+
+/**
  * A lock name as the int4 second key, hashed here: names may hold any character (keys joined
  * with NUL), which a text parameter could not carry to `hashtext`.
  */
@@ -28,6 +36,10 @@ export type PostgresSessionLocksOptions = {
   log: Logger;
   /** How often a replica without the lease tries to take it, and the holder checks its connection. */
   leasePollMs: number;
+  /** The lock connection's application_name (pg_stat_activity shows who holds what). */
+  connectionName?: string;
+  /** @default LOCK_QUERY_DEADLINE_MS */
+  queryDeadlineMs?: number;
 };
 
 /**
@@ -104,12 +116,11 @@ export class PostgresSessionLocks {
   async #tick(): Promise<void> {
     if (this.#closed) return;
     try {
-      const client = await this.#connection();
       if (this.#leading) {
-        await client.query("SELECT 1"); // the lease lives as long as this connection does
+        await this.#query("SELECT 1"); // the lease lives as long as this connection does
         return;
       }
-      const { rows } = await client.query("SELECT pg_try_advisory_lock($1, $2) AS got", [
+      const rows = await this.#query("SELECT pg_try_advisory_lock($1, $2) AS got", [
         LEASE_SPACE,
         lockKeyOf(this.#leaseKey),
       ]);
@@ -124,8 +135,7 @@ export class PostgresSessionLocks {
     let waitMs = 5;
     for (;;) {
       if (this.#closed) throw new Error("the server is shutting down");
-      const client = await this.#connection();
-      const { rows } = await client.query("SELECT pg_try_advisory_lock($1, $2) AS got", [
+      const rows = await this.#query("SELECT pg_try_advisory_lock($1, $2) AS got", [
         LOCK_SPACE,
         lockKeyOf(name),
       ]);
@@ -138,13 +148,37 @@ export class PostgresSessionLocks {
   async #release(name: string): Promise<void> {
     const client = this.#client;
     if (!client) return; // its connection ended: the lock went with it
-    await client
-      .query("SELECT pg_advisory_unlock($1, $2)", [LOCK_SPACE, lockKeyOf(name)])
-      .catch((error: unknown) =>
+    await this.#query("SELECT pg_advisory_unlock($1, $2)", [LOCK_SPACE, lockKeyOf(name)], client).catch(
+      (error: unknown) =>
         this.#o.log("warn", "an advisory unlock failed (the lock ends with its connection)", {
           error: String(error),
         }),
+    );
+  }
+
+  /**
+   * One statement on the lock connection, within the deadline. A connection that does not answer
+   * in time is dropped (and the lease with it): a statement that hangs would keep this replica
+   * believing it holds what the server may already have given another.
+   */
+  async #query(sql: string, params: unknown[] = [], on?: pg.Client): Promise<Record<string, unknown>[]> {
+    const client = on ?? (await this.#connection());
+    let timer: NodeJS.Timeout | undefined;
+    const deadlineMs = this.#o.queryDeadlineMs ?? LOCK_QUERY_DEADLINE_MS;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the lock connection did not answer within ${deadlineMs} ms`)),
+        deadlineMs,
       );
+    });
+    try {
+      return (await Promise.race([client.query(sql, params), late])).rows;
+    } catch (error) {
+      if (this.#client === client) this.#drop();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   #connection(): Promise<pg.Client> {
@@ -153,7 +187,7 @@ export class PostgresSessionLocks {
       .dedicatedClient((error) => {
         this.#o.log("warn", "the lock connection failed", { error: error.message });
         this.#drop();
-      })
+      }, this.#o.connectionName)
       .then((client) => {
         this.#client = client;
         return client;

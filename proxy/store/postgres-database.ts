@@ -26,6 +26,15 @@ export type PostgresDatabaseOptions = {
 };
 
 /**
+ * TCP keepalive of the dedicated connections (LISTEN, advisory locks), on both ends: a peer
+ * silent for `idleS` is probed every `intervalS`; after `count` unanswered probes the connection
+ * ends. The server thus drops a vanished replica's session, and its lease, within
+ * idleS + intervalS × count seconds (8 s) of its last packet: later than the holder itself gives
+ * the lease up (postgres-session-locks.ts, LOCK_QUERY_DEADLINE_MS).
+ */
+export const DEDICATED_KEEPALIVE = { idleS: 5, intervalS: 1, count: 3 } as const;
+
+/**
  * One pool of connections to the server's PostgreSQL database, shared by every store in the
  * process. `open` applies the schema's migrations first (postgres-migrations.ts), so a store never
  * sees an old schema.
@@ -81,11 +90,22 @@ export class PostgresDatabase {
    * (LISTEN, advisory locks held across statements) and must not wait behind pooled queries.
    * The caller ends it; an `error` listener is the caller's too.
    */
-  async dedicatedClient(onError: (error: Error) => void): Promise<pg.Client> {
+  async dedicatedClient(onError: (error: Error) => void, name = "agent-sessions"): Promise<pg.Client> {
     const client = new pg.Client({
       connectionString: this.#connection.connectionString,
       connectionTimeoutMillis: this.#connection.connectTimeoutMs,
-      options: `-c search_path=${this.schema}`,
+      // Both ends find out when the other vanished without a FIN or RST (a lost network, a
+      // frozen node): the server ends the session, and with it its advisory locks, once
+      // DEDICATED_KEEPALIVE's probes go unanswered; this end errors likewise.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: DEDICATED_KEEPALIVE.idleS * 1_000,
+      application_name: name.slice(0, 63),
+      options: [
+        `-c search_path=${this.schema}`,
+        `-c tcp_keepalives_idle=${DEDICATED_KEEPALIVE.idleS}`,
+        `-c tcp_keepalives_interval=${DEDICATED_KEEPALIVE.intervalS}`,
+        `-c tcp_keepalives_count=${DEDICATED_KEEPALIVE.count}`,
+      ].join(" "),
     });
     client.on("error", onError);
     await client.connect();

@@ -14,31 +14,24 @@
  * (scripts/testbed.d/KUBERNETES-CURRENT.md): there NetworkPolicy is enforced and Pod Security admits
  * only `restricted` pods in the sessions namespace.
  */
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { KubeConfig, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions } from "@kubernetes/client-node";
-import {
-  type EngineEvent,
-  LocalWorkspace,
-  PulumiCommand,
-  type Stack,
-} from "@pulumi/pulumi/automation/index.js";
+import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_VERSION } from "../../contracts/resources.ts";
 import { Labels, SESSIONS_NAMESPACE_POD_SECURITY } from "../../contracts/session-spec.ts";
-import { ensureNamespace, isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
-import { until } from "../support/system.ts";
 import {
-  applyTestbedEnv,
-  builtImage,
-  kubectlPath,
-  referenceImage,
-  repoRoot,
-  testbedHome,
-} from "../support/testbed.ts";
+  type ControlPlaneStack,
+  controlPlaneImage,
+  createControlPlaneStack,
+  kubectl,
+  podOf as podOfIn,
+  prepareCluster,
+  stepTimer,
+} from "../support/control-plane.ts";
+import { isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
+import { callApi, until } from "../support/system.ts";
+import { applyTestbedEnv, builtImage, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
 
@@ -50,63 +43,8 @@ const SESSIONS_NS = "agent-sessions";
 const AGENT_NS = `cpt-${ID}`;
 const STACK = `test-${ID}`;
 const RUNNER_SA = `system:serviceaccount:${NS}:agent-sessions-runner`;
-const programDir = join(repoRoot, "infra", "control-plane");
-const workDir = mkdtempSync(join(tmpdir(), "cp-test-"));
-
-type Run = { code: number; stdout: string; stderr: string };
-/** The test bed's kubectl (never the machine image's); resolves with the exit code, never rejects. */
-function kubectl(...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(kubectlPath(), args, { encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-/** Builds (or finds cached) the control-plane image under the test bed's lock; its digest-pinned ref. */
-function controlPlaneImage(): Promise<string> {
-  const script = [
-    "set -euo pipefail",
-    "d=scripts/testbed.d",
-    "source $d/common.sh; source $d/node.sh; source $d/docker.sh; source $d/pulumi.sh; source $d/control-plane-image.sh",
-    'exec 9>"$TB_HOME/.lock"; flock 9',
-    "tb_control_plane_image_up",
-  ].join("\n");
-  return new Promise((resolve, reject) => {
-    execFile("bash", ["-c", script], { cwd: repoRoot, encoding: "utf8" }, (error, _out, stderr) => {
-      if (error) return reject(new Error(`control-plane image: ${stderr.slice(-2000)}`));
-      const state = JSON.parse(
-        readFileSync(join(testbedHome, "state", "control-plane-image.json"), "utf8"),
-      ) as { image: string };
-      resolve(state.image);
-    });
-  });
-}
 
 const timings: Record<string, number> = {};
-/** Per-resource durations of one engine operation, from its own event stream (slowest first). */
-function stepTimer(into: string) {
-  const began = new Map<string, number>();
-  const steps: [string, number][] = [];
-  return {
-    onEvent(e: EngineEvent) {
-      const pre = e.resourcePreEvent?.metadata;
-      const out = e.resOutputsEvent?.metadata;
-      if (pre) began.set(pre.urn, Date.now());
-      if (out && began.has(out.urn))
-        steps.push([`${out.op} ${out.urn.split("::").pop()}`, Date.now() - (began.get(out.urn) ?? 0)]);
-    },
-    report() {
-      steps.sort((a, b) => b[1] - a[1]);
-      console.log(
-        `${into}: slowest steps ${steps
-          .slice(0, 5)
-          .map(([s, ms]) => `${s} ${ms} ms`)
-          .join(", ")}`,
-      );
-    },
-  };
-}
 async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
   const began = Date.now();
   try {
@@ -117,6 +55,7 @@ async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
 }
 
 let k8s: KubeClients;
+let controlPlane: ControlPlaneStack | undefined;
 let stack: Stack;
 let serverUrl = "";
 /** The first three octets of the cluster's Service CIDR (a /24 on either test-bed cluster). */
@@ -125,20 +64,8 @@ let adminToken = "";
 let destroyed = false;
 const provisioned = new Set<string>();
 
-async function call(method: string, path: string, body?: unknown, token = adminToken) {
-  const res = await fetch(`${serverUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
-  let json: any = text;
-  try {
-    json = JSON.parse(text);
-  } catch {}
-  return { status: res.status, body: json };
-}
+const call = (method: string, path: string, body?: unknown, token = adminToken) =>
+  callApi(serverUrl, token, method, path, body);
 const rpc = (method: string, body: unknown, token?: string) => call("POST", `/v1/rpc/${method}`, body, token);
 
 async function logsOf(deployment: string): Promise<string> {
@@ -146,69 +73,23 @@ async function logsOf(deployment: string): Promise<string> {
   return r.stdout + r.stderr;
 }
 
-async function podOf(component: string) {
-  const pods = await k8s.core.listNamespacedPod({
-    namespace: NS,
-    labelSelector: `${Labels.component}=${component}`,
-  });
-  const pod = pods.items.find((p) => !p.metadata?.deletionTimestamp);
-  if (!pod) throw new Error(`no ${component} pod in ${NS}`);
-  return pod;
-}
+const podOf = (component: string) => podOfIn(k8s, NS, component);
 
 beforeAll(async () => {
   k8s = await kubeClients();
-  // A runner pod reaches the API server through the `kubernetes` Service; on the test bed the
-  // API server listens on loopback, and the cluster's script relays the bridge address to it
-  // (kubernetes.sh: <asbr0>:6443; kubernetes-current.sh: 10.216.0.1:16443 in its namespace).
-  const endpoints = await k8s.core.readNamespacedEndpoints({ namespace: "default", name: "kubernetes" });
-  const apiAddresses = (endpoints.subsets ?? []).flatMap((s) => s.addresses ?? []);
-  if (apiAddresses.length === 0)
-    throw new Error(
-      "default/kubernetes has no endpoints: pods cannot reach the API server on this test bed " +
-        "(the test bed's cluster script must relay <bridge IP>:<API port> to the API server and publish that endpoint)",
-    );
-  const apiService = await k8s.core.readNamespacedService({ namespace: "default", name: "kubernetes" });
-  servicePrefix = (apiService.spec?.clusterIP ?? "").split(".").slice(0, 3).join(".");
-  await ensureNamespace(k8s.core, SESSIONS_NS);
-  // The platform's namespace (createSessionsNamespace=false), labelled as the control plane labels
-  // one it creates: Pod Security admits only `restricted` pods there (1.35; inert on 1.20, which has
-  // no PodSecurity admission). The runner may not patch namespaces, so it cannot do this itself.
-  await k8s.core.patchNamespace(
-    { name: SESSIONS_NS, body: { metadata: { labels: SESSIONS_NAMESPACE_POD_SECURITY } } },
-    setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-  );
+  servicePrefix = await prepareCluster(k8s, SESSIONS_NS);
   const image = await timed("image", controlPlaneImage);
 
-  const pulumiHome = process.env.PULUMI_HOME;
-  if (!pulumiHome) throw new Error("PULUMI_HOME unset: run scripts/testbed up pulumi");
-  const pulumiCommand = await PulumiCommand.get({ root: pulumiHome, skipVersionCheck: true });
-  stack = await LocalWorkspace.createStack(
-    { stackName: STACK, workDir: programDir },
-    {
-      pulumiCommand,
-      pulumiHome,
-      secretsProvider: "passphrase",
-      envVars: {
-        PULUMI_BACKEND_URL: `file://${workDir}`,
-        PULUMI_CONFIG_PASSPHRASE: randomBytes(16).toString("hex"),
-        PULUMI_SKIP_UPDATE_CHECK: "1",
-        PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK: "1",
-        KUBECONFIG: process.env.KUBECONFIG ?? "",
-        PATH: [`${pulumiHome}/bin`, dirname(process.execPath), process.env.PATH ?? ""].join(":"),
-      },
-    },
-  );
-  const c = (value: string) => ({ value });
-  await stack.setAllConfig({
-    "agent-sessions-control-plane:image": c(image),
-    "agent-sessions-control-plane:namespace": c(NS),
-    "agent-sessions-control-plane:sessionsNamespace": c(SESSIONS_NS),
-    "agent-sessions-control-plane:createSessionsNamespace": c("false"),
-    "agent-sessions-control-plane:referenceImage": c(referenceImage().image),
+  controlPlane = await createControlPlaneStack(STACK, {
+    image: { value: image },
+    namespace: { value: NS },
+    sessionsNamespace: { value: SESSIONS_NS },
+    createSessionsNamespace: { value: "false" },
+    referenceImage: { value: referenceImage().image },
     // The session pods' workspace sidecar: the files API from an in-cluster runner.
-    "agent-sessions-control-plane:gitImage": c(builtImage("base-image").image),
+    gitImage: { value: builtImage("base-image").image },
   });
+  stack = controlPlane.stack;
 });
 
 afterAll(async () => {
@@ -227,10 +108,7 @@ afterAll(async () => {
     forced.push(`stack ${STACK}`);
     await stack.destroy().catch((e: unknown) => console.warn(`control-plane: destroy failed: ${String(e)}`));
   }
-  if (stack) await stack.workspace.removeStack(STACK).catch(() => undefined);
-  const settings = join(programDir, `Pulumi.${STACK}.yaml`);
-  if (existsSync(settings)) rmSync(settings);
-  rmSync(workDir, { recursive: true, force: true });
+  await controlPlane?.remove();
   if (forced.length) console.warn(`control-plane: forced cleanup of ${forced.join(", ")}`);
   console.log(`control-plane timings (ms): ${JSON.stringify(timings)}`);
 });

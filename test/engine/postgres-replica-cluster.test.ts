@@ -2,11 +2,15 @@
  * The replica cluster (proxy/cluster/postgres-replica-cluster.ts) over the test bed's PostgreSQL:
  * two "replicas" in one process, each with its own pool, on one schema.
  */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PostgresReplicaCluster } from "../../proxy/cluster/postgres-replica-cluster.ts";
+import { LOCK_QUERY_DEADLINE_MS } from "../../proxy/cluster/postgres-session-locks.ts";
 import type { RelayChunk } from "../../proxy/lifecycle/runner-directory.ts";
 import { silentLogger } from "../../proxy/observability/log.ts";
-import { PostgresDatabase } from "../../proxy/store/postgres-database.ts";
+import { DEDICATED_KEEPALIVE, PostgresDatabase } from "../../proxy/store/postgres-database.ts";
 import { PostgresStore } from "../../proxy/store/postgres-store.ts";
 import type { StoredFrame } from "../../proxy/store/store.ts";
 import { dropSchema, freshSchema, testbedDatabaseUrl } from "../support/store/store-backends.ts";
@@ -15,6 +19,17 @@ import { until as untilValue } from "../support/until.ts";
 /** Waits for `probe` to be truthy. */
 const until = (what: string, probe: () => unknown, timeoutMs?: number) =>
   untilValue(what, async () => ((await probe()) ? true : undefined), timeoutMs);
+
+const run = promisify(execFile);
+
+/** Loopback packets matching `rule` are dropped until the returned function is called. */
+async function dropOnLoopback(rule: string[]): Promise<() => Promise<void>> {
+  const args = ["OUTPUT", "-o", "lo", "-p", "tcp", ...rule, "-j", "DROP"];
+  await run("iptables", ["-w", "10", "-I", ...args]);
+  return async () => {
+    await run("iptables", ["-w", "10", "-D", ...args]);
+  };
+}
 
 type Replica = {
   db: PostgresDatabase;
@@ -182,6 +197,63 @@ describe("PostgresReplicaCluster", () => {
       expect(r.seen.map((f) => (f.frame.payload as { i: number }).i)).toEqual(
         Array.from({ length: 20 }, (_, i) => i),
       );
+    }
+  });
+
+  it("a lease holder cut off from the database without a FIN gives the lease up first; the other takes it once the server drops the silent session", async () => {
+    const a = await replica("a");
+    const b = await replica("b");
+    expect(a.cluster.leads()).toBe(true);
+    const url = new URL(testbedDatabaseUrl());
+    const observer = new pg.Client({ connectionString: url.toString() });
+    await observer.connect();
+    const lockConnection = async () =>
+      (
+        await observer.query(
+          "SELECT client_port FROM pg_stat_activity WHERE application_name = 'agent-sessions locks a'",
+        )
+      ).rows.map((row) => Number(row.client_port));
+    const [port] = await lockConnection();
+    expect(port, "a's lock connection in pg_stat_activity").toBeGreaterThan(0);
+
+    // Every packet of a's lock connection is lost (no FIN, no RST: a partition), and no new
+    // connection to the database gets through, so a cannot come back by reconnecting.
+    const heal: (() => Promise<void>)[] = [];
+    const leaders: string[] = [];
+    const sampler = setInterval(() => {
+      const now = [a, b].filter((r) => r.cluster.leads()).map((r) => r.cluster.replicaId);
+      leaders.push(now.join("+") || "none");
+    }, 20);
+    try {
+      heal.push(await dropOnLoopback(["--sport", String(port)]));
+      heal.push(await dropOnLoopback(["--dport", String(port)]));
+      heal.push(await dropOnLoopback(["--dport", url.port, "--syn"]));
+      const cut = Date.now();
+      await until("a lets the lease go", () => !a.cluster.leads(), 10_000);
+      const aGaveUp = Date.now() - cut;
+      await until("b takes the lease", () => b.cluster.leads(), 20_000);
+      const bTook = Date.now() - cut;
+      console.log(`partition: a let the lease go after ${aGaveUp} ms, b took it after ${bTook} ms`);
+      // a's own check (every 200 ms here) gives up at the statement deadline; the server ends the
+      // silent session after its keepalive probes (DEDICATED_KEEPALIVE) and b's next try wins.
+      expect(aGaveUp).toBeLessThanOrEqual(LOCK_QUERY_DEADLINE_MS + 1_500);
+      const keepaliveMs =
+        (DEDICATED_KEEPALIVE.idleS + DEDICATED_KEEPALIVE.intervalS * DEDICATED_KEEPALIVE.count) * 1_000;
+      expect(bTook).toBeGreaterThan(aGaveUp);
+      expect(bTook).toBeLessThanOrEqual(keepaliveMs + 4_000);
+      expect(await lockConnection()).not.toContain(port);
+    } finally {
+      clearInterval(sampler);
+      for (const undo of heal) await undo();
+    }
+    try {
+      expect(leaders.filter((l) => l.includes("+"))).toEqual([]);
+      // Healed: a connects again and stays a follower.
+      await until("a's new lock connection", async () => (await lockConnection()).length > 0, 15_000);
+      expect(a.cluster.leads()).toBe(false);
+      expect(b.cluster.leads()).toBe(true);
+    } finally {
+      await observer.end();
     }
   });
 });

@@ -228,33 +228,41 @@ export class System {
     });
   }
 
-  async call(
-    method: string,
-    path: string,
-    body?: unknown,
-    token = this.adminToken,
-  ): Promise<{ status: number; body: Json }> {
-    const res = await fetch(`${this.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-      },
-      ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      // not JSON: keep the text
-    }
-    return { status: res.status, body: parsed };
+  call(method: string, path: string, body?: unknown, token = this.adminToken): Promise<ApiReply> {
+    return callApi(this.url, token, method, path, body);
   }
 
   rpc(method: string, body: unknown, token?: string) {
     return this.call("POST", `/v1/rpc/${method}`, body, token);
   }
+}
+
+export type ApiReply = { status: number; body: Json };
+
+/** One HTTP API call as a client makes it: bearer token, JSON in, JSON (or text) out. */
+export async function callApi(
+  url: string,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<ApiReply> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+    },
+    ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: res.status, body: parsed };
 }
 
 export type { SseEvent };
