@@ -22,6 +22,7 @@ import {
   prepareCluster,
   stepTimer,
 } from "../support/control-plane.ts";
+import { KUBERNETES_STOPPED_WITHIN_MS } from "../support/engine-probes.ts";
 import { isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
 import { freshDatabase } from "../support/store/store-backends.ts";
 import { callApi, until } from "../support/system.ts";
@@ -220,23 +221,26 @@ describe("the control plane with two server replicas over PostgreSQL, deployed b
     const session = await k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name });
     expect(session.status?.readyReplicas).toBe(1);
 
-    const listed = await rpc(back, "GetAgentStatus", {});
-    expect(listed.status, JSON.stringify(listed.body)).toBe(200);
-    expect(listed.body.sessions.map((s: { container_name: string }) => s.container_name)).toContain(name);
-
     const start = await rpc(front, "StartAgentSession", { container_name: name });
     expect(start.status, JSON.stringify(start.body)).toBe(200);
     expect(start.body.state).toBe("READY");
     const status = await rpc(back, "GetAgentStatus", { session_id: start.body.session_id });
     expect(status.body.sessions[0]).toMatchObject({ container_name: name, state: "READY" });
+    const listed = await rpc(back, "GetAgentStatus", {});
+    expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+    expect(listed.body.sessions.map((s: { container_name: string }) => s.container_name)).toContain(name);
+
     const stop = await rpc(back, "StopAgentSession", { session_id: start.body.session_id });
     expect(stop.body.state, JSON.stringify(stop.body)).toBe("STOPPED");
 
     const removed = await rpc(front, "RemoveAgentWorkspace", { container_name: name });
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     provisioned.delete(name);
-    expect(await isGone(() => k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name }))).toBe(
-      true,
+    // Foreground deletion: on 1.20 the Deployment goes once the kubelet has let its pod go.
+    await until(
+      "the session's Deployment to be gone",
+      () => isGone(() => k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name })),
+      KUBERNETES_STOPPED_WITHIN_MS,
     );
   });
 

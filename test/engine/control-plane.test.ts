@@ -29,6 +29,7 @@ import {
   prepareCluster,
   stepTimer,
 } from "../support/control-plane.ts";
+import { KUBERNETES_STOPPED_WITHIN_MS } from "../support/engine-probes.ts";
 import { isGone, type KubeClients, kubeClients } from "../support/kube-harness.ts";
 import { callApi, until } from "../support/system.ts";
 import { applyTestbedEnv, builtImage, referenceImage } from "../support/testbed.ts";
@@ -243,8 +244,11 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
     const removed = await timed("remove", () => rpc("RemoveAgentWorkspace", { container_name: name }));
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     provisioned.delete(name);
-    expect(await isGone(() => k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name }))).toBe(
-      true,
+    // Foreground deletion: on 1.20 the Deployment goes once the kubelet has let its pod go.
+    await until(
+      "the session's Deployment to be gone",
+      () => isGone(() => k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name })),
+      KUBERNETES_STOPPED_WITHIN_MS,
     );
     expect(
       await isGone(() =>
