@@ -11,15 +11,16 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_VERSION } from "../../contracts/resources.ts";
-import { Labels } from "../../contracts/session-spec.ts";
 import {
+  type ControlPlaneCall,
   type ControlPlaneStack,
+  cleanUpControlPlane,
   controlPlaneImage,
   createControlPlaneStack,
   kubectl,
   podsOf,
   prepareCluster,
+  putReferenceAgent,
   stepTimer,
 } from "../support/control-plane.ts";
 import { KUBERNETES_STOPPED_WITHIN_MS } from "../support/engine-probes.ts";
@@ -108,26 +109,17 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const forced: string[] = [];
-  if (serverUrl && adminToken) {
-    for (const name of provisioned) {
-      const r = await rpc(serverUrl, "RemoveAgentWorkspace", { container_name: name }).catch(() => undefined);
-      if (r?.status !== 200) forced.push(name);
-    }
-  }
-  for (const kind of ["deployment", "service", "persistentvolumeclaim", "networkpolicy", "secret"]) {
-    await kubectl("-n", SESSIONS_NS, "delete", kind, "-l", `${Labels.namespace}=${AGENT_NS}`, "--wait=false");
-  }
-  if (stack && !destroyed) {
-    forced.push(`stack ${STACK}`);
-    await stack
-      .destroy()
-      .catch((e: unknown) => console.warn(`control-plane replicas: destroy failed: ${String(e)}`));
-  }
-  await controlPlane?.remove();
+  await cleanUpControlPlane({
+    label: "control-plane replicas",
+    call: serverUrl && adminToken ? (method, path, body) => call(serverUrl, method, path, body) : undefined,
+    provisioned,
+    sessionsNamespace: SESSIONS_NS,
+    agentNamespace: AGENT_NS,
+    controlPlane,
+    destroyed,
+  });
   await relay?.close();
   await database?.drop();
-  if (forced.length) console.warn(`control-plane replicas: forced cleanup of ${forced.join(", ")}`);
 });
 
 describe("the control plane with two server replicas over PostgreSQL, deployed by `pulumi up`", () => {
@@ -196,20 +188,8 @@ describe("the control plane with two server replicas over PostgreSQL, deployed b
     const front = direct(other as V1Pod);
     const back = direct(withRunner);
 
-    const reference = await call(front, "GET", "/v1/namespaces/default/agentruntimes/reference");
-    expect(reference.status, JSON.stringify(reference.body)).toBe(200);
-    expect(reference.body.spec?.image, JSON.stringify(reference.body)).toBe(referenceImage().image);
-    for (const [kind, name, body] of [
-      ["agentruntimes", "reference", { kind: "AgentRuntime", spec: reference.body.spec }],
-      ["agents", "a", { kind: "Agent", spec: { runtimeRef: "reference" } }],
-    ] as const) {
-      const put = await call(front, "PUT", `/v1/namespaces/${AGENT_NS}/${kind}/${name}`, {
-        apiVersion: API_VERSION,
-        metadata: { name, namespace: AGENT_NS },
-        ...body,
-      });
-      expect(put.status, JSON.stringify(put.body)).toBeLessThan(300);
-    }
+    const viaFront: ControlPlaneCall = (method, path, body) => call(front, method, path, body);
+    expect((await putReferenceAgent(viaFront, AGENT_NS)).image).toBe(referenceImage().image);
 
     const provision = await rpc(front, "ProvisionAgentWorkspace", {
       agent_ref: `${AGENT_NS}/a`,

@@ -18,15 +18,16 @@ import { randomBytes } from "node:crypto";
 import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_VERSION } from "../../contracts/resources.ts";
 import { Labels, SESSIONS_NAMESPACE_POD_SECURITY } from "../../contracts/session-spec.ts";
 import {
   type ControlPlaneStack,
+  cleanUpControlPlane,
   controlPlaneImage,
   createControlPlaneStack,
   kubectl,
   podOf as podOfIn,
   prepareCluster,
+  putReferenceAgent,
   stepTimer,
 } from "../support/control-plane.ts";
 import { KUBERNETES_STOPPED_WITHIN_MS } from "../support/engine-probes.ts";
@@ -94,23 +95,15 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const forced: string[] = [];
-  if (serverUrl && adminToken) {
-    for (const name of provisioned) {
-      const r = await rpc("RemoveAgentWorkspace", { container_name: name }).catch(() => undefined);
-      if (r?.status !== 200) forced.push(name);
-    }
-  }
-  // Whatever a failed test left of this run's sessions (their stacks died with the runner's volume).
-  for (const kind of ["deployment", "service", "persistentvolumeclaim", "networkpolicy", "secret"]) {
-    await kubectl("-n", SESSIONS_NS, "delete", kind, "-l", `${Labels.namespace}=${AGENT_NS}`, "--wait=false");
-  }
-  if (stack && !destroyed) {
-    forced.push(`stack ${STACK}`);
-    await stack.destroy().catch((e: unknown) => console.warn(`control-plane: destroy failed: ${String(e)}`));
-  }
-  await controlPlane?.remove();
-  if (forced.length) console.warn(`control-plane: forced cleanup of ${forced.join(", ")}`);
+  await cleanUpControlPlane({
+    label: "control-plane",
+    call: serverUrl && adminToken ? call : undefined,
+    provisioned,
+    sessionsNamespace: SESSIONS_NS,
+    agentNamespace: AGENT_NS,
+    controlPlane,
+    destroyed,
+  });
   console.log(`control-plane timings (ms): ${JSON.stringify(timings)}`);
 });
 
@@ -167,22 +160,7 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
   });
 
   it("ProvisionAgentWorkspace for an Agent bound to runtime `reference` runs the session stack from inside the cluster; StartAgentSession execs the agent; RemoveAgentWorkspace destroys it", async () => {
-    const reference = await call("GET", "/v1/namespaces/default/agentruntimes/reference");
-    const spec = ((reference.body.items as unknown[] | undefined) ?? [reference.body]).find(
-      (r) => (r as { metadata?: { name?: string } }).metadata?.name === "reference",
-    ) as { spec: { image: string } } | undefined;
-    expect(spec?.spec.image, JSON.stringify(reference.body)).toBe(referenceImage().image);
-    for (const [kind, name, body] of [
-      ["agentruntimes", "reference", { kind: "AgentRuntime", spec: spec?.spec }],
-      ["agents", "a", { kind: "Agent", spec: { runtimeRef: "reference" } }],
-    ] as const) {
-      const put = await call("PUT", `/v1/namespaces/${AGENT_NS}/${kind}/${name}`, {
-        apiVersion: API_VERSION,
-        metadata: { name, namespace: AGENT_NS },
-        ...body,
-      });
-      expect(put.status, JSON.stringify(put.body)).toBeLessThan(300);
-    }
+    expect((await putReferenceAgent(call, AGENT_NS)).image).toBe(referenceImage().image);
 
     const provision = await timed("provision", () =>
       rpc("ProvisionAgentWorkspace", { agent_ref: `${AGENT_NS}/a`, client_request_id: "cp-1" }),

@@ -16,8 +16,10 @@ import {
   PulumiCommand,
   type Stack,
 } from "@pulumi/pulumi/automation/index.js";
+import { API_VERSION } from "../../contracts/resources.ts";
 import { Labels, SESSIONS_NAMESPACE_POD_SECURITY } from "../../contracts/session-spec.ts";
 import { ensureNamespace, type KubeClients } from "./kube-harness.ts";
+import type { ApiReply } from "./system.ts";
 import { kubectlPath, repoRoot, testbedHome } from "./testbed.ts";
 
 export const controlPlaneProgram = join(repoRoot, "infra", "control-plane");
@@ -165,4 +167,73 @@ export async function prepareCluster(k8s: KubeClients, sessionsNamespace: string
     setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
   );
   return (apiService.spec?.clusterIP ?? "").split(".").slice(0, 3).join(".");
+}
+
+/** One API call against the deployed server (test/support/system.ts `callApi` bound to a URL and token). */
+export type ControlPlaneCall = (method: string, path: string, body?: unknown) => Promise<ApiReply>;
+
+/**
+ * Puts AgentRuntime `reference` (with the spec the server already has in `default`) and Agent `a`
+ * bound to it into `namespace`; throws with the server's answer when either is refused. Returns
+ * that spec.
+ */
+export async function putReferenceAgent(
+  call: ControlPlaneCall,
+  namespace: string,
+): Promise<{ image?: string }> {
+  const reference = await call("GET", "/v1/namespaces/default/agentruntimes/reference");
+  const spec = (reference.body as { spec?: { image?: string } } | undefined)?.spec;
+  if (reference.status !== 200 || !spec)
+    throw new Error(`AgentRuntime default/reference: ${reference.status} ${JSON.stringify(reference.body)}`);
+  for (const [kind, name, body] of [
+    ["agentruntimes", "reference", { kind: "AgentRuntime", spec }],
+    ["agents", "a", { kind: "Agent", spec: { runtimeRef: "reference" } }],
+  ] as const) {
+    const put = await call("PUT", `/v1/namespaces/${namespace}/${kind}/${name}`, {
+      apiVersion: API_VERSION,
+      metadata: { name, namespace },
+      ...body,
+    });
+    if (put.status >= 300) throw new Error(`PUT ${kind}/${name}: ${put.status} ${JSON.stringify(put.body)}`);
+  }
+  return spec;
+}
+
+/**
+ * A control-plane test's afterAll: removes the sessions it provisioned through the API (when it got
+ * that far), deletes whatever of the Agent namespace's session objects a failed test left, destroys
+ * the stack unless the test did, forgets it, and says aloud what it had to force.
+ */
+export async function cleanUpControlPlane(run: {
+  label: string;
+  /** Absent when the test never reached the API. */
+  call: ControlPlaneCall | undefined;
+  provisioned: Iterable<string>;
+  sessionsNamespace: string;
+  agentNamespace: string;
+  controlPlane: ControlPlaneStack | undefined;
+  destroyed: boolean;
+}): Promise<void> {
+  const forced: string[] = [];
+  if (run.call) {
+    for (const name of run.provisioned) {
+      const r = await run
+        .call("POST", "/v1/rpc/RemoveAgentWorkspace", { container_name: name })
+        .catch(() => undefined);
+      if (r?.status !== 200) forced.push(name);
+    }
+  }
+  // Their stacks died with the runner's volume: delete the objects by label.
+  for (const kind of ["deployment", "service", "persistentvolumeclaim", "networkpolicy", "secret"]) {
+    const selector = `${Labels.namespace}=${run.agentNamespace}`;
+    await kubectl("-n", run.sessionsNamespace, "delete", kind, "-l", selector, "--wait=false");
+  }
+  if (run.controlPlane && !run.destroyed) {
+    forced.push("its stack");
+    await run.controlPlane.stack
+      .destroy()
+      .catch((e: unknown) => console.warn(`${run.label}: destroy failed: ${String(e)}`));
+  }
+  await run.controlPlane?.remove();
+  if (forced.length) console.warn(`${run.label}: forced cleanup of ${forced.join(", ")}`);
 }
