@@ -33,6 +33,28 @@ export type PostgresStoreOptions = {
  */
 const FRAME_ORDER_LOCK = "agent-sessions:frames";
 
+/** A stored frame's body up to its seq: the database appends the seq, a comma and the rest. */
+const FRAME_PREFIX = `{"protocol":${JSON.stringify(COMPASS_PROTOCOL)},"seq":`;
+
+/**
+ * Appends that wait behind the append in flight go in one statement: at most this many frames,
+ * and about this many bytes of frame JSON (one frame alone may be larger), per statement.
+ */
+const APPEND_BATCH_FRAMES = 500;
+const APPEND_BATCH_BYTES = 1 << 20;
+
+type NewFrame = { type: FrameType; ts: string; payload: Record<string, unknown> };
+
+/** An `appendFrame` call waiting for its batch's statement. */
+type PendingAppend = {
+  sessionId: string;
+  /** The frame's JSON without its opening brace, `protocol` and `seq` (the database adds those). */
+  rest: string;
+  frame: Frame;
+  resolve(stored: StoredFrame | undefined): void;
+  reject(error: unknown): void;
+};
+
 /**
  * One at a time, in call order: what `inOrder` runs. A failed task does not stop the next.
  */
@@ -61,6 +83,12 @@ export class PostgresStore implements Store {
    * order their replies arrive.
    */
   readonly #appends = new SerialQueue();
+  /**
+   * The appends queued last on `#appends` and not yet running: a new append joins them, so a
+   * burst costs a statement per batch, not a round trip per frame. A transition closes it (the
+   * appends called after it go after it).
+   */
+  #openBatch: PendingAppend[] | undefined;
 
   /** `database` is the process's pool (migrated by `PostgresDatabase.open`); its owner closes it. */
   constructor(database: PostgresDatabase, options: PostgresStoreOptions = {}) {
@@ -392,6 +420,7 @@ export class PostgresStore implements Store {
   }
 
   async transitionSession(sessionId: string, change: SessionChange): Promise<Transition | undefined> {
+    this.#openBatch = undefined;
     return this.#appends.run(() => this.#transition(sessionId, change));
   }
 
@@ -424,11 +453,26 @@ export class PostgresStore implements Store {
 
   // ── frames ───────────────────────────────────────────────────────────────────────────────
 
-  async appendFrame(
-    sessionId: string,
-    frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
-  ): Promise<StoredFrame | undefined> {
-    return this.#appends.run(() => this.#appendAlone(sessionId, frame));
+  appendFrame(sessionId: string, frame: NewFrame): Promise<StoredFrame | undefined> {
+    const rest = { session_id: sessionId, type: frame.type, ts: frame.ts, payload: frame.payload };
+    return new Promise((resolve, reject) => {
+      let batch = this.#openBatch;
+      if (!batch) {
+        const opened: PendingAppend[] = [];
+        this.#openBatch = batch = opened;
+        void this.#appends.run(() => {
+          if (this.#openBatch === opened) this.#openBatch = undefined;
+          return this.#appendBatch(opened);
+        });
+      }
+      batch.push({
+        sessionId,
+        rest: JSON.stringify(rest).slice(1),
+        frame: { protocol: COMPASS_PROTOCOL, seq: 0, ...rest },
+        resolve,
+        reject,
+      });
+    });
   }
 
   async readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]> {
@@ -446,15 +490,42 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * The append of `appendFrame` as one statement (one round trip; its own transaction): the next
-   * seq under the row lock, the frame-order lock, the insert and the trim. The body is the frame's
-   * JSON with the seq spliced in by the database, byte for byte what JSON.stringify gives.
+   * One batch of `appendFrame` calls, in statements of at most APPEND_BATCH_FRAMES frames (and
+   * about APPEND_BATCH_BYTES), one after another; each call resolves (or rejects with its
+   * statement) in frame id order, which is call order. Never rejects itself.
    */
-  async #appendAlone(
-    sessionId: string,
-    frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
-  ): Promise<StoredFrame | undefined> {
-    const rest = { session_id: sessionId, type: frame.type, ts: frame.ts, payload: frame.payload };
+  async #appendBatch(batch: PendingAppend[]): Promise<void> {
+    for (let from = 0; from < batch.length; ) {
+      let to = from + 1;
+      let bytes = batch[from]?.rest.length ?? 0;
+      while (to < batch.length && to - from < APPEND_BATCH_FRAMES) {
+        bytes += batch[to]?.rest.length ?? 0;
+        if (bytes > APPEND_BATCH_BYTES) break;
+        to++;
+      }
+      const chunk = batch.slice(from, to);
+      from = to;
+      try {
+        const stored =
+          chunk.length === 1
+            ? [await this.#appendOne(chunk[0] as PendingAppend)]
+            : await this.#appendMany(chunk);
+        const inIdOrder = chunk
+          .map((append, i) => ({ append, stored: stored[i] }))
+          .sort((a, b) => (a.stored?.id ?? 0) - (b.stored?.id ?? 0));
+        for (const { append, stored } of inIdOrder) append.resolve(stored);
+      } catch (error) {
+        for (const append of chunk) append.reject(error);
+      }
+    }
+  }
+
+  /**
+   * One append as one statement (one round trip; its own transaction): the next seq under the
+   * row lock, the frame-order lock, the insert and the trim. The body is the frame's JSON with
+   * the seq spliced in by the database, byte for byte what JSON.stringify gives.
+   */
+  async #appendOne(append: PendingAppend): Promise<StoredFrame | undefined> {
     const row = await this.#db.get(
       `WITH bumped AS (
          UPDATE sessions SET last_seq = last_seq + 1 WHERE session_id = $1
@@ -466,17 +537,88 @@ export class PostgresStore implements Store {
          DELETE FROM frames WHERE session_id = $1 AND seq <= (SELECT last_seq FROM bumped) - $5::bigint
        )
        SELECT id, seq FROM inserted`,
+      [append.sessionId, this.#frameOrderLock(), FRAME_PREFIX, append.rest, this.#frameBufferSize],
+    );
+    if (!row) return undefined;
+    return { id: Number(row.id), frame: { ...append.frame, seq: Number(row.seq) } };
+  }
+
+  /**
+   * Several appends as one statement. The sessions' rows are locked in session id order (two
+   * replicas' batches never wait on each other in a cycle), then the frame-order lock (after every
+   * row lock, as a transition takes it); each frame gets its session's next seq in call order,
+   * and ids are drawn in call order. A frame of a session that does not exist is not stored.
+   */
+  async #appendMany(chunk: PendingAppend[]): Promise<(StoredFrame | undefined)[]> {
+    const rows = await this.#db.all(
+      `WITH input AS (
+         SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(session_id, rest, ord)
+       ), locked AS (
+         SELECT session_id, last_seq FROM sessions
+         WHERE session_id IN (SELECT session_id FROM input) ORDER BY session_id FOR UPDATE
+       ), ordered AS (
+         SELECT count(*) AS sessions, pg_advisory_xact_lock(hashtext($3)) AS locked FROM locked
+       ), numbered AS (
+         SELECT i.session_id, i.rest, i.ord,
+                l.last_seq + row_number() OVER (PARTITION BY i.session_id ORDER BY i.ord) AS seq
+         FROM input i JOIN locked l USING (session_id) CROSS JOIN ordered
+       ), bumped AS (
+         UPDATE sessions s SET last_seq = n.last_seq
+         FROM (SELECT session_id, max(seq) AS last_seq FROM numbered GROUP BY session_id) n
+         WHERE s.session_id = n.session_id RETURNING s.session_id, s.last_seq
+       ), inserted AS (
+         INSERT INTO frames (session_id, seq, body)
+         SELECT session_id, seq, $4::text || seq || ',' || rest FROM numbered ORDER BY ord
+         RETURNING id, session_id, seq
+       ), trimmed AS (
+         DELETE FROM frames f USING bumped b
+         WHERE f.session_id = b.session_id AND f.seq <= b.last_seq - $5::bigint
+       )
+       SELECT id, session_id, seq FROM inserted ORDER BY id`,
       [
-        sessionId,
-        `${FRAME_ORDER_LOCK}:${this.#db.schema}`,
-        `{"protocol":${JSON.stringify(COMPASS_PROTOCOL)},"seq":`,
-        JSON.stringify(rest).slice(1),
+        chunk.map((a) => a.sessionId),
+        chunk.map((a) => a.rest),
+        this.#frameOrderLock(),
+        FRAME_PREFIX,
         this.#frameBufferSize,
       ],
     );
-    if (!row) return undefined;
-    const full: Frame = { protocol: COMPASS_PROTOCOL, seq: Number(row.seq), ...rest };
-    return { id: Number(row.id), frame: full };
+    // Per session, its rows in seq order belong to its appends in call order.
+    const bySession = new Map<string, { id: number; seq: number }[]>();
+    for (const row of rows) {
+      const id = String(row.session_id);
+      const list = bySession.get(id) ?? [];
+      list.push({ id: Number(row.id), seq: Number(row.seq) });
+      bySession.set(id, list);
+    }
+    for (const list of bySession.values()) list.sort((a, b) => a.seq - b.seq);
+    // The statement's trim sees only the rows from before it: a session given more frames than
+    // its buffer in one batch (a small buffer) has its oldest new ones trimmed now.
+    const over = [...bySession].filter(([, list]) => list.length > this.#frameBufferSize);
+    if (over.length)
+      await this.#db.run(
+        `DELETE FROM frames f USING unnest($1::text[], $2::bigint[]) AS o(session_id, last_seq)
+         WHERE f.session_id = o.session_id AND f.seq <= o.last_seq - $3::bigint`,
+        [
+          over.map(([id]) => id),
+          over.map(([, list]) => list[list.length - 1]?.seq ?? 0),
+          this.#frameBufferSize,
+        ],
+      );
+    const taken = new Map<string, number>();
+    return chunk.map((append) => {
+      const list = bySession.get(append.sessionId);
+      if (!list) return undefined;
+      const k = taken.get(append.sessionId) ?? 0;
+      taken.set(append.sessionId, k + 1);
+      const row = list[k];
+      if (!row) throw new Error(`frame ${k + 1} of session ${append.sessionId} missing from its batch`);
+      return { id: row.id, frame: { ...append.frame, seq: row.seq } };
+    });
+  }
+
+  #frameOrderLock(): string {
+    return `${FRAME_ORDER_LOCK}:${this.#db.schema}`;
   }
 
   /** Inside a transaction: the next seq (row lock) with the frame-order lock, then the insert with the trim. */
@@ -489,7 +631,7 @@ export class PostgresStore implements Store {
     const bumped = await this.#db.get(
       `UPDATE sessions SET last_seq = last_seq + 1 WHERE session_id = $1
        RETURNING last_seq, pg_advisory_xact_lock(hashtext($2)) AS locked`,
-      [sessionId, `${FRAME_ORDER_LOCK}:${this.#db.schema}`],
+      [sessionId, this.#frameOrderLock()],
       tx,
     );
     if (!bumped) return undefined;

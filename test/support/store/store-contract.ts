@@ -106,6 +106,7 @@ export function describeStoreContract(backend: StoreBackend): void {
       const ids = ["s1", "s2", "s3", "s4"];
       for (const id of ids) await store.insertSession(session(id));
       const resolved: number[] = [];
+      const calls: { i: number; id: number }[] = [];
       await Promise.all(
         Array.from({ length: 120 }, async (_, i) => {
           const id = ids[i % ids.length] ?? "s1";
@@ -113,11 +114,39 @@ export function describeStoreContract(backend: StoreBackend): void {
             i === 60
               ? (await store.transitionSession(id, { state: "READY" }))?.frame
               : await store.appendFrame(id, { type: "delta", ts: new Date().toISOString(), payload: { i } });
-          if (stored) resolved.push(stored.id);
+          if (stored) {
+            resolved.push(stored.id);
+            calls.push({ i, id: stored.id });
+          }
         }),
       );
       expect(resolved).toHaveLength(120);
       expect(resolved).toEqual([...resolved].sort((a, b) => a - b));
+      // Ids follow call order, the transition in its place among the appends.
+      expect(calls.sort((a, b) => a.id - b.id).map((c) => c.i)).toEqual(calls.map((_, k) => k));
+    });
+
+    it("stores a burst of concurrent appends over several sessions: each session's frames numbered in call order, an unknown session's not stored", async () => {
+      const ids = ["s1", "s2", "s3"];
+      for (const id of ids) await store.insertSession(session(id));
+      const results = await Promise.all(
+        Array.from({ length: 90 }, (_, i) =>
+          store.appendFrame(i % 10 === 9 ? "nobody" : (ids[i % ids.length] ?? "s1"), {
+            type: "delta",
+            ts: new Date().toISOString(),
+            payload: { i },
+          }),
+        ),
+      );
+      expect(results.filter((r) => r === undefined)).toHaveLength(9);
+      for (const [k, id] of ids.entries()) {
+        const calls = results.filter((_, i) => i % 3 === k && i % 10 !== 9);
+        expect(calls.map((r) => r?.frame.session_id)).toEqual(calls.map(() => id));
+        expect(calls.map((r) => r?.frame.seq)).toEqual(calls.map((_, n) => n + 1));
+        // The buffer keeps the last three (as above): what their appends resolved with, as stored.
+        const kept = await store.readFrames({ sessionId: id, after: 0, limit: 100 });
+        expect(kept).toEqual(calls.slice(-3));
+      }
     });
 
     it("transitions a session with its status frame in one step, once per state, honouring `from`", async () => {
