@@ -26,7 +26,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ModelServer } from "../fixtures/model-server.ts";
-import type { Engine, EngineProbe } from "../support/engine-probes.ts";
+import { type Engine, type EngineProbe, objectsGone } from "../support/engine-probes.ts";
 import { backendStateText, dockerClient } from "../support/session-harness.ts";
 import { type Json, System, startSessionModelServer, until } from "../support/system.ts";
 import { builtImage, referenceImage, repoRoot } from "../support/testbed.ts";
@@ -726,9 +726,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       const deleted = await timed("delete", () => system.call("DELETE", `${SESSIONS}/${CHAT}`));
       expect(deleted.status).toBe(200);
       expect((await system.call("GET", `${SESSIONS}/${CHAT}`)).status).toBe(404);
-      const objects = await probe.objects(container);
-      expect(Object.keys(objects).length).toBeGreaterThan(2);
-      expect(Object.entries(objects).filter(([, exists]) => exists)).toEqual([]);
+      expect((await objectsGone(probe, container)).length).toBeGreaterThan(2);
       expect(backendStateText(runnerDataDir())).not.toContain(`"${stackName()}"`);
       expect(
         existsSync(

@@ -34,6 +34,26 @@ export type WorkspaceInfo = { name: string; state: "running" | "stopped" | "star
  */
 export const KUBERNETES_STOPPED_WITHIN_MS = 150_000;
 
+/**
+ * After a delete: every engine object of `workload` gone (its kinds as `objects` names them). At
+ * once on Docker; on Kubernetes the Deployment is deleted in the foreground and goes with its last
+ * pod, which the 1.20 kubelet may keep for a while (seen in CI: still listed right after a delete
+ * whose stop had just scaled it down), so within the bound a stopped pod has (`stoppedWithinMs`).
+ * Past it, fails naming what is left. Resolves with the kinds it checked.
+ */
+export async function objectsGone(probe: EngineProbe, workload: string): Promise<string[]> {
+  return until(
+    `every engine object of ${workload} gone`,
+    async () => {
+      const objects = await probe.objects(workload);
+      const left = Object.entries(objects).filter(([, exists]) => exists);
+      if (left.length) throw new Error(`still there: ${left.map(([kind]) => kind).join(", ")}`);
+      return Object.keys(objects);
+    },
+    probe.stoppedWithinMs,
+  );
+}
+
 export interface EngineProbe {
   readonly engine: Engine;
   /** The workload runs: the container is Running / the Deployment has its one Ready pod. */
