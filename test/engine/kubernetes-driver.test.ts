@@ -311,7 +311,10 @@ describe("the Kubernetes driver on a real cluster", () => {
       `kubernetes driver: 128 MiB without a newline in ${timings.spew128MiB} ms; RSS ${Math.round(before / 2 ** 20)} MiB before, ${Math.round(peak / 2 ** 20)} MiB at most`,
     );
     expect(overlong).toEqual([DEFAULT_OUTPUT_LIMITS.maxLineBytes]);
-    expect(peak - before).toBeLessThan(96 * 1024 * 1024);
+    // Bounded: less than the line itself, which a reader that kept it would hold whole. The RSS
+    // of this process grew 66-98 MiB on a first run (the ws library's and the GC's lag at 64 MiB/s;
+    // 96 MiB failed once in CI), nothing on a second.
+    expect(peak - before).toBeLessThan(120 * 1024 * 1024);
     expect(agent.proc.send(JSON.stringify({ type: "message", text: "after" }))).toBe(true);
     expect((await agent.next("message")).payload.text).toBe("echo: after");
     await agent.proc.stop();
