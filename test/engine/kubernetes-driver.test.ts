@@ -312,7 +312,7 @@ describe("the Kubernetes driver on a real cluster", () => {
     );
     expect(overlong).toEqual([DEFAULT_OUTPUT_LIMITS.maxLineBytes]);
     // Bounded: less than the line itself, which a reader that kept it would hold whole. The RSS
-    // of this process grew 66-98 MiB on a first run (the ws library's and the GC's lag at 64 MiB/s;
+    // of this process grew 66-98 MiB on a first run (memory taken at 64 MiB/s and not yet given back;
     // 96 MiB failed once in CI), nothing on a second.
     expect(peak - before).toBeLessThan(120 * 1024 * 1024);
     expect(agent.proc.send(JSON.stringify({ type: "message", text: "after" }))).toBe(true);
