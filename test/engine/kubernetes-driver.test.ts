@@ -94,6 +94,7 @@ async function expectRemoved(labelSelector: string, name: string): Promise<void>
   });
   console.log(`${name}: its Deployment gone ${Date.now() - t0} ms after the remove returned`);
 }
+
 /** The drivers' warnings, printed beside the test (a fallback to the pod's address says why). */
 const driverLog: DriverLog = (level, msg, fields) => {
   if (level === "warn" || level === "error")
