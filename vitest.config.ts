@@ -12,7 +12,7 @@ export default defineConfig({
         test: {
           name: "unit",
           include: [
-            "{contracts,client,infra,stacks,policies,proxy,runner,reference,runtimes,bin,test/unit}/**/*.test.ts",
+            "{contracts,client,infra,stacks,policies,proxy,runner,runtimes,bin,test/unit}/**/*.test.ts",
           ],
           environment: "node",
           // The unit tier runs beside the engine tier in CI on two cores: a property test's

@@ -20,7 +20,7 @@ export type ObjectMeta = z.infer<typeof ObjectMeta>;
  * The agent command of a runtime that declares none (`spec.agent`): the reference agent, baked
  * into the reference image (scripts/testbed.d/image.sh).
  */
-export const REFERENCE_AGENT_COMMAND: readonly string[] = ["/bin/node", "/app/reference/agent.ts"];
+export const REFERENCE_AGENT_COMMAND: readonly string[] = ["/bin/node", "/app/runtimes/reference/agent.ts"];
 
 /**
  * What a runtime declares it can do beyond the contract's baseline: `streaming` (streamed replies),
@@ -49,11 +49,11 @@ export const AgentRuntimeSpec = z.strictObject({
   /**
    * The runtime's agent for seed-004 sessions (StartAgentSession): `command` is the argv the
    * runner executes inside the workload over a long-lived exec stream (compass.v1 on stdout, JSON
-   * commands on stdin). Default: the reference agent (`/bin/node /app/reference/agent.ts`).
+   * commands on stdin). Default: the reference agent (`/bin/node /app/runtimes/reference/agent.ts`).
    */
   agent: z.strictObject({ command: AgentCommand }).optional(),
   /**
-   * Workspaces kept provisioned ahead, per Agent bound to this runtime (runner/warm-pool.ts):
+   * Workspaces kept provisioned ahead, per Agent bound to this runtime (runner/sessions/warm-pool.ts):
    * a new workspace of such an Agent claims one instead of waiting for a Pulumi `up`. 0 or
    * absent: no pool.
    */

@@ -81,7 +81,7 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     request_id: z.string(),
   }),
   /**
-   * The whole desired warm-pool set of this runner (runner/warm-pool.ts): it keeps `size`
+   * The whole desired warm-pool set of this runner (runner/sessions/warm-pool.ts): it keeps `size`
    * unclaimed workspaces of each pool provisioned, agent pre-started, and destroys those of pools
    * not listed (or of an older `fingerprint`). Answers at once; filling happens in the background.
    */

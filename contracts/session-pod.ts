@@ -1,5 +1,5 @@
 /**
- * Names inside a Kubernetes session pod that the stack program (infra/kubernetes-session.ts) and
+ * Names inside a Kubernetes session pod that the stack program (infra/kubernetes/session.ts) and
  * the runner (runner/kubernetes*.ts) share. Plain values: the runner never loads the Pulumi SDK.
  */
 

@@ -24,8 +24,8 @@ export async function sessionProgram() {
   const args = { spec, credentials, adapterToken, stateHashKey };
   const session =
     spec.engine === "docker"
-      ? new (await import("./docker-session.ts")).DockerSession(spec.name, args)
-      : new (await import("./kubernetes-session.ts")).KubernetesSession(spec.name, args);
+      ? new (await import("./docker/session.ts")).DockerSession(spec.name, args)
+      : new (await import("./kubernetes/session.ts")).KubernetesSession(spec.name, args);
   return {
     resolvedImageDigest: session.resolvedImageDigest,
     workloadName: session.workloadName,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ContainerInputs } from "../infra/docker-provider/schema.ts";
+import type { ContainerInputs } from "../infra/docker/provider/schema.ts";
 import { dockerContainer, dockerNetwork } from "./testing/docker-fixtures.ts";
 import { resourceViolations, violatedBy } from "./testing/policy-harness.ts";
 

@@ -1,14 +1,14 @@
 import type { ReportViolation, ResourceValidation, ResourceValidationArgs } from "@pulumi/policy";
 import type * as k8s from "@pulumi/kubernetes";
 import type { Unwrap } from "@pulumi/pulumi";
-import { type ContainerInputs, DockerTypes, type NetworkInputs } from "../infra/docker-provider/schema.ts";
+import { type ContainerInputs, DockerTypes, type NetworkInputs } from "../infra/docker/provider/schema.ts";
 
 /**
  * The resources the pack judges, read with the types their SDKs publish. Kubernetes kinds are
  * recognised by their Pulumi type tokens (what `isType` compares for a @pulumi/kubernetes class)
  * and typed as those classes' inputs — types only: the pack never loads @pulumi/kubernetes at run
  * time (it took ~1 s of every `up` and `preview`, Docker stacks included); the Docker kinds through
- * the tokens and input shapes of our own provider (infra/docker-provider/schema.ts).
+ * the tokens and input shapes of our own provider (infra/docker/provider/schema.ts).
  */
 
 export type ObjectMeta = Unwrap<k8s.types.input.meta.v1.ObjectMeta>;

@@ -10,15 +10,15 @@ import { resourceViolations, stackViolations } from "./testing/policy-harness.ts
 
 let recorded: Recorded[];
 let components: {
-  docker: typeof import("../infra/docker-session.ts");
-  kubernetes: typeof import("../infra/kubernetes-session.ts");
+  docker: typeof import("../infra/docker/session.ts");
+  kubernetes: typeof import("../infra/kubernetes/session.ts");
 };
 
 beforeAll(async () => {
   recorded = installMocks();
   components = {
-    docker: await import("../infra/docker-session.ts"),
-    kubernetes: await import("../infra/kubernetes-session.ts"),
+    docker: await import("../infra/docker/session.ts"),
+    kubernetes: await import("../infra/kubernetes/session.ts"),
   };
 });
 

@@ -1,5 +1,5 @@
 import type { PolicyResource, StackValidationPolicy } from "@pulumi/policy";
-import { DockerTypes } from "../infra/docker-provider/schema.ts";
+import { DockerTypes } from "../infra/docker/provider/schema.ts";
 import { type DockerContainer, KubeKinds, namespaceOf, podTemplateOf, propsOf } from "./judged-resources.ts";
 
 /**

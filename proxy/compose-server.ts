@@ -172,7 +172,7 @@ export async function composeServer(
     );
     // Sessions of a previous run wait for their runners to reattach (or the window to close).
     await hub.recover();
-    // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/warm-pool.ts).
+    // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/sessions/warm-pool.ts).
     const warmPools = new WarmPools({
       store,
       runners: hub,

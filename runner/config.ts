@@ -1,11 +1,11 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { KubernetesRunnerConfig, kubernetesRunnerSource } from "./kubernetes-config.ts";
+import { KubernetesRunnerConfig, kubernetesRunnerSource } from "./kubernetes/config.ts";
 import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
-import { DEFAULT_OUTPUT_LIMITS } from "./agent-stdout.ts";
+import { DEFAULT_OUTPUT_LIMITS } from "./sessions/agent-stdout.ts";
 
-/** Bounds on each agent's stdout (runner/agent-stdout.ts). */
+/** Bounds on each agent's stdout (runner/sessions/agent-stdout.ts). */
 export const AgentOutputConfig = z.object({
   /** AGENT_SESSIONS_AGENT_LINE_MAX_BYTES: a longer line is dropped with an error frame. @default 262144 */
   maxLineBytes: z.coerce
@@ -65,7 +65,7 @@ export const RunnerConfig = z
     agentOutput: AgentOutputConfig.default(DEFAULT_OUTPUT_LIMITS),
     /**
      * AGENT_SESSIONS_GIT_IMAGE: a digest-pinned image with git and /bin/sh that seeds workspaces
-     * from repositories and diffs them (runner/docker-repo-seed.ts). Unset: a repository workstream
+     * from repositories and diffs them (runner/docker/repo-seed.ts). Unset: a repository workstream
      * fails to provision with FAILED_PRECONDITION.
      */
     gitImage: DigestPinnedImage.optional(),

@@ -1,11 +1,11 @@
 /** Wires a runner from its config: the engine's driver over the stacks library. */
 import { KubeConfig } from "@kubernetes/client-node";
-import { dockerClient } from "../infra/docker-provider/provider.ts";
+import { dockerClient } from "../infra/docker/provider/provider.ts";
 import { StackManager } from "../stacks/index.ts";
 import { parseRunnerConfig, type RunnerConfig } from "./config.ts";
-import { DockerDriver } from "./docker.ts";
-import type { EngineDriver } from "./driver.ts";
-import { KubernetesDriver } from "./kubernetes.ts";
+import { DockerDriver } from "./docker/driver.ts";
+import type { EngineDriver } from "./engine/driver.ts";
+import { KubernetesDriver } from "./kubernetes/driver.ts";
 import { jsonLog, Runner, type RunnerOptions } from "./runner.ts";
 
 /** `options.dial`: `serve`'s embedded runner reaches its server in process (contracts/runner-channel.ts). */
@@ -28,7 +28,7 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
   switch (config.engine) {
     case "docker":
       driver = new DockerDriver(dockerClient(config.dockerHost), stacks, {
-        // Stop/resume act on the engine at once and record the stack afterwards (runner/docker.ts).
+        // Stop/resume act on the engine at once and record the stack afterwards (runner/docker/driver.ts).
         fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
         // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
         fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",
@@ -42,9 +42,9 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
       kc.loadFromDefault();
       driver = new KubernetesDriver(kc, stacks, {
         ...config.kubernetes,
-        // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes-workspace.ts).
+        // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes/workspace-files.ts).
         workspaceImage: config.gitImage,
-        // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes.ts).
+        // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes/driver.ts).
         fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
         // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
         fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",

@@ -7,16 +7,16 @@ import { CodedError } from "../contracts/errors.ts";
 import { jsonLogger, type Logger } from "../contracts/log.ts";
 import type { InProcessDial } from "../contracts/runner-channel.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../contracts/runner-protocol.ts";
-import { probeAdapter } from "./adapter-probe.ts";
-import { AgentSessions } from "./agent-sessions.ts";
+import { probeAdapter } from "./engine/adapter-probe.ts";
+import { AgentSessions } from "./sessions/agent-sessions.ts";
 import type { RunnerConfig } from "./config.ts";
-import type { EngineDriver } from "./driver.ts";
-import { RunnerLink } from "./link.ts";
-import { Relays } from "./relay.ts";
-import { CREDENTIAL_FILE_NAME } from "./runner-credential.ts";
-import { SESSION_FILE_NAME, SessionFile } from "./session-file.ts";
-import { WARM_POOL_FILE_NAME, WarmPool } from "./warm-pool.ts";
-import { WorkspaceCommands } from "./workspace-commands.ts";
+import type { EngineDriver } from "./engine/driver.ts";
+import { RunnerLink } from "./link/link.ts";
+import { Relays } from "./relay/relay.ts";
+import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
+import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
+import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
+import { WorkspaceCommands } from "./relay/workspace-commands.ts";
 
 /** Bytes toward the server (socket buffer + offline queue) above which agents' output is not read. */
 const OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
@@ -49,9 +49,9 @@ export class Runner {
   readonly #tokens = new Map<string, string>();
   /** Token look-ups in the stacks under way, one per workspace. */
   readonly #tokenLookups = new Map<string, Promise<string | undefined>>();
-  /** The session set survives a restart of this process (runner/session-file.ts). */
+  /** The session set survives a restart of this process (runner/sessions/session-file.ts). */
   readonly #sessionFile: SessionFile;
-  /** Workspaces provisioned ahead (runner/warm-pool.ts), as the server's `warm_pools` asks. */
+  /** Workspaces provisioned ahead (runner/sessions/warm-pool.ts), as the server's `warm_pools` asks. */
   readonly #pool: WarmPool;
   /** The `workspace_*` commands (uploads staged under `<data-dir>/uploads`). */
   readonly #workspace: WorkspaceCommands;

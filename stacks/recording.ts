@@ -1,5 +1,5 @@
 /**
- * A stack whose recording is pending: the runner's fast path (runner/fast-path.ts) changed the engine
+ * A stack whose recording is pending: the runner's fast path (runner/engine/fast-path.ts) changed the engine
  * at once and the `up` that records the change in the stack is still to finish. While it is, a
  * marker file (holding the runner's PID) sits beside the stack's settings; a process outside the
  * runner that must see the stack settled (`agent-sessions policy check --expect-no-changes`) waits

@@ -444,7 +444,7 @@ export class StackManager {
 
   /**
    * The stack's own random key of the credential hash its Docker state keeps
-   * (infra/docker-provider/provider.ts): made once, on stdin like every secret, and kept — a new
+   * (infra/docker/provider/provider.ts): made once, on stdin like every secret, and kept — a new
    * key would make unchanged credentials look changed and roll the workload.
    */
   async #ensureStateHashKey(stackName: string, file: string, redact: readonly string[]): Promise<void> {

@@ -341,7 +341,7 @@ export class ControlPlane extends pulumi.ComponentResource {
                     { name: "AGENT_SESSIONS_RUNNER_CAPACITY", value: String(config.runnerCapacity) },
                     { name: "AGENT_SESSIONS_KUBERNETES_NAMESPACE", value: sessionsNamespace },
                     // What session NetworkPolicies admit: this pod's labels in this namespace
-                    // (by its labels), not pods of the sessions namespace (runner/kubernetes-config.ts).
+                    // (by its labels), not pods of the sessions namespace (runner/kubernetes/config.ts).
                     { name: "AGENT_SESSIONS_RUNNER_POD_LABELS", value: labelPairs(runnerLabels) },
                     {
                       name: "AGENT_SESSIONS_RUNNER_NAMESPACE_LABELS",

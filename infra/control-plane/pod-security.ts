@@ -1,6 +1,6 @@
 /**
  * The hardening every control-plane pod gets, the same as the session pods'
- * (infra/kubernetes-session.ts): non-root uid 65532 (the image's `agent-sessions` user), seccomp
+ * (infra/kubernetes/session.ts): non-root uid 65532 (the image's `agent-sessions` user), seccomp
  * RuntimeDefault, a read-only root file system, no privilege escalation, every capability
  * dropped, resource limits. Writable places are volumes: the data volume and a small
  * in-memory /tmp.

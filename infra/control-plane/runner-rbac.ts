@@ -8,7 +8,7 @@ import type * as k8s from "@pulumi/kubernetes";
 
 type PolicyRule = k8s.types.input.rbac.v1.PolicyRule;
 
-/** Everything the session program (infra/kubernetes-session.ts) declares, through the Kubernetes provider. */
+/** Everything the session program (infra/kubernetes/session.ts) declares, through the Kubernetes provider. */
 const MANAGE = ["get", "list", "watch", "create", "update", "patch", "delete"];
 const READ = ["get", "list", "watch"];
 
@@ -29,7 +29,7 @@ export function runnerRules(sessionsNamespace: string): PolicyRule[] {
     // an exec over WebSocket (what @kubernetes/client-node speaks) as `get`; SPDY, and WebSocket on
     // newer releases, as `create`.
     { apiGroups: [""], resources: ["pods/exec"], verbs: ["get", "create"] },
-    // The driver checks its namespace exists before a session (runner/kubernetes.ts); a Role in a
+    // The driver checks its namespace exists before a session (runner/kubernetes/driver.ts); a Role in a
     // namespace can grant reading that namespace object itself, so this needs no ClusterRole.
     { apiGroups: [""], resources: ["namespaces"], resourceNames: [sessionsNamespace], verbs: ["get"] },
   ];

@@ -3,13 +3,13 @@ import {
   DockerTypes,
   type NetworkInputs,
   type VolumeInputs,
-} from "../../infra/docker-provider/schema.ts";
+} from "../../infra/docker/provider/schema.ts";
 import type { DockerNetworkEgress } from "../judged-resources.ts";
 import { SESSION_IMAGE } from "./kubernetes-fixtures.ts";
 import type { FakeResource } from "./policy-harness.ts";
 
 /**
- * A compliant Docker session, the resources of our own provider (infra/docker-provider/schema.ts):
+ * A compliant Docker session, the resources of our own provider (infra/docker/provider/schema.ts):
  * a volume, an internal network isolated from the host, one hardened container on both.
  */
 
@@ -48,7 +48,7 @@ export function dockerContainer(change?: (container: ContainerInputs) => void): 
 /** The provider also takes `allowedEgress`: host endpoints opened through the gateway. */
 type NetworkProps = NetworkInputs & { allowedEgress: DockerNetworkEgress[] };
 
-/** Reaches one allowed model endpoint on the host, as infra/docker-session.ts declares it. */
+/** Reaches one allowed model endpoint on the host, as infra/docker/session.ts declares it. */
 export function dockerNetwork(change?: (network: NetworkProps) => void): FakeResource {
   const props: NetworkProps = {
     name: NETWORK_NAME,

@@ -34,7 +34,7 @@ export type WarmPoolsOptions = {
 export type WarmTarget = { runnerId: string; pool: string; fingerprint: string };
 
 /**
- * The server's half of the warm pool (the design is in runner/warm-pool.ts): policy only. Every
+ * The server's half of the warm pool (the design is in runner/sessions/warm-pool.ts): policy only. Every
  * `intervalMs` it computes the pools the AgentRuntimes ask for (`spec.warmPool.size` per Agent
  * bound to the runtime), assigns each pool to one connected runner (kept while it stays
  * connected) and sends every connected runner its whole set (`warm_pools`; an empty set makes a

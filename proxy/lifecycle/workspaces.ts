@@ -52,7 +52,7 @@ export type WorkspacesOptions = {
   log: Logger;
   /** The environment offered to sessions (offeredCredentialEnv), where `secretRef` credentials are read. @default none */
   secretEnv?: Record<string, string | undefined>;
-  /** Where a new workspace is claimed from before provisioning one (runner/warm-pool.ts). */
+  /** Where a new workspace is claimed from before provisioning one (runner/sessions/warm-pool.ts). */
   warmPools?: WarmPools;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;

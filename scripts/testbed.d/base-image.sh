@@ -5,7 +5,7 @@
 # natives), a shell and coreutils for their bash tools, git, CA certificates.
 #
 # The image runs as uid/gid 65532 (`agent`, home /workspace), the non-root user every session
-# workload is started as (infra/docker-session.ts, infra/kubernetes-session.ts); its root is
+# workload is started as (infra/docker/session.ts, infra/kubernetes/session.ts); its root is
 # meant to be mounted read-only: only /workspace (the session volume) and /tmp (a tmpfs) are
 # written. Setuid/setgid bits are cleared: nothing in a session may gain privileges.
 #

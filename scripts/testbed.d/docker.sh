@@ -96,7 +96,7 @@ tb_docker_down() {
   done
   { iptables -t nat -S POSTROUTING 2>/dev/null | grep -E "10\.213\." | sed 's/^-A/-D/' || true; } |
     while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
-  # The session networks' host-isolation chains (infra/docker-provider/host-isolation.ts).
+  # The session networks' host-isolation chains (infra/docker/provider/host-isolation.ts).
   local spec hook
   for spec in "filter INPUT AGENT-SESSIONS-INPUT" "nat PREROUTING AGENT-SESSIONS-DNAT"; do
     read -r t hook chain <<<"$spec"

@@ -7,7 +7,7 @@ TB_IMAGE_REPO=$TB_REGISTRY/agent-sessions/reference
 
 tb_image_hash() {
   # Rebuild when the sources, the Node version or this recipe change.
-  (cd "$TB_REPO" && cat scripts/testbed.d/image.sh reference/*.ts contracts/*.ts node_modules/zod/package.json 2>/dev/null; echo "$TB_NODE_VERSION") | sha256sum | cut -c1-16
+  (cd "$TB_REPO" && cat scripts/testbed.d/image.sh runtimes/reference/*.ts contracts/*.ts node_modules/zod/package.json 2>/dev/null; echo "$TB_NODE_VERSION") | sha256sum | cut -c1-16
 }
 
 tb_image_up() {
@@ -29,8 +29,8 @@ tb_image_up() {
   done
   cp /bin/busybox "$ctx/rootfs/bin/busybox"
   for a in sh cat ls echo mkdir rm sleep env id wget kill ps; do ln -sf busybox "$ctx/rootfs/bin/$a"; done
-  cp -r "$TB_REPO/reference" "$TB_REPO/contracts" "$ctx/rootfs/app/"
-  rm -f "$ctx"/rootfs/app/*/*.test.ts
+  mkdir -p "$ctx/rootfs/app/runtimes" && cp -r "$TB_REPO/runtimes/reference" "$ctx/rootfs/app/runtimes/" && cp -r "$TB_REPO/contracts" "$ctx/rootfs/app/"
+  rm -f "$ctx"/rootfs/app/*/*.test.ts "$ctx"/rootfs/app/*/*/*.test.ts
   cp -r "$TB_REPO/node_modules/zod" "$ctx/rootfs/app/node_modules/zod"
   printf '{"type":"module","private":true}\n' >"$ctx/rootfs/app/package.json"
   printf 'root:x:0:0:root:/:/bin/sh\nagent:x:65532:65532:agent:/workspace:/bin/sh\n' >"$ctx/rootfs/etc-passwd"
@@ -45,7 +45,7 @@ ENV PATH=/bin HOME=/workspace NODE_ENV=production
 USER 65532:65532
 WORKDIR /workspace
 EXPOSE 8080
-ENTRYPOINT ["/bin/node", "/app/reference/adapter-main.ts"]
+ENTRYPOINT ["/bin/node", "/app/runtimes/reference/adapter-main.ts"]
 DF
   chmod 1777 "$ctx/rootfs/tmp"
   docker build -q -t "$TB_IMAGE_REPO:$hash" "$ctx" >/dev/null

@@ -1051,7 +1051,7 @@ _tb_kc_expect() { # WANT(reach|blocked) FROM TO-NAME TO-IP
 #  1. a privileged pod is refused by admission;
 #  2. three pods of the reference session image (pulled by registry digest through the relay) Ready;
 #  3. NetworkPolicy, enforced by kube-router: before any policy every pod reaches every other; with
-#     a policy shaped like the session's (infra/kubernetes-manifests.ts: ingress on 8080 only from
+#     a policy shaped like the session's (infra/kubernetes/manifests.ts: ingress on 8080 only from
 #     the runner's pods; egress only DNS and the Agent's allowed endpoint as an ipBlock/32:port) on
 #     `session`, `runner` still reaches it, `other` no longer does; `session` reaches its allowed
 #     endpoint (`runner`'s :8080) but not `other`.
@@ -1132,7 +1132,7 @@ NP
   _tb_kc_expect reach runner session "$s" && _tb_kc_expect blocked other session "$s" &&
     _tb_kc_expect reach session runner "$r" && _tb_kc_expect blocked session other "$o" || return 1
   _tb_kc_host_expect blocked "session's pod IP (policy without runnerCidr)" "$s:8080" || return 1
-  # As infra/kubernetes-manifests.ts does with spec.kubernetes.runnerCidr: the runner on the host, by
+  # As infra/kubernetes/manifests.ts does with spec.kubernetes.runnerCidr: the runner on the host, by
   # the host link's address.
   _tb_kc_kubectl -n "$TB_KC_CHECK_NS" patch networkpolicy session --type=json \
     -p "[{\"op\": \"add\", \"path\": \"/spec/ingress/0/from/-\", \"value\": {\"ipBlock\": {\"cidr\": \"$TB_KC_LINK_HOST_IP/32\"}}}]" >/dev/null

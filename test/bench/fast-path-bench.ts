@@ -1,6 +1,6 @@
 /**
  * Create, stop and resume, today's full path (every step a `pulumi up`) beside the fast path
- * (runner/fast-path.ts: the engine at once, the stack recorded in the background), and both beside
+ * (runner/engine/fast-path.ts: the engine at once, the stack recorded in the background), and both beside
  * the engine floor, on Docker or Kubernetes: a plain container (a plain pod) of the same image to
  * its adapter's first HTTP answer.
  *
@@ -8,7 +8,7 @@
  *     (runs default 3, engine default docker; the test bed must be up:
  *      scripts/testbed up node docker pulumi image, and kubernetes pulumi-kubernetes for Kubernetes)
  *
- * Everything is real: the runner's driver (runner/docker.ts, runner/kubernetes.ts) over
+ * Everything is real: the runner's driver (runner/docker/driver.ts, runner/kubernetes/driver.ts) over
  * stacks/StackManager (Pulumi CLI, the providers, the policy pack, a file backend on a temp dir),
  * the test bed's dockerd or cluster, the reference image. Per run and path one new session goes:
  * create → Ready (provision: the adapter answered /readyz), stop (scaleDown returned; nothing
@@ -26,8 +26,8 @@ import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Labels, workloadName } from "../../contracts/session-spec.ts";
-import { DockerDriver } from "../../runner/docker.ts";
-import { KubernetesDriver } from "../../runner/kubernetes.ts";
+import { DockerDriver } from "../../runner/docker/driver.ts";
+import { KubernetesDriver } from "../../runner/kubernetes/driver.ts";
 import { type KubeClients, kubeClients } from "../support/kube-harness.ts";
 import { dockerClient, stackManagerFor, tempDir, uniqueName } from "../support/session-harness.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";

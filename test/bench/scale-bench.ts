@@ -47,7 +47,7 @@ const STEADY_SECONDS = 5;
 const EMITTING_SESSIONS = 100;
 /**
  * Simulated runners the sessions are spread over. A runner saves its whole session set on every
- * change (runner/session-file.ts), which is quadratic on one runner holding 10,000; real runners
+ * change (runner/sessions/session-file.ts), which is quadratic on one runner holding 10,000; real runners
  * hold ~100 each (default capacity).
  */
 const RUNNERS = positive(process.env.SCALE_BENCH_RUNNERS, 10, "SCALE_BENCH_RUNNERS");

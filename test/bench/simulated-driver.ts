@@ -1,12 +1,12 @@
 /**
  * An in-memory engine driver for the scale benchmark only (test/bench/scale-bench.ts): the
- * runner's EngineDriver interface (runner/driver.ts) without an engine. Provisioning and starting
+ * runner's EngineDriver interface (runner/engine/driver.ts) without an engine. Provisioning and starting
  * return at once; each started agent says it is up with one `log` frame, and then emits compass.v1
  * frames only when asked (`emit`), so the benchmark decides the load.
  */
 import { CodedError } from "../../contracts/errors.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
-import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "../../runner/driver.ts";
+import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "../../runner/engine/driver.ts";
 
 /** The digest part of a digest-pinned image (`repo@sha256:…`). */
 function digestOf(image: string): string {

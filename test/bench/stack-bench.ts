@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { PulumiCommand } from "@pulumi/pulumi/automation/index.js";
 import Docker from "dockerode";
 import { ADAPTER_PORT } from "../../contracts/adapter.ts";
-import { isolateBridge, removeBridgeRules } from "../../infra/docker-provider/host-isolation.ts";
+import { isolateBridge, removeBridgeRules } from "../../infra/docker/provider/host-isolation.ts";
 import { StackManager } from "../../stacks/index.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 

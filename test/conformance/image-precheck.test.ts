@@ -50,7 +50,7 @@ describe("conformance precheck: the image holds what the runtime declares", () =
     expect(
       await imageLacks(dockerClient(), referenceImage().image, {
         capabilities: ["streaming", "resume"],
-        agent: { command: ["/bin/node", "/app/reference/agent.ts"] },
+        agent: { command: ["/bin/node", "/app/runtimes/reference/agent.ts"] },
       }),
     ).toEqual([]);
   });

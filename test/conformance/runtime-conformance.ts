@@ -534,7 +534,10 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
       rpcContainer = spawned.body.container_name;
       const sessionId = spawned.body.session_id as string;
       // The exec'd process is the runtime's declared agent (the reference one when it declares none).
-      const command: string[] = registered.spec.agent?.command ?? ["/bin/node", "/app/reference/agent.ts"];
+      const command: string[] = registered.spec.agent?.command ?? [
+        "/bin/node",
+        "/app/runtimes/reference/agent.ts",
+      ];
       // Every process's argv, NUL-separated (a process may end between the glob and its read).
       const processes = await probe.exec(rpcContainer, [
         "sh",

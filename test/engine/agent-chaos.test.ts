@@ -5,7 +5,7 @@
  *
  * What "READY again" means after a runner SIGKILL: the agent's exec stream dies with the runner
  * (the engine closes the agent's pipes, the reference agent exits), so no agent survives it. The
- * runner keeps its authoritative session set in its data dir (runner/session-file.ts); restarted,
+ * runner keeps its authoritative session set in its data dir (runner/sessions/session-file.ts); restarted,
  * it starts each live agent again in its workspace (resuming from the workspace state: the agent's
  * `starts` goes up) before its hello reports the set, and the server, inside the reattach window,
  * moves the session from DISCONNECTED back to READY under the same session_id. Frames the agent

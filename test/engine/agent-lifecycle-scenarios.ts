@@ -36,7 +36,7 @@ import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Frame } from "../../contracts/compass.ts";
-import { SESSION_FILE_NAME } from "../../runner/session-file.ts";
+import { SESSION_FILE_NAME } from "../../runner/sessions/session-file.ts";
 import { type ModelServer, replyFor } from "../fixtures/model-server.ts";
 import { agentStarts, SessionFollower, setUpNamespace, stacksOf } from "../support/agent-system.ts";
 import { type Engine, type EngineProbe, objectsGone } from "../support/engine-probes.ts";
@@ -65,7 +65,7 @@ const PROCESS_LIST =
 
 const RUNTIMES: Record<"reference" | "compass", LifecycleRuntime> = {
   reference: {
-    agentScript: "/app/reference/agent.ts",
+    agentScript: "/app/runtimes/reference/agent.ts",
     model: false,
     exitOnItsOwn: { command: { type: "crash" }, reason: "AgentExited(3)" },
     allocate: [{ type: "flood", count: 200_000 }],

@@ -7,7 +7,7 @@
  * last one destroys it (afterAll destroys it too when a test failed).
  *
  * Sessions land in namespace `agent-sessions`: the runner's Kubernetes driver keeps them there
- * (runner/kubernetes.ts), so the stack uses it without creating or deleting it
+ * (runner/kubernetes/driver.ts), so the stack uses it without creating or deleting it
  * (createSessionsNamespace=false); the control plane's own namespace is unique per run.
  *
  * Runs on the default 1.20 cluster, and on the 1.35 one with AGENT_SESSIONS_TESTBED_KUBERNETES=current

@@ -223,7 +223,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
         image: referenceImage().image,
         contract: "v1alpha1",
         approved: true,
-        command: ["/bin/node", "/app/reference/one-shot.ts"],
+        command: ["/bin/node", "/app/runtimes/reference/one-shot.ts"],
       },
     });
     expect(oneShot.status).toBe(201);

@@ -28,7 +28,7 @@ import { promisify } from "node:util";
 import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Labels, SessionSpec, workloadName } from "../../contracts/session-spec.ts";
-import { isPodReady, KubernetesDriver } from "../../runner/kubernetes.ts";
+import { isPodReady, KubernetesDriver } from "../../runner/kubernetes/driver.ts";
 import { StackManager } from "../../stacks/index.ts";
 import {
   applyTestbedEnv,
@@ -286,7 +286,7 @@ beforeAll(async () => {
     { log: (level, msg, fields) => level !== "info" && console.error(level, msg, fields) },
   );
   // The namespace as a driver before Pod Security labels made it (managed by us, no enforce
-  // label): the driver labels it on its first provision (runner/kubernetes.ts), so the
+  // label): the driver labels it on its first provision (runner/kubernetes/driver.ts), so the
   // admission checks below prove that path. A namespace it creates itself is labelled at once.
   await core.createNamespace({
     body: { metadata: { name: k8sNamespace, labels: { [Labels.managedBy]: "agent-sessions" } } },

@@ -12,7 +12,7 @@
  *
  * Peak RSS (VmHWM) of the runner and the server is printed. The runner's byte budget is raised
  * for this file (AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND) so the whole 200 MB passes through
- * the line splitter within seconds; the throttling itself is unit-tested (runner/agent-stdout.test.ts).
+ * the line splitter within seconds; the throttling itself is unit-tested (runner/sessions/agent-stdout.test.ts).
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";

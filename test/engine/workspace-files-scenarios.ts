@@ -4,7 +4,7 @@
  * and out through the proxy only: on Docker the runner uses the Engine API's archive endpoints,
  * on Kubernetes it execs into the pod's `workspace` sidecar. What the agent sees is read in its
  * own container. Escapes are refused with 400 and change nothing. (A stopped session's
- * FAILED_PRECONDITION is covered by runner/docker-workspace.test.ts and workspace-repo-scenarios.ts.)
+ * FAILED_PRECONDITION is covered by runner/docker/workspace-files.test.ts and workspace-repo-scenarios.ts.)
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";

@@ -105,7 +105,7 @@ export async function agentPids(container: string): Promise<number[]> {
   }
   return out
     .split("\n")
-    .filter((line) => line.includes("/app/reference/agent.ts"))
+    .filter((line) => line.includes("/app/runtimes/reference/agent.ts"))
     .map((line) => Number(line.trim().split(/\s+/)[0]));
 }
 

@@ -15,8 +15,8 @@ import { Labels } from "../../contracts/session-spec.ts";
 import {
   CONTAINER_LOG_MAX_BYTES_PER_FILE,
   CONTAINER_LOG_MAX_FILES,
-} from "../../infra/docker-provider/log-limits.ts";
-import { isPodReady } from "../../runner/kubernetes.ts";
+} from "../../infra/docker/provider/log-limits.ts";
+import { isPodReady } from "../../runner/kubernetes/driver.ts";
 import { isGone, type KubeClients, kubeClients } from "./kube-harness.ts";
 import { dockerClient, dockerExec } from "./session-harness.ts";
 import { until } from "./system.ts";

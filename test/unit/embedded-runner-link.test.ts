@@ -1,5 +1,5 @@
 /**
- * `serve`'s embedded runner link: the real RunnerLink (runner/link.ts) dialing the real server
+ * `serve`'s embedded runner link: the real RunnerLink (runner/link/link.ts) dialing the real server
  * (proxy/main.ts) in process (contracts/runner-channel.ts), no socket. The protocol is the
  * WebSocket's (proxy/PROTOCOL.md): its sections are cited in the titles.
  */
@@ -13,7 +13,7 @@ import {
   startTestServer,
   type TestServer,
 } from "../../proxy/testing/test-server.ts";
-import { RunnerLink } from "../../runner/link.ts";
+import { RunnerLink } from "../../runner/link/link.ts";
 import { until } from "../support/until.ts";
 
 /** Until `holds` is true. */

@@ -25,11 +25,11 @@ function packagesLoadedBy(entry: string): Set<string> {
 
 describe("the runner's one-shot path", () => {
   it("runs an AgentRun on Docker without loading @pulumi/pulumi", () => {
-    const loaded = [...packagesLoadedBy("runner/docker-one-shot.ts")];
+    const loaded = [...packagesLoadedBy("runner/docker/one-shot.ts")];
     expect(loaded.filter((p) => p.startsWith("@pulumi/"))).toEqual([]);
   });
 
   it("would see Pulumi through the session component (the check can fail)", () => {
-    expect(packagesLoadedBy("infra/docker-session.ts").has("@pulumi/pulumi")).toBe(true);
+    expect(packagesLoadedBy("infra/docker/session.ts").has("@pulumi/pulumi")).toBe(true);
   });
 });

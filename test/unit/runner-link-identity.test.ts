@@ -1,5 +1,5 @@
 /**
- * The runner's real link (runner/link.ts) against the real server (proxy/main.ts) on port 0:
+ * The runner's real link (runner/link/link.ts) against the real server (proxy/main.ts) on port 0:
  * registration with the runner token, the issued credential kept 0600 in the data dir and
  * presented on the next start, and a new registration after the server forgot it (PROTOCOL.md §2).
  */
@@ -13,8 +13,8 @@ import {
   startTestServer,
   type TestServer,
 } from "../../proxy/testing/test-server.ts";
-import { RunnerLink } from "../../runner/link.ts";
-import { CREDENTIAL_FILE_NAME } from "../../runner/runner-credential.ts";
+import { RunnerLink } from "../../runner/link/link.ts";
+import { CREDENTIAL_FILE_NAME } from "../../runner/link/credential.ts";
 
 let t: TestServer | undefined;
 let dir = "";

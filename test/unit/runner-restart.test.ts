@@ -15,7 +15,7 @@ import {
   type TestServer,
 } from "../../proxy/testing/test-server.ts";
 import { parseRunnerConfig } from "../../runner/config.ts";
-import type { AgentProcess, EngineDriver } from "../../runner/driver.ts";
+import type { AgentProcess, EngineDriver } from "../../runner/engine/driver.ts";
 import { Runner } from "../../runner/runner.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions

@@ -1,0 +1,504 @@
+/**
+ * The Docker driver: provisioning through the session stack (stacks/), the agent over a
+ * long-lived hijacked exec stream, and exits observed through engine events (an exec stream cut
+ * by `docker rm -f` loses its exit code, TESTBED.md: the events say what happened).
+ *
+ * Create, stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off): a first
+ * create (no stack yet) is judged by the policy pack in process and made at once
+ * (runner/docker/fast-create.ts); a stop removes the container; a resume makes it from exactly
+ * the inputs of the last `up` at scale 1 this driver ran for the session (so from nothing the
+ * policy pack did not pass) — all directly on the engine with the provider's own code
+ * (infra/docker/provider/session-container.ts, session-network.ts); the call answers then, and
+ * the stack records the change with an `up` in the background (the provider adopts volume,
+ * network and container, or finds the container already gone). The session's next operation
+ * waits for that `up` (it "settles", runner/engine/fast-path.ts); a drift check outside the runner waits
+ * for it too (stacks/recording.ts). Anything else — a changed spec or credentials, a crashed
+ * container, a runner that restarted since, a pack that cannot be judged in process — takes the
+ * full path through `pulumi up`.
+ */
+import { PassThrough } from "node:stream";
+import type Docker from "dockerode";
+import { ADAPTER_PORT } from "../../contracts/adapter.ts";
+import { CodedError, parseOrThrow } from "../../contracts/errors.ts";
+import { Labels, SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import {
+  containerSpecInputs,
+  ensureSessionContainer,
+  networkGateway,
+  removeSessionContainer,
+} from "../../infra/docker/provider/session-container.ts";
+import { fastContainerInputs, fastCreateDocker } from "./fast-create.ts";
+import type { StackManager } from "../../stacks/index.ts";
+import { runOnce } from "./one-shot.ts";
+import { seedWorkspaceRepo } from "./repo-seed.ts";
+import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
+import { outputSettled } from "../engine/driver.ts";
+import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
+import {
+  AgentPidReader,
+  agentExecCommand,
+  agentSignalCommand,
+  signalUntilEnded,
+} from "../engine/agent-exec.ts";
+import type {
+  AgentOutput,
+  AgentProcess,
+  EngineDriver,
+  ExitReason,
+  ProvisionResult,
+  RunOnceCommand,
+  RunOnceOutcome,
+} from "../engine/driver.ts";
+
+type Placement = { namespace: string; name: string };
+
+/** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
+const DIE_SETTLE_MS = 500;
+/** How long an ended agent's exit waits for its last output to be taken. */
+const OUTPUT_SETTLE_MS = 2_000;
+
+export class DockerDriver implements EngineDriver {
+  readonly engine = "docker" as const;
+  readonly #docker: Docker;
+  readonly #stacks: StackManager;
+  readonly #placements = new Map<string, Placement>();
+  /** When the engine last reported an `oom` event per container (the watcher records it). */
+  readonly #ooms = new Map<string, number>();
+  /**
+   * The adapter's address per workspace, from the last `up` at scale 1: relayed requests must not
+   * pay a Pulumi CLI round trip (`stack output`) each. Dropped when the workload goes.
+   */
+  readonly #endpoints = new Map<string, string>();
+
+  readonly workspace: DockerWorkspaceFiles;
+  readonly #fastPath: boolean;
+  readonly #createsFast: boolean;
+  readonly #log: DriverLog;
+  /** What each workspace's stack records, and the background `up`s recording fast-path changes. */
+  readonly #records: FastPathRecords;
+
+  readonly #gitImage: string | undefined;
+
+  constructor(
+    docker: Docker,
+    stacks: StackManager,
+    options: {
+      fastPath?: boolean;
+      /** A first create takes the fast path too (runner/docker/fast-create.ts). @default fastPath */
+      fastCreate?: boolean;
+      log?: DriverLog;
+      /** The digest-pinned image a workspace is seeded from a repository with (runner/docker/repo-seed.ts). */
+      gitImage?: string | undefined;
+    } = {},
+  ) {
+    this.#docker = docker;
+    this.#gitImage = options.gitImage;
+    this.workspace = new DockerWorkspaceFiles(docker, options.gitImage);
+    this.#stacks = stacks;
+    this.#fastPath = options.fastPath ?? true;
+    this.#createsFast = this.#fastPath && (options.fastCreate ?? true);
+    this.#log = options.log ?? (() => undefined);
+    this.#records = new FastPathRecords(this.#log);
+  }
+
+  /** Resolves when the workspace's last fast-path change is recorded in its stack (at once if none). */
+  settled(containerName: string): Promise<void> {
+    return this.#records.settled(containerName);
+  }
+
+  /**
+   * Resume on the engine at once: the container of the last recorded inputs, then recorded. A
+   * heal (the recorded container exited or went while it should run) replaces it the same way;
+   * its stack still holds the lost container, so the recording refreshes first (which drops it)
+   * and the `up` then adopts the new one.
+   */
+  async #fastResume(containerName: string, spec: SessionSpec, secrets: Secrets, key: string, heal = false) {
+    const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
+    const done = this.#stacks.markRecording(parsed.namespace, parsed.name);
+    let running: Awaited<ReturnType<typeof ensureSessionContainer>>;
+    try {
+      const gateway = await networkGateway(this.#docker, containerSpecInputs(parsed).networkMode);
+      running = await ensureSessionContainer(
+        this.#docker,
+        fastContainerInputs(parsed, secrets, gateway),
+        60_000,
+      );
+    } catch (error) {
+      done();
+      this.#log("warn", "fast resume failed; taking the full path", {
+        container: containerName,
+        error: (error as Error).message.slice(0, 500),
+      });
+      return undefined;
+    }
+    const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
+    this.#endpoints.set(containerName, endpoint);
+    const record = heal
+      ? async () => {
+          await this.#stacks.refresh(parsed.namespace, parsed.name);
+          return this.#stacks.up(parsed, secrets);
+        }
+      : () => this.#stacks.up(parsed, secrets);
+    this.#records.record(containerName, { key, replicas: 1 }, record, done);
+    return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
+  }
+
+  /**
+   * A first create on the engine at once (runner/docker/fast-create.ts: judged by the policy pack
+   * in process first), then recorded by the stack's own `up` in the background.
+   */
+  async #fastCreate(containerName: string, spec: SessionSpec, secrets: Secrets, key: string) {
+    const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
+    const done = this.#stacks.markRecording(parsed.namespace, parsed.name);
+    const running = await fastCreateDocker(
+      this.#docker,
+      this.#stacks,
+      parsed,
+      secrets,
+      (level, msg, fields) => this.#log(level, msg, { container: containerName, ...fields }),
+    );
+    if (!running) {
+      done();
+      return undefined;
+    }
+    const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
+    this.#endpoints.set(containerName, endpoint);
+    this.#records.record(containerName, { key, replicas: 1 }, () => this.#stacks.up(parsed, secrets), done);
+    return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
+  }
+
+  async provision(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: { credentials: Record<string, string>; adapterToken: string },
+  ): Promise<ProvisionResult> {
+    if (workloadName(spec.namespace, spec.name) !== containerName) {
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `container_name ${containerName} does not match the session spec`,
+      );
+    }
+    this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
+    await this.settled(containerName);
+    const key = recordKey(spec, secrets);
+    const last = this.#records.get(containerName);
+    // Resumed (nothing runs) or healed (what should run exited: a crash, an OOM, the engine
+    // restarted, or it was removed) from the inputs last recorded, when nothing else changed.
+    const heal = last?.replicas === 1 && !(await this.isRunning(containerName));
+    if (
+      this.#fastPath &&
+      last?.key === key &&
+      (heal || (last.replicas === 0 && !(await this.#exists(containerName))))
+    ) {
+      const fast = await this.#fastResume(containerName, spec, secrets, key, heal);
+      if (fast) {
+        await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
+        return fast;
+      }
+    }
+    // A first create (no stack yet, nothing recorded here): made at once, recorded behind.
+    if (this.#createsFast && !last && !(await this.#stacks.exists(spec.namespace, spec.name))) {
+      const fast = await this.#fastCreate(containerName, spec, secrets, key);
+      if (fast) {
+        await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
+        return fast;
+      }
+    }
+    this.#records.forget(containerName);
+    await this.#forgetLostContainer(containerName, spec);
+    this.#endpoints.delete(containerName);
+    const outputs = await this.#stacks.up({ ...spec, replicas: 1 }, secrets);
+    this.#records.set(containerName, { key, replicas: 1 });
+    if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
+    // Once, before any agent session starts in it: a seeded checkout is never fetched again.
+    await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
+    return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
+  }
+
+  /**
+   * A re-provision replaces a container that was removed outside or is no longer running (it
+   * exited, was OOM-killed): `up` alone trusts the stack's state and would change nothing. An
+   * exited container is removed, then `refresh` drops what is gone from the state, so `up`
+   * creates it again under its name (the volume, untouched, keeps the workspace).
+   */
+  async #forgetLostContainer(containerName: string, spec: SessionSpec): Promise<void> {
+    let state: { Running: boolean } | undefined;
+    try {
+      state = (await this.#docker.getContainer(containerName).inspect()).State;
+    } catch {
+      state = undefined; // gone
+    }
+    if (state?.Running) return;
+    if (!(await this.#stacks.exists(spec.namespace, spec.name))) return; // a first provision
+    if (state) await this.#docker.getContainer(containerName).remove({ force: true });
+    await this.#stacks.refresh(spec.namespace, spec.name);
+  }
+
+  async #exists(containerName: string): Promise<boolean> {
+    return this.#docker
+      .getContainer(containerName)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      );
+  }
+
+  async #placement(containerName: string): Promise<Placement | undefined> {
+    const known = this.#placements.get(containerName);
+    if (known) return known;
+    // After a runner restart: find the session by the labels on its volume.
+    const { Volumes } = await this.#docker.listVolumes({
+      filters: JSON.stringify({ label: [`${Labels.managedBy}=agent-sessions`] }),
+    });
+    for (const v of Volumes ?? []) {
+      const ns = v.Labels?.[Labels.namespace];
+      const name = v.Labels?.[Labels.session];
+      if (ns && name && workloadName(ns, name) === containerName) {
+        const p = { namespace: ns, name };
+        this.#placements.set(containerName, p);
+        return p;
+      }
+    }
+    return undefined;
+  }
+
+  oomSince(containerName: string, sinceMs: number): boolean {
+    return (this.#ooms.get(containerName) ?? Number.NEGATIVE_INFINITY) >= sinceMs;
+  }
+
+  isRunning(containerName: string): Promise<boolean> {
+    return isContainerRunning(this.#docker, containerName);
+  }
+
+  async endpoint(containerName: string): Promise<string> {
+    const p = await this.#placement(containerName);
+    if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    const cached = this.#endpoints.get(containerName);
+    if (cached) return cached;
+    // After a runner restart: the running container's address on its session network (a fast
+    // path's recording may not have finished before the previous process died), else the last
+    // `up`'s outputs, kept until the workload goes.
+    const running = await this.#runningContainer(containerName);
+    // The session network is named after the workload (infra/docker/provider/session-network.ts).
+    const ip = running?.NetworkSettings.Networks[`${containerName}-net`]?.IPAddress;
+    const endpoint = ip
+      ? `${ip}:${ADAPTER_PORT}`
+      : (await this.#stacks.outputs(p.namespace, p.name)).endpoint;
+    if (endpoint) this.#endpoints.set(containerName, endpoint);
+    return endpoint;
+  }
+
+  async adapterToken(containerName: string): Promise<string | undefined> {
+    const p = await this.#placement(containerName);
+    if (!p) return undefined;
+    // A running container's own token first: it is the one its adapter checks, and it is there
+    // even when the stack never recorded it (a fast path's recording that died with its process).
+    const env = (await this.#runningContainer(containerName))?.Config.Env ?? [];
+    const running = env.find((e) => e.startsWith("ADAPTER_TOKEN="))?.slice("ADAPTER_TOKEN=".length);
+    if (running) return running;
+    return this.#stacks.adapterToken(p.namespace, p.name).catch((e: unknown) => {
+      if ((e as { code?: string }).code === "NOT_FOUND") return undefined;
+      throw e;
+    });
+  }
+
+  async #runningContainer(containerName: string): Promise<Docker.ContainerInspectInfo | undefined> {
+    const info = await this.#docker
+      .getContainer(containerName)
+      .inspect()
+      .catch(() => undefined);
+    return info?.State.Running ? info : undefined;
+  }
+
+  async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
+    const container = this.#docker.getContainer(containerName);
+    if (!(await isContainerRunning(this.#docker, containerName)))
+      throw new CodedError("NOT_FOUND", `workspace ${containerName} has no running container`);
+    const exec = await container.exec({
+      // The shell reports the agent's PID in the container's PID namespace, then becomes the
+      // agent: a stop that closing stdin does not finish can signal exactly that process.
+      Cmd: agentExecCommand(command),
+      AttachStdin: true,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+    });
+    const stream = await exec.start({ hijack: true, stdin: true });
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    this.#docker.modem.demuxStream(stream, stdout, stderr);
+    // demuxStream writes without looking at write()'s answer: the exec stream itself is held
+    // while stdout is full, so a slow `output` backs up through dockerd to the agent's writes.
+    stream.on("data", () => {
+      if (stdout.writableNeedDrain) stream.pause();
+    });
+    stdout.on("drain", () => stream.resume());
+    stdout.pipe(output);
+    // The agent's stderr is its own log; frames come from stdout only. Its first line is our PID note.
+    const agentPid = new AgentPidReader();
+    stderr.setEncoding("utf8");
+    stderr.on("data", (chunk: string) => agentPid.feed(chunk));
+    const exited = new Promise<{ exitCode: number | null }>((resolve) => {
+      let done = false;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        stdout.end();
+        // The last lines reach `output` before the exit is reported (bounded: it may be throttled).
+        void outputSettled(output, OUTPUT_SETTLE_MS).then(() =>
+          exec.inspect().then(
+            (info) => resolve({ exitCode: info.ExitCode ?? null }),
+            () => resolve({ exitCode: null }), // container removed: the events say why
+          ),
+        );
+      };
+      stream.once("end", finish);
+      stream.once("close", finish);
+      stream.once("error", finish);
+    });
+    return {
+      send: (line) => stream.write(`${line}\n`),
+      stop: async () => {
+        // Closing stdin ends the reference agent; anything else gets ended with the exec's PID.
+        stream.end();
+        const ended = await Promise.race([
+          exited.then(() => true),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
+        ]);
+        const signal = async (name: "TERM" | "KILL") => {
+          const pid = agentPid.value;
+          if (!pid) return;
+          const kill = await container
+            .exec({ Cmd: agentSignalCommand(name, pid), AttachStdout: false, AttachStderr: false })
+            .catch(() => undefined);
+          await kill?.start({}).catch(() => undefined);
+        };
+        const within = (ms: number) =>
+          Promise.race([
+            exited.then(() => true),
+            new Promise<boolean>((r) => setTimeout(() => r(false), ms)),
+          ]);
+        if (!ended && !(await signalUntilEnded(signal, within))) stream.destroy();
+        await exited;
+      },
+      exited,
+    };
+  }
+
+  runOnce(command: RunOnceCommand): Promise<RunOnceOutcome> {
+    return runOnce(this.#docker, command);
+  }
+
+  async scaleDown(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    this.#endpoints.delete(containerName);
+    const fast = this.#fastPath
+      ? async () => {
+          const done = this.#stacks.markRecording(p.namespace, p.name);
+          try {
+            await removeSessionContainer(this.#docker, containerName);
+          } catch (error) {
+            done();
+            throw error;
+          }
+          return done;
+        }
+      : undefined;
+    await this.#records.scaleDown(containerName, fast, () => this.#stacks.scaleDown(p.namespace, p.name));
+  }
+
+  async remove(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) return; // nothing of ours: removal is idempotent
+    await this.settled(containerName);
+    this.#records.forget(containerName);
+    await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
+      if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+    });
+    this.#placements.delete(containerName);
+    this.#endpoints.delete(containerName);
+  }
+
+  async watch(
+    onExit: (containerName: string, reason: ExitReason, detail: string) => void,
+  ): Promise<() => void> {
+    let stopped = false;
+    let current: NodeJS.ReadableStream | undefined;
+    const subscribe = async (): Promise<void> => {
+      const stream = (await this.#docker.getEvents({
+        filters: JSON.stringify({
+          type: ["container"],
+          event: ["die", "oom", "destroy"],
+          label: [`${Labels.managedBy}=agent-sessions`],
+        }),
+      })) as NodeJS.ReadableStream;
+      current = stream;
+      const oomed = new Set<string>();
+      // `docker rm -f` sends `die` then `destroy`: a `die` waits a moment for a `destroy` of the
+      // same container, so a removal is reported as ContainerRemoved, not as an exit.
+      const dying = new Map<string, NodeJS.Timeout>();
+      let buffer = "";
+      stream.on("data", (chunk: Buffer) => {
+        buffer += chunk.toString("utf8");
+        const lines = buffer.split("\n");
+        buffer = lines.pop() ?? "";
+        for (const line of lines) {
+          if (!line.trim()) continue;
+          const ev = JSON.parse(line) as { Action: string; Actor: { Attributes: Record<string, string> } };
+          const name = ev.Actor.Attributes.name ?? "";
+          if (ev.Action === "oom") {
+            oomed.add(name);
+            this.#ooms.set(name, Date.now());
+          } else if (ev.Action === "die") {
+            const code = ev.Actor.Attributes.exitCode ?? "?";
+            const oom = oomed.delete(name);
+            clearTimeout(dying.get(name));
+            dying.set(
+              name,
+              setTimeout(() => {
+                dying.delete(name);
+                if (!oom && code !== "137") {
+                  onExit(name, "ContainerExited", `exit code ${code}`);
+                  return;
+                }
+                // 137 alone is also `docker kill`; the oom event (or OOMKilled) tells them apart.
+                void this.#docker
+                  .getContainer(name)
+                  .inspect()
+                  .then(
+                    (info) =>
+                      onExit(
+                        name,
+                        info.State.OOMKilled || oom ? "OOMKilled" : "ContainerExited",
+                        `exit code ${code}`,
+                      ),
+                    () => onExit(name, oom ? "OOMKilled" : "ContainerExited", `exit code ${code}`),
+                  );
+              }, DIE_SETTLE_MS),
+            );
+          } else if (ev.Action === "destroy") {
+            clearTimeout(dying.get(name));
+            dying.delete(name);
+            onExit(name, "ContainerRemoved", "container removed");
+          }
+        }
+      });
+      stream.once("end", () => {
+        if (stopped) return;
+        // The engine went away (restart): every container died with it; resubscribe when back.
+        onExit("*", "EngineRestarted", "docker engine event stream ended");
+        const retry = () => {
+          if (!stopped) subscribe().catch(() => setTimeout(retry, 1000));
+        };
+        setTimeout(retry, 1000);
+      });
+    };
+    await subscribe();
+    return () => {
+      stopped = true;
+      (current as unknown as { destroy?: () => void })?.destroy?.();
+    };
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * A workspace seeded from a repository (issue 18) on Docker, and its diff. Session images need
+ * not have git (the reference image is `FROM scratch`): both run in a short-lived container of the
+ * runner's git image (digest-pinned, AGENT_SESSIONS_GIT_IMAGE; the test bed's base image), hardened
+ * like a session's (non-root 65532, read-only root, capabilities dropped, no-new-privileges, no
+ * host mounts), with only the session volume mounted and a tmpfs /tmp. The seed runs on the
+ * session's own network, so it reaches exactly what the Agent's egress allows (through the
+ * network's gateway, infra/docker/provider/host-isolation.ts); the diff runs with no network and
+ * the volume read-only. The container is removed whatever happened.
+ *
+ * The scripts, their inputs and git's errors are the same on every engine (repo-scripts.ts).
+ */
+import { randomBytes } from "node:crypto";
+import { PassThrough } from "node:stream";
+import type Docker from "dockerode";
+import { CodedError } from "../../contracts/errors.ts";
+import { Labels, type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import { viaGateway } from "../../infra/docker/provider/gateway-url.ts";
+import { networkGateway } from "../../infra/docker/provider/session-container.ts";
+import {
+  DIFF_SCRIPT,
+  GIT_BASE_ENV,
+  NOT_SEEDED_EXIT,
+  SEED_SCRIPT,
+  SEED_TIMEOUT_MS,
+  gitError,
+  noGitImage,
+  seedFailed,
+  seedInputs,
+} from "../engine/repo-scripts.ts";
+import { shortLivedHostConfig } from "./short-lived-container.ts";
+
+/** git's error text collected (bounded) from stderr. */
+const MAX_STDERR_CHARS = 8_000;
+
+export type GitContainer = {
+  image: string;
+  /** The session's workload name (its volume is `<base>-workspace`). */
+  base: string;
+  script: string;
+  env: string[];
+  network: string;
+  readOnly: boolean;
+};
+
+export function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOptions {
+  const base = g.base;
+  return {
+    name: `${base}-git-${randomBytes(3).toString("hex")}`,
+    Image: g.image,
+    Entrypoint: ["/bin/sh", "-c", g.script],
+    Cmd: [],
+    User: "65532:65532",
+    WorkingDir: "/tmp",
+    Env: [...GIT_BASE_ENV, ...g.env],
+    Labels: { [Labels.managedBy]: "agent-sessions" },
+    HostConfig: shortLivedHostConfig({
+      network: g.network,
+      mounts: [{ Type: "volume", Source: `${base}-workspace`, Target: "/workspace", ReadOnly: g.readOnly }],
+      tmpMiB: 256,
+      memoryMiB: 256,
+      pids: 128,
+    }),
+  };
+}
+
+/** Starts the container with stdout streamed and stderr collected (bounded); `exit` is its status. */
+async function runGit(
+  docker: Docker,
+  g: GitContainer,
+): Promise<{
+  stdout: PassThrough;
+  stderr: () => string;
+  exit: Promise<number>;
+  remove: () => Promise<void>;
+}> {
+  await assertImage(docker, g.image);
+  const container = await docker.createContainer(gitContainerOptions(g));
+  const remove = () =>
+    container.remove({ force: true }).then(
+      () => undefined,
+      () => undefined,
+    );
+  try {
+    const attached = (await container.attach({
+      stream: true,
+      stdout: true,
+      stderr: true,
+    })) as NodeJS.ReadableStream;
+    const stdout = new PassThrough();
+    const errors = new PassThrough();
+    let errorText = "";
+    errors.on("data", (chunk: Buffer) => {
+      if (errorText.length < MAX_STDERR_CHARS) errorText += chunk.toString("utf8");
+    });
+    docker.modem.demuxStream(attached, stdout, errors);
+    attached.on("end", () => stdout.end());
+    await container.start();
+    const exit = container.wait().then((r: { StatusCode: number }) => r.StatusCode);
+    return { stdout, stderr: () => errorText, exit, remove };
+  } catch (error) {
+    await remove();
+    throw error;
+  }
+}
+
+async function assertImage(docker: Docker, image: string): Promise<void> {
+  try {
+    await docker.getImage(image).inspect();
+  } catch {
+    throw new CodedError("FAILED_PRECONDITION", `the runner's git image ${image} is not on the engine`);
+  }
+}
+
+/**
+ * Seeds the session volume from `spec.repo` unless it already was (no-op without a repo).
+ * FAILED_PRECONDITION (details.reason RepoCloneFailed) with git's error when the fetch or checkout fails.
+ */
+export async function seedWorkspaceRepo(
+  docker: Docker,
+  gitImage: string | undefined,
+  spec: SessionSpec,
+  credentials: Record<string, string>,
+): Promise<void> {
+  const repo = spec.repo;
+  if (!repo) return;
+  if (!gitImage) throw noGitImage("seed a workspace from a repository");
+  const base = workloadName(spec.namespace, spec.name);
+  const network = `${base}-net`;
+  const gatewayUrl = viaGateway(repo.url, spec.egress, await networkGateway(docker, network));
+  // Given to the engine at create time only (never on a command line).
+  const { env, secrets } = seedInputs(repo, gatewayUrl, credentials);
+  const run = await runGit(docker, {
+    image: gitImage,
+    base,
+    script: SEED_SCRIPT,
+    env,
+    network,
+    readOnly: false,
+  });
+  try {
+    run.stdout.resume();
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([
+      run.exit,
+      new Promise<number>((resolve) => {
+        timer = setTimeout(() => resolve(-1), SEED_TIMEOUT_MS);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (code === 0) return;
+    const why =
+      code === -1
+        ? `timed out after ${SEED_TIMEOUT_MS / 1000} s`
+        : gitError(run.stderr(), secrets, gatewayUrl, repo.url) || `exit ${code}`;
+    throw seedFailed(repo, why);
+  } finally {
+    await run.remove();
+  }
+}
+
+/**
+ * `git diff` of `/workspace/<path>` against its seeded commit, untracked files included, streamed.
+ * FAILED_PRECONDITION when the path holds no seeded checkout. Works with the session stopped too
+ * (only the volume is needed).
+ */
+export async function workspaceRepoDiff(
+  docker: Docker,
+  gitImage: string | undefined,
+  containerName: string,
+  path: string,
+): Promise<AsyncIterable<Buffer>> {
+  if (!gitImage) throw noGitImage("diff a workspace");
+  const run = await runGit(docker, {
+    image: gitImage,
+    base: containerName,
+    script: DIFF_SCRIPT,
+    env: [`SEED_PATH=${path}`, "DIFF_SCRATCH=/tmp"],
+    network: "none",
+    readOnly: true,
+  });
+  return (async function* () {
+    try {
+      for await (const chunk of run.stdout) yield chunk as Buffer;
+      const code = await run.exit;
+      if (code === NOT_SEEDED_EXIT)
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `workspace ${containerName} holds no checkout seeded from a repository at /workspace/${path}`,
+        );
+      if (code !== 0)
+        throw new CodedError("INTERNAL", `git diff failed: ${gitError(run.stderr(), [], "\u0000", "")}`);
+    } finally {
+      await run.remove();
+    }
+  })();
+}

@@ -1,0 +1,138 @@
+/**
+ * The engine driver interface: one implementation per engine (docker.ts, kubernetes.ts), the
+ * rest of the runner never touches an engine directly.
+ */
+import type { Writable } from "node:stream";
+import type { SessionSpec } from "../../contracts/session-spec.ts";
+import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import type { WorkspaceEntry } from "../../contracts/workspace-files.ts";
+
+/** A one-shot (v1alpha1) run, as the server asks for it. */
+export type RunOnceCommand = Extract<RunnerCommand, { kind: "run_once" }>;
+export type RunOnceOutcome = {
+  /** null when the run was killed (timeout). */
+  exit_code: number | null;
+  /** stdout: its tail, bounded (runner/docker/run-output.ts). */
+  output: string;
+  /** Bytes of stdout dropped before `output`; absent when none were. */
+  output_truncated_bytes?: number;
+  timed_out: boolean;
+  resolved_image_digest: string;
+};
+
+export type ProvisionResult = { containerName: string; endpoint: string; resolvedImageDigest: string };
+
+/** Why an agent or its workspace went away unexpectedly. */
+export type ExitReason =
+  | "AgentExited"
+  | "ContainerExited"
+  | "OOMKilled"
+  | "ContainerRemoved"
+  | "EngineRestarted"
+  | "PodDeleted"
+  | "Evicted";
+
+/** A running agent process inside a workspace, reached over a long-lived exec stream. */
+export interface AgentProcess {
+  /** Writes one line to the agent's stdin. */
+  send(line: string): boolean;
+  /** Ends the agent deliberately (stdin closed, then a signal). Resolves when it is gone. */
+  stop(): Promise<void>;
+  /** Resolves once when the process ends, with its exit code when the engine still knows it. */
+  readonly exited: Promise<{ exitCode: number | null }>;
+}
+
+/**
+ * Where the agent's stdout bytes go (runner/sessions/agent-stdout.ts): the driver pipes them in and honours
+ * its backpressure all the way to the exec stream, so a slow sink slows the agent, never the runner.
+ * The driver ends it when stdout ends.
+ */
+export type AgentOutput = Writable;
+
+/** A staged upload: its size and a way to read it (once per write). */
+export type WorkspaceUpload = { size: number; open: () => AsyncIterable<Buffer> };
+
+/**
+ * The files API of a workspace (contracts/workspace-files.ts). Paths are confined relative paths
+ * ("" is /workspace); the engine side refuses symlinks leading out (INVALID_ARGUMENT) and answers
+ * FAILED_PRECONDITION when the workload is not running.
+ */
+export interface WorkspaceFiles {
+  list(containerName: string, path: string): Promise<WorkspaceEntry[]>;
+  /** A file's bytes, or a tar of the path. RESOURCE_EXHAUSTED up front when a file exceeds `maxBytes`. */
+  read(
+    containerName: string,
+    path: string,
+    what: "file" | "archive",
+    maxBytes: number,
+  ): Promise<AsyncIterable<Buffer>>;
+  /** Writes the whole file at once (missing parent directories are created). */
+  write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void>;
+  /** Deletes a file or a directory tree (a symlink itself, never its target). NOT_FOUND when absent. */
+  delete(containerName: string, path: string): Promise<boolean>;
+  /** A git diff of the checkout at `path` against its seeded commit (FAILED_PRECONDITION when none). */
+  diff?(containerName: string, path: string): Promise<AsyncIterable<Buffer>>;
+}
+
+export interface EngineDriver {
+  readonly engine: "docker" | "kubernetes";
+  /** Brings the session stack up at scale 1 (idempotent) and waits for the adapter to be ready. */
+  provision(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: { credentials: Record<string, string>; adapterToken: string },
+  ): Promise<ProvisionResult>;
+  /** True when the workload exists and runs. */
+  isRunning(containerName: string): Promise<boolean>;
+  /**
+   * Starts the agent over an exec stream, its stdout piped into `output`. Throws a NOT_FOUND
+   * CodedError when the workload is gone.
+   */
+  startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess>;
+  /** Scale to 0: the workload goes, the volume stays. */
+  scaleDown(containerName: string): Promise<void>;
+  /** Destroys everything of the session, volume included. */
+  remove(containerName: string): Promise<void>;
+  /** Observes unexpected workload exits (crash, OOM, removal, engine restart). */
+  watch(onExit: (containerName: string, reason: ExitReason, detail: string) => void): Promise<() => void>;
+  /** host:port of the adapter for relayed requests. */
+  endpoint(containerName: string): Promise<string>;
+  /**
+   * The adapter token the workspace's stack holds (a Pulumi secret of its config), for a runner
+   * that restarted since it provisioned the workspace and so lost the token it was given.
+   * Undefined when this runner holds no workspace (stack) of that name.
+   */
+  adapterToken(containerName: string): Promise<string | undefined>;
+  /**
+   * True when the engine reported an out-of-memory kill in the workload at or after `sinceMs`
+   * (epoch ms): an agent that ends then was OOM-killed even if the workload lives on. Optional:
+   * an engine that cannot tell leaves it out.
+   */
+  oomSince?(containerName: string, sinceMs: number): boolean;
+  /**
+   * A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards
+   * (contracts/agent-run.ts). Engines without it answer `run_once` with UNIMPLEMENTED.
+   */
+  runOnce?(command: RunOnceCommand): Promise<RunOnceOutcome>;
+  /** The workspace files API; engines without it answer the `workspace_*` commands UNIMPLEMENTED. */
+  readonly workspace?: WorkspaceFiles;
+}
+
+/** Resolves once `output` has taken everything (finished or destroyed), or after `ms` at most. */
+export function outputSettled(output: AgentOutput, ms: number): Promise<void> {
+  if (output.writableFinished || output.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    timer.unref?.();
+    function done() {
+      clearTimeout(timer);
+      output.off("finish", done);
+      output.off("close", done);
+      output.off("error", done);
+      resolve();
+    }
+    output.once("finish", done);
+    output.once("close", done);
+    output.once("error", done);
+  });
+}

@@ -1,0 +1,114 @@
+/**
+ * The git side of a workspace seeded from a repository (issue 18), the same on every engine: the
+ * POSIX sh scripts that seed a checkout once and diff it against the seeded commit, the
+ * environment they take, and how git's errors are told without a credential. Docker runs them in
+ * a short-lived container of the runner's git image (docker-repo-seed.ts); Kubernetes in the
+ * session pod's `workspace` sidecar of that image (kubernetes-workspace.ts).
+ *
+ * Inputs come as environment, never spliced into a script or a command line.
+ */
+import { CodedError } from "../../contracts/errors.ts";
+import type { SessionSpec } from "../../contracts/session-spec.ts";
+import { redactUrl } from "../../contracts/workspace-repo.ts";
+
+/** The ref the seeded commit is kept under. */
+export const SEED_REF = "refs/agent-sessions/seed";
+/** Exit status of the diff script when the path holds no seeded checkout. */
+export const NOT_SEEDED_EXIT = 3;
+/** git's error text kept for a message. */
+const MAX_ERROR_CHARS = 2_000;
+export const SEED_TIMEOUT_MS = 120_000;
+
+/**
+ * Seeded once: when `/workspace/$SEED_PATH/.git` exists nothing is fetched (a re-provision or
+ * resume never clobbers the agent's changes). The seeded commit is kept as SEED_REF.
+ */
+export const SEED_SCRIPT = `set -u
+dir="/workspace/$SEED_PATH"
+mkdir -p "$dir" && cd "$dir" || exit 1
+if [ -e .git ]; then echo "already seeded" >&2; exit 0; fi
+fail() { rm -rf .git; exit 1; }
+git init -q . || fail
+git fetch -q --no-tags --depth=1 "$SEED_URL" "$SEED_REF" || fail
+commit=$(git rev-parse 'FETCH_HEAD^{commit}') || fail
+git update-ref ${SEED_REF} "$commit" || fail
+git -c advice.detachedHead=false checkout -q --detach "$commit" || fail
+echo "seeded $commit" >&2`;
+
+/**
+ * The diff against the seeded commit, untracked files included: a throwaway index and object
+ * directory under `$DIFF_SCRATCH` (made and removed here), so the checkout itself is never written.
+ */
+export const DIFF_SCRIPT = `set -u
+cd "/workspace/$SEED_PATH" 2>/dev/null && git rev-parse -q --verify ${SEED_REF} >/dev/null 2>&1 || exit ${NOT_SEEDED_EXIT}
+scratch=$(mktemp -d "$DIFF_SCRATCH/diff.XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
+export GIT_INDEX_FILE="$scratch/index" GIT_OBJECT_DIRECTORY="$scratch/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$PWD/.git/objects"
+mkdir -p "$scratch/objects"
+{ cp .git/index "$scratch/index" 2>/dev/null || git read-tree ${SEED_REF}; } && git add -A . && git diff --cached --no-color --no-ext-diff --binary ${SEED_REF}`;
+
+/** What every git run gets besides its own inputs. */
+export const GIT_BASE_ENV = ["HOME=/tmp", "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LANG=C.UTF-8"];
+
+/** The seed's inputs for `url` (the address the workload reaches the repository at). */
+export type SeedInputs = {
+  /** NAME=value pairs for the seed script. */
+  env: string[];
+  /** What must never appear in a message: the credential and its Basic encoding. */
+  secrets: string[];
+};
+
+/**
+ * The seed script's environment for `spec.repo` fetched from `url`; the credential goes in as git
+ * configuration (an `http.extraHeader`), never on a command line or in a URL.
+ * FAILED_PRECONDITION (RepoCloneFailed) when the named credential was not given.
+ */
+export function seedInputs(
+  repo: NonNullable<SessionSpec["repo"]>,
+  url: string,
+  credentials: Record<string, string>,
+): SeedInputs {
+  const env = [`SEED_URL=${url}`, `SEED_REF=${repo.ref ?? "HEAD"}`, `SEED_PATH=${repo.path}`];
+  const secret = repo.credential ? credentials[repo.credential] : undefined;
+  if (repo.credential && secret === undefined)
+    throw new CodedError("FAILED_PRECONDITION", `repository credential ${repo.credential} was not given`, {
+      reason: "RepoCloneFailed",
+    });
+  if (secret === undefined) return { env, secrets: [] };
+  const basic = Buffer.from(`git:${secret}`).toString("base64");
+  env.push(
+    "GIT_CONFIG_COUNT=1",
+    "GIT_CONFIG_KEY_0=http.extraHeader",
+    `GIT_CONFIG_VALUE_0=Authorization: Basic ${basic}`,
+  );
+  return { env, secrets: [secret, basic] };
+}
+
+/** FAILED_PRECONDITION (RepoCloneFailed) naming the repository, ref and git's reason. */
+export function seedFailed(repo: NonNullable<SessionSpec["repo"]>, why: string): CodedError {
+  return new CodedError(
+    "FAILED_PRECONDITION",
+    `seeding /workspace/${repo.path} from ${redactUrl(repo.url)} at ${repo.ref ?? "HEAD"} failed: ${why}`,
+    { reason: "RepoCloneFailed" },
+  );
+}
+
+/** The runner has no git image: a repository cannot be seeded (RepoCloneFailed). */
+export function noGitImage(what: string): CodedError {
+  return new CodedError(
+    "FAILED_PRECONDITION",
+    `this runner has no git image (AGENT_SESSIONS_GIT_IMAGE) to ${what}`,
+    what.startsWith("seed") ? { reason: "RepoCloneFailed" } : undefined,
+  );
+}
+
+/** git's own words, without credentials or URLs' user parts, `seenUrl` named as the user's `url`. */
+export function gitError(text: string, secrets: string[], seenUrl: string, url: string): string {
+  let out = text.split(seenUrl).join(url);
+  for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join("***");
+  out = redactUrl(out)
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .join("; ");
+  return out.length > MAX_ERROR_CHARS ? `${out.slice(0, MAX_ERROR_CHARS)}…` : out;
+}

@@ -1,0 +1,142 @@
+/**
+ * The sidecar's files script (runner/kubernetes/workspace-files.ts) run for real by this machine's
+ * /bin/sh (dash, as in the test bed's base image) with GNU coreutils, find and tar, against a
+ * temporary directory standing in for /workspace: what it writes, lists, reads and refuses.
+ */
+import { spawnSync } from "node:child_process";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  existsSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { EXIT, filesScript } from "./workspace-files.ts";
+
+let root: string;
+let outside: string;
+beforeEach(() => {
+  root = realpathSync(mkdtempSync(join(tmpdir(), "ws-root-")));
+  outside = realpathSync(mkdtempSync(join(tmpdir(), "ws-outside-")));
+  writeFileSync(join(outside, "secret.txt"), "not yours\n");
+});
+afterEach(() => {
+  rmSync(root, { recursive: true, force: true });
+  rmSync(outside, { recursive: true, force: true });
+});
+
+function run(op: string, path: string, extra: string[] = [], input?: Buffer | string) {
+  const r = spawnSync("/bin/sh", ["-c", filesScript(root), "sh", op, path, ...extra], {
+    ...(input !== undefined ? { input } : {}),
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr.toString() };
+}
+
+describe("the workspace sidecar's files script", () => {
+  it("writes exactly the announced bytes, parents created, and reads them back", () => {
+    const body = Buffer.from("hello from the proxy\n");
+    // More on stdin than announced: the script takes its size and stops (stdin never closes on v4).
+    expect(
+      run("write", "src/notes/hello.txt", [String(body.length)], Buffer.concat([body, Buffer.from("extra")]))
+        .code,
+    ).toBe(0);
+    expect(readFileSync(join(root, "src/notes/hello.txt"), "utf8")).toBe("hello from the proxy\n");
+    const read = run("file", "src/notes/hello.txt", ["1000"]);
+    expect(read.code).toBe(0);
+    expect(read.stdout.toString()).toBe("hello from the proxy\n");
+    // Short input is refused and leaves nothing.
+    expect(run("write", "short.txt", ["100"], "only a few").code).toBe(EXIT.short);
+    expect(existsSync(join(root, "short.txt"))).toBe(false);
+  });
+
+  it("lists one level: type, size, mtime, name and a symlink's target, NUL-separated", () => {
+    mkdirSync(join(root, "dir"));
+    writeFileSync(join(root, "a.txt"), "12345");
+    symlinkSync("a.txt", join(root, "link"));
+    const out = run("list", "");
+    expect(out.code).toBe(0);
+    const fields = out.stdout.toString().split("\0");
+    const entries = [];
+    for (let i = 0; i + 5 <= fields.length; i += 5) entries.push([fields[i], fields[i + 3], fields[i + 4]]);
+    expect(entries.sort((x, y) => String(x[1]).localeCompare(String(y[1])))).toEqual([
+      ["f", "a.txt", ""],
+      ["d", "dir", ""],
+      ["l", "link", "a.txt"],
+    ]);
+    expect(run("list", "a.txt").code).toBe(EXIT.notDir);
+    expect(run("list", "nope").code).toBe(EXIT.missing);
+  });
+
+  it("refuses every way out through a symlink, and writes nothing outside", () => {
+    symlinkSync(outside, join(root, "out"));
+    symlinkSync(join(outside, "secret.txt"), join(root, "secret-link"));
+    expect(run("file", "out/secret.txt", ["1000"]).code).toBe(EXIT.outside);
+    expect(run("file", "secret-link", ["1000"]).code).toBe(EXIT.outside);
+    expect(run("list", "out").code).toBe(EXIT.outside);
+    expect(run("archive", "out").code).toBe(EXIT.outside);
+    expect(run("write", "out/evil", ["1"], "x").code).toBe(EXIT.outside);
+    expect(run("write", "secret-link", ["1"], "x").code).toBe(EXIT.outside);
+    expect(run("delete", "out/secret.txt").code).toBe(EXIT.outside);
+    expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe("not yours\n");
+    expect(existsSync(join(outside, "evil"))).toBe(false);
+    // The link itself is the workspace's own entry: deleting it removes the link, not its target.
+    expect(run("delete", "out").code).toBe(0);
+    expect(existsSync(join(root, "out"))).toBe(false);
+    expect(existsSync(join(outside, "secret.txt"))).toBe(true);
+  });
+
+  it("tells a directory, a file over the limit, a file where a parent should be, and the root itself", () => {
+    mkdirSync(join(root, "dir"));
+    writeFileSync(join(root, "big.bin"), Buffer.alloc(2048));
+    expect(run("file", "dir", ["1000"]).code).toBe(EXIT.isDir);
+    const big = run("file", "big.bin", ["1000"]);
+    expect(big.code).toBe(EXIT.tooLarge);
+    expect(big.stderr.trim()).toBe("2048");
+    expect(big.stdout.length).toBe(0);
+    expect(run("write", "dir", ["1"], "x").code).toBe(EXIT.isDir);
+    expect(run("write", "big.bin/child", ["1"], "x").code).toBe(EXIT.notDir);
+    expect(run("write", "", ["1"], "x").code).toBe(EXIT.root);
+    expect(run("delete", "").code).toBe(EXIT.root);
+    expect(run("delete", "missing").code).toBe(EXIT.missing);
+    expect(existsSync(root)).toBe(true);
+  });
+
+  it("archives a directory as a tar named after it", () => {
+    mkdirSync(join(root, "src"));
+    writeFileSync(join(root, "src/x.txt"), "x\n");
+    const tar = run("archive", "src");
+    expect(tar.code).toBe(0);
+    const listing = spawnSync("tar", ["-t"], { input: tar.stdout }).stdout.toString().split("\n").sort();
+    expect(listing.filter(Boolean)).toEqual(["src/", "src/x.txt"]);
+  });
+
+  it("never touches anything outside the root for arbitrary confined paths (fast-check)", () => {
+    const segment = fc.constantFrom("a", "b", "out", ".hidden", "x y", "ü", "-n", "*");
+    fc.assert(
+      fc.property(
+        fc.array(segment, { minLength: 1, maxLength: 4 }),
+        fc.constantFrom("write", "delete"),
+        (segments, op) => {
+          rmSync(join(root, "out"), { recursive: true, force: true });
+          symlinkSync(outside, join(root, "out"));
+          const path = segments.join("/");
+          const r = run(op, path, op === "write" ? ["1"] : [], "z");
+          // Only the root's `out` leads out (a deeper `out` is an ordinary entry); deleting `out` itself is fine.
+          if (segments[0] === "out" && (op === "write" || segments.length > 1))
+            expect(r.code).toBe(EXIT.outside);
+          expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe("not yours\n");
+          expect(spawnSync("ls", ["-A", outside]).stdout.toString().trim()).toBe("secret.txt");
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+});

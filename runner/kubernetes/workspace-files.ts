@@ -1,0 +1,339 @@
+/**
+ * The workspace files API, repo seed and diff on Kubernetes (issue 18), by exec into the session
+ * pod's `workspace` sidecar (infra/kubernetes/session.ts): the runner's git image with the session
+ * volume at /workspace, so nothing is asked of the agent's image and no client ever execs.
+ *
+ * Every path is confined before it gets here (contracts/workspace-files.ts); in the sidecar each
+ * is resolved with its symlinks followed (`realpath -m`), and one that leads out of /workspace is
+ * refused with INVALID_ARGUMENT before anything is read or written. Paths travel as arguments of
+ * the exec (they are not secrets); a seed's inputs, credential included, travel on its stdin, so
+ * they reach neither a command line nor the API server's audit log. The 1.20 exec protocol cannot
+ * close stdin alone, so every command reads exactly what it is told to (a count of lines, an
+ * upload's size) and stops.
+ *
+ * A workspace without a Ready pod (a stopped session: the Deployment is at 0) is
+ * FAILED_PRECONDITION: resume the session first.
+ */
+import { PassThrough, type Readable } from "node:stream";
+import { CodedError } from "../../contracts/errors.ts";
+import type { SessionSpec } from "../../contracts/session-spec.ts";
+import { WORKSPACE_ROOT, type WorkspaceEntry } from "../../contracts/workspace-files.ts";
+import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
+import { WORKSPACE_CONTAINER, WORKSPACE_SCRATCH } from "../../contracts/session-pod.ts";
+import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
+import type { ExecStream, PodExec } from "./exec.ts";
+import {
+  DIFF_SCRIPT,
+  GIT_BASE_ENV,
+  NOT_SEEDED_EXIT,
+  SEED_SCRIPT,
+  SEED_TIMEOUT_MS,
+  gitError,
+  seedFailed,
+  seedInputs,
+} from "../engine/repo-scripts.ts";
+import { tooLarge } from "../docker/workspace-files.ts";
+
+/** Exit statuses of FILES_SCRIPT besides 0 and 1. */
+export const EXIT = {
+  outside: 10,
+  missing: 11,
+  isDir: 12,
+  notDir: 13,
+  tooLarge: 14,
+  root: 15,
+  short: 16,
+} as const;
+
+/**
+ * One POSIX sh script for every operation: `sh -c SCRIPT sh OP PATH [N]`. PATH is relative to
+ * `root` (/workspace; "" is the root itself; another root only in tests); N is a file's size limit (file) or an upload's size
+ * (write). `list` prints five NUL-terminated fields per entry: type, size, mtime, name, link target.
+ */
+export function filesScript(root = WORKSPACE_ROOT): string {
+  return `set -u
+op=$1; rel=$2
+resolve() {
+  r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1
+  case "$r" in "${root}"|"${root}"/*) ;; *) exit ${EXIT.outside} ;; esac
+}
+case "$op" in
+list)
+  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] || exit ${EXIT.notDir}
+  cd "$r" && exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0' ;;
+file)
+  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] && exit ${EXIT.isDir}
+  size=$(stat -c %s -- "$r") || exit 1
+  [ "$size" -le "$3" ] || { echo "$size" >&2; exit ${EXIT.tooLarge}; }
+  exec cat -- "$r" ;;
+archive)
+  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
+  cd "$(dirname -- "$r")" && exec tar -c -f - -- "$(basename -- "$r")" ;;
+write)
+  [ -n "$rel" ] || exit ${EXIT.root}
+  resolve "$rel"; [ -d "$r" ] && exit ${EXIT.isDir}
+  dir=$(dirname -- "$r")
+  mkdir -p -- "$dir" 2>/dev/null && [ -d "$dir" ] || exit ${EXIT.notDir}
+  tmp="$dir/.agent-sessions-upload.$$"
+  head -c "$3" > "$tmp" || { rm -f -- "$tmp"; exit 1; }
+  [ "$(stat -c %s -- "$tmp")" = "$3" ] || { rm -f -- "$tmp"; exit ${EXIT.short}; }
+  exec mv -f -- "$tmp" "$r" ;;
+delete)
+  [ -n "$rel" ] || exit ${EXIT.root}
+  parent=$(dirname -- "$rel"); [ "$parent" = . ] && parent=
+  resolve "$parent"; [ -d "$r" ] || exit ${EXIT.missing}
+  t="$r/$(basename -- "$rel")"
+  [ -e "$t" ] || [ -L "$t" ] || exit ${EXIT.missing}
+  exec rm -rf -- "$t" ;;
+*) exit 2 ;;
+esac`;
+}
+const FILES_SCRIPT = filesScript();
+
+/** Reads `n` lines of NAME=value from stdin into the environment, then runs the seed. */
+const SEED_FROM_STDIN = `read -r n || exit 1
+i=0; while [ "$i" -lt "$n" ]; do IFS= read -r kv || exit 1; export "$kv"; i=$((i + 1)); done
+${SEED_SCRIPT}`;
+
+const FIND_TYPES: Record<string, WorkspaceEntry["type"]> = { f: "file", d: "dir", l: "symlink" };
+
+export type WorkspacePods = {
+  /** The Ready pod of a workspace, if any. */
+  readyPod(containerName: string): Promise<{ name: string; containers: string[] } | undefined>;
+};
+
+export class KubernetesWorkspaceFiles implements WorkspaceFiles {
+  readonly #exec: PodExec;
+  readonly #pods: WorkspacePods;
+
+  constructor(exec: PodExec, pods: WorkspacePods) {
+    this.#exec = exec;
+    this.#pods = pods;
+  }
+
+  async list(containerName: string, path: string): Promise<WorkspaceEntry[]> {
+    const run = await this.#files(containerName, "list", path);
+    const chunks: Buffer[] = [];
+    for await (const chunk of run.stdout) chunks.push(chunk as Buffer);
+    await this.#check(run, path);
+    const fields = Buffer.concat(chunks).toString("utf8").split("\0");
+    const listed: ListedEntry[] = [];
+    for (let i = 0; i + 5 <= fields.length; i += 5) {
+      const [kind = "", size = "0", mtime = "0", name = "", link = ""] = fields.slice(i, i + 5);
+      listed.push({
+        name,
+        type: FIND_TYPES[kind] ?? "other",
+        size: Number(size),
+        mtimeSeconds: Number(mtime),
+        linkTarget: link,
+      });
+    }
+    return workspaceListing(listed);
+  }
+
+  async read(
+    containerName: string,
+    path: string,
+    what: "file" | "archive",
+    maxBytes: number,
+  ): Promise<AsyncIterable<Buffer>> {
+    const run = await this.#files(containerName, what, path, what === "file" ? [String(maxBytes)] : []);
+    // The checks come before the first byte: wait for that byte (or the end) to answer an error.
+    const first = await firstChunk(run.stdout);
+    if (first === undefined) await this.#check(run, path, maxBytes);
+    const check = () => this.#check(run, path, maxBytes);
+    return (async function* () {
+      try {
+        if (first === undefined) return;
+        yield first;
+        for await (const chunk of run.stdout) yield chunk as Buffer;
+        await check();
+      } finally {
+        // A reader that stops early (over the limit, gone) ends the command too.
+        run.close();
+      }
+    })();
+  }
+
+  async write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void> {
+    const stdin = openStdin();
+    const run = await this.#files(containerName, "write", path, [String(upload.size)], stdin);
+    run.stdout.resume();
+    try {
+      for await (const chunk of upload.open()) stdin.write(chunk);
+    } catch (error) {
+      run.close();
+      throw error;
+    }
+    await this.#check(run, path);
+  }
+
+  async delete(containerName: string, path: string): Promise<boolean> {
+    const run = await this.#files(containerName, "delete", path);
+    run.stdout.resume();
+    await this.#check(run, path);
+    return true;
+  }
+
+  /** Needs a Ready pod: a stopped session is FAILED_PRECONDITION, as for the files. */
+  async diff(containerName: string, path: string): Promise<AsyncIterable<Buffer>> {
+    const pod = await this.#pod(containerName);
+    const run = await this.#exec.stream(pod, WORKSPACE_CONTAINER, [
+      "env",
+      `SEED_PATH=${path}`,
+      `DIFF_SCRATCH=${WORKSPACE_SCRATCH}`,
+      "/bin/sh",
+      "-c",
+      DIFF_SCRIPT,
+    ]);
+    return (async function* () {
+      try {
+        for await (const chunk of run.stdout) yield chunk as Buffer;
+      } finally {
+        run.close();
+      }
+      const code = await run.exit;
+      if (code === NOT_SEEDED_EXIT)
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `workspace ${containerName} holds no checkout seeded from a repository at /workspace/${path}`,
+        );
+      if (code !== 0)
+        throw new CodedError("INTERNAL", `git diff failed: ${gitError(run.stderr(), [], "\0", "")}`);
+    })();
+  }
+
+  /**
+   * Seeds the workspace from `spec.repo` unless it already was (no-op without a repo), from inside
+   * the pod: its NetworkPolicy decides what the fetch reaches. FAILED_PRECONDITION (details.reason
+   * RepoCloneFailed) with git's error when the fetch or checkout fails.
+   */
+  async seed(containerName: string, spec: SessionSpec, credentials: Record<string, string>): Promise<void> {
+    const repo = spec.repo;
+    if (!repo) return;
+    const { env, secrets } = seedInputs(repo, repo.url, credentials);
+    const lines = [...GIT_BASE_ENV.filter((e) => !e.startsWith("HOME=")), ...env];
+    const pod = await this.#pod(containerName);
+    const stdin = openStdin();
+    const run = await this.#exec.stream(pod, WORKSPACE_CONTAINER, ["/bin/sh", "-c", SEED_FROM_STDIN], {
+      stdin,
+    });
+    stdin.write(`${lines.length}\n${lines.join("\n")}\n`);
+    run.stdout.resume();
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([
+      run.exit,
+      new Promise<"timeout">((resolve) => {
+        timer = setTimeout(() => resolve("timeout"), SEED_TIMEOUT_MS);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (code === 0) return;
+    if (code === "timeout") run.close();
+    const why =
+      code === "timeout"
+        ? `timed out after ${SEED_TIMEOUT_MS / 1000} s`
+        : gitError(run.stderr(), secrets, repo.url, repo.url) || `exit ${code}`;
+    throw seedFailed(repo, why);
+  }
+
+  async #files(
+    containerName: string,
+    op: string,
+    path: string,
+    extra: string[] = [],
+    stdin?: Readable,
+  ): Promise<ExecStream> {
+    const pod = await this.#pod(containerName);
+    return this.#exec.stream(
+      pod,
+      WORKSPACE_CONTAINER,
+      ["/bin/sh", "-c", FILES_SCRIPT, "sh", op, path, ...extra],
+      {
+        ...(stdin ? { stdin } : {}),
+      },
+    );
+  }
+
+  async #pod(containerName: string): Promise<string> {
+    const pod = await this.#pods.readyPod(containerName);
+    if (!pod)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `workspace ${containerName} has no running pod (the session is stopped); resume it first`,
+      );
+    if (!pod.containers.includes(WORKSPACE_CONTAINER))
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `the pod of workspace ${containerName} has no ${WORKSPACE_CONTAINER} sidecar (it was provisioned by a runner without a git image); provision it again`,
+      );
+    return pod.name;
+  }
+
+  /** The command's end as the files API's error, if it failed. */
+  async #check(run: ExecStream, path: string, maxBytes?: number): Promise<void> {
+    const code = await run.exit;
+    if (code === 0) return;
+    const shown = `${WORKSPACE_ROOT}${path === "" ? "" : `/${path}`}`;
+    switch (code) {
+      case EXIT.outside:
+        throw new CodedError("INVALID_ARGUMENT", `${shown} leads out of ${WORKSPACE_ROOT} through a symlink`);
+      case EXIT.missing:
+        throw new CodedError("NOT_FOUND", `${shown} does not exist`);
+      case EXIT.isDir:
+        throw new CodedError(
+          "INVALID_ARGUMENT",
+          maxBytes !== undefined
+            ? `${shown} is a directory; download it with :archive`
+            : `${shown} is a directory`,
+        );
+      case EXIT.notDir:
+        throw new CodedError(
+          "INVALID_ARGUMENT",
+          maxBytes !== undefined ? `${shown} is not a directory` : `a parent of ${shown} is not a directory`,
+        );
+      case EXIT.tooLarge:
+        throw tooLarge(maxBytes ?? 0, Number(run.stderr().trim()) || undefined);
+      case EXIT.root:
+        throw new CodedError(
+          "INVALID_ARGUMENT",
+          `cannot write or delete ${WORKSPACE_ROOT} itself; name a file`,
+        );
+      case EXIT.short:
+        throw new CodedError("INTERNAL", `the upload to ${shown} arrived short`);
+      default:
+        throw new CodedError(
+          "INTERNAL",
+          `the workspace command failed on ${shown} (exit ${code ?? "unknown"}): ${run.stderr().slice(0, 300)}`,
+        );
+    }
+  }
+}
+
+/**
+ * An exec's stdin that never ends: the exec client closes the whole exec stream when stdin ends
+ * on a protocol that cannot close stdin alone (v4, Kubernetes < 1.29), cutting the command off.
+ * The command reads what it was told to and exits; its end closes the stream.
+ */
+function openStdin(): PassThrough {
+  return new PassThrough();
+}
+
+/** The stream's first chunk, or undefined when it ends without one. */
+function firstChunk(stream: Readable): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const done = (chunk: Buffer | undefined) => {
+      stream.off("readable", onReadable);
+      stream.off("end", onEnd);
+      stream.off("error", reject);
+      resolve(chunk);
+    };
+    const onReadable = () => {
+      const chunk = stream.read() as Buffer | null;
+      if (chunk !== null) done(chunk);
+    };
+    const onEnd = () => done(undefined);
+    stream.on("readable", onReadable);
+    stream.once("end", onEnd);
+    stream.once("error", reject);
+  });
+}

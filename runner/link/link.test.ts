@@ -1,0 +1,187 @@
+import { Socket, type AddressInfo } from "node:net";
+import { describe, expect, it, vi } from "vitest";
+import { WebSocketServer } from "ws";
+import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../../contracts/runner-protocol.ts";
+import { backoffDelay, type LinkOptions, RunnerLink } from "./link.ts";
+
+/** A runner link to `serverUrl` (not started) with no sessions; its log lines go to `log`. */
+function testLink(
+  serverUrl: string,
+  options: Partial<LinkOptions> = {},
+  log: (msg: string) => void = () => {},
+) {
+  return new RunnerLink(
+    {
+      serverUrl,
+      token: "runner-token-0123456789",
+      name: "r",
+      engine: "docker",
+      capacity: 1,
+      labels: {},
+      ...options,
+    },
+    { sessions: () => [], command: async () => ({}), log: (_level, msg) => log(msg) },
+  );
+}
+
+/** A link never started: every send goes to the offline queue. */
+function detachedLink(limits: { maxQueue?: number; maxQueueBytes?: number }) {
+  return testLink("http://127.0.0.1:1", limits);
+}
+
+const frame = (text: string): RunnerToServer & { type: "frame" } => ({
+  version: RUNNER_PROTOCOL_VERSION,
+  type: "frame" as const,
+  payload: {
+    session_id: "s1",
+    frame: { protocol: "compass.v1" as const, type: "log" as const, payload: { text } },
+  },
+});
+
+describe("the runner link's offline queue", () => {
+  it("is bounded in bytes, not only in messages: big frames push out the oldest", () => {
+    const link = detachedLink({ maxQueue: 10_000, maxQueueBytes: 100_000 });
+    for (let i = 0; i < 100; i++) link.send(frame("z".repeat(10_000)));
+    expect(link.backlog).toBeLessThanOrEqual(100_000);
+    expect(link.backlog).toBeGreaterThan(80_000);
+  });
+
+  it("is bounded in messages too", () => {
+    const link = detachedLink({ maxQueue: 5 });
+    for (let i = 0; i < 50; i++) link.send(frame("a"));
+    const one = JSON.stringify(frame("a")).length;
+    expect(link.backlog).toBe(5 * one);
+  });
+
+  it("validates a message before queueing it", () => {
+    const link = detachedLink({});
+    expect(() => link.send({ ...frame("a"), payload: { session_id: 1 } } as never)).toThrow();
+    expect(link.backlog).toBe(0);
+  });
+});
+
+describe("backoff", () => {
+  it("is full jitter below the capped exponential", () => {
+    expect(backoffDelay(3, 250, 10_000, () => 0.999)).toBe(1998);
+    expect(backoffDelay(30, 250, 10_000, () => 0.5)).toBe(5000);
+  });
+});
+
+describe("the runner link's writes", () => {
+  it("sends the messages of one tick in one write, in order, and holds none back", async () => {
+    const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+    const received: string[] = [];
+    const attached = new Promise<void>((resolve) => {
+      server.on("connection", (ws) => {
+        ws.on("message", (data) => {
+          const message = JSON.parse(String(data)) as RunnerToServer;
+          if (message.type === "hello") {
+            ws.send(
+              JSON.stringify({
+                version: RUNNER_PROTOCOL_VERSION,
+                type: "welcome",
+                payload: { runner_id: "r-1", heartbeat_ms: 60_000 },
+              }),
+            );
+            setTimeout(resolve, 50);
+          } else if (message.type === "frame" && message.payload.frame.type === "log")
+            received.push(String(message.payload.frame.payload.text));
+        });
+      });
+    });
+    const { port } = server.address() as AddressInfo;
+    const link = testLink(`http://127.0.0.1:${port}`);
+    const writes = { one: 0, many: 0 };
+    const single = vi.spyOn(Socket.prototype, "_write");
+    const vectored = vi.spyOn(Socket.prototype, "_writev");
+    try {
+      link.start();
+      await attached;
+      expect(link.attached).toBe(true);
+      single.mockClear();
+      vectored.mockClear();
+      for (const text of ["a", "b", "c"]) link.send(frame(text));
+      await expect.poll(() => received).toEqual(["a", "b", "c"]);
+      writes.one = single.mock.calls.length;
+      writes.many = vectored.mock.calls.length;
+      // Sent in a later tick: not held back by the earlier cork.
+      await new Promise((r) => setImmediate(r));
+      link.send(frame("d"));
+      await expect.poll(() => received).toEqual(["a", "b", "c", "d"]);
+    } finally {
+      single.mockRestore();
+      vectored.mockRestore();
+      link.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    expect(writes).toEqual({ one: 0, many: 1 });
+  });
+});
+
+/**
+ * A server that welcomes the runner with a heartbeat interval, then pings every interval or not
+ * at all; it counts the connections it gets (a second one is a redial).
+ */
+async function heartbeatServer(heartbeatMs: number, pings: boolean) {
+  const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  let connections = 0;
+  const timers: NodeJS.Timeout[] = [];
+  server.on("connection", (ws) => {
+    connections++;
+    ws.on("message", (data) => {
+      if ((JSON.parse(String(data)) as RunnerToServer).type !== "hello") return;
+      const welcome = { runner_id: "r-1", heartbeat_ms: heartbeatMs };
+      ws.send(JSON.stringify({ version: RUNNER_PROTOCOL_VERSION, type: "welcome", payload: welcome }));
+      if (pings)
+        timers.push(
+          setInterval(() => {
+            const ping = { version: RUNNER_PROTOCOL_VERSION, type: "ping", payload: { at: Date.now() } };
+            ws.send(JSON.stringify(ping));
+          }, heartbeatMs),
+        );
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const logs: string[] = [];
+  const link = testLink(`http://127.0.0.1:${port}`, { backoffBaseMs: 10 }, (msg) => logs.push(msg));
+  link.start();
+  await expect.poll(() => link.attached).toBe(true);
+  return {
+    link,
+    logs,
+    connections: () => connections,
+    close: async () => {
+      for (const t of timers) clearInterval(t);
+      link.close();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe("the runner's side of the heartbeat (PROTOCOL.md §4)", () => {
+  it("drops a link whose server went silent and redials", async () => {
+    const s = await heartbeatServer(50, false);
+    try {
+      await expect.poll(() => s.connections(), { timeout: 3_000 }).toBeGreaterThanOrEqual(2);
+      expect(s.logs).toContain("the server sent nothing for 3 heartbeats; dropping the link to redial");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("keeps a link whose server pings, also across a stop of this whole process", async () => {
+    const s = await heartbeatServer(50, true);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      // Block the process (the server in it too) for 10 intervals, as a paused machine does.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(s.connections()).toBe(1);
+      expect(s.link.attached).toBe(true);
+    } finally {
+      await s.close();
+    }
+  });
+});

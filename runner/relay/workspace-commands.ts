@@ -1,0 +1,187 @@
+/**
+ * The runner's side of the workspace files API (the `workspace_*` commands, PROTOCOL.md): reads
+ * are streamed back as base64 `relay_chunk`s paced by the link's send buffer; uploads arrive as
+ * ordered pieces staged in a file under the runner's data directory, and are written into the
+ * workspace at once when the last piece came (so a broken upload changes nothing there).
+ */
+import { createReadStream } from "node:fs";
+import { appendFile, mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { CodedError } from "../../contracts/errors.ts";
+import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import { WORKSPACE_CHUNK_BYTES, confineWorkspacePath } from "../../contracts/workspace-files.ts";
+import type { WorkspaceFiles } from "../engine/driver.ts";
+
+type Of<K extends RunnerCommand["kind"]> = Extract<RunnerCommand, { kind: K }>;
+
+/** Bytes waiting in the link's socket above which a download waits. */
+const SEND_HIGH_WATER_BYTES = 4 * 1024 * 1024;
+/** A staged upload no piece came for this long is dropped. */
+const STAGING_IDLE_MS = 10 * 60_000;
+
+export type ChunkSink = {
+  chunk(data: string, done: boolean): void;
+  buffered(): number;
+};
+
+type Staging = {
+  file: string;
+  containerName: string;
+  path: string;
+  next: number;
+  size: number;
+  timer: NodeJS.Timeout;
+};
+
+export class WorkspaceCommands {
+  readonly #files: WorkspaceFiles | undefined;
+  readonly #dir: string;
+  readonly #uploads = new Map<string, Staging>();
+
+  constructor(files: WorkspaceFiles | undefined, stagingDir: string) {
+    this.#files = files;
+    this.#dir = stagingDir;
+  }
+
+  /** The engine, once the command's path is a confined one (the server confines; this checks again). */
+  #engine(path: string): WorkspaceFiles {
+    if (confineWorkspacePath(path) !== path)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `path ${JSON.stringify(path)} is not a confined workspace path`,
+      );
+    if (!this.#files)
+      throw new CodedError("UNIMPLEMENTED", "this runner's engine has no workspace files API");
+    return this.#files;
+  }
+
+  async list(c: Of<"workspace_list">): Promise<Record<string, unknown>> {
+    return { entries: await this.#engine(c.path).list(c.container_name, c.path) };
+  }
+
+  async read(c: Of<"workspace_read">, sink: ChunkSink): Promise<Record<string, unknown>> {
+    const engine = this.#engine(c.path);
+    let source: AsyncIterable<Buffer>;
+    if (c.what === "diff") {
+      if (!engine.diff) throw new CodedError("UNIMPLEMENTED", "this runner's engine has no workspace diff");
+      source = await engine.diff(c.container_name, c.path);
+    } else source = await engine.read(c.container_name, c.path, c.what, c.max_bytes);
+    let size = 0;
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    const flush = async () => {
+      if (pendingBytes === 0) return;
+      while (sink.buffered() > SEND_HIGH_WATER_BYTES) await sleep(5);
+      sink.chunk(Buffer.concat(pending).toString("base64"), false);
+      pending = [];
+      pendingBytes = 0;
+    };
+    const iterator = source[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) break;
+        let chunk = next.value;
+        size += chunk.length;
+        if (size > c.max_bytes)
+          throw new CodedError(
+            "RESOURCE_EXHAUSTED",
+            `the download exceeds the limit of ${c.max_bytes} bytes`,
+            {
+              limit_bytes: c.max_bytes,
+            },
+          );
+        while (chunk.length > 0) {
+          const room = WORKSPACE_CHUNK_BYTES - pendingBytes;
+          pending.push(chunk.subarray(0, room));
+          pendingBytes += Math.min(room, chunk.length);
+          chunk = chunk.subarray(room);
+          if (pendingBytes >= WORKSPACE_CHUNK_BYTES) await flush();
+        }
+      }
+      await flush();
+      sink.chunk("", true);
+      return { size };
+    } finally {
+      await iterator.return?.();
+    }
+  }
+
+  async write(c: Of<"workspace_write">): Promise<Record<string, unknown>> {
+    const engine = this.#engine(c.path);
+    const file = join(this.#dir, c.upload_id);
+    let staging = this.#uploads.get(c.upload_id);
+    if (c.abort) {
+      if (staging) this.#drop(c.upload_id, staging);
+      return { size: 0 };
+    }
+    const data = Buffer.from(c.data, "base64");
+    if (data.length > WORKSPACE_CHUNK_BYTES)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `an upload piece holds at most ${WORKSPACE_CHUNK_BYTES} bytes`,
+      );
+    if (c.seq === 0) {
+      if (staging) this.#drop(c.upload_id, staging);
+      await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+      await writeFile(file, data, { mode: 0o600 });
+      staging = {
+        file,
+        containerName: c.container_name,
+        path: c.path,
+        next: 1,
+        size: data.length,
+        timer: this.#expiry(c.upload_id),
+      };
+      this.#uploads.set(c.upload_id, staging);
+    } else {
+      if (
+        !staging ||
+        staging.next !== c.seq ||
+        staging.containerName !== c.container_name ||
+        staging.path !== c.path
+      )
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `upload ${c.upload_id} has no piece ${c.seq - 1} before piece ${c.seq}`,
+        );
+      await appendFile(file, data);
+      staging.next += 1;
+      staging.size += data.length;
+      staging.timer.refresh();
+    }
+    if (!c.done) return { size: staging.size };
+    try {
+      const size = (await stat(file)).size;
+      await engine.write(c.container_name, c.path, { size, open: () => createReadStream(file) });
+      return { size };
+    } finally {
+      this.#drop(c.upload_id, staging);
+    }
+  }
+
+  async delete(c: Of<"workspace_delete">): Promise<Record<string, unknown>> {
+    return { deleted: await this.#engine(c.path).delete(c.container_name, c.path) };
+  }
+
+  /** Drops every staged upload (the runner stops). */
+  close(): void {
+    for (const [id, s] of this.#uploads) this.#drop(id, s);
+  }
+
+  #expiry(uploadId: string): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      const s = this.#uploads.get(uploadId);
+      if (s) this.#drop(uploadId, s);
+    }, STAGING_IDLE_MS);
+    timer.unref();
+    return timer;
+  }
+
+  #drop(uploadId: string, staging: Staging): void {
+    clearTimeout(staging.timer);
+    this.#uploads.delete(uploadId);
+    void rm(staging.file, { force: true }).catch(() => undefined);
+  }
+}

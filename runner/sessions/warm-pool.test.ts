@@ -1,0 +1,247 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import { AgentSessions } from "./agent-sessions.ts";
+import type { AgentOutput, AgentProcess, EngineDriver } from "../engine/driver.ts";
+import { entryName, type WarmPoolConfig, WarmPool } from "./warm-pool.ts";
+
+const IMAGE = `127.0.0.1:5000/reference@sha256:${"a".repeat(64)}`;
+
+function template(namespace = "ns"): SessionSpec {
+  return SessionSpec.parse({ namespace, name: "pool", engine: "docker", image: IMAGE, contract: "v1alpha2" });
+}
+
+function config(pool: string, size: number, fingerprint = "f1"): WarmPoolConfig {
+  return { pool, size, fingerprint, template: template(pool.split("/")[0]), credentials: { KEY: "v" } };
+}
+
+/**
+ * An engine in memory: provisioned containers exist until removed; agents say one frame at start
+ * and end when stopped (or when `kill` ends them, as a crash would).
+ */
+function fakeEngine(options: { failProvisions?: number } = {}) {
+  const containers = new Set<string>();
+  const provisioned: { container: string; token: string; credentials: Record<string, string> }[] = [];
+  const removed: string[] = [];
+  const agents = new Map<string, (code: number | null) => void>();
+  let failures = options.failProvisions ?? 0;
+  const driver: EngineDriver = {
+    engine: "docker",
+    provision: async (containerName, spec, secrets) => {
+      expect(workloadName(spec.namespace, spec.name)).toBe(containerName);
+      if (failures > 0) {
+        failures -= 1;
+        containers.add(containerName); // half made: the pool must destroy it
+        throw new Error("up failed");
+      }
+      containers.add(containerName);
+      provisioned.push({
+        container: containerName,
+        token: secrets.adapterToken,
+        credentials: secrets.credentials,
+      });
+      return { containerName, endpoint: `10.0.0.1:8080`, resolvedImageDigest: "sha256:abc" };
+    },
+    isRunning: async (c) => containers.has(c),
+    startAgent: async (
+      containerName: string,
+      _command: string[],
+      output: AgentOutput,
+    ): Promise<AgentProcess> => {
+      let end!: (v: { exitCode: number | null }) => void;
+      const exited = new Promise<{ exitCode: number | null }>((r) => {
+        end = r;
+      });
+      agents.set(containerName, (code) => end({ exitCode: code }));
+      setTimeout(
+        () =>
+          output.write(
+            '{"protocol":"compass.v1","type":"log","payload":{"message":"agent started","starts":1}}\n',
+          ),
+        2,
+      );
+      return { send: () => true, stop: async () => end({ exitCode: 0 }), exited };
+    },
+    scaleDown: async () => {},
+    remove: async (c) => {
+      containers.delete(c);
+      removed.push(c);
+    },
+    watch: async () => () => {},
+    endpoint: async () => "",
+    adapterToken: async () => undefined,
+  };
+  return { driver, containers, provisioned, removed, agents };
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+function stateFile(): string {
+  const dir = mkdtempSync(join(tmpdir(), "warm-pool-"));
+  dirs.push(dir);
+  return join(dir, "warm-pool.json");
+}
+
+function setUp(engine = fakeEngine(), file = stateFile()) {
+  const frames: { session: string; message: unknown }[] = [];
+  const states: string[] = [];
+  const sessions = new AgentSessions(engine.driver, {
+    frame: (session, frame) => frames.push({ session, message: frame.payload.message }),
+    state: (session, state) => states.push(`${session}:${state}`),
+  });
+  const pool = new WarmPool({
+    driver: engine.driver,
+    agents: sessions,
+    log: () => {},
+    stateFile: file,
+    retryMs: 20,
+  });
+  return { engine, sessions, pool, frames, states, file };
+}
+
+describe("the runner's warm pool", () => {
+  it("fills each pool to its size, agents pre-started, each entry with its own name, volume and token", async () => {
+    const { engine, pool, sessions } = setUp();
+    pool.start();
+    expect(pool.configure([config("ns/a", 2), config("ns/b", 1)])).toEqual({ "ns/a": 0, "ns/b": 0 });
+    await pool.settled();
+    expect(pool.readyCounts()).toEqual({ "ns/a": 2, "ns/b": 1 });
+    expect(engine.containers.size).toBe(3);
+    const tokens = engine.provisioned.map((p) => p.token);
+    expect(new Set(tokens).size).toBe(3);
+    for (const p of engine.provisioned) {
+      expect(p.container).toMatch(/^as-ns-pool-[ab]-[0-9a-f]{12}$/);
+      expect(p.credentials).toEqual({ KEY: "v" });
+      expect(sessions.hasWarm(p.container)).toBe(true);
+      expect(pool.isUnclaimed(p.container)).toBe(true);
+    }
+  });
+
+  it("hands an entry out once, only to its own pool and fingerprint, and refills behind it", async () => {
+    const { engine, pool } = setUp();
+    pool.start();
+    pool.configure([config("ns/a", 1), config("ns/b", 1)]);
+    await pool.settled();
+    expect(() => pool.claim("ns/a", "other-fingerprint")).toThrow(/no warm workspace/);
+    const first = pool.claim("ns/a", "f1");
+    expect(first.pool).toBe("ns/a");
+    expect(first.spec.name).toBe(first.containerName.replace(/^as-ns-/, ""));
+    expect(pool.isUnclaimed(first.containerName)).toBe(false);
+    // Claimed before the refill is ready: none left for a second claim.
+    expect(() => pool.claim("ns/a", "f1")).toThrow(/no warm workspace/);
+    await pool.settled();
+    expect(pool.readyCounts()).toEqual({ "ns/a": 1, "ns/b": 1 });
+    const second = pool.claim("ns/a", "f1");
+    expect(second.containerName).not.toBe(first.containerName);
+    expect(second.adapterToken).not.toBe(first.adapterToken);
+    // The claimed ones stay: the pool never destroys what it handed out.
+    await pool.settled();
+    expect(engine.containers.has(first.containerName)).toBe(true);
+    expect(engine.containers.has(second.containerName)).toBe(true);
+  });
+
+  it("a session adopts the pre-started agent: READY at once, with the frames it held", async () => {
+    const { pool, sessions, frames, states } = setUp();
+    pool.start();
+    pool.configure([config("ns/a", 1)]);
+    await pool.settled();
+    const entry = pool.claim("ns/a", "f1");
+    expect(await sessions.start("s1", entry.containerName)).toBe("READY");
+    expect(states).toEqual(["s1:READY"]);
+    expect(frames).toEqual([{ session: "s1", message: "agent started" }]);
+    expect(sessions.hasWarm(entry.containerName)).toBe(false);
+    expect(sessions.report()).toEqual([
+      { session_id: "s1", container_name: entry.containerName, state: "READY" },
+    ]);
+  });
+
+  it("destroys entries of pools no longer asked for, of an older fingerprint, or beyond the size", async () => {
+    const { engine, pool } = setUp();
+    pool.start();
+    pool.configure([config("ns/a", 2), config("ns/b", 1)]);
+    await pool.settled();
+    pool.configure([config("ns/a", 1)]);
+    await pool.settled();
+    expect(pool.readyCounts()).toEqual({ "ns/a": 1 });
+    expect(engine.containers.size).toBe(1);
+    const [kept] = engine.containers;
+    pool.configure([config("ns/a", 1, "f2")]);
+    await pool.settled();
+    expect(engine.containers.has(kept ?? "")).toBe(false);
+    expect(engine.containers.size).toBe(1);
+    expect(() => pool.claim("ns/a", "f1")).toThrow(/no warm workspace/);
+    pool.configure([]);
+    await pool.settled();
+    expect(engine.containers.size).toBe(0);
+  });
+
+  it("never hands out an entry whose agent died; destroys it and replaces it", async () => {
+    const { engine, pool } = setUp();
+    pool.start();
+    pool.configure([config("ns/a", 1)]);
+    await pool.settled();
+    const [dead] = engine.containers;
+    engine.agents.get(dead ?? "")?.(137);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(() => pool.claim("ns/a", "f1")).toThrow(/no warm workspace/);
+    await pool.settled();
+    expect(engine.removed).toContain(dead);
+    expect(pool.readyCounts()).toEqual({ "ns/a": 1 });
+    expect(pool.claim("ns/a", "f1").containerName).not.toBe(dead);
+  });
+
+  it("a failed provisioning leaves nothing behind and is retried", async () => {
+    const { engine, pool } = setUp(fakeEngine({ failProvisions: 1 }));
+    pool.start();
+    pool.configure([config("ns/a", 1)]);
+    await pool.settled();
+    await new Promise((r) => setTimeout(r, 50));
+    await pool.settled();
+    expect(engine.removed).toHaveLength(1);
+    expect(pool.readyCounts()).toEqual({ "ns/a": 1 });
+    expect(engine.containers.size).toBe(1);
+  });
+
+  it("lists unclaimed entries on disk; a restarted runner destroys them, not the claimed ones", async () => {
+    const engine = fakeEngine();
+    const first = setUp(engine);
+    first.pool.start();
+    first.pool.configure([config("ns/a", 2)]);
+    await first.pool.settled();
+    const claimed = first.pool.claim("ns/a", "f1");
+    await first.pool.settled(); // refilled
+    first.pool.stop();
+    const listed = (JSON.parse(readFileSync(first.file, "utf8")) as { unclaimed: string[] }).unclaimed;
+    expect(listed).toHaveLength(2);
+    expect(listed).not.toContain(claimed.containerName);
+
+    const restarted = setUp(engine, first.file);
+    restarted.pool.start();
+    await restarted.pool.settled();
+    expect(engine.removed).toEqual(listed);
+    expect([...engine.containers]).toEqual([claimed.containerName]);
+  });
+
+  it("reads a missing or foreign state file as empty", async () => {
+    const file = stateFile();
+    writeFileSync(file, '{"something": "else"}');
+    const { pool, engine } = setUp(fakeEngine(), file);
+    pool.start();
+    await pool.settled();
+    expect(engine.removed).toEqual([]);
+  });
+
+  it("names entries as DNS labels apart from ordinary workspace names", () => {
+    for (const pool of ["ns/a", `ns/${"x".repeat(63)}`, "ns/--"]) {
+      const name = entryName(pool);
+      expect(name).toMatch(/^pool-([a-z0-9-]*[a-z0-9]-)?[0-9a-f]{12}$/);
+      expect(name.length).toBeLessThanOrEqual(63);
+      expect(name).not.toContain("--");
+    }
+    expect(entryName("ns/a")).not.toBe(entryName("ns/a"));
+  });
+});
