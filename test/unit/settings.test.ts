@@ -154,16 +154,37 @@ function readersOf(variable: string): string[] {
   ];
 }
 
-/** The default a schema gives an unset variable, when it is a plain value the docs must state. */
-function plainDefault(variable: string): string | undefined {
+/** What a schema makes of an unset variable: `{ value }` (its default), or `required`. */
+function unsetValue(variable: string): { value: unknown } | "required" | undefined {
   const schema =
     (ServerEnv.shape as Record<string, z.ZodType>)[variable] ??
     (RunnerEnv.shape as Record<string, z.ZodType>)[variable];
-  if (!schema || variable === "AGENT_SESSIONS_RUNNER_NAME") return undefined; // the host name
+  if (!schema) return undefined;
   const parsed = schema.safeParse(undefined);
-  return parsed.success && (typeof parsed.data === "number" || typeof parsed.data === "string")
-    ? String(parsed.data)
+  return parsed.success ? { value: parsed.data } : "required";
+}
+
+/** The default a schema gives an unset variable, when it is a plain value the docs must state. */
+function plainDefault(variable: string): string | undefined {
+  if (variable === "AGENT_SESSIONS_RUNNER_NAME") return undefined; // the host name
+  const unset = unsetValue(variable);
+  return typeof unset === "object" && (typeof unset.value === "number" || typeof unset.value === "string")
+    ? String(unset.value)
     : undefined;
+}
+
+/** A row to paste for a variable the docs lack: its default as the schema has it, to be worded. */
+function rowStub(variable: string): string {
+  const unset = unsetValue(variable);
+  const shown =
+    unset === undefined
+      ? "?"
+      : unset === "required"
+        ? "required"
+        : unset.value === undefined
+          ? "unset"
+          : JSON.stringify(unset.value);
+  return `| \`${variable}\` | ${shown} | ? | ${readersOf(variable).join(", ")} |`;
 }
 
 type Row = { variable: string; cells: string[]; line: string };
@@ -190,9 +211,7 @@ function docProblems(markdown: string): string[] {
     const mine = rows.filter((r) => r.variable === variable);
     const fallback = plainDefault(variable);
     if (mine.length === 0) {
-      problems.push(
-        `missing: | \`${variable}\` | ${fallback ?? "?"} | ? | ${readersOf(variable).join(", ")} |`,
-      );
+      problems.push(`missing: ${rowStub(variable)}`);
       continue;
     }
     if (fallback !== undefined && !mine.some((r) => (r.cells[1] ?? "").includes(fallback)))
