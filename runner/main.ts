@@ -18,8 +18,8 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
       env:
         config.engine === "docker"
           ? { DOCKER_HOST: config.dockerHost }
-          : process.env.KUBECONFIG
-            ? { KUBECONFIG: process.env.KUBECONFIG }
+          : config.kubeconfig
+            ? { KUBECONFIG: config.kubeconfig }
             : {},
     },
     { log: jsonLog("stacks") },
@@ -29,9 +29,9 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
     case "docker":
       driver = new DockerDriver(dockerClient(config.dockerHost), stacks, {
         // Stop/resume act on the engine at once and record the stack afterwards (runner/docker/driver.ts).
-        fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        fastPath: config.fastPath,
         // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
-        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",
+        fastCreate: config.fastCreate,
         log: jsonLog("docker"),
         gitImage: config.gitImage,
       });
@@ -45,9 +45,9 @@ export async function startRunner(config: RunnerConfig, options: RunnerOptions =
         // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes/workspace-files.ts).
         workspaceImage: config.gitImage,
         // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes/driver.ts).
-        fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        fastPath: config.fastPath,
         // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
-        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",
+        fastCreate: config.fastCreate,
         log: jsonLog("kubernetes"),
       });
       break;

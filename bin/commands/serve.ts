@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { UsageError } from "../cli-context.ts";
+import { runnerSettingsError, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
 import { testbedImage } from "../testbed-image.ts";
 
@@ -18,45 +18,58 @@ export const serve: Command = {
   async run(argv) {
     const { values } = parseCommand(argv, USAGE, {
       port: { type: "string" },
-      engine: { type: "string", default: process.env.AGENT_SESSIONS_ENGINE ?? "docker" },
+      // No default here: unset, the runner's config reads AGENT_SESSIONS_ENGINE (default docker).
+      engine: { type: "string" },
       "no-runner": { type: "boolean", default: false },
     });
-    if (values.engine !== "docker" && values.engine !== "kubernetes")
+    if (values.engine !== undefined && values.engine !== "docker" && values.engine !== "kubernetes")
       throw new UsageError("--engine must be docker or kubernetes");
     const { parseConfig } = await import("../../proxy/config.ts");
     const { startServer } = await import("../../proxy/main.ts");
-    const image = testbedImage("AGENT_SESSIONS_REFERENCE_IMAGE", "reference-image");
-    const piImage = testbedImage("AGENT_SESSIONS_PI_IMAGE", "pi-image");
-    const compassImage = testbedImage("AGENT_SESSIONS_COMPASS_IMAGE", "compass-image");
-    const hermesImage = testbedImage("AGENT_SESSIONS_HERMES_IMAGE", "hermes-image");
-    const config = parseConfig({
-      ...process.env,
-      ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
-      ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
-      ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
-      ...(piImage ? { AGENT_SESSIONS_PI_IMAGE: piImage } : {}),
-      ...(compassImage ? { AGENT_SESSIONS_COMPASS_IMAGE: compassImage } : {}),
-      ...(hermesImage ? { AGENT_SESSIONS_HERMES_IMAGE: hermesImage } : {}),
-    });
+    const config = parseConfig(
+      {
+        ...process.env,
+        ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
+        ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
+      },
+      // The images the test bed built, where the environment names none.
+      {
+        AGENT_SESSIONS_REFERENCE_IMAGE: testbedImage("reference-image"),
+        AGENT_SESSIONS_PI_IMAGE: testbedImage("pi-image"),
+        AGENT_SESSIONS_COMPASS_IMAGE: testbedImage("compass-image"),
+        AGENT_SESSIONS_HERMES_IMAGE: testbedImage("hermes-image"),
+      },
+    );
     const server = await startServer(config);
     process.stderr.write(
-      `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token"), credentialEnv: config.credentialEnv })}\n`,
+      `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: config.adminTokenFile, credentialEnv: config.credentialEnv })}\n`,
     );
     let runner: { stop(): void } | undefined;
     if (!values["no-runner"]) {
       const { parseRunnerConfig, startRunner } = await import("../../runner/main.ts");
-      runner = await startRunner(
-        parseRunnerConfig(process.env, {
-          serverUrl: server.url,
-          // Its own credential, issued in process on every start: nothing to register or keep.
-          token: await server.issueRunnerCredential("embedded"),
-          dataDir: join(config.dataDir, "runner"),
-          engine: values.engine,
-          name: "embedded",
+      let runnerConfig: ReturnType<typeof parseRunnerConfig>;
+      try {
+        runnerConfig = parseRunnerConfig(
+          {
+            ...process.env,
+            AGENT_SESSIONS_SERVER_URL: server.url,
+            // Its own credential, issued in process on every start: nothing to register or keep.
+            AGENT_SESSIONS_RUNNER_TOKEN: await server.issueRunnerCredential("embedded"),
+            AGENT_SESSIONS_RUNNER_DATA_DIR: join(config.dataDir, "runner"),
+            ...(values.engine ? { AGENT_SESSIONS_ENGINE: values.engine } : {}),
+            AGENT_SESSIONS_RUNNER_NAME: "embedded",
+          },
           // The test bed's base image has git: workspaces seeded from repositories (issue 18).
-          gitImage: testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image"),
-        }),
-        process.env.AGENT_SESSIONS_EMBEDDED_LINK === "websocket" ? {} : { dial: server.dialRunner },
+          { AGENT_SESSIONS_GIT_IMAGE: testbedImage("base-image") },
+        );
+      } catch (error) {
+        // A bad runner setting: say which, and do not leave a server without its runner up.
+        await server.close();
+        throw runnerSettingsError(error);
+      }
+      runner = await startRunner(
+        runnerConfig,
+        runnerConfig.embeddedLink === "websocket" ? {} : { dial: server.dialRunner },
       );
     }
     const shutdown = async () => {
