@@ -6,6 +6,7 @@ import { Lifecycle, type RpcHandlers } from "../lifecycle/lifecycle.ts";
 import { silentLogger } from "../observability/log.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { Workspaces } from "../lifecycle/workspaces.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, TEST_IMAGE } from "../testing/test-server.ts";
 
@@ -37,7 +38,8 @@ function recordingRunners(): RunnerDirectory {
 function build(rpc?: RpcHandlers) {
   const bus = new EventBus();
   const journal = new SessionJournal(store, bus);
-  const lifecycle = new Lifecycle({ store, runners: recordingRunners(), journal, log: silentLogger });
+  const base = { store, runners: recordingRunners(), journal, log: silentLogger };
+  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
   return buildApp({
     store,
     bus,

@@ -5,6 +5,7 @@ import { Lifecycle } from "../lifecycle/lifecycle.ts";
 import { silentLogger } from "../observability/log.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { Workspaces } from "../lifecycle/workspaces.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
 
@@ -17,7 +18,8 @@ const noRunners: RunnerDirectory = {
 function appWith(store: SqliteStore, jsonBodyMaxBytes: number) {
   const bus = new EventBus();
   const journal = new SessionJournal(store, bus);
-  const lifecycle = new Lifecycle({ store, runners: noRunners, journal, log: silentLogger });
+  const base = { store, runners: noRunners, journal, log: silentLogger };
+  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
   return buildApp({
     store,
     bus,
