@@ -190,6 +190,32 @@ describe("POST /v1/rpc/{Method}", () => {
   });
 });
 
+describe("field errors name where the value came from", () => {
+  it.each([
+    ["path", "namespace", "/v1/namespaces/Not_A_Label/agents", {}],
+    ["query", "limit", "/v1/namespaces/default/agents?limit=abc", {}],
+    ["header", "Last-Event-ID", "/v1/events", { "last-event-id": "not-a-cursor" }],
+    ["query", "last_event_id", "/v1/events?last_event_id=not-a-cursor", {}],
+  ])(
+    "a bad value in the %s (%s) is labelled with where it came from, never (body)",
+    async (where, name, path, headers) => {
+      const reply = await app.request(path, { headers: { ...auth(), ...headers } });
+      expect(reply.status).toBe(400);
+      const error = (await reply.json()) as {
+        code: string;
+        message: string;
+        details: { field_violations: { field: string; location?: string }[] };
+      };
+      expect(error.code).toBe("INVALID_ARGUMENT");
+      expect(error.message).toContain(`${name} (${where})`);
+      expect(error.message).not.toContain("(body)");
+      expect(error.details.field_violations).toEqual([
+        expect.objectContaining({ field: name, location: where }),
+      ]);
+    },
+  );
+});
+
 describe("/v1/namespaces/{ns}/agentruntimes and agents", () => {
   const runtime = {
     apiVersion: "agent-sessions.dev/v1alpha1",

@@ -65,12 +65,19 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   return new Hono().get("/", async (c) => {
     const rawSession = c.req.query("session_id");
     const sessionId =
-      rawSession === undefined ? undefined : parseInput(SessionIdParam, rawSession, "session_id");
-    const rawCursor = c.req.header("Last-Event-ID") ?? c.req.query("last_event_id");
+      rawSession === undefined
+        ? undefined
+        : parseInput(SessionIdParam, rawSession, "session_id", { in: "query", name: "session_id" });
+    const header = c.req.header("Last-Event-ID");
+    const rawCursor = header ?? c.req.query("last_event_id");
+    const cursorSource =
+      header !== undefined
+        ? ({ in: "header", name: "Last-Event-ID" } as const)
+        : ({ in: "query", name: "last_event_id" } as const);
     const cursor =
       rawCursor === undefined || rawCursor === ""
         ? undefined
-        : parseInput(Cursor, rawCursor, "Last-Event-ID");
+        : parseInput(Cursor, rawCursor, "Last-Event-ID", cursorSource);
     const principal = c.get("principal") as Principal | undefined;
     const visible = principal ? options.visibilityOf?.(principal) : undefined;
     if (

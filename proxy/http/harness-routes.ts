@@ -19,8 +19,8 @@ export type HarnessRoutesOptions = {
  */
 export function harnessRoutes(options: HarnessRoutesOptions): Hono {
   const { sessions, relay, runs } = options;
-  const ns = (raw: string) => parseInput(DnsLabel, raw, "namespace");
-  const name = (raw: string) => parseInput(DnsLabel, raw, "name");
+  const ns = (raw: string) => parseInput(DnsLabel, raw, "namespace", { in: "path", name: "namespace" });
+  const name = (raw: string) => parseInput(DnsLabel, raw, "name", { in: "path", name: "name" });
 
   return new Hono()
     .get("/:ns/harnesssessions", async (c) =>
@@ -52,7 +52,7 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
       relay.relay(c, ns(c.req.param("ns")), name(c.req.param("name"))),
     )
     .post("/:ns/harnesssessions/:name/requests/:id/cancel", async (c) => {
-      const id = parseInput(RequestId, c.req.param("id"), "request id");
+      const id = parseInput(RequestId, c.req.param("id"), "request id", { in: "path", name: "id" });
       return c.json(await relay.cancel(ns(c.req.param("ns")), name(c.req.param("name")), id), 202);
     })
     .post("/:ns/agentruns", async (c) =>

@@ -29,8 +29,8 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
   // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
   const app = new Hono();
   const target = (ns: string, plural: string, name?: string) => {
-    const namespace = parseInput(DnsLabel, ns, "namespace");
-    if (name !== undefined) parseInput(DnsLabel, name, "name");
+    const namespace = parseInput(DnsLabel, ns, "namespace", { in: "path", name: "namespace" });
+    if (name !== undefined) parseInput(DnsLabel, name, "name", { in: "path", name: "name" });
     const entry = ResourceKinds[plural as ResourcePlural];
     return { namespace, ...entry };
   };
