@@ -145,7 +145,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   });
   return {
     routes: {
-      sessions: new HarnessSessions({ harness, controller, ...(quotas ? { quotas } : {}) }),
+      sessions: new HarnessSessions({ harness, store, controller, ...(quotas ? { quotas } : {}) }),
       relay,
       runs: new AgentRuns({
         store,

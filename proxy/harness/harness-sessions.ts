@@ -9,7 +9,7 @@ import {
   IMMUTABLE_SPEC_FIELDS,
 } from "../../contracts/harness-session.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
-import { API_VERSION } from "../../contracts/resources.ts";
+import { type Agent, API_VERSION } from "../../contracts/resources.ts";
 import type { HarnessController } from "./harness-controller.ts";
 import { harnessWorkstream } from "./harness-reconciler.ts";
 import { toManifest, withReady } from "./harness-status.ts";
@@ -17,10 +17,14 @@ import { mergePatch } from "../lifecycle/merge-patch.ts";
 import { type NamespaceQuotas, sessionKey } from "../lifecycle/namespace-quotas.ts";
 import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, withPathMetadata } from "../lifecycle/request-body.ts";
+import { assertRepoAdmitted } from "../lifecycle/session-spec-builder.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
+import type { Store } from "../store/store.ts";
 
 export type HarnessSessionsOptions = {
   harness: HarnessStore;
+  /** Where the Agent a new session names is read, to refuse a binding that could never work. */
+  store: Pick<Store, "getResource">;
   controller: Pick<HarnessController, "enqueue" | "delete">;
   /** A new session over its namespace's quota is refused (RESOURCE_EXHAUSTED). @default none */
   quotas?: NamespaceQuotas;
@@ -39,12 +43,14 @@ const WRITE_ATTEMPTS = 5;
  */
 export class HarnessSessions {
   readonly #harness: HarnessStore;
+  readonly #store: HarnessSessionsOptions["store"];
   readonly #controller: HarnessSessionsOptions["controller"];
   readonly #now: () => Date;
   readonly #quotas: NamespaceQuotas | undefined;
 
   constructor(options: HarnessSessionsOptions) {
     this.#harness = options.harness;
+    this.#store = options.store;
     this.#quotas = options.quotas;
     this.#controller = options.controller;
     this.#now = options.now ?? (() => new Date());
@@ -139,6 +145,7 @@ export class HarnessSessions {
       if (!current && opts.mustExist) throw notFound(namespace, name);
       const spec = specFor(current);
       if (!current) {
+        await this.#assertBindable(namespace, spec);
         const release = await this.#quotas?.reserveSession(
           namespace,
           sessionKey(`${namespace}/${spec.agentRef}`, harnessWorkstream(name)),
@@ -179,6 +186,32 @@ export class HarnessSessions {
       "ABORTED",
       `${HARNESS_SESSION_KIND} ${namespace}/${name} is being written concurrently; retry`,
     );
+  }
+
+  /**
+   * A new session whose Agent exists must be one that can work: its runtimeRef the Agent's
+   * (INVALID_ARGUMENT naming both: runtimeRef is immutable, so a Failed session could never be
+   * fixed) and its repository within the Agent's egress (FAILED_PRECONDITION, as the RPC path
+   * answers). A session naming an Agent not there yet is accepted: it waits for the Agent.
+   */
+  async #assertBindable(namespace: string, spec: HarnessSessionSpec): Promise<void> {
+    const agent = (await this.#store.getResource("Agent", namespace, spec.agentRef)) as Agent | undefined;
+    if (!agent) return;
+    if (agent.spec.runtimeRef !== spec.runtimeRef)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `invalid ${HARNESS_SESSION_KIND}: spec.runtimeRef is ${spec.runtimeRef} but Agent ${namespace}/${spec.agentRef} runs on ${agent.spec.runtimeRef}; name runtime ${agent.spec.runtimeRef}, or bind the Agent to ${spec.runtimeRef} first`,
+        {
+          field_violations: [
+            {
+              field: "spec.runtimeRef",
+              description: `must be ${agent.spec.runtimeRef}, the runtime of Agent ${spec.agentRef}`,
+            },
+          ],
+        },
+      );
+    const repo = spec.workspace?.repo;
+    if (repo) assertRepoAdmitted(repo, agent, "spec.workspace.repo");
   }
 
   async #existing(namespace: string, name: string): Promise<HarnessRecord> {

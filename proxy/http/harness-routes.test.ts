@@ -181,6 +181,38 @@ describe("HarnessSession resource", () => {
     expect((await call("PATCH", `${BASE}/nope`, { spec: {} })).status).toBe(404);
   });
 
+  it("refuses at PUT a runtimeRef other than its Agent's with 400, naming both runtimes, and stores nothing", async () => {
+    const refused = await call("PUT", `${BASE}/chat`, manifest({ runtimeRef: "other" }));
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({
+      code: "INVALID_ARGUMENT",
+      details: { field_violations: [{ field: "spec.runtimeRef" }] },
+    });
+    expect(refused.body.message).toContain("other");
+    expect(refused.body.message).toContain("reference");
+    expect((await call("GET", `${BASE}/chat`)).status).toBe(404);
+    expect(runner.commandsOf("provision")).toEqual([]);
+  });
+
+  it("refuses at PUT a repository outside the Agent's egress as the RPC path does (412 RepoNotInEgress), storing nothing", async () => {
+    const repo = { url: "http://10.9.9.9:8080/team/app.git" };
+    const rpc = await t.rpc("ProvisionAgentWorkspace", {
+      agent_ref: "alice",
+      workstream: { name: "main", repo },
+      client_request_id: "repo-1",
+    });
+    const refused = await call("PUT", `${BASE}/chat`, manifest({ workspace: { repo } }));
+    expect(rpc.status).toBe(412);
+    expect(refused.status).toBe(rpc.status);
+    expect(refused.body).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      details: { reason: "RepoNotInEgress", field: "spec.workspace.repo.url" },
+    });
+    expect(refused.body.message).toBe(rpc.body.message);
+    expect((await call("GET", `${BASE}/chat`)).status).toBe(404);
+    expect(runner.commandsOf("provision")).toEqual([]);
+  });
+
   it("fails a binding to a v1alpha1 runtime with reason Invalid and provisions nothing", async () => {
     await call("PUT", "/v1/namespaces/default/agentruntimes/legacy", {
       apiVersion: API,
