@@ -89,6 +89,21 @@ export class AgentSessionsClient {
     };
   }
 
+  /**
+   * Create a manifest, never replacing one (`PUT` with `If-None-Match: *`): a name in use is a
+   * ClientError ALREADY_EXISTS and the stored object stays as it was.
+   */
+  async create<P extends ResourcePlural>(
+    plural: P,
+    manifest: ResourceTypes[P]["input"],
+  ): Promise<ResourceTypes[P]["output"]> {
+    const { namespace = "default", name } = manifest.metadata;
+    const response = await this.#send("PUT", resourcePath(plural, namespace, name), manifest, undefined, {
+      "if-none-match": "*",
+    });
+    return (await response.json()) as ResourceTypes[P]["output"];
+  }
+
   get<P extends ResourcePlural>(
     plural: P,
     namespace: string,

@@ -17,6 +17,7 @@ import { mergePatch } from "../lifecycle/merge-patch.ts";
 import { type NamespaceQuotas, sessionKey } from "../lifecycle/namespace-quotas.ts";
 import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, withPathMetadata } from "../lifecycle/request-body.ts";
+import { alreadyExists } from "../lifecycle/already-exists.ts";
 import { assertRepoAdmitted } from "../lifecycle/session-spec-builder.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
@@ -82,6 +83,8 @@ export class HarnessSessions {
     namespace: string,
     name: string,
     body: unknown,
+    /** Create only (`If-None-Match: *`): an existing session is ALREADY_EXISTS, left as it is. */
+    opts: { ifAbsent?: boolean } = {},
   ): Promise<{ session: HarnessSession; created: boolean }> {
     const input = parseInput(
       HarnessSessionInput,
@@ -94,7 +97,7 @@ export class HarnessSessions {
         `invalid ${HARNESS_SESSION_KIND}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
         { field_violations: [{ field: "metadata", description: "must match the path" }] },
       );
-    return this.#write(namespace, name, () => input.spec);
+    return this.#write(namespace, name, () => input.spec, { mustNotExist: opts.ifAbsent === true });
   }
 
   async patch(namespace: string, name: string, body: unknown): Promise<HarnessSession> {
@@ -138,11 +141,13 @@ export class HarnessSessions {
     namespace: string,
     name: string,
     specFor: (current: HarnessRecord | undefined) => HarnessSessionSpec,
-    opts: { mustExist?: boolean } = {},
+    opts: { mustExist?: boolean; mustNotExist?: boolean } = {},
   ): Promise<{ session: HarnessSession; created: boolean }> {
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       const current = await this.#harness.getHarnessSession(namespace, name);
       if (!current && opts.mustExist) throw notFound(namespace, name);
+      // Also after losing a race to create it: the loop reads it back and refuses then.
+      if (current && opts.mustNotExist) throw alreadyExists(HARNESS_SESSION_KIND, namespace, name);
       const spec = specFor(current);
       if (!current) {
         await this.#assertBindable(namespace, spec);

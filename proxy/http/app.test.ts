@@ -275,6 +275,32 @@ describe("/v1/namespaces/{ns}/agentruntimes and agents", () => {
     expect(((await agent.json()) as { message: string }).message).toContain("spec.credentials.0");
   });
 
+  it("creates only with If-None-Match: *: an existing name is 409 ALREADY_EXISTS and the stored one is kept", async () => {
+    const agent = (model: string) => ({
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Agent",
+      metadata: { name: "once" },
+      spec: { runtimeRef: "reference", model: { baseUrl: "http://10.0.0.1/v1", name: model } },
+    });
+    const create = (body: object) =>
+      app.request("/v1/namespaces/default/agents/once", {
+        method: "PUT",
+        headers: { ...auth(), "if-none-match": "*" },
+        body: JSON.stringify(body),
+      });
+    expect((await create(agent("first"))).status).toBe(201);
+    const again = await create(agent("second"));
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({ code: "ALREADY_EXISTS" });
+    const stored = (await (
+      await app.request("/v1/namespaces/default/agents/once", { headers: auth() })
+    ).json()) as {
+      spec: { model: { name: string } };
+    };
+    expect(stored.spec.model.name).toBe("first");
+    expect((await put("/v1/namespaces/default/agents/once", agent("third"))).status).toBe(200);
+  });
+
   it("answers unknown kinds with 404", async () => {
     expect((await app.request("/v1/namespaces/default/widgets/x", { headers: auth() })).status).toBe(404);
   });

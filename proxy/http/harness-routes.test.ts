@@ -181,6 +181,34 @@ describe("HarnessSession resource", () => {
     expect((await call("PATCH", `${BASE}/nope`, { spec: {} })).status).toBe(404);
   });
 
+  it("creates only with If-None-Match: *: an existing name is 409 ALREADY_EXISTS and nothing about it changes", async () => {
+    const first = await call(
+      "PUT",
+      `${BASE}/chat`,
+      manifest({ desiredState: "stopped", autoResume: true, idleTimeout: "1h" }),
+      {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "if-none-match": "*" },
+      },
+    );
+    expect(first.status).toBe(201);
+    const before = await phaseOf();
+    const again = await call("PUT", `${BASE}/chat`, manifest({}), {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "if-none-match": "*" },
+    });
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ code: "ALREADY_EXISTS" });
+    expect(again.body.message).toContain("default/chat");
+    const after = await phaseOf();
+    expect(after.metadata.generation).toBe(before.metadata.generation);
+    expect(after.spec).toEqual(before.spec);
+    const etag = await call("PUT", `${BASE}/other`, manifest({}), {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "if-none-match": '"v1"' },
+    });
+    expect(etag.status).toBe(400);
+    expect(etag.body.message).toContain("If-None-Match (header)");
+    expect((await call("GET", `${BASE}/other`)).status).toBe(404);
+  });
+
   it("refuses at PUT a runtimeRef other than its Agent's with 400, naming both runtimes, and stores nothing", async () => {
     const refused = await call("PUT", `${BASE}/chat`, manifest({ runtimeRef: "other" }));
     expect(refused.status).toBe(400);

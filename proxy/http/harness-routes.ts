@@ -4,6 +4,7 @@ import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { AgentRuns } from "../harness/agent-runs.ts";
 import type { HarnessSessions } from "../harness/harness-sessions.ts";
 import { parseInput, readJson } from "../lifecycle/request-body.ts";
+import { createOnly } from "./create-only.ts";
 import type { RequestRelay } from "../relay/request-relay.ts";
 
 export type HarnessRoutesOptions = {
@@ -39,6 +40,7 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
         ns(c.req.param("ns")),
         name(c.req.param("name")),
         await readJson(c),
+        { ifAbsent: createOnly(c) },
       );
       return c.json(session, created ? 201 : 200);
     })

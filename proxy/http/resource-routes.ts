@@ -14,6 +14,8 @@ import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { Admission } from "../lifecycle/admission.ts";
 import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, readJson, withPathMetadata } from "../lifecycle/request-body.ts";
+import { alreadyExists } from "../lifecycle/already-exists.ts";
+import { createOnly } from "./create-only.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 
@@ -67,6 +69,7 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
   app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const ifAbsent = createOnly(c);
     const body = withPathMetadata(await readJson(c), namespace, name);
     const resource =
       kind === "Agent"
@@ -81,7 +84,8 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
     if (resource.kind === "Agent")
       admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
     await assertWarmPoolQuota(store, admission, resource);
-    const { resource: stored, created } = await store.putResource(stripped(resource));
+    const { resource: stored, created } = await store.putResource(stripped(resource), { ifAbsent });
+    if (ifAbsent && !created) throw alreadyExists(kind, namespace, name);
     return c.json(shown(stored), created ? 201 : 200);
   });
 
