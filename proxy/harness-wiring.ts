@@ -146,6 +146,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   return {
     routes: {
       sessions: new HarnessSessions({ harness, store, controller, ...(quotas ? { quotas } : {}) }),
+      rebind: (kind, namespace, name) => controller.rebind(kind, namespace, name),
       relay,
       runs: new AgentRuns({
         store,

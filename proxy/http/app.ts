@@ -162,7 +162,10 @@ export function buildApp(options: AppOptions): Hono {
   app.route("/v1/tokens", tokenRoutes(apiTokens));
   const rpcAccess = new RpcAccess({ store: options.store, harness: options.harnessStore });
   app.route("/v1/rpc", rpcRoutes(options.rpc, rpcAccess));
-  app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));
+  app.route(
+    "/v1/namespaces",
+    resourceRoutes(options.store, options.admission ?? defaultAdmission(), options.harness?.rebind),
+  );
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));

@@ -181,6 +181,34 @@ describe("HarnessSession resource", () => {
     expect((await call("PATCH", `${BASE}/nope`, { spec: {} })).status).toBe(404);
   });
 
+  it("heals a session applied before its Agent: Failed (Invalid) until the Agent is created, then Ready without a new spec", async () => {
+    const early = await call("PUT", `${BASE}/early`, {
+      ...manifest({}),
+      metadata: { name: "early" },
+      spec: { agentRef: "bob", runtimeRef: "reference" },
+    });
+    expect(early.status).toBe(201);
+    const failed = await until("Failed", async () => {
+      const s = await phaseOf("early");
+      return s.status.phase === "Failed" ? s : undefined;
+    });
+    expect(failed.status.conditions).toEqual(
+      expect.arrayContaining([expect.objectContaining({ type: "Ready", reason: "Invalid" })]),
+    );
+    const agent = await call("PUT", "/v1/namespaces/default/agents/bob", {
+      apiVersion: API,
+      kind: "Agent",
+      metadata: { name: "bob" },
+      spec: { runtimeRef: "reference" },
+    });
+    expect(agent.status).toBe(201);
+    const ready = await until("Ready after the Agent appeared", async () => {
+      const s = await phaseOf("early");
+      return s.status.phase === "Ready" ? s : undefined;
+    });
+    expect(ready.metadata.generation).toBe(failed.metadata.generation);
+  });
+
   it("creates only with If-None-Match: *: an existing name is 409 ALREADY_EXISTS and nothing about it changes", async () => {
     const first = await call(
       "PUT",

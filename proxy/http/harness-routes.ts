@@ -11,6 +11,11 @@ export type HarnessRoutesOptions = {
   sessions: HarnessSessions;
   relay: RequestRelay;
   runs: AgentRuns;
+  /**
+   * Told each Agent or AgentRuntime written (resource-routes.ts): the sessions naming it that
+   * failed on their binding are retried (HarnessController.rebind).
+   */
+  rebind?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>;
 };
 
 /**

@@ -25,7 +25,12 @@ import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
  * by name; `metadata.continue` names the next page), DELETE removes. An Agent whose
  * egress the server's guard refuses is INVALID_ARGUMENT, naming each rule (egress-guard.ts).
  */
-export function resourceRoutes(store: Store, admission: Admission): Hono {
+export function resourceRoutes(
+  store: Store,
+  admission: Admission,
+  /** Told each one written: sessions that failed on a reference to it are retried (issue 34). */
+  onWritten?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>,
+): Hono {
   // The alternation stays in a group: hono's RegExpRouter splices the pattern into one big
   // regex, and a bare `a|b` then swallowed `…/agentruntimes/{name}` into the list route once
   // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
@@ -86,6 +91,7 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
     await assertWarmPoolQuota(store, admission, resource);
     const { resource: stored, created } = await store.putResource(stripped(resource), { ifAbsent });
     if (ifAbsent && !created) throw alreadyExists(kind, namespace, name);
+    await onWritten?.(stored.kind, namespace, name);
     return c.json(shown(stored), created ? 201 : 200);
   });
 
