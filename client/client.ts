@@ -268,6 +268,12 @@ export class AgentSessionsClient {
         if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty event stream");
         for await (const message of readSse(response.body)) {
           const data = parseJson(message.data) as Record<string, unknown>;
+          // The server ended the stream for a reason (its token expired or was revoked): final.
+          if (message.event === "error") {
+            dropped = errorFromBody(data, undefined);
+            failures = maxReconnects;
+            break;
+          }
           if (message.event === "gap") {
             yield { kind: "gap", ...(data as { session_id: string; from_seq: number; to_seq: number }) };
             continue;

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { until } from "../../test/support/until.ts";
 import { SseClient } from "../testing/sse-client.ts";
 import { ADMIN_TOKEN, startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
 
@@ -216,6 +217,37 @@ describe("/v1/events with a scoped token", () => {
   }
   const open = (query: string, secret: string) =>
     SseClient.open(`${t.server.url}/v1/events${query}`, { authorization: `Bearer ${secret}` });
+
+  /** The stream ends by itself, its last event saying why: UNAUTHENTICATED. */
+  async function endsUnauthenticated(stream: SseClient): Promise<void> {
+    await until("the stream to end", () => (stream.done ? true : undefined), 5_000);
+    const last = stream.events.at(-1);
+    expect(last?.event).toBe("error");
+    expect(JSON.parse(last?.data ?? "{}")).toMatchObject({ code: "UNAUTHENTICATED" });
+  }
+
+  it("ends an open stream when its token is revoked, delivering nothing after", async () => {
+    const runner = await t.runner();
+    const id = await session("alice", "main");
+    const stream = await open(`?session_id=${id}`, await token("watcher", ["namespace:default:view"]));
+    expect(stream.status).toBe(200);
+    runner.frame(id, { type: "log", payload: { before: true } });
+    await stream.until((e) => e.some((x) => x.data.includes('"before"')));
+    expect((await call("DELETE", "/v1/tokens/watcher")).status).toBe(200);
+    await endsUnauthenticated(stream);
+    runner.frame(id, { type: "log", payload: { after: true } });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(stream.events.some((x) => x.data.includes('"after"'))).toBe(false);
+  });
+
+  it("ends an open stream when its token expires", async () => {
+    const secret = (
+      await json(call("POST", "/v1/tokens", { name: "brief", scopes: ["namespace:default:view"], ttl: "1s" }))
+    ).body.token as string;
+    const stream = await open("", secret);
+    expect(stream.status).toBe(200);
+    await endsUnauthenticated(stream);
+  });
 
   it("delivers a namespace token its namespace's frames and a session token its session's only", async () => {
     await call("PUT", "/v1/namespaces/team-b/agentruntimes/reference", {

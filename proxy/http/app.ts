@@ -177,6 +177,8 @@ export function buildApp(options: AppOptions): Hono {
     store: options.store,
     bus: options.bus,
     visibilityOf: (principal) => sessionVisibility(options.store, principal),
+    revalidate: async (authorization) => (await apiTokens.authenticate(authorization)).ok,
+    onRevoked: (listener) => apiTokens.onRevoked(listener),
   };
   if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
   if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;

@@ -32,7 +32,20 @@ export type EventStreamOptions = {
    * it may not see is NOT_FOUND, like one that is not there. @default everything
    */
   visibilityOf?: (principal: Principal) => SessionVisibility | undefined;
+  /**
+   * Whether the stream's `Authorization` still opens the API (not expired, not revoked): an open
+   * stream asks every `revalidateMs`, after each revocation (`onRevoked`), and ends at its token's
+   * `expiresAt`, with an `error` event UNAUTHENTICATED. Absent: only the expiry ends it.
+   */
+  revalidate?: (authorization: string | undefined) => Promise<boolean>;
+  /** How often an open stream checks its token again (revocation on another replica). @default 5000 */
+  revalidateMs?: number;
+  /** Subscribes to this process's revocations; returns the unsubscribe. */
+  onRevoked?: (listener: () => void) => () => void;
 };
+
+/** Longest delay setTimeout takes (about 24.8 days); a later expiry is re-armed by the periodic check. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Sessions whose visibility one stream remembers at most (then it asks again). */
 const VISIBILITY_CACHE_MAX = 10_000;
@@ -59,6 +72,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   const maxQueuedBytes = options.maxQueuedBytes ?? 8 * 1024 * 1024;
   const dropGraceMs = options.dropGraceMs ?? 30_000;
   const maxSubscribers = options.maxSubscribers ?? 2_000;
+  const revalidateMs = options.revalidateMs ?? 5_000;
   let open = 0;
   const runs = new SharedRuns();
 
@@ -144,6 +158,31 @@ export function eventRoutes(options: EventStreamOptions): Hono {
         stop.abort();
         wake?.();
       };
+      // A stream outlives no token (issue 34): it ends at the token's expiry or once it is revoked.
+      let unauthenticated = false;
+      const endUnauthenticated = () => {
+        unauthenticated = true;
+        end();
+      };
+      const authorization = c.req.header("authorization");
+      const check = () => {
+        if (stop.signal.aborted || !options.revalidate) return;
+        options.revalidate(authorization).then(
+          (valid) => {
+            if (!valid) endUnauthenticated();
+          },
+          () => {}, // the store failing is not the token failing: the next check asks again
+        );
+      };
+      const expiresAt = principal?.expiresAt === undefined ? undefined : Date.parse(principal.expiresAt);
+      const expiry =
+        expiresAt === undefined
+          ? undefined
+          : setTimeout(endUnauthenticated, Math.min(Math.max(0, expiresAt - Date.now()), MAX_TIMER_MS));
+      expiry?.unref();
+      const recheck = options.revalidate ? setInterval(check, revalidateMs) : undefined;
+      recheck?.unref();
+      const offRevoked = options.onRevoked?.(check);
       stream.onAbort(end);
       c.req.raw.signal.addEventListener("abort", end, { once: true });
       options.shutdown?.addEventListener("abort", end, { once: true });
@@ -191,7 +230,17 @@ export function eventRoutes(options: EventStreamOptions): Hono {
             await stream.write(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
           writingBytes = 0;
         }
-        if (dropped && !stop.signal.aborted)
+        if (unauthenticated && !c.req.raw.signal.aborted)
+          await stream.writeSSE({
+            event: "error",
+            data: JSON.stringify({
+              code: "UNAUTHENTICATED",
+              message:
+                "this stream's token expired or was revoked; open a new stream with a valid token (Last-Event-ID resumes)",
+              ...(last !== undefined ? { last_event_id: last } : {}),
+            }),
+          });
+        else if (dropped && !stop.signal.aborted)
           await stream.writeSSE({
             event: "reconnect",
             data: JSON.stringify({
@@ -202,6 +251,9 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           });
       } finally {
         clearTimeout(dropTimer);
+        clearTimeout(expiry);
+        clearInterval(recheck);
+        offRevoked?.();
         open--;
         unsubscribe();
         options.shutdown?.removeEventListener("abort", end);
