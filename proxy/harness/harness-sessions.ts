@@ -10,6 +10,7 @@ import {
 } from "../../contracts/harness-session.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
 import { type Agent, API_VERSION } from "../../contracts/resources.ts";
+import { sessionStackName } from "../../contracts/session-spec.ts";
 import type { HarnessController } from "./harness-controller.ts";
 import { harnessWorkstream } from "./harness-reconciler.ts";
 import { toManifest, withReady } from "./harness-status.ts";
@@ -24,8 +25,11 @@ import type { Store } from "../store/store.ts";
 
 export type HarnessSessionsOptions = {
   harness: HarnessStore;
-  /** Where the Agent a new session names is read, to refuse a binding that could never work. */
-  store: Pick<Store, "getResource">;
+  /**
+   * Where the Agent a new session names is read (a binding that could never work is refused),
+   * and its workspace (whose stack status shows).
+   */
+  store: Pick<Store, "getResource" | "getWorkspace">;
   controller: Pick<HarnessController, "enqueue" | "delete">;
   /** A new session over its namespace's quota is refused (RESOURCE_EXHAUSTED). @default none */
   quotas?: NamespaceQuotas;
@@ -71,12 +75,12 @@ export class HarnessSessions {
       apiVersion: API_VERSION,
       kind: `${HARNESS_SESSION_KIND}List`,
       metadata: page.next === undefined ? {} : { continue: page.next },
-      items: page.items.map(toManifest),
+      items: await Promise.all(page.items.map((r) => this.#shown(r))),
     };
   }
 
   async get(namespace: string, name: string): Promise<HarnessSession> {
-    return toManifest(await this.#existing(namespace, name));
+    return this.#shown(await this.#existing(namespace, name));
   }
 
   async put(
@@ -134,7 +138,7 @@ export class HarnessSessions {
     const marked = await this.#harness.markHarnessDeleting(namespace, name, this.#now().toISOString());
     if (!marked) throw notFound(namespace, name);
     await this.#controller.delete(namespace, name);
-    return toManifest(marked);
+    return this.#shown(marked);
   }
 
   async #write(
@@ -185,7 +189,7 @@ export class HarnessSessions {
       const replaced = await this.#harness.replaceHarnessSpec(namespace, name, spec, current.generation);
       if (!replaced) continue;
       this.#controller.enqueue(namespace, name);
-      return { session: toManifest(replaced), created: false };
+      return { session: await this.#shown(replaced), created: false };
     }
     throw new CodedError(
       "ABORTED",
@@ -217,6 +221,16 @@ export class HarnessSessions {
       );
     const repo = spec.workspace?.repo;
     if (repo) assertRepoAdmitted(repo, agent, "spec.workspace.repo");
+  }
+
+  /** The manifest of a record, with the stack name of its workspace once it has one. */
+  async #shown(record: HarnessRecord): Promise<HarnessSession> {
+    const manifest = toManifest(record);
+    const workspace =
+      record.container_name === undefined ? undefined : await this.#store.getWorkspace(record.container_name);
+    if (workspace)
+      manifest.status.stackName = sessionStackName(workspace.spec.namespace, workspace.spec.name);
+    return manifest;
   }
 
   async #existing(namespace: string, name: string): Promise<HarnessRecord> {

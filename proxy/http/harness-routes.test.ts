@@ -181,6 +181,15 @@ describe("HarnessSession resource", () => {
     expect((await call("PATCH", `${BASE}/nope`, { spec: {} })).status).toBe(404);
   });
 
+  it("shows its Pulumi stack in status.stackName: <namespace>--<workspace name>, as the runner names the stack", async () => {
+    const ready = await readyChat();
+    const [provision] = runner.commandsOf("provision");
+    expect(ready.status.stackName).toBe(`${provision?.spec.namespace}--${provision?.spec.name}`);
+    expect(ready.status.stackName).toMatch(/^default--alice-harness-chat-[0-9a-f]{8}$/);
+    const listed = await call("GET", BASE);
+    expect(listed.body.items[0].status.stackName).toBe(ready.status.stackName);
+  });
+
   it("heals a session applied before its Agent: Failed (Invalid) until the Agent is created, then Ready without a new spec", async () => {
     const early = await call("PUT", `${BASE}/early`, {
       ...manifest({}),
