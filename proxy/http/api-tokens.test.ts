@@ -240,6 +240,37 @@ describe("/v1/events with a scoped token", () => {
     expect(stream.events.some((x) => x.data.includes('"after"'))).toBe(false);
   });
 
+  it("bounds one token's open streams and all tokens' together; the admin is never locked out by them", async () => {
+    const bounded = await startTestServer({ maxEventSubscribers: 3, eventSubscribersPerTokenMax: 2 });
+    try {
+      const mint = async (name: string) => {
+        const reply = await fetch(`${bounded.server.url}/v1/tokens`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify({ name, scopes: ["namespace:default:view"] }),
+        });
+        return ((await reply.json()) as { token: string }).token;
+      };
+      const openAs = (secret: string) =>
+        SseClient.open(`${bounded.server.url}/v1/events`, { authorization: `Bearer ${secret}` });
+      const [a, b, c] = [await mint("a"), await mint("b"), await mint("c")];
+      const streams = [await openAs(a), await openAs(a)];
+      const third = await openAs(a);
+      expect(third.status).toBe(429);
+      expect(third.events[0]?.data).toContain("AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX");
+      streams.push(await openAs(b));
+      const full = await openAs(c);
+      expect(full.status).toBe(429);
+      expect(full.events[0]?.data).toContain("AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX");
+      const admin = [await openAs(ADMIN_TOKEN), await openAs(ADMIN_TOKEN), await openAs(ADMIN_TOKEN)];
+      expect(admin.map((s) => s.status)).toEqual([200, 200, 200]);
+      expect(streams.map((s) => s.status)).toEqual([200, 200, 200]);
+      for (const s of [...streams, ...admin]) s.close();
+    } finally {
+      await bounded.close();
+    }
+  });
+
   it("ends an open stream when its token expires", async () => {
     const secret = (
       await json(call("POST", "/v1/tokens", { name: "brief", scopes: ["namespace:default:view"], ttl: "1s" }))

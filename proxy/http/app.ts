@@ -63,8 +63,10 @@ export type AppOptions = {
    * (AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES). @default 1048576
    */
   jsonBodyMaxBytes?: number;
-  /** Open `/v1/events` streams at most; more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  /** Open `/v1/events` streams of API tokens at most; more is 429 RESOURCE_EXHAUSTED. @default 2000 */
   maxEventSubscribers?: number;
+  /** Open `/v1/events` streams one API token may hold (an admin: unbounded). @default 16 */
+  eventSubscribersPerTokenMax?: number;
   /** Bytes waiting for one `/v1/events` follower at most; past it it is dropped. @default 8388608 */
   eventQueueMaxBytes?: number;
   /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
@@ -181,6 +183,8 @@ export function buildApp(options: AppOptions): Hono {
     onRevoked: (listener) => apiTokens.onRevoked(listener),
   };
   if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
+  if (options.eventSubscribersPerTokenMax !== undefined)
+    events.maxSubscribersPerToken = options.eventSubscribersPerTokenMax;
   if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;
   if (options.shutdown) events.shutdown = options.shutdown;
   if (options.keepAliveMs !== undefined) events.keepAliveMs = options.keepAliveMs;

@@ -3,6 +3,7 @@ import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { CodedError } from "../../contracts/errors.ts";
 import type { EventBus } from "../lifecycle/event-bus.ts";
+import { CallerBounds, isAdminCaller } from "../lifecycle/caller-bounds.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { Store, StoredFrame } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
@@ -25,8 +26,13 @@ export type EventStreamOptions = {
   dropGraceMs?: number;
   /** Ends every stream (server shutdown). */
   shutdown?: AbortSignal;
-  /** Streams open at once at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  /**
+   * Streams of API tokens open at once at most; one more is 429 RESOURCE_EXHAUSTED. An admin's
+   * streams are not counted: tenants filling the server never lock the operator out. @default 2000
+   */
   maxSubscribers?: number;
+  /** Streams one API token may hold at once (an admin: unbounded). @default 16 */
+  maxSubscribersPerToken?: number;
   /**
    * Which sessions' frames a caller may see (event-access.ts); undefined from it: all. A session
    * it may not see is NOT_FOUND, like one that is not there. @default everything
@@ -73,6 +79,11 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   const dropGraceMs = options.dropGraceMs ?? 30_000;
   const maxSubscribers = options.maxSubscribers ?? 2_000;
   const revalidateMs = options.revalidateMs ?? 5_000;
+  const perToken = new CallerBounds(
+    options.maxSubscribersPerToken ?? 16,
+    "open event streams",
+    "AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX",
+  );
   let open = 0;
   const runs = new SharedRuns();
 
@@ -102,15 +113,18 @@ export function eventRoutes(options: EventStreamOptions): Hono {
     // One session's stream was checked above; the stream of everything shows only what the caller may see.
     const shows = sessionId === undefined ? cachedVisibility(visible) : undefined;
     const keyOf = (f: StoredFrame) => (sessionId === undefined ? f.id : f.frame.seq);
-    // Each follower holds a socket, a bus subscription and a queue: their number is bounded.
-    if (open >= maxSubscribers)
+    // Each follower holds a socket, a bus subscription and a queue: their number is bounded, per
+    // token and for all tokens together; an admin's are neither (they are the operator's own).
+    const admin = isAdminCaller(principal);
+    if (!admin && open >= maxSubscribers)
       throw new CodedError(
         "RESOURCE_EXHAUSTED",
         `${open} event streams are open, the most this server serves (AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX); retry later`,
         { limit: maxSubscribers },
       );
+    const release = perToken.acquire(principal);
     // Counted until the stream's callback ends (its `finally`); nothing before it can throw.
-    open++;
+    if (!admin) open++;
 
     return streamSSE(c, async (stream) => {
       // Subscribe before reading the backlog so nothing published in between is missed;
@@ -254,7 +268,8 @@ export function eventRoutes(options: EventStreamOptions): Hono {
         clearTimeout(expiry);
         clearInterval(recheck);
         offRevoked?.();
-        open--;
+        if (!admin) open--;
+        release();
         unsubscribe();
         options.shutdown?.removeEventListener("abort", end);
       }

@@ -97,6 +97,7 @@ beforeEach(async () => {
     requestBodyMaxBytes: 2_048,
     replyMaxBytes: 4_096,
     idleCheckMs: 100,
+    requestsPerTokenMax: 2,
   });
   onRelay = answerWithResult;
   runner = await t.runner({
@@ -481,6 +482,35 @@ describe("request proxy", () => {
       return x.status.activeRequests === 0 ? x : undefined;
     });
     expect(s.status).toMatchObject({ lastRequestId: "gone", lastRequestOutcome: "cancelled", errorCount: 0 });
+  });
+
+  it("bounds one token's requests in flight (429 RESOURCE_EXHAUSTED, nothing counted); the admin is never refused for it", async () => {
+    await readyChat();
+    onRelay = () => "no-reply";
+    const created = await call("POST", "/v1/tokens", {
+      name: "chatter",
+      scopes: ["session:default/chat:chat"],
+    });
+    const chat = created.body.token as string;
+    const as = (token: string, id: string) =>
+      call(
+        "POST",
+        `${BASE}/chat/requests`,
+        { input: "x", id },
+        { headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } },
+      );
+    const held = [as(chat, "h-1"), as(chat, "h-2")];
+    await runner.until(() => runner.commandsOf("relay").length === 2);
+    const over = await as(chat, "h-3");
+    expect(over.status).toBe(429);
+    expect(over.body.code).toBe("RESOURCE_EXHAUSTED");
+    expect(over.body.message).toContain("AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX");
+    expect((await phaseOf()).status.requestCount).toBe(2);
+    // The admin's request is admitted (and, with no reply, ends at the deadline).
+    expect((await as(ADMIN_TOKEN, "a-1")).status).toBe(504);
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([504, 504]);
+    onRelay = answerWithResult;
+    expect((await as(chat, "h-4")).status).toBe(200);
   });
 
   it("cancels one request on the client's word: the outcome is cancelled", async () => {
