@@ -37,6 +37,17 @@ describe("/v1/tokens", () => {
     expect(secret).toMatch(/^ast_[A-Za-z0-9_-]{43}$/);
     expect(created.body).toMatchObject({ name: "portal", scopes: ["namespace:default:view"] });
     expect(created.body.expiresAt).toBeUndefined();
+    // The answer holding a new secret is never cached, nor sniffed into something else.
+    const headers = (
+      await fetch(`${t.server.url}/v1/tokens`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: "headers", scopes: ["namespace:default:view"] }),
+      })
+    ).headers;
+    expect(headers.get("cache-control")).toBe("no-store");
+    expect(headers.get("x-content-type-options")).toBe("nosniff");
+    expect((await call("DELETE", "/v1/tokens/headers")).status).toBe(200);
 
     const listed = await call("GET", "/v1/tokens");
     expect(listed.text).not.toContain(secret);

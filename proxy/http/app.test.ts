@@ -190,6 +190,33 @@ describe("POST /v1/rpc/{Method}", () => {
   });
 });
 
+describe("response headers", () => {
+  it.each([
+    ["GET", "/v1/namespaces/default/agents", auth()],
+    ["GET", "/v1/namespaces/default/agents", {}],
+    ["GET", "/v1/no-such-route", auth()],
+    ["POST", "/v1/rpc/GetAgentStatus", auth()],
+    ["GET", "/openapi.json", {}],
+    ["GET", "/healthz", {}],
+  ])("%s %s answers nosniff, no-store and a CSP that runs nothing", async (method, path, headers) => {
+    const reply = await app.request(path, {
+      method,
+      headers,
+      ...(method === "POST" ? { body: "{}" } : {}),
+    });
+    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(reply.headers.get("cache-control")).toBe("no-store");
+    expect(reply.headers.get("content-security-policy")).toBe("default-src 'none'; frame-ancestors 'none'");
+  });
+
+  it("leaves the UI's own policy as it is", async () => {
+    const reply = await app.request("/ui");
+    expect(reply.headers.get("content-security-policy")).toContain("default-src 'self'");
+    expect(reply.headers.get("cache-control")).toBe("no-cache");
+    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+  });
+});
+
 describe("field errors name where the value came from", () => {
   it.each([
     ["path", "namespace", "/v1/namespaces/Not_A_Label/agents", {}],

@@ -19,6 +19,7 @@ import type { Metrics } from "../observability/metrics.ts";
 import { metricsRoute } from "./metrics-route.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { auditProxiedRequests } from "./request-audit.ts";
+import { securityHeaders } from "./security-headers.ts";
 import { resourceRoutes } from "./resource-routes.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { authorizeRoute } from "./route-access.ts";
@@ -99,6 +100,7 @@ export function buildApp(options: AppOptions): Hono {
   // Every response echoes `x-request-id` (the caller's when well-formed, else a new UUID).
   app.use("*", requestId());
   app.use("*", accessLog(log));
+  app.use("*", securityHeaders());
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
   app.get("/readyz", (c) => {
