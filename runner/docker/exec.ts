@@ -4,8 +4,8 @@
  * backpressure held all the way back to the agent, stderr read for the agent's PID note, and a
  * deliberate stop that closes stdin, then signals that PID (runner/engine/agent-exec.ts).
  *
- * The exec stream cut by `docker rm -f` loses its exit code; the driver's engine events say what
- * happened then (runner/docker/driver.ts, TESTBED.md).
+ * An exec stream cut by `docker rm -f` loses its exit code; the engine events the driver watches
+ * say what happened then (runner/docker/driver.ts).
  */
 import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
