@@ -82,7 +82,7 @@ export type KubernetesDriverOptions = {
   /**
    * The runner's git image (AGENT_SESSIONS_GIT_IMAGE, digest-pinned): each session pod gets a
    * `workspace` sidecar of it, through which the files API, repo seed and diff run
-   * (kubernetes-workspace.ts). Unset: no sidecar, and those answer UNIMPLEMENTED.
+   * (runner/kubernetes/workspace-files.ts, repo-seed.ts). Unset: no sidecar, and those answer UNIMPLEMENTED.
    */
   workspaceImage?: string | undefined;
   /** Stop, resume and heal act on the cluster at once and record the stack afterwards. @default true */
