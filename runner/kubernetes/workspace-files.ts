@@ -7,9 +7,8 @@
  * Every path is confined before it gets here (contracts/workspace-files.ts); in the sidecar each
  * is resolved with its symlinks followed (`realpath -m`), and one that leads out of /workspace is
  * refused with INVALID_ARGUMENT before anything is read or written. Paths travel as arguments of
- * the exec (they are not secrets). The 1.20 exec protocol cannot
- * close stdin alone, so every command reads exactly what it is told to (a count of lines, an
- * upload's size) and stops.
+ * the exec (they are not secrets). The 1.20 exec protocol cannot close stdin alone, so every
+ * command reads exactly what it is told to (an upload's size) and stops.
  *
  * A workspace without a Ready pod (a stopped session: the Deployment is at 0) is
  * FAILED_PRECONDITION: resume the session first.
