@@ -1,13 +1,13 @@
 /**
  * The `compass` runtime's v1alpha2 adapter: the session container's main process, run by Bun.
  * It fronts one compass conversation (session.ts, kept on the volume as `.compass/harness.json`)
- * with the shared adapter server (runtimes/reference/adapter-server.ts, plain node:http, which Bun
+ * with the shared adapter server (runtimes/kit/adapter-server.ts, plain node:http, which Bun
  * serves): requests answered in arrival order, text deltas streamed when the runtime declares
  * streaming, tool calls as `tool` events, cancel = the SDK's abort, usage from the assistant
  * messages, a failed outcome when the model call fails.
  */
-import { adapterEnv, startAdapterServer } from "../reference/adapter-server.ts";
-import { redactor } from "../pi/redact.ts";
+import { adapterEnv, startAdapterServer } from "../kit/adapter-server.ts";
+import { redactor } from "../kit/redact.ts";
 import { makeUndumpable } from "./no-dump.ts";
 import { CompassSession, type ToolEvent } from "./session.ts";
 import { compassSettings } from "./settings.ts";
@@ -25,7 +25,7 @@ const session = new CompassSession(settings, "harness");
 let queue: Promise<unknown> = Promise.resolve();
 
 // The SDK (pi-utils' postmortem) exits 143 at once on SIGTERM; the adapter drains the requests
-// in flight first and then exits 0 (runtimes/reference/adapter-server.ts): its handler is the only one.
+// in flight first and then exits 0 (runtimes/kit/adapter-server.ts): its handler is the only one.
 process.removeAllListeners("SIGTERM");
 
 startAdapterServer({

@@ -10,7 +10,7 @@
  * call is an `error` frame and a failed result. {"type":"cancel"} aborts the prompt running;
  * {"type":"exit"} ends the agent cleanly. Messages run one after another.
  */
-import { redactor } from "../pi/redact.ts";
+import { redactor } from "../kit/redact.ts";
 import { makeUndumpable } from "./no-dump.ts";
 import { CompassSession } from "./session.ts";
 import { compassSettings } from "./settings.ts";

@@ -7,8 +7,8 @@
  * the volume, loaded again (`session/load`) when a stopped session resumes. If Hermes exits, the
  * adapter exits with it: the workload is gone (AdapterExited), never a silent fresh agent.
  */
-import { adapterEnv, startAdapterServer } from "../reference/adapter-server.ts";
-import { redactor } from "../pi/redact.ts";
+import { adapterEnv, startAdapterServer } from "../kit/adapter-server.ts";
+import { redactor } from "../kit/redact.ts";
 import { hermesAgentSettings, startHermes } from "./hermes-agent.ts";
 import { runPrompt, type ToolEvent } from "./prompt-run.ts";
 

@@ -9,7 +9,7 @@
  * and a `result` frame with the outcome and usage; {"type":"cancel"} cancels the turn running;
  * {"type":"exit"} ends the agent cleanly. Messages run one after another.
  */
-import { redactor } from "../pi/redact.ts";
+import { redactor } from "../kit/redact.ts";
 import { hermesAgentSettings, startHermes } from "./hermes-agent.ts";
 import { runPrompt } from "./prompt-run.ts";
 

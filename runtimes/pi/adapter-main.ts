@@ -7,10 +7,10 @@
  * resumed session goes on where it was. If pi exits, the adapter exits with it: the workload is
  * gone (AdapterExited), never a silent restart with a fresh agent.
  */
-import { adapterEnv, startAdapterServer } from "../reference/adapter-server.ts";
+import { adapterEnv, startAdapterServer } from "../kit/adapter-server.ts";
 import { piAgentSettings, startPi } from "./pi-agent.ts";
 import { runPrompt, type ToolEvent } from "./prompt-run.ts";
-import { redactor } from "./redact.ts";
+import { redactor } from "../kit/redact.ts";
 
 /** The session the adapter keeps on the volume (the exec'd agent, runtimes/pi/agent.ts, has its own). */
 const SESSION_ID = "harness";

@@ -11,7 +11,7 @@
  */
 import { piAgentSettings, startPi } from "./pi-agent.ts";
 import { runPrompt } from "./prompt-run.ts";
-import { redactor } from "./redact.ts";
+import { redactor } from "../kit/redact.ts";
 
 const SESSION_ID = "agent";
 

@@ -10,7 +10,7 @@
 # Layout (proxy/shipped-runtimes.ts relies on it):
 #   /usr/local/bin/bun                         Bun (the SDK ships .ts sources only Bun runs; glibc from the base)
 #   /app/node_modules/@oh-my-pi, @opentelemetry  the SDK, every @oh-my-pi package pinned to one version
-#   /app/{runtimes/compass,runtimes/pi/redact.ts,runtimes/reference,contracts}, /app/node_modules/zod
+#   /app/{runtimes/compass,runtimes/kit,contracts}, /app/node_modules/zod
 # Three layers, stable first (Bun, SDK, sources): an agent change rebuilds only the small last one.
 # pi-natives ships two builds of one 180 MB library (baseline and modern CPUs); only the baseline
 # one is kept (PI_NATIVE_VARIANT=baseline), the other would double the image for no function.
@@ -39,7 +39,7 @@ JSON
 }
 
 _tb_compass_sources() {
-  (cd "$TB_REPO" && { find runtimes/compass runtimes/reference contracts -name '*.ts' ! -name '*.test.ts'; echo runtimes/pi/redact.ts; } | LC_ALL=C sort)
+  (cd "$TB_REPO" && { find runtimes/compass runtimes/kit contracts -name '*.ts' ! -name '*.test.ts'; } | LC_ALL=C sort)
 }
 
 tb_compass_image_hash() {

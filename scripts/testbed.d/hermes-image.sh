@@ -14,7 +14,7 @@
 #   /opt/hermes                               a venv of that Python: pyvenv.cfg, bin/python,
 #                                             lib/python3.11/site-packages (hermes-agent and deps)
 #   /usr/local/bin/node                       Node 24 (runs the adapter)
-#   /app/{runtimes/hermes,runtimes/pi/redact.ts,runtimes/reference,contracts}
+#   /app/{runtimes/hermes,runtimes/kit,contracts}
 TB_HERMES_IMAGE_REPO=$TB_REGISTRY/agent-sessions/hermes
 TB_HERMES_VERSION=0.19.0
 TB_HERMES_DIR=$TB_HOME/hermes-agent-$TB_HERMES_VERSION
@@ -52,7 +52,7 @@ tb_hermes_debs() {
 tb_hermes_image_hash() {
   {
     cat "$TB_REPO/scripts/testbed.d/hermes-image.sh"
-    (cd "$TB_REPO" && { find runtimes/hermes runtimes/reference contracts \( -name '*.ts' -o -name '*.py' \) ! -name '*.test.ts'; echo runtimes/pi/redact.ts; } | LC_ALL=C sort | xargs sha256sum)
+    (cd "$TB_REPO" && { find runtimes/hermes runtimes/kit contracts \( -name '*.ts' -o -name '*.py' \) ! -name '*.test.ts'; } | LC_ALL=C sort | xargs sha256sum)
     cat "$TB_REPO/node_modules/zod/package.json"
     grep '"digest"' "$TB_STATE/base-image.json"
     echo "$TB_NODE_VERSION $TB_HERMES_VERSION"
@@ -93,7 +93,7 @@ tb_hermes_image_up() {
   # A venv of the image's Python at the path it has in the image.
   ln -s /usr/bin/python3.11 "$ctx/hermes/bin/python"
   printf 'home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11\nexecutable = /usr/bin/python3.11\n' >"$ctx/hermes/pyvenv.cfg"
-  (cd "$TB_REPO" && { find runtimes/hermes runtimes/reference contracts \( -name '*.ts' -o -name '*.py' \) ! -name '*.test.ts'; echo runtimes/pi/redact.ts; } | xargs cp --parents -t "$ctx/app")
+  (cd "$TB_REPO" && { find runtimes/hermes runtimes/kit contracts \( -name '*.ts' -o -name '*.py' \) ! -name '*.test.ts'; } | xargs cp --parents -t "$ctx/app")
   cp -r "$TB_REPO/node_modules/zod" "$ctx/app/node_modules/zod"
   printf '{"type":"module","private":true}\n' >"$ctx/app/package.json"
   cat >"$ctx/Dockerfile" <<DF

@@ -7,7 +7,7 @@ TB_IMAGE_REPO=$TB_REGISTRY/agent-sessions/reference
 
 tb_image_hash() {
   # Rebuild when the sources, the Node version or this recipe change.
-  (cd "$TB_REPO" && cat scripts/testbed.d/image.sh runtimes/reference/*.ts contracts/*.ts node_modules/zod/package.json 2>/dev/null; echo "$TB_NODE_VERSION") | sha256sum | cut -c1-16
+  (cd "$TB_REPO" && cat scripts/testbed.d/image.sh runtimes/reference/*.ts runtimes/kit/*.ts contracts/*.ts node_modules/zod/package.json 2>/dev/null; echo "$TB_NODE_VERSION") | sha256sum | cut -c1-16
 }
 
 tb_image_up() {
@@ -29,7 +29,7 @@ tb_image_up() {
   done
   cp /bin/busybox "$ctx/rootfs/bin/busybox"
   for a in sh cat ls echo mkdir rm sleep env id wget kill ps; do ln -sf busybox "$ctx/rootfs/bin/$a"; done
-  mkdir -p "$ctx/rootfs/app/runtimes" && cp -r "$TB_REPO/runtimes/reference" "$ctx/rootfs/app/runtimes/" && cp -r "$TB_REPO/contracts" "$ctx/rootfs/app/"
+  mkdir -p "$ctx/rootfs/app/runtimes" && cp -r "$TB_REPO/runtimes/reference" "$TB_REPO/runtimes/kit" "$ctx/rootfs/app/runtimes/" && cp -r "$TB_REPO/contracts" "$ctx/rootfs/app/"
   rm -f "$ctx"/rootfs/app/*/*.test.ts "$ctx"/rootfs/app/*/*/*.test.ts
   cp -r "$TB_REPO/node_modules/zod" "$ctx/rootfs/app/node_modules/zod"
   printf '{"type":"module","private":true}\n' >"$ctx/rootfs/app/package.json"

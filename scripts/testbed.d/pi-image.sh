@@ -10,7 +10,7 @@
 #   /usr/local/bin/node                      Node 24 (the base image has glibc and libstdc++)
 #   /opt/pi/node_modules                     @earendil-works/pi-coding-agent and its dependencies
 #   /usr/local/bin/pi                        pi's CLI
-#   /app/{runtimes/pi,runtimes/reference,contracts}   the adapter, the shared adapter server, the contracts
+#   /app/{runtimes/pi,runtimes/kit,contracts}   the adapter, the runtime kit, the contracts
 # Three layers, stable first (Node, pi, sources): an adapter change rebuilds only the small last one.
 TB_PI_IMAGE_REPO=$TB_REGISTRY/agent-sessions/pi
 TB_PI_VERSION=1.6.0
@@ -30,7 +30,7 @@ tb_pi_image_hash() {
   # Rebuild when the adapter, the contracts, the base image, Node, pi or this recipe change.
   {
     cat "$TB_REPO/scripts/testbed.d/pi-image.sh"
-    (cd "$TB_REPO" && find runtimes/pi runtimes/reference contracts -name '*.ts' ! -name '*.test.ts' | LC_ALL=C sort | xargs sha256sum)
+    (cd "$TB_REPO" && find runtimes/pi runtimes/kit contracts -name '*.ts' ! -name '*.test.ts' | LC_ALL=C sort | xargs sha256sum)
     cat "$TB_REPO/node_modules/zod/package.json"
     grep '"digest"' "$TB_STATE/base-image.json"
     echo "$TB_NODE_VERSION $TB_PI_VERSION"
@@ -61,7 +61,7 @@ tb_pi_image_up() {
   cp -a "$TB_PI_DIR/node_modules" "$ctx/pi/node_modules"
   # Source maps and type declarations are not run: ~70 MB less.
   find "$ctx/pi/node_modules" -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
-  (cd "$TB_REPO" && find runtimes/pi runtimes/reference contracts -name '*.ts' ! -name '*.test.ts' -print0 | xargs -0 cp --parents -t "$ctx/app")
+  (cd "$TB_REPO" && find runtimes/pi runtimes/kit contracts -name '*.ts' ! -name '*.test.ts' -print0 | xargs -0 cp --parents -t "$ctx/app")
   cp -r "$TB_REPO/node_modules/zod" "$ctx/app/node_modules/zod"
   printf '{"type":"module","private":true}\n' >"$ctx/app/package.json"
   cat >"$ctx/Dockerfile" <<DF
