@@ -40,7 +40,7 @@ describe("server configuration", () => {
       reattachWindowMs: 60_000,
       frameBufferSize: 1_000,
       commandTimeoutMs: 300_000,
-      referenceImage: undefined,
+      shippedImages: { reference: undefined, pi: undefined, compass: undefined, hermes: undefined },
     });
     expect(readFileSync(join(dir, "admin-token"), "utf8").trim()).toBe(config.adminToken);
     expect(statSync(join(dir, "admin-token")).mode & 0o777).toBe(0o600);

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
-import { testbedImage } from "../testbed-image.ts";
+import { shippedImageSettings, testbedImage } from "../testbed-image.ts";
 
 const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
 
@@ -25,18 +25,11 @@ export const serve: Command = {
       throw new UsageError("--engine must be docker or kubernetes");
     const { parseConfig } = await import("../../proxy/config.ts");
     const { startServer } = await import("../../proxy/main.ts");
-    const image = testbedImage("AGENT_SESSIONS_REFERENCE_IMAGE", "reference-image");
-    const piImage = testbedImage("AGENT_SESSIONS_PI_IMAGE", "pi-image");
-    const compassImage = testbedImage("AGENT_SESSIONS_COMPASS_IMAGE", "compass-image");
-    const hermesImage = testbedImage("AGENT_SESSIONS_HERMES_IMAGE", "hermes-image");
     const config = parseConfig({
       ...process.env,
       ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
       ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
-      ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
-      ...(piImage ? { AGENT_SESSIONS_PI_IMAGE: piImage } : {}),
-      ...(compassImage ? { AGENT_SESSIONS_COMPASS_IMAGE: compassImage } : {}),
-      ...(hermesImage ? { AGENT_SESSIONS_HERMES_IMAGE: hermesImage } : {}),
+      ...shippedImageSettings(),
     });
     const server = await startServer(config);
     process.stderr.write(
