@@ -7,7 +7,7 @@
 #
 # Sourced after common.sh, node.sh and base-image.sh.
 #
-# Layout (proxy/shipped-runtimes.ts relies on it):
+# Layout (runtimes/catalogue.ts and runtimes/compass/ rely on it):
 #   /usr/local/bin/bun                         Bun (the SDK ships .ts sources only Bun runs; glibc from the base)
 #   /app/node_modules/@oh-my-pi, @opentelemetry  the SDK, every @oh-my-pi package pinned to one version
 #   /app/{runtimes/compass,runtimes/kit,contracts}, /app/node_modules/zod
