@@ -138,6 +138,19 @@ tb_runtime_sources_hash() {
   (cd "$TB_REPO" && tb_runtime_sources "$1" | xargs sha256sum && cat node_modules/zod/package.json)
 }
 
+# tb_runtime_image_hash RUNTIME VERSIONS...: the tag of a runtime image built FROM the base image:
+# a rebuild when its recipe (scripts/testbed.d/RUNTIME-image.sh), its /app, the base image or the
+# versions of what it installs change.
+tb_runtime_image_hash() {
+  local runtime=$1; shift
+  {
+    cat "$TB_REPO/scripts/testbed.d/$runtime-image.sh"
+    tb_runtime_sources_hash "$runtime"
+    grep '"digest"' "$TB_STATE/base-image.json"
+    echo "$*"
+  } | sha256sum | cut -c1-16
+}
+
 # tb_runtime_app RUNTIME DIR: the runtime's /app in DIR (its sources, zod, an ESM package.json).
 tb_runtime_app() {
   mkdir -p "$2/node_modules"

@@ -38,15 +38,7 @@ JSON
   touch "$TB_COMPASS_DIR/.installed"
 }
 
-tb_compass_image_hash() {
-  # Rebuild when the agent, the kit, the contracts, the base image, the SDK or this recipe change.
-  {
-    cat "$TB_REPO/scripts/testbed.d/compass-image.sh"
-    tb_runtime_sources_hash compass
-    grep '"digest"' "$TB_STATE/base-image.json"
-    echo "$TB_COMPASS_SDK_VERSION $TB_COMPASS_BUN_VERSION"
-  } | sha256sum | cut -c1-16
-}
+tb_compass_image_hash() { tb_runtime_image_hash compass "$TB_COMPASS_SDK_VERSION" "$TB_COMPASS_BUN_VERSION"; }
 
 tb_compass_image_up() {
   [[ -x $TB_NODE_DIR/bin/node ]] || tb_node_up

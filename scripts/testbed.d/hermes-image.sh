@@ -49,14 +49,7 @@ tb_hermes_debs() {
   touch "$dir/.downloaded"
 }
 
-tb_hermes_image_hash() {
-  {
-    cat "$TB_REPO/scripts/testbed.d/hermes-image.sh"
-    tb_runtime_sources_hash hermes
-    grep '"digest"' "$TB_STATE/base-image.json"
-    echo "$TB_NODE_VERSION $TB_HERMES_VERSION"
-  } | sha256sum | cut -c1-16
-}
+tb_hermes_image_hash() { tb_runtime_image_hash hermes "$TB_NODE_VERSION" "$TB_HERMES_VERSION"; }
 
 tb_hermes_image_up() {
   [[ -x $TB_NODE_DIR/bin/node ]] || tb_node_up

@@ -26,15 +26,7 @@ tb_pi_install() {
   touch "$TB_PI_DIR/.installed"
 }
 
-tb_pi_image_hash() {
-  # Rebuild when the adapter, the kit, the contracts, the base image, Node, pi or this recipe change.
-  {
-    cat "$TB_REPO/scripts/testbed.d/pi-image.sh"
-    tb_runtime_sources_hash pi
-    grep '"digest"' "$TB_STATE/base-image.json"
-    echo "$TB_NODE_VERSION $TB_PI_VERSION"
-  } | sha256sum | cut -c1-16
-}
+tb_pi_image_hash() { tb_runtime_image_hash pi "$TB_NODE_VERSION" "$TB_PI_VERSION"; }
 
 tb_pi_image_up() {
   [[ -x $TB_NODE_DIR/bin/node ]] || tb_node_up
