@@ -165,7 +165,10 @@ export type ServerSettings = {
   maxRunnerCapacity: number;
   /** AGENT_SESSIONS_RUNNER_REGISTRATION: whether the runner token registers new runner names. */
   runnerRegistration: "open" | "closed";
-  /** Each shipped runtime's image setting (e.g. AGENT_SESSIONS_PI_IMAGE). @default none: that runtime is not registered */
+  /**
+   * Each shipped runtime's image setting, by runtime name (e.g. `pi`: AGENT_SESSIONS_PI_IMAGE).
+   * @default none: that runtime is not registered
+   */
   shippedImages: ShippedRuntimeImages;
   /** AGENT_SESSIONS_REQUEST_TIMEOUT_MS: deadline of a request relayed to a HarnessSession. */
   requestTimeoutMs: number;
