@@ -119,10 +119,7 @@ export async function composeServer(
     runtimes: new RuntimeApproval({
       ...(config.approvedRegistries ? { registries: config.approvedRegistries } : {}),
       ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),
-      referenceImage: config.referenceImage,
-      piImage: config.piImage,
-      compassImage: config.compassImage,
-      hermesImage: config.hermesImage,
+      shippedImages: config.shippedImages,
     }),
     quotas: new NamespaceQuotas(config.namespaceQuotas),
   };
@@ -160,16 +157,7 @@ export async function composeServer(
     await stores.close();
   };
   try {
-    await registerShippedRuntimes(
-      store,
-      {
-        reference: config.referenceImage,
-        pi: config.piImage,
-        compass: config.compassImage,
-        hermes: config.hermesImage,
-      },
-      log,
-    );
+    await registerShippedRuntimes(store, config.shippedImages, log);
     // Sessions of a previous run wait for their runners to reattach (or the window to close).
     await hub.recover();
     // AgentRuntime `spec.warmPool` → the runners' warm pools (runner/sessions/warm-pool.ts).

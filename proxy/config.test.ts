@@ -40,7 +40,7 @@ describe("server configuration", () => {
       reattachWindowMs: 60_000,
       frameBufferSize: 1_000,
       commandTimeoutMs: 300_000,
-      referenceImage: undefined,
+      shippedImages: { reference: undefined, pi: undefined, compass: undefined, hermes: undefined },
     });
     expect(readFileSync(join(dir, "admin-token"), "utf8").trim()).toBe(config.adminToken);
     expect(statSync(join(dir, "admin-token")).mode & 0o777).toBe(0o600);
@@ -85,11 +85,7 @@ describe("server configuration", () => {
       },
       fallback,
     );
-    expect(config).toMatchObject({
-      referenceImage: image("reference"),
-      piImage: image("mine"),
-      hermesImage: undefined,
-    });
+    expect(config.shippedImages).toEqual({ reference: image("reference"), pi: image("mine") });
     expect(() =>
       parseConfig({ AGENT_SESSIONS_DATA_DIR: dir }, { AGENT_SESSIONS_COMPASS_IMAGE: "compass:latest" }),
     ).toThrow(/AGENT_SESSIONS_COMPASS_IMAGE/);

@@ -10,6 +10,18 @@ import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./life
 import type { RestartPolicy } from "./harness/restart-policy.ts";
 import { ApprovedRegistryList, ApprovedRuntimeList } from "./lifecycle/runtime-approval.ts";
 import { DatabaseUrl } from "./store/database-url.ts";
+import {
+  SHIPPED_RUNTIMES,
+  type ShippedImageSetting,
+  type ShippedRuntimeImages,
+} from "../runtimes/catalogue.ts";
+
+/** The image settings of the shipped runtimes, keyed by variable name like every other setting. */
+function shippedImageSettings() {
+  return Object.fromEntries(SHIPPED_RUNTIMES.map((r) => [r.imageSetting, DigestPinnedImage.optional()])) as {
+    [S in ShippedImageSetting]: ReturnType<typeof DigestPinnedImage.optional>;
+  };
+}
 
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");
@@ -54,14 +66,12 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_RUNNER_REGISTRATION: z.enum(["open", "closed"]).default("open"),
   /** Deadline of one runner command; provisioning can take about a minute. @default 300000 */
   AGENT_SESSIONS_COMMAND_TIMEOUT_MS: Int(1).default(300_000),
-  /** Image of AgentRuntime `default/reference`, registered on first start when set. */
-  AGENT_SESSIONS_REFERENCE_IMAGE: DigestPinnedImage.optional(),
-  /** Image of AgentRuntime `default/pi` (the Pi coding agent), registered on first start when set. */
-  AGENT_SESSIONS_PI_IMAGE: DigestPinnedImage.optional(),
-  /** Image of AgentRuntime `default/compass` (our agent on the Oh My Pi SDK), registered on first start when set. */
-  AGENT_SESSIONS_COMPASS_IMAGE: DigestPinnedImage.optional(),
-  /** Image of AgentRuntime `default/hermes` (Hermes), registered on first start when set. */
-  AGENT_SESSIONS_HERMES_IMAGE: DigestPinnedImage.optional(),
+  /**
+   * One setting a shipped runtime (runtimes/catalogue.ts: AGENT_SESSIONS_REFERENCE_IMAGE,
+   * AGENT_SESSIONS_PI_IMAGE, AGENT_SESSIONS_COMPASS_IMAGE, AGENT_SESSIONS_HERMES_IMAGE): the image
+   * of AgentRuntime `default/<name>`, registered on first start when set. @default unset
+   */
+  ...shippedImageSettings(),
   /** Deadline of one request relayed to a HarnessSession; then 504 DEADLINE_EXCEEDED. @default 120000 */
   AGENT_SESSIONS_REQUEST_TIMEOUT_MS: Int(1).default(120_000),
   /** Largest request body the proxy accepts; more is 413 RESOURCE_EXHAUSTED. @default 131072 */
@@ -167,14 +177,11 @@ export type ServerSettings = {
   maxRunnerCapacity: number;
   /** AGENT_SESSIONS_RUNNER_REGISTRATION: whether the runner token registers new runner names. */
   runnerRegistration: "open" | "closed";
-  /** AGENT_SESSIONS_REFERENCE_IMAGE. @default none: AgentRuntime `default/reference` is not registered */
-  referenceImage: string | undefined;
-  /** AGENT_SESSIONS_PI_IMAGE. @default none: AgentRuntime `default/pi` is not registered */
-  piImage?: string | undefined;
-  /** AGENT_SESSIONS_COMPASS_IMAGE. @default none: AgentRuntime `default/compass` is not registered */
-  compassImage?: string | undefined;
-  /** AGENT_SESSIONS_HERMES_IMAGE. @default none: AgentRuntime `default/hermes` is not registered */
-  hermesImage?: string | undefined;
+  /**
+   * Each shipped runtime's image setting, by runtime name (e.g. `pi`: AGENT_SESSIONS_PI_IMAGE).
+   * @default none: that runtime is not registered
+   */
+  shippedImages: ShippedRuntimeImages;
   /** AGENT_SESSIONS_REQUEST_TIMEOUT_MS: deadline of a request relayed to a HarnessSession. */
   requestTimeoutMs: number;
   /** AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES */
@@ -289,10 +296,7 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
     commandTimeoutMs: env.AGENT_SESSIONS_COMMAND_TIMEOUT_MS,
     maxRunnerCapacity: env.AGENT_SESSIONS_RUNNER_MAX_CAPACITY,
     runnerRegistration: env.AGENT_SESSIONS_RUNNER_REGISTRATION,
-    referenceImage: env.AGENT_SESSIONS_REFERENCE_IMAGE,
-    piImage: env.AGENT_SESSIONS_PI_IMAGE,
-    compassImage: env.AGENT_SESSIONS_COMPASS_IMAGE,
-    hermesImage: env.AGENT_SESSIONS_HERMES_IMAGE,
+    shippedImages: Object.fromEntries(SHIPPED_RUNTIMES.map((r) => [r.name, env[r.imageSetting]])),
     requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,
     workspaceFileMaxBytes: env.AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES,

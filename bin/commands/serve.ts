@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { runnerSettingsError, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
-import { testbedImage } from "../testbed-image.ts";
+import { shippedImageSettings, testbedImage } from "../testbed-image.ts";
 
 const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
 
@@ -33,12 +33,7 @@ export const serve: Command = {
         ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
       },
       // The images the test bed built, where the environment names none.
-      {
-        AGENT_SESSIONS_REFERENCE_IMAGE: testbedImage("reference-image"),
-        AGENT_SESSIONS_PI_IMAGE: testbedImage("pi-image"),
-        AGENT_SESSIONS_COMPASS_IMAGE: testbedImage("compass-image"),
-        AGENT_SESSIONS_HERMES_IMAGE: testbedImage("hermes-image"),
-      },
+      shippedImageSettings(),
     );
     const server = await startServer(config);
     process.stderr.write(

@@ -568,7 +568,7 @@ beforeAll(async () => {
       reattachWindowMs: 60_000,
       frameBufferSize: 1_000,
       commandTimeoutMs: 5_000,
-      referenceImage: TEST_IMAGE,
+      shippedImages: { reference: TEST_IMAGE },
       requestTimeoutMs: 5_000,
       requestBodyMaxBytes: BODY_MAX_BYTES,
       idleCheckMs: 60_000,

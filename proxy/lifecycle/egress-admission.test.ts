@@ -65,7 +65,7 @@ describe("the server's egress guard", () => {
       apiVersion: API,
       kind: "AgentRuntime",
       metadata: { name: "legacy" },
-      spec: { image: t.server.config.referenceImage, contract: "v1alpha1", approved: true },
+      spec: { image: t.server.config.shippedImages.reference, contract: "v1alpha1", approved: true },
     });
     expect(
       (

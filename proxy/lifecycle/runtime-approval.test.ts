@@ -36,7 +36,7 @@ describe("RuntimeApproval", () => {
 
   it("approves the reference runtime with the configured image only", () => {
     const referenceImage = `registry.internal:443/ref@sha256:${"c".repeat(64)}`;
-    const approval = new RuntimeApproval({ runtimes: [], referenceImage });
+    const approval = new RuntimeApproval({ runtimes: [], shippedImages: { reference: referenceImage } });
     expect(approval.verdict(runtime("default", "reference", referenceImage)).approved).toBe(true);
     expect(approval.verdict(runtime("default", "reference", FOREIGN_IMAGE)).approved).toBe(false);
     expect(approval.verdict(runtime("team-a", "reference", referenceImage)).approved).toBe(false);
@@ -45,7 +45,10 @@ describe("RuntimeApproval", () => {
   it("approves the shipped pi and hermes runtimes with their configured images only", () => {
     const piImage = `registry.internal:443/pi@sha256:${"d".repeat(64)}`;
     const hermesImage = `registry.internal:443/hermes@sha256:${"e".repeat(64)}`;
-    const approval = new RuntimeApproval({ runtimes: [], piImage, hermesImage });
+    const approval = new RuntimeApproval({
+      runtimes: [],
+      shippedImages: { pi: piImage, hermes: hermesImage },
+    });
     expect(approval.verdict(runtime("default", "pi", piImage)).approved).toBe(true);
     expect(approval.verdict(runtime("default", "hermes", hermesImage))).toEqual({
       approved: true,

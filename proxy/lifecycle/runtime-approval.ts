@@ -2,16 +2,15 @@ import { z } from "zod";
 import type { AgentRuntime } from "../../contracts/resources.ts";
 import { DEFAULT_APPROVED_REGISTRIES } from "../../policies/policy-config.ts";
 import { registryOf } from "../../policies/image-reference.ts";
-import { COMPASS_RUNTIME, HERMES_RUNTIME, PI_RUNTIME, REFERENCE_RUNTIME } from "./shipped-runtimes.ts";
+import { SHIPPED_NAMESPACE, SHIPPED_RUNTIMES, type ShippedRuntimeImages } from "../../runtimes/catalogue.ts";
 
 /**
  * Which AgentRuntimes may be provisioned: the operator's configuration, never a field whoever
  * writes the runtime sets. A runtime is approved when its image comes from an approved registry
  * (AGENT_SESSIONS_APPROVED_REGISTRIES, the policy pack's default list unless set) and its
  * `namespace/name` matches AGENT_SESSIONS_APPROVED_RUNTIMES (`ns/name`, `ns/*`, `*`; default `*`).
- * The runtimes the server ships (`default/reference` pinned to AGENT_SESSIONS_REFERENCE_IMAGE,
- * `default/pi` to AGENT_SESSIONS_PI_IMAGE, `default/compass` to AGENT_SESSIONS_COMPASS_IMAGE,
- * `default/hermes` to AGENT_SESSIONS_HERMES_IMAGE) are approved by that configuration; the same name with
+ * The runtimes the server ships (runtimes/catalogue.ts: `default/<name>` pinned to its image
+ * setting, e.g. AGENT_SESSIONS_PI_IMAGE) are approved by that configuration; the same name with
  * another image is judged like any other.
  */
 
@@ -45,14 +44,8 @@ export type RuntimeApprovalOptions = {
   registries?: readonly string[];
   /** @default ["*"] */
   runtimes?: readonly string[];
-  /** AGENT_SESSIONS_REFERENCE_IMAGE: the image `default/reference` is approved with. */
-  referenceImage?: string | undefined;
-  /** AGENT_SESSIONS_PI_IMAGE: the image `default/pi` is approved with. */
-  piImage?: string | undefined;
-  /** AGENT_SESSIONS_COMPASS_IMAGE: the image `default/compass` is approved with. */
-  compassImage?: string | undefined;
-  /** AGENT_SESSIONS_HERMES_IMAGE: the image `default/hermes` is approved with. */
-  hermesImage?: string | undefined;
+  /** The image each shipped runtime is approved with (its setting, e.g. AGENT_SESSIONS_PI_IMAGE). @default none */
+  shippedImages?: ShippedRuntimeImages;
 };
 
 export type ApprovalVerdict = { approved: true; message: string } | { approved: false; message: string };
@@ -66,12 +59,12 @@ export class RuntimeApproval {
   constructor(options: RuntimeApprovalOptions = {}) {
     this.#registries = (options.registries ?? DEFAULT_APPROVED_REGISTRIES).map((r) => r.toLowerCase());
     this.#runtimes = options.runtimes ?? ["*"];
-    this.#shipped = [
-      { ...REFERENCE_RUNTIME, image: options.referenceImage, setting: "AGENT_SESSIONS_REFERENCE_IMAGE" },
-      { ...PI_RUNTIME, image: options.piImage, setting: "AGENT_SESSIONS_PI_IMAGE" },
-      { ...COMPASS_RUNTIME, image: options.compassImage, setting: "AGENT_SESSIONS_COMPASS_IMAGE" },
-      { ...HERMES_RUNTIME, image: options.hermesImage, setting: "AGENT_SESSIONS_HERMES_IMAGE" },
-    ];
+    this.#shipped = SHIPPED_RUNTIMES.map((r) => ({
+      namespace: SHIPPED_NAMESPACE,
+      name: r.name,
+      image: options.shippedImages?.[r.name],
+      setting: r.imageSetting,
+    }));
   }
 
   verdict(runtime: AgentRuntime): ApprovalVerdict {

@@ -81,7 +81,7 @@ export async function startTestServer(
     reattachWindowMs: 5_000,
     frameBufferSize: 1_000,
     commandTimeoutMs: 5_000,
-    referenceImage: TEST_IMAGE,
+    shippedImages: { reference: TEST_IMAGE },
     ...overrides,
   };
   const server = await startServer(config, { log: options.log ?? silentLogger, keepAliveMs: 200 });

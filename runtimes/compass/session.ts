@@ -12,23 +12,10 @@ import { join } from "node:path";
 import { Agent, type AgentEvent, type AgentMessage } from "@oh-my-pi/pi-agent-core";
 import { streamSimple } from "@oh-my-pi/pi-ai";
 import { buildModel } from "@oh-my-pi/pi-catalog/build";
-import type { Usage } from "../../contracts/adapter.ts";
+import { type MessageUsage, NO_MODEL, summedUsage, type TurnOptions, type TurnOutcome } from "../kit/turn.ts";
 import { confinement } from "./confine.ts";
 import type { CompassSettings } from "./settings.ts";
 import { compassTools } from "./tools.ts";
-
-export type ToolEvent = { phase: "start" | "end"; callId: string; name: string; isError?: boolean };
-
-export type RunOptions = {
-  signal?: AbortSignal;
-  onDelta?: (text: string) => void;
-  onTool?: (event: ToolEvent) => void;
-};
-
-export type RunOutcome =
-  | { outcome: "succeeded"; text: string; usage: Usage }
-  | { outcome: "failed"; error: string; text: string }
-  | { outcome: "cancelled"; text: string };
 
 const SYSTEM_PROMPT =
   "You are compass, a coding agent working in /workspace. Use the tools to read, write and edit files and to run commands there.";
@@ -64,7 +51,7 @@ type AssistantLike = {
   role?: string;
   stopReason?: string;
   errorMessage?: string;
-  usage?: { input?: number; output?: number };
+  usage?: MessageUsage;
 };
 
 export class CompassSession {
@@ -102,14 +89,13 @@ export class CompassSession {
   }
 
   /** One prompt, to the end of the agent's run. Callers run one at a time. */
-  async run(input: string, options: RunOptions = {}): Promise<RunOutcome> {
+  async run(input: string, options: TurnOptions = {}): Promise<TurnOutcome> {
     const agent = this.#agent;
-    if (!agent)
-      return { outcome: "failed", error: "no model endpoint configured (the Agent names none)", text: "" };
+    if (!agent) return { outcome: "failed", error: NO_MODEL, text: "" };
     if (options.signal?.aborted) return { outcome: "cancelled", text: "" };
     let text = "";
     let messageHasText = false;
-    const usages: AssistantLike["usage"][] = [];
+    const usages: MessageUsage[] = [];
     let lastError: string | undefined;
     let aborted = false;
     const unsubscribe = agent.subscribe((event: AgentEvent) => {
@@ -183,19 +169,4 @@ export class CompassSession {
   get settings(): CompassSettings {
     return this.#settings;
   }
-}
-
-/** The run's usage: every assistant message reported some, or it is unavailable. */
-export function summedUsage(usages: AssistantLike["usage"][]): Usage {
-  if (usages.length === 0) return "unavailable";
-  let input = 0;
-  let output = 0;
-  for (const u of usages) {
-    const i = u?.input ?? 0;
-    const o = u?.output ?? 0;
-    if (!Number.isInteger(i) || !Number.isInteger(o) || i + o <= 0) return "unavailable";
-    input += i;
-    output += o;
-  }
-  return { input_tokens: input, output_tokens: output };
 }

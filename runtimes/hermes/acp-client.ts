@@ -3,10 +3,10 @@
  * one message a line on its stdin/stdout. We are the client: our requests (`initialize`,
  * `session/new`, `session/load`, `session/prompt`, …) are answered by id; its notifications
  * (`session/update`) go to the subscribers; its requests to us (`session/request_permission`,
- * `fs/*`, …) are answered by `onRequest`, or refused as not supported. Lines are split on LF only
- * (JSON strings may hold U+2028/U+2029). Stdout is protocol only; the agent's logs go to stderr.
+ * `fs/*`, …) are answered by `onRequest`, or refused as not supported. The process and its lines
+ * are the kit's (runtimes/kit/json-lines-child.ts).
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type AgentProcess, JsonLinesChild } from "../kit/json-lines-child.ts";
 
 export type AcpError = { code: number; message: string; data?: unknown };
 export type AcpResponse = { ok: true; result: unknown } | { ok: false; error: AcpError };
@@ -32,65 +32,42 @@ type Message = {
   error?: AcpError;
 };
 
-export class AcpClient {
-  readonly #child: ChildProcess;
+export class AcpClient implements AgentProcess {
+  readonly #child: JsonLinesChild;
   readonly #pending = new Map<number, (response: AcpResponse) => void>();
   readonly #listeners = new Set<(notification: AcpNotification) => void>();
   readonly #onRequest: AcpProcessOptions["onRequest"];
   #nextId = 0;
-  #exitCode: number | null | undefined;
   /** Resolves with the exit code (null when killed by a signal) once the agent has exited. */
   readonly exited: Promise<number | null>;
 
   constructor(options: AcpProcessOptions) {
-    const [file, ...args] = options.command;
-    if (!file) throw new Error("acp: empty command");
     this.#onRequest = options.onRequest;
-    this.#child = spawn(file, args, { cwd: options.cwd, env: options.env, stdio: ["pipe", "pipe", "pipe"] });
-    this.exited = new Promise((resolve) => {
-      const done = (code: number | null) => {
-        if (this.#exitCode !== undefined) return;
-        this.#exitCode = code;
+    this.#child = new JsonLinesChild({
+      command: options.command,
+      cwd: options.cwd,
+      env: options.env,
+      ...(options.stderr ? { stderr: options.stderr } : {}),
+      label: "the ACP agent",
+      onRecord: (message) => this.#receive(message as Message),
+      onExit: () => {
         for (const answer of this.#pending.values())
           answer({ ok: false, error: { code: -32000, message: "the agent exited" } });
         this.#pending.clear();
-        resolve(code);
-      };
-      this.#child.once("exit", (code) => done(code));
-      this.#child.once("error", () => done(null));
+      },
     });
-    const stderr = options.stderr ?? ((chunk: Buffer) => process.stderr.write(chunk));
-    this.#child.stderr?.on("data", stderr);
-    let buffer = "";
-    const decoder = new TextDecoder();
-    this.#child.stdout?.on("data", (chunk: Buffer) => {
-      buffer += decoder.decode(chunk, { stream: true });
-      for (let i = buffer.indexOf("\n"); i >= 0; i = buffer.indexOf("\n")) {
-        const line = buffer.slice(0, i).replace(/\r$/, "");
-        buffer = buffer.slice(i + 1);
-        if (line.trim()) this.#receive(line);
-      }
-    });
-    // A closed pipe after the agent exited is reported through `exited`, not as a crash of ours.
-    this.#child.stdin?.on("error", () => undefined);
+    this.exited = this.#child.exited;
   }
 
   get running(): boolean {
-    return this.#exitCode === undefined;
+    return this.#child.running;
   }
 
   #write(message: Message): void {
-    if (this.running) this.#child.stdin?.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
+    this.#child.send({ jsonrpc: "2.0", ...message });
   }
 
-  #receive(line: string): void {
-    let message: Message;
-    try {
-      message = JSON.parse(line) as Message;
-    } catch {
-      process.stderr.write(`the ACP agent wrote a line that is not JSON (${line.length} bytes); ignored\n`);
-      return;
-    }
+  #receive(message: Message): void {
     if (typeof message !== "object" || message === null) return;
     if (message.method === undefined) {
       // A response to one of ours.
@@ -137,14 +114,8 @@ export class AcpClient {
     this.#write({ method, params });
   }
 
-  /** Orderly shutdown: closing stdin ends the agent's stdio server; SIGTERM after `graceMs`, SIGKILL after twice that. */
-  async stop(graceMs = 5_000): Promise<void> {
-    if (!this.running) return;
-    this.#child.stdin?.end();
-    const term = setTimeout(() => this.#child.kill("SIGTERM"), graceMs);
-    const kill = setTimeout(() => this.#child.kill("SIGKILL"), graceMs * 2);
-    await this.exited;
-    clearTimeout(term);
-    clearTimeout(kill);
+  /** Orderly shutdown: closing stdin ends the agent's stdio server. */
+  stop(graceMs = 5_000): Promise<void> {
+    return this.#child.stop(graceMs);
   }
 }

@@ -5,7 +5,8 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { AcpClient } from "./acp-client.ts";
 import { hermesAgentSettings, hermesConfig, startHermes } from "./hermes-agent.ts";
-import { runPrompt, type ToolEvent, usageOf } from "./prompt-run.ts";
+import type { ToolEvent } from "../kit/turn.ts";
+import { runPrompt, usageOf } from "./prompt-run.ts";
 
 const fakeHermes = fileURLToPath(new URL("../../test/fixtures/fake-hermes-acp.ts", import.meta.url));
 const clients: AcpClient[] = [];

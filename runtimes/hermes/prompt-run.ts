@@ -8,22 +8,13 @@
  * Cancelling sends `session/cancel`; the turn then ends with stopReason `cancelled`.
  */
 import type { Usage } from "../../contracts/adapter.ts";
+import type { TurnOptions, TurnOutcome } from "../kit/turn.ts";
 import type { AcpClient, AcpNotification } from "./acp-client.ts";
 
-export type ToolEvent = { phase: "start" | "end"; callId: string; name: string; isError?: boolean };
-
-export type PromptRunOptions = {
-  signal?: AbortSignal;
-  onDelta?: (text: string) => void;
-  onTool?: (event: ToolEvent) => void;
+export type PromptRunOptions = TurnOptions & {
   /** After `session/cancel`, how long to wait for the turn to end before giving up. @default 10000 */
   cancelGraceMs?: number;
 };
-
-export type PromptOutcome =
-  | { outcome: "succeeded"; text: string; usage: Usage }
-  | { outcome: "failed"; error: string; text: string }
-  | { outcome: "cancelled"; text: string };
 
 type PromptResult = {
   stopReason?: string;
@@ -45,7 +36,7 @@ export async function runPrompt(
   sessionId: string,
   message: string,
   options: PromptRunOptions = {},
-): Promise<PromptOutcome> {
+): Promise<TurnOutcome> {
   let text = "";
   /** Tool calls started and not ended, by id → name. */
   const open = new Map<string, string>();

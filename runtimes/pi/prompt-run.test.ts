@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { runPrompt, summedUsage, type ToolEvent } from "./prompt-run.ts";
+import { summedUsage, type ToolEvent } from "../kit/turn.ts";
+import { runPrompt } from "./prompt-run.ts";
 import { PiRpcClient } from "./rpc-client.ts";
 
 const fakePi = fileURLToPath(new URL("../../test/fixtures/fake-pi-rpc.ts", import.meta.url));

@@ -4,29 +4,19 @@
  * whole answer with the usage summed over the run's assistant messages. pi reports 0 tokens when
  * the model sent no usage: that is "unavailable", never a real zero. Cancelling sends `abort`.
  */
-import type { Usage } from "../../contracts/adapter.ts";
+import { type MessageUsage, summedUsage, type TurnOptions, type TurnOutcome } from "../kit/turn.ts";
 import type { PiRecord, PiRpcClient } from "./rpc-client.ts";
 
-export type ToolEvent = { phase: "start" | "end"; callId: string; name: string; isError?: boolean };
-
-export type PromptRunOptions = {
-  signal?: AbortSignal;
-  onDelta?: (text: string) => void;
-  onTool?: (event: ToolEvent) => void;
+export type PromptRunOptions = TurnOptions & {
   /** After `abort`, how long to wait for pi to settle before giving up. @default 10000 */
   abortGraceMs?: number;
 };
-
-export type PromptOutcome =
-  | { outcome: "succeeded"; text: string; usage: Usage }
-  | { outcome: "failed"; error: string; text: string }
-  | { outcome: "cancelled"; text: string };
 
 type AssistantMessage = {
   role?: string;
   stopReason?: string;
   errorMessage?: string;
-  usage?: { input?: number; output?: number };
+  usage?: MessageUsage;
 };
 
 /** Assistant messages of one run are separated by a blank line in the answer. */
@@ -36,11 +26,11 @@ export async function runPrompt(
   pi: PiRpcClient,
   message: string,
   options: PromptRunOptions = {},
-): Promise<PromptOutcome> {
+): Promise<TurnOutcome> {
   let text = "";
   /** Text of the assistant message being streamed (a separator goes before a later one's first delta). */
   let messageHasText = false;
-  const usages: AssistantMessage["usage"][] = [];
+  const usages: MessageUsage[] = [];
   let lastError: string | undefined;
   let settle!: (aborted: boolean) => void;
   const settled = new Promise<boolean>((resolve) => {
@@ -109,19 +99,4 @@ export async function runPrompt(
     clearTimeout(graceTimer);
     unsubscribe();
   }
-}
-
-/** The run's usage: every assistant message reported some, or it is unavailable. */
-export function summedUsage(usages: AssistantMessage["usage"][]): Usage {
-  if (usages.length === 0) return "unavailable";
-  let input = 0;
-  let output = 0;
-  for (const u of usages) {
-    const i = u?.input ?? 0;
-    const o = u?.output ?? 0;
-    if (!Number.isInteger(i) || !Number.isInteger(o) || i + o <= 0) return "unavailable";
-    input += i;
-    output += o;
-  }
-  return { input_tokens: input, output_tokens: output };
 }

@@ -1,11 +1,10 @@
 /**
  * The Pi coding agent in `--mode rpc` as a child process (pi's docs/rpc.md): commands are JSON
  * lines on its stdin, each answered by a `response` record with the same `id`; session events
- * (message deltas, tool executions, `agent_settled`, …) stream on its stdout. Records are split on
- * LF only: JSON strings may hold U+2028/U+2029, which Node's readline would split on. Stdout is
- * protocol only; pi's diagnostics go to stderr, passed through to ours.
+ * (message deltas, tool executions, `agent_settled`, …) stream on its stdout. The process and its
+ * lines are the kit's (runtimes/kit/json-lines-child.ts).
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type AgentProcess, JsonLinesChild } from "../kit/json-lines-child.ts";
 
 /** One record pi wrote on stdout. Events are read by `type`; fields vary by event. */
 export type PiRecord = { type: string; id?: string; [field: string]: unknown };
@@ -20,56 +19,33 @@ export type PiProcessOptions = {
   stderr?: (chunk: Buffer) => void;
 };
 
-export class PiRpcClient {
-  readonly #child: ChildProcess;
+export class PiRpcClient implements AgentProcess {
+  readonly #child: JsonLinesChild;
   readonly #pending = new Map<string, (response: PiResponse) => void>();
   readonly #listeners = new Set<(record: PiRecord) => void>();
   #nextId = 0;
-  #exitCode: number | null | undefined;
   /** Resolves with the exit code (null when killed by a signal) once pi has exited. */
   readonly exited: Promise<number | null>;
 
   constructor(options: PiProcessOptions) {
-    const [file, ...args] = options.command;
-    if (!file) throw new Error("pi: empty command");
-    this.#child = spawn(file, args, { cwd: options.cwd, env: options.env, stdio: ["pipe", "pipe", "pipe"] });
-    this.exited = new Promise((resolve) => {
-      this.#child.once("exit", (code) => {
-        this.#exitCode = code;
+    this.#child = new JsonLinesChild({
+      ...options,
+      label: "pi",
+      onRecord: (record) => this.#receive(record as PiRecord),
+      onExit: () => {
         for (const answer of this.#pending.values()) answer({ success: false, error: "pi exited" });
         this.#pending.clear();
-        resolve(code);
-      });
-      this.#child.once("error", () => resolve(null));
+      },
     });
-    const stderr = options.stderr ?? ((chunk: Buffer) => process.stderr.write(chunk));
-    this.#child.stderr?.on("data", stderr);
-    let buffer = "";
-    const decoder = new TextDecoder();
-    this.#child.stdout?.on("data", (chunk: Buffer) => {
-      buffer += decoder.decode(chunk, { stream: true });
-      for (let i = buffer.indexOf("\n"); i >= 0; i = buffer.indexOf("\n")) {
-        const line = buffer.slice(0, i).replace(/\r$/, "");
-        buffer = buffer.slice(i + 1);
-        if (line.trim()) this.#receive(line);
-      }
-    });
-    // A closed pipe after pi exited is reported through `exited`, not as a crash of ours.
-    this.#child.stdin?.on("error", () => undefined);
+    this.exited = this.#child.exited;
   }
 
   get running(): boolean {
-    return this.#exitCode === undefined;
+    return this.#child.running;
   }
 
-  #receive(line: string): void {
-    let record: PiRecord;
-    try {
-      record = JSON.parse(line) as PiRecord;
-    } catch {
-      process.stderr.write(`pi wrote a line that is not JSON (${line.length} bytes); ignored\n`);
-      return;
-    }
+  #receive(record: PiRecord): void {
+    if (typeof record !== "object" || record === null) return;
     if (record.type === "response" && typeof record.id === "string") {
       const answer = this.#pending.get(record.id);
       if (answer) {
@@ -93,21 +69,12 @@ export class PiRpcClient {
     const id = `c${++this.#nextId}`;
     return new Promise((resolve) => {
       this.#pending.set(id, resolve);
-      this.#child.stdin?.write(`${JSON.stringify({ ...fields, id, type })}\n`);
+      this.#child.send({ ...fields, id, type });
     });
   }
 
-  /**
-   * Orderly shutdown: closing stdin asks pi to finish and exit (docs/rpc.md "Shutdown"); SIGTERM
-   * after `graceMs`, SIGKILL after twice that.
-   */
-  async stop(graceMs = 5_000): Promise<void> {
-    if (!this.running) return;
-    this.#child.stdin?.end();
-    const term = setTimeout(() => this.#child.kill("SIGTERM"), graceMs);
-    const kill = setTimeout(() => this.#child.kill("SIGKILL"), graceMs * 2);
-    await this.exited;
-    clearTimeout(term);
-    clearTimeout(kill);
+  /** Orderly shutdown: closing stdin asks pi to finish and exit (docs/rpc.md "Shutdown"). */
+  stop(graceMs = 5_000): Promise<void> {
+    return this.#child.stop(graceMs);
   }
 }

@@ -11,7 +11,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import type { ServerResponse } from "node:http";
 import type { Usage } from "../../contracts/adapter.ts";
-import { type AgentReply, adapterEnv, startAdapterServer } from "./adapter-server.ts";
+import { type AgentReply, adapterEnv, startAdapterServer } from "../kit/adapter-server.ts";
 
 const adapter = adapterEnv();
 const env = {

@@ -7,10 +7,10 @@
 #
 # Sourced after common.sh, node.sh and base-image.sh.
 #
-# Layout (proxy/shipped-runtimes.ts relies on it):
+# Layout (runtimes/catalogue.ts and runtimes/compass/ rely on it):
 #   /usr/local/bin/bun                         Bun (the SDK ships .ts sources only Bun runs; glibc from the base)
 #   /app/node_modules/@oh-my-pi, @opentelemetry  the SDK, every @oh-my-pi package pinned to one version
-#   /app/{runtimes/compass,runtimes/pi/redact.ts,runtimes/reference,contracts}, /app/node_modules/zod
+#   /app/{runtimes/compass,runtimes/kit,contracts}, /app/node_modules/zod
 # Three layers, stable first (Bun, SDK, sources): an agent change rebuilds only the small last one.
 # pi-natives ships two builds of one 180 MB library (baseline and modern CPUs); only the baseline
 # one is kept (PI_NATIVE_VARIANT=baseline), the other would double the image for no function.
@@ -38,49 +38,24 @@ JSON
   touch "$TB_COMPASS_DIR/.installed"
 }
 
-_tb_compass_sources() {
-  (cd "$TB_REPO" && { find runtimes/compass runtimes/reference contracts -name '*.ts' ! -name '*.test.ts'; echo runtimes/pi/redact.ts; } | LC_ALL=C sort)
-}
-
-tb_compass_image_hash() {
-  # Rebuild when the agent, the adapter server, the contracts, the base image, the SDK or this recipe change.
-  {
-    cat "$TB_REPO/scripts/testbed.d/compass-image.sh"
-    (cd "$TB_REPO" && _tb_compass_sources | xargs sha256sum)
-    cat "$TB_REPO/node_modules/zod/package.json"
-    grep '"digest"' "$TB_STATE/base-image.json"
-    echo "$TB_COMPASS_SDK_VERSION $TB_COMPASS_BUN_VERSION"
-  } | sha256sum | cut -c1-16
-}
-
-_tb_compass_image_cached() {
-  local hash=$1
-  [[ -f $TB_STATE/compass-image.json ]] && grep -q "\"sourceHash\": \"$hash\"" "$TB_STATE/compass-image.json" &&
-    curl -fsS -o /dev/null -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-      "http://$TB_REGISTRY/v2/agent-sessions/compass/manifests/$hash"
-}
+tb_compass_image_hash() { tb_runtime_image_hash compass "$TB_COMPASS_SDK_VERSION" "$TB_COMPASS_BUN_VERSION"; }
 
 tb_compass_image_up() {
   [[ -x $TB_NODE_DIR/bin/node ]] || tb_node_up
   tb_base_image_up
   local hash; hash=$(tb_compass_image_hash)
-  if _tb_compass_image_cached "$hash"; then
-    docker image inspect "$TB_COMPASS_IMAGE_REPO:$hash" >/dev/null 2>&1 || docker pull -q "$TB_COMPASS_IMAGE_REPO:$hash" >/dev/null
-    return 0
-  fi
+  tb_image_cached "$TB_COMPASS_IMAGE_REPO" compass-image "$hash" && return 0
   tb_compass_install
   local base; base=$(grep '"image"' "$TB_STATE/base-image.json" | cut -d'"' -f4)
   local ctx=$TB_HOME/compass-image-build
-  rm -rf "$ctx" && mkdir -p "$ctx/bun" "$ctx/sdk" "$ctx/app/node_modules"
+  rm -rf "$ctx" && mkdir -p "$ctx/bun" "$ctx/sdk"
   cp "$TB_COMPASS_DIR/node_modules/@oven/bun-linux-x64/bin/bun" "$ctx/bun/bun"
   cp -a "$TB_COMPASS_DIR/node_modules" "$ctx/sdk/node_modules"
   rm -rf "$ctx/sdk/node_modules/@oven" "$ctx/sdk/node_modules/.package-lock.json"
   rm -f "$ctx"/sdk/node_modules/@oh-my-pi/pi-natives-linux-x64/pi_natives.linux-x64-modern.node
   # Type declarations, source maps and third-party notices beside the code are not run.
   find "$ctx/sdk/node_modules" -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' \) -delete
-  (cd "$TB_REPO" && _tb_compass_sources | tr '\n' '\0' | xargs -0 cp --parents -t "$ctx/app")
-  cp -r "$TB_REPO/node_modules/zod" "$ctx/app/node_modules/zod"
-  printf '{"type":"module","private":true}\n' >"$ctx/app/package.json"
+  tb_runtime_app compass "$ctx/app"
   cat >"$ctx/Dockerfile" <<DF
 FROM $base
 COPY bun/ /usr/local/bin/
@@ -91,30 +66,8 @@ WORKDIR /workspace
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/bun", "/app/runtimes/compass/adapter-main.ts"]
 DF
-  docker build -q -t "$TB_COMPASS_IMAGE_REPO:$hash" "$ctx" >/dev/null
-  rm -rf "$ctx"
-  docker push -q "$TB_COMPASS_IMAGE_REPO:$hash" >/dev/null
-  local digest size
-  digest=$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$TB_COMPASS_IMAGE_REPO:$hash" | grep "^$TB_COMPASS_IMAGE_REPO@" | head -1)
-  [[ $digest == *@sha256:* ]] || { tb_say "no registry digest for $TB_COMPASS_IMAGE_REPO:$hash"; return 1; }
-  size=$(docker image inspect --format '{{.Size}}' "$TB_COMPASS_IMAGE_REPO:$hash")
-  cat >"$TB_STATE/compass-image.json" <<JSON
-{
-  "repository": "$TB_COMPASS_IMAGE_REPO",
-  "tag": "$hash",
-  "sourceHash": "$hash",
-  "image": "$digest",
-  "digest": "${digest#*@}",
-  "sizeBytes": $size,
-  "sdkVersion": "$TB_COMPASS_SDK_VERSION",
-  "bunVersion": "$TB_COMPASS_BUN_VERSION"
-}
-JSON
-  tb_say "compass image $digest ($((size / 1024 / 1024)) MiB)"
+  tb_build_and_push_image "$TB_COMPASS_IMAGE_REPO" compass-image "$hash" "$ctx" \
+    "sdkVersion=$TB_COMPASS_SDK_VERSION" "bunVersion=$TB_COMPASS_BUN_VERSION"
 }
 
-tb_compass_image_status() {
-  if [[ -f $TB_STATE/compass-image.json ]]; then
-    echo "compass   $(grep '"image"' "$TB_STATE/compass-image.json" | cut -d'"' -f4) ($(($(grep '"sizeBytes"' "$TB_STATE/compass-image.json" | tr -dc 0-9) / 1024 / 1024)) MiB, $TB_STATE/compass-image.json)"
-  else echo "compass   not built (scripts/testbed up compass-image)"; fi
-}
+tb_compass_image_status() { tb_image_status_line compass compass-image compass-image; }

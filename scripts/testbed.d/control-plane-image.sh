@@ -17,7 +17,7 @@
 # Three layers, stable first (runtime binaries, node_modules, sources): a source change rebuilds
 # and pushes only the small last one.
 TB_CP_IMAGE_REPO=$TB_REGISTRY/agent-sessions/control-plane
-TB_CP_SOURCES=(bin client contracts infra policies proxy runtimes/reference runner stacks)
+TB_CP_SOURCES=(bin client contracts infra policies proxy runtimes/catalogue.ts runtimes/kit runtimes/reference runner stacks)
 
 # The repo's runtime sources (working tree, tests excluded), one path a line, sorted.
 _tb_cp_source_files() {

@@ -14,7 +14,7 @@
 #   /opt/hermes                               a venv of that Python: pyvenv.cfg, bin/python,
 #                                             lib/python3.11/site-packages (hermes-agent and deps)
 #   /usr/local/bin/node                       Node 24 (runs the adapter)
-#   /app/{runtimes/hermes,runtimes/pi/redact.ts,runtimes/reference,contracts}
+#   /app/{runtimes/hermes,runtimes/kit,contracts}
 TB_HERMES_IMAGE_REPO=$TB_REGISTRY/agent-sessions/hermes
 TB_HERMES_VERSION=0.19.0
 TB_HERMES_DIR=$TB_HOME/hermes-agent-$TB_HERMES_VERSION
@@ -49,36 +49,18 @@ tb_hermes_debs() {
   touch "$dir/.downloaded"
 }
 
-tb_hermes_image_hash() {
-  {
-    cat "$TB_REPO/scripts/testbed.d/hermes-image.sh"
-    (cd "$TB_REPO" && { find runtimes/hermes runtimes/reference contracts \( -name '*.ts' -o -name '*.py' \) ! -name '*.test.ts'; echo runtimes/pi/redact.ts; } | LC_ALL=C sort | xargs sha256sum)
-    cat "$TB_REPO/node_modules/zod/package.json"
-    grep '"digest"' "$TB_STATE/base-image.json"
-    echo "$TB_NODE_VERSION $TB_HERMES_VERSION"
-  } | sha256sum | cut -c1-16
-}
-
-_tb_hermes_image_cached() {
-  local hash=$1
-  [[ -f $TB_STATE/hermes-image.json ]] && grep -q "\"sourceHash\": \"$hash\"" "$TB_STATE/hermes-image.json" &&
-    curl -fsS -o /dev/null -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-      "http://$TB_REGISTRY/v2/agent-sessions/hermes/manifests/$hash"
-}
+tb_hermes_image_hash() { tb_runtime_image_hash hermes "$TB_NODE_VERSION" "$TB_HERMES_VERSION"; }
 
 tb_hermes_image_up() {
   [[ -x $TB_NODE_DIR/bin/node ]] || tb_node_up
   tb_base_image_up
   local hash; hash=$(tb_hermes_image_hash)
-  if _tb_hermes_image_cached "$hash"; then
-    docker image inspect "$TB_HERMES_IMAGE_REPO:$hash" >/dev/null 2>&1 || docker pull -q "$TB_HERMES_IMAGE_REPO:$hash" >/dev/null
-    return 0
-  fi
+  tb_image_cached "$TB_HERMES_IMAGE_REPO" hermes-image "$hash" && return 0
   tb_hermes_install
   tb_hermes_debs
   local base; base=$(grep '"image"' "$TB_STATE/base-image.json" | cut -d'"' -f4)
   local ctx=$TB_HOME/hermes-image-build
-  rm -rf "$ctx" && mkdir -p "$ctx/node" "$ctx/python" "$ctx/hermes/bin" "$ctx/hermes/lib/python3.11" "$ctx/app/node_modules"
+  rm -rf "$ctx" && mkdir -p "$ctx/node" "$ctx/python" "$ctx/hermes/bin" "$ctx/hermes/lib/python3.11"
   cp "$TB_NODE_DIR/bin/node" "$ctx/node/node"
   local deb
   for deb in "$TB_HOME"/hermes-debs/*.deb; do dpkg-deb -x "$deb" "$ctx/python"; done
@@ -93,9 +75,7 @@ tb_hermes_image_up() {
   # A venv of the image's Python at the path it has in the image.
   ln -s /usr/bin/python3.11 "$ctx/hermes/bin/python"
   printf 'home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11\nexecutable = /usr/bin/python3.11\n' >"$ctx/hermes/pyvenv.cfg"
-  (cd "$TB_REPO" && { find runtimes/hermes runtimes/reference contracts \( -name '*.ts' -o -name '*.py' \) ! -name '*.test.ts'; echo runtimes/pi/redact.ts; } | xargs cp --parents -t "$ctx/app")
-  cp -r "$TB_REPO/node_modules/zod" "$ctx/app/node_modules/zod"
-  printf '{"type":"module","private":true}\n' >"$ctx/app/package.json"
+  tb_runtime_app hermes "$ctx/app"
   cat >"$ctx/Dockerfile" <<DF
 FROM $base
 COPY python/ /
@@ -116,30 +96,7 @@ WORKDIR /workspace
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/node", "/app/runtimes/hermes/adapter-main.ts"]
 DF
-  docker build -q -t "$TB_HERMES_IMAGE_REPO:$hash" "$ctx" >"$TB_LOG/hermes-image.log" 2>&1 \
-    || { tail -20 "$TB_LOG/hermes-image.log" >&2; return 1; }
-  rm -rf "$ctx"
-  docker push -q "$TB_HERMES_IMAGE_REPO:$hash" >/dev/null
-  local digest size
-  digest=$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$TB_HERMES_IMAGE_REPO:$hash" | grep "^$TB_HERMES_IMAGE_REPO@" | head -1)
-  [[ $digest == *@sha256:* ]] || { tb_say "no registry digest for $TB_HERMES_IMAGE_REPO:$hash"; return 1; }
-  size=$(docker image inspect --format '{{.Size}}' "$TB_HERMES_IMAGE_REPO:$hash")
-  cat >"$TB_STATE/hermes-image.json" <<JSON
-{
-  "repository": "$TB_HERMES_IMAGE_REPO",
-  "tag": "$hash",
-  "sourceHash": "$hash",
-  "image": "$digest",
-  "digest": "${digest#*@}",
-  "sizeBytes": $size,
-  "hermesVersion": "$TB_HERMES_VERSION"
-}
-JSON
-  tb_say "hermes image $digest ($((size / 1024 / 1024)) MiB)"
+  tb_build_and_push_image "$TB_HERMES_IMAGE_REPO" hermes-image "$hash" "$ctx" "hermesVersion=$TB_HERMES_VERSION"
 }
 
-tb_hermes_image_status() {
-  if [[ -f $TB_STATE/hermes-image.json ]]; then
-    echo "hermes    $(grep '"image"' "$TB_STATE/hermes-image.json" | cut -d'"' -f4) ($(($(grep '"sizeBytes"' "$TB_STATE/hermes-image.json" | tr -dc 0-9) / 1024 / 1024)) MiB, $TB_STATE/hermes-image.json)"
-  else echo "hermes    not built (scripts/testbed up hermes-image)"; fi
-}
+tb_hermes_image_status() { tb_image_status_line hermes hermes-image hermes-image; }

@@ -10,7 +10,7 @@
 #   /usr/local/bin/node                      Node 24 (the base image has glibc and libstdc++)
 #   /opt/pi/node_modules                     @earendil-works/pi-coding-agent and its dependencies
 #   /usr/local/bin/pi                        pi's CLI
-#   /app/{runtimes/pi,runtimes/reference,contracts}   the adapter, the shared adapter server, the contracts
+#   /app/{runtimes/pi,runtimes/kit,contracts}   the adapter, the runtime kit, the contracts
 # Three layers, stable first (Node, pi, sources): an adapter change rebuilds only the small last one.
 TB_PI_IMAGE_REPO=$TB_REGISTRY/agent-sessions/pi
 TB_PI_VERSION=1.6.0
@@ -26,44 +26,23 @@ tb_pi_install() {
   touch "$TB_PI_DIR/.installed"
 }
 
-tb_pi_image_hash() {
-  # Rebuild when the adapter, the contracts, the base image, Node, pi or this recipe change.
-  {
-    cat "$TB_REPO/scripts/testbed.d/pi-image.sh"
-    (cd "$TB_REPO" && find runtimes/pi runtimes/reference contracts -name '*.ts' ! -name '*.test.ts' | LC_ALL=C sort | xargs sha256sum)
-    cat "$TB_REPO/node_modules/zod/package.json"
-    grep '"digest"' "$TB_STATE/base-image.json"
-    echo "$TB_NODE_VERSION $TB_PI_VERSION"
-  } | sha256sum | cut -c1-16
-}
-
-_tb_pi_image_cached() {
-  local hash=$1
-  [[ -f $TB_STATE/pi-image.json ]] && grep -q "\"sourceHash\": \"$hash\"" "$TB_STATE/pi-image.json" &&
-    curl -fsS -o /dev/null -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-      "http://$TB_REGISTRY/v2/agent-sessions/pi/manifests/$hash"
-}
+tb_pi_image_hash() { tb_runtime_image_hash pi "$TB_NODE_VERSION" "$TB_PI_VERSION"; }
 
 tb_pi_image_up() {
   [[ -x $TB_NODE_DIR/bin/node ]] || tb_node_up
   tb_base_image_up
   local hash; hash=$(tb_pi_image_hash)
-  if _tb_pi_image_cached "$hash"; then
-    docker image inspect "$TB_PI_IMAGE_REPO:$hash" >/dev/null 2>&1 || docker pull -q "$TB_PI_IMAGE_REPO:$hash" >/dev/null
-    return 0
-  fi
+  tb_image_cached "$TB_PI_IMAGE_REPO" pi-image "$hash" && return 0
   tb_pi_install
   local base; base=$(grep '"image"' "$TB_STATE/base-image.json" | cut -d'"' -f4)
   local ctx=$TB_HOME/pi-image-build
-  rm -rf "$ctx" && mkdir -p "$ctx/node" "$ctx/pi" "$ctx/app/node_modules"
+  rm -rf "$ctx" && mkdir -p "$ctx/node" "$ctx/pi"
   cp "$TB_NODE_DIR/bin/node" "$ctx/node/node"
   ln -s /opt/pi/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js "$ctx/node/pi"
   cp -a "$TB_PI_DIR/node_modules" "$ctx/pi/node_modules"
   # Source maps and type declarations are not run: ~70 MB less.
   find "$ctx/pi/node_modules" -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
-  (cd "$TB_REPO" && find runtimes/pi runtimes/reference contracts -name '*.ts' ! -name '*.test.ts' -print0 | xargs -0 cp --parents -t "$ctx/app")
-  cp -r "$TB_REPO/node_modules/zod" "$ctx/app/node_modules/zod"
-  printf '{"type":"module","private":true}\n' >"$ctx/app/package.json"
+  tb_runtime_app pi "$ctx/app"
   cat >"$ctx/Dockerfile" <<DF
 FROM $base
 COPY node/ /usr/local/bin/
@@ -74,29 +53,7 @@ WORKDIR /workspace
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/node", "/app/runtimes/pi/adapter-main.ts"]
 DF
-  docker build -q -t "$TB_PI_IMAGE_REPO:$hash" "$ctx" >/dev/null
-  rm -rf "$ctx"
-  docker push -q "$TB_PI_IMAGE_REPO:$hash" >/dev/null
-  local digest size
-  digest=$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$TB_PI_IMAGE_REPO:$hash" | grep "^$TB_PI_IMAGE_REPO@" | head -1)
-  [[ $digest == *@sha256:* ]] || { tb_say "no registry digest for $TB_PI_IMAGE_REPO:$hash"; return 1; }
-  size=$(docker image inspect --format '{{.Size}}' "$TB_PI_IMAGE_REPO:$hash")
-  cat >"$TB_STATE/pi-image.json" <<JSON
-{
-  "repository": "$TB_PI_IMAGE_REPO",
-  "tag": "$hash",
-  "sourceHash": "$hash",
-  "image": "$digest",
-  "digest": "${digest#*@}",
-  "sizeBytes": $size,
-  "piVersion": "$TB_PI_VERSION"
-}
-JSON
-  tb_say "pi image $digest ($((size / 1024 / 1024)) MiB)"
+  tb_build_and_push_image "$TB_PI_IMAGE_REPO" pi-image "$hash" "$ctx" "piVersion=$TB_PI_VERSION"
 }
 
-tb_pi_image_status() {
-  if [[ -f $TB_STATE/pi-image.json ]]; then
-    echo "pi        $(grep '"image"' "$TB_STATE/pi-image.json" | cut -d'"' -f4) ($(($(grep '"sizeBytes"' "$TB_STATE/pi-image.json" | tr -dc 0-9) / 1024 / 1024)) MiB, $TB_STATE/pi-image.json)"
-  else echo "pi        not built (scripts/testbed up pi-image)"; fi
-}
+tb_pi_image_status() { tb_image_status_line pi pi-image pi-image; }

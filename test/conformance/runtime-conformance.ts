@@ -33,25 +33,10 @@ import { followEvents, type Json, startSessionModelServer, System, until } from 
 import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
 import { imageLacks } from "./image-precheck.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
+import { type ShippedRuntimeName, shippedRuntime } from "../../runtimes/catalogue.ts";
 
-/**
- * The runtimes the project ships, by AgentRuntime name, and the test bed part that builds the
- * image (its state file `<part>.json`).
- */
-const IMAGES = {
-  reference: "reference-image",
-  pi: "pi-image",
-  compass: "compass-image",
-  hermes: "hermes-image",
-} as const;
-export type ShippedRuntime = keyof typeof IMAGES;
-/** The server setting that pins each runtime's image (proxy/config.ts). */
-const IMAGE_SETTINGS: Record<ShippedRuntime, string> = {
-  reference: "AGENT_SESSIONS_REFERENCE_IMAGE",
-  pi: "AGENT_SESSIONS_PI_IMAGE",
-  compass: "AGENT_SESSIONS_COMPASS_IMAGE",
-  hermes: "AGENT_SESSIONS_HERMES_IMAGE",
-};
+/** The runtimes the project ships (runtimes/catalogue.ts), by AgentRuntime name. */
+export type ShippedRuntime = ShippedRuntimeName;
 
 /** The server's deadline of one request here: the "never answers" check waits for it. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -62,18 +47,6 @@ const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
 const SESSIONS = `${NS}/harnesssessions`;
 const SESSION_UID = "65532";
-
-/**
- * The capabilities each runtime declares, as `serve` registers them (proxy/shipped-runtimes.ts).
- * Test names are made before any process starts, so they come from here; the first test checks
- * that the registered runtime declares exactly these.
- */
-const DECLARED: Record<ShippedRuntime, string[]> = {
-  reference: ["streaming", "resume"],
-  pi: ["streaming", "tools", "resume"],
-  compass: ["streaming", "tools", "resume"],
-  hermes: ["streaming", "tools", "resume"],
-};
 
 /** The names of the file tools the model server is offered by each runtime that declares `tools`. */
 const FILE_TOOLS: Record<ShippedRuntime, { write: string; read: string }> = {
@@ -86,7 +59,10 @@ const FILE_TOOLS: Record<ShippedRuntime, { write: string; read: string }> = {
 type Sse = { event: string; data: Json };
 
 export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "docker"): void {
-  const declared = DECLARED[runtime];
+  // The capabilities the catalogue declares, as `serve` registers them: test names are made
+  // before any process starts, so they come from there; the first test checks the registered runtime.
+  const shipped = shippedRuntime(runtime);
+  const declared: string[] = [...shipped.capabilities];
   const has = (capability: string) => declared.includes(capability);
   // Unique per run: the engines (and a cluster's namespace) are shared by every checkout here.
   const NAME = `conf-${runtime}-${engine[0]}${randomBytes(2).toString("hex")}`;
@@ -171,9 +147,9 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
     // Where the engine's sessions reach the host (the 1.35 cluster: the link, a port its guard admits).
     model = await startSessionModelServer(engine);
     process.env.E2E_MODEL_KEY = SECRET;
-    image = builtImage(IMAGES[runtime]);
+    image = builtImage(shipped.testbedImage);
     system = new System(undefined, {
-      [IMAGE_SETTINGS[runtime]]: image.image,
+      [shipped.imageSetting]: image.image,
       AGENT_SESSIONS_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
     });
     await system.startServer();

@@ -1,10 +1,10 @@
 /**
  * The HTTP side of a v1alpha2 adapter (contracts/adapter.ts), shared by every runtime the project
- * ships (the reference adapter, runtimes/pi/): readiness and liveness, the bearer-authenticated
- * request endpoint with bounded body and time, one result record per request (kept in memory and
- * appended to `<workspace>/results.ndjson` on the session volume), cancellation of one request,
- * streaming only when the runtime declares it, and graceful shutdown on SIGTERM. What answers a
- * request is the runtime's `AgentHandler`.
+ * ships (directly, or through runtimes/kit/adapter-entry.ts): readiness and liveness, the
+ * bearer-authenticated request endpoint with bounded body and time, one result record per request
+ * (kept in memory and appended to `<workspace>/results.ndjson` on the session volume), cancellation
+ * of one request, streaming only when the runtime declares it, and graceful shutdown on SIGTERM.
+ * What answers a request is the runtime's `AgentHandler`.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { appendFileSync, mkdirSync } from "node:fs";
