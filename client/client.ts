@@ -51,7 +51,7 @@ export type EventsOptions = {
 export type SendOptions = { id?: string | undefined; signal?: AbortSignal | undefined };
 
 /**
- * A typed client of the agent-sessions HTTP API (DESIGN.md "Fixed interfaces"): lifecycle RPCs,
+ * A typed client of the agent-sessions HTTP API (docs/http-api.md): lifecycle RPCs,
  * kubectl-style resources, the request proxy and the event stream. Types come from the zod
  * contracts; the server validates, so the client sends what it is given. Every failure is a
  * `ClientError` carrying the gRPC `code`.

@@ -5,7 +5,7 @@ import { z } from "zod";
  * IPv4 numbers rather than matched by a pattern: `999.1.1.1/99` is not an address, and ranges
  * that reach the machine itself, the link-local cloud metadata service or "everything" are
  * refused whatever the Agent says. The server adds what only it knows (its own address and port,
- * the cluster's ranges, the runner's and engine's addresses: proxy/egress-guard.ts).
+ * the cluster's ranges, the runner's and engine's addresses: proxy/lifecycle/egress-guard.ts).
  */
 
 /** The narrowest prefix a rule may have: wider ranges reach too much to be "the model endpoint". */

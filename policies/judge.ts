@@ -12,7 +12,7 @@ import { policies } from "./policy-list.ts";
  * Runs the pack's policies the way its Analyzer server does (@pulumi/policy server.js: props
  * behind the unknown-checking proxy, `isType` by type token, config per policy), in process,
  * without gRPC or the CLI, and collects what they report. The runner's fast create judges the
- * resources it is about to make with it before it touches the engine (runner/fast-create.ts);
+ * resources it is about to make with it before it touches the engine (runner/docker/fast-create.ts, runner/kubernetes/fast-create.ts);
  * the pack's unit tests judge their fixtures with it (testing/policy-harness.ts).
  */
 

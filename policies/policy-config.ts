@@ -7,7 +7,7 @@ import { z } from "zod";
  * parse the value again with zod so a missing or malformed config can never widen a policy.
  */
 
-/** @default ["127.0.0.1:5000"] — the project's local registry (shared/TESTBED.md). */
+/** @default ["127.0.0.1:5000"] — the project's local registry (scripts/testbed.d/docker.sh). */
 export const DEFAULT_APPROVED_REGISTRIES: readonly string[] = ["127.0.0.1:5000"];
 
 /**

@@ -20,7 +20,7 @@ import {
 import { dockerContainerOnStackNetwork, mountsOnlyStackVolumes } from "./stack-policies.ts";
 
 /**
- * Every policy of the agent-sessions pack (shared/DESIGN.md, "Pulumi"), in one explicit list.
+ * Every policy of the agent-sessions pack (the security invariants: docs/security.md, policies/README.md), in one explicit list.
  * Importing this module has no side effects: the pack itself (which starts a gRPC server) is
  * constructed only in index.ts, so tests call these policies directly.
  */

@@ -165,8 +165,8 @@ function expectWellFormed(reply: { status: number; text: string }): void {
   const parsed = ApiErrorBody.strict().safeParse(body);
   expect(parsed.success, reply.text.slice(0, 500)).toBe(true);
   const code = body.code as keyof typeof httpStatusOf;
-  // Body bounds are documented as 413 RESOURCE_EXHAUSTED: the proxy's (proxy/request-relay.ts)
-  // and every other JSON route's (hono/body-limit in proxy/app.ts).
+  // Body bounds are documented as 413 RESOURCE_EXHAUSTED: the proxy's (proxy/relay/request-relay.ts)
+  // and every other JSON route's (hono/body-limit in proxy/http/app.ts).
   if (reply.status === 413) expect(code).toBe("RESOURCE_EXHAUSTED");
   else expect(reply.status, `${code}: ${body.message}`).toBe(httpStatusOf[code]);
 }

@@ -35,7 +35,7 @@ export type LifecycleOptions = {
   log: Logger;
   /** Where Agent `secretRef` credentials are read. @default process.env */
   secretEnv?: Record<string, string | undefined>;
-  /** Where new workspaces are claimed from first (proxy/warm-pools.ts). */
+  /** Where new workspaces are claimed from first (proxy/lifecycle/warm-pools.ts). */
   warmPools?: WarmPools;
   /** What the operator admits (egress guard). @default defaultAdmission() */
   admission?: Admission;

@@ -45,7 +45,7 @@ export interface Store {
   setRunnerDraining(runnerId: string, draining: boolean): Promise<RunnerRecord | undefined>;
 
   /**
-   * Runner credentials (proxy/runner-identity.ts), one per runner name, kept as a hash only.
+   * Runner credentials (proxy/runners/runner-identity.ts), one per runner name, kept as a hash only.
    * `claimRunnerCredential` writes only when the name holds none yet (atomic: of two runners
    * registering one new name, one wins); false when the name is held.
    */

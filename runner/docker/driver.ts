@@ -1,7 +1,7 @@
 /**
  * The Docker driver: provisioning through the session stack (stacks/), the agent over a
  * long-lived hijacked exec stream (runner/docker/exec.ts), and exits observed through engine events (an exec stream cut
- * by `docker rm -f` loses its exit code, TESTBED.md: the events say what happened).
+ * by `docker rm -f` loses its exit code, the exec's inspect answering 404: the events say what happened).
  *
  * Create, stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off): a first
  * create (no stack yet) is judged by the policy pack in process and made at once

@@ -2,8 +2,8 @@
  * The git side of a workspace seeded from a repository (issue 18), the same on every engine: the
  * POSIX sh scripts that seed a checkout once and diff it against the seeded commit, the
  * environment they take, and how git's errors are told without a credential. Docker runs them in
- * a short-lived container of the runner's git image (docker-repo-seed.ts); Kubernetes in the
- * session pod's `workspace` sidecar of that image (kubernetes-workspace.ts).
+ * a short-lived container of the runner's git image (runner/docker/repo-seed.ts); Kubernetes in the
+ * session pod's `workspace` sidecar of that image (runner/kubernetes/repo-seed.ts).
  *
  * Inputs come as environment, never spliced into a script or a command line.
  */

@@ -5,7 +5,7 @@
  *
  * The 1.20 exec protocol (`v4.channel.k8s.io`) has no way to close stdin alone (that came with
  * `v5.channel.k8s.io`, Kubernetes 1.29): stdin stays open for the agent's whole life, and a
- * deliberate stop signals the agent by PID from a second exec (TESTBED.md "Kubernetes").
+ * deliberate stop signals the agent by PID from a second exec.
  */
 import { PassThrough, type Readable } from "node:stream";
 import { type CoreV1Api, Exec, type KubeConfig, type V1Pod, type V1Status } from "@kubernetes/client-node";

@@ -92,7 +92,7 @@ export class RunnerLink {
   #attached = false;
   #closed = false;
   #attempt = 0;
-  /** Watches the server's pings while attached over a WebSocket (link-watchdog.ts). */
+  /** Watches the server's pings while attached over a WebSocket (runner/link/watchdog.ts). */
   #watchdog: LinkWatchdog | undefined;
   /** Serialized messages waiting for the next attach, oldest first, and their total size. */
   #queue: string[] = [];

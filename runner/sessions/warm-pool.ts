@@ -4,7 +4,7 @@
  *
  * Design
  * - Policy on the server, engine work on the runner. An AgentRuntime declares
- *   `spec.warmPool.size`; the server (proxy/warm-pools.ts) turns that into this runner's whole
+ *   `spec.warmPool.size`; the server (proxy/lifecycle/warm-pools.ts) turns that into this runner's whole
  *   desired set, `warm_pools` (sent every sync interval, so a server restart or a deleted
  *   runtime converges), and the runner keeps that many *unclaimed* entries per pool, filling
  *   them one at a time in the background.

@@ -1,5 +1,5 @@
 /**
- * The Pi coding agent in `--mode rpc` as a child process (pi's docs/rpc.md): commands are JSON
+ * The Pi coding agent in `--mode rpc` as a child process (pi's pi's docs/rpc.md): commands are JSON
  * lines on its stdin, each answered by a `response` record with the same `id`; session events
  * (message deltas, tool executions, `agent_settled`, …) stream on its stdout. The process and its
  * lines are the kit's (runtimes/kit/json-lines-child.ts).
@@ -73,7 +73,7 @@ export class PiRpcClient implements AgentProcess {
     });
   }
 
-  /** Orderly shutdown: closing stdin asks pi to finish and exit (docs/rpc.md "Shutdown"). */
+  /** Orderly shutdown: closing stdin asks pi to finish and exit (pi's docs/rpc.md "Shutdown"). */
   stop(graceMs = 5_000): Promise<void> {
     return this.#child.stop(graceMs);
   }

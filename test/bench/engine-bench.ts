@@ -5,7 +5,7 @@
  *   node test/bench/engine-bench.ts [runs] [warmups]   (defaults 10 and 1; the test bed must be up:
  *                                                     scripts/testbed up node docker pulumi pulumi-kubernetes image kubernetes)
  *
- * Everything is real: stacks/StackManager (Pulumi CLI, the Docker provider plugin and the
+ * Everything is real: StackManager (stacks/) (Pulumi CLI, the Docker provider plugin and the
  * Kubernetes provider, the policy pack, a file backend on a temp dir), the test bed's dockerd and
  * single-node cluster, the reference image. Per run and engine, one new session goes through:
  *

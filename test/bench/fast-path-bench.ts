@@ -9,7 +9,7 @@
  *      scripts/testbed up node docker pulumi image, and kubernetes pulumi-kubernetes for Kubernetes)
  *
  * Everything is real: the runner's driver (runner/docker/driver.ts, runner/kubernetes/driver.ts) over
- * stacks/StackManager (Pulumi CLI, the providers, the policy pack, a file backend on a temp dir),
+ * StackManager (stacks/) (Pulumi CLI, the providers, the policy pack, a file backend on a temp dir),
  * the test bed's dockerd or cluster, the reference image. Per run and path one new session goes:
  * create → Ready (provision: the adapter answered /readyz), stop (scaleDown returned; nothing
  * runs), resume → Ready (provision again), settle (the background recording `up` of the resume

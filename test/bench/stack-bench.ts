@@ -5,7 +5,7 @@
  *                                               scripts/testbed up node docker pulumi image)
  *
  * Each run takes one session through create (up), scaleDown, resume and destroy with
- * stacks/StackManager (real CLI, provider plugin, policy pack, file backend), and then does the same
+ * StackManager (stacks/) (real CLI, provider plugin, policy pack, file backend), and then does the same
  * container work directly with dockerode — volume, internal network with the host-isolation
  * rules, container create + start until /readyz answers, stop + remove — as the baseline.
  * Engine overhead = total − container work, paired run by run. The CLI calls of each operation

@@ -3,7 +3,7 @@
  * user meets it — through the real server (`serve --no-runner` + a `runner --engine docker|kubernetes`
  * on the test bed's dockerd or single-node cluster, real Pulumi stacks), a HarnessSession bound to
  * the runtime `serve` registered, and the loopback model server on our bridge. What is checked on
- * the engine goes through an EngineProbe (test/engine/engine-probes.ts), so the suite is the same
+ * the engine goes through an EngineProbe (test/support/engine-probes.ts), so the suite is the same
  * on both engines. One file per runtime and engine calls `runtimeConformance(name, engine)`:
  * `<runtime>.test.ts` (Docker) and `<runtime>.kubernetes.test.ts`.
  *

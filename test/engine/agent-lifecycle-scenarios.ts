@@ -1,7 +1,7 @@
 /**
  * Issue 4, "The requirements, exactly" (the seed-004 agent-session lifecycle), one test per
- * requirement, end to end, with the engine as a parameter: agent-lifecycle.test.ts runs them on
- * Docker, agent-lifecycle-kubernetes.test.ts on the test bed's Kubernetes cluster. The server
+ * requirement, end to end, with the engine as a parameter: agent-lifecycle.docker.test.ts runs them on
+ * Docker, agent-lifecycle.kubernetes.test.ts on the test bed's Kubernetes cluster. The server
  * (`agent-sessions serve --no-runner`) and a separate runner (`agent-sessions runner --engine …`)
  * are real processes over the real WebSocket; workspaces are real Pulumi stacks on the real
  * engine; the agent is the reference agent in the reference image. Nothing is faked. What is done
@@ -25,7 +25,7 @@
  * is not JSON on purpose, which only the scripted reference agent does: it runs with it alone.
  *
  * The split, for CI time (each file runs once; a warm .ci/run must stay under 60 min):
- * agent-lifecycle.test.ts runs these on Docker with `reference`, agent-lifecycle-kubernetes.test.ts
+ * agent-lifecycle.docker.test.ts runs these on Docker with `reference`, agent-lifecycle.kubernetes.test.ts
  * on Kubernetes with `compass` (so the seed-004 RPC sessions run a real agent over the pods/exec
  * stream); the HarnessSession scenarios are split the other way round (harness-scenarios.ts).
  */

@@ -1,6 +1,6 @@
 /**
  * The seed-004 agent-session lifecycle on the test bed's Kubernetes cluster: the same scenarios as
- * agent-lifecycle.test.ts (agent-lifecycle-scenarios.ts) with a runner started `--engine
+ * agent-lifecycle.docker.test.ts (agent-lifecycle-scenarios.ts) with a runner started `--engine
  * kubernetes` (each workspace is the session program's PVC, Secret, Deployment, ClusterIP Service
  * and NetworkPolicy in namespace agent-sessions; the agent runs over the pods/exec stream), and
  * with a real agent: the `compass` runtime's (runtimes/compass/agent.ts on Bun, answering from the

@@ -16,7 +16,7 @@
  * asked; output tokens are counted from the reply, input tokens from everything the harness sent
  * (a real harness adds its system prompt and tool schemas, so only the reference adapter's input
  * counts are known exactly). Which runtime each engine runs, and why (CI time: each file runs
- * once): harness-sessions.test.ts runs them on Docker with `compass` (our Oh My Pi agent), the
+ * once): harness-sessions.docker.test.ts runs them on Docker with `compass` (our Oh My Pi agent), the
  * Kubernetes file with `reference`; the seed-004 suites are split the other way round
  * (agent-lifecycle-scenarios.ts). The Bad-input bindings (v1alpha1, unknown Agent, unlisted
  * credential) and the one-shot AgentRun stay on the reference image: they never start a session.
@@ -697,7 +697,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       expect(logs).not.toContain(UNLISTED);
     });
 
-    // One-shot AgentRuns are placed on Docker runners only (proxy/agent-runs.ts).
+    // One-shot AgentRuns are placed on Docker runners only (proxy/harness/agent-runs.ts).
     if (options.engine === "docker")
       it("a one-shot AgentRun of a v1alpha1 runtime runs to completion and leaves no container or network", async () => {
         const docker = dockerClient();

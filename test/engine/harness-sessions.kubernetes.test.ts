@@ -1,6 +1,6 @@
 /**
  * The HarnessSession scenarios on the test bed's Kubernetes cluster: the same scenarios as
- * harness-sessions.test.ts, with a runner started `--engine kubernetes` (the session program's
+ * harness-sessions.docker.test.ts, with a runner started `--engine kubernetes` (the session program's
  * PVC, Deployment, ClusterIP Service and NetworkPolicy in namespace agent-sessions; the agent over
  * the pods/exec stream; requests to the adapter through the Service via kube-proxy). Engine-side
  * checks go through the API server and the test bed's kubectl.

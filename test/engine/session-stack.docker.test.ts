@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 /**
- * A Docker session's whole life through stacks/StackManager against the real engine: the Pulumi
+ * A Docker session's whole life through StackManager (stacks/) against the real engine: the Pulumi
  * CLI, our Docker provider plugin, the test bed's dockerd and registry, the policy pack. One
  * session goes up, is used, scaled down, resumed and destroyed; each step is checked from the
  * outside (dockerode by label, the registry, the adapter's own /readyz, the backend's files).

@@ -1,5 +1,5 @@
 /**
- * A Kubernetes session's stack through stacks/StackManager against the test bed's cluster (real
+ * A Kubernetes session's stack through StackManager (stacks/) against the test bed's cluster (real
  * kube-apiserver, kubelet, Pulumi CLI with the Kubernetes provider, the policy pack): up creates
  * the PVC, credentials Secret, Deployment, Service and NetworkPolicy with the hardened spec and
  * the pod becomes Ready; scaleDown keeps the PVC; resume is Ready again; destroy removes it all.

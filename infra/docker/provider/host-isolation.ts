@@ -1,7 +1,8 @@
 /**
  * Host isolation for a session network. Docker's `--internal` blocks other networks but NOT the
  * host: a container reaches host services listening on 0.0.0.0 through its bridge gateway
- * (TESTBED.md). We add, per session bridge, rules in a chain of our own:
+ * (seen on the test bed's dockerd 20.10: an internal container reached a host service through
+ * the gateway). We add, per session bridge, rules in a chain of our own:
  *   - INPUT: from the bridge, only replies (ESTABLISHED,RELATED) and the allowed endpoints pass;
  *     everything else is dropped, so no session reaches a control-plane port.
  *   - nat PREROUTING: `gateway:port` → the allowed host-local endpoint. An internal network has no

@@ -22,7 +22,7 @@ export interface NetworkInputs {
   internal: boolean;
   /**
    * An internal network still reaches host services listening on 0.0.0.0 through its bridge
-   * gateway (TESTBED.md). With this set the provider adds an iptables INPUT rule dropping new
+   * gateway (Docker's `--internal` isolates networks, not the host). With this set the provider adds an iptables INPUT rule dropping new
    * connections from the bridge to the host, so no session can reach control-plane ports.
    */
   isolateFromHost: boolean;
