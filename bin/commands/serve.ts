@@ -44,17 +44,14 @@ export const serve: Command = {
     );
     let runner: { stop(): void } | undefined;
     if (!values["no-runner"]) {
-      const { parseRunnerConfig, startRunner } = await import("../../runner/main.ts");
+      const { startRunner } = await import("../../runner/main.ts");
       runner = await startRunner(
-        parseRunnerConfig(process.env, {
+        await embeddedRunnerConfig(process.env, {
           serverUrl: server.url,
           // Its own credential, issued in process on every start: nothing to register or keep.
           token: await server.issueRunnerCredential("embedded"),
-          dataDir: join(config.dataDir, "runner"),
+          dataDir: config.dataDir,
           engine: values.engine,
-          name: "embedded",
-          // The test bed's base image has git: workspaces seeded from repositories (issue 18).
-          gitImage: testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image"),
         }),
         process.env.AGENT_SESSIONS_EMBEDDED_LINK === "websocket" ? {} : { dial: server.dialRunner },
       );
@@ -70,3 +67,36 @@ export const serve: Command = {
     return new Promise<never>(() => {});
   },
 };
+
+/** Addresses a server listens on when it listens on every interface, and where it is then reached locally. */
+const UNSPECIFIED_TO_LOOPBACK: Readonly<Record<string, string>> = { "0.0.0.0": "127.0.0.1", "[::]": "[::1]" };
+
+/**
+ * The embedded runner's configuration, from the server it belongs to and the environment.
+ *
+ * Its link is in process (or, with AGENT_SESSIONS_EMBEDDED_LINK=websocket, a socket to this
+ * process's own listener): it never leaves this machine, whatever address the server listens on
+ * (issue 34 item 1). Listening on every interface (`0.0.0.0`, `::`, as in a container) it dials
+ * loopback; listening on one address of this machine, that address, which the server has just
+ * bound, so the runner's "not on this machine and not TLS" refusal (runner/config.ts) does not
+ * apply and no user-facing switch is needed.
+ */
+export async function embeddedRunnerConfig(
+  source: NodeJS.ProcessEnv,
+  server: { serverUrl: string; token: string; dataDir: string; engine: "docker" | "kubernetes" },
+) {
+  const { parseRunnerConfig } = await import("../../runner/main.ts");
+  const { isLoopbackHost } = await import("../../runner/config.ts");
+  const url = new URL(server.serverUrl);
+  url.hostname = UNSPECIFIED_TO_LOOPBACK[url.hostname] ?? url.hostname;
+  return parseRunnerConfig(source, {
+    serverUrl: url.origin,
+    allowInsecure: !isLoopbackHost(url.hostname),
+    token: server.token,
+    dataDir: join(server.dataDir, "runner"),
+    engine: server.engine,
+    name: "embedded",
+    // The test bed's base image has git: workspaces seeded from repositories (issue 18).
+    gitImage: testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image"),
+  });
+}
