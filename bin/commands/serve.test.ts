@@ -1,3 +1,8 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { embeddedRunnerConfig } from "./serve.ts";
 
@@ -24,5 +29,24 @@ describe("serve's embedded runner", () => {
     expect(() => parseRunnerConfig({}, { ...server, serverUrl: "http://0.0.0.0:8787" })).toThrow(
       /not on this machine and not TLS/,
     );
+  });
+});
+
+describe("serve whose embedded runner cannot start", () => {
+  it("exits non-zero naming the missing dependency (no Pulumi CLI), not a healthy-looking server", () => {
+    const home = mkdtempSync(join(tmpdir(), "serve-no-pulumi-"));
+    const run = spawnSync(
+      process.execPath,
+      [fileURLToPath(new URL("../cli.ts", import.meta.url)), "serve", "--port", "0", "--data-dir", home],
+      {
+        // PATH holds node alone, PULUMI_HOME a directory without the CLI.
+        env: { PATH: dirname(process.execPath), PULUMI_HOME: home, HOME: home },
+        encoding: "utf8",
+        timeout: 20_000,
+      },
+    );
+    expect(run.signal).toBeNull(); // it exited by itself, not killed by the timeout
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toMatch(/the Pulumi CLI .*not found/);
   });
 });

@@ -45,16 +45,23 @@ export const serve: Command = {
     let runner: { stop(): void } | undefined;
     if (!values["no-runner"]) {
       const { startRunner } = await import("../../runner/main.ts");
-      runner = await startRunner(
-        await embeddedRunnerConfig(process.env, {
-          serverUrl: server.url,
-          // Its own credential, issued in process on every start: nothing to register or keep.
-          token: await server.issueRunnerCredential("embedded"),
-          dataDir: config.dataDir,
-          engine: values.engine,
-        }),
-        process.env.AGENT_SESSIONS_EMBEDDED_LINK === "websocket" ? {} : { dial: server.dialRunner },
-      );
+      try {
+        runner = await startRunner(
+          await embeddedRunnerConfig(process.env, {
+            serverUrl: server.url,
+            // Its own credential, issued in process on every start: nothing to register or keep.
+            token: await server.issueRunnerCredential("embedded"),
+            dataDir: config.dataDir,
+            engine: values.engine,
+          }),
+          process.env.AGENT_SESSIONS_EMBEDDED_LINK === "websocket" ? {} : { dial: server.dialRunner },
+        );
+      } catch (error) {
+        // A server whose only runner cannot start would look healthy and keep every session
+        // Pending (issue 34 item 2): it stops, and the CLI exits non-zero with the runner's reason.
+        await server.close();
+        throw error;
+      }
     }
     const shutdown = async () => {
       runner?.stop();
