@@ -192,3 +192,71 @@ describe("a repository workstream on Kubernetes", () => {
     expect(driver.workspace).toBeUndefined();
   });
 });
+
+describe("a runner whose sessions namespace is not the default (AGENT_SESSIONS_KUBERNETES_NAMESPACE)", () => {
+  it("provisions the server's sessions in its own namespace, not the spec's default agent-sessions", async () => {
+    const { createServer } = await import("node:http");
+    const paths: string[] = [];
+    // A cluster that refuses reading namespaces (a least-privilege runner) and has nothing else.
+    const api = createServer((req, res) => {
+      paths.push(`${req.method} ${req.url}`);
+      const status =
+        req.url?.startsWith("/api/v1/namespaces/") && req.method === "GET" && req.url.split("/").length === 5
+          ? 403
+          : 404;
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          kind: "Status",
+          apiVersion: "v1",
+          status: "Failure",
+          code: status,
+          reason: "NotFound",
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (api.address() as { port: number }).port;
+      const kc = new KubeConfig();
+      kc.loadFromClusterAndUser(
+        { name: "fake", server: `http://127.0.0.1:${port}`, skipTLSVerify: true },
+        { name: "u" },
+      );
+      const upped: SessionSpec[] = [];
+      const stacks = new Proxy(
+        {},
+        {
+          get: (_t, key) =>
+            key === "up"
+              ? async (spec: SessionSpec) => {
+                  upped.push(spec);
+                  throw new Error("stack up reached");
+                }
+              : async () => undefined,
+        },
+      ) as unknown as StackManager;
+      const driver = new KubernetesDriver(kc, stacks, {
+        namespace: "other",
+        fastPath: false,
+        fastCreate: false,
+      });
+      // As the server sends it: kubernetes.namespace left to the schema's default.
+      const spec = SessionSpec.parse({
+        namespace: "team",
+        name: "s1",
+        engine: "kubernetes",
+        image: `127.0.0.1:5000/agent-sessions/reference@sha256:${"a".repeat(64)}`,
+        contract: "v1alpha2",
+      });
+      expect(spec.kubernetes.namespace).toBe("agent-sessions");
+      await expect(driver.provision(name, spec, { credentials: {}, adapterToken: "t" })).rejects.toThrow(
+        "stack up reached",
+      );
+      expect(upped.map((s) => s.kubernetes.namespace)).toEqual(["other"]);
+      expect(paths.some((p) => p.includes("/namespaces/agent-sessions"))).toBe(false);
+    } finally {
+      api.close();
+    }
+  });
+});

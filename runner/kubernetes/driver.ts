@@ -204,13 +204,6 @@ export class KubernetesDriver implements EngineDriver {
     }
     // Never a session that silently lacks the checkout it asked for.
     if (spec.repo && !this.#workspaceImage) throw noGitImage("seed a workspace from a repository");
-    if (spec.kubernetes.namespace !== this.namespace) {
-      // The watch (and the runner's RBAC) cover one namespace; a session elsewhere would go unwatched.
-      throw new CodedError(
-        "INVALID_ARGUMENT",
-        `this runner keeps sessions in namespace ${this.namespace}, not ${spec.kubernetes.namespace}`,
-      );
-    }
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
     await this.#ensureNamespace();
     // The runner on the node reaches pods from the node (kube-proxy, the bridge), not from a pod
@@ -222,6 +215,10 @@ export class KubernetesDriver implements EngineDriver {
     const runnerCidr = spec.kubernetes.runnerCidr ?? this.#runnerCidr;
     const kubernetes = {
       ...spec.kubernetes,
+      // The sessions namespace is the runner's setting (AGENT_SESSIONS_KUBERNETES_NAMESPACE): its
+      // watch and RBAC cover that one. The server does not choose it (its spec carries the schema's
+      // default), so the runner's own takes its place (issue 34 item 10).
+      namespace: this.namespace,
       ...(this.#podLabels ? { runnerSelector: this.#podLabels } : {}),
       ...(this.#namespaceLabels ? { runnerNamespaceSelector: this.#namespaceLabels } : {}),
       ...(runnerCidr ? { runnerCidr } : {}),

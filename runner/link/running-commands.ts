@@ -22,7 +22,8 @@ export class RunningCommands {
   ): Promise<Record<string, unknown>> {
     const controller = new AbortController();
     this.#running.set(commandId, controller);
-    const ms = deadlineMs ?? RUNNER_COMMAND_DEADLINE_MS;
+    // Node's timers take 2^31-1 ms at most (a longer one fires at once).
+    const ms = Math.min(deadlineMs ?? RUNNER_COMMAND_DEADLINE_MS, 2 ** 31 - 1);
     const timer = setTimeout(
       () =>
         controller.abort(
