@@ -31,6 +31,7 @@ import { fastContainerInputs, fastCreateDocker } from "./fast-create.ts";
 import type { StackManager } from "../../stacks/index.ts";
 import { runOnce } from "./one-shot.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
+import { removeSessionLeftovers } from "./session-leftovers.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
 import { outputSettled } from "../engine/driver.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
@@ -417,6 +418,10 @@ export class DockerDriver implements EngineDriver {
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });
+    // What the stack did not hold (a fast-path container whose recording a restart cut short).
+    const leftovers = await removeSessionLeftovers(this.#docker, p);
+    if (leftovers.length > 0)
+      this.#log("warn", "removed what the stack did not hold", { containerName, leftovers });
     this.#placements.delete(containerName);
     this.#endpoints.delete(containerName);
   }
