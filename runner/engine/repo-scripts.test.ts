@@ -106,6 +106,18 @@ describe("the workspace diff is computed by git the agent cannot configure", () 
     expect(out.stdout).toContain("+sneaky");
   });
 
+  it("shows a deleted file, a binary file whole, and nothing for a file only touched", () => {
+    execFileSync("rm", [join(checkout, "README.md")]);
+    writeFileSync(join(checkout, "blob.bin"), Buffer.from([0, 1, 2, 255]));
+    const out = diff();
+    expect(out.status, out.stderr).toBe(0);
+    expect(out.stdout).toContain("deleted file mode");
+    expect(out.stdout).toContain("GIT binary patch");
+    writeFileSync(join(checkout, "README.md"), "hello\n");
+    execFileSync("rm", [join(checkout, "blob.bin")]);
+    expect(diff().stdout).toBe("");
+  });
+
   it("finds the seeded commit when the refs were packed (git gc, pack-refs)", () => {
     execFileSync("git", ["pack-refs", "--all"], {
       cwd: checkout,

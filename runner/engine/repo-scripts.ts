@@ -47,7 +47,10 @@ echo "seeded $commit" >&2`;
  * excludes or hooks in it) that borrows the checkout's objects read-only through `alternates`,
  * the seeded commit is read from the ref's file (packed or loose) without git, its index is built
  * fresh from that commit (the agent's index could say a changed file is unchanged), and no system
- * or global configuration, attributes file, external diff or textconv is taken.
+ * or global configuration, attributes file, external diff or textconv is taken. New files enter
+ * that index as intent-to-add (`add -N`), and the commit is compared with the working tree: every
+ * file is hashed in memory, none is written as an object (the checkout's object directory is
+ * read-only here, so git could not reuse its objects, and the scratch space is bounded).
  *
  * What still comes from the checkout: its tracked and untracked `.gitignore`s and `.gitattributes`
  * (as in any clone; without configuration an attribute can only name git's built-in behaviour,
@@ -66,7 +69,7 @@ export GIT_DIR="$scratch/git" GIT_WORK_TREE="$PWD" GIT_INDEX_FILE="$scratch/inde
 unset GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_EXTERNAL_DIFF
 git() { command git -c core.attributesFile=/dev/null -c core.excludesFile=/dev/null -c core.fsmonitor=false -c core.hooksPath=/dev/null "$@"; }
 git cat-file -e "$seed^{commit}" 2>/dev/null || exit ${NOT_SEEDED_EXIT}
-git read-tree "$seed" && git add -A . && git diff --cached --no-color --no-ext-diff --no-textconv --binary "$seed"`;
+git read-tree "$seed" && git add -A -N . && git diff --no-color --no-ext-diff --no-textconv --binary "$seed"`;
 
 /** What every git run gets besides its own inputs. */
 export const GIT_BASE_ENV = [
