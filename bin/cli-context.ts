@@ -32,6 +32,16 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
+/**
+ * A runner config that did not parse (runner/config.ts throws the schema's error, whose issues
+ * name the variables) as a usage error listing them; anything else as it is.
+ */
+export function runnerSettingsError(error: unknown): unknown {
+  const issues = (error as { issues?: { path: PropertyKey[]; message: string }[] }).issues;
+  if (!issues) return error;
+  return new UsageError(issues.map((i) => `${i.path.map(String).join(".")}: ${i.message}`).join("; "));
+}
+
 /** A failure the command already explained; exit with `exitCode`. */
 export class CommandFailed extends Error {
   override name = "CommandFailed";
@@ -92,6 +102,11 @@ export type CliContext = {
 
 export const DEFAULT_SERVER_URL = "http://127.0.0.1:8787";
 
+/** `--data-dir`, else $AGENT_SESSIONS_DATA_DIR (the server's), else ./.data: where the CLI finds admin-token and the runner's stacks. */
+export function dataDirFrom(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  return resolve(flag ?? env.AGENT_SESSIONS_DATA_DIR ?? ".data");
+}
+
 /**
  * Resolves the global flags: `--server` (else $AGENT_SESSIONS_SERVER_URL, else http://127.0.0.1:8787),
  * `--token` (else $AGENT_SESSIONS_TOKEN, else `<data-dir>/admin-token`, data dir default ./.data).
@@ -103,7 +118,7 @@ export function contextFrom(flags: GlobalFlags, env: NodeJS.ProcessEnv = process
   } catch {
     throw new UsageError(`--server must be a URL such as ${DEFAULT_SERVER_URL}, got ${serverUrl}`);
   }
-  const dataDir = resolve(flags["data-dir"] ?? env.AGENT_SESSIONS_DATA_DIR ?? ".data");
+  const dataDir = dataDirFrom(flags["data-dir"], env);
   const tokenFile = join(dataDir, "admin-token");
   const token =
     flags.token ??

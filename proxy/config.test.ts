@@ -62,6 +62,39 @@ describe("server configuration", () => {
     expect(config).toMatchObject({ adminToken: "admin-0123456789abcdef", port: 0, reattachWindowMs: 250 });
   });
 
+  it("says where the admin token lives: its file, or nowhere when the environment gave it", () => {
+    expect(parseConfig({ AGENT_SESSIONS_DATA_DIR: dir }).adminTokenFile).toBe(join(dir, "admin-token"));
+    expect(
+      parseConfig({ AGENT_SESSIONS_DATA_DIR: dir, AGENT_SESSIONS_TOKEN: "admin-0123456789abcdef" })
+        .adminTokenFile,
+    ).toBeUndefined();
+  });
+
+  it("takes a fallback (serve: the test bed's images) only where the environment is unset or empty", () => {
+    const image = (name: string) => `127.0.0.1:5000/${name}@sha256:${"b".repeat(64)}`;
+    const fallback = {
+      AGENT_SESSIONS_REFERENCE_IMAGE: image("reference"),
+      AGENT_SESSIONS_PI_IMAGE: image("pi"),
+      AGENT_SESSIONS_HERMES_IMAGE: undefined,
+    };
+    const config = parseConfig(
+      {
+        AGENT_SESSIONS_DATA_DIR: dir,
+        AGENT_SESSIONS_REFERENCE_IMAGE: "",
+        AGENT_SESSIONS_PI_IMAGE: image("mine"),
+      },
+      fallback,
+    );
+    expect(config).toMatchObject({
+      referenceImage: image("reference"),
+      piImage: image("mine"),
+      hermesImage: undefined,
+    });
+    expect(() =>
+      parseConfig({ AGENT_SESSIONS_DATA_DIR: dir }, { AGENT_SESSIONS_COMPASS_IMAGE: "compass:latest" }),
+    ).toThrow(/AGENT_SESSIONS_COMPASS_IMAGE/);
+  });
+
   it("refuses bad values, naming them, and one token for both roles", () => {
     expect(() => parseConfig({ AGENT_SESSIONS_DATA_DIR: dir, AGENT_SESSIONS_PORT: "99999" })).toThrow(
       /AGENT_SESSIONS_PORT/,

@@ -14,7 +14,11 @@ import { DatabaseUrl } from "./store/database-url.ts";
 const Int = (min: number) => z.coerce.number().int().min(min);
 const Token = z.string().min(16, "must be at least 16 characters");
 
-/** The server's environment: one schema, defaults and units here, parsed when asked (never at import). */
+/**
+ * The server's environment: one schema, keyed by variable name, defaults and units here, parsed
+ * when asked (never at import). The only reader of the server's settings; docs/configuration.md
+ * lists every key (test/unit/settings.test.ts keeps the two in step).
+ */
 export const ServerEnv = z.object({
   /** @default 8787 (0 = any free port) */
   AGENT_SESSIONS_PORT: Int(0).max(65535).default(8787),
@@ -27,11 +31,12 @@ export const ServerEnv = z.object({
    * of `<data-dir>/agent-sessions.db` (migrated at start). @default unset (SQLite)
    */
   AGENT_SESSIONS_DATABASE_URL: DatabaseUrl.optional(),
-  /** Admin (client API) bearer token; generated into `<data-dir>/admin-token` when unset. */
+  /** Admin (client API) bearer token, at least 16 characters. @default unset: read from or generated into `<data-dir>/admin-token` */
   AGENT_SESSIONS_TOKEN: Token.optional(),
   /**
    * Runner registration token; generated into `<data-dir>/runner-token` when unset. A runner
-   * registers its name with it once and gets its own credential (proxy/runner-identity.ts).
+   * registers its name with it once and gets its own credential (proxy/runners/runner-identity.ts).
+   * @default unset: read from or generated into `<data-dir>/runner-token`
    */
   AGENT_SESSIONS_RUNNER_TOKEN: Token.optional(),
   /** Ping interval of the runner link; 2 missed heartbeats = disconnected. @default 5000 */
@@ -210,6 +215,8 @@ export type ServerConfig = ServerSettings & {
   /** Absolute. */
   dataDir: string;
   adminToken: string;
+  /** Where the admin token was read from or generated into; unset when AGENT_SESSIONS_TOKEN gave it. */
+  adminTokenFile?: string | undefined;
   runnerToken: string;
 };
 
@@ -218,18 +225,25 @@ export function defaultSettings(): ServerSettings {
   return settingsOf(ServerEnv.parse({}));
 }
 
+/** A server variable's name. */
+export type ServerVariable = keyof z.input<typeof ServerEnv>;
+
 /**
  * Parse the server's configuration. Tokens not given are read from, or generated into,
  * `<data-dir>/admin-token` and `<data-dir>/runner-token` (mode 0600), so restarts keep them.
+ * An empty variable counts as unset; `fallback` gives values for variables the source leaves
+ * unset (`serve`: the images the test bed built).
  */
-export function parseConfig(source: Record<string, string | undefined> = process.env): ServerConfig {
-  const parsed = ServerEnv.safeParse(
-    Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== "")),
-  );
+export function parseConfig(
+  source: Record<string, string | undefined> = process.env,
+  fallback: Partial<Record<ServerVariable, string | undefined>> = {},
+): ServerConfig {
+  const parsed = ServerEnv.safeParse({ ...given(fallback), ...given(source) });
   if (!parsed.success) throw new Error(`invalid configuration: ${describeZodError(parsed.error)}`);
   const env = parsed.data;
   const dataDir = resolve(env.AGENT_SESSIONS_DATA_DIR);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const adminTokenFile = env.AGENT_SESSIONS_TOKEN ? undefined : join(dataDir, "admin-token");
   const adminToken = env.AGENT_SESSIONS_TOKEN ?? tokenFile(join(dataDir, "admin-token"));
   const runnerToken = env.AGENT_SESSIONS_RUNNER_TOKEN ?? tokenFile(join(dataDir, "runner-token"));
   // One token for both would let a runner call the client API: the separation is the point.
@@ -239,9 +253,19 @@ export function parseConfig(source: Record<string, string | undefined> = process
     ...settingsOf(env),
     dataDir,
     adminToken,
+    adminTokenFile,
     runnerToken,
     databaseUrl: env.AGENT_SESSIONS_DATABASE_URL,
   };
+}
+
+/** The entries that are set: an empty variable is unset. */
+function given(source: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(source).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== "",
+    ),
+  );
 }
 
 function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {

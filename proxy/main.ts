@@ -1,6 +1,5 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
 import { createAdaptorServer } from "@hono/node-server";
 import type { InProcessDial } from "../contracts/runner-channel.ts";
 import { composeServer, type ServerOverrides } from "./compose-server.ts";
@@ -94,7 +93,7 @@ async function main(): Promise<void> {
   const config = parseConfig();
   const running = await startServer(config);
   process.stderr.write(
-    `agent-sessions server on ${running.url}; admin token: ${process.env.AGENT_SESSIONS_TOKEN ? "$AGENT_SESSIONS_TOKEN" : join(config.dataDir, "admin-token")}\n`,
+    `agent-sessions server on ${running.url}; admin token: ${config.adminTokenFile ?? "$AGENT_SESSIONS_TOKEN"}\n`,
   );
   const stop = (signal: string) => {
     process.stderr.write(`${signal}: shutting down\n`);

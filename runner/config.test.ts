@@ -1,5 +1,18 @@
+import { hostname } from "node:os";
 import { describe, expect, it } from "vitest";
 import { insecureServerUrl, parseLabelPairs, parseRunnerConfig } from "./config.ts";
+
+/** The issues a bad environment gets, as `VARIABLE: message`. */
+function issuesOf(env: Record<string, string>): string[] {
+  try {
+    parseRunnerConfig(env);
+  } catch (error) {
+    return (error as { issues: { path: PropertyKey[]; message: string }[] }).issues.map(
+      (i) => `${i.path.map(String).join(".")}: ${i.message}`,
+    );
+  }
+  throw new Error("parsed");
+}
 
 const base = {
   AGENT_SESSIONS_SERVER_URL: "http://127.0.0.1:8787",
@@ -8,7 +21,7 @@ const base = {
 };
 
 describe("runner config: capacity and labels", () => {
-  it("reads labels and capacity from the environment, flags (overrides) winning", () => {
+  it("reads labels and capacity from the environment, a fallback filling what is unset or empty", () => {
     const config = parseRunnerConfig({
       ...base,
       AGENT_SESSIONS_RUNNER_LABELS: "zone=a, gpu=true,example.com/tier=gold",
@@ -20,11 +33,11 @@ describe("runner config: capacity and labels", () => {
       capacity: 3,
       labels: { zone: "a", gpu: "true", "example.com/tier": "gold" },
     });
-    const flagged = parseRunnerConfig(
-      { ...base, AGENT_SESSIONS_RUNNER_LABELS: "zone=a", AGENT_SESSIONS_RUNNER_CAPACITY: "3" },
-      { labels: { zone: "b" }, capacity: 7 },
+    const fallback = parseRunnerConfig(
+      { ...base, AGENT_SESSIONS_RUNNER_LABELS: "zone=a", AGENT_SESSIONS_RUNNER_CAPACITY: "" },
+      { AGENT_SESSIONS_RUNNER_LABELS: "zone=b", AGENT_SESSIONS_RUNNER_CAPACITY: "7" },
     );
-    expect(flagged).toMatchObject({ capacity: 7, labels: { zone: "b" } });
+    expect(fallback).toMatchObject({ capacity: 7, labels: { zone: "a" } });
     expect(parseRunnerConfig(base)).toMatchObject({ capacity: 100, labels: {} });
   });
 
@@ -44,6 +57,81 @@ describe("runner config: capacity and labels", () => {
     expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_RUNNER_NAME: "a/b" })).toThrow();
     expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_RUNNER_CAPACITY: "0" })).toThrow();
     expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_RUNNER_CAPACITY: "two" })).toThrow();
+  });
+
+  it("names the variable of a malformed label pair", () => {
+    expect(issuesOf({ ...base, AGENT_SESSIONS_RUNNER_LABELS: "zone" })).toEqual([
+      'AGENT_SESSIONS_RUNNER_LABELS: a label must be key=value, got "zone"',
+    ]);
+  });
+});
+
+describe("runner config: the rest of the environment", () => {
+  it("defaults: docker on its socket, fast paths on, the in-process link, the host name", () => {
+    expect(parseRunnerConfig(base)).toMatchObject({
+      engine: "docker",
+      dockerHost: "unix:///var/run/docker.sock",
+      kubeconfig: undefined,
+      gitImage: undefined,
+      fastPath: true,
+      fastCreate: true,
+      embeddedLink: "channel",
+      allowInsecure: false,
+      name: hostname(),
+      kubernetes: { namespace: "agent-sessions" },
+    });
+  });
+
+  it("turns a fast path off only with `off`, and the link to WebSocket only with `websocket`", () => {
+    const off = parseRunnerConfig({
+      ...base,
+      AGENT_SESSIONS_FAST_PATH: "off",
+      AGENT_SESSIONS_FAST_CREATE: "off",
+      AGENT_SESSIONS_EMBEDDED_LINK: "websocket",
+    });
+    expect(off).toMatchObject({ fastPath: false, fastCreate: false, embeddedLink: "websocket" });
+    const other = parseRunnerConfig({
+      ...base,
+      AGENT_SESSIONS_FAST_PATH: "no",
+      AGENT_SESSIONS_FAST_CREATE: "false",
+      AGENT_SESSIONS_EMBEDDED_LINK: "ws",
+    });
+    expect(other).toMatchObject({ fastPath: true, fastCreate: true, embeddedLink: "channel" });
+  });
+
+  it("reads the engine, its address, the kubeconfig and the git image", () => {
+    const image = `127.0.0.1:5000/base@sha256:${"a".repeat(64)}`;
+    expect(
+      parseRunnerConfig({
+        ...base,
+        AGENT_SESSIONS_ENGINE: "kubernetes",
+        DOCKER_HOST: "unix:///run/other.sock",
+        KUBECONFIG: "/etc/kube/config",
+        AGENT_SESSIONS_GIT_IMAGE: image,
+      }),
+    ).toMatchObject({
+      engine: "kubernetes",
+      dockerHost: "unix:///run/other.sock",
+      kubeconfig: "/etc/kube/config",
+      gitImage: image,
+    });
+    expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_ENGINE: "podman" })).toThrow(
+      /AGENT_SESSIONS_ENGINE/,
+    );
+    expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_GIT_IMAGE: "alpine/git:latest" })).toThrow(
+      /AGENT_SESSIONS_GIT_IMAGE/,
+    );
+  });
+
+  it("requires the server URL, the token and the data directory, naming each", () => {
+    expect(issuesOf({})).toEqual([
+      "AGENT_SESSIONS_SERVER_URL: required: the server to dial (runner --server URL)",
+      "AGENT_SESSIONS_RUNNER_TOKEN: required: the runner token",
+      "AGENT_SESSIONS_RUNNER_DATA_DIR: required: the runner's data directory",
+    ]);
+    expect(issuesOf({ ...base, AGENT_SESSIONS_RUNNER_TOKEN: "short" })[0]).toMatch(
+      /^AGENT_SESSIONS_RUNNER_TOKEN: /,
+    );
   });
 });
 

@@ -1,24 +1,9 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { KubernetesRunnerConfig, kubernetesRunnerSource } from "./kubernetes/config.ts";
+import { KubernetesRunnerEnv, type KubernetesRunnerConfig } from "./kubernetes/config.ts";
 import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
-import { DEFAULT_OUTPUT_LIMITS } from "./sessions/agent-stdout.ts";
-
-/** Bounds on each agent's stdout (runner/sessions/agent-stdout.ts). */
-export const AgentOutputConfig = z.object({
-  /** AGENT_SESSIONS_AGENT_LINE_MAX_BYTES: a longer line is dropped with an error frame. @default 262144 */
-  maxLineBytes: z.coerce
-    .number()
-    .int()
-    .min(1024)
-    .max(4 * 1024 * 1024)
-    .default(DEFAULT_OUTPUT_LIMITS.maxLineBytes),
-  /** AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND: per session; more is throttled. @default 4194304 */
-  bytesPerSecond: z.coerce.number().int().positive().default(DEFAULT_OUTPUT_LIMITS.bytesPerSecond),
-  /** AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND: per session; more is throttled. @default 2000 */
-  framesPerSecond: z.coerce.number().int().positive().default(DEFAULT_OUTPUT_LIMITS.framesPerSecond),
-});
+import { DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./sessions/agent-stdout.ts";
 
 /** A host on this machine: 127.0.0.0/8, ::1 or localhost. */
 export function isLoopbackHost(hostname: string): boolean {
@@ -39,43 +24,6 @@ export function insecureServerUrl(serverUrl: string): string | undefined {
   return `the server URL ${url.origin} is not on this machine and not TLS: use https:// or wss:// (AGENT_SESSIONS_RUNNER_ALLOW_INSECURE=true allows plain ws:// in a test bed)`;
 }
 
-/** The runner's configuration: one schema, defaults and units in it, parsed at start, never at import. */
-export const RunnerConfig = z
-  .object({
-    serverUrl: z.string().url(),
-    /**
-     * The runner token (registers this runner's name once; the server then issues the runner its
-     * own credential, kept in `<dataDir>/runner-credential`), or a credential an admin issued for it.
-     */
-    token: z.string().min(16),
-    /** Allow plain `ws://` to a server that is not on loopback (a test bed). @default false */
-    allowInsecure: z.boolean().default(false),
-    /** Its identity on the server (drain and undrain name it); keep it stable across restarts. */
-    name: RunnerName.default(hostname()),
-    engine: z.enum(["docker", "kubernetes"]).default("docker"),
-    /** Where stacks keep their file:// backend and passphrase. */
-    dataDir: z.string().min(1),
-    /** How many workspaces placement puts on this runner at most. */
-    capacity: z.number().int().positive().default(100),
-    /** What placement selects on (`runnerSelector` of a HarnessSession, `runner_selector` of an RPC). */
-    labels: RunnerLabels.default({}),
-    dockerHost: z.string().default("unix:///var/run/docker.sock"),
-    /** The Kubernetes engine's settings (kubernetes-config.ts): sessions namespace, NetworkPolicy peer. */
-    kubernetes: KubernetesRunnerConfig.default({ namespace: "agent-sessions" }),
-    agentOutput: AgentOutputConfig.default(DEFAULT_OUTPUT_LIMITS),
-    /**
-     * AGENT_SESSIONS_GIT_IMAGE: a digest-pinned image with git and /bin/sh that seeds workspaces
-     * from repositories and diffs them (runner/docker/repo-seed.ts). Unset: a repository workstream
-     * fails to provision with FAILED_PRECONDITION.
-     */
-    gitImage: DigestPinnedImage.optional(),
-  })
-  .superRefine((config, ctx) => {
-    const insecure = config.allowInsecure ? undefined : insecureServerUrl(config.serverUrl);
-    if (insecure) ctx.addIssue({ code: "custom", path: ["serverUrl"], message: insecure });
-  });
-export type RunnerConfig = z.infer<typeof RunnerConfig>;
-
 /**
  * `key=value` pairs as labels: from `--label key=value` (repeated) or
  * `AGENT_SESSIONS_RUNNER_LABELS="zone=a,gpu=true"`. Keys and values are checked by the config schema.
@@ -93,31 +41,205 @@ export function parseLabelPairs(pairs: readonly string[]): Record<string, string
   return labels;
 }
 
-export function parseRunnerConfig(
-  source: NodeJS.ProcessEnv = process.env,
-  overrides: Partial<z.input<typeof RunnerConfig>> = {},
-): RunnerConfig {
-  return RunnerConfig.parse({
-    serverUrl: source.AGENT_SESSIONS_SERVER_URL,
-    token: source.AGENT_SESSIONS_RUNNER_TOKEN,
-    allowInsecure: source.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE === "true",
-    name: source.AGENT_SESSIONS_RUNNER_NAME,
-    engine: source.AGENT_SESSIONS_ENGINE,
-    dataDir: source.AGENT_SESSIONS_RUNNER_DATA_DIR,
-    capacity: source.AGENT_SESSIONS_RUNNER_CAPACITY
-      ? Number(source.AGENT_SESSIONS_RUNNER_CAPACITY)
-      : undefined,
-    labels: source.AGENT_SESSIONS_RUNNER_LABELS
-      ? parseLabelPairs([source.AGENT_SESSIONS_RUNNER_LABELS])
-      : undefined,
-    dockerHost: source.DOCKER_HOST,
-    gitImage: source.AGENT_SESSIONS_GIT_IMAGE || undefined,
-    kubernetes: kubernetesRunnerSource(source),
-    agentOutput: {
-      maxLineBytes: source.AGENT_SESSIONS_AGENT_LINE_MAX_BYTES || undefined,
-      bytesPerSecond: source.AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND || undefined,
-      framesPerSecond: source.AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND || undefined,
-    },
-    ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)),
+/** `AGENT_SESSIONS_RUNNER_LABELS` as labels; a malformed pair is an issue naming the variable. */
+const LabelList = z
+  .string()
+  .transform((text, ctx) => {
+    try {
+      return parseLabelPairs([text]);
+    } catch (error) {
+      ctx.issues.push({ code: "custom", message: (error as Error).message, input: text });
+      return z.NEVER;
+    }
+  })
+  .pipe(RunnerLabels);
+
+/** `off` turns a switch off; any other value (or none) leaves it on. */
+const OnUnlessOff = z
+  .string()
+  .optional()
+  .transform((value) => value !== "off");
+
+/**
+ * The runner's environment: one schema, keyed by variable name, defaults and units here, parsed
+ * when asked (never at import). The only reader of the runner's settings; docs/configuration.md
+ * lists every key (test/unit/settings.test.ts keeps the two in step).
+ */
+export const RunnerEnv = z
+  .object({
+    /**
+     * The server to dial: `https://`/`wss://`, or plain `http://`/`ws://` on loopback (or with
+     * AGENT_SESSIONS_RUNNER_ALLOW_INSECURE). Required: `runner --server URL` sets it; `serve`
+     * gives its embedded runner its own address.
+     */
+    AGENT_SESSIONS_SERVER_URL: z
+      .string({ error: "required: the server to dial (runner --server URL)" })
+      .url(),
+    /**
+     * The runner token (registers this runner's name once; the server then issues the runner its
+     * own credential, kept in `<data-dir>/runner-credential`), or a credential an admin issued
+     * for it (`runners token create`). At least 16 characters; required.
+     */
+    AGENT_SESSIONS_RUNNER_TOKEN: z.string({ error: "required: the runner token" }).min(16),
+    /** `true` allows plain `ws://` to a server that is not on loopback (a test bed). @default false */
+    AGENT_SESSIONS_RUNNER_ALLOW_INSECURE: z
+      .string()
+      .optional()
+      .transform((value) => value === "true"),
+    /** Its identity on the server (drain and undrain name it); keep it stable across restarts. @default the host name */
+    AGENT_SESSIONS_RUNNER_NAME: RunnerName.default(() => hostname()),
+    /** `docker` or `kubernetes`. @default docker */
+    AGENT_SESSIONS_ENGINE: z.enum(["docker", "kubernetes"]).default("docker"),
+    /** Where stacks keep their file:// backend and passphrase, and the runner its credential. Required. */
+    AGENT_SESSIONS_RUNNER_DATA_DIR: z.string({ error: "required: the runner's data directory" }).min(1),
+    /** How many workspaces placement puts on this runner at most. @default 100 */
+    AGENT_SESSIONS_RUNNER_CAPACITY: z.coerce.number().int().positive().default(100),
+    /**
+     * `k=v,k=v`: what placement selects on (`runnerSelector` of a HarnessSession,
+     * `runner_selector` of an RPC). @default none
+     */
+    AGENT_SESSIONS_RUNNER_LABELS: LabelList.default({}),
+    /** The Docker engine's address (Docker engine only). @default unix:///var/run/docker.sock */
+    DOCKER_HOST: z.string().default("unix:///var/run/docker.sock"),
+    /**
+     * The kubeconfig of the Kubernetes engine, also handed to the stacks' provider. @default unset:
+     * ~/.kube/config, else the pod's service account
+     */
+    KUBECONFIG: z.string().optional(),
+    ...KubernetesRunnerEnv.shape,
+    /**
+     * A digest-pinned image with git and /bin/sh that seeds workspaces from repositories and diffs
+     * them (runner/docker/repo-seed.ts; on Kubernetes each session pod's `workspace` sidecar).
+     * @default unset: a repository workstream fails to provision with FAILED_PRECONDITION
+     */
+    AGENT_SESSIONS_GIT_IMAGE: DigestPinnedImage.optional(),
+    /**
+     * `off`: stop and resume (and heal, on Kubernetes) take the full stack path instead of acting
+     * on the engine at once and recording the stack afterwards. @default on
+     */
+    AGENT_SESSIONS_FAST_PATH: OnUnlessOff,
+    /** `off`: a first create takes the full stack path instead of the fast one. @default on */
+    AGENT_SESSIONS_FAST_CREATE: OnUnlessOff,
+    /**
+     * `websocket`: `serve`'s embedded runner dials its server over a loopback WebSocket instead
+     * of the in-process channel (contracts/runner-channel.ts), to compare the two. @default channel
+     */
+    AGENT_SESSIONS_EMBEDDED_LINK: z
+      .string()
+      .optional()
+      .transform((value): "channel" | "websocket" => (value === "websocket" ? "websocket" : "channel")),
+    /** Longest line of an agent's stdout, in bytes; a longer one is dropped with an error frame. @default 262144 */
+    AGENT_SESSIONS_AGENT_LINE_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(4 * 1024 * 1024)
+      .default(DEFAULT_OUTPUT_LIMITS.maxLineBytes),
+    /** Bytes a second of one session's agent output; more is throttled. @default 4194304 */
+    AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(DEFAULT_OUTPUT_LIMITS.bytesPerSecond),
+    /** Frames a second of one session's agent output; more is throttled. @default 2000 */
+    AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(DEFAULT_OUTPUT_LIMITS.framesPerSecond),
+  })
+  .superRefine((env, ctx) => {
+    const insecure = env.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE
+      ? undefined
+      : insecureServerUrl(env.AGENT_SESSIONS_SERVER_URL);
+    if (insecure) ctx.addIssue({ code: "custom", path: ["AGENT_SESSIONS_SERVER_URL"], message: insecure });
   });
+
+/** A runner variable's name. */
+export type RunnerVariable = keyof z.input<typeof RunnerEnv>;
+
+/** Resolved runner options: what `startRunner` and `Runner` take. */
+export type RunnerConfig = {
+  /** AGENT_SESSIONS_SERVER_URL */
+  serverUrl: string;
+  /** AGENT_SESSIONS_RUNNER_TOKEN */
+  token: string;
+  /** AGENT_SESSIONS_RUNNER_ALLOW_INSECURE */
+  allowInsecure: boolean;
+  /** AGENT_SESSIONS_RUNNER_NAME */
+  name: string;
+  /** AGENT_SESSIONS_ENGINE */
+  engine: "docker" | "kubernetes";
+  /** AGENT_SESSIONS_RUNNER_DATA_DIR */
+  dataDir: string;
+  /** AGENT_SESSIONS_RUNNER_CAPACITY */
+  capacity: number;
+  /** AGENT_SESSIONS_RUNNER_LABELS */
+  labels: RunnerLabels;
+  /** DOCKER_HOST */
+  dockerHost: string;
+  /** KUBECONFIG */
+  kubeconfig: string | undefined;
+  /** AGENT_SESSIONS_KUBERNETES_NAMESPACE, AGENT_SESSIONS_RUNNER_{POD_LABELS,NAMESPACE_LABELS,CIDR} */
+  kubernetes: KubernetesRunnerConfig;
+  /** AGENT_SESSIONS_AGENT_{LINE_MAX_BYTES,OUTPUT_BYTES_PER_SECOND,FRAMES_PER_SECOND}: bounds on each agent's stdout. */
+  agentOutput: OutputLimits;
+  /** AGENT_SESSIONS_GIT_IMAGE */
+  gitImage: string | undefined;
+  /** AGENT_SESSIONS_FAST_PATH */
+  fastPath: boolean;
+  /** AGENT_SESSIONS_FAST_CREATE */
+  fastCreate: boolean;
+  /** AGENT_SESSIONS_EMBEDDED_LINK */
+  embeddedLink: "channel" | "websocket";
+};
+
+/**
+ * Parse the runner's configuration. An empty variable counts as unset (as on the server);
+ * `fallback` gives values for variables the source leaves unset (`serve` and `runner`: the test
+ * bed's git image). Throws the schema's ZodError, whose issues name the variables.
+ */
+export function parseRunnerConfig(
+  source: Record<string, string | undefined> = process.env,
+  fallback: Partial<Record<RunnerVariable, string | undefined>> = {},
+): RunnerConfig {
+  const env = RunnerEnv.parse({ ...given(fallback), ...given(source) });
+  return {
+    serverUrl: env.AGENT_SESSIONS_SERVER_URL,
+    token: env.AGENT_SESSIONS_RUNNER_TOKEN,
+    allowInsecure: env.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE,
+    name: env.AGENT_SESSIONS_RUNNER_NAME,
+    engine: env.AGENT_SESSIONS_ENGINE,
+    dataDir: env.AGENT_SESSIONS_RUNNER_DATA_DIR,
+    capacity: env.AGENT_SESSIONS_RUNNER_CAPACITY,
+    labels: env.AGENT_SESSIONS_RUNNER_LABELS,
+    dockerHost: env.DOCKER_HOST,
+    kubeconfig: env.KUBECONFIG,
+    kubernetes: {
+      namespace: env.AGENT_SESSIONS_KUBERNETES_NAMESPACE,
+      ...(env.AGENT_SESSIONS_RUNNER_POD_LABELS ? { podLabels: env.AGENT_SESSIONS_RUNNER_POD_LABELS } : {}),
+      ...(env.AGENT_SESSIONS_RUNNER_NAMESPACE_LABELS
+        ? { namespaceLabels: env.AGENT_SESSIONS_RUNNER_NAMESPACE_LABELS }
+        : {}),
+      ...(env.AGENT_SESSIONS_RUNNER_CIDR ? { runnerCidr: env.AGENT_SESSIONS_RUNNER_CIDR } : {}),
+    },
+    agentOutput: {
+      maxLineBytes: env.AGENT_SESSIONS_AGENT_LINE_MAX_BYTES,
+      bytesPerSecond: env.AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND,
+      framesPerSecond: env.AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND,
+    },
+    gitImage: env.AGENT_SESSIONS_GIT_IMAGE,
+    fastPath: env.AGENT_SESSIONS_FAST_PATH,
+    fastCreate: env.AGENT_SESSIONS_FAST_CREATE,
+    embeddedLink: env.AGENT_SESSIONS_EMBEDDED_LINK,
+  };
+}
+
+/** The entries that are set: an empty variable is unset. */
+function given(source: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(source).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== "",
+    ),
+  );
 }

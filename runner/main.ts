@@ -30,8 +30,8 @@ async function wireRunner(config: RunnerConfig, options: RunnerOptions): Promise
       env:
         config.engine === "docker"
           ? { DOCKER_HOST: config.dockerHost }
-          : process.env.KUBECONFIG
-            ? { KUBECONFIG: process.env.KUBECONFIG }
+          : config.kubeconfig
+            ? { KUBECONFIG: config.kubeconfig }
             : {},
     },
     { log: jsonLog("stacks") },
@@ -41,9 +41,9 @@ async function wireRunner(config: RunnerConfig, options: RunnerOptions): Promise
     case "docker":
       driver = new DockerDriver(dockerClient(config.dockerHost), stacks, {
         // Stop/resume act on the engine at once and record the stack afterwards (runner/docker/driver.ts).
-        fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        fastPath: config.fastPath,
         // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
-        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",
+        fastCreate: config.fastCreate,
         log: jsonLog("docker"),
         gitImage: config.gitImage,
       });
@@ -57,9 +57,9 @@ async function wireRunner(config: RunnerConfig, options: RunnerOptions): Promise
         // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes/workspace-files.ts).
         workspaceImage: config.gitImage,
         // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes/driver.ts).
-        fastPath: process.env.AGENT_SESSIONS_FAST_PATH !== "off",
+        fastPath: config.fastPath,
         // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
-        fastCreate: process.env.AGENT_SESSIONS_FAST_CREATE !== "off",
+        fastCreate: config.fastCreate,
         log: jsonLog("kubernetes"),
       });
       break;

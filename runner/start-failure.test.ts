@@ -16,15 +16,12 @@ function pulumiHome(withCli: boolean): string {
 }
 
 function config(dockerHost = "unix:///nonexistent/docker.sock") {
-  return parseRunnerConfig(
-    {},
-    {
-      serverUrl: "http://127.0.0.1:1",
-      token: "t".repeat(32),
-      dataDir: mkdtempSync(join(tmpdir(), "runner-start-")),
-      dockerHost,
-    },
-  );
+  return parseRunnerConfig({
+    AGENT_SESSIONS_SERVER_URL: "http://127.0.0.1:1",
+    AGENT_SESSIONS_RUNNER_TOKEN: "t".repeat(32),
+    AGENT_SESSIONS_RUNNER_DATA_DIR: mkdtempSync(join(tmpdir(), "runner-start-")),
+    DOCKER_HOST: dockerHost,
+  });
 }
 
 afterEach(() => {

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { CommandFailed, ExitCode, UsageError } from "../cli-context.ts";
+import { CommandFailed, dataDirFrom, ExitCode, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand, positionals } from "../command.ts";
 import { waitRecorded } from "../../stacks/recording.ts";
 
@@ -189,7 +189,7 @@ export const policy: Command = {
     const json = parsed.values.json;
     const quiet = parsed.values.quiet;
     const cwd = resolve(parsed.values.cwd ?? repoRoot);
-    const dataDir = resolve(parsed.values["data-dir"] ?? process.env.AGENT_SESSIONS_DATA_DIR ?? ".data");
+    const dataDir = dataDirFrom(parsed.values["data-dir"]);
     const env = pulumiEnv(dataDir, parsed.values["backend-url"]);
     const drift = {
       expectNoChanges: parsed.values["expect-no-changes"] === true,

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { UsageError } from "../cli-context.ts";
+import { runnerSettingsError, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
 import { testbedImage } from "../testbed-image.ts";
 
@@ -24,47 +24,48 @@ export const runner: Command = {
       capacity: { type: "string" },
       label: { type: "string", multiple: true },
     });
-    if (!values.server && !process.env.AGENT_SESSIONS_SERVER_URL)
-      throw new UsageError("--server URL is required");
     if (values.engine !== undefined && values.engine !== "docker" && values.engine !== "kubernetes")
       throw new UsageError("--engine must be docker or kubernetes");
     const capacity = values.capacity === undefined ? undefined : Number(values.capacity);
     if (capacity !== undefined && !(Number.isInteger(capacity) && capacity > 0))
       throw new UsageError(`--capacity must be a positive integer, got ${values.capacity}`);
     const { parseRunnerConfig, startRunner } = await import("../../runner/main.ts");
-    const { parseLabelPairs, RunnerConfig } = await import("../../runner/config.ts");
+    const { parseLabelPairs } = await import("../../runner/config.ts");
+    const { RunnerLabels, RunnerName } = await import("../../contracts/runners.ts");
     let labels: Record<string, string> | undefined;
     try {
       labels = values.label ? parseLabelPairs(values.label) : undefined;
     } catch (error) {
       throw new UsageError(`--label: ${(error as Error).message}`);
     }
-    const gitImage = testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image");
-    const overrides = {
-      ...(values.server ? { serverUrl: values.server } : {}),
-      dataDir: values["data-dir"] ?? resolve(".data/runner"),
-      ...(values.engine ? { engine: values.engine as "docker" | "kubernetes" } : {}),
-      ...(values.name ? { name: values.name } : {}),
-      ...(capacity !== undefined ? { capacity } : {}),
-      ...(labels ? { labels } : {}),
-      // As `serve`'s embedded runner: the test bed's base image has git (repository workspaces).
-      ...(gitImage !== undefined ? { gitImage } : {}),
-    };
-    // Names and labels are checked before anything starts: a usage error, not a crash.
-    for (const field of ["name", "labels"] as const) {
-      const checked = RunnerConfig.shape[field].safeParse(overrides[field]);
-      if (overrides[field] !== undefined && !checked.success)
-        throw new UsageError(
-          `--${field === "name" ? "name" : "label"}: ${checked.error.issues.map((i) => i.message).join("; ")}`,
-        );
+    // Names and labels are checked before anything starts, as flags: a usage error naming the flag.
+    for (const [flag, schema, value] of [
+      ["name", RunnerName, values.name],
+      ["label", RunnerLabels, labels],
+    ] as const) {
+      const checked = schema.safeParse(value);
+      if (value !== undefined && !checked.success)
+        throw new UsageError(`--${flag}: ${checked.error.issues.map((i) => i.message).join("; ")}`);
     }
+    const labelList = labels ? Object.entries(labels).map(([k, v]) => `${k}=${v}`) : undefined;
     let config: ReturnType<typeof parseRunnerConfig>;
     try {
-      config = parseRunnerConfig(process.env, overrides);
+      // The flags win over the variables they stand for; the runner's config reads the rest.
+      config = parseRunnerConfig(
+        {
+          ...process.env,
+          ...(values.server ? { AGENT_SESSIONS_SERVER_URL: values.server } : {}),
+          AGENT_SESSIONS_RUNNER_DATA_DIR: values["data-dir"] ?? resolve(".data/runner"),
+          ...(values.engine ? { AGENT_SESSIONS_ENGINE: values.engine } : {}),
+          ...(values.name ? { AGENT_SESSIONS_RUNNER_NAME: values.name } : {}),
+          ...(capacity !== undefined ? { AGENT_SESSIONS_RUNNER_CAPACITY: String(capacity) } : {}),
+          ...(labelList ? { AGENT_SESSIONS_RUNNER_LABELS: labelList.join(",") } : {}),
+        },
+        // As `serve`'s embedded runner: the test bed's base image has git (repository workspaces).
+        { AGENT_SESSIONS_GIT_IMAGE: testbedImage("base-image") },
+      );
     } catch (error) {
-      const issues = (error as { issues?: { path: PropertyKey[]; message: string }[] }).issues;
-      if (!issues) throw error;
-      throw new UsageError(issues.map((i) => `${i.path.map(String).join(".")}: ${i.message}`).join("; "));
+      throw runnerSettingsError(error);
     }
     const r = await startRunner(config);
     const stop = () => {

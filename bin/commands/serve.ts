@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { UsageError } from "../cli-context.ts";
+import { runnerSettingsError, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand } from "../command.ts";
 import { testbedImage } from "../testbed-image.ts";
 
@@ -18,43 +18,53 @@ export const serve: Command = {
   async run(argv) {
     const { values } = parseCommand(argv, USAGE, {
       port: { type: "string" },
-      engine: { type: "string", default: process.env.AGENT_SESSIONS_ENGINE ?? "docker" },
+      // No default here: unset, the runner's config reads AGENT_SESSIONS_ENGINE (default docker).
+      engine: { type: "string" },
       "no-runner": { type: "boolean", default: false },
     });
-    if (values.engine !== "docker" && values.engine !== "kubernetes")
+    if (values.engine !== undefined && values.engine !== "docker" && values.engine !== "kubernetes")
       throw new UsageError("--engine must be docker or kubernetes");
     const { parseConfig } = await import("../../proxy/config.ts");
     const { startServer } = await import("../../proxy/main.ts");
-    const image = testbedImage("AGENT_SESSIONS_REFERENCE_IMAGE", "reference-image");
-    const piImage = testbedImage("AGENT_SESSIONS_PI_IMAGE", "pi-image");
-    const compassImage = testbedImage("AGENT_SESSIONS_COMPASS_IMAGE", "compass-image");
-    const hermesImage = testbedImage("AGENT_SESSIONS_HERMES_IMAGE", "hermes-image");
-    const config = parseConfig({
-      ...process.env,
-      ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
-      ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
-      ...(image ? { AGENT_SESSIONS_REFERENCE_IMAGE: image } : {}),
-      ...(piImage ? { AGENT_SESSIONS_PI_IMAGE: piImage } : {}),
-      ...(compassImage ? { AGENT_SESSIONS_COMPASS_IMAGE: compassImage } : {}),
-      ...(hermesImage ? { AGENT_SESSIONS_HERMES_IMAGE: hermesImage } : {}),
-    });
+    const config = parseConfig(
+      {
+        ...process.env,
+        ...(values.port ? { AGENT_SESSIONS_PORT: values.port } : {}),
+        ...(values["data-dir"] ? { AGENT_SESSIONS_DATA_DIR: values["data-dir"] } : {}),
+      },
+      // The images the test bed built, where the environment names none.
+      {
+        AGENT_SESSIONS_REFERENCE_IMAGE: testbedImage("reference-image"),
+        AGENT_SESSIONS_PI_IMAGE: testbedImage("pi-image"),
+        AGENT_SESSIONS_COMPASS_IMAGE: testbedImage("compass-image"),
+        AGENT_SESSIONS_HERMES_IMAGE: testbedImage("hermes-image"),
+      },
+    );
     const server = await startServer(config);
     process.stderr.write(
-      `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: process.env.AGENT_SESSIONS_TOKEN ? undefined : join(config.dataDir, "admin-token"), credentialEnv: config.credentialEnv })}\n`,
+      `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: config.adminTokenFile, credentialEnv: config.credentialEnv })}\n`,
     );
     let runner: { stop(): void } | undefined;
     if (!values["no-runner"]) {
       const { startRunner } = await import("../../runner/main.ts");
+      let runnerConfig: Awaited<ReturnType<typeof embeddedRunnerConfig>>;
+      try {
+        runnerConfig = await embeddedRunnerConfig(process.env, {
+          serverUrl: server.url,
+          // Its own credential, issued in process on every start: nothing to register or keep.
+          token: await server.issueRunnerCredential("embedded"),
+          dataDir: config.dataDir,
+          engine: values.engine,
+        });
+      } catch (error) {
+        // A bad runner setting: say which, and do not leave a server without its runner up.
+        await server.close();
+        throw runnerSettingsError(error);
+      }
       try {
         runner = await startRunner(
-          await embeddedRunnerConfig(process.env, {
-            serverUrl: server.url,
-            // Its own credential, issued in process on every start: nothing to register or keep.
-            token: await server.issueRunnerCredential("embedded"),
-            dataDir: config.dataDir,
-            engine: values.engine,
-          }),
-          process.env.AGENT_SESSIONS_EMBEDDED_LINK === "websocket" ? {} : { dial: server.dialRunner },
+          runnerConfig,
+          runnerConfig.embeddedLink === "websocket" ? {} : { dial: server.dialRunner },
         );
       } catch (error) {
         // A server whose only runner cannot start would look healthy and keep every session
@@ -90,20 +100,23 @@ const UNSPECIFIED_TO_LOOPBACK: Readonly<Record<string, string>> = { "0.0.0.0": "
  */
 export async function embeddedRunnerConfig(
   source: NodeJS.ProcessEnv,
-  server: { serverUrl: string; token: string; dataDir: string; engine: "docker" | "kubernetes" },
+  server: { serverUrl: string; token: string; dataDir: string; engine?: string | undefined },
 ) {
   const { parseRunnerConfig } = await import("../../runner/main.ts");
   const { isLoopbackHost } = await import("../../runner/config.ts");
   const url = new URL(server.serverUrl);
   url.hostname = UNSPECIFIED_TO_LOOPBACK[url.hostname] ?? url.hostname;
-  return parseRunnerConfig(source, {
-    serverUrl: url.origin,
-    allowInsecure: !isLoopbackHost(url.hostname),
-    token: server.token,
-    dataDir: join(server.dataDir, "runner"),
-    engine: server.engine,
-    name: "embedded",
+  return parseRunnerConfig(
+    {
+      ...source,
+      AGENT_SESSIONS_SERVER_URL: url.origin,
+      ...(isLoopbackHost(url.hostname) ? {} : { AGENT_SESSIONS_RUNNER_ALLOW_INSECURE: "true" }),
+      AGENT_SESSIONS_RUNNER_TOKEN: server.token,
+      AGENT_SESSIONS_RUNNER_DATA_DIR: join(server.dataDir, "runner"),
+      ...(server.engine ? { AGENT_SESSIONS_ENGINE: server.engine } : {}),
+      AGENT_SESSIONS_RUNNER_NAME: "embedded",
+    },
     // The test bed's base image has git: workspaces seeded from repositories (issue 18).
-    gitImage: testbedImage("AGENT_SESSIONS_GIT_IMAGE", "base-image"),
-  });
+    { AGENT_SESSIONS_GIT_IMAGE: testbedImage("base-image") },
+  );
 }

@@ -30,11 +30,10 @@ const Control = z.discriminatedUnion("type", [
 export async function startSimulatedRunner(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<{ runner: Runner; driver: SimulatedDriver }> {
-  const config = parseRunnerConfig(env, {
-    name: env.AGENT_SESSIONS_RUNNER_NAME ?? "simulated",
-    engine: "docker",
-    capacity: Number(env.AGENT_SESSIONS_RUNNER_CAPACITY ?? 100_000),
-  });
+  const config = parseRunnerConfig(
+    { ...env, AGENT_SESSIONS_ENGINE: "docker" },
+    { AGENT_SESSIONS_RUNNER_NAME: "simulated", AGENT_SESSIONS_RUNNER_CAPACITY: "100000" },
+  );
   const full = jsonLog("simulated-runner");
   const log: Log = (level, msg, fields) => {
     if (level !== "info") full(level, msg, fields);

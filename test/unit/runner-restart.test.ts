@@ -72,10 +72,13 @@ const runners: Runner[] = [];
 const seenTokens: string[] = [];
 
 async function startRunner() {
-  const config = parseRunnerConfig(
-    {},
-    { serverUrl: t.server.url, token: RUNNER_TOKEN, dataDir, name: "embedded", engine: "docker" },
-  );
+  const config = parseRunnerConfig({
+    AGENT_SESSIONS_SERVER_URL: t.server.url,
+    AGENT_SESSIONS_RUNNER_TOKEN: RUNNER_TOKEN,
+    AGENT_SESSIONS_RUNNER_DATA_DIR: dataDir,
+    AGENT_SESSIONS_RUNNER_NAME: "embedded",
+    AGENT_SESSIONS_ENGINE: "docker",
+  });
   const { driver, counts } = driverOf(machine);
   const runner = new Runner(config, driver, () => {});
   runners.push(runner);
