@@ -260,3 +260,55 @@ describe("a runner whose sessions namespace is not the default (AGENT_SESSIONS_K
     }
   });
 });
+
+describe("removing a workspace whose stack does not hold its objects (a runner restarted mid-recording)", () => {
+  it("deletes its Deployment, Service, NetworkPolicy, Secret and PVC all the same", async () => {
+    const { createServer } = await import("node:http");
+    const deleted: string[] = [];
+    const pvc = {
+      metadata: {
+        name: `${name}-workspace`,
+        labels: { [Labels.managedBy]: "agent-sessions", [Labels.namespace]: "team", [Labels.session]: "s1" },
+      },
+    };
+    const api = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      if (req.method === "DELETE") {
+        deleted.push(String(req.url).replace(/\?.*$/, ""));
+        res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Success" }));
+      } else if (
+        req.method === "GET" &&
+        req.url?.startsWith("/api/v1/namespaces/agent-sessions/persistentvolumeclaims")
+      )
+        res.end(JSON.stringify({ kind: "PersistentVolumeClaimList", apiVersion: "v1", items: [pvc] }));
+      else {
+        res.writeHead(404);
+        res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", code: 404 }));
+      }
+    });
+    await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (api.address() as { port: number }).port;
+      const kc = new KubeConfig();
+      kc.loadFromClusterAndUser(
+        { name: "fake", server: `http://127.0.0.1:${port}`, skipTLSVerify: true },
+        { name: "u" },
+      );
+      // The stack holds none of them: its destroy deletes nothing.
+      const stacks = { destroy: async () => {} } as unknown as StackManager;
+      await new KubernetesDriver(kc, stacks).remove(name);
+      const base = "/namespaces/agent-sessions";
+      expect(deleted.sort()).toEqual(
+        [
+          `/api/v1${base}/persistentvolumeclaims/${name}-workspace`,
+          `/api/v1${base}/secrets/${name}-credentials`,
+          `/api/v1${base}/services/${name}`,
+          `/apis/apps/v1${base}/deployments/${name}`,
+          `/apis/networking.k8s.io/v1${base}/networkpolicies/${name}`,
+        ].sort(),
+      );
+    } finally {
+      api.close();
+    }
+  });
+});

@@ -740,8 +740,30 @@ export class KubernetesDriver implements EngineDriver {
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });
+    await this.#deleteLeftovers(containerName);
     this.#placements.delete(containerName);
     this.#endpoints.delete(containerName);
+  }
+
+  /**
+   * "Removed" means removed (issue 34 item 11): the session's objects go even when its stack did
+   * not hold them (the fast path made them at once, and a runner restart cut the recording short).
+   * Gone already (the stack's destroy) is fine.
+   */
+  async #deleteLeftovers(containerName: string): Promise<void> {
+    const namespace = this.namespace;
+    const deletes: (() => Promise<unknown>)[] = [
+      () => this.#apps.deleteNamespacedDeployment({ name: containerName, namespace }),
+      () => this.#core.deleteNamespacedService({ name: containerName, namespace }),
+      () => this.#networking.deleteNamespacedNetworkPolicy({ name: containerName, namespace }),
+      () => this.#core.deleteNamespacedSecret({ name: `${containerName}-credentials`, namespace }),
+      () =>
+        this.#core.deleteNamespacedPersistentVolumeClaim({ name: `${containerName}-workspace`, namespace }),
+    ];
+    for (const remove of deletes)
+      await remove().catch((e: unknown) => {
+        if (!isApiStatus(e, 404)) throw e;
+      });
   }
 
   watch(onExit: OnExit): Promise<() => void> {
