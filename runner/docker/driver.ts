@@ -31,7 +31,7 @@ import { fastContainerInputs, fastCreateDocker } from "./fast-create.ts";
 import type { StackManager } from "../../stacks/index.ts";
 import { runOnce } from "./one-shot.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
-import { removeSessionLeftovers } from "./session-leftovers.ts";
+import { removeOrphanContainer, removeSessionLeftovers } from "./session-leftovers.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
 import { outputSettled } from "../engine/driver.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
@@ -412,7 +412,12 @@ export class DockerDriver implements EngineDriver {
 
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
-    if (!p) return; // nothing of ours: removal is idempotent
+    // Nothing of ours but maybe a container whose volume went: removal is idempotent.
+    if (!p) {
+      if (await removeOrphanContainer(this.#docker, containerName))
+        this.#log("warn", "removed a container left without its volume", { containerName });
+      return;
+    }
     await this.settled(containerName);
     this.#records.forget(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {

@@ -30,9 +30,14 @@ function engineWithLeftovers() {
     listContainers: async (o?: { filters?: string }) => (matches(o?.filters) ? containers : []),
     listNetworks: async (o?: { filters?: string }) => (matches(o?.filters) ? networks : []),
     getContainer: (id: string) => ({
+      inspect: async () => {
+        const found = containers.find((c) => c.Id === id || c.Names.includes(`/${id}`));
+        if (!found) throw Object.assign(new Error("no such container"), { statusCode: 404 });
+        return { Config: { Labels: found.Labels } };
+      },
       remove: async () => {
         removed.push(`container ${id}`);
-        containers = containers.filter((c) => c.Id !== id);
+        containers = containers.filter((c) => c.Id !== id && !c.Names.includes(`/${id}`));
       },
     }),
     getVolume: (id: string) => ({
@@ -52,6 +57,9 @@ function engineWithLeftovers() {
     docker: docker as unknown as Docker,
     removed,
     left: () => [...containers, ...volumes, ...networks],
+    dropVolumes: () => {
+      volumes = [];
+    },
   };
 }
 
@@ -70,5 +78,15 @@ describe("removing a workspace after a runner restart", () => {
     expect(destroyed).toEqual(["team/s1"]);
     expect(engine.left()).toEqual([]);
     expect(engine.removed).toEqual(["container c-1", `volume ${name}-workspace`, "network n-1"]);
+  });
+});
+
+describe("removing a workspace whose volume is gone", () => {
+  it("still removes its container (labelled as ours)", async () => {
+    const engine = engineWithLeftovers();
+    engine.dropVolumes();
+    const driver = new DockerDriver(engine.docker, { destroy: async () => {} } as unknown as StackManager);
+    await driver.remove(name);
+    expect(engine.removed).toEqual([`container ${name}`]);
   });
 });

@@ -36,3 +36,21 @@ export async function removeSessionLeftovers(
   }
   return removed;
 }
+
+/**
+ * A workload container of that name the runner made (labelled as ours) when nothing else of its
+ * session is left to find it by (no volume): removed too. False when there is none.
+ */
+export async function removeOrphanContainer(docker: Docker, containerName: string): Promise<boolean> {
+  const container = docker.getContainer(containerName);
+  let labels: Record<string, string> | undefined;
+  try {
+    labels = (await container.inspect()).Config?.Labels ?? undefined;
+  } catch (e) {
+    if ((e as { statusCode?: number }).statusCode === 404) return false;
+    throw e;
+  }
+  if (labels?.[Labels.managedBy] !== "agent-sessions") return false;
+  await container.remove({ force: true });
+  return true;
+}
