@@ -9,6 +9,7 @@ import { ExitCode, report } from "./cli-context.ts";
 import type { Command } from "./command.ts";
 import { apply } from "./commands/apply.ts";
 import { cp } from "./commands/cp.ts";
+import { create } from "./commands/create.ts";
 import { del } from "./commands/delete.ts";
 import { diff } from "./commands/diff.ts";
 import { drain } from "./commands/drain.ts";
@@ -29,6 +30,7 @@ const COMMANDS: readonly Command[] = [
   serve,
   runner,
   apply,
+  create,
   get,
   describe,
   stop,

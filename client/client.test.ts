@@ -31,6 +31,21 @@ describe("AgentSessionsClient", () => {
     expect(status.sessions).toEqual([]);
   });
 
+  it("creates without replacing: create() of an existing name is ALREADY_EXISTS and keeps the stored one", async () => {
+    const manifest = (name: string) =>
+      ({
+        apiVersion: API_VERSION,
+        kind: "Agent",
+        metadata: { name: "carol" },
+        spec: { runtimeRef: "reference", model: { baseUrl: "http://10.0.0.1/v1", name } },
+      }) as const;
+    expect((await client.create("agents", manifest("first"))).metadata.name).toBe("carol");
+    const error = await rejection(client.create("agents", manifest("second")));
+    expect(error.code).toBe("ALREADY_EXISTS");
+    expect((await client.get("agents", "default", "carol")).spec.model?.name).toBe("first");
+    await client.delete("agents", "default", "carol");
+  });
+
   it("puts, gets, lists and deletes resources", async () => {
     const manifest = {
       apiVersion: API_VERSION,

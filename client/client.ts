@@ -89,6 +89,21 @@ export class AgentSessionsClient {
     };
   }
 
+  /**
+   * Create a manifest, never replacing one (`PUT` with `If-None-Match: *`): a name in use is a
+   * ClientError ALREADY_EXISTS and the stored object stays as it was.
+   */
+  async create<P extends ResourcePlural>(
+    plural: P,
+    manifest: ResourceTypes[P]["input"],
+  ): Promise<ResourceTypes[P]["output"]> {
+    const { namespace = "default", name } = manifest.metadata;
+    const response = await this.#send("PUT", resourcePath(plural, namespace, name), manifest, undefined, {
+      "if-none-match": "*",
+    });
+    return (await response.json()) as ResourceTypes[P]["output"];
+  }
+
   get<P extends ResourcePlural>(
     plural: P,
     namespace: string,
@@ -253,6 +268,12 @@ export class AgentSessionsClient {
         if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty event stream");
         for await (const message of readSse(response.body)) {
           const data = parseJson(message.data) as Record<string, unknown>;
+          // The server ended the stream for a reason (its token expired or was revoked): final.
+          if (message.event === "error") {
+            dropped = errorFromBody(data, undefined);
+            failures = maxReconnects;
+            break;
+          }
           if (message.event === "gap") {
             yield { kind: "gap", ...(data as { session_id: string; from_seq: number; to_seq: number }) };
             continue;

@@ -191,6 +191,12 @@ export const HarnessSessionStatus = z.object({
   resolvedImageDigest: z.string().optional(),
   sessionId: z.string().optional(),
   containerName: z.string().optional(),
+  /**
+   * The Pulumi stack of the session's workspace, `<namespace>--<workspace name>` (the workspace
+   * name is `<agent>-harness-<name>-<8 hex>`), for `pulumi stack ls` and `policy check -s`.
+   * Absent until a workspace is provisioned.
+   */
+  stackName: z.string().optional(),
   lastActivityTime: z.string().optional(),
   requestCount: z.number().int().nonnegative(),
   activeRequests: z.number().int().nonnegative(),

@@ -220,6 +220,7 @@ export async function composeServer(
       secretEnv,
       admission,
       requestTimeoutMs: config.requestTimeoutMs,
+      requestsPerTokenMax: config.requestsPerTokenMax,
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
       idleCheckMs: config.idleCheckMs,
@@ -257,6 +258,7 @@ export async function composeServer(
       ...(overrides.keepAliveMs !== undefined ? { keepAliveMs: overrides.keepAliveMs } : {}),
       jsonBodyMaxBytes: config.jsonBodyMaxBytes,
       maxEventSubscribers: config.maxEventSubscribers,
+      eventSubscribersPerTokenMax: config.eventSubscribersPerTokenMax,
       eventQueueMaxBytes: config.eventQueueMaxBytes,
     });
     let closing: Promise<void> | undefined;

@@ -73,8 +73,15 @@ export const ServerEnv = z.object({
    * RESOURCE_EXHAUSTED. @default 1048576
    */
   AGENT_SESSIONS_JSON_BODY_MAX_BYTES: Int(1).default(1024 * 1024),
-  /** Open `/v1/events` streams at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  /**
+   * Open `/v1/events` streams of API tokens at most (the admin's are not counted); one more is
+   * 429 RESOURCE_EXHAUSTED. @default 2000
+   */
   AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX: Int(1).default(2_000),
+  /** Open `/v1/events` streams one API token may hold at once (the admin: unbounded). @default 16 */
+  AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX: Int(1).default(16),
+  /** Proxied requests (`…/requests`) one API token may have in flight at once (the admin: unbounded). @default 32 */
+  AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX: Int(1).default(32),
   /**
    * Bytes of frames waiting for one `/v1/events` follower at most; past it the follower is
    * dropped (an `event: reconnect` tells it its Last-Event-ID). @default 8388608
@@ -184,6 +191,10 @@ export type ServerSettings = {
   jsonBodyMaxBytes: number;
   /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX */
   maxEventSubscribers: number;
+  /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX */
+  eventSubscribersPerTokenMax: number;
+  /** AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX */
+  requestsPerTokenMax: number;
   /** AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES */
   eventQueueMaxBytes: number;
   /** AGENT_SESSIONS_AGENT_RUNS_MAX */
@@ -290,6 +301,8 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
     jsonBodyMaxBytes: env.AGENT_SESSIONS_JSON_BODY_MAX_BYTES,
     maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
+    eventSubscribersPerTokenMax: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX,
+    requestsPerTokenMax: env.AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX,
     eventQueueMaxBytes: env.AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES,
     agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
     namespaceQuotas: {

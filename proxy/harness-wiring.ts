@@ -1,6 +1,7 @@
 import type { Admission } from "./lifecycle/admission.ts";
 import { AgentRuns } from "./harness/agent-runs.ts";
 import { AutoResumer } from "./harness/auto-resumer.ts";
+import { CallerBounds } from "./lifecycle/caller-bounds.ts";
 import type { EventBus } from "./lifecycle/event-bus.ts";
 import { HarnessController } from "./harness/harness-controller.ts";
 import { harnessWorkstream } from "./harness/harness-reconciler.ts";
@@ -38,6 +39,8 @@ export type HarnessWiringOptions = {
   admission?: Admission;
   /** The settings below: proxy/config.ts holds their defaults. */
   requestTimeoutMs: number;
+  /** Proxied requests one API token may have in flight (caller-bounds.ts). */
+  requestsPerTokenMax: number;
   requestBodyMaxBytes: number;
   replyMaxBytes: number;
   idleCheckMs: number;
@@ -135,6 +138,11 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     replyMaxBytes: options.replyMaxBytes,
     // Ready means serving: a request the runner could not relay has the session probed again.
     onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
+    perToken: new CallerBounds(
+      options.requestsPerTokenMax,
+      "requests in flight",
+      "AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX",
+    ),
     autoResume: new AutoResumer({
       harness,
       controller,
@@ -145,7 +153,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   });
   return {
     routes: {
-      sessions: new HarnessSessions({ harness, controller, ...(quotas ? { quotas } : {}) }),
+      sessions: new HarnessSessions({ harness, store, controller, ...(quotas ? { quotas } : {}) }),
+      rebind: (kind, namespace, name) => controller.rebind(kind, namespace, name),
       relay,
       runs: new AgentRuns({
         store,

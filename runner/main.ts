@@ -1,11 +1,9 @@
 /** Wires a runner from its config: the engine's driver over the stacks library. */
-import { KubeConfig } from "@kubernetes/client-node";
-import { dockerClient } from "../infra/docker/provider/provider.ts";
 import { StackManager } from "../stacks/index.ts";
 import { parseRunnerConfig, type RunnerConfig } from "./config.ts";
-import { DockerDriver } from "./docker/driver.ts";
+import { createDockerDriver } from "./docker/index.ts";
 import type { EngineDriver } from "./engine/driver.ts";
-import { KubernetesDriver } from "./kubernetes/driver.ts";
+import { createKubernetesDriver } from "./kubernetes/index.ts";
 import { jsonLog, Runner, type RunnerOptions } from "./runner.ts";
 import { explainStartFailure } from "./start-failure.ts";
 
@@ -36,34 +34,21 @@ async function wireRunner(config: RunnerConfig, options: RunnerOptions): Promise
     },
     { log: jsonLog("stacks") },
   );
+  const settings = (engine: string) => ({
+    // Stop/resume/heal act on the engine at once and record the stack afterwards (runner/engine/fast-path.ts).
+    fastPath: config.fastPath,
+    // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
+    fastCreate: config.fastCreate,
+    log: jsonLog(engine),
+  });
   let driver: EngineDriver;
   switch (config.engine) {
     case "docker":
-      driver = new DockerDriver(dockerClient(config.dockerHost), stacks, {
-        // Stop/resume act on the engine at once and record the stack afterwards (runner/docker/driver.ts).
-        fastPath: config.fastPath,
-        // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
-        fastCreate: config.fastCreate,
-        log: jsonLog("docker"),
-        gitImage: config.gitImage,
-      });
+      driver = createDockerDriver(config, stacks, settings("docker"));
       break;
-    case "kubernetes": {
-      // KUBECONFIG when set, else ~/.kube/config, else the in-cluster service account.
-      const kc = new KubeConfig();
-      kc.loadFromDefault();
-      driver = new KubernetesDriver(kc, stacks, {
-        ...config.kubernetes,
-        // The pods' workspace sidecar: files API, repo seed and diff (runner/kubernetes/workspace-files.ts).
-        workspaceImage: config.gitImage,
-        // Stop/resume/heal act on the cluster at once and record the stack afterwards (runner/kubernetes/driver.ts).
-        fastPath: config.fastPath,
-        // A first create made at once too (AGENT_SESSIONS_FAST_CREATE=off keeps create on the full path).
-        fastCreate: config.fastCreate,
-        log: jsonLog("kubernetes"),
-      });
+    case "kubernetes":
+      driver = createKubernetesDriver(config, stacks, settings("kubernetes"));
       break;
-    }
     default: {
       const never: never = config.engine;
       throw new Error(`unknown engine ${String(never)}`);

@@ -47,9 +47,13 @@ export function readManifests(
   return out;
 }
 
+/** `apply` creates or replaces; `create` creates only (a name in use is ALREADY_EXISTS). */
+type Mode = "apply" | "create";
+
 async function applyOne(
   ctx: CliContext,
   manifest: Manifest,
+  mode: Mode,
 ): Promise<{ ref: string; action: string; namespace: string }> {
   const plural = PLURAL_OF_KIND[manifest.kind];
   const given = manifest.metadata.namespace;
@@ -60,7 +64,9 @@ async function applyOne(
   const namespace = given ?? ctx.namespace;
   const body = { ...manifest, metadata: { ...manifest.metadata, namespace } };
   // The server validates the whole manifest; the CLI only routes it.
-  const { created } = await ctx.client.put(plural, body as never);
+  let created = true;
+  if (mode === "create") await ctx.client.create(plural, body as never);
+  else ({ created } = await ctx.client.put(plural, body as never));
   return {
     ref: objectRef(plural, manifest.metadata.name),
     action: created ? "created" : "configured",
@@ -73,48 +79,54 @@ export const apply: Command = {
   name: "apply",
   usage: USAGE,
   summary: "create or replace resources from YAML manifests (multi-document)",
-  async run(argv) {
-    const { values, positionals } = parseCommand(argv, USAGE, {
-      filename: { type: "string", short: "f", multiple: true },
-      wait: { type: "boolean", default: false },
-      timeout: { type: "string", default: "10m" },
-    });
-    if (positionals.length) throw new UsageError(`unexpected argument ${positionals[0]}; pass files with -f`);
-    if (!values.filename?.length)
-      throw new UsageError(`-f FILE (or -f - for stdin) is required\nusage: agent-sessions ${USAGE}`);
-    const ctx = contextFrom(values);
-    const manifests = readManifests(values.filename, () => readFileSync(0, "utf8"));
-    if (manifests.length === 0) throw new UsageError("no manifests in the input");
-    let exitCode = 0;
-    const sessions: { namespace: string; name: string; target: "Ready" | "Stopped" }[] = [];
-    for (const { source, manifest } of manifests) {
-      try {
-        const result = await applyOne(ctx, manifest);
-        if (ctx.json)
-          ctx.out(
-            JSON.stringify({
-              kind: manifest.kind,
-              namespace: result.namespace,
-              name: manifest.metadata.name,
-              action: result.action,
-            }),
-          );
-        else if (!ctx.quiet) ctx.out(`${result.ref} ${result.action}`);
-        if (manifest.kind === "HarnessSession") {
-          const spec = manifest.spec as { desiredState?: string } | undefined;
-          const target = spec?.desiredState === "stopped" ? "Stopped" : "Ready";
-          sessions.push({ namespace: result.namespace, name: manifest.metadata.name, target });
-        }
-      } catch (error) {
-        // Go on with the rest, like kubectl; the exit code says the first failure.
-        if (error instanceof ClientError && !ctx.json)
-          process.stderr.write(`agent-sessions: ${source} (${manifest.kind} ${manifest.metadata.name}):\n`);
-        const code = report(error, ctx.json);
-        if (exitCode === 0) exitCode = code;
-      }
-    }
-    if (values.wait && exitCode === 0)
-      for (const s of sessions) await waitForPhase(ctx, s.namespace, s.name, s.target, values.timeout);
-    return exitCode;
-  },
+  run: (argv) => applyManifests(argv, "apply", USAGE),
 };
+
+/**
+ * `apply` and `create` (bin/commands/create.ts): each document in order, going on after a
+ * failure like kubectl; the exit code says the first one.
+ */
+export async function applyManifests(argv: string[], mode: Mode, usage: string): Promise<number> {
+  const { values, positionals } = parseCommand(argv, usage, {
+    filename: { type: "string", short: "f", multiple: true },
+    wait: { type: "boolean", default: false },
+    timeout: { type: "string", default: "10m" },
+  });
+  if (positionals.length) throw new UsageError(`unexpected argument ${positionals[0]}; pass files with -f`);
+  if (!values.filename?.length)
+    throw new UsageError(`-f FILE (or -f - for stdin) is required\nusage: agent-sessions ${usage}`);
+  const ctx = contextFrom(values);
+  const manifests = readManifests(values.filename, () => readFileSync(0, "utf8"));
+  if (manifests.length === 0) throw new UsageError("no manifests in the input");
+  let exitCode = 0;
+  const sessions: { namespace: string; name: string; target: "Ready" | "Stopped" }[] = [];
+  for (const { source, manifest } of manifests) {
+    try {
+      const result = await applyOne(ctx, manifest, mode);
+      if (ctx.json)
+        ctx.out(
+          JSON.stringify({
+            kind: manifest.kind,
+            namespace: result.namespace,
+            name: manifest.metadata.name,
+            action: result.action,
+          }),
+        );
+      else if (!ctx.quiet) ctx.out(`${result.ref} ${result.action}`);
+      if (manifest.kind === "HarnessSession") {
+        const spec = manifest.spec as { desiredState?: string } | undefined;
+        const target = spec?.desiredState === "stopped" ? "Stopped" : "Ready";
+        sessions.push({ namespace: result.namespace, name: manifest.metadata.name, target });
+      }
+    } catch (error) {
+      // Go on with the rest, like kubectl; the exit code says the first failure.
+      if (error instanceof ClientError && !ctx.json)
+        process.stderr.write(`agent-sessions: ${source} (${manifest.kind} ${manifest.metadata.name}):\n`);
+      const code = report(error, ctx.json);
+      if (exitCode === 0) exitCode = code;
+    }
+  }
+  if (values.wait && exitCode === 0)
+    for (const s of sessions) await waitForPhase(ctx, s.namespace, s.name, s.target, values.timeout);
+  return exitCode;
+}

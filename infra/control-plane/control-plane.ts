@@ -11,8 +11,9 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { Labels, SESSIONS_NAMESPACE_POD_SECURITY } from "../../contracts/session-spec.ts";
+import { hardenedContainerSecurityContext, hardenedPodSpec } from "../kubernetes/hardening.ts";
 import type { ControlPlaneConfig } from "./config.ts";
-import { containerSecurityContext, podSecurityContext, resourcesOf, tmpVolume } from "./pod-security.ts";
+import { resourcesOf, tmpVolume } from "./pod-security.ts";
 import { runnerRules } from "./runner-rbac.ts";
 import { GeneratedSecret } from "./tokens.ts";
 
@@ -196,9 +197,7 @@ export class ControlPlane extends pulumi.ComponentResource {
             metadata: { labels: serverLabels },
             spec: {
               serviceAccountName: serverSa.metadata.name,
-              automountServiceAccountToken: false,
-              enableServiceLinks: false,
-              securityContext: podSecurityContext,
+              ...hardenedPodSpec(),
               containers: [
                 {
                   name: "server",
@@ -224,7 +223,7 @@ export class ControlPlane extends pulumi.ComponentResource {
                       : []),
                   ],
                   ports: [{ name: "http", containerPort: config.serverPort, protocol: "TCP" }],
-                  securityContext: containerSecurityContext,
+                  securityContext: hardenedContainerSecurityContext(),
                   resources: resourcesOf(config.serverResources),
                   readinessProbe: { httpGet: { path: "/readyz", port: "http" }, periodSeconds: 2 },
                   livenessProbe: {
@@ -316,10 +315,9 @@ export class ControlPlane extends pulumi.ComponentResource {
             },
             spec: {
               serviceAccountName: runnerSa.metadata.name,
+              ...hardenedPodSpec(),
               // The one pod with Kubernetes credentials: the runner drives session stacks and execs.
               automountServiceAccountToken: true,
-              enableServiceLinks: false,
-              securityContext: podSecurityContext,
               containers: [
                 {
                   name: "runner",
@@ -354,7 +352,7 @@ export class ControlPlane extends pulumi.ComponentResource {
                     // Plugins come with the image; never reach out for one.
                     { name: "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", value: "true" },
                   ],
-                  securityContext: containerSecurityContext,
+                  securityContext: hardenedContainerSecurityContext(),
                   resources: resourcesOf(config.runnerResources),
                   volumeMounts: [
                     { name: "data", mountPath: DATA_DIR },

@@ -10,6 +10,7 @@
 import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { ADAPTER_CONTAINER, WORKSPACE_CONTAINER, WORKSPACE_SCRATCH } from "../../contracts/session-pod.ts";
 import { Labels, type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import { hardenedContainerSecurityContext, hardenedPodSpec } from "./hardening.ts";
 
 /**
  * What the scheduler reserves for a session's CPU: a tenth of its limit (at least 10m). CPU is
@@ -29,16 +30,6 @@ export function cpuRequestOf(limit: string): string {
  */
 const SIDECAR_SCRIPT = 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done';
 
-/** The container hardening every session container shares (the policy pack checks each). */
-const hardened = () => ({
-  allowPrivilegeEscalation: false,
-  privileged: false,
-  readOnlyRootFilesystem: true,
-  runAsNonRoot: true,
-  capabilities: { drop: ["ALL"] },
-  seccompProfile: { type: "RuntimeDefault" },
-});
-
 /**
  * The `workspace` sidecar: the runner's git image idling, the session volume at /workspace and a
  * scratch emptyDir of its own; hardened like the adapter, no credentials, no ports. It shares the
@@ -55,7 +46,7 @@ function workspaceSidecar(image: string) {
       { name: "TMPDIR", value: WORKSPACE_SCRATCH },
     ],
     workingDir: "/workspace",
-    securityContext: hardened(),
+    securityContext: hardenedContainerSecurityContext(),
     // git fetches and diffs need memory now and then; idle it takes ~1 MiB.
     resources: { requests: { cpu: "10m", memory: "32Mi" }, limits: { cpu: "500m", memory: "256Mi" } },
     volumeMounts: [
@@ -154,15 +145,7 @@ export function sessionManifests(
             : {}),
         },
         spec: {
-          automountServiceAccountToken: false,
-          enableServiceLinks: false,
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: 65532,
-            runAsGroup: 65532,
-            fsGroup: 65532,
-            seccompProfile: { type: "RuntimeDefault" },
-          },
+          ...hardenedPodSpec(),
           containers: [
             {
               name: ADAPTER_CONTAINER,
@@ -170,7 +153,7 @@ export function sessionManifests(
               imagePullPolicy: "IfNotPresent",
               env,
               ports: [{ name: "adapter", containerPort: ADAPTER_PORT, protocol: "TCP" }],
-              securityContext: hardened(),
+              securityContext: hardenedContainerSecurityContext(),
               resources: {
                 requests: { cpu: cpuRequestOf(spec.resources.cpu), memory: `${spec.resources.memoryMiB}Mi` },
                 limits: { cpu: spec.resources.cpu, memory: `${spec.resources.memoryMiB}Mi` },

@@ -1,7 +1,7 @@
 import { HarnessReasons } from "../../contracts/harness-session.ts";
 import { processLocks } from "../lifecycle/keyed-mutex.ts";
 import { type AutoResumeStart, autoResumePlan, autoResumedCondition } from "./auto-resume-plan.ts";
-import { observeSession, type Readiness, withCondition, withReady } from "./harness-status.ts";
+import { observeSession, type Readiness, readyOf, withCondition, withReady } from "./harness-status.ts";
 import {
   agentRefOf,
   errorBody,
@@ -102,6 +102,41 @@ export class HarnessController {
           ),
         });
       });
+    }
+  }
+
+  /**
+   * An Agent or AgentRuntime was created or changed: every session of its namespace that names it
+   * and failed on its binding (Failed, reason Invalid: "Agent … not found", a runtime not approved…)
+   * is brought up again, so a reference that becomes valid heals as Kubernetes users expect (a
+   * manifest directory applied session first). Sessions failed for another reason stay settled.
+   * Returns once each retry is queued; never throws (failures are logged).
+   */
+  async rebind(kind: "Agent" | "AgentRuntime", namespace: string, name: string): Promise<void> {
+    const names = (record: HarnessRecord) =>
+      (kind === "Agent" ? record.spec.agentRef : record.spec.runtimeRef) === name;
+    let records: HarnessRecord[];
+    try {
+      records = await this.#o.harness.listHarnessSessions(namespace);
+    } catch (error) {
+      this.#o.log("error", "harness rebind lookup failed", { namespace, kind, name, error: String(error) });
+      return;
+    }
+    for (const r of records) {
+      if (!names(r) || !failedOnBinding(r)) continue;
+      this.#queue
+        .run(r.namespace, r.name, async () => {
+          const record = await this.#o.harness.getHarnessSession(r.namespace, r.name);
+          if (!record || !failedOnBinding(record)) return;
+          await this.#reconciler.bringUp(record, await this.#reconciler.session(record));
+        })
+        .catch((error: unknown) =>
+          this.#o.log("error", "harness session rebind failed", {
+            namespace: r.namespace,
+            name: r.name,
+            error: String(error),
+          }),
+        );
     }
   }
 
@@ -255,4 +290,14 @@ function idleReadiness(record: HarnessRecord): Readiness {
     reason: HarnessReasons.IdleTimeout,
     message: `draining: no activity for ${record.spec.idleTimeout}`,
   };
+}
+
+/** Failed on its binding, wanting to run and not being deleted: what `rebind` retries. */
+function failedOnBinding(record: HarnessRecord): boolean {
+  return (
+    record.phase === "Failed" &&
+    readyOf(record.conditions)?.reason === HarnessReasons.Invalid &&
+    record.spec.desiredState === "running" &&
+    record.deletion_requested_at === undefined
+  );
 }

@@ -9,7 +9,8 @@ import {
   IMMUTABLE_SPEC_FIELDS,
 } from "../../contracts/harness-session.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
-import { API_VERSION } from "../../contracts/resources.ts";
+import { type Agent, API_VERSION } from "../../contracts/resources.ts";
+import { sessionStackName } from "../../contracts/session-spec.ts";
 import type { HarnessController } from "./harness-controller.ts";
 import { harnessWorkstream } from "./harness-reconciler.ts";
 import { toManifest, withReady } from "./harness-status.ts";
@@ -17,10 +18,18 @@ import { mergePatch } from "../lifecycle/merge-patch.ts";
 import { type NamespaceQuotas, sessionKey } from "../lifecycle/namespace-quotas.ts";
 import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, withPathMetadata } from "../lifecycle/request-body.ts";
+import { alreadyExists } from "../lifecycle/already-exists.ts";
+import { assertRepoAdmitted } from "../lifecycle/session-spec-builder.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
+import type { Store } from "../store/store.ts";
 
 export type HarnessSessionsOptions = {
   harness: HarnessStore;
+  /**
+   * Where the Agent a new session names is read (a binding that could never work is refused),
+   * and its workspace (whose stack status shows).
+   */
+  store: Pick<Store, "getResource" | "getWorkspace">;
   controller: Pick<HarnessController, "enqueue" | "delete">;
   /** A new session over its namespace's quota is refused (RESOURCE_EXHAUSTED). @default none */
   quotas?: NamespaceQuotas;
@@ -39,12 +48,14 @@ const WRITE_ATTEMPTS = 5;
  */
 export class HarnessSessions {
   readonly #harness: HarnessStore;
+  readonly #store: HarnessSessionsOptions["store"];
   readonly #controller: HarnessSessionsOptions["controller"];
   readonly #now: () => Date;
   readonly #quotas: NamespaceQuotas | undefined;
 
   constructor(options: HarnessSessionsOptions) {
     this.#harness = options.harness;
+    this.#store = options.store;
     this.#quotas = options.quotas;
     this.#controller = options.controller;
     this.#now = options.now ?? (() => new Date());
@@ -64,18 +75,20 @@ export class HarnessSessions {
       apiVersion: API_VERSION,
       kind: `${HARNESS_SESSION_KIND}List`,
       metadata: page.next === undefined ? {} : { continue: page.next },
-      items: page.items.map(toManifest),
+      items: await Promise.all(page.items.map((r) => this.#shown(r))),
     };
   }
 
   async get(namespace: string, name: string): Promise<HarnessSession> {
-    return toManifest(await this.#existing(namespace, name));
+    return this.#shown(await this.#existing(namespace, name));
   }
 
   async put(
     namespace: string,
     name: string,
     body: unknown,
+    /** Create only (`If-None-Match: *`): an existing session is ALREADY_EXISTS, left as it is. */
+    opts: { ifAbsent?: boolean } = {},
   ): Promise<{ session: HarnessSession; created: boolean }> {
     const input = parseInput(
       HarnessSessionInput,
@@ -88,7 +101,7 @@ export class HarnessSessions {
         `invalid ${HARNESS_SESSION_KIND}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
         { field_violations: [{ field: "metadata", description: "must match the path" }] },
       );
-    return this.#write(namespace, name, () => input.spec);
+    return this.#write(namespace, name, () => input.spec, { mustNotExist: opts.ifAbsent === true });
   }
 
   async patch(namespace: string, name: string, body: unknown): Promise<HarnessSession> {
@@ -125,20 +138,23 @@ export class HarnessSessions {
     const marked = await this.#harness.markHarnessDeleting(namespace, name, this.#now().toISOString());
     if (!marked) throw notFound(namespace, name);
     await this.#controller.delete(namespace, name);
-    return toManifest(marked);
+    return this.#shown(marked);
   }
 
   async #write(
     namespace: string,
     name: string,
     specFor: (current: HarnessRecord | undefined) => HarnessSessionSpec,
-    opts: { mustExist?: boolean } = {},
+    opts: { mustExist?: boolean; mustNotExist?: boolean } = {},
   ): Promise<{ session: HarnessSession; created: boolean }> {
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       const current = await this.#harness.getHarnessSession(namespace, name);
       if (!current && opts.mustExist) throw notFound(namespace, name);
+      // Also after losing a race to create it: the loop reads it back and refuses then.
+      if (current && opts.mustNotExist) throw alreadyExists(HARNESS_SESSION_KIND, namespace, name);
       const spec = specFor(current);
       if (!current) {
+        await this.#assertBindable(namespace, spec);
         const release = await this.#quotas?.reserveSession(
           namespace,
           sessionKey(`${namespace}/${spec.agentRef}`, harnessWorkstream(name)),
@@ -173,12 +189,48 @@ export class HarnessSessions {
       const replaced = await this.#harness.replaceHarnessSpec(namespace, name, spec, current.generation);
       if (!replaced) continue;
       this.#controller.enqueue(namespace, name);
-      return { session: toManifest(replaced), created: false };
+      return { session: await this.#shown(replaced), created: false };
     }
     throw new CodedError(
       "ABORTED",
       `${HARNESS_SESSION_KIND} ${namespace}/${name} is being written concurrently; retry`,
     );
+  }
+
+  /**
+   * A new session whose Agent exists must be one that can work: its runtimeRef the Agent's
+   * (INVALID_ARGUMENT naming both: runtimeRef is immutable, so a Failed session could never be
+   * fixed) and its repository within the Agent's egress (FAILED_PRECONDITION, as the RPC path
+   * answers). A session naming an Agent not there yet is accepted: it waits for the Agent.
+   */
+  async #assertBindable(namespace: string, spec: HarnessSessionSpec): Promise<void> {
+    const agent = (await this.#store.getResource("Agent", namespace, spec.agentRef)) as Agent | undefined;
+    if (!agent) return;
+    if (agent.spec.runtimeRef !== spec.runtimeRef)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `invalid ${HARNESS_SESSION_KIND}: spec.runtimeRef is ${spec.runtimeRef} but Agent ${namespace}/${spec.agentRef} runs on ${agent.spec.runtimeRef}; name runtime ${agent.spec.runtimeRef}, or bind the Agent to ${spec.runtimeRef} first`,
+        {
+          field_violations: [
+            {
+              field: "spec.runtimeRef",
+              description: `must be ${agent.spec.runtimeRef}, the runtime of Agent ${spec.agentRef}`,
+            },
+          ],
+        },
+      );
+    const repo = spec.workspace?.repo;
+    if (repo) assertRepoAdmitted(repo, agent, "spec.workspace.repo");
+  }
+
+  /** The manifest of a record, with the stack name of its workspace once it has one. */
+  async #shown(record: HarnessRecord): Promise<HarnessSession> {
+    const manifest = toManifest(record);
+    const workspace =
+      record.container_name === undefined ? undefined : await this.#store.getWorkspace(record.container_name);
+    if (workspace)
+      manifest.status.stackName = sessionStackName(workspace.spec.namespace, workspace.spec.name);
+    return manifest;
   }
 
   async #existing(namespace: string, name: string): Promise<HarnessRecord> {

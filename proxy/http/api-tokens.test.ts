@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { until } from "../../test/support/until.ts";
 import { SseClient } from "../testing/sse-client.ts";
 import { ADMIN_TOKEN, startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
 
@@ -36,6 +37,17 @@ describe("/v1/tokens", () => {
     expect(secret).toMatch(/^ast_[A-Za-z0-9_-]{43}$/);
     expect(created.body).toMatchObject({ name: "portal", scopes: ["namespace:default:view"] });
     expect(created.body.expiresAt).toBeUndefined();
+    // The answer holding a new secret is never cached, nor sniffed into something else.
+    const headers = (
+      await fetch(`${t.server.url}/v1/tokens`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: "headers", scopes: ["namespace:default:view"] }),
+      })
+    ).headers;
+    expect(headers.get("cache-control")).toBe("no-store");
+    expect(headers.get("x-content-type-options")).toBe("nosniff");
+    expect((await call("DELETE", "/v1/tokens/headers")).status).toBe(200);
 
     const listed = await call("GET", "/v1/tokens");
     expect(listed.text).not.toContain(secret);
@@ -216,6 +228,68 @@ describe("/v1/events with a scoped token", () => {
   }
   const open = (query: string, secret: string) =>
     SseClient.open(`${t.server.url}/v1/events${query}`, { authorization: `Bearer ${secret}` });
+
+  /** The stream ends by itself, its last event saying why: UNAUTHENTICATED. */
+  async function endsUnauthenticated(stream: SseClient): Promise<void> {
+    await until("the stream to end", () => (stream.done ? true : undefined), 5_000);
+    const last = stream.events.at(-1);
+    expect(last?.event).toBe("error");
+    expect(JSON.parse(last?.data ?? "{}")).toMatchObject({ code: "UNAUTHENTICATED" });
+  }
+
+  it("ends an open stream when its token is revoked, delivering nothing after", async () => {
+    const runner = await t.runner();
+    const id = await session("alice", "main");
+    const stream = await open(`?session_id=${id}`, await token("watcher", ["namespace:default:view"]));
+    expect(stream.status).toBe(200);
+    runner.frame(id, { type: "log", payload: { before: true } });
+    await stream.until((e) => e.some((x) => x.data.includes('"before"')));
+    expect((await call("DELETE", "/v1/tokens/watcher")).status).toBe(200);
+    await endsUnauthenticated(stream);
+    runner.frame(id, { type: "log", payload: { after: true } });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(stream.events.some((x) => x.data.includes('"after"'))).toBe(false);
+  });
+
+  it("bounds one token's open streams and all tokens' together; the admin is never locked out by them", async () => {
+    const bounded = await startTestServer({ maxEventSubscribers: 3, eventSubscribersPerTokenMax: 2 });
+    try {
+      const mint = async (name: string) => {
+        const reply = await fetch(`${bounded.server.url}/v1/tokens`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify({ name, scopes: ["namespace:default:view"] }),
+        });
+        return ((await reply.json()) as { token: string }).token;
+      };
+      const openAs = (secret: string) =>
+        SseClient.open(`${bounded.server.url}/v1/events`, { authorization: `Bearer ${secret}` });
+      const [a, b, c] = [await mint("a"), await mint("b"), await mint("c")];
+      const streams = [await openAs(a), await openAs(a)];
+      const third = await openAs(a);
+      expect(third.status).toBe(429);
+      expect(third.events[0]?.data).toContain("AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX");
+      streams.push(await openAs(b));
+      const full = await openAs(c);
+      expect(full.status).toBe(429);
+      expect(full.events[0]?.data).toContain("AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX");
+      const admin = [await openAs(ADMIN_TOKEN), await openAs(ADMIN_TOKEN), await openAs(ADMIN_TOKEN)];
+      expect(admin.map((s) => s.status)).toEqual([200, 200, 200]);
+      expect(streams.map((s) => s.status)).toEqual([200, 200, 200]);
+      for (const s of [...streams, ...admin]) s.close();
+    } finally {
+      await bounded.close();
+    }
+  });
+
+  it("ends an open stream when its token expires", async () => {
+    const secret = (
+      await json(call("POST", "/v1/tokens", { name: "brief", scopes: ["namespace:default:view"], ttl: "1s" }))
+    ).body.token as string;
+    const stream = await open("", secret);
+    expect(stream.status).toBe(200);
+    await endsUnauthenticated(stream);
+  });
 
   it("delivers a namespace token its namespace's frames and a session token its session's only", async () => {
     await call("PUT", "/v1/namespaces/team-b/agentruntimes/reference", {

@@ -22,6 +22,8 @@ export type Principal = {
   id: string;
   name: string;
   scopes: ParsedScope[];
+  /** When the token stops working (ISO 8601); absent: never (the admin token, a token without ttl). */
+  expiresAt?: string | undefined;
 };
 
 export const ADMIN_PRINCIPAL: Principal = { id: "admin", name: "admin", scopes: [{ kind: "admin" }] };
@@ -48,6 +50,7 @@ export type ApiTokensOptions = {
 export class ApiTokens {
   readonly #options: ApiTokensOptions;
   readonly #now: () => Date;
+  readonly #revoked = new Set<() => void>();
 
   constructor(options: ApiTokensOptions) {
     this.#options = options;
@@ -67,7 +70,15 @@ export class ApiTokens {
       const parsed = parseScope(s);
       return parsed ? [parsed] : [];
     });
-    return { ok: true, principal: { id: record.id, name: record.name, scopes } };
+    return {
+      ok: true,
+      principal: {
+        id: record.id,
+        name: record.name,
+        scopes,
+        ...(record.expires_at !== undefined ? { expiresAt: record.expires_at } : {}),
+      },
+    };
   }
 
   async create(body: unknown): Promise<CreatedToken> {
@@ -106,6 +117,16 @@ export class ApiTokens {
   async revoke(name: string): Promise<void> {
     if (!(await this.#tokenStore().deleteToken(name)))
       throw new CodedError("NOT_FOUND", `token ${name} not found`);
+    for (const listener of this.#revoked) listener();
+  }
+
+  /**
+   * Told after each revocation in this process (an open event stream checks its token again at
+   * once, instead of at its next periodic check). Returns the unsubscribe.
+   */
+  onRevoked(listener: () => void): () => void {
+    this.#revoked.add(listener);
+    return () => this.#revoked.delete(listener);
   }
 
   #tokenStore(): TokenStore {

@@ -6,6 +6,7 @@ import { Lifecycle, type RpcHandlers } from "../lifecycle/lifecycle.ts";
 import { silentLogger } from "../observability/log.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { Workspaces } from "../lifecycle/workspaces.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, TEST_IMAGE } from "../testing/test-server.ts";
 
@@ -37,7 +38,8 @@ function recordingRunners(): RunnerDirectory {
 function build(rpc?: RpcHandlers) {
   const bus = new EventBus();
   const journal = new SessionJournal(store, bus);
-  const lifecycle = new Lifecycle({ store, runners: recordingRunners(), journal, log: silentLogger });
+  const base = { store, runners: recordingRunners(), journal, log: silentLogger };
+  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
   return buildApp({
     store,
     bus,
@@ -188,6 +190,59 @@ describe("POST /v1/rpc/{Method}", () => {
   });
 });
 
+describe("response headers", () => {
+  it.each([
+    ["GET", "/v1/namespaces/default/agents", auth()],
+    ["GET", "/v1/namespaces/default/agents", {}],
+    ["GET", "/v1/no-such-route", auth()],
+    ["POST", "/v1/rpc/GetAgentStatus", auth()],
+    ["GET", "/openapi.json", {}],
+    ["GET", "/healthz", {}],
+  ])("%s %s answers nosniff, no-store and a CSP that runs nothing", async (method, path, headers) => {
+    const reply = await app.request(path, {
+      method,
+      headers,
+      ...(method === "POST" ? { body: "{}" } : {}),
+    });
+    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(reply.headers.get("cache-control")).toBe("no-store");
+    expect(reply.headers.get("content-security-policy")).toBe("default-src 'none'; frame-ancestors 'none'");
+  });
+
+  it("leaves the UI's own policy as it is", async () => {
+    const reply = await app.request("/ui");
+    expect(reply.headers.get("content-security-policy")).toContain("default-src 'self'");
+    expect(reply.headers.get("cache-control")).toBe("no-cache");
+    expect(reply.headers.get("x-content-type-options")).toBe("nosniff");
+  });
+});
+
+describe("field errors name where the value came from", () => {
+  it.each([
+    ["path", "namespace", "/v1/namespaces/Not_A_Label/agents", {}],
+    ["query", "limit", "/v1/namespaces/default/agents?limit=abc", {}],
+    ["header", "Last-Event-ID", "/v1/events", { "last-event-id": "not-a-cursor" }],
+    ["query", "last_event_id", "/v1/events?last_event_id=not-a-cursor", {}],
+  ])(
+    "a bad value in the %s (%s) is labelled with where it came from, never (body)",
+    async (where, name, path, headers) => {
+      const reply = await app.request(path, { headers: { ...auth(), ...headers } });
+      expect(reply.status).toBe(400);
+      const error = (await reply.json()) as {
+        code: string;
+        message: string;
+        details: { field_violations: { field: string; location?: string }[] };
+      };
+      expect(error.code).toBe("INVALID_ARGUMENT");
+      expect(error.message).toContain(`${name} (${where})`);
+      expect(error.message).not.toContain("(body)");
+      expect(error.details.field_violations).toEqual([
+        expect.objectContaining({ field: name, location: where }),
+      ]);
+    },
+  );
+});
+
 describe("/v1/namespaces/{ns}/agentruntimes and agents", () => {
   const runtime = {
     apiVersion: "agent-sessions.dev/v1alpha1",
@@ -245,6 +300,32 @@ describe("/v1/namespaces/{ns}/agentruntimes and agents", () => {
     });
     expect(agent.status).toBe(400);
     expect(((await agent.json()) as { message: string }).message).toContain("spec.credentials.0");
+  });
+
+  it("creates only with If-None-Match: *: an existing name is 409 ALREADY_EXISTS and the stored one is kept", async () => {
+    const agent = (model: string) => ({
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Agent",
+      metadata: { name: "once" },
+      spec: { runtimeRef: "reference", model: { baseUrl: "http://10.0.0.1/v1", name: model } },
+    });
+    const create = (body: object) =>
+      app.request("/v1/namespaces/default/agents/once", {
+        method: "PUT",
+        headers: { ...auth(), "if-none-match": "*" },
+        body: JSON.stringify(body),
+      });
+    expect((await create(agent("first"))).status).toBe(201);
+    const again = await create(agent("second"));
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({ code: "ALREADY_EXISTS" });
+    const stored = (await (
+      await app.request("/v1/namespaces/default/agents/once", { headers: auth() })
+    ).json()) as {
+      spec: { model: { name: string } };
+    };
+    expect(stored.spec.model.name).toBe("first");
+    expect((await put("/v1/namespaces/default/agents/once", agent("third"))).status).toBe(200);
   });
 
   it("answers unknown kinds with 404", async () => {

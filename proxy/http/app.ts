@@ -19,6 +19,7 @@ import type { Metrics } from "../observability/metrics.ts";
 import { metricsRoute } from "./metrics-route.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { auditProxiedRequests } from "./request-audit.ts";
+import { securityHeaders } from "./security-headers.ts";
 import { resourceRoutes } from "./resource-routes.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { authorizeRoute } from "./route-access.ts";
@@ -67,8 +68,10 @@ export type AppOptions = {
    * (AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES). @default 1048576
    */
   jsonBodyMaxBytes?: number;
-  /** Open `/v1/events` streams at most; more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  /** Open `/v1/events` streams of API tokens at most; more is 429 RESOURCE_EXHAUSTED. @default 2000 */
   maxEventSubscribers?: number;
+  /** Open `/v1/events` streams one API token may hold (an admin: unbounded). @default 16 */
+  eventSubscribersPerTokenMax?: number;
   /** Bytes waiting for one `/v1/events` follower at most; past it it is dropped. @default 8388608 */
   eventQueueMaxBytes?: number;
   /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
@@ -101,6 +104,7 @@ export function buildApp(options: AppOptions): Hono {
   // Every response echoes `x-request-id` (the caller's when well-formed, else a new UUID).
   app.use("*", requestId());
   app.use("*", accessLog(log));
+  app.use("*", securityHeaders());
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
   app.get("/readyz", (c) => {
@@ -166,7 +170,10 @@ export function buildApp(options: AppOptions): Hono {
   app.route("/v1/tokens", tokenRoutes(apiTokens));
   const rpcAccess = new RpcAccess({ store: options.store, harness: options.harnessStore });
   app.route("/v1/rpc", rpcRoutes(options.rpc, rpcAccess));
-  app.route("/v1/namespaces", resourceRoutes(options.store, options.admission ?? defaultAdmission()));
+  app.route(
+    "/v1/namespaces",
+    resourceRoutes(options.store, options.admission ?? defaultAdmission(), options.harness?.rebind),
+  );
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
@@ -178,8 +185,12 @@ export function buildApp(options: AppOptions): Hono {
     store: options.store,
     bus: options.bus,
     visibilityOf: (principal) => sessionVisibility(options.store, principal),
+    revalidate: async (authorization) => (await apiTokens.authenticate(authorization)).ok,
+    onRevoked: (listener) => apiTokens.onRevoked(listener),
   };
   if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
+  if (options.eventSubscribersPerTokenMax !== undefined)
+    events.maxSubscribersPerToken = options.eventSubscribersPerTokenMax;
   if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;
   if (options.shutdown) events.shutdown = options.shutdown;
   if (options.keepAliveMs !== undefined) events.keepAliveMs = options.keepAliveMs;

@@ -3,6 +3,7 @@ import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { CodedError } from "../../contracts/errors.ts";
 import type { EventBus } from "../lifecycle/event-bus.ts";
+import { CallerBounds, isAdminCaller } from "../lifecycle/caller-bounds.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { Store, StoredFrame } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
@@ -25,14 +26,32 @@ export type EventStreamOptions = {
   dropGraceMs?: number;
   /** Ends every stream (server shutdown). */
   shutdown?: AbortSignal;
-  /** Streams open at once at most; one more is 429 RESOURCE_EXHAUSTED. @default 2000 */
+  /**
+   * Streams of API tokens open at once at most; one more is 429 RESOURCE_EXHAUSTED. An admin's
+   * streams are not counted: tenants filling the server never lock the operator out. @default 2000
+   */
   maxSubscribers?: number;
+  /** Streams one API token may hold at once (an admin: unbounded). @default 16 */
+  maxSubscribersPerToken?: number;
   /**
    * Which sessions' frames a caller may see (event-access.ts); undefined from it: all. A session
    * it may not see is NOT_FOUND, like one that is not there. @default everything
    */
   visibilityOf?: (principal: Principal) => SessionVisibility | undefined;
+  /**
+   * Whether the stream's `Authorization` still opens the API (not expired, not revoked): an open
+   * stream asks every `revalidateMs`, after each revocation (`onRevoked`), and ends at its token's
+   * `expiresAt`, with an `error` event UNAUTHENTICATED. Absent: only the expiry ends it.
+   */
+  revalidate?: (authorization: string | undefined) => Promise<boolean>;
+  /** How often an open stream checks its token again (revocation on another replica). @default 5000 */
+  revalidateMs?: number;
+  /** Subscribes to this process's revocations; returns the unsubscribe. */
+  onRevoked?: (listener: () => void) => () => void;
 };
+
+/** Longest delay setTimeout takes (about 24.8 days); a later expiry is re-armed by the periodic check. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Sessions whose visibility one stream remembers at most (then it asks again). */
 const VISIBILITY_CACHE_MAX = 10_000;
@@ -59,18 +78,31 @@ export function eventRoutes(options: EventStreamOptions): Hono {
   const maxQueuedBytes = options.maxQueuedBytes ?? 8 * 1024 * 1024;
   const dropGraceMs = options.dropGraceMs ?? 30_000;
   const maxSubscribers = options.maxSubscribers ?? 2_000;
+  const revalidateMs = options.revalidateMs ?? 5_000;
+  const perToken = new CallerBounds(
+    options.maxSubscribersPerToken ?? 16,
+    "open event streams",
+    "AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX",
+  );
   let open = 0;
   const runs = new SharedRuns();
 
   return new Hono().get("/", async (c) => {
     const rawSession = c.req.query("session_id");
     const sessionId =
-      rawSession === undefined ? undefined : parseInput(SessionIdParam, rawSession, "session_id");
-    const rawCursor = c.req.header("Last-Event-ID") ?? c.req.query("last_event_id");
+      rawSession === undefined
+        ? undefined
+        : parseInput(SessionIdParam, rawSession, "session_id", { in: "query", name: "session_id" });
+    const header = c.req.header("Last-Event-ID");
+    const rawCursor = header ?? c.req.query("last_event_id");
+    const cursorSource =
+      header !== undefined
+        ? ({ in: "header", name: "Last-Event-ID" } as const)
+        : ({ in: "query", name: "last_event_id" } as const);
     const cursor =
       rawCursor === undefined || rawCursor === ""
         ? undefined
-        : parseInput(Cursor, rawCursor, "Last-Event-ID");
+        : parseInput(Cursor, rawCursor, "Last-Event-ID", cursorSource);
     const principal = c.get("principal") as Principal | undefined;
     const visible = principal ? options.visibilityOf?.(principal) : undefined;
     if (
@@ -81,15 +113,18 @@ export function eventRoutes(options: EventStreamOptions): Hono {
     // One session's stream was checked above; the stream of everything shows only what the caller may see.
     const shows = sessionId === undefined ? cachedVisibility(visible) : undefined;
     const keyOf = (f: StoredFrame) => (sessionId === undefined ? f.id : f.frame.seq);
-    // Each follower holds a socket, a bus subscription and a queue: their number is bounded.
-    if (open >= maxSubscribers)
+    // Each follower holds a socket, a bus subscription and a queue: their number is bounded, per
+    // token and for all tokens together; an admin's are neither (they are the operator's own).
+    const admin = isAdminCaller(principal);
+    if (!admin && open >= maxSubscribers)
       throw new CodedError(
         "RESOURCE_EXHAUSTED",
         `${open} event streams are open, the most this server serves (AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX); retry later`,
         { limit: maxSubscribers },
       );
+    const release = perToken.acquire(principal);
     // Counted until the stream's callback ends (its `finally`); nothing before it can throw.
-    open++;
+    if (!admin) open++;
 
     return streamSSE(c, async (stream) => {
       // Subscribe before reading the backlog so nothing published in between is missed;
@@ -137,6 +172,31 @@ export function eventRoutes(options: EventStreamOptions): Hono {
         stop.abort();
         wake?.();
       };
+      // A stream outlives no token (issue 34): it ends at the token's expiry or once it is revoked.
+      let unauthenticated = false;
+      const endUnauthenticated = () => {
+        unauthenticated = true;
+        end();
+      };
+      const authorization = c.req.header("authorization");
+      const check = () => {
+        if (stop.signal.aborted || !options.revalidate) return;
+        options.revalidate(authorization).then(
+          (valid) => {
+            if (!valid) endUnauthenticated();
+          },
+          () => {}, // the store failing is not the token failing: the next check asks again
+        );
+      };
+      const expiresAt = principal?.expiresAt === undefined ? undefined : Date.parse(principal.expiresAt);
+      const expiry =
+        expiresAt === undefined
+          ? undefined
+          : setTimeout(endUnauthenticated, Math.min(Math.max(0, expiresAt - Date.now()), MAX_TIMER_MS));
+      expiry?.unref();
+      const recheck = options.revalidate ? setInterval(check, revalidateMs) : undefined;
+      recheck?.unref();
+      const offRevoked = options.onRevoked?.(check);
       stream.onAbort(end);
       c.req.raw.signal.addEventListener("abort", end, { once: true });
       options.shutdown?.addEventListener("abort", end, { once: true });
@@ -184,7 +244,17 @@ export function eventRoutes(options: EventStreamOptions): Hono {
             await stream.write(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
           writingBytes = 0;
         }
-        if (dropped && !stop.signal.aborted)
+        if (unauthenticated && !c.req.raw.signal.aborted)
+          await stream.writeSSE({
+            event: "error",
+            data: JSON.stringify({
+              code: "UNAUTHENTICATED",
+              message:
+                "this stream's token expired or was revoked; open a new stream with a valid token (Last-Event-ID resumes)",
+              ...(last !== undefined ? { last_event_id: last } : {}),
+            }),
+          });
+        else if (dropped && !stop.signal.aborted)
           await stream.writeSSE({
             event: "reconnect",
             data: JSON.stringify({
@@ -195,7 +265,11 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           });
       } finally {
         clearTimeout(dropTimer);
-        open--;
+        clearTimeout(expiry);
+        clearInterval(recheck);
+        offRevoked?.();
+        if (!admin) open--;
+        release();
         unsubscribe();
         options.shutdown?.removeEventListener("abort", end);
       }

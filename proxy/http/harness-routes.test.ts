@@ -97,6 +97,7 @@ beforeEach(async () => {
     requestBodyMaxBytes: 2_048,
     replyMaxBytes: 4_096,
     idleCheckMs: 100,
+    requestsPerTokenMax: 2,
   });
   onRelay = answerWithResult;
   runner = await t.runner({
@@ -179,6 +180,103 @@ describe("HarnessSession resource", () => {
       status: { phase: "Ready" },
     });
     expect((await call("PATCH", `${BASE}/nope`, { spec: {} })).status).toBe(404);
+  });
+
+  it("shows its Pulumi stack in status.stackName: <namespace>--<workspace name>, as the runner names the stack", async () => {
+    const ready = await readyChat();
+    const [provision] = runner.commandsOf("provision");
+    expect(ready.status.stackName).toBe(`${provision?.spec.namespace}--${provision?.spec.name}`);
+    expect(ready.status.stackName).toMatch(/^default--alice-harness-chat-[0-9a-f]{8}$/);
+    const listed = await call("GET", BASE);
+    expect(listed.body.items[0].status.stackName).toBe(ready.status.stackName);
+  });
+
+  it("heals a session applied before its Agent: Failed (Invalid) until the Agent is created, then Ready without a new spec", async () => {
+    const early = await call("PUT", `${BASE}/early`, {
+      ...manifest({}),
+      metadata: { name: "early" },
+      spec: { agentRef: "bob", runtimeRef: "reference" },
+    });
+    expect(early.status).toBe(201);
+    const failed = await until("Failed", async () => {
+      const s = await phaseOf("early");
+      return s.status.phase === "Failed" ? s : undefined;
+    });
+    expect(failed.status.conditions).toEqual(
+      expect.arrayContaining([expect.objectContaining({ type: "Ready", reason: "Invalid" })]),
+    );
+    const agent = await call("PUT", "/v1/namespaces/default/agents/bob", {
+      apiVersion: API,
+      kind: "Agent",
+      metadata: { name: "bob" },
+      spec: { runtimeRef: "reference" },
+    });
+    expect(agent.status).toBe(201);
+    const ready = await until("Ready after the Agent appeared", async () => {
+      const s = await phaseOf("early");
+      return s.status.phase === "Ready" ? s : undefined;
+    });
+    expect(ready.metadata.generation).toBe(failed.metadata.generation);
+  });
+
+  it("creates only with If-None-Match: *: an existing name is 409 ALREADY_EXISTS and nothing about it changes", async () => {
+    const first = await call(
+      "PUT",
+      `${BASE}/chat`,
+      manifest({ desiredState: "stopped", autoResume: true, idleTimeout: "1h" }),
+      {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "if-none-match": "*" },
+      },
+    );
+    expect(first.status).toBe(201);
+    const before = await phaseOf();
+    const again = await call("PUT", `${BASE}/chat`, manifest({}), {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "if-none-match": "*" },
+    });
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ code: "ALREADY_EXISTS" });
+    expect(again.body.message).toContain("default/chat");
+    const after = await phaseOf();
+    expect(after.metadata.generation).toBe(before.metadata.generation);
+    expect(after.spec).toEqual(before.spec);
+    const etag = await call("PUT", `${BASE}/other`, manifest({}), {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "if-none-match": '"v1"' },
+    });
+    expect(etag.status).toBe(400);
+    expect(etag.body.message).toContain("If-None-Match (header)");
+    expect((await call("GET", `${BASE}/other`)).status).toBe(404);
+  });
+
+  it("refuses at PUT a runtimeRef other than its Agent's with 400, naming both runtimes, and stores nothing", async () => {
+    const refused = await call("PUT", `${BASE}/chat`, manifest({ runtimeRef: "other" }));
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({
+      code: "INVALID_ARGUMENT",
+      details: { field_violations: [{ field: "spec.runtimeRef" }] },
+    });
+    expect(refused.body.message).toContain("other");
+    expect(refused.body.message).toContain("reference");
+    expect((await call("GET", `${BASE}/chat`)).status).toBe(404);
+    expect(runner.commandsOf("provision")).toEqual([]);
+  });
+
+  it("refuses at PUT a repository outside the Agent's egress as the RPC path does (412 RepoNotInEgress), storing nothing", async () => {
+    const repo = { url: "http://10.9.9.9:8080/team/app.git" };
+    const rpc = await t.rpc("ProvisionAgentWorkspace", {
+      agent_ref: "alice",
+      workstream: { name: "main", repo },
+      client_request_id: "repo-1",
+    });
+    const refused = await call("PUT", `${BASE}/chat`, manifest({ workspace: { repo } }));
+    expect(rpc.status).toBe(412);
+    expect(refused.status).toBe(rpc.status);
+    expect(refused.body).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      details: { reason: "RepoNotInEgress", field: "spec.workspace.repo.url" },
+    });
+    expect(refused.body.message).toBe(rpc.body.message);
+    expect((await call("GET", `${BASE}/chat`)).status).toBe(404);
+    expect(runner.commandsOf("provision")).toEqual([]);
   });
 
   it("fails a binding to a v1alpha1 runtime with reason Invalid and provisions nothing", async () => {
@@ -384,6 +482,35 @@ describe("request proxy", () => {
       return x.status.activeRequests === 0 ? x : undefined;
     });
     expect(s.status).toMatchObject({ lastRequestId: "gone", lastRequestOutcome: "cancelled", errorCount: 0 });
+  });
+
+  it("bounds one token's requests in flight (429 RESOURCE_EXHAUSTED, nothing counted); the admin is never refused for it", async () => {
+    await readyChat();
+    onRelay = () => "no-reply";
+    const created = await call("POST", "/v1/tokens", {
+      name: "chatter",
+      scopes: ["session:default/chat:chat"],
+    });
+    const chat = created.body.token as string;
+    const as = (token: string, id: string) =>
+      call(
+        "POST",
+        `${BASE}/chat/requests`,
+        { input: "x", id },
+        { headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } },
+      );
+    const held = [as(chat, "h-1"), as(chat, "h-2")];
+    await runner.until(() => runner.commandsOf("relay").length === 2);
+    const over = await as(chat, "h-3");
+    expect(over.status).toBe(429);
+    expect(over.body.code).toBe("RESOURCE_EXHAUSTED");
+    expect(over.body.message).toContain("AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX");
+    expect((await phaseOf()).status.requestCount).toBe(2);
+    // The admin's request is admitted (and, with no reply, ends at the deadline).
+    expect((await as(ADMIN_TOKEN, "a-1")).status).toBe(504);
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([504, 504]);
+    onRelay = answerWithResult;
+    expect((await as(chat, "h-4")).status).toBe(200);
   });
 
   it("cancels one request on the client's word: the outcome is cancelled", async () => {

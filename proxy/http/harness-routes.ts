@@ -4,12 +4,18 @@ import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { AgentRuns } from "../harness/agent-runs.ts";
 import type { HarnessSessions } from "../harness/harness-sessions.ts";
 import { parseInput, readJson } from "../lifecycle/request-body.ts";
+import { createOnly } from "./create-only.ts";
 import type { RequestRelay } from "../relay/request-relay.ts";
 
 export type HarnessRoutesOptions = {
   sessions: HarnessSessions;
   relay: RequestRelay;
   runs: AgentRuns;
+  /**
+   * Told each Agent or AgentRuntime written (resource-routes.ts): the sessions naming it that
+   * failed on their binding are retried (HarnessController.rebind).
+   */
+  rebind?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>;
 };
 
 /**
@@ -19,8 +25,8 @@ export type HarnessRoutesOptions = {
  */
 export function harnessRoutes(options: HarnessRoutesOptions): Hono {
   const { sessions, relay, runs } = options;
-  const ns = (raw: string) => parseInput(DnsLabel, raw, "namespace");
-  const name = (raw: string) => parseInput(DnsLabel, raw, "name");
+  const ns = (raw: string) => parseInput(DnsLabel, raw, "namespace", { in: "path", name: "namespace" });
+  const name = (raw: string) => parseInput(DnsLabel, raw, "name", { in: "path", name: "name" });
 
   return new Hono()
     .get("/:ns/harnesssessions", async (c) =>
@@ -39,6 +45,7 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
         ns(c.req.param("ns")),
         name(c.req.param("name")),
         await readJson(c),
+        { ifAbsent: createOnly(c) },
       );
       return c.json(session, created ? 201 : 200);
     })
@@ -52,7 +59,7 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
       relay.relay(c, ns(c.req.param("ns")), name(c.req.param("name"))),
     )
     .post("/:ns/harnesssessions/:name/requests/:id/cancel", async (c) => {
-      const id = parseInput(RequestId, c.req.param("id"), "request id");
+      const id = parseInput(RequestId, c.req.param("id"), "request id", { in: "path", name: "id" });
       return c.json(await relay.cancel(ns(c.req.param("ns")), name(c.req.param("name")), id), 202);
     })
     .post("/:ns/agentruns", async (c) =>

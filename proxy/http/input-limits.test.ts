@@ -5,7 +5,9 @@ import { Lifecycle } from "../lifecycle/lifecycle.ts";
 import { silentLogger } from "../observability/log.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { Workspaces } from "../lifecycle/workspaces.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
+import { SseClient } from "../testing/sse-client.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
 
 const noRunners: RunnerDirectory = {
@@ -17,7 +19,8 @@ const noRunners: RunnerDirectory = {
 function appWith(store: SqliteStore, jsonBodyMaxBytes: number) {
   const bus = new EventBus();
   const journal = new SessionJournal(store, bus);
-  const lifecycle = new Lifecycle({ store, runners: noRunners, journal, log: silentLogger });
+  const base = { store, runners: noRunners, journal, log: silentLogger };
+  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
   return buildApp({
     store,
     bus,
@@ -108,19 +111,28 @@ describe("the /v1/events subscriber cap", () => {
     t = undefined;
   });
 
-  it("answers 429 RESOURCE_EXHAUSTED beyond the cap and serves again once a stream closes", async () => {
+  it("answers an API token 429 RESOURCE_EXHAUSTED beyond the cap and serves again once a stream closes", async () => {
     t = await startTestServer({ maxEventSubscribers: 2 });
-    const first = await t.events();
-    const second = await t.events();
+    const server = t;
+    // The cap bounds API tokens' streams (an admin's are not counted: caller-bounds.ts).
+    const minted = await server.call("POST", "/v1/tokens", {
+      name: "viewer",
+      scopes: ["namespace:default:view"],
+    });
+    const open = () =>
+      SseClient.open(`${server.server.url}/v1/events`, { authorization: `Bearer ${minted.body.token}` });
+    const first = await open();
+    const second = await open();
     expect([first.status, second.status]).toEqual([200, 200]);
-    const refused = await t.events();
+    const refused = await open();
     expect(refused.status).toBe(429);
     expect(JSON.parse(refused.events[0]?.data ?? "{}")).toMatchObject({ code: "RESOURCE_EXHAUSTED" });
     first.close();
     await vi.waitFor(
       async () => {
-        const again = await t?.events();
-        expect(again?.status).toBe(200);
+        const again = await open();
+        expect(again.status).toBe(200);
+        again.close();
       },
       { timeout: 5_000, interval: 50 },
     );

@@ -184,7 +184,16 @@ function resourcePaths(): Record<string, JsonObject> {
         operationId: `put${r.kind}`,
         tags: [r.plural],
         description:
-          "Create or replace (kubectl-style manifest). metadata.name and metadata.namespace may be left out; when given they must match the path.",
+          "Create or replace (kubectl-style manifest). metadata.name and metadata.namespace may be left out; when given they must match the path. With `If-None-Match: *` it only creates: a name in use is 409 ALREADY_EXISTS and nothing changes.",
+        parameters: [
+          {
+            name: "If-None-Match",
+            in: "header",
+            required: false,
+            description: "`*`: create only, never replace",
+            schema: { type: "string", enum: ["*"] },
+          },
+        ],
         requestBody: { required: true, content: json(ref(`${r.kind}Input`)) },
         responses: {
           "200": ok("replaced", ref(r.kind)),

@@ -113,7 +113,7 @@ describe("list pages", () => {
     const agentsToken = (await get(`${NS}/agents?limit=1`)).body.metadata.continue;
     const foreign = await get(`${NS}/agentruntimes?continue=${agentsToken}`);
     expect(foreign.status).toBe(400);
-    expect(foreign.body.message).toMatch(/continue: not a token of this list/);
+    expect(foreign.body.message).toMatch(/continue \(query\): not a token of this list/);
     const otherNamespace = await get(`/v1/namespaces/other/agents?continue=${agentsToken}`);
     expect(otherNamespace.status).toBe(400);
     for (const garbage of ["bm90LWpzb24", "eyJsIjoiYWdlbnRzL2RlZmF1bHQiLCJrIjpbMV19", "has%20space"]) {

@@ -3,6 +3,7 @@ import { EventBus } from "../lifecycle/event-bus.ts";
 import { Lifecycle } from "../lifecycle/lifecycle.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import { SessionJournal } from "../lifecycle/session-journal.ts";
+import { Workspaces } from "../lifecycle/workspaces.ts";
 import { silentLogger } from "../observability/log.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
 import type { RunnerRecord } from "../store/store.ts";
@@ -30,12 +31,8 @@ function build() {
       ({ ok: false, error: { code: "UNAVAILABLE", message: "not in this test" } }) as never,
   };
   const bus = new EventBus();
-  const lifecycle = new Lifecycle({
-    store,
-    runners,
-    journal: new SessionJournal(store, bus),
-    log: silentLogger,
-  });
+  const base = { store, runners, journal: new SessionJournal(store, bus), log: silentLogger };
+  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
   return buildApp({
     store,
     bus,

@@ -14,6 +14,8 @@ import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { Admission } from "../lifecycle/admission.ts";
 import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, readJson, withPathMetadata } from "../lifecycle/request-body.ts";
+import { alreadyExists } from "../lifecycle/already-exists.ts";
+import { createOnly } from "./create-only.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 
@@ -23,14 +25,19 @@ import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
  * by name; `metadata.continue` names the next page), DELETE removes. An Agent whose
  * egress the server's guard refuses is INVALID_ARGUMENT, naming each rule (egress-guard.ts).
  */
-export function resourceRoutes(store: Store, admission: Admission): Hono {
+export function resourceRoutes(
+  store: Store,
+  admission: Admission,
+  /** Told each one written: sessions that failed on a reference to it are retried (issue 34). */
+  onWritten?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>,
+): Hono {
   // The alternation stays in a group: hono's RegExpRouter splices the pattern into one big
   // regex, and a bare `a|b` then swallowed `…/agentruntimes/{name}` into the list route once
   // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
   const app = new Hono();
   const target = (ns: string, plural: string, name?: string) => {
-    const namespace = parseInput(DnsLabel, ns, "namespace");
-    if (name !== undefined) parseInput(DnsLabel, name, "name");
+    const namespace = parseInput(DnsLabel, ns, "namespace", { in: "path", name: "namespace" });
+    if (name !== undefined) parseInput(DnsLabel, name, "name", { in: "path", name: "name" });
     const entry = ResourceKinds[plural as ResourcePlural];
     return { namespace, ...entry };
   };
@@ -67,6 +74,7 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
   app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
+    const ifAbsent = createOnly(c);
     const body = withPathMetadata(await readJson(c), namespace, name);
     const resource =
       kind === "Agent"
@@ -81,7 +89,9 @@ export function resourceRoutes(store: Store, admission: Admission): Hono {
     if (resource.kind === "Agent")
       admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
     await assertWarmPoolQuota(store, admission, resource);
-    const { resource: stored, created } = await store.putResource(stripped(resource));
+    const { resource: stored, created } = await store.putResource(stripped(resource), { ifAbsent });
+    if (ifAbsent && !created) throw alreadyExists(kind, namespace, name);
+    await onWritten?.(stored.kind, namespace, name);
     return c.json(shown(stored), created ? 201 : 200);
   });
 

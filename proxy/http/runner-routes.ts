@@ -63,7 +63,7 @@ export function runnerRoutes(options: RunnerRoutesOptions): Hono {
   }
 
   async function find(raw: string): Promise<RunnerRecord> {
-    const name = parseInput(RunnerName, raw, "runner");
+    const name = parseInput(RunnerName, raw, "runner", { in: "path", name: "runner" });
     const runner = await store.findRunner(name);
     if (!runner) throw new CodedError("NOT_FOUND", `no runner named ${name} has attached to this server`);
     return runner;
@@ -71,14 +71,20 @@ export function runnerRoutes(options: RunnerRoutesOptions): Hono {
 
   return new Hono()
     .post("/:runner/token", async (c) => {
-      const name = parseInput(RunnerName, c.req.param("runner"), "runner name");
+      const name = parseInput(RunnerName, c.req.param("runner"), "runner name", {
+        in: "path",
+        name: "runner",
+      });
       const issued = await issueRunnerCredential(store, name);
       runners.closeLinksOf?.(name, issued.tokenHash);
       log("info", "runner credential issued", { runner_name: name });
       return c.json({ runner_name: name, token: issued.credential } satisfies RunnerTokenIssued, 201);
     })
     .delete("/:runner/token", async (c) => {
-      const name = parseInput(RunnerName, c.req.param("runner"), "runner name");
+      const name = parseInput(RunnerName, c.req.param("runner"), "runner name", {
+        in: "path",
+        name: "runner",
+      });
       const revoked = await store.deleteRunnerCredential(name);
       runners.closeLinksOf?.(name);
       if (revoked) log("info", "runner credential revoked", { runner_name: name });
@@ -100,7 +106,10 @@ export function runnerRoutes(options: RunnerRoutesOptions): Hono {
           "NOT_FOUND",
           `no route for POST /v1/runners/${target}; use /v1/runners/{runner}:drain or :undrain`,
         );
-      const action = parseInput(RunnerAction, target.slice(colon + 1), "action (drain or undrain)");
+      const action = parseInput(RunnerAction, target.slice(colon + 1), "action (drain or undrain)", {
+        in: "path",
+        name: "action",
+      });
       const runner = await find(target.slice(0, colon));
       const draining = action === "drain";
       const changed = (await store.setRunnerDraining(runner.runner_id, draining)) ?? runner;

@@ -12,7 +12,7 @@ export function tokenRoutes(tokens: ApiTokens): Hono {
     .post("/", async (c) => c.json(await tokens.create(await readJson(c)), 201))
     .get("/", async (c) => c.json({ items: await tokens.list() }))
     .delete("/:name", async (c) => {
-      const name = parseInput(TokenName, c.req.param("name"), "token name");
+      const name = parseInput(TokenName, c.req.param("name"), "token name", { in: "path", name: "name" });
       await tokens.revoke(name);
       return c.json({ name, revoked: true });
     });

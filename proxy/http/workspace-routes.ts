@@ -41,8 +41,8 @@ export function harnessWorkspaceRoutes(files: WorkspaceFilesRelay): Hono {
     "/:ns/harnesssessions/:name",
     workspaceFileRoutes(files, (c) =>
       files.ofSession(
-        parseInput(DnsLabel, c.req.param("ns") ?? "", "namespace"),
-        parseInput(DnsLabel, c.req.param("name") ?? "", "name"),
+        parseInput(DnsLabel, c.req.param("ns") ?? "", "namespace", { in: "path", name: "namespace" }),
+        parseInput(DnsLabel, c.req.param("name") ?? "", "name", { in: "path", name: "name" }),
       ),
     ),
   );

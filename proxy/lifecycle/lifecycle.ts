@@ -12,7 +12,7 @@ import { Sessions } from "./sessions.ts";
 import { isLive } from "./session-states.ts";
 import type { Store } from "../store/store.ts";
 import type { WarmPools } from "./warm-pools.ts";
-import { idempotencyKeyOf, WORKSPACE_KEY_SCOPE, Workspaces } from "./workspaces.ts";
+import { idempotencyKeyOf, WORKSPACE_KEY_SCOPE, type Workspaces } from "./workspaces.ts";
 
 /**
  * What a handler narrows its answer by: `namespaces` the caller may read (undefined: every one,
@@ -41,9 +41,10 @@ export type LifecycleOptions = {
   admission?: Admission;
   /**
    * The process's one Workspaces (compose-server.ts builds it, HarnessSessions use it too, so
-   * every placement takes the same lock). @default one of its own, for RPC-only setups
+   * every placement takes the same lock). Required: a Lifecycle that built its own would place
+   * through a second lock and race the first (issue 34).
    */
-  workspaces?: Workspaces;
+  workspaces: Workspaces;
   /** Locks shared with the other server replicas. @default processLocks (this process alone) */
   locks?: KeyedLocks;
 };
@@ -63,7 +64,7 @@ export class Lifecycle {
   constructor(options: LifecycleOptions) {
     this.#store = options.store;
     this.#accounts = (options.locks ?? processLocks)("accounts");
-    this.workspaces = options.workspaces ?? new Workspaces(options);
+    this.workspaces = options.workspaces;
     this.sessions = new Sessions(options);
     this.messages = new AgentMessages({ ...options, sessions: this.sessions, workspaces: this.workspaces });
   }

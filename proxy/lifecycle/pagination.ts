@@ -13,6 +13,8 @@ export function pageQuery(
   size: number | undefined,
   token: string | undefined,
   field: string,
+  /** Where the token came from when not the body (`?continue=`: the query). */
+  location?: "query",
 ): PageQuery {
   const limit = size ?? DEFAULT_PAGE_SIZE;
   if (token === undefined) return { limit };
@@ -31,8 +33,12 @@ export function pageQuery(
   )
     throw new CodedError(
       "INVALID_ARGUMENT",
-      `invalid ${field}: not a token of this list (${list}); pass the one its previous page answered, or none for the first page`,
-      { field_violations: [{ field, description: "not a token of this list" }] },
+      `invalid ${field}: ${location ? `${field} (${location})` : field}: not a token of this list (${list}); pass the one its previous page answered, or none for the first page`,
+      {
+        field_violations: [
+          { field, ...(location ? { location } : {}), description: "not a token of this list" },
+        ],
+      },
     );
   return { after: key as string[], limit };
 }
@@ -58,7 +64,16 @@ export function listQuery(
   list: string,
   query: { limit?: string | undefined; continue?: string | undefined },
 ): PageQuery {
-  const size = query.limit === undefined ? undefined : parseInput(PageSize, query.limit, "limit");
-  const token = query.continue === undefined ? undefined : parseInput(PageToken, query.continue, "continue");
-  return pageQuery(list, size, token, "continue");
+  const size =
+    query.limit === undefined
+      ? undefined
+      : parseInput(PageSize, query.limit, "limit", { in: "query", name: "limit" });
+  const token =
+    query.continue === undefined
+      ? undefined
+      : parseInput(PageToken, query.continue, "continue", {
+          in: "query",
+          name: "continue",
+        });
+  return pageQuery(list, size, token, "continue", "query");
 }

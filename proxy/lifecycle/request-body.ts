@@ -44,19 +44,35 @@ export function nestedDeeperThan(value: unknown, limit: number): boolean {
 }
 
 /**
- * Parse with a schema or throw INVALID_ARGUMENT naming every offending field, in the message
- * and as `details.field_violations` (google.rpc.BadRequest's shape).
+ * Where a value came from when it is not the JSON body: a path parameter, a query parameter or a
+ * header, by the name a caller wrote (`namespace`, `limit`, `Last-Event-ID`).
  */
-export function parseInput<T extends z.ZodType>(schema: T, input: unknown, what: string): z.infer<T> {
+export type InputSource = { in: "path" | "query" | "header"; name: string };
+
+/**
+ * Parse with a schema or throw INVALID_ARGUMENT naming every offending field, in the message
+ * and as `details.field_violations` (google.rpc.BadRequest's shape, plus `location` when the value
+ * is not from the body): a bad `?limit=` reads `limit (query)`, never `(body)`.
+ */
+export function parseInput<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+  what: string,
+  from?: InputSource,
+): z.infer<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const violations = result.error.issues.map((issue) => ({
-    field: issueField(issue),
-    description: describeIssue(issue, input),
-  }));
+  const violations = result.error.issues.map((issue) => {
+    const description = describeIssue(issue, input);
+    if (!from) return { field: issueField(issue), description };
+    const field = [from.name, ...issue.path.map(String)].join(".");
+    return { field, location: from.in, description };
+  });
   throw new CodedError(
     "INVALID_ARGUMENT",
-    `invalid ${what}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
+    `invalid ${what}: ${violations
+      .map((v) => `${"location" in v ? `${v.field} (${v.location})` : v.field}: ${v.description}`)
+      .join("; ")}`,
     { field_violations: violations },
   );
 }

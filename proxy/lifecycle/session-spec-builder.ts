@@ -52,20 +52,7 @@ export function buildSessionSpec(input: {
   const { egress } = input.admission ?? defaultAdmission();
   const agentRef = `${agent.metadata.namespace}/${agent.metadata.name}`;
   egress.assertAllowed(agent.spec.egress, `Agent ${agentRef}`, "FAILED_PRECONDITION");
-  if (repo) {
-    const problem = repoEgressProblem(repo.url, agent.spec.egress);
-    if (problem)
-      throw new CodedError("FAILED_PRECONDITION", `${problem} (Agent ${agentRef})`, {
-        reason: "RepoNotInEgress",
-        field: "workstream.repo.url",
-      });
-    if (repo.credential && !agent.spec.credentials.some((c) => c.name === repo.credential))
-      throw new CodedError(
-        "FAILED_PRECONDITION",
-        `repository credential ${repo.credential} is not in the credentials of Agent ${agentRef}`,
-        { reason: "CredentialNotAllowed", field: "workstream.repo.credential" },
-      );
-  }
+  if (repo) assertRepoAdmitted(repo, agent, "workstream.repo");
   const env: Record<string, string> = {};
   if (agent.spec.model) {
     env.MODEL_BASE_URL = agent.spec.model.baseUrl;
@@ -93,6 +80,33 @@ export function buildSessionSpec(input: {
       },
     );
   return parsed.data;
+}
+
+/**
+ * The repository a workspace is seeded from must be reachable under the Agent's egress
+ * (reason RepoNotInEgress) and its credential one of the Agent's (CredentialNotAllowed), else
+ * FAILED_PRECONDITION before anything is provisioned. `field` is where the request named it
+ * (`workstream.repo` on the RPC path, `spec.workspace.repo` on a HarnessSession): both paths
+ * refuse alike.
+ */
+export function assertRepoAdmitted(
+  repo: Pick<SeedRepo, "url" | "credential">,
+  agent: Agent,
+  field: string,
+): void {
+  const agentRef = `${agent.metadata.namespace}/${agent.metadata.name}`;
+  const problem = repoEgressProblem(repo.url, agent.spec.egress);
+  if (problem)
+    throw new CodedError("FAILED_PRECONDITION", `${problem} (Agent ${agentRef})`, {
+      reason: "RepoNotInEgress",
+      field: `${field}.url`,
+    });
+  if (repo.credential && !agent.spec.credentials.some((c) => c.name === repo.credential))
+    throw new CodedError(
+      "FAILED_PRECONDITION",
+      `repository credential ${repo.credential} is not in the credentials of Agent ${agentRef}`,
+      { reason: "CredentialNotAllowed", field: `${field}.credential` },
+    );
 }
 
 /**

@@ -6,6 +6,7 @@ import { SessionSpec } from "../../contracts/session-spec.ts";
 import { defaultAdmission } from "./admission.ts";
 import { EventBus } from "./event-bus.ts";
 import { Lifecycle } from "./lifecycle.ts";
+import { Workspaces } from "./workspaces.ts";
 import { NamespaceQuotas } from "./namespace-quotas.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import { SessionJournal } from "./session-journal.ts";
@@ -125,14 +126,15 @@ function setUp(runnerNames = ["r1"]) {
   const log = () => {};
   const secretEnv = { KEY_A: "secret-a" };
   const warmPools = new WarmPools({ store, runners: runners.directory, log, secretEnv });
-  const lifecycle = new Lifecycle({
+  const base = {
     store,
     runners: runners.directory,
     journal: new SessionJournal(store, new EventBus()),
     log,
     secretEnv,
     warmPools,
-  });
+  };
+  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
   return { runners, warmPools, lifecycle };
 }
 

@@ -14,7 +14,7 @@ import type { WorkspaceRecord } from "../store/store.ts";
 import type { RequestRelayOptions } from "./request-relay.ts";
 
 /** The options with their defaults, as a flight uses them. */
-export type RelaySettings = Required<Omit<RequestRelayOptions, "autoResume">>;
+export type RelaySettings = Required<Omit<RequestRelayOptions, "autoResume" | "perToken">>;
 
 /** The runner's own deadline is a little later, so the server's decides (and says DEADLINE_EXCEEDED). */
 const RUNNER_DEADLINE_GRACE_MS = 1_000;
@@ -31,6 +31,8 @@ type FlightTarget = {
   requestId: string;
   relayId: string;
   workspace: WorkspaceRecord;
+  /** Called once the request is settled (its per-token slot is given back). */
+  onSettled?: () => void;
 };
 
 /** One relayed request in flight: its inbox, deadline, cancellation and its settlement (once). */
@@ -269,6 +271,7 @@ export class Flight {
   async #settle(): Promise<void> {
     if (this.#settled) return;
     this.#settled = true;
+    this.#t.onSettled?.();
     clearTimeout(this.#timer);
     this.#unsubscribe();
     this.#c.req.raw.signal.removeEventListener("abort", this.#onClientAbort);

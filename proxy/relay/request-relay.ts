@@ -12,6 +12,7 @@ import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { Store, WorkspaceRecord } from "../store/store.ts";
 import { CANCEL_TIMEOUT_MS, Flight, type RelaySettings } from "./relay-flight.ts";
+import type { CallerBounds } from "../lifecycle/caller-bounds.ts";
 
 /** What the relay needs of the runner link: commands, and the chunks of relayed replies. */
 export type RelayLink = RunnerDirectory & {
@@ -31,6 +32,11 @@ export type RequestRelayOptions = {
   timeoutMs: number;
   /** Auto-resume of sessions with spec.autoResume; without it a stopped session is refused. */
   autoResume?: AutoResumer | undefined;
+  /**
+   * Requests one API token may have in flight (AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX); one more
+   * is 429 RESOURCE_EXHAUSTED before anything is counted. @default unbounded
+   */
+  perToken?: CallerBounds | undefined;
   /**
    * Told when the runner could not relay a request to the session's adapter at all
    * (FAILED_PRECONDITION or UNAVAILABLE from the runner, not the adapter's own answer): the
@@ -54,10 +60,12 @@ export type RequestRelayOptions = {
 export class RequestRelay {
   readonly #o: RelaySettings;
   readonly #autoResume: AutoResumer | undefined;
+  readonly #perToken: CallerBounds | undefined;
 
   constructor(options: RequestRelayOptions) {
-    const { autoResume, ...rest } = options;
+    const { autoResume, perToken, ...rest } = options;
     this.#autoResume = autoResume;
+    this.#perToken = perToken;
     this.#o = {
       onRelayPathFailed: () => {},
       now: () => new Date(),
@@ -84,19 +92,22 @@ export class RequestRelay {
     let workspace = await this.#workspaceOf(record);
     // Bad input is refused before anything is resumed.
     if (workspace) this.#assertStreamable(request.stream, workspace, namespace, name);
+    // The token's slot is held until the request settles (the Flight gives it back), else below.
+    const slot = { release: this.#perToken?.acquire(c.get("principal")) ?? (() => {}), flying: false };
     let awake: AwakeSession | undefined;
-    if (record.phase !== "Ready" && this.#autoResume) {
-      awake = await this.#autoResume.awaitReady(record, requestId, c.req.raw.signal);
-      if (awake) {
-        record = awake.record;
-        workspace = await this.#workspaceOf(record);
-      }
-    }
     try {
-      return await this.#admit(c, record, workspace, request, requestId);
+      if (record.phase !== "Ready" && this.#autoResume) {
+        awake = await this.#autoResume.awaitReady(record, requestId, c.req.raw.signal);
+        if (awake) {
+          record = awake.record;
+          workspace = await this.#workspaceOf(record);
+        }
+      }
+      return await this.#admit(c, record, workspace, request, requestId, slot);
     } finally {
       // Admitted (activeRequests holds the session awake from here) or refused.
       awake?.release();
+      if (!slot.flying) slot.release();
     }
   }
 
@@ -106,6 +117,7 @@ export class RequestRelay {
     workspace: WorkspaceRecord | undefined,
     request: HarnessRequest,
     requestId: string,
+    slot: { release: () => void; flying: boolean },
   ): Promise<Response> {
     const { namespace, name } = record;
     if (!workspace || record.phase !== "Ready") throw notReady(namespace, name, record);
@@ -136,7 +148,15 @@ export class RequestRelay {
         }
       }
     }
-    const flight = new Flight(this.#o, c, { namespace, name, requestId, relayId, workspace });
+    const flight = new Flight(this.#o, c, {
+      namespace,
+      name,
+      requestId,
+      relayId,
+      workspace,
+      onSettled: slot.release,
+    });
+    slot.flying = true;
     flight.start({ id: requestId, input: request.input, stream: request.stream });
     return request.stream ? flight.streamed() : flight.whole();
   }

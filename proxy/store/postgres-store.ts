@@ -105,16 +105,21 @@ export class PostgresStore implements Store {
 
   // ── resources ────────────────────────────────────────────────────────────────────────────
 
-  async putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }> {
+  async putResource(
+    resource: Resource,
+    options: { ifAbsent?: boolean } = {},
+  ): Promise<{ resource: Resource; created: boolean }> {
     const { namespace, name } = resource.metadata;
     const key = [resource.kind, namespace, name];
     for (;;) {
       const result = await this.#db.transaction(async (tx) => {
         const existing = await this.#db.get(
-          "SELECT created_at FROM resources WHERE kind = $1 AND namespace = $2 AND name = $3 FOR UPDATE",
+          "SELECT created_at, body FROM resources WHERE kind = $1 AND namespace = $2 AND name = $3 FOR UPDATE",
           key,
           tx,
         );
+        if (existing && options.ifAbsent)
+          return { resource: JSON.parse(String(existing.body)) as Resource, created: false };
         const now = this.#iso();
         const createdAt = existing ? String(existing.created_at) : now;
         const stored = {

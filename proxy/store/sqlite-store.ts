@@ -101,13 +101,18 @@ export class SqliteStore implements Store {
 
   // ── resources ────────────────────────────────────────────────────────────────────────────
 
-  async putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }> {
+  async putResource(
+    resource: Resource,
+    options: { ifAbsent?: boolean } = {},
+  ): Promise<{ resource: Resource; created: boolean }> {
     return this.#db.transaction(() => {
       const { namespace, name } = resource.metadata;
       const existing = this.#db.get(
-        "SELECT created_at FROM resources WHERE kind = ? AND namespace = ? AND name = ?",
+        "SELECT created_at, body FROM resources WHERE kind = ? AND namespace = ? AND name = ?",
         [resource.kind, namespace, name],
       );
+      if (existing && options.ifAbsent)
+        return { resource: JSON.parse(String(existing.body)) as Resource, created: false };
       const now = this.#iso();
       const createdAt = existing ? String(existing.created_at) : now;
       const stored = {

@@ -13,7 +13,14 @@ export interface Store {
   readonly isOpen: boolean;
   close(): Promise<void>;
 
-  putResource(resource: Resource): Promise<{ resource: Resource; created: boolean }>;
+  /**
+   * Create or replace. With `ifAbsent`, only create: an existing one is left as it is and
+   * answered with `created: false` (the caller refuses: ALREADY_EXISTS).
+   */
+  putResource(
+    resource: Resource,
+    options?: { ifAbsent?: boolean },
+  ): Promise<{ resource: Resource; created: boolean }>;
   getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
   /**
    * One namespace's (by name), or every namespace's when `namespace` is undefined (by namespace,

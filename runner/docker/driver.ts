@@ -1,6 +1,6 @@
 /**
  * The Docker driver: provisioning through the session stack (stacks/), the agent over a
- * long-lived hijacked exec stream, and exits observed through engine events (an exec stream cut
+ * long-lived hijacked exec stream (runner/docker/exec.ts), and exits observed through engine events (an exec stream cut
  * by `docker rm -f` loses its exit code, TESTBED.md: the events say what happened).
  *
  * Create, stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off): a first
@@ -16,7 +16,6 @@
  * container, a runner that restarted since, a pack that cannot be judged in process — takes the
  * full path through `pulumi up`.
  */
-import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
 import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { CodedError, parseOrThrow } from "../../contracts/errors.ts";
@@ -29,18 +28,12 @@ import {
 } from "../../infra/docker/provider/session-container.ts";
 import { fastContainerInputs, fastCreateDocker } from "./fast-create.ts";
 import type { StackManager } from "../../stacks/index.ts";
+import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
 import { removeOrphanContainer, removeSessionLeftovers } from "./session-leftovers.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
-import { outputSettled } from "../engine/driver.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
-import {
-  AgentPidReader,
-  agentExecCommand,
-  agentSignalCommand,
-  signalUntilEnded,
-} from "../engine/agent-exec.ts";
 import type {
   AgentOutput,
   AgentProcess,
@@ -55,8 +48,6 @@ type Placement = { namespace: string; name: string };
 
 /** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
 const DIE_SETTLE_MS = 500;
-/** How long an ended agent's exit waits for its last output to be taken. */
-const OUTPUT_SETTLE_MS = 2_000;
 
 export class DockerDriver implements EngineDriver {
   readonly engine = "docker" as const;
@@ -313,78 +304,9 @@ export class DockerDriver implements EngineDriver {
   }
 
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
-    const container = this.#docker.getContainer(containerName);
     if (!(await isContainerRunning(this.#docker, containerName)))
       throw new CodedError("NOT_FOUND", `workspace ${containerName} has no running container`);
-    const exec = await container.exec({
-      // The shell reports the agent's PID in the container's PID namespace, then becomes the
-      // agent: a stop that closing stdin does not finish can signal exactly that process.
-      Cmd: agentExecCommand(command),
-      AttachStdin: true,
-      AttachStdout: true,
-      AttachStderr: true,
-      Tty: false,
-    });
-    const stream = await exec.start({ hijack: true, stdin: true });
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    this.#docker.modem.demuxStream(stream, stdout, stderr);
-    // demuxStream writes without looking at write()'s answer: the exec stream itself is held
-    // while stdout is full, so a slow `output` backs up through dockerd to the agent's writes.
-    stream.on("data", () => {
-      if (stdout.writableNeedDrain) stream.pause();
-    });
-    stdout.on("drain", () => stream.resume());
-    stdout.pipe(output);
-    // The agent's stderr is its own log; frames come from stdout only. Its first line is our PID note.
-    const agentPid = new AgentPidReader();
-    stderr.setEncoding("utf8");
-    stderr.on("data", (chunk: string) => agentPid.feed(chunk));
-    const exited = new Promise<{ exitCode: number | null }>((resolve) => {
-      let done = false;
-      const finish = () => {
-        if (done) return;
-        done = true;
-        stdout.end();
-        // The last lines reach `output` before the exit is reported (bounded: it may be throttled).
-        void outputSettled(output, OUTPUT_SETTLE_MS).then(() =>
-          exec.inspect().then(
-            (info) => resolve({ exitCode: info.ExitCode ?? null }),
-            () => resolve({ exitCode: null }), // container removed: the events say why
-          ),
-        );
-      };
-      stream.once("end", finish);
-      stream.once("close", finish);
-      stream.once("error", finish);
-    });
-    return {
-      send: (line) => stream.write(`${line}\n`),
-      stop: async () => {
-        // Closing stdin ends the reference agent; anything else gets ended with the exec's PID.
-        stream.end();
-        const ended = await Promise.race([
-          exited.then(() => true),
-          new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
-        ]);
-        const signal = async (name: "TERM" | "KILL") => {
-          const pid = agentPid.value;
-          if (!pid) return;
-          const kill = await container
-            .exec({ Cmd: agentSignalCommand(name, pid), AttachStdout: false, AttachStderr: false })
-            .catch(() => undefined);
-          await kill?.start({}).catch(() => undefined);
-        };
-        const within = (ms: number) =>
-          Promise.race([
-            exited.then(() => true),
-            new Promise<boolean>((r) => setTimeout(() => r(false), ms)),
-          ]);
-        if (!ended && !(await signalUntilEnded(signal, within))) stream.destroy();
-        await exited;
-      },
-      exited,
-    };
+    return startAgentExec(this.#docker, containerName, command, output);
   }
 
   runOnce(command: RunOnceCommand): Promise<RunOnceOutcome> {

@@ -14,9 +14,10 @@ import { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { CodedError } from "../../contracts/errors.ts";
 import { WORKSPACE_ROOT, type WorkspaceEntry, isInsideWorkspace } from "../../contracts/workspace-files.ts";
+import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
+import { notFound, shownPath, tooLarge } from "../engine/workspace-errors.ts";
 import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
 import { listDirectory, workspaceRepoDiff } from "./repo-seed.ts";
-import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
 import { TAR_END, readTar, tarHeader, tarPadding } from "./tar.ts";
 
 /** Go's os.FileMode bits in Docker's path stat. */
@@ -31,7 +32,7 @@ async function* boundedTar(tar: Readable, path: string): AsyncGenerator<Buffer> 
     if (read > LIST_TAR_MAX_BYTES)
       throw new CodedError(
         "RESOURCE_EXHAUSTED",
-        `listing ${shown(path)} reads its whole subtree from the engine, over ${LIST_TAR_MAX_BYTES} bytes: this runner has no git image (AGENT_SESSIONS_GIT_IMAGE) to list one level; list a subdirectory`,
+        `listing ${shownPath(path)} reads its whole subtree from the engine, over ${LIST_TAR_MAX_BYTES} bytes: this runner has no git image (AGENT_SESSIONS_GIT_IMAGE) to list one level; list a subdirectory`,
       );
     yield chunk;
   }
@@ -75,7 +76,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     const container = await this.#running(containerName);
     const r = await this.#resolve(container, path);
     if (r.missing.length > 0) throw notFound(path);
-    if (!isDir(r.stat)) throw new CodedError("INVALID_ARGUMENT", `${shown(path)} is not a directory`);
+    if (!isDir(r.stat)) throw new CodedError("INVALID_ARGUMENT", `${shownPath(path)} is not a directory`);
     const listed: ListedEntry[] = [];
     if (this.#gitImage) {
       const fields = await listDirectory(this.#docker, this.#gitImage, containerName, r.base, signal);
@@ -122,7 +123,10 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     if (r.missing.length > 0) throw notFound(path);
     if (what === "file") {
       if (isDir(r.stat))
-        throw new CodedError("INVALID_ARGUMENT", `${shown(path)} is a directory; download it with :archive`);
+        throw new CodedError(
+          "INVALID_ARGUMENT",
+          `${shownPath(path)} is a directory; download it with :archive`,
+        );
       if (r.stat.size > maxBytes) throw tooLarge(maxBytes, r.stat.size);
     }
     const tar = (await container.getArchive({ path: r.base })) as Readable;
@@ -142,9 +146,9 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     if (path === "") throw new CodedError("INVALID_ARGUMENT", "cannot write /workspace itself; name a file");
     const r = await this.#resolve(container, path);
     if (r.missing.length === 0 && isDir(r.stat))
-      throw new CodedError("INVALID_ARGUMENT", `${shown(path)} is a directory`);
+      throw new CodedError("INVALID_ARGUMENT", `${shownPath(path)} is a directory`);
     if (r.missing.length > 0 && !isDir(r.stat))
-      throw new CodedError("INVALID_ARGUMENT", `a parent of ${shown(path)} is not a directory`);
+      throw new CodedError("INVALID_ARGUMENT", `a parent of ${shownPath(path)} is not a directory`);
     const [uid, gid] = userOf((await container.inspect()).Config.User);
     const mtime = Math.floor(Date.now() / 1000);
     // Extracted into the deepest existing directory: the missing ones come first in the tar.
@@ -219,7 +223,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     });
     const { ExitCode } = await exec.inspect();
     if (ExitCode !== 0)
-      throw new CodedError("INTERNAL", `deleting ${shown(path)} failed (rm exit ${ExitCode})`);
+      throw new CodedError("INTERNAL", `deleting ${shownPath(path)} failed (rm exit ${ExitCode})`);
     return true;
   }
 
@@ -262,13 +266,13 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
         if (!next.linkTarget || !isInsideWorkspace(next.linkTarget))
           throw new CodedError(
             "INVALID_ARGUMENT",
-            `${shown(segments.slice(0, i + 1).join("/"))} is a symlink pointing out of ${WORKSPACE_ROOT}`,
+            `${shownPath(segments.slice(0, i + 1).join("/"))} is a symlink pointing out of ${WORKSPACE_ROOT}`,
           );
         const followed = await this.#stat(container, next.linkTarget);
         if (!followed)
           throw new CodedError(
             "NOT_FOUND",
-            `${shown(segments.slice(0, i + 1).join("/"))} is a dangling symlink`,
+            `${shownPath(segments.slice(0, i + 1).join("/"))} is a dangling symlink`,
           );
         base = next.linkTarget;
         next = followed;
@@ -288,17 +292,6 @@ function userOf(user: string | undefined): [number, number] {
   if (!m) return [0, 0];
   const uid = Number(m[1]);
   return [uid, m[2] === undefined ? uid : Number(m[2])];
-}
-
-const shown = (path: string) => `${WORKSPACE_ROOT}${path === "" ? "" : `/${path}`}`;
-const notFound = (path: string) => new CodedError("NOT_FOUND", `${shown(path)} does not exist`);
-
-export function tooLarge(maxBytes: number, size?: number): CodedError {
-  return new CodedError(
-    "RESOURCE_EXHAUSTED",
-    `${size !== undefined ? `${size} bytes exceed` : "more than"} the limit of ${maxBytes} bytes`,
-    { limit_bytes: maxBytes },
-  );
 }
 
 /** An engine refusal without its raw text beyond a short reason. */

@@ -1,6 +1,9 @@
 /**
- * The engine driver interface: one implementation per engine (docker.ts, kubernetes.ts), the
- * rest of the runner never touches an engine directly.
+ * The engine driver interface: one implementation per engine, each in its own folder with the
+ * same file names for the same capability (runner/docker/, runner/kubernetes/: driver.ts,
+ * exec.ts, fast-create.ts, workspace-files.ts, repo-seed.ts; index.ts makes the driver). The rest
+ * of the runner never touches an engine directly (runner/import-boundaries.test.ts), and tests
+ * use one fake (runner/engine/fake-driver.ts).
  */
 import type { Writable } from "node:stream";
 import type { SessionSpec } from "../../contracts/session-spec.ts";

@@ -18,6 +18,17 @@ export type DriverLog = (
   msg: string,
   fields?: Record<string, unknown>,
 ) => void;
+/**
+ * What every engine's driver is made with besides its engine's own settings (runner/main.ts
+ * gives them to runner/docker/index.ts and runner/kubernetes/index.ts).
+ */
+export type DriverSettings = {
+  /** Stop, resume and heal act on the engine at once and record the stack afterwards. */
+  fastPath: boolean;
+  /** A first create takes the fast path too (when `fastPath`). */
+  fastCreate: boolean;
+  log: DriverLog;
+};
 export type Secrets = { credentials: Record<string, string>; adapterToken: string };
 
 /**

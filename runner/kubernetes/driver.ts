@@ -7,21 +7,21 @@
  * is in phase Running and passes its readiness probe (condition Ready). A Deployment asking for one
  * replica whose pod is still starting is not running yet.
  *
- * The agent's exec is kubernetes-exec.ts's; the pod watch and its exit reports are
- * kubernetes-pod-watch.ts's.
+ * The agent's exec is runner/kubernetes/exec.ts's; the pod watch and its exit reports are
+ * runner/kubernetes/pod-watch.ts's.
  *
  * Stop and resume take a fast path (AGENT_SESSIONS_FAST_PATH=off turns it off), as on Docker
  * (runner/engine/fast-path.ts): stop scales the Deployment to 0 through the API and answers once its pod
  * is being deleted; resume, when the stack last recorded exactly the inputs asked for (same spec,
  * credentials and token) at scale 0 and every object of the session is still there, scales it to
- * 1 and answers once the pod is Ready (kubernetes-scale.ts). Either way the same `up` the full
+ * 1 and answers once the pod is Ready (runner/kubernetes/scale.ts). Either way the same `up` the full
  * path runs then records the change in the background, and the session's next operation waits for
- * it; then the runner's claim on the fields it wrote is released (kubernetes-fast-create.ts).
+ * it; then the runner's claim on the fields it wrote is released (runner/kubernetes/fast-create.ts).
  *
  * A heal (the pod deleted, its container dead, while the stack records replicas 1 with the same
  * inputs and every object is there) runs no `up` at all: the Deployment already makes the new pod;
  * provision waits for it to be Ready and served by the Service. A first create takes the fast path
- * too unless `fastCreate` is off (kubernetes-fast-create.ts: judged by the pack in process, applied
+ * too unless `fastCreate` is off (runner/kubernetes/fast-create.ts: judged by the pack in process, applied
  * at once, recorded behind). Anything else — a changed spec or credentials, an object gone, a
  * runner that restarted since, a failed recording — takes the full path through `pulumi up`.
  */
@@ -82,7 +82,7 @@ export type KubernetesDriverOptions = {
   /**
    * The runner's git image (AGENT_SESSIONS_GIT_IMAGE, digest-pinned): each session pod gets a
    * `workspace` sidecar of it, through which the files API, repo seed and diff run
-   * (kubernetes-workspace.ts). Unset: no sidecar, and those answer UNIMPLEMENTED.
+   * (runner/kubernetes/workspace-files.ts, repo-seed.ts). Unset: no sidecar, and those answer UNIMPLEMENTED.
    */
   workspaceImage?: string | undefined;
   /** Stop, resume and heal act on the cluster at once and record the stack afterwards. @default true */
@@ -339,7 +339,7 @@ export class KubernetesDriver implements EngineDriver {
 
   /**
    * A first create (no stack yet, nothing recorded here) on the cluster at once, judged by the
-   * pack in process first (kubernetes-fast-create.ts); answered once the pod is Ready and served
+   * pack in process first (runner/kubernetes/fast-create.ts); answered once the pod is Ready and served
    * through its ClusterIP, then recorded by the stack's own `up`, which adopts the objects.
    */
   async #fastCreate(
@@ -544,7 +544,7 @@ export class KubernetesDriver implements EngineDriver {
   /**
    * Waits for the session's Ready pod; fails at once when the kubelet reports one it will not make
    * Ready by itself (an image it cannot pull; a container that keeps exiting, or whose config it cannot
-   * build, for longer than the kubelet's retries take: kubernetes-pod-failure.ts).
+   * build, for longer than the kubelet's retries take: runner/kubernetes/pod-failure.ts).
    */
   async #waitReady(containerName: string, pollMs = 250): Promise<void> {
     const deadline = new AwakeDeadline(this.#readyTimeoutMs);

@@ -47,6 +47,15 @@ export function exitCodeOf(status: V1Status | undefined): number | null {
   return cause && Number.isInteger(code) ? code : null;
 }
 
+/**
+ * An exec's stdin that never ends: the exec client closes the whole exec stream when stdin ends
+ * on a protocol that cannot close stdin alone (v4, Kubernetes < 1.29), cutting the command off.
+ * The command reads what it was told to and exits; its end closes the stream.
+ */
+export function openStdin(): PassThrough {
+  return new PassThrough();
+}
+
 /** A command running in a pod (PodExec.stream). */
 export type ExecStream = {
   stdout: PassThrough;

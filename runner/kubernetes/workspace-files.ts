@@ -1,38 +1,28 @@
 /**
- * The workspace files API, repo seed and diff on Kubernetes (issue 18), by exec into the session
- * pod's `workspace` sidecar (infra/kubernetes/session.ts): the runner's git image with the session
- * volume at /workspace, so nothing is asked of the agent's image and no client ever execs.
+ * The workspace files API on Kubernetes (issue 18), by exec into the session pod's `workspace`
+ * sidecar (infra/kubernetes/session.ts): the runner's git image with the session volume at
+ * /workspace, so nothing is asked of the agent's image and no client ever execs. The repo seed and
+ * diff run in the same sidecar (runner/kubernetes/repo-seed.ts).
  *
  * Every path is confined before it gets here (contracts/workspace-files.ts); in the sidecar each
  * is resolved with its symlinks followed (`realpath -m`), and one that leads out of /workspace is
  * refused with INVALID_ARGUMENT before anything is read or written. Paths travel as arguments of
- * the exec (they are not secrets); a seed's inputs, credential included, travel on its stdin, so
- * they reach neither a command line nor the API server's audit log. The 1.20 exec protocol cannot
- * close stdin alone, so every command reads exactly what it is told to (a count of lines, an
- * upload's size) and stops.
+ * the exec (they are not secrets). The 1.20 exec protocol cannot close stdin alone, so every
+ * command reads exactly what it is told to (an upload's size) and stops.
  *
  * A workspace without a Ready pod (a stopped session: the Deployment is at 0) is
  * FAILED_PRECONDITION: resume the session first.
  */
-import { PassThrough, type Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { CodedError } from "../../contracts/errors.ts";
+import { WORKSPACE_CONTAINER } from "../../contracts/session-pod.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
 import { WORKSPACE_ROOT, type WorkspaceEntry } from "../../contracts/workspace-files.ts";
-import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
-import { WORKSPACE_CONTAINER, WORKSPACE_SCRATCH } from "../../contracts/session-pod.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
-import type { ExecStream, PodExec } from "./exec.ts";
-import {
-  DIFF_SCRIPT,
-  GIT_BASE_ENV,
-  NOT_SEEDED_EXIT,
-  SEED_SCRIPT,
-  SEED_TIMEOUT_MS,
-  gitError,
-  seedFailed,
-  seedInputs,
-} from "../engine/repo-scripts.ts";
-import { tooLarge } from "../docker/workspace-files.ts";
+import { notFound, shownPath, tooLarge } from "../engine/workspace-errors.ts";
+import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
+import { type ExecStream, openStdin, type PodExec } from "./exec.ts";
+import { seedWorkspaceRepo, workspaceRepoDiff } from "./repo-seed.ts";
 
 /** Exit statuses of FILES_SCRIPT besides 0 and 1. */
 export const EXIT = {
@@ -89,11 +79,6 @@ delete)
 esac`;
 }
 const FILES_SCRIPT = filesScript();
-
-/** Reads `n` lines of NAME=value from stdin into the environment, then runs the seed. */
-const SEED_FROM_STDIN = `read -r n || exit 1
-i=0; while [ "$i" -lt "$n" ]; do IFS= read -r kv || exit 1; export "$kv"; i=$((i + 1)); done
-${SEED_SCRIPT}`;
 
 const FIND_TYPES: Record<string, WorkspaceEntry["type"]> = { f: "file", d: "dir", l: "symlink" };
 
@@ -180,65 +165,13 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
   }
 
   /** Needs a Ready pod: a stopped session is FAILED_PRECONDITION, as for the files. */
-  async diff(containerName: string, path: string, signal?: AbortSignal): Promise<AsyncIterable<Buffer>> {
-    const pod = await this.#pod(containerName);
-    const run = await this.#exec.stream(pod, WORKSPACE_CONTAINER, [
-      "env",
-      `SEED_PATH=${path}`,
-      `DIFF_SCRATCH=${WORKSPACE_SCRATCH}`,
-      "/bin/sh",
-      "-c",
-      DIFF_SCRIPT,
-    ]);
-    signal?.addEventListener("abort", () => run.close(), { once: true });
-    return (async function* () {
-      try {
-        for await (const chunk of run.stdout) yield chunk as Buffer;
-      } finally {
-        run.close();
-      }
-      const code = await run.exit;
-      if (code === NOT_SEEDED_EXIT)
-        throw new CodedError(
-          "FAILED_PRECONDITION",
-          `workspace ${containerName} holds no checkout seeded from a repository at /workspace/${path}`,
-        );
-      if (code !== 0)
-        throw new CodedError("INTERNAL", `git diff failed: ${gitError(run.stderr(), [], "\0", "")}`);
-    })();
+  diff(containerName: string, path: string, signal?: AbortSignal): Promise<AsyncIterable<Buffer>> {
+    return workspaceRepoDiff(this.#exec, () => this.#pod(containerName), containerName, path, signal);
   }
 
-  /**
-   * Seeds the workspace from `spec.repo` unless it already was (no-op without a repo), from inside
-   * the pod: its NetworkPolicy decides what the fetch reaches. FAILED_PRECONDITION (details.reason
-   * RepoCloneFailed) with git's error when the fetch or checkout fails.
-   */
-  async seed(containerName: string, spec: SessionSpec, credentials: Record<string, string>): Promise<void> {
-    const repo = spec.repo;
-    if (!repo) return;
-    const { env, secrets } = seedInputs(repo, repo.url, credentials);
-    const lines = [...GIT_BASE_ENV.filter((e) => !e.startsWith("HOME=")), ...env];
-    const pod = await this.#pod(containerName);
-    const stdin = openStdin();
-    const run = await this.#exec.stream(pod, WORKSPACE_CONTAINER, ["/bin/sh", "-c", SEED_FROM_STDIN], {
-      stdin,
-    });
-    stdin.write(`${lines.length}\n${lines.join("\n")}\n`);
-    run.stdout.resume();
-    let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([
-      run.exit,
-      new Promise<"timeout">((resolve) => {
-        timer = setTimeout(() => resolve("timeout"), SEED_TIMEOUT_MS);
-      }),
-    ]).finally(() => clearTimeout(timer));
-    if (code === 0) return;
-    if (code === "timeout") run.close();
-    const why =
-      code === "timeout"
-        ? `timed out after ${SEED_TIMEOUT_MS / 1000} s`
-        : gitError(run.stderr(), secrets, repo.url, repo.url) || `exit ${code}`;
-    throw seedFailed(repo, why);
+  /** Seeds the workspace from `spec.repo` unless it already was (runner/kubernetes/repo-seed.ts). */
+  seed(containerName: string, spec: SessionSpec, credentials: Record<string, string>): Promise<void> {
+    return seedWorkspaceRepo(this.#exec, () => this.#pod(containerName), spec, credentials);
   }
 
   async #files(
@@ -278,12 +211,12 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
   async #check(run: ExecStream, path: string, maxBytes?: number): Promise<void> {
     const code = await run.exit;
     if (code === 0) return;
-    const shown = `${WORKSPACE_ROOT}${path === "" ? "" : `/${path}`}`;
+    const shown = shownPath(path);
     switch (code) {
       case EXIT.outside:
         throw new CodedError("INVALID_ARGUMENT", `${shown} leads out of ${WORKSPACE_ROOT} through a symlink`);
       case EXIT.missing:
-        throw new CodedError("NOT_FOUND", `${shown} does not exist`);
+        throw notFound(path);
       case EXIT.isDir:
         throw new CodedError(
           "INVALID_ARGUMENT",
@@ -312,15 +245,6 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
         );
     }
   }
-}
-
-/**
- * An exec's stdin that never ends: the exec client closes the whole exec stream when stdin ends
- * on a protocol that cannot close stdin alone (v4, Kubernetes < 1.29), cutting the command off.
- * The command reads what it was told to and exits; its end closes the stream.
- */
-function openStdin(): PassThrough {
-  return new PassThrough();
 }
 
 /** The stream's first chunk, or undefined when it ends without one. */

@@ -3,58 +3,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { FORGED_STATUS_REASON } from "../../contracts/compass.ts";
-import { CodedError } from "../../contracts/errors.ts";
 import { AgentSessions } from "./agent-sessions.ts";
-import type { AgentOutput, AgentProcess, EngineDriver } from "../engine/driver.ts";
+import { FakeDriver } from "../engine/fake-driver.ts";
 import { SessionFile } from "./session-file.ts";
 
-/** An engine whose agents say one frame at start and end when stopped; `gone` containers do not exist. */
-function fakeDriver(gone = new Set<string>(), broken = new Set<string>()) {
-  const started: string[] = [];
-  /** The last agent's stdout (a test writes what the agent would). */
-  const outputs: AgentOutput[] = [];
-  const commands: string[][] = [];
-  const sent: string[] = [];
-  const driver: EngineDriver = {
-    engine: "docker",
-    provision: async () => {
-      throw new Error("not used");
-    },
-    isRunning: async (c) => !gone.has(c),
-    startAgent: async (
-      containerName: string,
-      command: string[],
-      output: AgentOutput,
-    ): Promise<AgentProcess> => {
-      if (gone.has(containerName)) throw new CodedError("NOT_FOUND", `no ${containerName}`);
-      if (broken.has(containerName)) throw new CodedError("INTERNAL", `exec failed in ${containerName}`);
-      started.push(containerName);
-      outputs.push(output);
-      commands.push(command);
-      let end!: (v: { exitCode: number | null }) => void;
-      const exited = new Promise<{ exitCode: number | null }>((r) => {
-        end = r;
-      });
-      setTimeout(
-        () => output.write('{"protocol":"compass.v1","type":"log","payload":{"message":"agent started"}}\n'),
-        5,
-      );
-      return {
-        send: (line) => {
-          sent.push(line);
-          return true;
-        },
-        stop: async () => end({ exitCode: 0 }),
-        exited,
-      };
-    },
-    scaleDown: async () => {},
-    remove: async () => {},
-    watch: async () => () => {},
-    endpoint: async () => "",
-    adapterToken: async () => undefined,
-  };
-  return { driver, started, sent, outputs, commands };
+/**
+ * The engine in memory (runner/engine/fake-driver.ts), its workloads c1…c5 running but the `gone`
+ * ones; agents say one frame at start and end when stopped; the `broken` ones' exec fails.
+ */
+function fakeDriver(gone = new Set<string>(), broken = new Set<string>()): FakeDriver {
+  const driver = new FakeDriver();
+  for (const c of ["c1", "c2", "c3", "c4", "c5"]) if (!gone.has(c)) driver.machine.running.add(c);
+  for (const c of broken) driver.failingExec.add(c);
+  return driver;
 }
 
 function recorder() {
@@ -87,7 +48,7 @@ describe("the runner's session set", () => {
   });
 
   it("restores after a restart: agents started again where the workload runs, ERRORED kept with its reason, STOPPING dropped, a stopped workload's session ERRORED WorkspaceNotRunning, a failed exec left out", async () => {
-    const { driver, started } = fakeDriver(new Set(["c4"]), new Set(["c5"]));
+    const driver = fakeDriver(new Set(["c4"]), new Set(["c5"]));
     const { events, states } = recorder();
     let saved = 0;
     const sessions = new AgentSessions(driver, { ...events, changed: () => void saved++ });
@@ -98,7 +59,7 @@ describe("the runner's session set", () => {
       { session_id: "s4", container_name: "c4", state: "STARTING" },
       { session_id: "s5", container_name: "c5", state: "READY" },
     ]);
-    expect(started).toEqual(["c1"]);
+    expect(driver.starts.map((s) => s.containerName)).toEqual(["c1"]);
     expect(failed.map((f) => f.session_id)).toEqual(["s5"]);
     const byId = (a: { session_id: string }, b: { session_id: string }) =>
       a.session_id.localeCompare(b.session_id);
@@ -112,7 +73,7 @@ describe("the runner's session set", () => {
   });
 
   it("a session that errored keeps its reason in the saved set, and a restart reports it again", async () => {
-    const { driver } = fakeDriver();
+    const driver = fakeDriver();
     const sessions = new AgentSessions(driver, recorder().events);
     await sessions.start("s1", "c1");
     sessions.workloadExited("c1", "EngineRestarted", "docker engine event stream ended");
@@ -120,7 +81,7 @@ describe("the runner's session set", () => {
     expect(report).toEqual([
       { session_id: "s1", container_name: "c1", state: "ERRORED", reason: "EngineRestarted" },
     ]);
-    const restarted = new AgentSessions(fakeDriver().driver, recorder().events);
+    const restarted = new AgentSessions(fakeDriver(), recorder().events);
     await restarted.restore(report);
     expect(restarted.report()).toEqual(report);
   });
@@ -128,34 +89,40 @@ describe("the runner's session set", () => {
   it("starts the runtime's agent command, keeps it in the saved set, and starts it again on restore", async () => {
     const pi = ["/usr/local/bin/node", "/app/runtimes/pi/agent.ts"];
     const first = fakeDriver();
-    const before = new AgentSessions(first.driver, recorder().events);
+    const before = new AgentSessions(first, recorder().events);
     await before.start("s1", "c1", pi);
     await before.start("s2", "c2");
-    expect(first.commands).toEqual([pi, ["/bin/node", "/app/runtimes/reference/agent.ts"]]);
+    expect(first.starts.map((s) => s.command)).toEqual([
+      pi,
+      ["/bin/node", "/app/runtimes/reference/agent.ts"],
+    ]);
     const file = tempFile();
     file.save(before.saved());
     // The hello report stays the session set alone.
     expect(before.report()[0]).toEqual({ session_id: "s1", container_name: "c1", state: "READY" });
 
     const second = fakeDriver();
-    const after = new AgentSessions(second.driver, recorder().events);
+    const after = new AgentSessions(second, recorder().events);
     expect(await after.restore(file.load())).toEqual([]);
-    expect(second.commands).toEqual([pi, ["/bin/node", "/app/runtimes/reference/agent.ts"]]);
+    expect(second.starts.map((s) => s.command)).toEqual([
+      pi,
+      ["/bin/node", "/app/runtimes/reference/agent.ts"],
+    ]);
   });
 
   it("send: NOT_FOUND for a session it does not hold, FAILED_PRECONDITION for one not READY", async () => {
-    const { driver, sent } = fakeDriver();
+    const driver = fakeDriver();
     const sessions = new AgentSessions(driver, recorder().events);
     await sessions.start("s1", "c1");
     sessions.send("s1", '{"type":"message"}');
-    expect(sent).toEqual(['{"type":"message"}']);
+    expect(driver.sent).toEqual(['{"type":"message"}']);
     expect(() => sessions.send("nope", "{}")).toThrow(expect.objectContaining({ code: "NOT_FOUND" }));
     await sessions.stop("s1");
     expect(() => sessions.send("s1", "{}")).toThrow(expect.objectContaining({ code: "FAILED_PRECONDITION" }));
   });
 
   it("a stop while one is under way waits for it: the agent is stopped once, STOPPING and STOPPED are reported once", async () => {
-    const { driver } = fakeDriver();
+    const driver = fakeDriver();
     let stops = 0;
     const startAgent = driver.startAgent.bind(driver);
     driver.startAgent = async (...args) => {
@@ -182,7 +149,7 @@ describe("the runner's session set", () => {
   });
 
   it("refuses an agent's status frame (status frames come only from the server) and drops a too-long line; the session stays READY", async () => {
-    const { driver, outputs } = fakeDriver();
+    const driver = fakeDriver();
     const frames: { type: string; payload: Record<string, unknown> }[] = [];
     const sessions = new AgentSessions(
       driver,
@@ -190,7 +157,7 @@ describe("the runner's session set", () => {
       { limits: { maxLineBytes: 1024, bytesPerSecond: 1e9, framesPerSecond: 1e9 } },
     );
     expect(await sessions.start("s1", "c1")).toBe("READY");
-    const agent = outputs[0];
+    const agent = driver.starts[0]?.output;
     agent?.write('{"protocol":"compass.v1","type":"status","payload":{"state":"STOPPED"}}\n');
     agent?.write(`${"x".repeat(5000)}\n`);
     agent?.write('{"protocol":"compass.v1","type":"message","payload":{"text":"still here"}}\n');

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { SessionSpec, workloadName } from "../../contracts/session-spec.ts";
 import { AgentSessions } from "./agent-sessions.ts";
-import type { AgentOutput, AgentProcess, EngineDriver } from "../engine/driver.ts";
+import { FakeDriver } from "../engine/fake-driver.ts";
 import { entryName, type WarmPoolConfig, WarmPool } from "./warm-pool.ts";
 
 const IMAGE = `127.0.0.1:5000/reference@sha256:${"a".repeat(64)}`;
@@ -18,62 +18,14 @@ function config(pool: string, size: number, fingerprint = "f1"): WarmPoolConfig 
 }
 
 /**
- * An engine in memory: provisioned containers exist until removed; agents say one frame at start
- * and end when stopped (or when `kill` ends them, as a crash would).
+ * The engine in memory (runner/engine/fake-driver.ts): provisioned containers run until removed;
+ * agents say one frame at start and end when stopped (or when `exit` ends them, as a crash would);
+ * the first `failProvisions` provisions fail half made.
  */
-function fakeEngine(options: { failProvisions?: number } = {}) {
-  const containers = new Set<string>();
-  const provisioned: { container: string; token: string; credentials: Record<string, string> }[] = [];
-  const removed: string[] = [];
-  const agents = new Map<string, (code: number | null) => void>();
-  let failures = options.failProvisions ?? 0;
-  const driver: EngineDriver = {
-    engine: "docker",
-    provision: async (containerName, spec, secrets) => {
-      expect(workloadName(spec.namespace, spec.name)).toBe(containerName);
-      if (failures > 0) {
-        failures -= 1;
-        containers.add(containerName); // half made: the pool must destroy it
-        throw new Error("up failed");
-      }
-      containers.add(containerName);
-      provisioned.push({
-        container: containerName,
-        token: secrets.adapterToken,
-        credentials: secrets.credentials,
-      });
-      return { containerName, endpoint: `10.0.0.1:8080`, resolvedImageDigest: "sha256:abc" };
-    },
-    isRunning: async (c) => containers.has(c),
-    startAgent: async (
-      containerName: string,
-      _command: string[],
-      output: AgentOutput,
-    ): Promise<AgentProcess> => {
-      let end!: (v: { exitCode: number | null }) => void;
-      const exited = new Promise<{ exitCode: number | null }>((r) => {
-        end = r;
-      });
-      agents.set(containerName, (code) => end({ exitCode: code }));
-      setTimeout(
-        () =>
-          output.write(
-            '{"protocol":"compass.v1","type":"log","payload":{"message":"agent started","starts":1}}\n',
-          ),
-        2,
-      );
-      return { send: () => true, stop: async () => end({ exitCode: 0 }), exited };
-    },
-    scaleDown: async () => {},
-    remove: async (c) => {
-      containers.delete(c);
-      removed.push(c);
-    },
-    watch: async () => () => {},
-    endpoint: async () => "",
-    adapterToken: async () => undefined,
-  };
-  return { driver, containers, provisioned, removed, agents };
+function fakeEngine(options: { failProvisions?: number } = {}): FakeDriver {
+  const engine = new FakeDriver();
+  engine.failProvisions = options.failProvisions ?? 0;
+  return engine;
 }
 
 const dirs: string[] = [];
@@ -89,12 +41,12 @@ function stateFile(): string {
 function setUp(engine = fakeEngine(), file = stateFile()) {
   const frames: { session: string; message: unknown }[] = [];
   const states: string[] = [];
-  const sessions = new AgentSessions(engine.driver, {
+  const sessions = new AgentSessions(engine, {
     frame: (session, frame) => frames.push({ session, message: frame.payload.message }),
     state: (session, state) => states.push(`${session}:${state}`),
   });
   const pool = new WarmPool({
-    driver: engine.driver,
+    driver: engine,
     agents: sessions,
     log: () => {},
     stateFile: file,
@@ -110,14 +62,15 @@ describe("the runner's warm pool", () => {
     expect(pool.configure([config("ns/a", 2), config("ns/b", 1)])).toEqual({ "ns/a": 0, "ns/b": 0 });
     await pool.settled();
     expect(pool.readyCounts()).toEqual({ "ns/a": 2, "ns/b": 1 });
-    expect(engine.containers.size).toBe(3);
-    const tokens = engine.provisioned.map((p) => p.token);
+    expect(engine.machine.running.size).toBe(3);
+    const tokens = engine.provisions.map((p) => p.secrets.adapterToken);
     expect(new Set(tokens).size).toBe(3);
-    for (const p of engine.provisioned) {
-      expect(p.container).toMatch(/^as-ns-pool-[ab]-[0-9a-f]{12}$/);
-      expect(p.credentials).toEqual({ KEY: "v" });
-      expect(sessions.hasWarm(p.container)).toBe(true);
-      expect(pool.isUnclaimed(p.container)).toBe(true);
+    for (const p of engine.provisions) {
+      expect(p.containerName).toMatch(/^as-ns-pool-[ab]-[0-9a-f]{12}$/);
+      expect(workloadName(p.spec.namespace, p.spec.name)).toBe(p.containerName);
+      expect(p.secrets.credentials).toEqual({ KEY: "v" });
+      expect(sessions.hasWarm(p.containerName)).toBe(true);
+      expect(pool.isUnclaimed(p.containerName)).toBe(true);
     }
   });
 
@@ -140,8 +93,8 @@ describe("the runner's warm pool", () => {
     expect(second.adapterToken).not.toBe(first.adapterToken);
     // The claimed ones stay: the pool never destroys what it handed out.
     await pool.settled();
-    expect(engine.containers.has(first.containerName)).toBe(true);
-    expect(engine.containers.has(second.containerName)).toBe(true);
+    expect(engine.machine.running.has(first.containerName)).toBe(true);
+    expect(engine.machine.running.has(second.containerName)).toBe(true);
   });
 
   it("a session adopts the pre-started agent: READY at once, with the frames it held", async () => {
@@ -167,16 +120,16 @@ describe("the runner's warm pool", () => {
     pool.configure([config("ns/a", 1)]);
     await pool.settled();
     expect(pool.readyCounts()).toEqual({ "ns/a": 1 });
-    expect(engine.containers.size).toBe(1);
-    const [kept] = engine.containers;
+    expect(engine.machine.running.size).toBe(1);
+    const [kept] = engine.machine.running;
     pool.configure([config("ns/a", 1, "f2")]);
     await pool.settled();
-    expect(engine.containers.has(kept ?? "")).toBe(false);
-    expect(engine.containers.size).toBe(1);
+    expect(engine.machine.running.has(kept ?? "")).toBe(false);
+    expect(engine.machine.running.size).toBe(1);
     expect(() => pool.claim("ns/a", "f1")).toThrow(/no warm workspace/);
     pool.configure([]);
     await pool.settled();
-    expect(engine.containers.size).toBe(0);
+    expect(engine.machine.running.size).toBe(0);
   });
 
   it("never hands out an entry whose agent died; destroys it and replaces it", async () => {
@@ -184,8 +137,8 @@ describe("the runner's warm pool", () => {
     pool.start();
     pool.configure([config("ns/a", 1)]);
     await pool.settled();
-    const [dead] = engine.containers;
-    engine.agents.get(dead ?? "")?.(137);
+    const [dead] = engine.machine.running;
+    engine.agents.get(dead ?? "")?.exit(137);
     await new Promise((r) => setTimeout(r, 10));
     expect(() => pool.claim("ns/a", "f1")).toThrow(/no warm workspace/);
     await pool.settled();
@@ -203,7 +156,7 @@ describe("the runner's warm pool", () => {
     await pool.settled();
     expect(engine.removed).toHaveLength(1);
     expect(pool.readyCounts()).toEqual({ "ns/a": 1 });
-    expect(engine.containers.size).toBe(1);
+    expect(engine.machine.running.size).toBe(1);
   });
 
   it("lists unclaimed entries on disk; a restarted runner destroys them, not the claimed ones", async () => {
@@ -223,7 +176,7 @@ describe("the runner's warm pool", () => {
     restarted.pool.start();
     await restarted.pool.settled();
     expect(engine.removed).toEqual(listed);
-    expect([...engine.containers]).toEqual([claimed.containerName]);
+    expect([...engine.machine.running]).toEqual([claimed.containerName]);
   });
 
   it("reads a missing or foreign state file as empty", async () => {

@@ -7,7 +7,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { CodedError } from "../../contracts/errors.ts";
 import {
   ADMIN_TOKEN,
   RUNNER_TOKEN,
@@ -15,7 +14,7 @@ import {
   type TestServer,
 } from "../../proxy/testing/test-server.ts";
 import { parseRunnerConfig } from "../../runner/config.ts";
-import type { AgentProcess, EngineDriver } from "../../runner/engine/driver.ts";
+import { FakeDriver, type FakeMachine } from "../../runner/engine/fake-driver.ts";
 import { Runner } from "../../runner/runner.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -23,42 +22,19 @@ type Json = any;
 
 const BASE = "/v1/namespaces/default/harnesssessions";
 
-/** What survives a runner process: the engine's running workloads and the stacks' tokens. */
-type Machine = { running: Set<string>; stackTokens: Map<string, string>; endpoint: string };
+/** What survives a runner process (runner/engine/fake-driver.ts), and where its adapter listens. */
+type Machine = FakeMachine & { endpoint: string };
 
-/** One runner process's driver over the machine; counts its provisions. */
+/** One runner process's driver over the machine; counts its provisions and agent starts. */
 function driverOf(machine: Machine) {
-  const counts = { provisions: 0, agentStarts: 0 };
-  const driver: EngineDriver = {
-    engine: "docker",
-    provision: async (containerName, _spec, secrets) => {
-      counts.provisions += 1;
-      machine.stackTokens.set(containerName, secrets.adapterToken);
-      machine.running.add(containerName);
-      return { containerName, endpoint: machine.endpoint, resolvedImageDigest: `sha256:${"b".repeat(64)}` };
+  const driver = new FakeDriver({ machine, endpoint: () => machine.endpoint });
+  const counts = {
+    get provisions() {
+      return driver.provisions.length;
     },
-    isRunning: async (c) => machine.running.has(c),
-    startAgent: async (containerName, _command, output): Promise<AgentProcess> => {
-      if (!machine.running.has(containerName)) throw new CodedError("NOT_FOUND", `no ${containerName}`);
-      counts.agentStarts += 1;
-      let end!: (v: { exitCode: number | null }) => void;
-      const exited = new Promise<{ exitCode: number | null }>((r) => {
-        end = r;
-      });
-      setTimeout(
-        () => output.write('{"protocol":"compass.v1","type":"log","payload":{"message":"up"}}\n'),
-        5,
-      );
-      return { send: () => true, stop: async () => end({ exitCode: 0 }), exited };
+    get agentStarts() {
+      return driver.starts.length;
     },
-    scaleDown: async (c) => void machine.running.delete(c),
-    remove: async (c) => {
-      machine.running.delete(c);
-      machine.stackTokens.delete(c);
-    },
-    watch: async () => () => {},
-    endpoint: async (c) => (machine.running.has(c) ? machine.endpoint : ""),
-    adapterToken: async (c) => machine.stackTokens.get(c),
   };
   return { driver, counts };
 }

@@ -299,7 +299,8 @@ async function create(event: SubmitEvent): Promise<void> {
   const repo = field(f, "repo").value.trim();
   showError("create-error");
   try {
-    await api().put("harnesssessions", {
+    // Create, never replace: a name in use is ALREADY_EXISTS, shown under the form (issue 34).
+    await api().create("harnesssessions", {
       apiVersion: "agent-sessions.dev/v1alpha1",
       kind: "HarnessSession",
       metadata: { name, namespace: NS },

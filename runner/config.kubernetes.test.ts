@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseRunnerConfig } from "../config.ts";
+import { parseRunnerConfig } from "./config.ts";
 
 // The Kubernetes variables are a part of the runner's one schema (runner/config.ts).
 const base = {

@@ -1,0 +1,97 @@
+/**
+ * Execs the agent into a Docker session container over a long-lived hijacked exec stream (the
+ * twin of runner/kubernetes/exec.ts): stdout demultiplexed into the session's output with its
+ * backpressure held all the way back to the agent, stderr read for the agent's PID note, and a
+ * deliberate stop that closes stdin, then signals that PID (runner/engine/agent-exec.ts).
+ *
+ * An exec stream cut by `docker rm -f` loses its exit code; the engine events the driver watches
+ * say what happened then (runner/docker/driver.ts).
+ */
+import { PassThrough } from "node:stream";
+import type Docker from "dockerode";
+import {
+  AgentPidReader,
+  agentExecCommand,
+  agentSignalCommand,
+  signalUntilEnded,
+} from "../engine/agent-exec.ts";
+import { type AgentOutput, type AgentProcess, outputSettled } from "../engine/driver.ts";
+
+/** How long an ended agent's exit waits for its last output to be taken. */
+const OUTPUT_SETTLE_MS = 2_000;
+
+/** Starts `command` in the (running) container, its stdout piped into `output`. */
+export async function startAgentExec(
+  docker: Docker,
+  containerName: string,
+  command: string[],
+  output: AgentOutput,
+): Promise<AgentProcess> {
+  const container = docker.getContainer(containerName);
+  const exec = await container.exec({
+    // The shell reports the agent's PID in the container's PID namespace, then becomes the
+    // agent: a stop that closing stdin does not finish can signal exactly that process.
+    Cmd: agentExecCommand(command),
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+  });
+  const stream = await exec.start({ hijack: true, stdin: true });
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  docker.modem.demuxStream(stream, stdout, stderr);
+  // demuxStream writes without looking at write()'s answer: the exec stream itself is held
+  // while stdout is full, so a slow `output` backs up through dockerd to the agent's writes.
+  stream.on("data", () => {
+    if (stdout.writableNeedDrain) stream.pause();
+  });
+  stdout.on("drain", () => stream.resume());
+  stdout.pipe(output);
+  // The agent's stderr is its own log; frames come from stdout only. Its first line is our PID note.
+  const agentPid = new AgentPidReader();
+  stderr.setEncoding("utf8");
+  stderr.on("data", (chunk: string) => agentPid.feed(chunk));
+  const exited = new Promise<{ exitCode: number | null }>((resolve) => {
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      stdout.end();
+      // The last lines reach `output` before the exit is reported (bounded: it may be throttled).
+      void outputSettled(output, OUTPUT_SETTLE_MS).then(() =>
+        exec.inspect().then(
+          (info) => resolve({ exitCode: info.ExitCode ?? null }),
+          () => resolve({ exitCode: null }), // container removed: the events say why
+        ),
+      );
+    };
+    stream.once("end", finish);
+    stream.once("close", finish);
+    stream.once("error", finish);
+  });
+  return {
+    send: (line) => stream.write(`${line}\n`),
+    stop: async () => {
+      // Closing stdin ends the reference agent; anything else gets ended with the exec's PID.
+      stream.end();
+      const ended = await Promise.race([
+        exited.then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
+      ]);
+      const signal = async (name: "TERM" | "KILL") => {
+        const pid = agentPid.value;
+        if (!pid) return;
+        const kill = await container
+          .exec({ Cmd: agentSignalCommand(name, pid), AttachStdout: false, AttachStderr: false })
+          .catch(() => undefined);
+        await kill?.start({}).catch(() => undefined);
+      };
+      const within = (ms: number) =>
+        Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+      if (!ended && !(await signalUntilEnded(signal, within))) stream.destroy();
+      await exited;
+    },
+    exited,
+  };
+}

@@ -1,0 +1,180 @@
+/**
+ * One engine in memory behind the driver interface (runner/engine/driver.ts), for tests and the
+ * scale benchmark only (test/bench/simulated-driver.ts); runner/main.ts never makes it.
+ *
+ * A provision makes its workload run; a started agent says it is up with one `log` frame (the
+ * frame that makes the runner call a session READY) and ends when stopped, or when a test ends it
+ * as a crash would (`FakeAgent.exit`). Scaling down or removing a workload ends its agent, as the
+ * engine would. What outlives one runner process (the running workloads, the stacks' adapter
+ * tokens) is a `FakeMachine` that several drivers may share.
+ */
+import { CodedError } from "../../contracts/errors.ts";
+import { type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
+import type { Secrets } from "./fast-path.ts";
+
+/** What survives a runner process: the engine's running workloads and the stacks' adapter tokens. */
+export type FakeMachine = { running: Set<string>; stackTokens: Map<string, string> };
+
+export function fakeMachine(): FakeMachine {
+  return { running: new Set(), stackTokens: new Map() };
+}
+
+export type FakeDriverOptions = {
+  /** Shared by the drivers of successive runner processes on one machine. @default a new one */
+  machine?: FakeMachine;
+  /** The adapter address a running workload answers at. @default "10.0.0.1:8080" */
+  endpoint?: (containerName: string) => string;
+  /** Agents answer each line sent to them with a `message` frame `{echo: line}`. @default false */
+  echo?: boolean;
+  /**
+   * Keeps every provision, start, line sent and removal for a test to assert on; a benchmark of
+   * thousands of sessions turns it off so memory stays what the runner itself holds. @default true
+   */
+  record?: boolean;
+};
+
+/** The digest part of a digest-pinned image (`repo@sha256:…`). */
+function digestOf(image: string): string {
+  const at = image.lastIndexOf("@");
+  return at < 0 ? image : image.slice(at + 1);
+}
+
+/** One agent process: it writes what it is told to its stdout, and ends once. */
+export class FakeAgent implements AgentProcess {
+  readonly exited: Promise<{ exitCode: number | null }>;
+  readonly #output: AgentOutput;
+  readonly #onSend: (line: string) => void;
+  readonly #echo: boolean;
+  #end!: (value: { exitCode: number | null }) => void;
+  #gone = false;
+
+  constructor(output: AgentOutput, onSend: (line: string) => void, echo: boolean) {
+    this.#output = output;
+    this.#onSend = onSend;
+    this.#echo = echo;
+    this.exited = new Promise((resolve) => {
+      this.#end = resolve;
+    });
+    setImmediate(() => this.emit("log", { message: "agent started" }));
+  }
+
+  get running(): boolean {
+    return !this.#gone;
+  }
+
+  /** One compass.v1 line on the agent's stdout. */
+  emit(type: "log" | "message", payload: Record<string, unknown>): void {
+    if (this.#gone) return;
+    this.#output.write(`${JSON.stringify({ protocol: "compass.v1", type, payload })}\n`);
+  }
+
+  send(line: string): boolean {
+    if (this.#gone) return false;
+    this.#onSend(line);
+    if (this.#echo) setImmediate(() => this.emit("message", { echo: line }));
+    return true;
+  }
+
+  async stop(): Promise<void> {
+    this.exit(0);
+  }
+
+  /** Ends the agent without being asked (a crash: 1, an OOM kill: 137). */
+  exit(exitCode: number | null): void {
+    if (this.#gone) return;
+    this.#gone = true;
+    this.#end({ exitCode });
+  }
+}
+
+export class FakeDriver implements EngineDriver {
+  readonly engine = "docker" as const;
+  readonly machine: FakeMachine;
+  /** Every provision asked for, failed ones included, in order. */
+  readonly provisions: { containerName: string; spec: SessionSpec; secrets: Secrets }[] = [];
+  /** Every agent started, in order. */
+  readonly starts: { containerName: string; command: string[]; output: AgentOutput }[] = [];
+  /** Every line sent to an agent, in order. */
+  readonly sent: string[] = [];
+  /** Every workload removed, in order. */
+  readonly removed: string[] = [];
+  /** The live agent of each workload. */
+  readonly agents = new Map<string, FakeAgent>();
+  /** Workloads whose agent exec fails (INTERNAL), as an engine refusing the exec would. */
+  readonly failingExec = new Set<string>();
+  /** How many of the next provisions fail after half making their workload (it is left running). */
+  failProvisions = 0;
+  readonly #endpoint: (containerName: string) => string;
+  readonly #echo: boolean;
+  readonly #record: boolean;
+
+  constructor(options: FakeDriverOptions = {}) {
+    this.machine = options.machine ?? fakeMachine();
+    this.#endpoint = options.endpoint ?? (() => "10.0.0.1:8080");
+    this.#echo = options.echo ?? false;
+    this.#record = options.record ?? true;
+  }
+
+  async provision(containerName: string, spec: SessionSpec, secrets: Secrets): Promise<ProvisionResult> {
+    if (this.#record) this.provisions.push({ containerName, spec, secrets });
+    if (workloadName(spec.namespace, spec.name) !== containerName)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `container_name ${containerName} does not match the session spec`,
+      );
+    this.machine.running.add(containerName);
+    if (this.failProvisions > 0) {
+      this.failProvisions -= 1;
+      throw new Error("up failed");
+    }
+    this.machine.stackTokens.set(containerName, secrets.adapterToken);
+    return {
+      containerName,
+      endpoint: this.#endpoint(containerName),
+      resolvedImageDigest: digestOf(spec.image),
+    };
+  }
+
+  async isRunning(containerName: string): Promise<boolean> {
+    return this.machine.running.has(containerName);
+  }
+
+  async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
+    if (!(await this.isRunning(containerName)))
+      throw new CodedError("NOT_FOUND", `workspace ${containerName} is not running`);
+    if (this.failingExec.has(containerName))
+      throw new CodedError("INTERNAL", `exec failed in ${containerName}`);
+    if (this.#record) this.starts.push({ containerName, command, output });
+    const onSend = this.#record ? (line: string) => void this.sent.push(line) : () => undefined;
+    const agent = new FakeAgent(output, onSend, this.#echo);
+    this.agents.set(containerName, agent);
+    void agent.exited.then(() => {
+      if (this.agents.get(containerName) === agent) this.agents.delete(containerName);
+    });
+    return agent;
+  }
+
+  async scaleDown(containerName: string): Promise<void> {
+    this.agents.get(containerName)?.exit(null);
+    this.machine.running.delete(containerName);
+  }
+
+  async remove(containerName: string): Promise<void> {
+    await this.scaleDown(containerName);
+    this.machine.stackTokens.delete(containerName);
+    if (this.#record) this.removed.push(containerName);
+  }
+
+  async watch(): Promise<() => void> {
+    return () => undefined;
+  }
+
+  async endpoint(containerName: string): Promise<string> {
+    return this.machine.running.has(containerName) ? this.#endpoint(containerName) : "";
+  }
+
+  async adapterToken(containerName: string): Promise<string | undefined> {
+    return this.machine.stackTokens.get(containerName);
+  }
+}
