@@ -14,6 +14,9 @@ export const RUNNER_PROTOCOL_VERSION = 1;
 /** The largest WebSocket message either side of the runner link accepts (server and runner): 8 MiB. */
 export const RUNNER_LINK_MAX_FRAME_BYTES = 8 * 1024 * 1024;
 
+/** A command's deadline on the runner when the server names none: the server's default (PROTOCOL.md §7). */
+export const RUNNER_COMMAND_DEADLINE_MS = 300_000;
+
 /**
  * How a runner's own credential begins (PROTOCOL.md §1): the server issues them, the runner
  * presents one as its bearer; anything else it presents is the shared registration token.
@@ -179,7 +182,21 @@ export const ServerToRunner = z.discriminatedUnion("type", [
   z.object({
     version: z.literal(RUNNER_PROTOCOL_VERSION),
     type: z.literal("command"),
-    payload: z.object({ command_id: z.string(), command: RunnerCommand }),
+    payload: z.object({
+      command_id: z.string(),
+      command: RunnerCommand,
+      /**
+       * How long the server waits for the result (PROTOCOL.md §7): the runner stops the command's
+       * work past it and answers DEADLINE_EXCEEDED. Absent (an older server): RUNNER_COMMAND_DEADLINE_MS.
+       */
+      deadline_ms: z.number().int().positive().optional(),
+    }),
+  }),
+  /** The server stopped waiting for a command (its deadline passed): the runner stops its work, answering CANCELLED. */
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("cancel"),
+    payload: z.object({ command_id: z.string() }),
   }),
   z.object({
     version: z.literal(RUNNER_PROTOCOL_VERSION),

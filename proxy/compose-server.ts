@@ -239,6 +239,7 @@ export async function composeServer(
         runners: hub,
         maxBytes: config.workspaceFileMaxBytes,
       }),
+      runners: hub,
       runnerAdmin: { runners: hub, onPlacementChanged: placeWaiting },
       metrics: observability.metrics,
       metricsPublic: config.metricsPublic,

@@ -5,9 +5,21 @@ import { createDockerDriver } from "./docker/index.ts";
 import type { EngineDriver } from "./engine/driver.ts";
 import { createKubernetesDriver } from "./kubernetes/index.ts";
 import { jsonLog, Runner, type RunnerOptions } from "./runner.ts";
+import { explainStartFailure } from "./start-failure.ts";
 
-/** `options.dial`: `serve`'s embedded runner reaches its server in process (contracts/runner-channel.ts). */
+/**
+ * `options.dial`: `serve`'s embedded runner reaches its server in process (contracts/runner-channel.ts).
+ * A dependency it lacks (the Pulumi CLI, the Docker engine) is FAILED_PRECONDITION naming it.
+ */
 export async function startRunner(config: RunnerConfig, options: RunnerOptions = {}): Promise<Runner> {
+  try {
+    return await wireRunner(config, options);
+  } catch (error) {
+    throw explainStartFailure(error, config);
+  }
+}
+
+async function wireRunner(config: RunnerConfig, options: RunnerOptions): Promise<Runner> {
   const stacks = await StackManager.create(
     {
       dataDir: config.dataDir,

@@ -112,7 +112,7 @@ export class Runner {
         labels: config.labels,
         dial: options.dial,
       },
-      { sessions: () => this.sessions.report(), command: (c) => this.#run(c), log },
+      { sessions: () => this.sessions.report(), command: (c, signal) => this.#run(c, signal), log },
     );
   }
 
@@ -147,10 +147,16 @@ export class Runner {
     this.#unwatch?.();
   }
 
-  async #run(command: RunnerCommand): Promise<Record<string, unknown>> {
+  /**
+   * `signal` aborts past the command's deadline or on the server's cancel (runner/link/
+   * running-commands.ts): the workspace reads, listings and relays stop on it; engine operations
+   * (provision, scale_down, remove) run to their end, since a Pulumi update stopped midway leaves
+   * its stack locked and half applied.
+   */
+  async #run(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>> {
     const started = Date.now();
     try {
-      const result = await this.#dispatch(command);
+      const result = await this.#dispatch(command, signal);
       // `warm_pools` comes every few seconds and changes nothing most times: not logged. A
       // relayed request is audited by the server, one line each: here only when it failed.
       if (command.kind !== "warm_pools" && command.kind !== "relay")
@@ -168,7 +174,7 @@ export class Runner {
     }
   }
 
-  async #dispatch(command: RunnerCommand): Promise<Record<string, unknown>> {
+  async #dispatch(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>> {
     switch (command.kind) {
       case "provision": {
         this.#tokenLookups.delete(command.container_name);
@@ -210,6 +216,10 @@ export class Runner {
       case "relay": {
         const target = await this.#relayTarget(command.container_name);
         const relayId = command.relay_id;
+        // The server stopped waiting: the adapter stops working on it too.
+        signal.addEventListener("abort", () => void this.#relays.cancel(relayId).catch(() => {}), {
+          once: true,
+        });
         return this.#relays.relay(
           relayId,
           target,
@@ -253,18 +263,22 @@ export class Runner {
         return await this.#driver.runOnce(command);
       }
       case "workspace_list":
-        return this.#workspace.list(command);
+        return this.#workspace.list(command, signal);
       case "workspace_read": {
         const relayId = command.relay_id;
-        return this.#workspace.read(command, {
-          chunk: (data, done) =>
-            this.link.send({
-              version: RUNNER_PROTOCOL_VERSION,
-              type: "relay_chunk",
-              payload: { relay_id: relayId, data, done },
-            }),
-          buffered: () => this.link.bufferedAmount,
-        });
+        return this.#workspace.read(
+          command,
+          {
+            chunk: (data, done) =>
+              this.link.send({
+                version: RUNNER_PROTOCOL_VERSION,
+                type: "relay_chunk",
+                payload: { relay_id: relayId, data, done },
+              }),
+            buffered: () => this.link.bufferedAmount,
+          },
+          signal,
+        );
       }
       case "workspace_write":
         return this.#workspace.write(command);

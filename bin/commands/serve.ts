@@ -41,31 +41,32 @@ export const serve: Command = {
     );
     let runner: { stop(): void } | undefined;
     if (!values["no-runner"]) {
-      const { parseRunnerConfig, startRunner } = await import("../../runner/main.ts");
-      let runnerConfig: ReturnType<typeof parseRunnerConfig>;
+      const { startRunner } = await import("../../runner/main.ts");
+      let runnerConfig: Awaited<ReturnType<typeof embeddedRunnerConfig>>;
       try {
-        runnerConfig = parseRunnerConfig(
-          {
-            ...process.env,
-            AGENT_SESSIONS_SERVER_URL: server.url,
-            // Its own credential, issued in process on every start: nothing to register or keep.
-            AGENT_SESSIONS_RUNNER_TOKEN: await server.issueRunnerCredential("embedded"),
-            AGENT_SESSIONS_RUNNER_DATA_DIR: join(config.dataDir, "runner"),
-            ...(values.engine ? { AGENT_SESSIONS_ENGINE: values.engine } : {}),
-            AGENT_SESSIONS_RUNNER_NAME: "embedded",
-          },
-          // The test bed's base image has git: workspaces seeded from repositories (issue 18).
-          { AGENT_SESSIONS_GIT_IMAGE: testbedImage("base-image") },
-        );
+        runnerConfig = await embeddedRunnerConfig(process.env, {
+          serverUrl: server.url,
+          // Its own credential, issued in process on every start: nothing to register or keep.
+          token: await server.issueRunnerCredential("embedded"),
+          dataDir: config.dataDir,
+          engine: values.engine,
+        });
       } catch (error) {
         // A bad runner setting: say which, and do not leave a server without its runner up.
         await server.close();
         throw runnerSettingsError(error);
       }
-      runner = await startRunner(
-        runnerConfig,
-        runnerConfig.embeddedLink === "websocket" ? {} : { dial: server.dialRunner },
-      );
+      try {
+        runner = await startRunner(
+          runnerConfig,
+          runnerConfig.embeddedLink === "websocket" ? {} : { dial: server.dialRunner },
+        );
+      } catch (error) {
+        // A server whose only runner cannot start would look healthy and keep every session
+        // Pending (issue 34 item 2): it stops, and the CLI exits non-zero with the runner's reason.
+        await server.close();
+        throw error;
+      }
     }
     const shutdown = async () => {
       runner?.stop();
@@ -78,3 +79,39 @@ export const serve: Command = {
     return new Promise<never>(() => {});
   },
 };
+
+/** Addresses a server listens on when it listens on every interface, and where it is then reached locally. */
+const UNSPECIFIED_TO_LOOPBACK: Readonly<Record<string, string>> = { "0.0.0.0": "127.0.0.1", "[::]": "[::1]" };
+
+/**
+ * The embedded runner's configuration, from the server it belongs to and the environment.
+ *
+ * Its link is in process (or, with AGENT_SESSIONS_EMBEDDED_LINK=websocket, a socket to this
+ * process's own listener): it never leaves this machine, whatever address the server listens on
+ * (issue 34 item 1). Listening on every interface (`0.0.0.0`, `::`, as in a container) it dials
+ * loopback; listening on one address of this machine, that address, which the server has just
+ * bound, so the runner's "not on this machine and not TLS" refusal (runner/config.ts) does not
+ * apply and no user-facing switch is needed.
+ */
+export async function embeddedRunnerConfig(
+  source: NodeJS.ProcessEnv,
+  server: { serverUrl: string; token: string; dataDir: string; engine?: string | undefined },
+) {
+  const { parseRunnerConfig } = await import("../../runner/main.ts");
+  const { isLoopbackHost } = await import("../../runner/config.ts");
+  const url = new URL(server.serverUrl);
+  url.hostname = UNSPECIFIED_TO_LOOPBACK[url.hostname] ?? url.hostname;
+  return parseRunnerConfig(
+    {
+      ...source,
+      AGENT_SESSIONS_SERVER_URL: url.origin,
+      ...(isLoopbackHost(url.hostname) ? {} : { AGENT_SESSIONS_RUNNER_ALLOW_INSECURE: "true" }),
+      AGENT_SESSIONS_RUNNER_TOKEN: server.token,
+      AGENT_SESSIONS_RUNNER_DATA_DIR: join(server.dataDir, "runner"),
+      ...(server.engine ? { AGENT_SESSIONS_ENGINE: server.engine } : {}),
+      AGENT_SESSIONS_RUNNER_NAME: "embedded",
+    },
+    // The test bed's base image has git: workspaces seeded from repositories (issue 18).
+    { AGENT_SESSIONS_GIT_IMAGE: testbedImage("base-image") },
+  );
+}

@@ -26,6 +26,8 @@ import { authorizeRoute } from "./route-access.ts";
 import { RpcAccess } from "./rpc-access.ts";
 import { rpcRoutes } from "./rpc-routes.ts";
 import { RUNNER_CONNECT_PATH } from "../runners/runner-hub.ts";
+import { readiness } from "./readiness.ts";
+import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import { type RunnerRoutesOptions, runnerRoutes } from "./runner-routes.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
@@ -56,6 +58,8 @@ export type AppOptions = {
   metricsPublic?: boolean;
   /** Called once per proxied request. @default an `audit` log line (and metrics) */
   audit?: Audit;
+  /** Whether a runner can serve, as `/readyz` says (readiness.ts); absent: `/readyz` checks the store alone. */
+  runners?: Pick<RunnerDirectory, "connectedRunners">;
   /** `/v1/runners`: list, drain and undrain runners; absent: no runner admin API. */
   runnerAdmin?: Omit<RunnerRoutesOptions, "store" | "log">;
   /**
@@ -105,7 +109,7 @@ export function buildApp(options: AppOptions): Hono {
   app.get("/healthz", (c) => c.json({ status: "ok" }));
   app.get("/readyz", (c) => {
     if (!options.store.isOpen) throw new CodedError("UNAVAILABLE", "the store is not open");
-    return c.json({ status: "ready" });
+    return c.json(options.runners ? readiness(options.runners) : { status: "ready" });
   });
   // Reached only by a request that is not a WebSocket upgrade.
   app.get(RUNNER_CONNECT_PATH, () => {

@@ -519,7 +519,23 @@ function operationalPaths(): Record<string, JsonObject> {
       get: {
         operationId: "readyz",
         security: [],
-        responses: { "200": ok("ready", status("ready")), ...errors },
+        description:
+          "503 when the store is not open. 200 otherwise, with `status: no_runner` and a `message` while no runner takes work (sessions stay Pending).",
+        responses: {
+          "200": ok("ready, or waiting for a runner", {
+            type: "object",
+            properties: {
+              status: { type: "string", enum: ["ready", "no_runner"] },
+              runners: {
+                type: "object",
+                properties: { connected: { type: "integer" }, accepting: { type: "integer" } },
+              },
+              message: { type: "string" },
+            },
+            required: ["status"],
+          }),
+          ...errors,
+        },
       },
     },
     "/openapi.json": {

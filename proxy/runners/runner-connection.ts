@@ -78,6 +78,13 @@ export class RunnerConnection {
     const reply = new Promise<Outcome<Record<string, unknown>>>((resolve) => {
       const timer = setTimeout(() => {
         this.#pending.delete(commandId);
+        // Nobody waits for it any more: the runner stops its work (PROTOCOL.md §7). Its own
+        // deadline (`deadline_ms`) stops it too when this does not arrive (a lost link).
+        void this.send({
+          version: RUNNER_PROTOCOL_VERSION,
+          type: "cancel",
+          payload: { command_id: commandId },
+        });
         resolve({
           ok: false,
           error: {
@@ -91,7 +98,7 @@ export class RunnerConnection {
     const sent = await this.send({
       version: RUNNER_PROTOCOL_VERSION,
       type: "command",
-      payload: { command_id: commandId, command },
+      payload: { command_id: commandId, command, deadline_ms: timeoutMs },
     });
     if (!sent.ok) this.#settle(commandId, sent);
     return reply;

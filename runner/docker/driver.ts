@@ -31,6 +31,7 @@ import type { StackManager } from "../../stacks/index.ts";
 import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
+import { removeOrphanContainer, removeSessionLeftovers } from "./session-leftovers.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
 import type {
@@ -333,12 +334,21 @@ export class DockerDriver implements EngineDriver {
 
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
-    if (!p) return; // nothing of ours: removal is idempotent
+    // Nothing of ours but maybe a container whose volume went: removal is idempotent.
+    if (!p) {
+      if (await removeOrphanContainer(this.#docker, containerName))
+        this.#log("warn", "removed a container left without its volume", { containerName });
+      return;
+    }
     await this.settled(containerName);
     this.#records.forget(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });
+    // What the stack did not hold (a fast-path container whose recording a restart cut short).
+    const leftovers = await removeSessionLeftovers(this.#docker, p);
+    if (leftovers.length > 0)
+      this.#log("warn", "removed what the stack did not hold", { containerName, leftovers });
     this.#placements.delete(containerName);
     this.#endpoints.delete(containerName);
   }

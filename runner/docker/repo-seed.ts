@@ -168,6 +168,7 @@ export async function workspaceRepoDiff(
   gitImage: string | undefined,
   containerName: string,
   path: string,
+  signal?: AbortSignal,
 ): Promise<AsyncIterable<Buffer>> {
   if (!gitImage) throw noGitImage("diff a workspace");
   const run = await runGit(docker, {
@@ -178,6 +179,10 @@ export async function workspaceRepoDiff(
     network: "none",
     readOnly: true,
   });
+  // Past the command's deadline (or cancelled) the container goes, which ends its output.
+  const stop = () => void run.remove();
+  if (signal?.aborted) stop();
+  signal?.addEventListener("abort", stop, { once: true });
   return (async function* () {
     try {
       for await (const chunk of run.stdout) yield chunk as Buffer;
@@ -190,7 +195,46 @@ export async function workspaceRepoDiff(
       if (code !== 0)
         throw new CodedError("INTERNAL", `git diff failed: ${gitError(run.stderr(), [], "\u0000", "")}`);
     } finally {
+      signal?.removeEventListener("abort", stop);
       await run.remove();
     }
   })();
+}
+
+/**
+ * One level of the directory `dir` (a resolved path under /workspace) as `find` sees it from a
+ * short-lived container of the git image on the session's volume: the engine's archive API has no
+ * depth and would tar the whole subtree (issue 34 item 13). Fields as the Kubernetes sidecar's
+ * listing: type, size, mtime, name, link target, each NUL-ended.
+ */
+export async function listDirectory(
+  docker: Docker,
+  gitImage: string,
+  containerName: string,
+  dir: string,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  const run = await runGit(docker, {
+    image: gitImage,
+    base: containerName,
+    script: `cd "$LIST_DIR" && exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0'`,
+    env: [`LIST_DIR=${dir}`],
+    network: "none",
+    readOnly: true,
+  });
+  const stop = () => void run.remove();
+  if (signal?.aborted) stop();
+  signal?.addEventListener("abort", stop, { once: true });
+  try {
+    const chunks: Buffer[] = [];
+    for await (const chunk of run.stdout) chunks.push(chunk as Buffer);
+    signal?.throwIfAborted();
+    const code = await run.exit;
+    if (code !== 0)
+      throw new CodedError("INTERNAL", `listing ${dir} failed: ${gitError(run.stderr(), [], "\u0000", "")}`);
+    return Buffer.concat(chunks).toString("utf8").split("\0");
+  } finally {
+    signal?.removeEventListener("abort", stop);
+    await run.remove();
+  }
 }

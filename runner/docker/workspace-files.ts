@@ -17,10 +17,27 @@ import { WORKSPACE_ROOT, type WorkspaceEntry, isInsideWorkspace } from "../../co
 import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
 import { notFound, shownPath, tooLarge } from "../engine/workspace-errors.ts";
 import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
-import { workspaceRepoDiff } from "./repo-seed.ts";
+import { listDirectory, workspaceRepoDiff } from "./repo-seed.ts";
 import { TAR_END, readTar, tarHeader, tarPadding } from "./tar.ts";
 
 /** Go's os.FileMode bits in Docker's path stat. */
+/** Bytes of the engine's tar a listing reads at most without a git image (it holds the whole subtree). */
+export const LIST_TAR_MAX_BYTES = 64 * 1024 * 1024;
+
+/** The tar, ended RESOURCE_EXHAUSTED past LIST_TAR_MAX_BYTES (the stream destroyed with it). */
+async function* boundedTar(tar: Readable, path: string): AsyncGenerator<Buffer> {
+  let read = 0;
+  for await (const chunk of tar as AsyncIterable<Buffer>) {
+    read += chunk.length;
+    if (read > LIST_TAR_MAX_BYTES)
+      throw new CodedError(
+        "RESOURCE_EXHAUSTED",
+        `listing ${shownPath(path)} reads its whole subtree from the engine, over ${LIST_TAR_MAX_BYTES} bytes: this runner has no git image (AGENT_SESSIONS_GIT_IMAGE) to list one level; list a subdirectory`,
+      );
+    yield chunk;
+  }
+}
+
 const MODE_DIR = 2 ** 31;
 const MODE_SYMLINK = 2 ** 27;
 
@@ -46,18 +63,39 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
   }
 
   /** Needs the volume only: a stopped session's workspace diffs too. */
-  diff(containerName: string, path: string): Promise<AsyncIterable<Buffer>> {
-    return workspaceRepoDiff(this.#docker, this.#gitImage, containerName, path);
+  diff(containerName: string, path: string, signal?: AbortSignal): Promise<AsyncIterable<Buffer>> {
+    return workspaceRepoDiff(this.#docker, this.#gitImage, containerName, path, signal);
   }
 
-  async list(containerName: string, path: string): Promise<WorkspaceEntry[]> {
+  /**
+   * One level, read by `find` in a container of the git image (repo-seed.ts `listDirectory`): the
+   * engine's archive API has no depth and tars the whole subtree, file bodies included. Without a
+   * git image that tar is read, bounded by LIST_TAR_MAX_BYTES (issue 34 item 13).
+   */
+  async list(containerName: string, path: string, signal?: AbortSignal): Promise<WorkspaceEntry[]> {
     const container = await this.#running(containerName);
     const r = await this.#resolve(container, path);
     if (r.missing.length > 0) throw notFound(path);
     if (!isDir(r.stat)) throw new CodedError("INVALID_ARGUMENT", `${shownPath(path)} is not a directory`);
     const listed: ListedEntry[] = [];
+    if (this.#gitImage) {
+      const fields = await listDirectory(this.#docker, this.#gitImage, containerName, r.base, signal);
+      for (let i = 0; i + 5 <= fields.length; i += 5) {
+        const [kind = "", size = "0", mtime = "0", name = "", link = ""] = fields.slice(i, i + 5);
+        listed.push({
+          name,
+          type: kind === "f" ? "file" : kind === "d" ? "dir" : kind === "l" ? "symlink" : "other",
+          size: Number(size),
+          mtimeSeconds: Number(mtime),
+          linkTarget: link,
+        });
+      }
+      return workspaceListing(listed);
+    }
     const tar = (await container.getArchive({ path: r.base })) as Readable;
-    for await (const { header } of readTar(tar)) {
+    const destroy = () => tar.destroy(signal?.reason as Error);
+    signal?.addEventListener("abort", destroy, { once: true });
+    for await (const { header } of readTar(boundedTar(tar, path))) {
       // The archive's top entry is the directory itself; its children are one level below.
       const parts = header.name.split("/").filter(Boolean);
       if (parts.length !== 2) continue;
@@ -69,6 +107,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
         linkTarget: header.linkname,
       });
     }
+    signal?.removeEventListener("abort", destroy);
     return workspaceListing(listed);
   }
 
@@ -77,6 +116,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     path: string,
     what: "file" | "archive",
     maxBytes: number,
+    signal?: AbortSignal,
   ): Promise<AsyncIterable<Buffer>> {
     const container = await this.#running(containerName);
     const r = await this.#resolve(container, path);
@@ -90,6 +130,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
       if (r.stat.size > maxBytes) throw tooLarge(maxBytes, r.stat.size);
     }
     const tar = (await container.getArchive({ path: r.base })) as Readable;
+    signal?.addEventListener("abort", () => tar.destroy(signal.reason as Error), { once: true });
     if (what === "archive") return tar;
     return (async function* () {
       for await (const { header, body } of readTar(tar)) {

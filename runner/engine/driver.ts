@@ -61,20 +61,22 @@ export type WorkspaceUpload = { size: number; open: () => AsyncIterable<Buffer> 
  * FAILED_PRECONDITION when the workload is not running.
  */
 export interface WorkspaceFiles {
-  list(containerName: string, path: string): Promise<WorkspaceEntry[]>;
+  /** `signal` (each method): the runner command's deadline or cancel; the engine stops its work on it. */
+  list(containerName: string, path: string, signal?: AbortSignal): Promise<WorkspaceEntry[]>;
   /** A file's bytes, or a tar of the path. RESOURCE_EXHAUSTED up front when a file exceeds `maxBytes`. */
   read(
     containerName: string,
     path: string,
     what: "file" | "archive",
     maxBytes: number,
+    signal?: AbortSignal,
   ): Promise<AsyncIterable<Buffer>>;
   /** Writes the whole file at once (missing parent directories are created). */
   write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void>;
   /** Deletes a file or a directory tree (a symlink itself, never its target). NOT_FOUND when absent. */
   delete(containerName: string, path: string): Promise<boolean>;
   /** A git diff of the checkout at `path` against its seeded commit (FAILED_PRECONDITION when none). */
-  diff?(containerName: string, path: string): Promise<AsyncIterable<Buffer>>;
+  diff?(containerName: string, path: string, signal?: AbortSignal): Promise<AsyncIterable<Buffer>>;
 }
 
 export interface EngineDriver {

@@ -5,7 +5,9 @@
  * a short-lived container of the runner's git image (runner/docker/repo-seed.ts); Kubernetes in the
  * session pod's `workspace` sidecar of that image (runner/kubernetes/repo-seed.ts).
  *
- * Inputs come as environment, never spliced into a script or a command line.
+ * Inputs come as environment, never spliced into a script or a command line. `WORKSPACE_ROOT` is
+ * where the session volume is mounted (/workspace when unset; a temporary directory in the tests
+ * that run these scripts with the real git).
  */
 import { CodedError } from "../../contracts/errors.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
@@ -24,7 +26,7 @@ export const SEED_TIMEOUT_MS = 120_000;
  * resume never clobbers the agent's changes). The seeded commit is kept as SEED_REF.
  */
 export const SEED_SCRIPT = `set -u
-dir="/workspace/$SEED_PATH"
+dir="\${WORKSPACE_ROOT:-/workspace}/$SEED_PATH"
 mkdir -p "$dir" && cd "$dir" || exit 1
 if [ -e .git ]; then echo "already seeded" >&2; exit 0; fi
 fail() { rm -rf .git; exit 1; }
@@ -36,19 +38,47 @@ git -c advice.detachedHead=false checkout -q --detach "$commit" || fail
 echo "seeded $commit" >&2`;
 
 /**
- * The diff against the seeded commit, untracked files included: a throwaway index and object
- * directory under `$DIFF_SCRATCH` (made and removed here), so the checkout itself is never written.
+ * The diff against the seeded commit, untracked files included, computed by a git the agent
+ * cannot configure (issue 34 item 12). The agent writes the checkout's `.git` as it likes, and git
+ * reads a repository's own configuration always: a clean filter or textconv there hides a change
+ * from the diff (and is a shell command run here), `core.fsmonitor` runs one on any index refresh,
+ * `info/attributes` and `info/exclude` pick what is filtered or left out. So this git never opens
+ * the agent's repository: its GIT_DIR is a scratch directory made here (no config, attributes,
+ * excludes or hooks in it) that borrows the checkout's objects read-only through `alternates`,
+ * the seeded commit is read from the ref's file (packed or loose) without git, its index is built
+ * fresh from that commit (the agent's index could say a changed file is unchanged), and no system
+ * or global configuration, attributes file, external diff or textconv is taken. New files enter
+ * that index as intent-to-add (`add -N`), and the commit is compared with the working tree: every
+ * file is hashed in memory, none is written as an object (the checkout's object directory is
+ * read-only here, so git could not reuse its objects, and the scratch space is bounded).
+ *
+ * What still comes from the checkout: its tracked and untracked `.gitignore`s and `.gitattributes`
+ * (as in any clone; without configuration an attribute can only name git's built-in behaviour,
+ * never a command), and the seed ref and objects themselves.
  */
 export const DIFF_SCRIPT = `set -u
-cd "/workspace/$SEED_PATH" 2>/dev/null && git rev-parse -q --verify ${SEED_REF} >/dev/null 2>&1 || exit ${NOT_SEEDED_EXIT}
+cd "\${WORKSPACE_ROOT:-/workspace}/$SEED_PATH" 2>/dev/null && [ -d .git/objects ] || exit ${NOT_SEEDED_EXIT}
+seed=$(cat .git/${SEED_REF} 2>/dev/null || sed -n 's|^\\([0-9a-f]*\\) ${SEED_REF}$|\\1|p' .git/packed-refs 2>/dev/null)
+case "$seed" in *[!0-9a-f]*|"") exit ${NOT_SEEDED_EXIT} ;; esac
+[ \${#seed} -eq 40 ] || exit ${NOT_SEEDED_EXIT}
 scratch=$(mktemp -d "$DIFF_SCRATCH/diff.XXXXXX") || exit 1
 trap 'rm -rf "$scratch"' EXIT
-export GIT_INDEX_FILE="$scratch/index" GIT_OBJECT_DIRECTORY="$scratch/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$PWD/.git/objects"
-mkdir -p "$scratch/objects"
-{ cp .git/index "$scratch/index" 2>/dev/null || git read-tree ${SEED_REF}; } && git add -A . && git diff --cached --no-color --no-ext-diff --binary ${SEED_REF}`;
+mkdir -p "$scratch/git/objects/info" "$scratch/git/refs" || exit 1
+echo "$seed" > "$scratch/git/HEAD" && echo "$PWD/.git/objects" > "$scratch/git/objects/info/alternates" || exit 1
+export GIT_DIR="$scratch/git" GIT_WORK_TREE="$PWD" GIT_INDEX_FILE="$scratch/index" HOME="$scratch" XDG_CONFIG_HOME="$scratch" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1
+unset GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_EXTERNAL_DIFF
+git() { command git -c core.attributesFile=/dev/null -c core.excludesFile=/dev/null -c core.fsmonitor=false -c core.hooksPath=/dev/null "$@"; }
+git cat-file -e "$seed^{commit}" 2>/dev/null || exit ${NOT_SEEDED_EXIT}
+git read-tree "$seed" && git add -A -N . && git diff --no-color --no-ext-diff --no-textconv --binary "$seed"`;
 
 /** What every git run gets besides its own inputs. */
-export const GIT_BASE_ENV = ["HOME=/tmp", "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "LANG=C.UTF-8"];
+export const GIT_BASE_ENV = [
+  "HOME=/tmp",
+  "GIT_TERMINAL_PROMPT=0",
+  "GIT_CONFIG_NOSYSTEM=1",
+  "GIT_CONFIG_GLOBAL=/dev/null",
+  "LANG=C.UTF-8",
+];
 
 /** The seed's inputs for `url` (the address the workload reaches the repository at). */
 export type SeedInputs = {

@@ -192,3 +192,123 @@ describe("a repository workstream on Kubernetes", () => {
     expect(driver.workspace).toBeUndefined();
   });
 });
+
+describe("a runner whose sessions namespace is not the default (AGENT_SESSIONS_KUBERNETES_NAMESPACE)", () => {
+  it("provisions the server's sessions in its own namespace, not the spec's default agent-sessions", async () => {
+    const { createServer } = await import("node:http");
+    const paths: string[] = [];
+    // A cluster that refuses reading namespaces (a least-privilege runner) and has nothing else.
+    const api = createServer((req, res) => {
+      paths.push(`${req.method} ${req.url}`);
+      const status =
+        req.url?.startsWith("/api/v1/namespaces/") && req.method === "GET" && req.url.split("/").length === 5
+          ? 403
+          : 404;
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          kind: "Status",
+          apiVersion: "v1",
+          status: "Failure",
+          code: status,
+          reason: "NotFound",
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (api.address() as { port: number }).port;
+      const kc = new KubeConfig();
+      kc.loadFromClusterAndUser(
+        { name: "fake", server: `http://127.0.0.1:${port}`, skipTLSVerify: true },
+        { name: "u" },
+      );
+      const upped: SessionSpec[] = [];
+      const stacks = new Proxy(
+        {},
+        {
+          get: (_t, key) =>
+            key === "up"
+              ? async (spec: SessionSpec) => {
+                  upped.push(spec);
+                  throw new Error("stack up reached");
+                }
+              : async () => undefined,
+        },
+      ) as unknown as StackManager;
+      const driver = new KubernetesDriver(kc, stacks, {
+        namespace: "other",
+        fastPath: false,
+        fastCreate: false,
+      });
+      // As the server sends it: kubernetes.namespace left to the schema's default.
+      const spec = SessionSpec.parse({
+        namespace: "team",
+        name: "s1",
+        engine: "kubernetes",
+        image: `127.0.0.1:5000/agent-sessions/reference@sha256:${"a".repeat(64)}`,
+        contract: "v1alpha2",
+      });
+      expect(spec.kubernetes.namespace).toBe("agent-sessions");
+      await expect(driver.provision(name, spec, { credentials: {}, adapterToken: "t" })).rejects.toThrow(
+        "stack up reached",
+      );
+      expect(upped.map((s) => s.kubernetes.namespace)).toEqual(["other"]);
+      expect(paths.some((p) => p.includes("/namespaces/agent-sessions"))).toBe(false);
+    } finally {
+      api.close();
+    }
+  });
+});
+
+describe("removing a workspace whose stack does not hold its objects (a runner restarted mid-recording)", () => {
+  it("deletes its Deployment, Service, NetworkPolicy, Secret and PVC all the same", async () => {
+    const { createServer } = await import("node:http");
+    const deleted: string[] = [];
+    const pvc = {
+      metadata: {
+        name: `${name}-workspace`,
+        labels: { [Labels.managedBy]: "agent-sessions", [Labels.namespace]: "team", [Labels.session]: "s1" },
+      },
+    };
+    const api = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      if (req.method === "DELETE") {
+        deleted.push(String(req.url).replace(/\?.*$/, ""));
+        res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Success" }));
+      } else if (
+        req.method === "GET" &&
+        req.url?.startsWith("/api/v1/namespaces/agent-sessions/persistentvolumeclaims")
+      )
+        res.end(JSON.stringify({ kind: "PersistentVolumeClaimList", apiVersion: "v1", items: [pvc] }));
+      else {
+        res.writeHead(404);
+        res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", code: 404 }));
+      }
+    });
+    await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (api.address() as { port: number }).port;
+      const kc = new KubeConfig();
+      kc.loadFromClusterAndUser(
+        { name: "fake", server: `http://127.0.0.1:${port}`, skipTLSVerify: true },
+        { name: "u" },
+      );
+      // The stack holds none of them: its destroy deletes nothing.
+      const stacks = { destroy: async () => {} } as unknown as StackManager;
+      await new KubernetesDriver(kc, stacks).remove(name);
+      const base = "/namespaces/agent-sessions";
+      expect(deleted.sort()).toEqual(
+        [
+          `/api/v1${base}/persistentvolumeclaims/${name}-workspace`,
+          `/api/v1${base}/secrets/${name}-credentials`,
+          `/api/v1${base}/services/${name}`,
+          `/apis/apps/v1${base}/deployments/${name}`,
+          `/apis/networking.k8s.io/v1${base}/networkpolicies/${name}`,
+        ].sort(),
+      );
+    } finally {
+      api.close();
+    }
+  });
+});

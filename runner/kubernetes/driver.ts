@@ -204,13 +204,6 @@ export class KubernetesDriver implements EngineDriver {
     }
     // Never a session that silently lacks the checkout it asked for.
     if (spec.repo && !this.#workspaceImage) throw noGitImage("seed a workspace from a repository");
-    if (spec.kubernetes.namespace !== this.namespace) {
-      // The watch (and the runner's RBAC) cover one namespace; a session elsewhere would go unwatched.
-      throw new CodedError(
-        "INVALID_ARGUMENT",
-        `this runner keeps sessions in namespace ${this.namespace}, not ${spec.kubernetes.namespace}`,
-      );
-    }
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
     await this.#ensureNamespace();
     // The runner on the node reaches pods from the node (kube-proxy, the bridge), not from a pod
@@ -222,6 +215,10 @@ export class KubernetesDriver implements EngineDriver {
     const runnerCidr = spec.kubernetes.runnerCidr ?? this.#runnerCidr;
     const kubernetes = {
       ...spec.kubernetes,
+      // The sessions namespace is the runner's setting (AGENT_SESSIONS_KUBERNETES_NAMESPACE): its
+      // watch and RBAC cover that one. The server does not choose it (its spec carries the schema's
+      // default), so the runner's own takes its place (issue 34 item 10).
+      namespace: this.namespace,
       ...(this.#podLabels ? { runnerSelector: this.#podLabels } : {}),
       ...(this.#namespaceLabels ? { runnerNamespaceSelector: this.#namespaceLabels } : {}),
       ...(runnerCidr ? { runnerCidr } : {}),
@@ -743,8 +740,30 @@ export class KubernetesDriver implements EngineDriver {
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });
+    await this.#deleteLeftovers(containerName);
     this.#placements.delete(containerName);
     this.#endpoints.delete(containerName);
+  }
+
+  /**
+   * "Removed" means removed (issue 34 item 11): the session's objects go even when its stack did
+   * not hold them (the fast path made them at once, and a runner restart cut the recording short).
+   * Gone already (the stack's destroy) is fine.
+   */
+  async #deleteLeftovers(containerName: string): Promise<void> {
+    const namespace = this.namespace;
+    const deletes: (() => Promise<unknown>)[] = [
+      () => this.#apps.deleteNamespacedDeployment({ name: containerName, namespace }),
+      () => this.#core.deleteNamespacedService({ name: containerName, namespace }),
+      () => this.#networking.deleteNamespacedNetworkPolicy({ name: containerName, namespace }),
+      () => this.#core.deleteNamespacedSecret({ name: `${containerName}-credentials`, namespace }),
+      () =>
+        this.#core.deleteNamespacedPersistentVolumeClaim({ name: `${containerName}-workspace`, namespace }),
+    ];
+    for (const remove of deletes)
+      await remove().catch((e: unknown) => {
+        if (!isApiStatus(e, 404)) throw e;
+      });
   }
 
   watch(onExit: OnExit): Promise<() => void> {

@@ -82,6 +82,7 @@ export async function workspaceRepoDiff(
   sidecarPod: SidecarPod,
   containerName: string,
   path: string,
+  signal?: AbortSignal,
 ): Promise<AsyncIterable<Buffer>> {
   const pod = await sidecarPod();
   const run = await exec.stream(pod, WORKSPACE_CONTAINER, [
@@ -92,6 +93,8 @@ export async function workspaceRepoDiff(
     "-c",
     DIFF_SCRIPT,
   ]);
+  // Past the runner command's deadline (or cancelled) the exec ends, and its output with it.
+  signal?.addEventListener("abort", () => run.close(), { once: true });
   return (async function* () {
     try {
       for await (const chunk of run.stdout) yield chunk as Buffer;

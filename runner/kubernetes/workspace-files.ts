@@ -96,8 +96,10 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
     this.#pods = pods;
   }
 
-  async list(containerName: string, path: string): Promise<WorkspaceEntry[]> {
+  async list(containerName: string, path: string, signal?: AbortSignal): Promise<WorkspaceEntry[]> {
     const run = await this.#files(containerName, "list", path);
+    // Past the runner command's deadline (or cancelled) the exec ends, and its output with it.
+    signal?.addEventListener("abort", () => run.close(), { once: true });
     const chunks: Buffer[] = [];
     for await (const chunk of run.stdout) chunks.push(chunk as Buffer);
     await this.#check(run, path);
@@ -121,8 +123,10 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
     path: string,
     what: "file" | "archive",
     maxBytes: number,
+    signal?: AbortSignal,
   ): Promise<AsyncIterable<Buffer>> {
     const run = await this.#files(containerName, what, path, what === "file" ? [String(maxBytes)] : []);
+    signal?.addEventListener("abort", () => run.close(), { once: true });
     // The checks come before the first byte: wait for that byte (or the end) to answer an error.
     const first = await firstChunk(run.stdout);
     if (first === undefined) await this.#check(run, path, maxBytes);
@@ -161,8 +165,8 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
   }
 
   /** Needs a Ready pod: a stopped session is FAILED_PRECONDITION, as for the files. */
-  diff(containerName: string, path: string): Promise<AsyncIterable<Buffer>> {
-    return workspaceRepoDiff(this.#exec, () => this.#pod(containerName), containerName, path);
+  diff(containerName: string, path: string, signal?: AbortSignal): Promise<AsyncIterable<Buffer>> {
+    return workspaceRepoDiff(this.#exec, () => this.#pod(containerName), containerName, path, signal);
   }
 
   /** Seeds the workspace from `spec.repo` unless it already was (runner/kubernetes/repo-seed.ts). */

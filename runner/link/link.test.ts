@@ -1,5 +1,5 @@
 import { Socket, type AddressInfo } from "node:net";
-import { describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { WebSocketServer } from "ws";
 import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../../contracts/runner-protocol.ts";
 import { backoffDelay, type LinkOptions, RunnerLink } from "./link.ts";
@@ -183,5 +183,83 @@ describe("the runner's side of the heartbeat (PROTOCOL.md §4)", () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe("the runner's command deadlines (PROTOCOL.md §7)", () => {
+  /** A link dialled in process to a fake server that welcomes it; `sent` are the runner's messages. */
+  async function attached(command: (c: unknown, signal: AbortSignal) => Promise<Record<string, unknown>>) {
+    const { inProcessLink } = await import("../../contracts/runner-channel.ts");
+    const sent: RunnerToServer[] = [];
+    let server: import("../../contracts/runner-channel.ts").LinkChannel | undefined;
+    const welcomed = new Promise<void>((resolve) => {
+      const link = new RunnerLink(
+        {
+          serverUrl: "http://127.0.0.1:1",
+          token: "runner-token-0123456789",
+          name: "r",
+          engine: "docker",
+          capacity: 1,
+          labels: {},
+          dial: async () => {
+            const pair = inProcessLink();
+            server = pair.server;
+            pair.server.onMessage((text) => {
+              const message = JSON.parse(text) as RunnerToServer;
+              sent.push(message);
+              if (message.type === "hello") {
+                pair.server.send(
+                  JSON.stringify({
+                    version: RUNNER_PROTOCOL_VERSION,
+                    type: "welcome",
+                    payload: { runner_id: "id-r", heartbeat_ms: 60_000 },
+                  }),
+                );
+                setTimeout(resolve, 10);
+              }
+            });
+            return { ok: true, channel: pair.runner };
+          },
+        },
+        { sessions: () => [], command: command as never, log: () => {} },
+      );
+      link.start();
+      cleanups.push(() => link.close());
+    });
+    await welcomed;
+    const send = (message: object) =>
+      server?.send(JSON.stringify({ version: RUNNER_PROTOCOL_VERSION, ...message }));
+    return { sent, send };
+  }
+  const cleanups: (() => void)[] = [];
+  afterEach(() => {
+    for (const c of cleanups.splice(0)) c();
+  });
+  const list = { kind: "workspace_list", container_name: "c", path: "" };
+  const hanging = (seen: AbortSignal[]) => (_c: unknown, signal: AbortSignal) => {
+    seen.push(signal);
+    return new Promise<Record<string, unknown>>(() => {});
+  };
+  const resultOf = (sent: RunnerToServer[], id: string) =>
+    sent.find((m) => m.type === "result" && m.payload.command_id === id)?.payload;
+
+  it("aborts a command past the deadline the server gave it and answers DEADLINE_EXCEEDED", async () => {
+    const seen: AbortSignal[] = [];
+    const { sent, send } = await attached(hanging(seen));
+    send({ type: "command", payload: { command_id: "c1", command: list, deadline_ms: 50 } });
+    await vi.waitFor(() => expect(resultOf(sent, "c1")).toBeDefined(), { timeout: 2000 });
+    expect(seen[0]?.aborted).toBe(true);
+    expect(resultOf(sent, "c1")).toMatchObject({ ok: false, error: { code: "DEADLINE_EXCEEDED" } });
+  });
+
+  it("aborts a command the server cancels and answers CANCELLED", async () => {
+    const seen: AbortSignal[] = [];
+    const { sent, send } = await attached(hanging(seen));
+    send({ type: "command", payload: { command_id: "c2", command: list, deadline_ms: 60_000 } });
+    await vi.waitFor(() => expect(seen).toHaveLength(1));
+    send({ type: "cancel", payload: { command_id: "c2" } });
+    await vi.waitFor(() => expect(resultOf(sent, "c2")).toBeDefined(), { timeout: 2000 });
+    expect(seen[0]?.aborted).toBe(true);
+    expect(resultOf(sent, "c2")).toMatchObject({ ok: false, error: { code: "CANCELLED" } });
   });
 });

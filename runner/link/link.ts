@@ -25,6 +25,7 @@ import type { Logger } from "../../contracts/log.ts";
 import { CLOSED_ABNORMALLY, type InProcessDial, type LinkChannel } from "../../contracts/runner-channel.ts";
 import { LinkWatchdog } from "./watchdog.ts";
 import { RunnerCredential } from "./credential.ts";
+import { RunningCommands } from "./running-commands.ts";
 
 export type LinkOptions = {
   serverUrl: string;
@@ -56,7 +57,8 @@ export type LinkOptions = {
 
 export type LinkHandlers = {
   sessions(): RunnerSessionReport[];
-  command(command: RunnerCommand): Promise<Record<string, unknown>>;
+  /** `signal` aborts past the command's deadline or on the server's `cancel` (running-commands.ts). */
+  command(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>>;
   log: Logger;
 };
 
@@ -99,6 +101,8 @@ export class RunnerLink {
   #queuedBytes = 0;
   /** Messages the bounded queue let go since the last attach. */
   #dropped = 0;
+  /** Commands under way, each under its deadline (running-commands.ts). */
+  readonly #running = new RunningCommands();
   runnerId: string | undefined;
 
   constructor(options: LinkOptions, handlers: LinkHandlers) {
@@ -121,6 +125,7 @@ export class RunnerLink {
 
   close(): void {
     this.#closed = true;
+    this.#running.cancelAll();
     this.#watchdog?.stop();
     this.#transport?.close(1000, "runner shutting down");
   }
@@ -326,6 +331,9 @@ export class RunnerLink {
         this.#h.log("info", "runner attached", { runner_id: this.runnerId, flushed: queued.length, dropped });
         return;
       }
+      case "cancel":
+        this.#running.cancel(message.payload.command_id);
+        return;
       case "ping":
         transport.send(
           JSON.stringify(
@@ -338,19 +346,21 @@ export class RunnerLink {
         );
         return;
       case "command": {
-        const { command_id, command } = message.payload;
-        this.#h.command(command).then(
-          (result) => this.#result({ command_id, ok: true, result }),
-          (error: unknown) => {
-            const e = error as { code?: string; message?: string };
-            const code = typeof e.code === "string" && /^[A-Z_]+$/.test(e.code) ? e.code : "INTERNAL";
-            this.#result({
-              command_id,
-              ok: false,
-              error: { code: code as never, message: String(e.message ?? error).slice(0, 500) },
-            });
-          },
-        );
+        const { command_id, command, deadline_ms } = message.payload;
+        this.#running
+          .run(command_id, command, deadline_ms, (c, signal) => this.#h.command(c, signal))
+          .then(
+            (result) => this.#result({ command_id, ok: true, result }),
+            (error: unknown) => {
+              const e = error as { code?: string; message?: string };
+              const code = typeof e.code === "string" && /^[A-Z_]+$/.test(e.code) ? e.code : "INTERNAL";
+              this.#result({
+                command_id,
+                ok: false,
+                error: { code: code as never, message: String(e.message ?? error).slice(0, 500) },
+              });
+            },
+          );
         return;
       }
       default: {

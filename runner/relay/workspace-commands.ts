@@ -56,23 +56,40 @@ export class WorkspaceCommands {
     return this.#files;
   }
 
-  async list(c: Of<"workspace_list">): Promise<Record<string, unknown>> {
-    return { entries: await this.#engine(c.path).list(c.container_name, c.path) };
+  /** `signal`: the command's deadline or the server's cancel (runner/link/running-commands.ts); the engine stops its listing. */
+  async list(c: Of<"workspace_list">, signal?: AbortSignal): Promise<Record<string, unknown>> {
+    return { entries: await this.#engine(c.path).list(c.container_name, c.path, signal) };
   }
 
-  async read(c: Of<"workspace_read">, sink: ChunkSink): Promise<Record<string, unknown>> {
+  /**
+   * `signal`: the command's deadline or the server's cancel: the engine stops its work (a diff's
+   * container is removed) and this stops waiting for it.
+   */
+  async read(
+    c: Of<"workspace_read">,
+    sink: ChunkSink,
+    signal?: AbortSignal,
+  ): Promise<Record<string, unknown>> {
     const engine = this.#engine(c.path);
     let source: AsyncIterable<Buffer>;
     if (c.what === "diff") {
       if (!engine.diff) throw new CodedError("UNIMPLEMENTED", "this runner's engine has no workspace diff");
-      source = await engine.diff(c.container_name, c.path);
-    } else source = await engine.read(c.container_name, c.path, c.what, c.max_bytes);
+      source = await engine.diff(c.container_name, c.path, signal);
+    } else source = await engine.read(c.container_name, c.path, c.what, c.max_bytes, signal);
+    const aborted = new Promise<never>((_, reject) => {
+      if (signal?.aborted) reject(signal.reason);
+      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+    });
+    aborted.catch(() => {}); // raced below; unhandled only when nothing waits any more
     let size = 0;
     let pending: Buffer[] = [];
     let pendingBytes = 0;
     const flush = async () => {
       if (pendingBytes === 0) return;
-      while (sink.buffered() > SEND_HIGH_WATER_BYTES) await sleep(5);
+      while (sink.buffered() > SEND_HIGH_WATER_BYTES) {
+        signal?.throwIfAborted();
+        await sleep(5);
+      }
       sink.chunk(Buffer.concat(pending).toString("base64"), false);
       pending = [];
       pendingBytes = 0;
@@ -80,7 +97,7 @@ export class WorkspaceCommands {
     const iterator = source[Symbol.asyncIterator]();
     try {
       for (;;) {
-        const next = await iterator.next();
+        const next = await Promise.race([iterator.next(), aborted]);
         if (next.done) break;
         let chunk = next.value;
         size += chunk.length;
@@ -104,7 +121,9 @@ export class WorkspaceCommands {
       sink.chunk("", true);
       return { size };
     } finally {
-      await iterator.return?.();
+      // Aborted, the source may be stuck inside a read its engine is ending: not waited for.
+      if (signal?.aborted) iterator.return?.()?.catch(() => {});
+      else await iterator.return?.();
     }
   }
 

@@ -125,7 +125,8 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
     expect(server.status?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
     const ready = await fetch(`${serverUrl}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: "ready" });
+    // Ready whether or not the runner pod has dialled yet (proxy/http/readiness.ts says why).
+    expect(await ready.json()).toMatchObject({ status: expect.stringMatching(/^(ready|no_runner)$/) });
   });
 
   it("the runner pod starts, reaches the API server with its own service account and attaches to the server", async () => {
