@@ -45,7 +45,7 @@ const OUTSIDE_DOCUMENTS =
  */
 const WORKED_EXAMPLES = /(^|\/)nova[^/]*($|\/)|\/nova\.[a-z]/;
 
-export type Citation = { file: string; line: number; cited: string };
+type Citation = { file: string; line: number; cited: string };
 
 const PATH_CHARS = "[A-Za-z0-9_.@/-]";
 const CITED = new RegExp(
@@ -54,7 +54,7 @@ const CITED = new RegExp(
 );
 
 /** Repository paths cited in one file's text (globs, placeholders and URLs left out). */
-export function citationsIn(file: string, text: string): Citation[] {
+function citationsIn(file: string, text: string): Citation[] {
   const found: Citation[] = [];
   text.split("\n").forEach((content, index) => {
     for (const m of content.matchAll(CITED)) {
@@ -76,7 +76,7 @@ export function citationsIn(file: string, text: string): Citation[] {
 }
 
 /** Markdown link targets that are repository-relative paths (resolved from the document's folder). */
-export function linksIn(file: string, text: string): Citation[] {
+function linksIn(file: string, text: string): Citation[] {
   const found: Citation[] = [];
   text.split("\n").forEach((content, index) => {
     for (const m of content.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
@@ -88,7 +88,7 @@ export function linksIn(file: string, text: string): Citation[] {
   return found;
 }
 
-export function outsideDocumentsIn(file: string, text: string): Citation[] {
+function outsideDocumentsIn(file: string, text: string): Citation[] {
   const found: Citation[] = [];
   text.split("\n").forEach((content, index) => {
     for (const m of content.matchAll(OUTSIDE_DOCUMENTS)) found.push({ file, line: index + 1, cited: m[0] });
@@ -116,7 +116,7 @@ function commentOf(line: string): string {
 }
 
 /** Bare file names ("kubernetes-exec.ts's watch") cited without their folder. */
-export function bareNamesIn(file: string, text: string): Citation[] {
+function bareNamesIn(file: string, text: string): Citation[] {
   const found: Citation[] = [];
   text.split("\n").forEach((line, index) => {
     // In code, only comments cite (`frame.ts` in code is a property).
