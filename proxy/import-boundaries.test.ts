@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs";
-import { dirname, join, normalize, relative } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { importsIn, importsOf, type ModuleImport, modulesUnder } from "../test/support/module-imports.ts";
 
 // The server's concepts depend one way: http → harness/relay → lifecycle → store; runners
 // implement lifecycle's port (runner-directory.ts); observability (log, metrics, audit) is a leaf.
@@ -22,17 +22,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   store: [],
 };
 
-type Import = { from: string; to: string; specifier: string };
-
-/** Relative imports (static, `export … from`, dynamic) of one module's source. */
-function importsOf(file: string, source: string): Import[] {
-  const found: Import[] = [];
-  for (const m of source.matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)) {
-    const specifier = m[1] ?? "";
-    found.push({ from: file, to: normalize(join(dirname(file), specifier)), specifier });
-  }
-  return found;
-}
+type Import = ModuleImport;
 
 /** The concept a path (relative to the repository) belongs to: a proxy/ folder, "root", or a top-level directory. */
 function conceptOf(path: string): string {
@@ -57,20 +47,13 @@ function violation(imp: Import): string | undefined {
     : `${imp.from} (${from}) imports ${imp.to} (${to}): ${from} may import ${allowed.join(", ") || "nothing"} of proxy/`;
 }
 
-function serverModules(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return serverModules(path);
-    return entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts") ? [path] : [];
-  });
-}
-
 describe("proxy/ import boundaries", () => {
   it("every server module imports only the concepts below it", () => {
     const repo = join(PROXY, "..");
-    const wrong = serverModules(PROXY)
-      .map((path) => relative(repo, path))
-      .flatMap((file) => importsOf(file, readFileSync(join(repo, file), "utf8")))
+    const wrong = importsIn(
+      repo,
+      modulesUnder(PROXY, (name) => name.endsWith(".ts") && !name.endsWith(".test.ts")),
+    )
       .map(violation)
       .filter((v): v is string => v !== undefined);
     expect(wrong).toEqual([]);

@@ -1,8 +1,12 @@
-import { readdirSync, readFileSync } from "node:fs";
-import { dirname, join, normalize, relative } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import ts from "typescript";
 import { describe, expect, it } from "vitest";
+import {
+  importsIn as importsUnder,
+  importsOf,
+  type ModuleImport,
+  modulesUnder,
+} from "../test/support/module-imports.ts";
 
 // The runner's concepts depend one way: every engine (docker/, kubernetes/) implements the driver
 // interface of engine/ and never imports another engine; engine/ is the leaf the rest of the
@@ -27,19 +31,7 @@ const ALLOWED: Record<string, readonly string[]> = {
 /** The folders of one engine's driver each. */
 const ENGINES: readonly string[] = ["docker", "kubernetes"];
 
-type Import = { from: string; to: string; specifier: string };
-
-/**
- * Relative imports (static, `export … from`, dynamic) of one module's source, read by TypeScript's
- * own scanner: an import spelled inside a string or a comment is not one.
- */
-function importsOf(file: string, source: string): Import[] {
-  return ts
-    .preProcessFile(source, true, true)
-    .importedFiles.map((f) => f.fileName)
-    .filter((specifier) => specifier.startsWith("./") || specifier.startsWith("../"))
-    .map((specifier) => ({ from: file, to: normalize(join(dirname(file), specifier)), specifier }));
-}
+type Import = ModuleImport;
 
 /** A runner/ folder, "root" (the wiring at runner/), or `../<top-level directory>` outside runner/. */
 function conceptOf(path: string): string {
@@ -68,18 +60,10 @@ function violation(imp: Import): string | undefined {
   return `${imp.from} (${from}) imports ${imp.to} (${to}): ${from} may import ${allowed.join(", ") || "nothing"} of runner/${note}`;
 }
 
-function modules(dir: string, keep: (name: string) => boolean): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return modules(path, keep);
-    return keep(entry.name) ? [path] : [];
-  });
-}
+const modules = modulesUnder;
 
 function importsIn(files: string[]): Import[] {
-  return files
-    .map((path) => relative(REPO, path))
-    .flatMap((file) => importsOf(file, readFileSync(join(REPO, file), "utf8")));
+  return importsUnder(REPO, files);
 }
 
 describe("runner/ import boundaries", () => {

@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs";
-import { dirname, join, normalize, relative } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { importsIn, importsOf, type ModuleImport, modulesUnder } from "../test/support/module-imports.ts";
 
 // A runtime (runtimes/<name>/) runs inside its session image, which holds its own folder, the
 // kit (runtimes/kit/) and contracts/: so a runtime imports only those (and npm packages), never
@@ -14,17 +14,7 @@ const REPO = join(RUNTIMES, "..");
 /** The product's code outside runtimes/ (tests and fixtures may start runtimes' code). */
 const OUTSIDE = ["bin", "client", "contracts", "infra", "policies", "proxy", "runner", "stacks"];
 
-type Import = { from: string; to: string; specifier: string };
-
-/** Relative imports (static, `export … from`, dynamic) of one module's source. */
-function importsOf(file: string, source: string): Import[] {
-  const found: Import[] = [];
-  for (const m of source.matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)) {
-    const specifier = m[1] ?? "";
-    found.push({ from: file, to: normalize(join(dirname(file), specifier)), specifier });
-  }
-  return found;
-}
+type Import = ModuleImport;
 
 /** `runtimes/<folder>` for a path in a runtimes/ folder, `runtimes/<file>` at its top, else the top-level folder. */
 function placeOf(path: string): string {
@@ -49,17 +39,11 @@ function violation(imp: Import): string | undefined {
 }
 
 function modules(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === "node_modules" ? [] : modules(path);
-    return entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts") ? [path] : [];
-  });
+  return modulesUnder(dir, (name) => name.endsWith(".ts") && !name.endsWith(".test.ts"));
 }
 
 function violations(files: string[]): string[] {
-  return files
-    .map((path) => relative(REPO, path))
-    .flatMap((file) => importsOf(file, readFileSync(join(REPO, file), "utf8")))
+  return importsIn(REPO, files)
     .map(violation)
     .filter((v): v is string => v !== undefined);
 }
