@@ -5,7 +5,7 @@ import { createDockerDriver } from "./docker/index.ts";
 import type { EngineDriver } from "./engine/driver.ts";
 import { createKubernetesDriver } from "./kubernetes/index.ts";
 import { jsonLog, Runner, type RunnerOptions } from "./runner.ts";
-import { explainStartFailure } from "./start-failure.ts";
+import { explainStartFailure } from "./engine/start-failure.ts";
 
 /**
  * `options.dial`: `serve`'s embedded runner reaches its server in process (contracts/runner-channel.ts).

@@ -3,8 +3,7 @@
  * dependency it lacks and how to get it, instead of the raw line of a failed spawn or connect
  * (`code: -2 … spawn pulumi ENOENT`, `connect ENOENT /var/run/docker.sock`).
  */
-import { CodedError } from "../contracts/errors.ts";
-import type { RunnerConfig } from "./config.ts";
+import { CodedError } from "../../contracts/errors.ts";
 
 /** The fields of a Node system error (a failed spawn or connect). */
 type SystemError = {
@@ -24,7 +23,7 @@ const UNREACHABLE = new Set(["ENOENT", "ECONNREFUSED", "EACCES", "EHOSTUNREACH",
  */
 export function explainStartFailure(
   error: unknown,
-  config: Pick<RunnerConfig, "engine" | "dockerHost">,
+  config: { engine: "docker" | "kubernetes"; dockerHost: string },
 ): unknown {
   const e = (error ?? {}) as SystemError & { commandResult?: { err?: SystemError } };
   // The Automation API's CommandError keeps the spawn's error in `commandResult.err`.
