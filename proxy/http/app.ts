@@ -180,7 +180,7 @@ export function buildApp(options: AppOptions): Hono {
   const events: Parameters<typeof eventRoutes>[0] = {
     store: options.store,
     bus: options.bus,
-    visibilityOf: (principal) => sessionVisibility(options.store, principal),
+    visibilityOf: (principal) => sessionVisibility(options.store, principal, options.harnessStore),
     revalidate: async (authorization) => (await apiTokens.authenticate(authorization)).ok,
     onRevoked: (listener) => apiTokens.onRevoked(listener),
   };
