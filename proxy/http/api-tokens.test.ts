@@ -27,6 +27,17 @@ const json = async (r: Promise<{ status: number; text: string }>) => {
   return { status, body: JSON.parse(text) as Json };
 };
 
+/** A HarnessSession to issue a chat token for (a chat token is bound to its session's uid). */
+async function harnessSession(name: string, agentRef = "alice", desiredState = "running"): Promise<void> {
+  const created = await call("PUT", `/v1/namespaces/default/harnesssessions/${name}`, {
+    apiVersion: "agent-sessions.dev/v1alpha1",
+    kind: "HarnessSession",
+    metadata: { name },
+    spec: { agentRef, runtimeRef: "reference", desiredState },
+  });
+  expect(created.status, created.text).toBe(201);
+}
+
 describe("/v1/tokens", () => {
   it("shows the secret once, lists tokens without it, and a revoked token stops working", async () => {
     const created = await json(
@@ -79,6 +90,7 @@ describe("/v1/tokens", () => {
   });
 
   it("gives a session-only token 1 h unless told, and honours a ttl", async () => {
+    await harnessSession("s");
     const chat = await json(call("POST", "/v1/tokens", { name: "chat", scopes: ["session:default/s:chat"] }));
     expect(Date.parse(chat.body.expiresAt) - Date.parse(chat.body.createdAt)).toBe(3_600_000);
     const short = await json(call("POST", "/v1/tokens", { name: "short", scopes: ["admin"], ttl: "15m" }));
@@ -310,6 +322,16 @@ describe("/v1/events with a scoped token", () => {
     const other = await session("alice", "other");
     const foreign = await session("team-b/bob", "");
 
+    // HarnessSession s is Dave's (stopped: no frames of its own): Alice's RPC workspace
+    // `harness-s` below is not its workspace.
+    const dave = await call("PUT", "/v1/namespaces/default/agents/dave", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Agent",
+      metadata: { name: "dave" },
+      spec: { runtimeRef: "reference" },
+    });
+    expect(dave.status).toBe(201);
+    await harnessSession("s", "dave", "stopped");
     const namespace = await open("?last_event_id=0", await token("ns", ["namespace:default:view"]));
     const chat = await open("?last_event_id=0", await token("chat", ["session:default/s:chat"]));
     const admin = await open("?last_event_id=0", ADMIN_TOKEN);

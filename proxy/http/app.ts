@@ -129,13 +129,18 @@ export function buildApp(options: AppOptions): Hono {
       metricsRoute({ ...options, metrics: options.metrics, public: options.metricsPublic ?? false }),
     );
 
+  const harnessStore = options.harnessStore;
+  const sessionUid = harnessStore
+    ? async (namespace: string, name: string) => (await harnessStore.getHarnessSession(namespace, name))?.uid
+    : undefined;
   const apiTokens = new ApiTokens({
     adminToken: options.adminToken,
     runnerToken: options.runnerToken,
     store: options.tokens,
+    sessionUid,
   });
   app.use("/v1/*", authenticate(apiTokens));
-  app.use("/v1/*", authorizeRoute());
+  app.use("/v1/*", authorizeRoute({ sessionUid }));
   const jsonBodyMaxBytes = options.jsonBodyMaxBytes ?? DEFAULT_JSON_BODY_MAX_BYTES;
   const limitBody = bodyLimit({
     maxSize: jsonBodyMaxBytes,
