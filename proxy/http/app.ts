@@ -70,7 +70,7 @@ export type AppOptions = {
   eventSubscribersPerTokenMax?: number;
   /** Bytes waiting for one `/v1/events` follower at most; past it it is dropped. @default 8388608 */
   eventQueueMaxBytes?: number;
-  /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
+  /** What the operator admits (an Agent PUT's egress: egress-guard.ts). @default defaultAdmission(): no egress */
   admission?: Admission;
   /**
    * HarnessSessions' records: a session token reads the workspace (and the agent sessions) its

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultSettings, type ServerConfig } from "../config.ts";
+import { TEST_EGRESS_ALLOW } from "./test-admission.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import { type RunningServer, startServer } from "../main.ts";
 import { EventBus } from "../lifecycle/event-bus.ts";
@@ -82,6 +83,9 @@ export async function startTestServer(
     frameBufferSize: 1_000,
     commandTimeoutMs: 5_000,
     referenceImage: TEST_IMAGE,
+    // What the operator allows sessions to reach (nothing by default): the private range the
+    // tests' Agents name (the test bed's bridge 10.213.0.1 among them).
+    egressAllow: [...TEST_EGRESS_ALLOW],
     ...overrides,
   };
   const server = await startServer(config, { log: options.log ?? silentLogger, keepAliveMs: 200 });
