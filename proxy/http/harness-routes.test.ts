@@ -540,6 +540,14 @@ describe("request proxy", () => {
       expect(refused.body.message).toContain("re-created");
     }
     expect((await phaseOf()).status.requestCount).toBe(0);
+    // Nor by its workspace's global name: as if there were none (rpc-access.ts).
+    const byContainer = await call(
+      "GET",
+      `/v1/workspaces/${second.status.containerName}/workspace/files`,
+      undefined,
+      as,
+    );
+    expect([byContainer.status, byContainer.body.code]).toEqual([404, "NOT_FOUND"]);
     // A token issued for the new session works; one for a session that does not exist is not issued.
     const fresh = await call("POST", "/v1/tokens", { name: "fresh", scopes: ["session:default/chat:chat"] });
     const asFresh = {
