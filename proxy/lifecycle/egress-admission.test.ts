@@ -123,4 +123,29 @@ describe("the server's egress guard", () => {
     );
     expect(runner.commandsOf("run_once")).toEqual([]);
   });
+
+  it("refuses to provision an Agent stored before the operator narrowed AGENT_SESSIONS_EGRESS_ALLOW, sending nothing", async () => {
+    t = await startTestServer({}, { agent: false });
+    const dataDir = t.dataDir;
+    expect(
+      (await t.put("/v1/namespaces/default/agents/bob", agent("bob", [{ cidr: "10.213.0.1", port: 5000 }])))
+        .status,
+    ).toBe(201);
+    await t.stop();
+    t = await startTestServer(
+      { dataDir, egressAllow: [{ cidr: "10.213.0.1/32", ports: { first: 11434, last: 11434 } }] },
+      { agent: false },
+    );
+    const runner = await t.runner();
+    const spawned = await t.rpc("SpawnAgent", { agent_ref: "bob", client_request_id: "r1" });
+    expect(spawned.status).toBe(412);
+    expect(spawned.body).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      details: { reason: "EgressNotAllowed", setting: "AGENT_SESSIONS_EGRESS_ALLOW" },
+    });
+    expect(String(spawned.body.message)).toContain(
+      "AGENT_SESSIONS_EGRESS_ALLOW allows only 10.213.0.1/32:11434",
+    );
+    expect(runner.commandsOf("provision")).toEqual([]);
+  });
 });
