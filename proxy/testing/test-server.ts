@@ -78,14 +78,14 @@ export async function startTestServer(
     dataDir,
     adminToken: ADMIN_TOKEN,
     runnerToken: RUNNER_TOKEN,
+    // What the operator allows sessions to reach (nothing by default): the private range the
+    // tests' Agents name (the test bed's bridge 10.213.0.1 among them).
+    egressAllow: [...TEST_EGRESS_ALLOW],
     heartbeatMs: 1_000,
     reattachWindowMs: 5_000,
     frameBufferSize: 1_000,
     commandTimeoutMs: 5_000,
     referenceImage: TEST_IMAGE,
-    // What the operator allows sessions to reach (nothing by default): the private range the
-    // tests' Agents name (the test bed's bridge 10.213.0.1 among them).
-    egressAllow: [...TEST_EGRESS_ALLOW],
     ...overrides,
   };
   const server = await startServer(config, { log: options.log ?? silentLogger, keepAliveMs: 200 });
