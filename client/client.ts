@@ -383,7 +383,11 @@ export class AgentSessionsClient {
     ) as Promise<WorkspaceDeleteResult>;
   }
 
-  /** `POST /v1/tokens` (admin): a scoped API token, its secret answered this once. */
+  /**
+   * `POST /v1/tokens` (admin): a scoped API token, its secret answered this once. A
+   * `session:<ns>/<name>:chat` scope is bound to that HarnessSession as it is now (NOT_FOUND when
+   * it does not exist); a session re-created under the name later is not the token's.
+   */
   createToken(request: CreateTokenRequest): Promise<CreatedToken> {
     return this.#json("POST", "/v1/tokens", request) as Promise<CreatedToken>;
   }

@@ -23,7 +23,18 @@ const SESSION_SCOPE = new RegExp(`^session:(${LABEL})/(${LABEL}):chat$`);
 export type ParsedScope =
   | { kind: "admin" }
   | { kind: "namespace"; namespace: string; role: "edit" | "view" }
-  | { kind: "session"; namespace: string; name: string; role: "chat" };
+  | {
+      kind: "session";
+      namespace: string;
+      name: string;
+      role: "chat";
+      /**
+       * The HarnessSession's `metadata.uid` the token was issued for: the server binds a chat
+       * token to the session as it is at issue time (never part of the scope string), so a
+       * session deleted and re-created under the same name is not the token's.
+       */
+      uid?: string | undefined;
+    };
 
 /** What a scope string grants, or undefined when it is not one. */
 export function parseScope(text: string): ParsedScope | undefined {
@@ -82,7 +93,14 @@ export type WhoAmI = z.infer<typeof WhoAmI>;
 export type Need =
   | { kind: "admin" }
   | { kind: "namespace"; namespace: string; action: "view" | "edit" }
-  | { kind: "session"; namespace: string; name: string; action: "view" | "chat" };
+  | {
+      kind: "session";
+      namespace: string;
+      name: string;
+      action: "view" | "chat";
+      /** The session's `metadata.uid` now, when known: a chat token bound to another uid is refused. */
+      uid?: string | undefined;
+    };
 
 export function grants(scope: ParsedScope, need: Need): boolean {
   if (scope.kind === "admin") return true;
@@ -93,7 +111,11 @@ export function grants(scope: ParsedScope, need: Need): boolean {
   }
   // A session scope grants nothing namespace-wide.
   if (need.kind !== "session") return false;
-  return scope.namespace === need.namespace && scope.name === need.name;
+  return (
+    scope.namespace === need.namespace &&
+    scope.name === need.name &&
+    (scope.uid === undefined || need.uid === undefined || scope.uid === need.uid)
+  );
 }
 
 /** True when any of the scopes grants `need`. */

@@ -59,6 +59,14 @@ describe("confineWorkspacePath", () => {
     expect(refused("a/".repeat(3000))).toBe("INVALID_ARGUMENT");
   });
 
+  it("refuses a segment over 255 UTF-8 bytes (NAME_MAX) and accepts one at 255", () => {
+    expect(confineWorkspacePath(`d/${"a".repeat(255)}`)).toBe(`d/${"a".repeat(255)}`);
+    expect(() => confineWorkspacePath(`d/${"a".repeat(300)}`)).toThrow(
+      "has a segment longer than 255 bytes (300",
+    );
+    expect(refused("é".repeat(128))).toBe("INVALID_ARGUMENT");
+  });
+
   it("whatever it accepts resolves inside /workspace (fast-check over segment soup)", () => {
     const segment = fc.constantFrom("..", ".", "", "a", "b c", "workspace", "etc", "..x", "%2e%2e");
     const path = fc

@@ -20,9 +20,16 @@ export const DEFAULT_WORKSPACE_FILE_MAX_BYTES = 64 * 1024 * 1024;
 const PATH_MAX_CHARS = 4096;
 
 /**
+ * Longest segment accepted, in UTF-8 bytes: a file system's NAME_MAX (ext4, overlayfs, xfs).
+ * A longer one fails in the engine (ENAMETOOLONG), which reached a client as a 500.
+ */
+export const PATH_SEGMENT_MAX_BYTES = 255;
+
+/**
  * A path relative to /workspace, normalized: segments joined by `/`, no `.`/`..`/empty segment;
  * `""` is /workspace itself. Accepts `a/b`, `/workspace/a/b`, `./a//b/`; rejects `..` anywhere,
- * any other absolute path, NUL and backslashes (INVALID_ARGUMENT, nothing touched).
+ * any other absolute path, NUL, backslashes and a segment over PATH_SEGMENT_MAX_BYTES
+ * (INVALID_ARGUMENT, nothing touched).
  */
 export function confineWorkspacePath(raw: string): string {
   const fail = (why: string) =>
@@ -40,6 +47,14 @@ export function confineWorkspacePath(raw: string): string {
   }
   const segments = rest.split("/").filter((s) => s !== "" && s !== ".");
   if (segments.includes("..")) throw fail(`leaves ${WORKSPACE_ROOT} (contains "..")`);
+  const utf8 = new TextEncoder();
+  for (const s of segments) {
+    const bytes = utf8.encode(s).length;
+    if (bytes > PATH_SEGMENT_MAX_BYTES)
+      throw fail(
+        `has a segment longer than ${PATH_SEGMENT_MAX_BYTES} bytes (${bytes}: ${JSON.stringify(s.slice(0, 40))}…)`,
+      );
+  }
   return segments.join("/");
 }
 

@@ -115,7 +115,7 @@ export async function composeServer(
   }
   const locks = cluster.locks;
   const admission: Admission = {
-    egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny }),
+    egress: new EgressGuard({ serverPort: config.port, deny: config.egressDeny, allow: config.egressAllow }),
     runtimes: new RuntimeApproval({
       ...(config.approvedRegistries ? { registries: config.approvedRegistries } : {}),
       ...(config.approvedRuntimes ? { runtimes: config.approvedRuntimes } : {}),

@@ -5,7 +5,12 @@ import { z } from "zod";
 import { describeZodError } from "../contracts/errors.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { CredentialEnvAllowlist } from "./lifecycle/credential-env.ts";
-import { type EgressDeny, EgressDenyList } from "./lifecycle/egress-guard.ts";
+import {
+  type EgressAllow,
+  EgressAllowList,
+  type EgressDeny,
+  EgressDenyList,
+} from "./lifecycle/egress-guard.ts";
 import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./lifecycle/namespace-quotas.ts";
 import type { RestartPolicy } from "./harness/restart-policy.ts";
 import { ApprovedRegistryList, ApprovedRuntimeList } from "./lifecycle/runtime-approval.ts";
@@ -147,6 +152,12 @@ export const ServerEnv = z.object({
    */
   AGENT_SESSIONS_EGRESS_DENY: EgressDenyList.default([]),
   /**
+   * The only destinations an Agent's egress may name, comma-separated IPv4 `cidr` (every port),
+   * `cidr:port` or `cidr:first-last`: the model endpoints and git servers sessions may reach.
+   * An Agent naming anything else is refused (FAILED_PRECONDITION). @default none (no egress)
+   */
+  AGENT_SESSIONS_EGRESS_ALLOW: EgressAllowList.default([]),
+  /**
    * Registry hosts (`host[:port]`) runtime images may come from, comma-separated: a runtime whose
    * image comes from elsewhere is not approved. @default 127.0.0.1:5000
    */
@@ -220,6 +231,8 @@ export type ServerSettings = {
   credentialEnv: string[];
   /** AGENT_SESSIONS_EGRESS_DENY */
   egressDeny: EgressDeny[];
+  /** AGENT_SESSIONS_EGRESS_ALLOW */
+  egressAllow: EgressAllow[];
   /** AGENT_SESSIONS_APPROVED_REGISTRIES. @default ["127.0.0.1:5000"] (lifecycle/runtime-approval.ts) */
   approvedRegistries?: string[];
   /** AGENT_SESSIONS_APPROVED_RUNTIMES. @default ["*"] (lifecycle/runtime-approval.ts) */
@@ -331,6 +344,7 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
     egressDeny: env.AGENT_SESSIONS_EGRESS_DENY,
+    egressAllow: env.AGENT_SESSIONS_EGRESS_ALLOW,
     ...(env.AGENT_SESSIONS_APPROVED_REGISTRIES
       ? { approvedRegistries: env.AGENT_SESSIONS_APPROVED_REGISTRIES }
       : {}),

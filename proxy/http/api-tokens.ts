@@ -11,6 +11,7 @@ import {
 } from "../../contracts/access.ts";
 import { parseDuration } from "../../contracts/duration.ts";
 import { CodedError } from "../../contracts/errors.ts";
+import { HARNESS_SESSION_KIND } from "../../contracts/harness-session.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import { bearerToken, sameToken } from "../runners/bearer.ts";
 import { StoreConflictError } from "../store/store.ts";
@@ -37,6 +38,11 @@ export type ApiTokensOptions = {
   runnerToken: string;
   /** Absent: only the admin token is accepted (RPC-only setups and older tests). */
   store?: TokenStore | undefined;
+  /**
+   * A HarnessSession's `metadata.uid`, undefined when it does not exist: a chat token is bound
+   * to it at issue time. Absent (RPC-only setups): chat tokens are bound by name only.
+   */
+  sessionUid?: ((namespace: string, name: string) => Promise<string | undefined>) | undefined;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -66,9 +72,11 @@ export class ApiTokens {
     if (!store || !ApiTokenText.safeParse(token).success) return { ok: false, caller: "unknown" };
     const record = await store.findTokenByHash(hashToken(token));
     if (!record || isExpired(record, this.#now())) return { ok: false, caller: "unknown" };
-    const scopes = record.scopes.flatMap((s) => {
+    const scopes = record.scopes.flatMap((s): ParsedScope[] => {
       const parsed = parseScope(s);
-      return parsed ? [parsed] : [];
+      if (!parsed) return [];
+      const uid = record.session_uids?.[s];
+      return [parsed.kind === "session" && uid !== undefined ? { ...parsed, uid } : parsed];
     });
     return {
       ok: true,
@@ -86,6 +94,7 @@ export class ApiTokens {
     const request = parseInput(CreateTokenRequest, body, "token request");
     const sessionOnly = request.scopes.every((s) => parseScope(s)?.kind === "session");
     const ttl = request.ttl ?? (sessionOnly ? DEFAULT_SESSION_TOKEN_TTL : undefined);
+    const sessionUids = await this.#bindSessions(request.scopes);
     const now = this.#now();
     const token = `${API_TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
     const record: TokenRecord = {
@@ -96,6 +105,7 @@ export class ApiTokens {
       created_at: now.toISOString(),
       expires_at:
         ttl === undefined ? undefined : new Date(now.getTime() + (parseDuration(ttl) ?? 0)).toISOString(),
+      ...(sessionUids !== undefined ? { session_uids: sessionUids } : {}),
     };
     try {
       await store.insertToken(record);
@@ -127,6 +137,28 @@ export class ApiTokens {
   onRevoked(listener: () => void): () => void {
     this.#revoked.add(listener);
     return () => this.#revoked.delete(listener);
+  }
+
+  /**
+   * Each chat scope's session uid now. A session that does not exist is NOT_FOUND: a token for it
+   * could not be bound, and would open whatever session is later created under that name.
+   */
+  async #bindSessions(scopes: readonly string[]): Promise<Record<string, string> | undefined> {
+    const lookup = this.#options.sessionUid;
+    if (!lookup) return undefined;
+    const uids: Record<string, string> = {};
+    for (const text of scopes) {
+      const scope = parseScope(text);
+      if (scope?.kind !== "session") continue;
+      const uid = await lookup(scope.namespace, scope.name);
+      if (uid === undefined)
+        throw new CodedError(
+          "NOT_FOUND",
+          `${HARNESS_SESSION_KIND} ${scope.namespace}/${scope.name} not found: a chat token is bound to the session it is issued for, so create the session first`,
+        );
+      uids[text] = uid;
+    }
+    return Object.keys(uids).length > 0 ? uids : undefined;
   }
 
   #tokenStore(): TokenStore {

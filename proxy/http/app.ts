@@ -74,7 +74,7 @@ export type AppOptions = {
   eventSubscribersPerTokenMax?: number;
   /** Bytes waiting for one `/v1/events` follower at most; past it it is dropped. @default 8388608 */
   eventQueueMaxBytes?: number;
-  /** What the operator admits: an Agent PUT whose egress the guard refuses is INVALID_ARGUMENT. @default defaultAdmission() */
+  /** What the operator admits (an Agent PUT's egress: egress-guard.ts). @default defaultAdmission(): no egress */
   admission?: Admission;
   /**
    * HarnessSessions' records: a session token reads the workspace (and the agent sessions) its
@@ -133,13 +133,18 @@ export function buildApp(options: AppOptions): Hono {
       metricsRoute({ ...options, metrics: options.metrics, public: options.metricsPublic ?? false }),
     );
 
+  const harnessStore = options.harnessStore;
+  const sessionUid = harnessStore
+    ? async (namespace: string, name: string) => (await harnessStore.getHarnessSession(namespace, name))?.uid
+    : undefined;
   const apiTokens = new ApiTokens({
     adminToken: options.adminToken,
     runnerToken: options.runnerToken,
     store: options.tokens,
+    sessionUid,
   });
   app.use("/v1/*", authenticate(apiTokens));
-  app.use("/v1/*", authorizeRoute());
+  app.use("/v1/*", authorizeRoute({ sessionUid }));
   const jsonBodyMaxBytes = options.jsonBodyMaxBytes ?? DEFAULT_JSON_BODY_MAX_BYTES;
   const limitBody = bodyLimit({
     maxSize: jsonBodyMaxBytes,
@@ -184,7 +189,7 @@ export function buildApp(options: AppOptions): Hono {
   const events: Parameters<typeof eventRoutes>[0] = {
     store: options.store,
     bus: options.bus,
-    visibilityOf: (principal) => sessionVisibility(options.store, principal),
+    visibilityOf: (principal) => sessionVisibility(options.store, principal, options.harnessStore),
     revalidate: async (authorization) => (await apiTokens.authenticate(authorization)).ok,
     onRevoked: (listener) => apiTokens.onRevoked(listener),
   };

@@ -1,5 +1,5 @@
 import { parseAgentRef } from "../../contracts/resources.ts";
-import { harnessWorkstream } from "../harness/harness-reconciler.ts";
+import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
 
@@ -9,24 +9,38 @@ export type SessionVisibility = (sessionId: string) => Promise<boolean>;
 /**
  * What `/v1/events` shows a caller (contracts/access.ts): `admin` everything (undefined: no
  * filter); a namespace token the sessions of its namespaces' Agents; a session token the agent
- * sessions of its HarnessSession (the workspace of workstream `harness-<name>`, across restarts).
- * Unknown sessions are invisible, so "not yours" and "not there" are one answer.
+ * sessions of its HarnessSession only: its current `session_id`, and any earlier one (across
+ * restarts) in the container its record names. A workspace is matched by that record, never by
+ * its workstream's name, so another Agent's RPC workspace called `harness-<name>` stays invisible
+ * (the RPC routes' rule, rpc-access.ts). Unknown sessions are invisible, so "not yours" and "not
+ * there" are one answer.
  */
-export function sessionVisibility(store: Store, principal: Principal): SessionVisibility | undefined {
+export function sessionVisibility(
+  store: Store,
+  principal: Principal,
+  harness?: HarnessStore | undefined,
+): SessionVisibility | undefined {
   if (principal.scopes.some((s) => s.kind === "admin")) return undefined;
   const namespaces = new Set<string>();
-  const harnessSessions = new Set<string>();
+  const harnessSessions: { namespace: string; name: string; uid?: string | undefined }[] = [];
   for (const scope of principal.scopes) {
     if (scope.kind === "namespace") namespaces.add(scope.namespace);
-    if (scope.kind === "session") harnessSessions.add(`${scope.namespace}/${harnessWorkstream(scope.name)}`);
+    if (scope.kind === "session") harnessSessions.push(scope);
   }
   return async (sessionId) => {
     const session = await store.getSession(sessionId);
     if (!session) return false;
     const { namespace } = parseAgentRef(session.agent_ref);
     if (namespaces.has(namespace)) return true;
-    if (harnessSessions.size === 0) return false;
-    const workspace = await store.getWorkspace(session.container_name);
-    return workspace !== undefined && harnessSessions.has(`${namespace}/${workspace.workstream}`);
+    if (!harness) return false;
+    for (const scope of harnessSessions) {
+      if (scope.namespace !== namespace) continue;
+      const record = await harness.getHarnessSession(scope.namespace, scope.name);
+      if (!record || (scope.uid !== undefined && record.uid !== scope.uid)) continue;
+      if (record.session_id === sessionId) return true;
+      if (record.container_name !== undefined && record.container_name === session.container_name)
+        return true;
+    }
+    return false;
   };
 }

@@ -572,6 +572,8 @@ beforeAll(async () => {
       requestTimeoutMs: 5_000,
       requestBodyMaxBytes: BODY_MAX_BYTES,
       idleCheckMs: 60_000,
+      // The operator allows the test bed's model server, which the Agents below name.
+      egressAllow: [{ cidr: "10.213.0.1/32", ports: { first: 11434, last: 11434 } }],
     },
     { log },
   );

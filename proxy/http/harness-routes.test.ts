@@ -513,6 +513,53 @@ describe("request proxy", () => {
     expect((await as(chat, "h-4")).status).toBe(200);
   });
 
+  it("refuses a chat token (403 PERMISSION_DENIED) on a session re-created under its name: it is bound to the uid it was issued for", async () => {
+    const first = await readyChat();
+    const minted = await call("POST", "/v1/tokens", { name: "bound", scopes: ["session:default/chat:chat"] });
+    expect(minted.status).toBe(201);
+    const as = {
+      headers: { authorization: `Bearer ${minted.body.token}`, "content-type": "application/json" },
+    };
+    expect((await call("POST", `${BASE}/chat/requests`, { input: "x", id: "b-1" }, as)).status).toBe(200);
+    expect((await call("DELETE", `${BASE}/chat`)).status).toBe(200);
+    await until("gone", async () => ((await call("GET", `${BASE}/chat`)).status === 404 ? true : undefined));
+    const second = await readyChat();
+    expect(second.metadata.uid).not.toBe(first.metadata.uid);
+    for (const [method, path, body] of [
+      ["POST", `${BASE}/chat/requests`, { input: "x", id: "b-2" }],
+      ["GET", `${BASE}/chat`, undefined],
+      ["GET", `${BASE}/chat/workspace/files`, undefined],
+    ] as const) {
+      const refused = await call(method, path, body, as);
+      expect([method, path, refused.status, refused.body.code]).toEqual([
+        method,
+        path,
+        403,
+        "PERMISSION_DENIED",
+      ]);
+      expect(refused.body.message).toContain("re-created");
+    }
+    expect((await phaseOf()).status.requestCount).toBe(0);
+    // Nor by its workspace's global name: as if there were none (rpc-access.ts).
+    const byContainer = await call(
+      "GET",
+      `/v1/workspaces/${second.status.containerName}/workspace/files`,
+      undefined,
+      as,
+    );
+    expect([byContainer.status, byContainer.body.code]).toEqual([404, "NOT_FOUND"]);
+    // A token issued for the new session works; one for a session that does not exist is not issued.
+    const fresh = await call("POST", "/v1/tokens", { name: "fresh", scopes: ["session:default/chat:chat"] });
+    const asFresh = {
+      headers: { authorization: `Bearer ${fresh.body.token}`, "content-type": "application/json" },
+    };
+    expect((await call("POST", `${BASE}/chat/requests`, { input: "x", id: "b-3" }, asFresh)).status).toBe(
+      200,
+    );
+    const none = await call("POST", "/v1/tokens", { name: "none", scopes: ["session:default/nobody:chat"] });
+    expect([none.status, none.body.code]).toEqual([404, "NOT_FOUND"]);
+  });
+
   it("cancels one request on the client's word: the outcome is cancelled", async () => {
     await readyChat();
     let relayId = "";

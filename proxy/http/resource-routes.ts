@@ -22,8 +22,9 @@ import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
  * PUT creates or replaces (201 on create), GET reads one or lists a page (`?limit=&continue=`,
- * by name; `metadata.continue` names the next page), DELETE removes. An Agent whose
- * egress the server's guard refuses is INVALID_ARGUMENT, naming each rule (egress-guard.ts).
+ * by name; `metadata.continue` names the next page), DELETE removes. An Agent whose egress
+ * reaches a forbidden destination is INVALID_ARGUMENT, one outside the operator's allow-list
+ * (AGENT_SESSIONS_EGRESS_ALLOW) FAILED_PRECONDITION, each naming every rule (egress-guard.ts).
  */
 export function resourceRoutes(
   store: Store,

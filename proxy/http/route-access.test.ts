@@ -35,8 +35,85 @@ async function createToken(name: string, scopes: string[], ttl?: string): Promis
   return created.body.token as string;
 }
 
+const API = "agent-sessions.dev/v1alpha1";
+const DIGEST = TEST_IMAGE.split("@")[1] ?? "";
+let runner: FakeRunner;
+/** Team-a's RPC workspace with a live session and a stopped one, s's workspace and session, team-b's. */
+const ids = { container: "", live: "", stopped: "", hsContainer: "", hsSession: "", bContainer: "" };
+const admin = (method: string, path: string, body?: unknown) => call(method, path, ADMIN_TOKEN, body);
+const rpc = async (method: string, body: unknown, token = ADMIN_TOKEN) =>
+  call("POST", `/v1/rpc/${method}`, token, body);
+
+/**
+ * The namespaces, an RPC workspace, HarnessSessions s (Ready) and other: made before the tokens,
+ * as a chat token is bound to its session's uid at issue time (a missing session gets none).
+ */
+async function setUp(): Promise<void> {
+  runner = await t.runner({
+    handler: (command) => {
+      switch (command.kind) {
+        case "provision":
+          return provisionedReply(command, DIGEST);
+        // Allowed writes are refused for their content, so the matrix changes nothing.
+        case "remove":
+          return { ok: false, error: { code: "FAILED_PRECONDITION", message: "the test runner keeps it" } };
+        case "workspace_list":
+        case "workspace_read":
+        case "workspace_write":
+        case "workspace_delete":
+          return { ok: false, error: { code: "NOT_FOUND", message: "the test runner holds no files" } };
+        default:
+          return defaultHandler(command);
+      }
+    },
+  });
+  for (const ns of ["team-a", "team-b"]) {
+    const runtime = await admin("PUT", `/v1/namespaces/${ns}/agentruntimes/reference`, {
+      apiVersion: API,
+      kind: "AgentRuntime",
+      metadata: { name: "reference" },
+      spec: { image: TEST_IMAGE, contract: "v1alpha2" },
+    });
+    expect(runtime.status, runtime.text).toBe(201);
+    const agent = await admin("PUT", `/v1/namespaces/${ns}/agents/bob`, {
+      apiVersion: API,
+      kind: "Agent",
+      metadata: { name: "bob" },
+      spec: { runtimeRef: "reference" },
+    });
+    expect(agent.status, agent.text).toBe(201);
+  }
+  const provisioned = await rpc("ProvisionAgentWorkspace", { agent_ref: "team-a/bob", workstream: "w" });
+  ids.container = provisioned.body.container_name;
+  ids.stopped = (await rpc("StartAgentSession", { container_name: ids.container })).body.session_id;
+  expect((await rpc("StopAgentSession", { session_id: ids.stopped })).status).toBe(200);
+  ids.live = (await rpc("StartAgentSession", { container_name: ids.container })).body.session_id;
+  ids.bContainer = (await rpc("SpawnAgent", { agent_ref: "team-b/bob" })).body.container_name;
+  const hs = await admin("PUT", `/v1/namespaces/team-a/harnesssessions/s`, {
+    apiVersion: API,
+    kind: "HarnessSession",
+    metadata: { name: "s" },
+    spec: { agentRef: "bob", runtimeRef: "reference" },
+  });
+  expect(hs.status, hs.text).toBe(201);
+  const status = await until("HarnessSession s Ready", async () => {
+    const s = (await admin("GET", `/v1/namespaces/team-a/harnesssessions/s`)).body;
+    return s.status?.phase === "Ready" ? s.status : undefined;
+  });
+  ids.hsContainer = status.containerName;
+  ids.hsSession = status.sessionId;
+  const other = await admin("PUT", "/v1/namespaces/team-a/harnesssessions/other", {
+    apiVersion: API,
+    kind: "HarnessSession",
+    metadata: { name: "other" },
+    spec: { agentRef: "bob", runtimeRef: "reference" },
+  });
+  expect(other.status, other.text).toBe(201);
+}
+
 beforeAll(async () => {
   t = await startTestServer();
+  await setUp();
   tokens.admin = ADMIN_TOKEN;
   tokens.runner = RUNNER_TOKEN;
   tokens.edit = await createToken("edit", ["namespace:team-a:edit"]);
@@ -203,71 +280,6 @@ describe("what a refusal says", () => {
  * missing one: a caller that may not read the target gets the missing one's answer, byte for byte.
  */
 describe("auth matrix: RPCs and RPC workspaces × every kind of caller, by owning namespace", () => {
-  const API = "agent-sessions.dev/v1alpha1";
-  const DIGEST = TEST_IMAGE.split("@")[1] ?? "";
-  let runner: FakeRunner;
-  /** Team-a's RPC workspace with a live session and a stopped one, s's workspace and session, team-b's. */
-  const ids = { container: "", live: "", stopped: "", hsContainer: "", hsSession: "", bContainer: "" };
-  const admin = (method: string, path: string, body?: unknown) => call(method, path, ADMIN_TOKEN, body);
-  const rpc = async (method: string, body: unknown, token = ADMIN_TOKEN) =>
-    call("POST", `/v1/rpc/${method}`, token, body);
-
-  beforeAll(async () => {
-    runner = await t.runner({
-      handler: (command) => {
-        switch (command.kind) {
-          case "provision":
-            return provisionedReply(command, DIGEST);
-          // Allowed writes are refused for their content, so the matrix changes nothing.
-          case "remove":
-            return { ok: false, error: { code: "FAILED_PRECONDITION", message: "the test runner keeps it" } };
-          case "workspace_list":
-          case "workspace_read":
-          case "workspace_write":
-          case "workspace_delete":
-            return { ok: false, error: { code: "NOT_FOUND", message: "the test runner holds no files" } };
-          default:
-            return defaultHandler(command);
-        }
-      },
-    });
-    for (const ns of ["team-a", "team-b"]) {
-      const runtime = await admin("PUT", `/v1/namespaces/${ns}/agentruntimes/reference`, {
-        apiVersion: API,
-        kind: "AgentRuntime",
-        metadata: { name: "reference" },
-        spec: { image: TEST_IMAGE, contract: "v1alpha2" },
-      });
-      expect(runtime.status, runtime.text).toBe(201);
-      const agent = await admin("PUT", `/v1/namespaces/${ns}/agents/bob`, {
-        apiVersion: API,
-        kind: "Agent",
-        metadata: { name: "bob" },
-        spec: { runtimeRef: "reference" },
-      });
-      expect(agent.status, agent.text).toBe(201);
-    }
-    const provisioned = await rpc("ProvisionAgentWorkspace", { agent_ref: "team-a/bob", workstream: "w" });
-    ids.container = provisioned.body.container_name;
-    ids.stopped = (await rpc("StartAgentSession", { container_name: ids.container })).body.session_id;
-    expect((await rpc("StopAgentSession", { session_id: ids.stopped })).status).toBe(200);
-    ids.live = (await rpc("StartAgentSession", { container_name: ids.container })).body.session_id;
-    ids.bContainer = (await rpc("SpawnAgent", { agent_ref: "team-b/bob" })).body.container_name;
-    const hs = await admin("PUT", `${NS}/harnesssessions/s`, {
-      apiVersion: API,
-      kind: "HarnessSession",
-      metadata: { name: "s" },
-      spec: { agentRef: "bob", runtimeRef: "reference" },
-    });
-    expect(hs.status, hs.text).toBe(201);
-    const status = await until("HarnessSession s Ready", async () => {
-      const s = (await admin("GET", `${NS}/harnesssessions/s`)).body;
-      return s.status?.phase === "Ready" ? s.status : undefined;
-    });
-    ids.hsContainer = status.containerName;
-    ids.hsSession = status.sessionId;
-  });
-
   /** What a caller gets: `absent` is the answer for a container or session that does not exist. */
   type Outcome = "allowed" | "absent" | 401 | 403;
   type OwnedRoute = {

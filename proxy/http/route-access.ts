@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { allows, type Need, scopesGranting } from "../../contracts/access.ts";
 import { CodedError, httpStatusOf } from "../../contracts/errors.ts";
+import { HARNESS_SESSION_KIND } from "../../contracts/harness-session.ts";
 import type { Principal } from "./api-tokens.ts";
 
 /**
@@ -87,14 +88,42 @@ export function needOf(method: string, path: string): Need | "authenticated" | "
   return { kind: "admin" };
 }
 
-/** 403 PERMISSION_DENIED naming the scope that is missing, before the handler runs. */
-export function authorizeRoute(): MiddlewareHandler {
+export type AuthorizeRouteOptions = {
+  /** A HarnessSession's `metadata.uid` now, undefined when there is none (api-tokens.ts). */
+  sessionUid?: ((namespace: string, name: string) => Promise<string | undefined>) | undefined;
+};
+
+/**
+ * 403 PERMISSION_DENIED naming the scope that is missing, before the handler runs.
+ *
+ * A chat token is bound to its session's uid (contracts/access.ts): when only such a token grants
+ * a session route, the session's uid now is looked up, and one re-created under the name since is
+ * PERMISSION_DENIED too. Not NOT_FOUND: a session of that name does exist (the namespace's users
+ * see it), and the token holder, who knows the name already, learns the one useful thing: this
+ * token is not for it, ask for a new one. A session deleted and not re-created is the handler's
+ * NOT_FOUND.
+ */
+export function authorizeRoute(options: AuthorizeRouteOptions = {}): MiddlewareHandler {
   return async (c, next) => {
     const need = needOf(c.req.method, c.req.path);
     const principal = c.get("principal");
-    if (need === "authenticated" || need === "owner" || allows(principal.scopes, need)) return next();
+    if (need === "authenticated" || need === "owner") return next();
+    if (!allows(principal.scopes, need))
+      return c.json(
+        permissionDenied(principal, `${c.req.method} ${c.req.path}`, need).toBody(),
+        httpStatusOf.PERMISSION_DENIED as 403,
+      );
+    if (need.kind !== "session" || !options.sessionUid) return next();
+    const wide = principal.scopes.filter((s) => s.kind !== "session");
+    if (allows(wide, need)) return next();
+    const uid = await options.sessionUid(need.namespace, need.name);
+    if (uid === undefined || allows(principal.scopes, { ...need, uid })) return next();
     return c.json(
-      permissionDenied(principal, `${c.req.method} ${c.req.path}`, need).toBody(),
+      new CodedError(
+        "PERMISSION_DENIED",
+        `token ${principal.name} was issued for ${HARNESS_SESSION_KIND} ${need.namespace}/${need.name} as it was then; it has been deleted and re-created under its name since: ask for a new token`,
+        { required_scopes: scopesGranting(need) },
+      ).toBody(),
       httpStatusOf.PERMISSION_DENIED as 403,
     );
   };

@@ -11,7 +11,7 @@ import type { Principal } from "./api-tokens.ts";
 import { permissionDenied } from "./route-access.ts";
 
 /** Who owns a container or agent session: its Agent's namespace, and the HarnessSession it serves. */
-type Owner = { namespace: string; harnessSession?: string };
+type Owner = { namespace: string; harnessSession?: string; harnessUid?: string };
 
 /** `read` (status, files): the owner's view; `write` (start, stop, send, remove, upload): its edit. */
 export type OwnedAction = "read" | "write";
@@ -187,7 +187,9 @@ export class RpcAccess {
     if (!workspace?.workstream.startsWith(prefix) || !this.#o.harness) return { namespace };
     const name = workspace.workstream.slice(prefix.length);
     const record = await this.#o.harness.getHarnessSession(namespace, name);
-    return record?.container_name === container ? { namespace, harnessSession: name } : { namespace };
+    return record?.container_name === container
+      ? { namespace, harnessSession: name, harnessUid: record.uid }
+      : { namespace };
   }
 }
 
@@ -195,7 +197,14 @@ function needOf(owner: Owner, action: OwnedAction): Need {
   if (action === "write") return { kind: "namespace", namespace: owner.namespace, action: "edit" };
   return owner.harnessSession === undefined
     ? { kind: "namespace", namespace: owner.namespace, action: "view" }
-    : { kind: "session", namespace: owner.namespace, name: owner.harnessSession, action: "view" };
+    : // A chat token bound to an earlier session of that name reads nothing of this one.
+      {
+        kind: "session",
+        namespace: owner.namespace,
+        name: owner.harnessSession,
+        action: "view",
+        uid: owner.harnessUid,
+      };
 }
 
 function isAdmin(principal: Principal): boolean {

@@ -36,6 +36,38 @@ describe("the server's egress guard", () => {
     expect(read.status).toBe(404);
   });
 
+  it("admits only what the operator allows (AGENT_SESSIONS_EGRESS_ALLOW): an endpoint outside it is FAILED_PRECONDITION at PUT naming the setting", async () => {
+    t = await startTestServer({
+      egressAllow: [{ cidr: "10.213.0.1/32", ports: { first: 11434, last: 11434 } }],
+    });
+    // What the issue saw accepted: the engine's API on a bridge, the image registry.
+    for (const [cidr, port] of [
+      ["172.20.0.1", 2375],
+      ["10.213.0.1", 5000],
+      ["10.213.0.0/24", 11434],
+    ] as const) {
+      const put = await t.put("/v1/namespaces/default/agents/out", agent("out", [{ cidr, port }]));
+      expect([cidr, port, put.status, put.body.code]).toEqual([cidr, port, 412, "FAILED_PRECONDITION"]);
+      expect(String(put.body.message)).toContain("spec.egress.0");
+      expect(String(put.body.message)).toContain("AGENT_SESSIONS_EGRESS_ALLOW");
+    }
+    const inside = await t.put(
+      "/v1/namespaces/default/agents/in",
+      agent("in", [{ cidr: "10.213.0.1/32", port: 11434 }]),
+    );
+    expect(inside.status).toBe(201);
+  });
+
+  it("allows nothing when the operator names nothing", async () => {
+    t = await startTestServer({ egressAllow: [] }, { agent: false });
+    const put = await t.put(
+      "/v1/namespaces/default/agents/any",
+      agent("any", [{ cidr: "10.213.0.1", port: 11434 }]),
+    );
+    expect(put.status).toBe(412);
+    expect(String(put.body.message)).toContain("AGENT_SESSIONS_EGRESS_ALLOW is empty");
+  });
+
   it("refuses the port the server actually listens on (it asked for port 0)", async () => {
     t = await startTestServer();
     const port = Number(new URL(t.server.url).port);
@@ -90,5 +122,30 @@ describe("the server's egress guard", () => {
       /Agent default\/bob may not reach: spec.egress.0: egress rule 10.0.0.5:2375/,
     );
     expect(runner.commandsOf("run_once")).toEqual([]);
+  });
+
+  it("refuses to provision an Agent stored before the operator narrowed AGENT_SESSIONS_EGRESS_ALLOW, sending nothing", async () => {
+    t = await startTestServer({}, { agent: false });
+    const dataDir = t.dataDir;
+    expect(
+      (await t.put("/v1/namespaces/default/agents/bob", agent("bob", [{ cidr: "10.213.0.1", port: 5000 }])))
+        .status,
+    ).toBe(201);
+    await t.stop();
+    t = await startTestServer(
+      { dataDir, egressAllow: [{ cidr: "10.213.0.1/32", ports: { first: 11434, last: 11434 } }] },
+      { agent: false },
+    );
+    const runner = await t.runner();
+    const spawned = await t.rpc("SpawnAgent", { agent_ref: "bob", client_request_id: "r1" });
+    expect(spawned.status).toBe(412);
+    expect(spawned.body).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      details: { reason: "EgressNotAllowed", setting: "AGENT_SESSIONS_EGRESS_ALLOW" },
+    });
+    expect(String(spawned.body.message)).toContain(
+      "AGENT_SESSIONS_EGRESS_ALLOW allows only 10.213.0.1/32:11434",
+    );
+    expect(runner.commandsOf("provision")).toEqual([]);
   });
 });

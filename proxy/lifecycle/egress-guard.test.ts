@@ -2,11 +2,12 @@ import { BlockList } from "node:net";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { EgressRule, formatIpv4, parseIpv4 } from "../../contracts/egress.ts";
-import { EgressDenyList, EgressGuard } from "./egress-guard.ts";
+import { EgressAllowList, EgressDenyList, EgressGuard } from "./egress-guard.ts";
 
 describe("the egress guard (property)", () => {
   const deny = [{ cidr: "10.96.0.0/12" }, { cidr: "10.244.0.0/16" }, { cidr: "192.168.7.10", port: 2375 }];
-  const guard = new EgressGuard({ serverPort: 18787, deny });
+  // Everything the operator could allow: the property is about what stays refused within it.
+  const guard = new EgressGuard({ serverPort: 18787, deny, allow: [{ cidr: "0.0.0.0/0" }] });
   /** An independent oracle of what must stay unreachable, built with node:net. */
   const everyPort = new BlockList();
   for (const [net, prefix] of [
@@ -77,9 +78,62 @@ describe("AGENT_SESSIONS_EGRESS_DENY", () => {
   });
 });
 
+describe("AGENT_SESSIONS_EGRESS_ALLOW", () => {
+  it("reads cidr, cidr:port and cidr:first-last entries and refuses anything else", () => {
+    expect(EgressAllowList.parse("10.213.0.1:11434, 10.0.0.0/24:8000-8999,192.168.5.7,")).toEqual([
+      { cidr: "10.213.0.1", ports: { first: 11434, last: 11434 } },
+      { cidr: "10.0.0.0/24", ports: { first: 8000, last: 8999 } },
+      { cidr: "192.168.5.7" },
+    ]);
+    for (const bad of [
+      "10.0.0.1:0",
+      "10.0.0.1:70000",
+      "10.0.0.1:9-8",
+      "model.internal:8080",
+      "10.0.0.1/8:443",
+    ])
+      expect([bad, EgressAllowList.safeParse(bad).success]).toEqual([bad, false]);
+  });
+
+  it("admits a rule only inside an entry, by range and port; outside it says which setting", () => {
+    const guard = new EgressGuard({
+      allow: EgressAllowList.parse("10.213.0.1:11434,10.0.0.0/24:8000-8999"),
+    });
+    expect(guard.problem({ cidr: "10.213.0.1/32", port: 11434 })).toBeUndefined();
+    expect(guard.problem({ cidr: "10.0.0.128/25", port: 8080 })).toBeUndefined();
+    expect(guard.problem({ cidr: "10.213.0.1", port: 5000 })).toMatch(
+      /10.213.0.1:5000 is not a destination the operator allows \(AGENT_SESSIONS_EGRESS_ALLOW allows only 10.213.0.1:11434, 10.0.0.0\/24:8000-8999\)/,
+    );
+    expect(guard.problem({ cidr: "10.0.0.0/23", port: 8080 })).toBeDefined();
+    expect(guard.problem({ cidr: "10.0.0.1", port: 9000 })).toBeDefined();
+    expect(new EgressGuard().problem({ cidr: "10.213.0.1", port: 11434 })).toMatch(/is empty/);
+  });
+
+  it("refuses an Agent outside it with FAILED_PRECONDITION (EgressNotAllowed), a forbidden rule first as INVALID_ARGUMENT", () => {
+    const guard = new EgressGuard({ allow: [{ cidr: "10.213.0.0/16" }] });
+    const thrown = (rules: { cidr: string; port: number }[]) => {
+      try {
+        guard.assertAllowed(rules, "Agent default/a");
+      } catch (e) {
+        return e;
+      }
+    };
+    expect(thrown([{ cidr: "172.20.0.1", port: 2375 }])).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      details: { reason: "EgressNotAllowed", setting: "AGENT_SESSIONS_EGRESS_ALLOW" },
+    });
+    expect(
+      thrown([
+        { cidr: "172.20.0.1", port: 2375 },
+        { cidr: "10.213.0.1", port: 4222 },
+      ]),
+    ).toMatchObject({ code: "INVALID_ARGUMENT", details: { reason: "EgressForbidden" } });
+  });
+});
+
 describe("EgressGuard", () => {
   it("refuses the server's own port and the control-plane ports on every address", () => {
-    const guard = new EgressGuard();
+    const guard = new EgressGuard({ allow: [{ cidr: "10.0.0.0/8" }] });
     guard.addServerPort(18787);
     expect(guard.forbiddenPorts).toEqual([2379, 2380, 4222, 6443, 8787, 10250, 18787]);
     expect(guard.problem({ cidr: "10.213.0.1", port: 18787 })).toMatch(
@@ -90,7 +144,10 @@ describe("EgressGuard", () => {
   });
 
   it("refuses what the operator denies, by range and by port", () => {
-    const guard = new EgressGuard({ deny: [{ cidr: "10.96.0.0/12" }, { cidr: "10.0.0.5", port: 2375 }] });
+    const guard = new EgressGuard({
+      allow: [{ cidr: "10.0.0.0/8" }],
+      deny: [{ cidr: "10.96.0.0/12" }, { cidr: "10.0.0.5", port: 2375 }],
+    });
     expect(guard.problem({ cidr: "10.100.0.0/16", port: 443 })).toMatch(
       /reaches 10.96.0.0\/12, which the operator denies \(AGENT_SESSIONS_EGRESS_DENY\)/,
     );

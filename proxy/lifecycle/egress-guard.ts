@@ -5,17 +5,21 @@ import {
   type EgressRule,
   egressRuleProblem,
   type ForbiddenDestination,
+  type Ipv4Range,
   parseCidr,
 } from "../../contracts/egress.ts";
 import { CodedError } from "../../contracts/errors.ts";
 
 /**
- * The server's egress guard: what no Agent's `egress` may reach, whatever the Agent says, for
- * sessions and one-shot AgentRuns alike. On top of what the contract always refuses (loopback,
- * link-local and cloud metadata, unspecified, multicast, reserved, anything wider than /16:
- * contracts/egress.ts) it refuses the control-plane ports and the server's own port on every
- * address, and the ranges the operator lists in AGENT_SESSIONS_EGRESS_DENY (the cluster's pod
- * and service ranges, the runners' and engines' addresses, with or without a port).
+ * The server's egress guard, for sessions and one-shot AgentRuns alike. Egress is an allow-list
+ * the operator sets (AGENT_SESSIONS_EGRESS_ALLOW: the model endpoints, git servers… sessions may
+ * reach); an Agent's `egress` chooses within it, and a rule outside it is FAILED_PRECONDITION
+ * naming the setting (the Agent is fine; the server does not offer that destination). Empty (the
+ * default) allows nothing. Within the allow-list, some destinations are refused whatever the
+ * operator wrote (INVALID_ARGUMENT): what the contract always refuses (loopback, link-local and
+ * cloud metadata, unspecified, multicast, reserved, anything wider than /16: contracts/egress.ts),
+ * the control-plane ports and the server's own port on every address, and what the operator lists
+ * in AGENT_SESSIONS_EGRESS_DENY (holes in a wide allowed range, e.g. a registry on a bridge).
  */
 
 /** One `AGENT_SESSIONS_EGRESS_DENY` entry: `cidr` (every port) or `cidr:port`. */
@@ -47,7 +51,51 @@ export const EgressDenyList = z.string().transform((text, ctx): EgressDeny[] => 
   return out;
 });
 
+/** One `AGENT_SESSIONS_EGRESS_ALLOW` entry: a range and, optionally, an inclusive port range. */
+export type EgressAllow = { cidr: string; ports?: { first: number; last: number } };
+
+const PORT = /^(?:[1-9][0-9]{0,4})$/;
+const validPort = (text: string) => PORT.test(text) && Number(text) <= 65535;
+
+/**
+ * `10.213.0.1:11434,10.0.0.0/24:8000-8999,192.168.5.7` → entries: `cidr` (every port), `cidr:port`
+ * or `cidr:first-last`. IPv4 only, like an Agent's rules (a name would resolve differently on the
+ * server, the runner and the session). A bad entry is a configuration error.
+ */
+export const EgressAllowList = z.string().transform((text, ctx): EgressAllow[] => {
+  const out: EgressAllow[] = [];
+  for (const item of text
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const [cidr = "", ports, ...rest] = item.split(":");
+    const parsed = parseCidr(cidr);
+    const [first = "", last = first, ...more] = ports === undefined ? [] : ports.split("-");
+    const portsOk =
+      ports === undefined ||
+      (more.length === 0 && validPort(first) && validPort(last) && Number(first) <= Number(last));
+    if (!parsed.ok || rest.length > 0 || !portsOk) {
+      ctx.addIssue({
+        code: "custom",
+        message: `"${item}" is not cidr, cidr:port or cidr:first-last${parsed.ok ? "" : ` (${cidr} ${parsed.why})`}`,
+      });
+      return z.NEVER;
+    }
+    out.push(ports === undefined ? { cidr } : { cidr, ports: { first: Number(first), last: Number(last) } });
+  }
+  return out;
+});
+
+/** An allow entry as the setting writes it. */
+export function formatEgressAllow(entry: EgressAllow): string {
+  if (!entry.ports) return entry.cidr;
+  const { first, last } = entry.ports;
+  return `${entry.cidr}:${first === last ? first : `${first}-${last}`}`;
+}
+
 export type EgressGuardOptions = {
+  /** AGENT_SESSIONS_EGRESS_ALLOW: the only destinations an Agent may name. @default none (nothing) */
+  allow?: readonly EgressAllow[];
   /** The server's listening port (0: not known yet; see `addServerPort`). */
   serverPort?: number;
   /** AGENT_SESSIONS_EGRESS_DENY. @default none */
@@ -59,8 +107,14 @@ export type EgressGuardOptions = {
 export class EgressGuard {
   readonly #deny: ForbiddenDestination[];
   readonly #ports: Set<number>;
+  readonly #allow: { entry: EgressAllow; range: Ipv4Range }[];
 
   constructor(options: EgressGuardOptions = {}) {
+    this.#allow = (options.allow ?? []).map((entry) => {
+      const parsed = parseCidr(entry.cidr);
+      if (!parsed.ok) throw new Error(`egress allow entry ${entry.cidr} ${parsed.why}`);
+      return { entry, range: parsed.range };
+    });
     this.#ports = new Set(options.controlPlanePorts ?? CONTROL_PLANE_PORTS);
     if (options.serverPort) this.#ports.add(options.serverPort);
     this.#deny = (options.deny ?? []).map(({ cidr, port }) => {
@@ -99,27 +153,56 @@ export class EgressGuard {
 
   /** Why `rule` is refused, or undefined. */
   problem(rule: EgressRule): string | undefined {
-    return egressRuleProblem(rule, this.forbidden);
+    return egressRuleProblem(rule, this.forbidden) ?? this.outsideAllowed(rule);
+  }
+
+  /** Why `rule` is outside AGENT_SESSIONS_EGRESS_ALLOW (its whole range, its port), or undefined. */
+  outsideAllowed(rule: EgressRule): string | undefined {
+    const parsed = parseCidr(rule.cidr);
+    if (!parsed.ok) return `${rule.cidr} ${parsed.why}`;
+    const inside = this.#allow.some(
+      ({ entry, range }) =>
+        range.first <= parsed.range.first &&
+        parsed.range.last <= range.last &&
+        (entry.ports === undefined || (entry.ports.first <= rule.port && rule.port <= entry.ports.last)),
+    );
+    if (inside) return undefined;
+    const allowed =
+      this.#allow.length === 0
+        ? "AGENT_SESSIONS_EGRESS_ALLOW is empty: the operator allows no egress"
+        : `AGENT_SESSIONS_EGRESS_ALLOW allows only ${this.#allow.map(({ entry }) => formatEgressAllow(entry)).join(", ")}`;
+    return `${rule.cidr}:${rule.port} is not a destination the operator allows (${allowed})`;
   }
 
   /**
    * Throws `code` naming every refused rule of `owner` (e.g. "Agent default/alpha") and why, with
-   * `field_violations` at `spec.egress.<i>`.
+   * `field_violations` at `spec.egress.<i>`; when every refused rule is only outside the
+   * operator's allow-list, FAILED_PRECONDITION (reason EgressNotAllowed) naming the setting.
    */
   assertAllowed(
     rules: readonly EgressRule[],
     owner: string,
     code: "INVALID_ARGUMENT" | "FAILED_PRECONDITION" = "INVALID_ARGUMENT",
   ): void {
-    const violations = rules.flatMap((rule, i) => {
-      const why = this.problem(rule);
-      return why ? [{ field: `spec.egress.${i}`, description: `egress rule ${why}` }] : [];
-    });
-    if (violations.length === 0) return;
-    throw new CodedError(
-      code,
-      `${owner} may not reach: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
-      { reason: "EgressForbidden", field_violations: violations },
-    );
+    const violations = (check: (rule: EgressRule) => string | undefined) =>
+      rules.flatMap((rule, i) => {
+        const why = check(rule);
+        return why ? [{ field: `spec.egress.${i}`, description: `egress rule ${why}` }] : [];
+      });
+    const message = (v: { field: string; description: string }[]) =>
+      `${owner} may not reach: ${v.map((x) => `${x.field}: ${x.description}`).join("; ")}`;
+    const forbidden = violations((rule) => egressRuleProblem(rule, this.forbidden));
+    if (forbidden.length > 0)
+      throw new CodedError(code, message(forbidden), {
+        reason: "EgressForbidden",
+        field_violations: forbidden,
+      });
+    const outside = violations((rule) => this.outsideAllowed(rule));
+    if (outside.length > 0)
+      throw new CodedError("FAILED_PRECONDITION", message(outside), {
+        reason: "EgressNotAllowed",
+        setting: "AGENT_SESSIONS_EGRESS_ALLOW",
+        field_violations: outside,
+      });
   }
 }

@@ -3,6 +3,7 @@ import { Agent, AgentRuntime } from "../../contracts/resources.ts";
 import { CodedError } from "../../contracts/errors.ts";
 import { offeredCredentialEnv } from "./credential-env.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
+import { testAdmission } from "../testing/test-admission.ts";
 import { TEST_IMAGE } from "../testing/test-server.ts";
 
 const runtime = (spec: Record<string, unknown> = {}) =>
@@ -45,6 +46,7 @@ describe("session spec from an Agent and its runtime", () => {
         egress: [{ cidr: "10.0.0.1", port: 8000 }],
       }),
       runtime: runtime({ capabilities: ["streaming"] }),
+      admission: testAdmission(),
     });
     expect(streaming).toMatchObject({
       streaming: true,

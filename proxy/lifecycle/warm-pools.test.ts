@@ -3,7 +3,7 @@ import { API_VERSION, type Agent, type AgentRuntime } from "../../contracts/reso
 import { Rpc } from "../../contracts/rpc.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import { SessionSpec } from "../../contracts/session-spec.ts";
-import { defaultAdmission } from "./admission.ts";
+import { testAdmission } from "../testing/test-admission.ts";
 import { EventBus } from "./event-bus.ts";
 import { Lifecycle } from "./lifecycle.ts";
 import { Workspaces } from "./workspaces.ts";
@@ -125,8 +125,10 @@ function setUp(runnerNames = ["r1"]) {
   const runners = fakeRunners(runnerNames);
   const log = () => {};
   const secretEnv = { KEY_A: "secret-a" };
-  const warmPools = new WarmPools({ store, runners: runners.directory, log, secretEnv });
+  const admission = testAdmission();
+  const warmPools = new WarmPools({ store, runners: runners.directory, log, secretEnv, admission });
   const base = {
+    admission,
     store,
     runners: runners.directory,
     journal: new SessionJournal(store, new EventBus()),
@@ -322,7 +324,7 @@ describe("warm pools within the namespace quota", () => {
   it("pools written before the quota get what is left of it, and the cut is logged naming the setting", async () => {
     const runners = fakeRunners(["r1"]);
     const logged: string[] = [];
-    const admission = defaultAdmission();
+    const admission = testAdmission();
     admission.quotas = new NamespaceQuotas({ warmPoolEntries: { byNamespace: { ns: 3 } } });
     const warmPools = new WarmPools({
       store,

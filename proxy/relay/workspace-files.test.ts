@@ -125,7 +125,9 @@ describe("workspace files relay", () => {
     ]);
     const got = await a.call("GET", "/files/dir/data.bin");
     expect(got.status).toBe(200);
-    expect(got.headers.get("content-disposition")).toBe('attachment; filename="data.bin"');
+    expect(got.headers.get("content-disposition")).toBe(
+      "attachment; filename=\"data.bin\"; filename*=UTF-8''data.bin",
+    );
     expect(Buffer.from(await got.arrayBuffer()).equals(content)).toBe(true);
   });
 
@@ -158,6 +160,28 @@ describe("workspace files relay", () => {
         "INVALID_ARGUMENT",
       ]);
     }
+    expect(a.commands).toEqual([]);
+  });
+
+  it("a file name above U+00FF downloads with an RFC 6266 filename* and an ASCII fallback", async () => {
+    const a = app();
+    a.files.set('dir/résumé-データ "1".txt', Buffer.from("x"));
+    const got = await a.call("GET", `/files/dir/${encodeURIComponent('résumé-データ "1".txt')}`);
+    expect(got.status).toBe(200);
+    expect(got.headers.get("content-disposition")).toBe(
+      `attachment; filename="r_sum_-___ _1_.txt"; filename*=UTF-8''${"r%C3%A9sum%C3%A9-%E3%83%87%E3%83%BC%E3%82%BF%20%221%22.txt"}`,
+    );
+    expect(await got.text()).toBe("x");
+  });
+
+  it("a path segment longer than 255 bytes is 400 INVALID_ARGUMENT before anything reaches the runner", async () => {
+    const a = app();
+    const r = await a.call("GET", `/files/dir/${"a".repeat(300)}`);
+    expect(r.status).toBe(400);
+    expect(await r.json()).toMatchObject({
+      code: "INVALID_ARGUMENT",
+      message: expect.stringContaining("longer than 255 bytes"),
+    });
     expect(a.commands).toEqual([]);
   });
 

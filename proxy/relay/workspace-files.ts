@@ -13,6 +13,7 @@ import {
 import type { CommandOutcome } from "../lifecycle/runner-directory.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
+import { attachmentDisposition } from "./content-disposition.ts";
 import type { RelayLink } from "./request-relay.ts";
 
 export type WorkspaceFilesOptions = {
@@ -174,7 +175,7 @@ export class WorkspaceFilesRelay {
     if (what === "diff") return c.body(body, 200, { "content-type": "text/x-diff; charset=utf-8" });
     return c.body(body, 200, {
       "content-type": what === "archive" ? "application/x-tar" : "application/octet-stream",
-      "content-disposition": `attachment; filename="${(what === "archive" ? `${base}.tar` : base).replace(/["\\]/g, "_")}"`,
+      "content-disposition": attachmentDisposition(what === "archive" ? `${base}.tar` : base),
     });
   }
 

@@ -120,4 +120,9 @@ CREATE TABLE replica_messages (
 CREATE INDEX replica_messages_to ON replica_messages (to_replica, id);
 `,
   },
+  {
+    version: 5,
+    name: "token store: chat tokens bound to their session's uid (issue 34)",
+    sql: `ALTER TABLE api_tokens ADD COLUMN session_uids ${T};`,
+  },
 ];

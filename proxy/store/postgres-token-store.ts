@@ -1,6 +1,6 @@
 import type { PostgresDatabase } from "./postgres-database.ts";
 import { optionalString, type StoredRow } from "./store-rows.ts";
-import type { TokenRecord, TokenStore } from "./token-store.ts";
+import { sessionUidsOf, type TokenRecord, type TokenStore } from "./token-store.ts";
 
 /** The TokenStore on PostgreSQL: the `api_tokens` table (postgres-migrations.ts). */
 export class PostgresTokenStore implements TokenStore {
@@ -14,7 +14,7 @@ export class PostgresTokenStore implements TokenStore {
   async insertToken(token: TokenRecord): Promise<void> {
     await this.#db.conflictAware(() =>
       this.#db.run(
-        "INSERT INTO api_tokens (id, name, token_hash, scopes, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO api_tokens (id, name, token_hash, scopes, created_at, expires_at, session_uids) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         [
           token.id,
           token.name,
@@ -22,6 +22,7 @@ export class PostgresTokenStore implements TokenStore {
           JSON.stringify(token.scopes),
           token.created_at,
           token.expires_at ?? null,
+          token.session_uids === undefined ? null : JSON.stringify(token.session_uids),
         ],
       ),
     );
@@ -49,5 +50,6 @@ function toToken(row: StoredRow): TokenRecord {
     scopes: JSON.parse(String(row.scopes)) as string[],
     created_at: String(row.created_at),
     expires_at: optionalString(row.expires_at),
+    ...sessionUidsOf(optionalString(row.session_uids)),
   };
 }

@@ -1,5 +1,5 @@
 import { optionalString, type Row, type SqliteDatabase, storeConnection } from "./sqlite-database.ts";
-import type { TokenRecord, TokenStore } from "./token-store.ts";
+import { sessionUidsOf, type TokenRecord, type TokenStore } from "./token-store.ts";
 
 /**
  * Migration 1 of the tokens table (issue 17): created when missing, so a database from a release
@@ -8,7 +8,7 @@ import type { TokenRecord, TokenStore } from "./token-store.ts";
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS api_tokens (
   id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token_hash TEXT NOT NULL UNIQUE,
-  scopes TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT
+  scopes TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT, session_uids TEXT
 );
 `;
 
@@ -21,6 +21,10 @@ export class SqliteTokenStore implements TokenStore {
   constructor(database: string | SqliteDatabase) {
     ({ db: this.#db, owned: this.#ownsDb } = storeConnection(database));
     this.#db.exec(SCHEMA);
+    // Migration 2 (issue 34): chat tokens bound to their session's uid; older rows keep NULL.
+    const columns = this.#db.all("PRAGMA table_info(api_tokens)").map((row) => String(row.name));
+    if (!columns.includes("session_uids"))
+      this.#db.exec("ALTER TABLE api_tokens ADD COLUMN session_uids TEXT");
   }
 
   async close(): Promise<void> {
@@ -30,7 +34,7 @@ export class SqliteTokenStore implements TokenStore {
   async insertToken(token: TokenRecord): Promise<void> {
     this.#db.conflictAware(() =>
       this.#db.run(
-        "INSERT INTO api_tokens (id, name, token_hash, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO api_tokens (id, name, token_hash, scopes, created_at, expires_at, session_uids) VALUES (?, ?, ?, ?, ?, ?, ?)",
         [
           token.id,
           token.name,
@@ -38,6 +42,7 @@ export class SqliteTokenStore implements TokenStore {
           JSON.stringify(token.scopes),
           token.created_at,
           token.expires_at ?? null,
+          token.session_uids === undefined ? null : JSON.stringify(token.session_uids),
         ],
       ),
     );
@@ -65,5 +70,6 @@ function toRecord(row: Row): TokenRecord {
     scopes: JSON.parse(String(row.scopes)) as string[],
     created_at: String(row.created_at),
     expires_at: optionalString(row.expires_at),
+    ...sessionUidsOf(optionalString(row.session_uids)),
   };
 }

@@ -22,4 +22,15 @@ export type TokenRecord = {
   created_at: string;
   /** ISO time after which the token is refused; undefined: it never expires. */
   expires_at: string | undefined;
+  /**
+   * Each `session:<ns>/<name>:chat` scope's HarnessSession `metadata.uid` at issue time (keyed by
+   * the scope string): the token is that session's, not one re-created under its name later.
+   * Absent for tokens issued before the binding (they stay bound by name only).
+   */
+  session_uids?: Record<string, string> | undefined;
 };
+
+/** The `session_uids` column (JSON), spread into a record only when set. */
+export function sessionUidsOf(text: string | undefined): { session_uids?: Record<string, string> } {
+  return text === undefined ? {} : { session_uids: JSON.parse(text) as Record<string, string> };
+}

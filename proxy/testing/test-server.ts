@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultSettings, type ServerConfig } from "../config.ts";
+import { TEST_EGRESS_ALLOW } from "./test-admission.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import { type RunningServer, startServer } from "../main.ts";
 import { EventBus } from "../lifecycle/event-bus.ts";
@@ -77,6 +78,9 @@ export async function startTestServer(
     dataDir,
     adminToken: ADMIN_TOKEN,
     runnerToken: RUNNER_TOKEN,
+    // What the operator allows sessions to reach (nothing by default): the private range the
+    // tests' Agents name (the test bed's bridge 10.213.0.1 among them).
+    egressAllow: [...TEST_EGRESS_ALLOW],
     heartbeatMs: 1_000,
     reattachWindowMs: 5_000,
     frameBufferSize: 1_000,

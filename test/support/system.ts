@@ -118,6 +118,13 @@ export class System {
       AGENT_SESSIONS_HEARTBEAT_MS: "2500",
       // The variables Agents in the engine tests name in secretRef; the server offers no other.
       AGENT_SESSIONS_CREDENTIAL_ENV: "E2E_MODEL_KEY,E2E_UI_MODEL_KEY,BENCH_MODEL_KEY",
+      // What the operator lets sessions reach (nothing by default): the host services the engine
+      // tests start where sessions see the host (the model and git servers, on unprivileged ports).
+      AGENT_SESSIONS_EGRESS_ALLOW: [
+        ...new Set([sessionHostAddress("docker"), sessionHostAddress("kubernetes")]),
+      ]
+        .map((host) => `${host}/32:1024-65535`)
+        .join(","),
       ...this.extraEnv,
     };
   }

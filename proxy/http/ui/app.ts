@@ -11,6 +11,7 @@ import { AgentSessionsClient, ClientError } from "../../../client/index.ts";
 import type { Usage } from "../../../contracts/adapter.ts";
 import type { HarnessSession } from "../../../contracts/harness-session.ts";
 import type { WorkspaceEntry } from "../../../contracts/workspace-files.ts";
+import { tokenToUse } from "./token-handover.ts";
 
 const TOKEN_KEY = "agent-sessions.token";
 let NS = "default";
@@ -674,10 +675,15 @@ $("ws-up").addEventListener(
 );
 $("ws-diff-button").addEventListener("click", () => void viewDiff());
 $("namespace").textContent = NS;
-// A token handed over in the URL fragment is taken and the fragment cleared (not kept in history).
+// A token handed over in the URL fragment is taken and the fragment cleared (not kept in history);
+// one that differs from the token this tab already uses replaces it only if the user confirms.
 const handed = new URLSearchParams(window.location.hash.slice(1)).get("token");
 if (handed) {
-  state.token = handed;
+  state.token = tokenToUse(state.token, handed, () =>
+    window.confirm(
+      "This link carries a different access token from the one this page is using. Replace it? (Cancel keeps the current one.)",
+    ),
+  );
   window.history.replaceState(null, "", window.location.pathname + window.location.search);
 }
 if (state.token) void connect();
