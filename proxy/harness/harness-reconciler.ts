@@ -3,6 +3,7 @@ import { type KeyedLocks, processLocks } from "../lifecycle/keyed-mutex.ts";
 import { type HarnessReason, HarnessReasons } from "../../contracts/harness-session.ts";
 import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
 import {
+  failureMessage,
   failureOf,
   observeSession,
   type Readiness,
@@ -452,7 +453,7 @@ export class HarnessReconciler {
     error: ApiErrorBody,
   ): Promise<void> {
     const { reason, transient } = failureOf(step, error);
-    const message = `${step} failed (${error.code}): ${error.message}${transient ? "; retrying" : ""}`;
+    const message = failureMessage(step, error, transient);
     this.#o.log("warn", "harness session step failed", {
       namespace: record.namespace,
       name: record.name,
