@@ -67,7 +67,11 @@ export class Runner {
     this.#driver = driver;
     this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = log;
-    this.#workspace = new WorkspaceCommands(driver.workspace, join(config.dataDir, "uploads"));
+    this.#workspace = new WorkspaceCommands(
+      driver.workspace,
+      join(config.dataDir, "uploads"),
+      config.uploads,
+    );
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
     this.sessions = new AgentSessions(
       driver,
