@@ -179,6 +179,8 @@ export class HarnessReconciler {
     opts: { autoResumeFor?: string; recovering?: string; restarting?: string } = {},
   ): Promise<void> {
     const generation = record.generation;
+    // The caller read the record before a DELETE may have marked it: nothing is provisioned for it.
+    if (await this.#deleting(record)) return;
     const binding = await this.#checkBinding(record);
     if (!binding.ok) {
       this.#o.log("warn", "harness session binding invalid", {
@@ -244,6 +246,16 @@ export class HarnessReconciler {
       return;
     }
     const digest = this.#o.digests.takeResolvedDigest(containerName);
+    // A DELETE marked while the provision ran (it waits for this task): start nothing in the
+    // workspace, not even for a moment with the Agent's credentials; the delete removes it next.
+    if (await this.#deleting(record)) {
+      this.#o.log("info", "harness session deleted while provisioning; not started", {
+        namespace: record.namespace,
+        name: record.name,
+        container_name: containerName,
+      });
+      return;
+    }
     current = await this.observe(current, {
       container_name: containerName,
       ...(digest ? { resolved_image_digest: digest } : {}),
@@ -444,6 +456,12 @@ export class HarnessReconciler {
       name: record.name,
       reason,
     });
+  }
+
+  /** Whether the session is gone or a DELETE is marked on it (read again from the store). */
+  async #deleting(record: HarnessRecord): Promise<boolean> {
+    const now = await this.#o.harness.getHarnessSession(record.namespace, record.name);
+    return !now || now.uid !== record.uid || now.deletion_requested_at !== undefined;
   }
 
   async #failed(
