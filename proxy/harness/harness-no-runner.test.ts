@@ -69,4 +69,32 @@ describe("a Pending HarnessSession names why no runner can serve it", () => {
       /at capacity: small \(1\/1\).*start another runner, or raise.*AGENT_SESSIONS_RUNNER_CAPACITY/,
     );
   });
+
+  it("says the runner holding its workspace is not connected, naming it, when it resumes without it", async () => {
+    const r1 = await t.runner({ name: "r1" });
+    await create("held");
+    await until("held Ready", async () =>
+      (await t.call("GET", `${BASE}/held`)).body.status.phase === "Ready" ? true : undefined,
+    );
+    const spec = { agentRef: "alice", runtimeRef: "reference" };
+    const put = (desiredState: string) =>
+      t.call("PUT", `${BASE}/held`, {
+        apiVersion: "agent-sessions.dev/v1alpha1",
+        kind: "HarnessSession",
+        metadata: { name: "held" },
+        spec: { ...spec, desiredState },
+      });
+    expect((await put("stopped")).status).toBe(200);
+    await until("held Stopped", async () =>
+      (await t.call("GET", `${BASE}/held`)).body.status.phase === "Stopped" ? true : undefined,
+    );
+    r1.kill();
+    await t.runner({ name: "r2" }); // another runner cannot take it: the volume is on r1
+    expect((await put("running")).status).toBe(200);
+    const ready = await pendingReady("held", /r1/);
+    expect(ready.reason).toBe("RunnerUnavailable");
+    expect(ready.message).toMatch(
+      /runner r1, which holds workspace .*, is not connected; start runner r1 again/,
+    );
+  });
 });
