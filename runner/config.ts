@@ -4,6 +4,7 @@ import { KubernetesRunnerEnv, type KubernetesRunnerConfig } from "./kubernetes/c
 import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./sessions/agent-stdout.ts";
+import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./relay/workspace-commands.ts";
 
 /** A host on this machine: 127.0.0.0/8, ::1 or localhost. */
 export function isLoopbackHost(hostname: string): boolean {
@@ -147,6 +148,24 @@ export const RunnerEnv = z
       .int()
       .positive()
       .default(DEFAULT_OUTPUT_LIMITS.framesPerSecond),
+    /** Uploads staged on this runner's disk at once (each up to the server's file limit); one more is RESOURCE_EXHAUSTED. @default 16 */
+    AGENT_SESSIONS_RUNNER_UPLOADS_MAX: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(DEFAULT_UPLOAD_LIMITS.uploadsMax),
+    /** Uploads staged at once into one workspace; one more is RESOURCE_EXHAUSTED. @default 4 */
+    AGENT_SESSIONS_RUNNER_UPLOADS_PER_WORKSPACE_MAX: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(DEFAULT_UPLOAD_LIMITS.uploadsPerWorkspaceMax),
+    /** A staged upload no piece came for this long, in ms, is dropped with its file. @default 60000 */
+    AGENT_SESSIONS_RUNNER_UPLOAD_IDLE_MS: z.coerce
+      .number()
+      .int()
+      .min(100)
+      .default(DEFAULT_UPLOAD_LIMITS.uploadIdleMs),
   })
   .superRefine((env, ctx) => {
     const insecure = env.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE
@@ -184,6 +203,8 @@ export type RunnerConfig = {
   kubernetes: KubernetesRunnerConfig;
   /** AGENT_SESSIONS_AGENT_{LINE_MAX_BYTES,OUTPUT_BYTES_PER_SECOND,FRAMES_PER_SECOND}: bounds on each agent's stdout. */
   agentOutput: OutputLimits;
+  /** AGENT_SESSIONS_RUNNER_{UPLOADS_MAX,UPLOADS_PER_WORKSPACE_MAX,UPLOAD_IDLE_MS}: bounds on staged uploads. */
+  uploads: UploadLimits;
   /** AGENT_SESSIONS_GIT_IMAGE */
   gitImage: string | undefined;
   /** AGENT_SESSIONS_FAST_PATH */
@@ -227,6 +248,11 @@ export function parseRunnerConfig(
       maxLineBytes: env.AGENT_SESSIONS_AGENT_LINE_MAX_BYTES,
       bytesPerSecond: env.AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND,
       framesPerSecond: env.AGENT_SESSIONS_AGENT_FRAMES_PER_SECOND,
+    },
+    uploads: {
+      uploadsMax: env.AGENT_SESSIONS_RUNNER_UPLOADS_MAX,
+      uploadsPerWorkspaceMax: env.AGENT_SESSIONS_RUNNER_UPLOADS_PER_WORKSPACE_MAX,
+      uploadIdleMs: env.AGENT_SESSIONS_RUNNER_UPLOAD_IDLE_MS,
     },
     gitImage: env.AGENT_SESSIONS_GIT_IMAGE,
     fastPath: env.AGENT_SESSIONS_FAST_PATH,

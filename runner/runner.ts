@@ -17,6 +17,7 @@ import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
 import { WorkspaceCommands } from "./relay/workspace-commands.ts";
+import { WorkspaceOperations } from "./sessions/workspace-operations.ts";
 
 /** Bytes toward the server (socket buffer + offline queue) above which agents' output is not read. */
 const OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
@@ -55,6 +56,8 @@ export class Runner {
   readonly #pool: WarmPool;
   /** The `workspace_*` commands (uploads staged under `<data-dir>/uploads`). */
   readonly #workspace: WorkspaceCommands;
+  /** Provision, scale_down and remove of one workspace, one at a time (runner/sessions/workspace-operations.ts). */
+  readonly #operations = new WorkspaceOperations();
   #unwatch: (() => void) | undefined;
   readonly #probeAdapter: (endpoint: string) => Promise<void>;
 
@@ -67,7 +70,11 @@ export class Runner {
     this.#driver = driver;
     this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = log;
-    this.#workspace = new WorkspaceCommands(driver.workspace, join(config.dataDir, "uploads"));
+    this.#workspace = new WorkspaceCommands(
+      driver.workspace,
+      join(config.dataDir, "uploads"),
+      config.uploads,
+    );
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
     this.sessions = new AgentSessions(
       driver,
@@ -179,10 +186,12 @@ export class Runner {
       case "provision": {
         this.#tokenLookups.delete(command.container_name);
         this.#tokens.set(command.container_name, command.adapter_token);
-        const r = await this.#driver.provision(command.container_name, command.spec, {
-          credentials: command.credentials,
-          adapterToken: command.adapter_token,
-        });
+        const r = await this.#operations.run(command.container_name, () =>
+          this.#driver.provision(command.container_name, command.spec, {
+            credentials: command.credentials,
+            adapterToken: command.adapter_token,
+          }),
+        );
         return {
           container_name: r.containerName,
           endpoint: r.endpoint,
@@ -204,12 +213,17 @@ export class Runner {
         this.sessions.send(command.session_id, command.line);
         return {};
       case "scale_down":
-        await this.sessions.stopWorkspace(command.container_name);
-        await this.#driver.scaleDown(command.container_name);
+        await this.#operations.run(command.container_name, async () => {
+          await this.sessions.stopWorkspace(command.container_name);
+          await this.#driver.scaleDown(command.container_name);
+        });
         return { container_name: command.container_name };
       case "remove":
-        await this.sessions.stopWorkspace(command.container_name);
-        await this.#driver.remove(command.container_name);
+        // After a provision still running here (the server may have stopped waiting for it).
+        await this.#operations.run(command.container_name, async () => {
+          await this.sessions.stopWorkspace(command.container_name);
+          await this.#driver.remove(command.container_name);
+        });
         this.sessions.forgetWorkspace(command.container_name);
         this.#tokens.delete(command.container_name);
         return { container_name: command.container_name, removed: true };

@@ -3,6 +3,7 @@ import { type KeyedLocks, processLocks } from "../lifecycle/keyed-mutex.ts";
 import { type HarnessReason, HarnessReasons } from "../../contracts/harness-session.ts";
 import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
 import {
+  failureMessage,
   failureOf,
   observeSession,
   type Readiness,
@@ -178,6 +179,8 @@ export class HarnessReconciler {
     opts: { autoResumeFor?: string; recovering?: string; restarting?: string } = {},
   ): Promise<void> {
     const generation = record.generation;
+    // The caller read the record before a DELETE may have marked it: nothing is provisioned for it.
+    if (await this.#deleting(record)) return;
     const binding = await this.#checkBinding(record);
     if (!binding.ok) {
       this.#o.log("warn", "harness session binding invalid", {
@@ -243,6 +246,16 @@ export class HarnessReconciler {
       return;
     }
     const digest = this.#o.digests.takeResolvedDigest(containerName);
+    // A DELETE marked while the provision ran (it waits for this task): start nothing in the
+    // workspace, not even for a moment with the Agent's credentials; the delete removes it next.
+    if (await this.#deleting(record)) {
+      this.#o.log("info", "harness session deleted while provisioning; not started", {
+        namespace: record.namespace,
+        name: record.name,
+        container_name: containerName,
+      });
+      return;
+    }
     current = await this.observe(current, {
       container_name: containerName,
       ...(digest ? { resolved_image_digest: digest } : {}),
@@ -445,6 +458,12 @@ export class HarnessReconciler {
     });
   }
 
+  /** Whether the session is gone or a DELETE is marked on it (read again from the store). */
+  async #deleting(record: HarnessRecord): Promise<boolean> {
+    const now = await this.#o.harness.getHarnessSession(record.namespace, record.name);
+    return !now || now.uid !== record.uid || now.deletion_requested_at !== undefined;
+  }
+
   async #failed(
     record: HarnessRecord,
     generation: number,
@@ -452,7 +471,7 @@ export class HarnessReconciler {
     error: ApiErrorBody,
   ): Promise<void> {
     const { reason, transient } = failureOf(step, error);
-    const message = `${step} failed (${error.code}): ${error.message}${transient ? "; retrying" : ""}`;
+    const message = failureMessage(step, error, transient);
     this.#o.log("warn", "harness session step failed", {
       namespace: record.namespace,
       name: record.name,

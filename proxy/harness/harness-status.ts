@@ -214,6 +214,24 @@ export function failureOf(
   };
 }
 
+/**
+ * The Ready condition's message for a failed step. A placement refusal (no runner connected, every
+ * one draining or full, none matching) says that no runner can serve the session, why, and what to
+ * do (its `details.remedy`, placement.ts): a bare "no runner is connected; retrying" left a user
+ * with a server that looked healthy and a session that never moved (issue 34 item 2).
+ */
+export function failureMessage(
+  step: "provision" | "start" | "stop",
+  error: ApiErrorBody,
+  transient: boolean,
+): string {
+  const remedy = typeof error.details?.remedy === "string" ? error.details.remedy : undefined;
+  const retrying = transient ? "; retrying" : "";
+  if (remedy)
+    return `no runner can serve this session (${error.code}): ${error.message}; ${remedy}${retrying}`;
+  return `${step} failed (${error.code}): ${error.message}${retrying}`;
+}
+
 /** The manifest of a record: metadata, the spec as written, and the status. */
 export function toManifest(record: HarnessRecord): HarnessSession {
   const status: HarnessSession["status"] = {

@@ -5,6 +5,19 @@ import type { RunnerRecord } from "../store/store.ts";
 /** The `details.reason` of a placement refusal that a new or changed runner may lift (retry later). */
 export const UNSCHEDULABLE = "Unschedulable";
 
+/**
+ * What a user does about each refusal, as `details.remedy`: a Pending HarnessSession shows it
+ * beside the refusal (issue 34 item 2), where "no runner is connected" alone left them guessing.
+ * A detail, not part of the message, which RPC callers match as it is.
+ */
+export const PLACEMENT_REMEDIES = {
+  noRunner:
+    "start one (agent-sessions runner --server URL), or run `agent-sessions serve` without --no-runner; if its embedded runner could not start, serve's log says why",
+  draining: (names: readonly string[]) =>
+    `undrain one (${names.map((n) => `agent-sessions undrain ${n}`).join(", ")}) or start another runner`,
+  full: "start another runner, or raise a runner's capacity (AGENT_SESSIONS_RUNNER_CAPACITY); a session that stops frees its place",
+} as const;
+
 export type Placement =
   | { ok: true; runner: RunnerRecord }
   | {
@@ -28,7 +41,13 @@ export function chooseRunner(
   workspacesByRunner: ReadonlyMap<string, number>,
   selector?: RunnerSelector,
 ): Placement {
-  if (connected.length === 0) return { ok: false, code: "UNAVAILABLE", message: "no runner is connected" };
+  if (connected.length === 0)
+    return {
+      ok: false,
+      code: "UNAVAILABLE",
+      message: "no runner is connected",
+      details: { remedy: PLACEMENT_REMEDIES.noRunner },
+    };
   const selected = selector && Object.keys(selector).length > 0 ? selector : undefined;
   const wanted = selected ? `runnerSelector ${formatLabels(selected)}` : "";
   const details = { reason: UNSCHEDULABLE, ...(selected ? { runner_selector: selected } : {}) };
@@ -40,6 +59,8 @@ export function chooseRunner(
       message: `no connected runner matches ${wanted}; connected: ${connected
         .map((r) => `${r.runner_name} ${formatLabels(r.labels)}`)
         .join(", ")}`,
+      // No remedy: the message names the selector and every runner's labels, and RPC callers
+      // compare these details whole.
       details,
     };
   const open = matching.filter((runner) => !runner.draining);
@@ -50,7 +71,7 @@ export function chooseRunner(
       message: `every connected runner${selected ? ` matching ${wanted}` : ""} is draining: ${matching
         .map((r) => r.runner_name)
         .join(", ")}`,
-      details,
+      details: { ...details, remedy: PLACEMENT_REMEDIES.draining(matching.map((r) => r.runner_name)) },
     };
   const withRoom = open
     .map((runner) => ({ runner, load: workspacesByRunner.get(runner.runner_id) ?? 0 }))
@@ -69,7 +90,7 @@ export function chooseRunner(
       message: `every connected runner${selected ? ` matching ${wanted}` : ""} that takes placements is at capacity: ${open
         .map((r) => `${r.runner_name} (${workspacesByRunner.get(r.runner_id) ?? 0}/${r.capacity})`)
         .join(", ")}${draining.length > 0 ? `; draining: ${draining.join(", ")}` : ""}`,
-      details,
+      details: { ...details, remedy: PLACEMENT_REMEDIES.full },
     };
   }
   return { ok: true, runner: best.runner };

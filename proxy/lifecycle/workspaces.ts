@@ -172,11 +172,15 @@ export class Workspaces {
       if (existing) {
         // A workspace already placed stays on its runner (a draining one too: nothing moves).
         const its = this.#runners.connectedRunners().find((r) => r.runner_id === existing.runner_id);
-        if (!its)
+        if (!its) {
+          // Named, with what to do: the workspace's volume is on that runner, so nothing else serves it.
+          const name = (await this.#store.findRunner(existing.runner_id))?.runner_name ?? existing.runner_id;
           throw new CodedError(
             "UNAVAILABLE",
-            `the runner of workspace ${existing.container_name} is not connected`,
+            `runner ${name}, which holds workspace ${existing.container_name}, is not connected`,
+            { remedy: `start runner ${name} again (its workspace stays on it); nothing else can serve it` },
           );
+        }
         runner = its;
         spec = buildSessionSpec({
           namespace,

@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -57,5 +57,65 @@ describe("workspace commands past their deadline", () => {
     setTimeout(() => controller.abort(deadline()), 20);
     await expect(listing).rejects.toMatchObject({ code: "DEADLINE_EXCEEDED" });
     expect(stopped).toEqual(["list"]);
+  });
+});
+
+/** Piece `seq` of upload `id` into workspace `container`: 1 KiB, not the last. */
+const piece = (id: string, container: string, seq = 0, done = false) => ({
+  kind: "workspace_write" as const,
+  container_name: container,
+  path: "f.bin",
+  upload_id: id,
+  seq,
+  data: Buffer.alloc(1024).toString("base64"),
+  done,
+});
+
+const staged = (dir: string) => (existsSync(dir) ? readdirSync(dir).sort() : []);
+
+describe("staged uploads (issue 34 item 17)", () => {
+  it("are bounded per workspace and per runner: one more is RESOURCE_EXHAUSTED naming the setting, and stages nothing", async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "wc-")), "uploads");
+    const commands = new WorkspaceCommands(hangingEngine([]), dir, {
+      uploadsMax: 2,
+      uploadsPerWorkspaceMax: 1,
+      uploadIdleMs: 60_000,
+    });
+    await commands.write(piece("upload-a1", "a"));
+    await expect(commands.write(piece("upload-a2", "a"))).rejects.toMatchObject({
+      code: "RESOURCE_EXHAUSTED",
+      message: expect.stringMatching(
+        /workspace a.*1 upload.*AGENT_SESSIONS_RUNNER_UPLOADS_PER_WORKSPACE_MAX/,
+      ),
+    });
+    await commands.write(piece("upload-b1", "b"));
+    await expect(commands.write(piece("upload-c1", "c"))).rejects.toMatchObject({
+      code: "RESOURCE_EXHAUSTED",
+      message: expect.stringMatching(/2 uploads.*AGENT_SESSIONS_RUNNER_UPLOADS_MAX/),
+    });
+    expect(staged(dir)).toEqual(["upload-a1", "upload-b1"]);
+    // A piece of an upload already staged is not a new one; its last piece frees the place.
+    await commands.write(piece("upload-a1", "a", 1, true));
+    await commands.write(piece("upload-a2", "a"));
+    expect(staged(dir)).toEqual(["upload-a2", "upload-b1"]);
+    commands.close();
+  });
+
+  it("time out when no piece comes: the staging file goes, the place is free, a late piece is refused", async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "wc-")), "uploads");
+    const commands = new WorkspaceCommands(hangingEngine([]), dir, {
+      uploadsMax: 1,
+      uploadsPerWorkspaceMax: 1,
+      uploadIdleMs: 50,
+    });
+    await commands.write(piece("upload-stalled", "a"));
+    expect(staged(dir)).toEqual(["upload-stalled"]);
+    await new Promise((r) => setTimeout(r, 150));
+    expect(staged(dir)).toEqual([]);
+    await expect(commands.write(piece("upload-stalled", "a", 1))).rejects.toMatchObject({
+      code: "FAILED_PRECONDITION",
+    });
+    await commands.write(piece("upload-next", "b")); // the one place is free again
+    commands.close();
   });
 });

@@ -17,8 +17,24 @@ type Of<K extends RunnerCommand["kind"]> = Extract<RunnerCommand, { kind: K }>;
 
 /** Bytes waiting in the link's socket above which a download waits. */
 const SEND_HIGH_WATER_BYTES = 4 * 1024 * 1024;
-/** A staged upload no piece came for this long is dropped. */
-const STAGING_IDLE_MS = 10 * 60_000;
+/**
+ * Bounds on staged uploads (issue 34 item 17): each stages up to the server's file limit on this
+ * runner's disk, so a client that starts uploads and stalls them would otherwise fill it.
+ */
+export type UploadLimits = {
+  /** Staged uploads at once on this runner (AGENT_SESSIONS_RUNNER_UPLOADS_MAX). */
+  uploadsMax: number;
+  /** Staged uploads at once into one workspace (AGENT_SESSIONS_RUNNER_UPLOADS_PER_WORKSPACE_MAX). */
+  uploadsPerWorkspaceMax: number;
+  /** A staged upload no piece came for this long is dropped with its file (AGENT_SESSIONS_RUNNER_UPLOAD_IDLE_MS). */
+  uploadIdleMs: number;
+};
+
+export const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
+  uploadsMax: 16,
+  uploadsPerWorkspaceMax: 4,
+  uploadIdleMs: 60_000,
+};
 
 export type ChunkSink = {
   chunk(data: string, done: boolean): void;
@@ -38,10 +54,16 @@ export class WorkspaceCommands {
   readonly #files: WorkspaceFiles | undefined;
   readonly #dir: string;
   readonly #uploads = new Map<string, Staging>();
+  readonly #limits: UploadLimits;
 
-  constructor(files: WorkspaceFiles | undefined, stagingDir: string) {
+  constructor(
+    files: WorkspaceFiles | undefined,
+    stagingDir: string,
+    limits: UploadLimits = DEFAULT_UPLOAD_LIMITS,
+  ) {
     this.#files = files;
     this.#dir = stagingDir;
+    this.#limits = limits;
   }
 
   /** The engine, once the command's path is a confined one (the server confines; this checks again). */
@@ -143,8 +165,8 @@ export class WorkspaceCommands {
       );
     if (c.seq === 0) {
       if (staging) this.#drop(c.upload_id, staging);
-      await mkdir(this.#dir, { recursive: true, mode: 0o700 });
-      await writeFile(file, data, { mode: 0o600 });
+      this.#admit(c.container_name);
+      // Counted before the first await: pieces of other uploads arrive meanwhile.
       staging = {
         file,
         containerName: c.container_name,
@@ -154,6 +176,13 @@ export class WorkspaceCommands {
         timer: this.#expiry(c.upload_id),
       };
       this.#uploads.set(c.upload_id, staging);
+      try {
+        await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+        await writeFile(file, data, { mode: 0o600 });
+      } catch (error) {
+        this.#drop(c.upload_id, staging);
+        throw error;
+      }
     } else {
       if (
         !staging ||
@@ -184,6 +213,26 @@ export class WorkspaceCommands {
     return { deleted: await this.#engine(c.path).delete(c.container_name, c.path) };
   }
 
+  /** Room for one more staged upload into `containerName`, or RESOURCE_EXHAUSTED naming the bound. */
+  #admit(containerName: string): void {
+    const { uploadsMax, uploadsPerWorkspaceMax, uploadIdleMs } = this.#limits;
+    const after = `; retry once one finishes (a stalled one is dropped after ${Math.round(uploadIdleMs / 1000)} s without a piece)`;
+    if (this.#uploads.size >= uploadsMax)
+      throw new CodedError(
+        "RESOURCE_EXHAUSTED",
+        `this runner stages ${uploadsMax} uploads at most at once (AGENT_SESSIONS_RUNNER_UPLOADS_MAX)${after}`,
+        { limit: uploadsMax, setting: "AGENT_SESSIONS_RUNNER_UPLOADS_MAX" },
+      );
+    let inWorkspace = 0;
+    for (const s of this.#uploads.values()) if (s.containerName === containerName) inWorkspace += 1;
+    if (inWorkspace >= uploadsPerWorkspaceMax)
+      throw new CodedError(
+        "RESOURCE_EXHAUSTED",
+        `workspace ${containerName} has ${uploadsPerWorkspaceMax} upload${uploadsPerWorkspaceMax === 1 ? "" : "s"} staged already, the most at once (AGENT_SESSIONS_RUNNER_UPLOADS_PER_WORKSPACE_MAX)${after}`,
+        { limit: uploadsPerWorkspaceMax, setting: "AGENT_SESSIONS_RUNNER_UPLOADS_PER_WORKSPACE_MAX" },
+      );
+  }
+
   /** Drops every staged upload (the runner stops). */
   close(): void {
     for (const [id, s] of this.#uploads) this.#drop(id, s);
@@ -193,7 +242,7 @@ export class WorkspaceCommands {
     const timer = setTimeout(() => {
       const s = this.#uploads.get(uploadId);
       if (s) this.#drop(uploadId, s);
-    }, STAGING_IDLE_MS);
+    }, this.#limits.uploadIdleMs);
     timer.unref();
     return timer;
   }

@@ -59,7 +59,7 @@ async function startRunner() {
   const runner = new Runner(config, driver, () => {});
   runners.push(runner);
   await runner.start();
-  return { runner, counts };
+  return { runner, counts, driver };
 }
 
 async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
@@ -163,5 +163,23 @@ describe("a runner restarted on the same data dir", () => {
     expect(again.status.sessionId).toBe(before.status.sessionId);
     expect(counts.provisions).toBe(1);
     expect((await ask("after")).status).toBe(200);
+  });
+
+  it("deleted after the server and its runner restarted (kill -9 serve): nothing runs afterwards and nothing is provisioned after the delete (issue 34 item 11a)", async () => {
+    await ready();
+    // serve died: its embedded runner with it; the workload outlives both.
+    for (const r of runners.splice(0)) r.stop();
+    await t.stop();
+    t = await startTestServer({ dataDir: t.dataDir }, { agent: false });
+    const { driver } = await startRunner();
+    await ready();
+    const provisionsBefore = driver.provisions.length;
+    const deleted = await call("DELETE", `${BASE}/chat`);
+    expect(deleted.status, JSON.stringify(deleted.body)).toBeLessThan(300);
+    expect((await call("GET", `${BASE}/chat`)).status).toBe(404);
+    // What a user checks 10 s later (docker ps): here, 2 s of what the server and runner do next.
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(driver.provisions.slice(provisionsBefore).map((p) => p.containerName)).toEqual([]);
+    expect([...machine.running]).toEqual([]);
   });
 });
