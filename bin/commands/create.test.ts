@@ -1,24 +1,15 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, startTestServer, type TestServer } from "../../proxy/testing/test-server.ts";
+import { type CliResult, runCli } from "../testing-cli.ts";
 
-const CLI = join(import.meta.dirname, "..", "cli.ts");
 let t: TestServer;
 
 /** The CLI as a user runs it, against a real server on port 0. */
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args, "--server", t.server.url, "--token", ADMIN_TOKEN],
-      { env: { ...process.env, AGENT_SESSIONS_TOKEN: "" } },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+function cli(args: string[]): Promise<CliResult> {
+  return runCli(t.server.url, ADMIN_TOKEN, args);
 }
 
 beforeAll(async () => {

@@ -1,13 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
-import { buildApp } from "./app.ts";
-import { EventBus } from "../lifecycle/event-bus.ts";
-import { Lifecycle, type RpcHandlers } from "../lifecycle/lifecycle.ts";
-import { silentLogger } from "../observability/log.ts";
+import type { buildApp } from "./app.ts";
+import type { RpcHandlers } from "../lifecycle/lifecycle.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
-import { SessionJournal } from "../lifecycle/session-journal.ts";
-import { Workspaces } from "../lifecycle/workspaces.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
+import { testApp } from "../testing/test-app.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN, TEST_IMAGE } from "../testing/test-server.ts";
 
 let store: SqliteStore;
@@ -36,17 +33,7 @@ function recordingRunners(): RunnerDirectory {
 }
 
 function build(rpc?: RpcHandlers) {
-  const bus = new EventBus();
-  const journal = new SessionJournal(store, bus);
-  const base = { store, runners: recordingRunners(), journal, log: silentLogger };
-  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
-  return buildApp({
-    store,
-    bus,
-    rpc: rpc ?? lifecycle.handlers,
-    adminToken: ADMIN_TOKEN,
-    runnerToken: RUNNER_TOKEN,
-  });
+  return testApp(store, recordingRunners(), rpc ? { rpc } : {});
 }
 
 beforeEach(() => {

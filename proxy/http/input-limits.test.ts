@@ -1,34 +1,11 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { buildApp } from "./app.ts";
-import { EventBus } from "../lifecycle/event-bus.ts";
-import { Lifecycle } from "../lifecycle/lifecycle.ts";
-import { silentLogger } from "../observability/log.ts";
-import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
-import { SessionJournal } from "../lifecycle/session-journal.ts";
-import { Workspaces } from "../lifecycle/workspaces.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
+import { noRunners, testApp } from "../testing/test-app.ts";
 import { SseClient } from "../testing/sse-client.ts";
-import { ADMIN_TOKEN, RUNNER_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
-
-const noRunners: RunnerDirectory = {
-  connectedRunners: () => [],
-  isConnected: () => false,
-  command: async () => ({ ok: false, error: { code: "UNAVAILABLE", message: "none" } }) as never,
-};
+import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
 
 function appWith(store: SqliteStore, jsonBodyMaxBytes: number) {
-  const bus = new EventBus();
-  const journal = new SessionJournal(store, bus);
-  const base = { store, runners: noRunners, journal, log: silentLogger };
-  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
-  return buildApp({
-    store,
-    bus,
-    rpc: lifecycle.handlers,
-    adminToken: ADMIN_TOKEN,
-    runnerToken: RUNNER_TOKEN,
-    jsonBodyMaxBytes,
-  });
+  return testApp(store, noRunners, { jsonBodyMaxBytes });
 }
 
 const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };

@@ -1,14 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EventBus } from "../lifecycle/event-bus.ts";
-import { Lifecycle } from "../lifecycle/lifecycle.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
-import { SessionJournal } from "../lifecycle/session-journal.ts";
-import { Workspaces } from "../lifecycle/workspaces.ts";
-import { silentLogger } from "../observability/log.ts";
 import { SqliteStore } from "../store/sqlite-store.ts";
+import { testApp } from "../testing/test-app.ts";
 import type { RunnerRecord } from "../store/store.ts";
-import { ADMIN_TOKEN, RUNNER_TOKEN } from "../testing/test-server.ts";
-import { buildApp } from "./app.ts";
 
 let store: SqliteStore;
 let connected: RunnerRecord[];
@@ -30,17 +24,7 @@ function build() {
     command: async () =>
       ({ ok: false, error: { code: "UNAVAILABLE", message: "not in this test" } }) as never,
   };
-  const bus = new EventBus();
-  const base = { store, runners, journal: new SessionJournal(store, bus), log: silentLogger };
-  const lifecycle = new Lifecycle({ ...base, workspaces: new Workspaces(base) });
-  return buildApp({
-    store,
-    bus,
-    rpc: lifecycle.handlers,
-    adminToken: ADMIN_TOKEN,
-    runnerToken: RUNNER_TOKEN,
-    runners,
-  });
+  return testApp(store, runners, { runners });
 }
 
 beforeEach(() => {
