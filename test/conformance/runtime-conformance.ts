@@ -29,7 +29,14 @@ import {
   objectsGone,
 } from "../support/engine-probes.ts";
 import { dockerClient } from "../support/session-harness.ts";
-import { followEvents, type Json, startSessionModelServer, System, until } from "../support/system.ts";
+import {
+  followEvents,
+  type Json,
+  startSessionModelServer,
+  System,
+  until,
+  writeLogTails,
+} from "../support/system.ts";
 import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
 import { imageLacks } from "./image-precheck.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
@@ -175,10 +182,7 @@ export function runtimeConformance(runtime: ShippedRuntime, engine: Engine = "do
 
   afterEach((context) => {
     if (context.task.result?.state !== "fail") return;
-    for (const which of ["server", "runner"] as const)
-      process.stderr.write(
-        `--- ${which} log (tail) ---\n${(system[which]?.logs ?? []).join("").slice(-6_000)}\n`,
-      );
+    writeLogTails(system);
   });
 
   afterAll(async () => {

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { dockerProbe, type EngineProbe } from "../support/engine-probes.ts";
-import { BRIDGE_IP, followEvents, type Json, System, until } from "../support/system.ts";
+import { BRIDGE_IP, followEvents, type Json, System, until, writeLogTails } from "../support/system.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
@@ -87,10 +87,7 @@ beforeAll(async () => {
 
 afterEach((context) => {
   if (context.task.result?.state !== "fail") return;
-  for (const which of ["server", "runner"] as const)
-    process.stderr.write(
-      `--- ${which} log (tail) ---\n${(system[which]?.logs ?? []).join("").slice(-6_000)}\n`,
-    );
+  writeLogTails(system);
 });
 
 afterAll(async () => {

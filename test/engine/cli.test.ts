@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { BRIDGE_IP, type Json, System, until } from "../support/system.ts";
+import { BRIDGE_IP, type Json, System, until, writeLogTails } from "../support/system.ts";
 import { referenceImage, repoRoot } from "../support/testbed.ts";
 
 const bin = join(repoRoot, "bin", "agent-sessions");
@@ -110,10 +110,7 @@ beforeAll(async () => {
 
 afterEach((context) => {
   if (context.task.result?.state !== "fail") return;
-  for (const which of ["server", "runner"] as const)
-    process.stderr.write(
-      `--- ${which} log (tail) ---\n${(system[which]?.logs ?? []).join("").slice(-6_000)}\n`,
-    );
+  writeLogTails(system);
 });
 
 afterAll(async () => {

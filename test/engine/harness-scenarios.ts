@@ -28,7 +28,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ModelServer } from "../fixtures/model-server.ts";
 import { type Engine, type EngineProbe, objectsGone } from "../support/engine-probes.ts";
 import { backendStateText, dockerClient } from "../support/session-harness.ts";
-import { type Json, System, startSessionModelServer, until } from "../support/system.ts";
+import { type Json, System, startSessionModelServer, until, writeLogTails } from "../support/system.ts";
 import { builtImage, referenceImage, repoRoot } from "../support/testbed.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 
@@ -254,10 +254,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
         logs[which] = system[which]?.logs ?? [];
     // A failure in a real system is read from its processes' logs: show their tails.
     if (context.task.result?.state !== "fail") return;
-    for (const which of ["server", "runner"] as const)
-      process.stderr.write(
-        `--- ${which} log (tail) ---\n${(system[which]?.logs ?? []).join("").slice(-6_000)}\n`,
-      );
+    writeLogTails(system);
   });
 
   afterAll(async () => {

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { BRIDGE_IP, System } from "../support/system.ts";
+import { BRIDGE_IP, System, writeLogTails } from "../support/system.ts";
 import { testbedHome } from "../support/testbed.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 
@@ -93,10 +93,7 @@ beforeAll(async () => {
 afterEach((context) => {
   if (context.task.result?.state !== "fail") return;
   void page?.screenshot({ path: "/tmp/ui-failure.png", fullPage: true }).catch(() => undefined);
-  for (const which of ["server", "runner"] as const)
-    process.stderr.write(
-      `--- ${which} log (tail) ---\n${(system[which]?.logs ?? []).join("").slice(-6_000)}\n`,
-    );
+  writeLogTails(system);
 });
 
 afterAll(async () => {

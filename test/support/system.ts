@@ -80,6 +80,14 @@ export function launch(
   });
 }
 
+/** A failed test's report: the tails of a system's server and runner logs, on stderr. */
+export function writeLogTails(system: Pick<System, "server" | "runner"> | undefined): void {
+  for (const which of ["server", "runner"] as const)
+    process.stderr.write(
+      `--- ${which} log (tail) ---\n${(system?.[which]?.logs ?? []).join("").slice(-6_000)}\n`,
+    );
+}
+
 export class System {
   readonly dataDir: string;
   server: Proc | undefined;
