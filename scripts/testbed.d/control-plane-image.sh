@@ -22,7 +22,7 @@ TB_CP_SOURCES=(bin client contracts infra policies proxy runtimes/catalogue.ts r
 # The repo's runtime sources (working tree, tests excluded), one path a line, sorted.
 _tb_cp_source_files() {
   local d dirs=()
-  for d in "${TB_CP_SOURCES[@]}"; do [[ -d $TB_REPO/$d ]] && dirs+=("$d"); done
+  for d in "${TB_CP_SOURCES[@]}"; do [[ -e $TB_REPO/$d ]] && dirs+=("$d"); done
   (cd "$TB_REPO" && find "${dirs[@]}" -type f ! -name '*.test.ts' ! -path '*/node_modules/*' | LC_ALL=C sort
     echo package.json
     echo Pulumi.yaml)
