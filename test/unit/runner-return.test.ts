@@ -10,6 +10,7 @@ import { RUNNER_TOKEN, startTestServer, type TestServer } from "../../proxy/test
 import { parseRunnerConfig } from "../../runner/config.ts";
 import { FakeDriver, type FakeMachine, fakeMachine } from "../../runner/engine/fake-driver.ts";
 import { Runner } from "../../runner/runner.ts";
+import { SESSION_FILE_NAME, SessionFile } from "../../runner/sessions/session-file.ts";
 
 const REATTACH_WINDOW_MS = 300;
 
@@ -96,5 +97,23 @@ it("a runner back after its reattach window expired: Stop and Remove leave nothi
   // What a user checks 20 s later (docker ps): here, 1 s of what the server and runner do next.
   await new Promise((r) => setTimeout(r, 1_000));
   expect([...machine.running]).toEqual([]);
+  expect(driver.agents.size).toBe(0);
+});
+
+it("a runner that starts with a saved session of a workspace the server no longer holds: the server has it removed, nothing left running (issue 34 item 11c)", async () => {
+  // What the previous process left: its saved set and the workload still running on the engine.
+  const orphan = "ws-default-left-behind";
+  machine.running.add(orphan);
+  machine.stackTokens.set(orphan, "token");
+  new SessionFile(`${t.dataDir}/runner/${SESSION_FILE_NAME}`).save([
+    { session_id: "s-left", container_name: orphan, state: "READY" },
+  ]);
+  const { driver } = await startRunner();
+  await until(
+    "the workload removed",
+    async () => [...machine.running],
+    (running) => running.length === 0,
+  );
+  expect(driver.removed).toEqual([orphan]);
   expect(driver.agents.size).toBe(0);
 });
