@@ -534,7 +534,8 @@ export class RunnerHub {
       if (issuedCredential !== undefined && connection.identity.kind === "credential")
         await this.#store.deleteRunnerCredential(runner.runner_name, connection.identity.tokenHash);
     };
-    const stops = await this.#runnerMutex.run(id, async () => {
+    const nothingToDo = { toStop: [], toRemove: [] };
+    const reconciled = await this.#runnerMutex.run(id, async () => {
       const previous = this.#connections.get(id);
       if (previous && previous !== connection) {
         previous.close(CloseCodes.superseded, "superseded by a newer connection");
@@ -542,7 +543,7 @@ export class RunnerHub {
       }
       if (!connection.socket.open) {
         await unissue();
-        return [];
+        return nothingToDo;
       }
       this.#connections.set(id, connection);
       this.#sessions.cancelExpiry(id);
@@ -559,9 +560,9 @@ export class RunnerHub {
       });
       if (!welcomed.ok) {
         await unissue();
-        return [];
+        return nothingToDo;
       }
-      const toStop = await this.#sessions.reconcile(id, hello.sessions);
+      const todo = await this.#sessions.reconcile(id, hello.sessions);
       connection.available = true;
       this.#log("info", "runner attached", {
         runner_id: id,
@@ -572,9 +573,10 @@ export class RunnerHub {
         draining: runner.draining,
         sessions: hello.sessions.length,
       });
-      return toStop;
+      return todo;
     });
-    for (const sessionId of stops) this.#stopOnRunner(id, sessionId);
+    for (const sessionId of reconciled.toStop) this.#stopOnRunner(id, sessionId);
+    for (const containerName of reconciled.toRemove) this.#removeOnRunner(id, containerName);
     if (connection.available)
       for (const listener of this.#attachListeners) {
         try {
@@ -603,6 +605,21 @@ export class RunnerHub {
     }
     connection.failAll({ code: "UNAVAILABLE", message: "runner link lost" });
     if (id !== undefined && current && !movedAway) this.#sessions.armExpiry(id);
+  }
+
+  /** A workspace of the runner's own that the store no longer holds (runner-reconciler.ts): removed there. */
+  #removeOnRunner(runnerId: string, containerName: string): void {
+    this.command(runnerId, { kind: "remove", container_name: containerName }).then(
+      (outcome) => {
+        if (!outcome.ok && outcome.error.code !== "NOT_FOUND")
+          this.#log("warn", "removing a workspace the server no longer holds failed", {
+            runner_id: runnerId,
+            container_name: containerName,
+            error: outcome.error,
+          });
+      },
+      (error: unknown) => this.#log("error", "remove command threw", { error: String(error) }),
+    );
   }
 
   /** A settled session still runs on its runner: stop it there; the store keeps what it has. */

@@ -92,9 +92,18 @@ export class RunnerReconciler {
     this.#expiries.clear();
   }
 
-  /** PROTOCOL.md §3: the store follows the runner's authoritative set. Returns sessions to stop there. */
-  async reconcile(runnerId: string, reported: RunnerSessionReport[]): Promise<string[]> {
+  /**
+   * PROTOCOL.md §3: the store follows the runner's authoritative set. Returns the sessions to stop
+   * there, and the workspaces to remove there: those of reported sessions the store holds neither
+   * the session nor the workspace of (issue 34 item 11c: what a restarted runner finds of its own
+   * that the server no longer wants is removed, not left running with its credentials).
+   */
+  async reconcile(
+    runnerId: string,
+    reported: RunnerSessionReport[],
+  ): Promise<{ toStop: string[]; toRemove: string[] }> {
     const toStop: string[] = [];
+    const toRemove = new Set<string>();
     const remaining = new Map(reported.map((r) => [r.session_id, r]));
     for (const session of await this.#o.store.listSessions({ runnerId })) {
       const report = remaining.get(session.session_id);
@@ -108,6 +117,21 @@ export class RunnerReconciler {
       // Known to the runner, not to the store under it: adopt it when its workspace is ours there.
       const workspace = await this.#o.store.getWorkspace(report.container_name);
       const existing = await this.#o.store.getSession(report.session_id);
+      if (!workspace && !existing) {
+        // The runner's own (it reported it), the server's no more: the workspace was removed, or
+        // never recorded. Another runner's workspace (below) is never touched from here.
+        this.#o.log(
+          "warn",
+          "runner reported a session of a workspace the server no longer holds; removing it",
+          {
+            runner_id: runnerId,
+            session_id: report.session_id,
+            container_name: report.container_name,
+          },
+        );
+        toRemove.add(report.container_name);
+        continue;
+      }
       if (!workspace || workspace.runner_id !== runnerId || existing) {
         this.#o.log("warn", "runner reported a session the server does not place on it; left alone", {
           runner_id: runnerId,
@@ -125,7 +149,7 @@ export class RunnerReconciler {
       });
       await this.#o.journal.transition(report.session_id, { state: report.state });
     }
-    return toStop;
+    return { toStop, toRemove: [...toRemove] };
   }
 
   /** A runner's link was lost: its attached sessions become DISCONNECTED. */

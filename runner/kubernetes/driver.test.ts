@@ -262,15 +262,25 @@ describe("a runner whose sessions namespace is not the default (AGENT_SESSIONS_K
 });
 
 describe("removing a workspace whose stack does not hold its objects (a runner restarted mid-recording)", () => {
-  it("deletes its Deployment, Service, NetworkPolicy, Secret and PVC all the same", async () => {
+  const pvc = {
+    metadata: {
+      name: `${name}-workspace`,
+      labels: { [Labels.managedBy]: "agent-sessions", [Labels.namespace]: "team", [Labels.session]: "s1" },
+    },
+  };
+  const base = "/namespaces/agent-sessions";
+  const everything = [
+    `/api/v1${base}/persistentvolumeclaims/${name}-workspace`,
+    `/api/v1${base}/secrets/${name}-credentials`,
+    `/api/v1${base}/services/${name}`,
+    `/apis/apps/v1${base}/deployments/${name}`,
+    `/apis/networking.k8s.io/v1${base}/networkpolicies/${name}`,
+  ].sort();
+
+  /** `remove(name)` against a fake API server listing these PVCs; the paths it deleted. */
+  async function removeWith(pvcs: unknown[]): Promise<string[]> {
     const { createServer } = await import("node:http");
     const deleted: string[] = [];
-    const pvc = {
-      metadata: {
-        name: `${name}-workspace`,
-        labels: { [Labels.managedBy]: "agent-sessions", [Labels.namespace]: "team", [Labels.session]: "s1" },
-      },
-    };
     const api = createServer((req, res) => {
       res.setHeader("content-type", "application/json");
       if (req.method === "DELETE") {
@@ -280,7 +290,7 @@ describe("removing a workspace whose stack does not hold its objects (a runner r
         req.method === "GET" &&
         req.url?.startsWith("/api/v1/namespaces/agent-sessions/persistentvolumeclaims")
       )
-        res.end(JSON.stringify({ kind: "PersistentVolumeClaimList", apiVersion: "v1", items: [pvc] }));
+        res.end(JSON.stringify({ kind: "PersistentVolumeClaimList", apiVersion: "v1", items: pvcs }));
       else {
         res.writeHead(404);
         res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", code: 404 }));
@@ -297,18 +307,17 @@ describe("removing a workspace whose stack does not hold its objects (a runner r
       // The stack holds none of them: its destroy deletes nothing.
       const stacks = { destroy: async () => {} } as unknown as StackManager;
       await new KubernetesDriver(kc, stacks).remove(name);
-      const base = "/namespaces/agent-sessions";
-      expect(deleted.sort()).toEqual(
-        [
-          `/api/v1${base}/persistentvolumeclaims/${name}-workspace`,
-          `/api/v1${base}/secrets/${name}-credentials`,
-          `/api/v1${base}/services/${name}`,
-          `/apis/apps/v1${base}/deployments/${name}`,
-          `/apis/networking.k8s.io/v1${base}/networkpolicies/${name}`,
-        ].sort(),
-      );
+      return deleted.sort();
     } finally {
       api.close();
     }
+  }
+
+  it("deletes its Deployment, Service, NetworkPolicy, Secret and PVC all the same", async () => {
+    expect(await removeWith([pvc])).toEqual(everything);
+  });
+
+  it("deletes them by name when no PVC is left to find its session by (issue 34 item 11: removed means removed)", async () => {
+    expect(await removeWith([])).toEqual(everything);
   });
 });

@@ -733,8 +733,10 @@ export class KubernetesDriver implements EngineDriver {
 
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
-    if (!p) return; // nothing of ours: removal is idempotent
     this.#quiet.add(containerName);
+    // No PVC left to find its session (and stack) by: what else of it is left goes by its names,
+    // as a restarted runner's remove must leave nothing running (issue 34 item 11).
+    if (!p) return this.#deleteLeftovers(containerName);
     await this.#records.settled(containerName);
     this.#records.forget(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
