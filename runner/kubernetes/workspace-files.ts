@@ -6,7 +6,11 @@
  *
  * Every path is confined before it gets here (contracts/workspace-files.ts); in the sidecar each
  * is resolved with its symlinks followed (`realpath -m`), and one that leads out of /workspace is
- * refused with INVALID_ARGUMENT before anything is read or written. Paths travel as arguments of
+ * refused with INVALID_ARGUMENT before anything is read or written. Resolving and then opening are
+ * two steps an agent can race (swap a directory for a symlink between them; issue 34 item 17), so a
+ * read checks what it OPENED: `file` opens fd 3 and checks the kernel's path of that open file
+ * (/proc/self/fd/3), `archive` enters the parent and checks `pwd -P` (tar then stores the last
+ * component as it is, a symlink as a link). What was opened cannot be swapped afterwards. Paths travel as arguments of
  * the exec (they are not secrets). The 1.20 exec protocol cannot close stdin alone, so every
  * command reads exactly what it is told to (an upload's size) and stops.
  *
@@ -43,22 +47,24 @@ export const EXIT = {
 export function filesScript(root = WORKSPACE_ROOT): string {
   return `set -u
 op=$1; rel=$2
-resolve() {
-  r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1
-  case "$r" in "${root}"|"${root}"/*) ;; *) exit ${EXIT.outside} ;; esac
-}
+inside() { case "$1" in "${root}"|"${root}"/*) ;; *) exit ${EXIT.outside} ;; esac; }
+resolve() { r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1; inside "$r"; }
 case "$op" in
 list)
   resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] || exit ${EXIT.notDir}
   cd "$r" && exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0' ;;
 file)
-  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] && exit ${EXIT.isDir}
-  size=$(stat -c %s -- "$r") || exit 1
+  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
+  exec 3< "$r" || exit 1
+  inside "$(readlink -- /proc/self/fd/3)"; [ -d /proc/self/fd/3 ] && exit ${EXIT.isDir}
+  size=$(stat -L -c %s -- /proc/self/fd/3) || exit 1
   [ "$size" -le "$3" ] || { echo "$size" >&2; exit ${EXIT.tooLarge}; }
-  exec cat -- "$r" ;;
+  exec cat <&3 ;;
 archive)
   resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
-  cd "$(dirname -- "$r")" && exec tar -c -f - -- "$(basename -- "$r")" ;;
+  cd "$(dirname -- "$r")" || exit 1
+  b=$(basename -- "$r"); inside "$(pwd -P)/$b"
+  exec tar -c -f - -- "$b" ;;
 write)
   [ -n "$rel" ] || exit ${EXIT.root}
   resolve "$rel"; [ -d "$r" ] && exit ${EXIT.isDir}
