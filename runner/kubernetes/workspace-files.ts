@@ -21,69 +21,13 @@ import type { Readable } from "node:stream";
 import { CodedError } from "../../contracts/errors.ts";
 import { WORKSPACE_CONTAINER } from "../../contracts/session-pod.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
-import { WORKSPACE_ROOT, type WorkspaceEntry } from "../../contracts/workspace-files.ts";
+import type { WorkspaceEntry } from "../../contracts/workspace-files.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
-import { notFound, shownPath, tooLarge } from "../engine/workspace-errors.ts";
+import { filesError, filesScript } from "../engine/workspace-files-script.ts";
 import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
 import { type ExecStream, openStdin, type PodExec } from "./exec.ts";
 import { seedWorkspaceRepo, workspaceRepoDiff } from "./repo-seed.ts";
 
-/** Exit statuses of FILES_SCRIPT besides 0 and 1. */
-export const EXIT = {
-  outside: 10,
-  missing: 11,
-  isDir: 12,
-  notDir: 13,
-  tooLarge: 14,
-  root: 15,
-  short: 16,
-} as const;
-
-/**
- * One POSIX sh script for every operation: `sh -c SCRIPT sh OP PATH [N]`. PATH is relative to
- * `root` (/workspace; "" is the root itself; another root only in tests); N is a file's size limit (file) or an upload's size
- * (write). `list` prints five NUL-terminated fields per entry: type, size, mtime, name, link target.
- */
-export function filesScript(root = WORKSPACE_ROOT): string {
-  return `set -u
-op=$1; rel=$2
-inside() { case "$1" in "${root}"|"${root}"/*) ;; *) exit ${EXIT.outside} ;; esac; }
-resolve() { r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1; inside "$r"; }
-case "$op" in
-list)
-  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] || exit ${EXIT.notDir}
-  cd "$r" && exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0' ;;
-file)
-  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
-  exec 3< "$r" || exit 1
-  inside "$(readlink -- /proc/self/fd/3)"; [ -d /proc/self/fd/3 ] && exit ${EXIT.isDir}
-  size=$(stat -L -c %s -- /proc/self/fd/3) || exit 1
-  [ "$size" -le "$3" ] || { echo "$size" >&2; exit ${EXIT.tooLarge}; }
-  exec cat <&3 ;;
-archive)
-  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
-  cd "$(dirname -- "$r")" || exit 1
-  b=$(basename -- "$r"); inside "$(pwd -P)/$b"
-  exec tar -c -f - -- "$b" ;;
-write)
-  [ -n "$rel" ] || exit ${EXIT.root}
-  resolve "$rel"; [ -d "$r" ] && exit ${EXIT.isDir}
-  dir=$(dirname -- "$r")
-  mkdir -p -- "$dir" 2>/dev/null && [ -d "$dir" ] || exit ${EXIT.notDir}
-  tmp="$dir/.agent-sessions-upload.$$"
-  head -c "$3" > "$tmp" || { rm -f -- "$tmp"; exit 1; }
-  [ "$(stat -c %s -- "$tmp")" = "$3" ] || { rm -f -- "$tmp"; exit ${EXIT.short}; }
-  exec mv -f -- "$tmp" "$r" ;;
-delete)
-  [ -n "$rel" ] || exit ${EXIT.root}
-  parent=$(dirname -- "$rel"); [ "$parent" = . ] && parent=
-  resolve "$parent"; [ -d "$r" ] || exit ${EXIT.missing}
-  t="$r/$(basename -- "$rel")"
-  [ -e "$t" ] || [ -L "$t" ] || exit ${EXIT.missing}
-  exec rm -rf -- "$t" ;;
-*) exit 2 ;;
-esac`;
-}
 const FILES_SCRIPT = filesScript();
 
 const FIND_TYPES: Record<string, WorkspaceEntry["type"]> = { f: "file", d: "dir", l: "symlink" };
@@ -215,41 +159,8 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
 
   /** The command's end as the files API's error, if it failed. */
   async #check(run: ExecStream, path: string, maxBytes?: number): Promise<void> {
-    const code = await run.exit;
-    if (code === 0) return;
-    const shown = shownPath(path);
-    switch (code) {
-      case EXIT.outside:
-        throw new CodedError("INVALID_ARGUMENT", `${shown} leads out of ${WORKSPACE_ROOT} through a symlink`);
-      case EXIT.missing:
-        throw notFound(path);
-      case EXIT.isDir:
-        throw new CodedError(
-          "INVALID_ARGUMENT",
-          maxBytes !== undefined
-            ? `${shown} is a directory; download it with :archive`
-            : `${shown} is a directory`,
-        );
-      case EXIT.notDir:
-        throw new CodedError(
-          "INVALID_ARGUMENT",
-          maxBytes !== undefined ? `${shown} is not a directory` : `a parent of ${shown} is not a directory`,
-        );
-      case EXIT.tooLarge:
-        throw tooLarge(maxBytes ?? 0, Number(run.stderr().trim()) || undefined);
-      case EXIT.root:
-        throw new CodedError(
-          "INVALID_ARGUMENT",
-          `cannot write or delete ${WORKSPACE_ROOT} itself; name a file`,
-        );
-      case EXIT.short:
-        throw new CodedError("INTERNAL", `the upload to ${shown} arrived short`);
-      default:
-        throw new CodedError(
-          "INTERNAL",
-          `the workspace command failed on ${shown} (exit ${code ?? "unknown"}): ${run.stderr().slice(0, 300)}`,
-        );
-    }
+    const error = filesError(await run.exit, run.stderr(), path, maxBytes);
+    if (error) throw error;
   }
 }
 

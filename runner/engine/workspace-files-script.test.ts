@@ -1,5 +1,5 @@
 /**
- * The sidecar's files script (runner/kubernetes/workspace-files.ts) run for real by this machine's
+ * The workspace files script (runner/engine/workspace-files-script.ts) run for real by this machine's
  * /bin/sh (dash, as in the test bed's base image) with GNU coreutils, find and tar, against a
  * temporary directory standing in for /workspace: what it writes, lists, reads and refuses.
  */
@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EXIT, filesScript } from "./workspace-files.ts";
+import { EXIT, filesScript } from "./workspace-files-script.ts";
 
 let root: string;
 let outside: string;
