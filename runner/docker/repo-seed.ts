@@ -65,7 +65,7 @@ export function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOpti
 }
 
 /** Starts the container with stdout streamed and stderr collected (bounded); `exit` is its status. */
-async function runGit(
+export async function runGit(
   docker: Docker,
   g: GitContainer,
 ): Promise<{

@@ -5,6 +5,7 @@
  * a short-lived container of the git image on Docker (runner/docker/workspace-files.ts). Its exit
  * statuses become the same coded errors on either engine (`filesError`).
  */
+import type { Readable } from "node:stream";
 import { CodedError } from "../../contracts/errors.ts";
 import { WORKSPACE_ROOT } from "../../contracts/workspace-files.ts";
 import { notFound, shownPath, tooLarge } from "./workspace-errors.ts";
@@ -107,4 +108,66 @@ export function filesError(
         `the workspace command failed on ${shown} (exit ${code ?? "unknown"}): ${stderr.slice(0, 300)}`,
       );
   }
+}
+
+/** A running files script: its stdout, its exit status, its stderr so far, and a way to end it. */
+export type FilesRun = {
+  stdout: Readable;
+  exit: Promise<number | null | undefined>;
+  stderr: () => string;
+  close: () => unknown;
+};
+
+/**
+ * A `file` or `archive` read of the script as the bytes it prints. The script checks before its
+ * first byte, so that byte (or the end) is awaited to answer an error instead of an empty body.
+ */
+export async function checkedRead(
+  run: FilesRun,
+  path: string,
+  maxBytes: number,
+): Promise<AsyncIterable<Buffer>> {
+  const check = async () => {
+    const error = filesError(await run.exit, run.stderr(), path, maxBytes);
+    if (error) throw error;
+  };
+  let first: Buffer | undefined;
+  try {
+    first = await firstChunk(run.stdout);
+    if (first === undefined) await check();
+  } catch (error) {
+    run.close();
+    throw error;
+  }
+  return (async function* () {
+    try {
+      if (first === undefined) return;
+      yield first;
+      for await (const chunk of run.stdout) yield chunk as Buffer;
+      await check();
+    } finally {
+      // A reader that stops early (over the limit, gone) ends the command too.
+      run.close();
+    }
+  })();
+}
+
+/** The stream's first chunk, or undefined when it ends without one. */
+function firstChunk(stream: Readable): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const done = (chunk: Buffer | undefined) => {
+      stream.off("readable", onReadable);
+      stream.off("end", onEnd);
+      stream.off("error", reject);
+      resolve(chunk);
+    };
+    const onReadable = () => {
+      const chunk = stream.read() as Buffer | null;
+      if (chunk !== null) done(chunk);
+    };
+    const onEnd = () => done(undefined);
+    stream.on("readable", onReadable);
+    stream.once("end", onEnd);
+    stream.once("error", reject);
+  });
 }

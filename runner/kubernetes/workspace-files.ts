@@ -23,7 +23,7 @@ import { WORKSPACE_CONTAINER } from "../../contracts/session-pod.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
 import type { WorkspaceEntry } from "../../contracts/workspace-files.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
-import { filesError, filesScript } from "../engine/workspace-files-script.ts";
+import { checkedRead, filesError, filesScript } from "../engine/workspace-files-script.ts";
 import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
 import { type ExecStream, openStdin, type PodExec } from "./exec.ts";
 import { seedWorkspaceRepo, workspaceRepoDiff } from "./repo-seed.ts";
@@ -77,21 +77,7 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
   ): Promise<AsyncIterable<Buffer>> {
     const run = await this.#files(containerName, what, path, what === "file" ? [String(maxBytes)] : []);
     signal?.addEventListener("abort", () => run.close(), { once: true });
-    // The checks come before the first byte: wait for that byte (or the end) to answer an error.
-    const first = await firstChunk(run.stdout);
-    if (first === undefined) await this.#check(run, path, maxBytes);
-    const check = () => this.#check(run, path, maxBytes);
-    return (async function* () {
-      try {
-        if (first === undefined) return;
-        yield first;
-        for await (const chunk of run.stdout) yield chunk as Buffer;
-        await check();
-      } finally {
-        // A reader that stops early (over the limit, gone) ends the command too.
-        run.close();
-      }
-    })();
+    return checkedRead(run, path, maxBytes);
   }
 
   async write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void> {
@@ -162,24 +148,4 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
     const error = filesError(await run.exit, run.stderr(), path, maxBytes);
     if (error) throw error;
   }
-}
-
-/** The stream's first chunk, or undefined when it ends without one. */
-function firstChunk(stream: Readable): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const done = (chunk: Buffer | undefined) => {
-      stream.off("readable", onReadable);
-      stream.off("end", onEnd);
-      stream.off("error", reject);
-      resolve(chunk);
-    };
-    const onReadable = () => {
-      const chunk = stream.read() as Buffer | null;
-      if (chunk !== null) done(chunk);
-    };
-    const onEnd = () => done(undefined);
-    stream.on("readable", onReadable);
-    stream.once("end", onEnd);
-    stream.once("error", reject);
-  });
 }
