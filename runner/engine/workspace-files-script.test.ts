@@ -147,6 +147,11 @@ describe("the workspace sidecar's files script", () => {
       const archive = run("archive", "dir/secret.txt", [], undefined, env);
       expect(archive.stdout.toString()).not.toContain("not yours");
       expect(archive.code).toBe(EXIT.outside);
+      rmSync(join(root, "dir"), { force: true });
+      mkdirSync(join(root, "dir"));
+      const list = run("list", "dir", [], undefined, env);
+      expect(list.stdout.toString()).not.toContain("secret.txt");
+      expect(list.code).toBe(EXIT.outside);
     } finally {
       rmSync(bin, { recursive: true, force: true });
     }

@@ -4,6 +4,12 @@
  * the Kubernetes pod's `workspace` sidecar (runner/kubernetes/workspace-files.ts) and, for reads,
  * a short-lived container of the git image on Docker (runner/docker/workspace-files.ts). Its exit
  * statuses become the same coded errors on either engine (`filesError`).
+ *
+ * Resolving a path and then opening it are two steps an agent can race, swapping a directory for a
+ * symlink between them (issue 34 item 17), so the reads check what they OPENED: `file` the kernel's
+ * path of its open fd 3 (/proc/self/fd/3), `archive` and `list` the physical path of the directory
+ * they entered (`pwd -P`; tar and find store a symlink below it as a link). What was opened cannot
+ * be swapped afterwards. Writes and deletes still resolve, then act.
  */
 import type { Readable } from "node:stream";
 import { CodedError } from "../../contracts/errors.ts";
@@ -34,7 +40,8 @@ resolve() { r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1; inside "$r"; }
 case "$op" in
 list)
   resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] || exit ${EXIT.notDir}
-  cd "$r" && exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0' ;;
+  cd "$r" || exit 1; inside "$(pwd -P)"
+  exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0' ;;
 file)
   resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
   exec 3< "$r" || exit 1
@@ -126,8 +133,11 @@ export async function checkedRead(
   run: FilesRun,
   path: string,
   maxBytes: number,
+  signal?: AbortSignal,
 ): Promise<AsyncIterable<Buffer>> {
   const check = async () => {
+    // Ended by its deadline or a cancel: that is the answer, not the exit status it caused.
+    signal?.throwIfAborted();
     const error = filesError(await run.exit, run.stderr(), path, maxBytes);
     if (error) throw error;
   };

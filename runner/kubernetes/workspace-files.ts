@@ -8,11 +8,10 @@
  * is resolved with its symlinks followed (`realpath -m`), and one that leads out of /workspace is
  * refused with INVALID_ARGUMENT before anything is read or written. Resolving and then opening are
  * two steps an agent can race (swap a directory for a symlink between them; issue 34 item 17), so a
- * read checks what it OPENED: `file` opens fd 3 and checks the kernel's path of that open file
- * (/proc/self/fd/3), `archive` enters the parent and checks `pwd -P` (tar then stores the last
- * component as it is, a symlink as a link). What was opened cannot be swapped afterwards. Paths travel as arguments of
- * the exec (they are not secrets). The 1.20 exec protocol cannot close stdin alone, so every
- * command reads exactly what it is told to (an upload's size) and stops.
+ * read checks what it OPENED (runner/engine/workspace-files-script.ts), which cannot be swapped
+ * afterwards. Paths travel as arguments of the exec (they are not secrets). The 1.20 exec protocol
+ * cannot close stdin alone, so every command reads exactly what it is told to (an upload's size)
+ * and stops.
  *
  * A workspace without a Ready pod (a stopped session: the Deployment is at 0) is
  * FAILED_PRECONDITION: resume the session first.
@@ -77,7 +76,7 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
   ): Promise<AsyncIterable<Buffer>> {
     const run = await this.#files(containerName, what, path, what === "file" ? [String(maxBytes)] : []);
     signal?.addEventListener("abort", () => run.close(), { once: true });
-    return checkedRead(run, path, maxBytes);
+    return checkedRead(run, path, maxBytes, signal);
   }
 
   async write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void> {
