@@ -25,8 +25,13 @@ export type DesiredState = z.infer<typeof DesiredState>;
 export const HarnessSessionSpec = z.strictObject({
   /** An Agent in the session's namespace. Immutable. */
   agentRef: DnsLabel,
-  /** The AgentRuntime the Agent is bound to (must be the Agent's `runtimeRef`). Immutable. */
-  runtimeRef: DnsLabel,
+  /**
+   * The AgentRuntime the Agent is bound to (must be the Agent's `runtimeRef`). Immutable once set.
+   * @default the Agent's: filled in at the PUT when the Agent exists; a session applied before its
+   * Agent keeps it unset, binds to the Agent's runtime when the Agent appears, and is filled in by
+   * its next PUT or PATCH.
+   */
+  runtimeRef: DnsLabel.optional(),
   desiredState: DesiredState.default("running"),
   /** Stop (scale to 0, volume kept) after this long without activity; `0` never. @default 15m */
   idleTimeout: IdleTimeout.default("15m"),

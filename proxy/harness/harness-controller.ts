@@ -114,7 +114,8 @@ export class HarnessController {
    */
   async rebind(kind: "Agent" | "AgentRuntime", namespace: string, name: string): Promise<void> {
     const names = (record: HarnessRecord) =>
-      (kind === "Agent" ? record.spec.agentRef : record.spec.runtimeRef) === name;
+      // An unset runtimeRef is its Agent's, unknown here: retried too (only binding failures are).
+      (kind === "Agent" ? record.spec.agentRef : (record.spec.runtimeRef ?? name)) === name;
     let records: HarnessRecord[];
     try {
       records = await this.#o.harness.listHarnessSessions(namespace);

@@ -506,15 +506,17 @@ export class HarnessReconciler {
     const { namespace, spec } = record;
     const agent = (await this.#o.store.getResource("Agent", namespace, spec.agentRef)) as Agent | undefined;
     if (!agent) return { ok: false, message: `Agent ${namespace}/${spec.agentRef} not found` };
-    if (agent.spec.runtimeRef !== spec.runtimeRef)
+    if (spec.runtimeRef !== undefined && agent.spec.runtimeRef !== spec.runtimeRef)
       return {
         ok: false,
         message: `runtimeRef ${spec.runtimeRef} does not match Agent ${namespace}/${spec.agentRef}'s runtime ${agent.spec.runtimeRef}`,
       };
-    const runtime = (await this.#o.store.getResource("AgentRuntime", namespace, spec.runtimeRef)) as
+    // Unset (applied before its Agent, issue 34 item 4): the Agent's, now that it exists.
+    const runtimeRef = spec.runtimeRef ?? agent.spec.runtimeRef;
+    const runtime = (await this.#o.store.getResource("AgentRuntime", namespace, runtimeRef)) as
       | AgentRuntime
       | undefined;
-    if (!runtime) return { ok: false, message: `AgentRuntime ${namespace}/${spec.runtimeRef} not found` };
+    if (!runtime) return { ok: false, message: `AgentRuntime ${namespace}/${runtimeRef} not found` };
     try {
       assertSessionRuntime(runtime, this.#o.admission);
       buildSessionSpec({

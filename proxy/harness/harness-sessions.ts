@@ -152,9 +152,13 @@ export class HarnessSessions {
       if (!current && opts.mustExist) throw notFound(namespace, name);
       // Also after losing a race to create it: the loop reads it back and refuses then.
       if (current && opts.mustNotExist) throw alreadyExists(HARNESS_SESSION_KIND, namespace, name);
-      const spec = specFor(current);
+      let spec = specFor(current);
+      // Left out: the one already set, else the Agent's (#bindable); once set it is immutable.
+      if (spec.runtimeRef === undefined && current?.spec.runtimeRef !== undefined)
+        spec = { ...spec, runtimeRef: current.spec.runtimeRef };
+      // Not bound yet (new, or applied before its Agent): bound now if the Agent exists.
+      if (current?.spec.runtimeRef === undefined) spec = await this.#bindable(namespace, spec);
       if (!current) {
-        await this.#assertBindable(namespace, spec);
         const release = await this.#quotas?.reserveSession(
           namespace,
           sessionKey(`${namespace}/${spec.agentRef}`, harnessWorkstream(name)),
@@ -201,11 +205,13 @@ export class HarnessSessions {
    * A new session whose Agent exists must be one that can work: its runtimeRef the Agent's
    * (INVALID_ARGUMENT naming both: runtimeRef is immutable, so a Failed session could never be
    * fixed) and its repository within the Agent's egress (FAILED_PRECONDITION, as the RPC path
-   * answers). A session naming an Agent not there yet is accepted: it waits for the Agent.
+   * answers). A session naming an Agent not there yet is accepted: it waits for the Agent. Returns
+   * the spec with runtimeRef filled in from the Agent when it was left out (issue 34 item 4).
    */
-  async #assertBindable(namespace: string, spec: HarnessSessionSpec): Promise<void> {
-    const agent = (await this.#store.getResource("Agent", namespace, spec.agentRef)) as Agent | undefined;
-    if (!agent) return;
+  async #bindable(namespace: string, given: HarnessSessionSpec): Promise<HarnessSessionSpec> {
+    const agent = (await this.#store.getResource("Agent", namespace, given.agentRef)) as Agent | undefined;
+    if (!agent) return given;
+    const spec = { ...given, runtimeRef: given.runtimeRef ?? agent.spec.runtimeRef };
     if (agent.spec.runtimeRef !== spec.runtimeRef)
       throw new CodedError(
         "INVALID_ARGUMENT",
@@ -221,6 +227,7 @@ export class HarnessSessions {
       );
     const repo = spec.workspace?.repo;
     if (repo) assertRepoAdmitted(repo, agent, "spec.workspace.repo");
+    return spec;
   }
 
   /** The manifest of a record, with the stack name of its workspace once it has one. */
@@ -240,9 +247,14 @@ export class HarnessSessions {
   }
 }
 
-/** agentRef and runtimeRef are fixed at creation: a change is INVALID_ARGUMENT, naming the field. */
+/**
+ * agentRef and runtimeRef are fixed once set: a change is INVALID_ARGUMENT, naming the field. An
+ * unset runtimeRef (a session applied before its Agent) may still be set.
+ */
 export function assertImmutable(previous: HarnessSessionSpec, next: HarnessSessionSpec): void {
-  const changed = IMMUTABLE_SPEC_FIELDS.filter((field) => previous[field] !== next[field]);
+  const changed = IMMUTABLE_SPEC_FIELDS.filter(
+    (field) => previous[field] !== undefined && previous[field] !== next[field],
+  );
   if (changed.length === 0) return;
   throw new CodedError(
     "INVALID_ARGUMENT",

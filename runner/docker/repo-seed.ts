@@ -65,7 +65,7 @@ export function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOpti
 }
 
 /** Starts the container with stdout streamed and stderr collected (bounded); `exit` is its status. */
-async function runGit(
+export async function runGit(
   docker: Docker,
   g: GitContainer,
 ): Promise<{
@@ -199,42 +199,4 @@ export async function workspaceRepoDiff(
       await run.remove();
     }
   })();
-}
-
-/**
- * One level of the directory `dir` (a resolved path under /workspace) as `find` sees it from a
- * short-lived container of the git image on the session's volume: the engine's archive API has no
- * depth and would tar the whole subtree (issue 34 item 13). Fields as the Kubernetes sidecar's
- * listing: type, size, mtime, name, link target, each NUL-ended.
- */
-export async function listDirectory(
-  docker: Docker,
-  gitImage: string,
-  containerName: string,
-  dir: string,
-  signal?: AbortSignal,
-): Promise<string[]> {
-  const run = await runGit(docker, {
-    image: gitImage,
-    base: containerName,
-    script: `cd "$LIST_DIR" && exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0'`,
-    env: [`LIST_DIR=${dir}`],
-    network: "none",
-    readOnly: true,
-  });
-  const stop = () => void run.remove();
-  if (signal?.aborted) stop();
-  signal?.addEventListener("abort", stop, { once: true });
-  try {
-    const chunks: Buffer[] = [];
-    for await (const chunk of run.stdout) chunks.push(chunk as Buffer);
-    signal?.throwIfAborted();
-    const code = await run.exit;
-    if (code !== 0)
-      throw new CodedError("INTERNAL", `listing ${dir} failed: ${gitError(run.stderr(), [], "\u0000", "")}`);
-    return Buffer.concat(chunks).toString("utf8").split("\0");
-  } finally {
-    signal?.removeEventListener("abort", stop);
-    await run.remove();
-  }
 }

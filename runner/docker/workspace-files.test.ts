@@ -1,5 +1,7 @@
+import { PassThrough, Readable } from "node:stream";
 import type Docker from "dockerode";
 import { describe, expect, it } from "vitest";
+import { TAR_END, tarHeader, tarPadding } from "./tar.ts";
 import { DockerWorkspaceFiles } from "./workspace-files.ts";
 
 /** A dockerode stand-in whose container is absent or stopped: nothing past `inspect` may be called. */
@@ -43,5 +45,86 @@ describe("DockerWorkspaceFiles on a stopped session", () => {
         });
       expect(new Set(calls)).toEqual(new Set(["inspect"]));
     }
+  });
+});
+
+/**
+ * The swap race (issue 34 item 17) as the engine showed it: the stat says `dir` is a directory and
+ * `dir/notes.txt` a regular file, but by the time of the archive GET the agent swapped `dir` for a
+ * link to /etc, and the engine (which follows intermediate symlinks in the container's root) serves
+ * the container's /etc/passwd. A read must not go through that GET: it runs the files script in a
+ * container of the git image that mounts the session volume only.
+ */
+function racedEngine() {
+  const calls: string[] = [];
+  const created: Docker.ContainerCreateOptions[] = [];
+  const stat = (mode: number, size: number) => ({
+    headers: {
+      "x-docker-container-path-stat": Buffer.from(
+        JSON.stringify({ name: "x", size, mode, mtime: "", linkTarget: "" }),
+      ).toString("base64"),
+    },
+  });
+  const workload = {
+    inspect: async () => ({ State: { Running: true }, Config: { User: "65532:65532" } }),
+    infoArchive: async ({ path }: { path: string }) =>
+      path.endsWith(".txt") ? stat(0o644, 6) : stat(2 ** 31 + 0o755, 4096),
+    getArchive: async () => {
+      calls.push("getArchive");
+      const body = Buffer.from("root:x:0:0:root:/root:/bin/sh\n");
+      return Readable.from([
+        tarHeader({
+          name: "notes.txt",
+          type: "file",
+          size: body.length,
+          mode: 0o644,
+          uid: 0,
+          gid: 0,
+          mtime: 0,
+        }),
+        body,
+        tarPadding(body.length),
+        TAR_END,
+      ]);
+    },
+  };
+  const helper = {
+    attach: async () => new PassThrough(),
+    start: async () => calls.push("start"),
+    wait: async () => ({ StatusCode: 0 }),
+    remove: async () => calls.push("remove"),
+  };
+  const docker = {
+    getContainer: () => workload,
+    getImage: () => ({ inspect: async () => ({}) }),
+    createContainer: async (options: Docker.ContainerCreateOptions) => {
+      created.push(options);
+      return helper;
+    },
+    modem: {
+      demuxStream: (attached: PassThrough, stdout: PassThrough) => {
+        stdout.write("yours\n");
+        attached.resume();
+        setImmediate(() => attached.end());
+      },
+    },
+  } as unknown as Docker;
+  return { docker, calls, created };
+}
+
+describe("DockerWorkspaceFiles read (issue 34 item 17)", () => {
+  it("never serves the engine's archive GET of a path a swap can redirect; the script reads inside the volume", async () => {
+    const { docker, calls, created } = racedEngine();
+    const files = new DockerWorkspaceFiles(docker, "git@sha256:abc");
+    const chunks: Buffer[] = [];
+    for await (const chunk of await files.read("ws", "dir/notes.txt", "file", 1000)) chunks.push(chunk);
+    expect(Buffer.concat(chunks).toString()).toBe("yours\n");
+    expect(calls).not.toContain("getArchive");
+    // Only the session volume is mounted (read-only), so even a path out of it finds nothing of the workload.
+    const mounts = created[0]?.HostConfig?.Mounts ?? [];
+    expect(mounts.filter((m) => m.Type !== "tmpfs")).toEqual([
+      { Type: "volume", Source: "ws-workspace", Target: "/workspace", ReadOnly: true },
+    ]);
+    expect(created[0]?.HostConfig?.NetworkMode).toBe("none");
   });
 });

@@ -6,7 +6,9 @@
  *
  * Every path is confined before it gets here (contracts/workspace-files.ts); here each of its
  * components is stat'ed in turn, and a symlink whose (engine-resolved) target is outside
- * /workspace is refused with INVALID_ARGUMENT before anything is read or written.
+ * /workspace is refused with INVALID_ARGUMENT before anything is read or written. With a git image a
+ * read does not use that walk: it runs in a container that mounts the session volume only and
+ * checks what it opened (`#inVolume`; issue 34 item 17); so does a listing.
  * A workspace without a running container (a stopped session: the stack is at scale 0) is
  * FAILED_PRECONDITION: resume the session first.
  */
@@ -17,7 +19,8 @@ import { WORKSPACE_ROOT, type WorkspaceEntry, isInsideWorkspace } from "../../co
 import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
 import { notFound, shownPath, tooLarge } from "../engine/workspace-errors.ts";
 import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
-import { listDirectory, workspaceRepoDiff } from "./repo-seed.ts";
+import { checkedRead, filesScript } from "../engine/workspace-files-script.ts";
+import { runGit, workspaceRepoDiff } from "./repo-seed.ts";
 import { TAR_END, readTar, tarHeader, tarPadding } from "./tar.ts";
 
 /** Go's os.FileMode bits in Docker's path stat. */
@@ -68,18 +71,19 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
   }
 
   /**
-   * One level, read by `find` in a container of the git image (repo-seed.ts `listDirectory`): the
+   * One level, read by the files script's `find` in a container of the git image (#inVolume): the
    * engine's archive API has no depth and tars the whole subtree, file bodies included. Without a
    * git image that tar is read, bounded by LIST_TAR_MAX_BYTES (issue 34 item 13).
    */
   async list(containerName: string, path: string, signal?: AbortSignal): Promise<WorkspaceEntry[]> {
     const container = await this.#running(containerName);
-    const r = await this.#resolve(container, path);
-    if (r.missing.length > 0) throw notFound(path);
-    if (!isDir(r.stat)) throw new CodedError("INVALID_ARGUMENT", `${shownPath(path)} is not a directory`);
     const listed: ListedEntry[] = [];
     if (this.#gitImage) {
-      const fields = await listDirectory(this.#docker, this.#gitImage, containerName, r.base, signal);
+      // The files script checks the directory it entered (`pwd -P`), as a read checks what it opened.
+      const chunks: Buffer[] = [];
+      for await (const chunk of await this.#inVolume(containerName, "list", path, 0, signal))
+        chunks.push(chunk);
+      const fields = Buffer.concat(chunks).toString("utf8").split("\0");
       for (let i = 0; i + 5 <= fields.length; i += 5) {
         const [kind = "", size = "0", mtime = "0", name = "", link = ""] = fields.slice(i, i + 5);
         listed.push({
@@ -92,6 +96,9 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
       }
       return workspaceListing(listed);
     }
+    const r = await this.#resolve(container, path);
+    if (r.missing.length > 0) throw notFound(path);
+    if (!isDir(r.stat)) throw new CodedError("INVALID_ARGUMENT", `${shownPath(path)} is not a directory`);
     const tar = (await container.getArchive({ path: r.base })) as Readable;
     const destroy = () => tar.destroy(signal?.reason as Error);
     signal?.addEventListener("abort", destroy, { once: true });
@@ -119,6 +126,9 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     signal?: AbortSignal,
   ): Promise<AsyncIterable<Buffer>> {
     const container = await this.#running(containerName);
+    if (this.#gitImage) return this.#inVolume(containerName, what, path, maxBytes, signal);
+    // Without a git image: the engine's archive GET after the walk below. A symlink swapped in
+    // between the two still leads out (issue 34 item 17); runners are given a git image for this.
     const r = await this.#resolve(container, path);
     if (r.missing.length > 0) throw notFound(path);
     if (what === "file") {
@@ -139,6 +149,43 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
         return;
       }
     })();
+  }
+
+  /**
+   * A read in one step that cannot leave the volume (issue 34 item 17). The archive GET resolves
+   * its path in the workload's root following every intermediate symlink, so a directory swapped
+   * for a link to /etc after our stat walk served the container's /etc/passwd; Docker has no
+   * no-follow option, and the returned tar names only the last component, so nothing in the
+   * answer tells that it came from elsewhere. Instead the files script (runner/engine/
+   * workspace-files-script.ts, the one the Kubernetes sidecar runs) reads in a short-lived
+   * container of the git image that mounts the session volume only, read-only, with no network:
+   * it checks the path of what it OPENED (so a later swap changes nothing), and even a path out of
+   * /workspace there finds the git image's files, never the workload's.
+   */
+  async #inVolume(
+    containerName: string,
+    what: "file" | "archive" | "list",
+    path: string,
+    maxBytes: number,
+    signal?: AbortSignal,
+  ): Promise<AsyncIterable<Buffer>> {
+    const run = await runGit(this.#docker, {
+      image: this.#gitImage as string,
+      base: containerName,
+      script: `set -- "$FILES_OP" "$FILES_PATH" "$FILES_MAX"\n${filesScript()}`,
+      env: [`FILES_OP=${what}`, `FILES_PATH=${path}`, `FILES_MAX=${maxBytes}`],
+      network: "none",
+      readOnly: true,
+    });
+    const close = () => void run.remove();
+    if (signal?.aborted) close();
+    signal?.addEventListener("abort", close, { once: true });
+    return checkedRead(
+      { stdout: run.stdout, exit: run.exit, stderr: run.stderr, close },
+      path,
+      maxBytes,
+      signal,
+    );
   }
 
   async write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void> {

@@ -6,9 +6,12 @@
  *
  * Every path is confined before it gets here (contracts/workspace-files.ts); in the sidecar each
  * is resolved with its symlinks followed (`realpath -m`), and one that leads out of /workspace is
- * refused with INVALID_ARGUMENT before anything is read or written. Paths travel as arguments of
- * the exec (they are not secrets). The 1.20 exec protocol cannot close stdin alone, so every
- * command reads exactly what it is told to (an upload's size) and stops.
+ * refused with INVALID_ARGUMENT before anything is read or written. Resolving and then opening are
+ * two steps an agent can race (swap a directory for a symlink between them; issue 34 item 17), so a
+ * read checks what it OPENED (runner/engine/workspace-files-script.ts), which cannot be swapped
+ * afterwards. Paths travel as arguments of the exec (they are not secrets). The 1.20 exec protocol
+ * cannot close stdin alone, so every command reads exactly what it is told to (an upload's size)
+ * and stops.
  *
  * A workspace without a Ready pod (a stopped session: the Deployment is at 0) is
  * FAILED_PRECONDITION: resume the session first.
@@ -17,67 +20,13 @@ import type { Readable } from "node:stream";
 import { CodedError } from "../../contracts/errors.ts";
 import { WORKSPACE_CONTAINER } from "../../contracts/session-pod.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
-import { WORKSPACE_ROOT, type WorkspaceEntry } from "../../contracts/workspace-files.ts";
+import type { WorkspaceEntry } from "../../contracts/workspace-files.ts";
 import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
-import { notFound, shownPath, tooLarge } from "../engine/workspace-errors.ts";
+import { checkedRead, filesError, filesScript } from "../engine/workspace-files-script.ts";
 import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
 import { type ExecStream, openStdin, type PodExec } from "./exec.ts";
 import { seedWorkspaceRepo, workspaceRepoDiff } from "./repo-seed.ts";
 
-/** Exit statuses of FILES_SCRIPT besides 0 and 1. */
-export const EXIT = {
-  outside: 10,
-  missing: 11,
-  isDir: 12,
-  notDir: 13,
-  tooLarge: 14,
-  root: 15,
-  short: 16,
-} as const;
-
-/**
- * One POSIX sh script for every operation: `sh -c SCRIPT sh OP PATH [N]`. PATH is relative to
- * `root` (/workspace; "" is the root itself; another root only in tests); N is a file's size limit (file) or an upload's size
- * (write). `list` prints five NUL-terminated fields per entry: type, size, mtime, name, link target.
- */
-export function filesScript(root = WORKSPACE_ROOT): string {
-  return `set -u
-op=$1; rel=$2
-resolve() {
-  r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1
-  case "$r" in "${root}"|"${root}"/*) ;; *) exit ${EXIT.outside} ;; esac
-}
-case "$op" in
-list)
-  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] || exit ${EXIT.notDir}
-  cd "$r" && exec find . -mindepth 1 -maxdepth 1 -printf '%y\\0%s\\0%T@\\0%P\\0%l\\0' ;;
-file)
-  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] && exit ${EXIT.isDir}
-  size=$(stat -c %s -- "$r") || exit 1
-  [ "$size" -le "$3" ] || { echo "$size" >&2; exit ${EXIT.tooLarge}; }
-  exec cat -- "$r" ;;
-archive)
-  resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
-  cd "$(dirname -- "$r")" && exec tar -c -f - -- "$(basename -- "$r")" ;;
-write)
-  [ -n "$rel" ] || exit ${EXIT.root}
-  resolve "$rel"; [ -d "$r" ] && exit ${EXIT.isDir}
-  dir=$(dirname -- "$r")
-  mkdir -p -- "$dir" 2>/dev/null && [ -d "$dir" ] || exit ${EXIT.notDir}
-  tmp="$dir/.agent-sessions-upload.$$"
-  head -c "$3" > "$tmp" || { rm -f -- "$tmp"; exit 1; }
-  [ "$(stat -c %s -- "$tmp")" = "$3" ] || { rm -f -- "$tmp"; exit ${EXIT.short}; }
-  exec mv -f -- "$tmp" "$r" ;;
-delete)
-  [ -n "$rel" ] || exit ${EXIT.root}
-  parent=$(dirname -- "$rel"); [ "$parent" = . ] && parent=
-  resolve "$parent"; [ -d "$r" ] || exit ${EXIT.missing}
-  t="$r/$(basename -- "$rel")"
-  [ -e "$t" ] || [ -L "$t" ] || exit ${EXIT.missing}
-  exec rm -rf -- "$t" ;;
-*) exit 2 ;;
-esac`;
-}
 const FILES_SCRIPT = filesScript();
 
 const FIND_TYPES: Record<string, WorkspaceEntry["type"]> = { f: "file", d: "dir", l: "symlink" };
@@ -127,21 +76,7 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
   ): Promise<AsyncIterable<Buffer>> {
     const run = await this.#files(containerName, what, path, what === "file" ? [String(maxBytes)] : []);
     signal?.addEventListener("abort", () => run.close(), { once: true });
-    // The checks come before the first byte: wait for that byte (or the end) to answer an error.
-    const first = await firstChunk(run.stdout);
-    if (first === undefined) await this.#check(run, path, maxBytes);
-    const check = () => this.#check(run, path, maxBytes);
-    return (async function* () {
-      try {
-        if (first === undefined) return;
-        yield first;
-        for await (const chunk of run.stdout) yield chunk as Buffer;
-        await check();
-      } finally {
-        // A reader that stops early (over the limit, gone) ends the command too.
-        run.close();
-      }
-    })();
+    return checkedRead(run, path, maxBytes, signal);
   }
 
   async write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void> {
@@ -209,60 +144,7 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
 
   /** The command's end as the files API's error, if it failed. */
   async #check(run: ExecStream, path: string, maxBytes?: number): Promise<void> {
-    const code = await run.exit;
-    if (code === 0) return;
-    const shown = shownPath(path);
-    switch (code) {
-      case EXIT.outside:
-        throw new CodedError("INVALID_ARGUMENT", `${shown} leads out of ${WORKSPACE_ROOT} through a symlink`);
-      case EXIT.missing:
-        throw notFound(path);
-      case EXIT.isDir:
-        throw new CodedError(
-          "INVALID_ARGUMENT",
-          maxBytes !== undefined
-            ? `${shown} is a directory; download it with :archive`
-            : `${shown} is a directory`,
-        );
-      case EXIT.notDir:
-        throw new CodedError(
-          "INVALID_ARGUMENT",
-          maxBytes !== undefined ? `${shown} is not a directory` : `a parent of ${shown} is not a directory`,
-        );
-      case EXIT.tooLarge:
-        throw tooLarge(maxBytes ?? 0, Number(run.stderr().trim()) || undefined);
-      case EXIT.root:
-        throw new CodedError(
-          "INVALID_ARGUMENT",
-          `cannot write or delete ${WORKSPACE_ROOT} itself; name a file`,
-        );
-      case EXIT.short:
-        throw new CodedError("INTERNAL", `the upload to ${shown} arrived short`);
-      default:
-        throw new CodedError(
-          "INTERNAL",
-          `the workspace command failed on ${shown} (exit ${code ?? "unknown"}): ${run.stderr().slice(0, 300)}`,
-        );
-    }
+    const error = filesError(await run.exit, run.stderr(), path, maxBytes);
+    if (error) throw error;
   }
-}
-
-/** The stream's first chunk, or undefined when it ends without one. */
-function firstChunk(stream: Readable): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const done = (chunk: Buffer | undefined) => {
-      stream.off("readable", onReadable);
-      stream.off("end", onEnd);
-      stream.off("error", reject);
-      resolve(chunk);
-    };
-    const onReadable = () => {
-      const chunk = stream.read() as Buffer | null;
-      if (chunk !== null) done(chunk);
-    };
-    const onEnd = () => done(undefined);
-    stream.on("readable", onReadable);
-    stream.once("end", onEnd);
-    stream.once("error", reject);
-  });
 }

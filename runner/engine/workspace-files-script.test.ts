@@ -1,5 +1,5 @@
 /**
- * The sidecar's files script (runner/kubernetes/workspace-files.ts) run for real by this machine's
+ * The workspace files script (runner/engine/workspace-files-script.ts) run for real by this machine's
  * /bin/sh (dash, as in the test bed's base image) with GNU coreutils, find and tar, against a
  * temporary directory standing in for /workspace: what it writes, lists, reads and refuses.
  */
@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EXIT, filesScript } from "./workspace-files.ts";
+import { EXIT, filesScript } from "./workspace-files-script.ts";
 
 let root: string;
 let outside: string;
@@ -32,9 +32,16 @@ afterEach(() => {
   rmSync(outside, { recursive: true, force: true });
 });
 
-function run(op: string, path: string, extra: string[] = [], input?: Buffer | string) {
+function run(
+  op: string,
+  path: string,
+  extra: string[] = [],
+  input?: Buffer | string,
+  env?: NodeJS.ProcessEnv,
+) {
   const r = spawnSync("/bin/sh", ["-c", filesScript(root), "sh", op, path, ...extra], {
     ...(input !== undefined ? { input } : {}),
+    ...(env ? { env } : {}),
     maxBuffer: 16 * 1024 * 1024,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr.toString() };
@@ -116,6 +123,38 @@ describe("the workspace sidecar's files script", () => {
     expect(tar.code).toBe(0);
     const listing = spawnSync("tar", ["-t"], { input: tar.stdout }).stdout.toString().split("\n").sort();
     expect(listing.filter(Boolean)).toEqual(["src/", "src/x.txt"]);
+  });
+
+  it("reads nothing outside when a directory is swapped for a symlink right after the path was resolved (issue 34 item 17)", () => {
+    // The race made deterministic: a `realpath` first on PATH resolves, then swaps `dir` for a
+    // link to the outside, as an agent racing the read would between the check and the open.
+    mkdirSync(join(root, "dir"));
+    writeFileSync(join(root, "dir/secret.txt"), "yours\n");
+    const bin = mkdtempSync(join(tmpdir(), "ws-bin-"));
+    const realRealpath = spawnSync("sh", ["-c", "command -v realpath"]).stdout.toString().trim();
+    writeFileSync(
+      join(bin, "realpath"),
+      `#!/bin/sh\nr=$(${realRealpath} "$@") || exit 1\nrm -rf "${root}/dir" && ln -s "${outside}" "${root}/dir"\nprintf '%s\\n' "$r"\n`,
+      { mode: 0o755 },
+    );
+    const env = { ...process.env, PATH: `${bin}:${process.env.PATH ?? ""}` };
+    try {
+      const file = run("file", "dir/secret.txt", ["1000"], undefined, env);
+      expect(file.stdout.toString()).not.toContain("not yours");
+      expect(file.code).toBe(EXIT.outside);
+      rmSync(join(root, "dir"), { force: true });
+      mkdirSync(join(root, "dir"));
+      const archive = run("archive", "dir/secret.txt", [], undefined, env);
+      expect(archive.stdout.toString()).not.toContain("not yours");
+      expect(archive.code).toBe(EXIT.outside);
+      rmSync(join(root, "dir"), { force: true });
+      mkdirSync(join(root, "dir"));
+      const list = run("list", "dir", [], undefined, env);
+      expect(list.stdout.toString()).not.toContain("secret.txt");
+      expect(list.code).toBe(EXIT.outside);
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+    }
   });
 
   it("never touches anything outside the root for arbitrary confined paths (fast-check)", () => {
