@@ -3,25 +3,18 @@
  * every runner draining, every runner full, or the runner holding its workspace gone; each with
  * what to do. "no runner is connected; retrying" alone left a user guessing.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "../testing/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { serverPerTest } from "../testing/test-server.ts";
 import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
 type Json = any;
 
 const BASE = "/v1/namespaces/default/harnesssessions";
-let t: TestServer;
-
-beforeEach(async () => {
-  t = await startTestServer();
-});
-afterEach(async () => {
-  await t.close();
-});
+const t = serverPerTest();
 
 async function create(name: string): Promise<void> {
-  const created = await t.call("PUT", `${BASE}/${name}`, {
+  const created = await t().call("PUT", `${BASE}/${name}`, {
     apiVersion: "agent-sessions.dev/v1alpha1",
     kind: "HarnessSession",
     metadata: { name },
@@ -33,7 +26,7 @@ async function create(name: string): Promise<void> {
 /** The Ready condition once the session is Pending with a reason other than the first one's. */
 const pendingReady = (name: string, match: RegExp) =>
   until(`${name} Pending matching ${match}`, async () => {
-    const s: Json = (await t.call("GET", `${BASE}/${name}`)).body;
+    const s: Json = (await t().call("GET", `${BASE}/${name}`)).body;
     const ready = s.status.conditions.find((c: { type: string }) => c.type === "Ready");
     return s.status.phase === "Pending" && match.test(ready?.message ?? "") ? ready : undefined;
   });
@@ -48,8 +41,8 @@ describe("a Pending HarnessSession names why no runner can serve it", () => {
   });
 
   it("says every runner is draining, naming them and how to undrain", async () => {
-    await t.runner({ name: "r1" });
-    expect((await t.call("POST", "/v1/runners/r1:drain")).status).toBe(200);
+    await t().runner({ name: "r1" });
+    expect((await t().call("POST", "/v1/runners/r1:drain")).status).toBe(200);
     await create("drained");
     const ready = await pendingReady("drained", /draining/);
     expect(ready.reason).toBe("Unschedulable");
@@ -57,10 +50,10 @@ describe("a Pending HarnessSession names why no runner can serve it", () => {
   });
 
   it("says every runner is at capacity, naming them and their load", async () => {
-    await t.runner({ name: "small", capacity: 1 });
+    await t().runner({ name: "small", capacity: 1 });
     await create("first");
     await until("first Ready", async () =>
-      (await t.call("GET", `${BASE}/first`)).body.status.phase === "Ready" ? true : undefined,
+      (await t().call("GET", `${BASE}/first`)).body.status.phase === "Ready" ? true : undefined,
     );
     await create("second");
     const ready = await pendingReady("second", /capacity/);
@@ -71,14 +64,14 @@ describe("a Pending HarnessSession names why no runner can serve it", () => {
   });
 
   it("says the runner holding its workspace is not connected, naming it, when it resumes without it", async () => {
-    const r1 = await t.runner({ name: "r1" });
+    const r1 = await t().runner({ name: "r1" });
     await create("held");
     await until("held Ready", async () =>
-      (await t.call("GET", `${BASE}/held`)).body.status.phase === "Ready" ? true : undefined,
+      (await t().call("GET", `${BASE}/held`)).body.status.phase === "Ready" ? true : undefined,
     );
     const spec = { agentRef: "alice", runtimeRef: "reference" };
     const put = (desiredState: string) =>
-      t.call("PUT", `${BASE}/held`, {
+      t().call("PUT", `${BASE}/held`, {
         apiVersion: "agent-sessions.dev/v1alpha1",
         kind: "HarnessSession",
         metadata: { name: "held" },
@@ -86,10 +79,10 @@ describe("a Pending HarnessSession names why no runner can serve it", () => {
       });
     expect((await put("stopped")).status).toBe(200);
     await until("held Stopped", async () =>
-      (await t.call("GET", `${BASE}/held`)).body.status.phase === "Stopped" ? true : undefined,
+      (await t().call("GET", `${BASE}/held`)).body.status.phase === "Stopped" ? true : undefined,
     );
     r1.kill();
-    await t.runner({ name: "r2" }); // another runner cannot take it: the volume is on r1
+    await t().runner({ name: "r2" }); // another runner cannot take it: the volume is on r1
     expect((await put("running")).status).toBe(200);
     const ready = await pendingReady("held", /r1/);
     expect(ready.reason).toBe("RunnerUnavailable");

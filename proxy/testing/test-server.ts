@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterEach, beforeEach } from "vitest";
 import { defaultSettings, type ServerConfig } from "../config.ts";
 import { TEST_EGRESS_ALLOW } from "./test-admission.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
@@ -148,4 +149,23 @@ export async function startTestServer(
     if (agent.status !== 201) throw new Error(`creating Agent alice failed: ${JSON.stringify(agent.body)}`);
   }
   return t;
+}
+
+/**
+ * A test server made before each test of the calling file and closed after it:
+ * `const t = serverPerTest();` then `t().call(…)` inside a test.
+ */
+export function serverPerTest(...args: Parameters<typeof startTestServer>): () => TestServer {
+  let current: TestServer | undefined;
+  beforeEach(async () => {
+    current = await startTestServer(...args);
+  });
+  afterEach(async () => {
+    await current?.close();
+    current = undefined;
+  });
+  return () => {
+    if (!current) throw new Error("the test server exists only while a test runs");
+    return current;
+  };
 }
