@@ -2,6 +2,7 @@
  * A runner: the link to the server, the engine driver, and the authoritative set of agent
  * sessions. Owns every container and stack operation; the server only asks.
  */
+import { KeyedMutex } from "../stacks/keyed-mutex.ts";
 import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
 import { jsonLogger, type Logger } from "../contracts/log.ts";
@@ -17,7 +18,6 @@ import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
 import { WorkspaceCommands } from "./relay/workspace-commands.ts";
-import { WorkspaceOperations } from "./sessions/workspace-operations.ts";
 
 /** Bytes toward the server (socket buffer + offline queue) above which agents' output is not read. */
 const OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
@@ -56,8 +56,13 @@ export class Runner {
   readonly #pool: WarmPool;
   /** The `workspace_*` commands (uploads staged under `<data-dir>/uploads`). */
   readonly #workspace: WorkspaceCommands;
-  /** Provision, scale_down and remove of one workspace, one at a time (runner/sessions/workspace-operations.ts). */
-  readonly #operations = new WorkspaceOperations();
+  /**
+   * Provision, scale_down and remove of one workspace, one at a time, in arrival order: the server
+   * may stop waiting for a provision and send `remove` while it still runs here; run side by side,
+   * the remove would find nothing yet and the late provision leave a workload running (issue 34
+   * item 11a). In order, the remove takes down what the provision made.
+   */
+  readonly #operations = new KeyedMutex();
   #unwatch: (() => void) | undefined;
   readonly #probeAdapter: (endpoint: string) => Promise<void>;
 

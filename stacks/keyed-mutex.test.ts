@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { WorkspaceOperations } from "./workspace-operations.ts";
+import { KeyedMutex } from "./keyed-mutex.ts";
 
 const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe("WorkspaceOperations", () => {
-  it("runs a workspace's operations one after the other, in order, whatever the first one's outcome", async () => {
-    const ops = new WorkspaceOperations();
+describe("KeyedMutex", () => {
+  it("runs a key's operations one after the other, in order, whatever the first one's outcome", async () => {
+    const ops = new KeyedMutex();
     const log: string[] = [];
     const provision = ops.run("w", async () => {
       log.push("provision start");
@@ -22,8 +22,8 @@ describe("WorkspaceOperations", () => {
     expect(log).toEqual(["provision start", "provision end", "remove"]);
   });
 
-  it("lets other workspaces' operations run meanwhile", async () => {
-    const ops = new WorkspaceOperations();
+  it("lets other keys' operations run meanwhile", async () => {
+    const ops = new KeyedMutex();
     const log: string[] = [];
     const slow = ops.run("a", async () => {
       await tick(30);
