@@ -1,4 +1,4 @@
-import { configDefaults, defineConfig } from "vitest/config";
+import { defineConfig } from "vitest/config";
 
 // Two tiers. `unit` runs anywhere in seconds (mocks allowed only here, e.g. Pulumi setMocks).
 // `engine` runs against the real engines the test bed starts (real dockerd, registry, Pulumi CLI,
@@ -25,9 +25,6 @@ export default defineConfig({
           name: "engine",
           // test/conformance: the one suite every runtime the project ships passes.
           include: ["test/engine/**/*.test.ts", "test/conformance/**/*.test.ts"],
-          // `*.k135.test.ts` need the 1.35 cluster (NetworkPolicy enforced), not up by default:
-          // they run with vitest.k135.config.ts (scripts/testbed.d/KUBERNETES-CURRENT.md).
-          exclude: [...configDefaults.exclude, "**/*.k135.test.ts"],
           globalSetup: ["test/engine/global-setup.ts"],
           // A failed test reports what the server and runner it started warned (flaky-reporter.ts).
           setupFiles: ["test/engine/failure-logs.ts"],

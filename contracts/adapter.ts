@@ -40,6 +40,22 @@ export const Usage = z.union([
 ]);
 export type Usage = z.infer<typeof Usage>;
 
+/**
+ * A request's usage as the runner's model gateway counted it (issue 35): the provider's own
+ * numbers, summed over the model calls the gateway relayed for that request. Only the server
+ * writes it; an adapter's reply never can (relay-flight.ts overwrites whatever it claimed).
+ */
+export const GatewayUsage = z.object({
+  input_tokens: TokenCount,
+  output_tokens: TokenCount,
+  source: z.literal("gateway"),
+  /** Model calls whose usage the provider reported (the sums cover exactly these). */
+  model_calls: z.number().int().positive(),
+  /** The model of the last call counted. */
+  model: z.string().max(256).optional(),
+});
+export type GatewayUsage = z.infer<typeof GatewayUsage>;
+
 export const RequestOutcome = z.enum(["succeeded", "failed", "cancelled"]);
 export type RequestOutcome = z.infer<typeof RequestOutcome>;
 
@@ -52,7 +68,14 @@ export const ResultRecord = z.object({
     .string()
     .max(16 * 1024)
     .optional(),
-  usage: Usage,
+  /**
+   * From the adapter: what it claims. In the server's answer: the gateway's count when the
+   * gateway saw the request's model calls ("unavailable" when none of them carried usage), else
+   * the adapter's claim.
+   */
+  usage: z.union([GatewayUsage, Usage]),
+  /** In the server's answer when the gateway counted the request: what the adapter claimed. */
+  claimed_usage: Usage.optional(),
   started_at: z.string().max(64),
   finished_at: z.string().max(64),
 });

@@ -49,7 +49,13 @@ export const AgentRunStatus = z.object({
   output: z.string(),
   /** Bytes of the entry's stdout dropped before what the run kept (`output`, the result record); absent when none. */
   outputTruncatedBytes: z.number().int().nonnegative().optional(),
+  /**
+   * Model tokens of the run: from the runner's model gateway (what the provider reported) when
+   * `usageSource` is "gateway", else what the entry's own result record claimed (an older runner).
+   */
   usage: Usage,
+  /** "gateway": `usage` is the gateway's count, not the agent's claim (which stays in `result`). */
+  usageSource: z.literal("gateway").optional(),
   /** The entry's result record, when its last stdout line was one. */
   result: ResultRecord.optional(),
   resolvedImageDigest: z.string().optional(),

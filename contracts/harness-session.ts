@@ -169,14 +169,20 @@ export const HarnessReasons = {
 } as const;
 export type HarnessReason = (typeof HarnessReasons)[keyof typeof HarnessReasons];
 
-/** Token usage summed over the session's requests; requests without usage are counted, never taken as zero. */
+/**
+ * Token usage summed; calls without usage are counted, never taken as zero. In `status.usage` the
+ * "requests" are the model calls the runner's gateway relayed (issue 35); in `status.claimedUsage`
+ * they are the session's requests, as their adapter claimed.
+ */
 export const UsageTotals = z.object({
   inputTokens: z.number().int().nonnegative(),
   outputTokens: z.number().int().nonnegative(),
-  /** Requests whose usage the model reported (the token sums cover exactly these). */
+  /** Calls (requests) whose usage was reported (the token sums cover exactly these). */
   reportedRequests: z.number().int().nonnegative(),
-  /** Requests whose usage is "unavailable" (not reported, failed or cancelled). */
+  /** Calls (requests) whose usage is "unavailable" (not reported, failed or cancelled). */
   unavailableRequests: z.number().int().nonnegative(),
+  /** "gateway" once the gateway's reports were counted: the numbers are the provider's own. */
+  source: z.literal("gateway").optional(),
 });
 export type UsageTotals = z.infer<typeof UsageTotals>;
 
@@ -210,7 +216,10 @@ export const HarnessSessionStatus = z.object({
   lastRequestOutcome: RequestOutcome.optional(),
   /** Usage of the last finished request, exactly as the adapter recorded it. */
   lastRequestUsage: Usage.optional(),
+  /** The model calls the runner's gateway counted for this session. */
   usage: UsageTotals,
+  /** What the session's adapter claimed, summed over its requests (never `source`). */
+  claimedUsage: UsageTotals.omit({ source: true }),
   /** Restarts after unexpected exits since the session was created (spec writes do not count). */
   restartCount: z.number().int().nonnegative(),
   lastExit: SessionExit.optional(),
@@ -255,7 +264,9 @@ export type HarnessRequest = z.infer<typeof HarnessRequest>;
  * A non-streamed reply: the adapter's result record (HTTP 200 when it succeeded; a failed or
  * cancelled one comes as an error body with the record in `details.result`). A streamed reply is
  * SSE: `event: delta` ({type, text}), then `event: result` ({type, result}); a relay failure is
- * `event: error` ({code, message}).
+ * `event: error` ({code, message}). Its `usage` is the runner's model gateway's count of the
+ * request's model calls when the gateway saw them (`source: "gateway"`, with the adapter's claim
+ * in `claimed_usage`), else the adapter's claim.
  */
 export const HarnessReply = ResultRecord;
 export type HarnessReply = z.infer<typeof HarnessReply>;

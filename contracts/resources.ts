@@ -108,6 +108,19 @@ const credentialList = <T extends z.ZodType<{ name: string }>>(credential: T) =>
       message: "credential names must be unique",
     });
 
+/**
+ * An Agent's budgets, enforced by the model gateway outside the session (runner/gateway/): over
+ * one, the agent's model call gets 429 with a message a person understands, and the session an
+ * event. Both optional; absent: no limit.
+ */
+export const AgentLimits = z.strictObject({
+  /** Model tokens (input + output) the Agent's sessions may use per UTC day, as the provider counts them. */
+  tokensPerDay: z.number().int("must be a whole number").min(1).max(1_000_000_000_000).optional(),
+  /** Model calls the Agent's sessions may make per minute. */
+  requestsPerMinute: z.number().int("must be a whole number").min(1).max(1_000_000).optional(),
+});
+export type AgentLimits = z.infer<typeof AgentLimits>;
+
 export const AgentSpec = z.strictObject({
   /** An AgentRuntime in the Agent's namespace. */
   runtimeRef: DnsLabel,
@@ -116,10 +129,24 @@ export const AgentSpec = z.strictObject({
   model: z
     .strictObject({
       /** OpenAI-compatible endpoint, e.g. http://10.213.0.1:11434/v1 */
-      baseUrl: z.url({ protocol: /^https?$/ }),
+      baseUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }),
       name: z.string().min(1).max(256),
+      /**
+       * The model names the gateway lets a session ask for; absent: any. `name` is what the
+       * session is configured with, so it belongs in the list.
+       */
+      allowedModels: z.array(z.string().min(1).max(256)).min(1).max(64).optional(),
+    })
+    // On the model object, not on AgentSpec: AgentView and AgentWrite extend AgentSpec, and zod
+    // refuses to extend an object that carries a refinement.
+    .refine((model) => model.allowedModels === undefined || model.allowedModels.includes(model.name), {
+      path: ["allowedModels"],
+      message:
+        "must contain model.name: the session is configured with that model, and the gateway would refuse every call it makes",
     })
     .optional(),
+  /** Budgets the model gateway enforces for all of the Agent's sessions and runs. */
+  limits: AgentLimits.optional(),
   /** Destinations the session may reach (the model endpoint at least). */
   egress: z.array(EgressRule).max(32).default([]),
 });

@@ -1,8 +1,11 @@
 import { z } from "zod";
 import { AgentFrame, SessionState } from "./compass.ts";
+import { Usage } from "./adapter.ts";
 import { ApiErrorBody } from "./errors.ts";
+import { AgentLimits } from "./resources.ts";
 import { RunnerLabels, RunnerName } from "./runners.ts";
 import { AgentCommand, DigestPinnedImage, EgressRule, SessionSpec } from "./session-spec.ts";
+import { SeededCommit } from "./workspace-repo.ts";
 
 /**
  * The runner link (see proxy/PROTOCOL.md): a WebSocket the runner dials OUT to
@@ -36,6 +39,22 @@ export type RunnerSessionReport = z.infer<typeof RunnerSessionReport>;
 export const SavedRunnerSession = RunnerSessionReport.extend({ command: AgentCommand.optional() });
 export type SavedRunnerSession = z.infer<typeof SavedRunnerSession>;
 
+/**
+ * What the runner's model gateway (runner/gateway/) needs of a session's Agent: the real endpoint
+ * it forwards to, the model names allowed, the budgets. The credential values come beside it
+ * (`credentials`) and stay in the runner: the session gets a gateway token per credential name.
+ */
+export const GatewayGrant = z.object({
+  /** `<namespace>/<agent>`: budgets and usage are counted per Agent. */
+  agent: z.string().min(3).max(200),
+  /** The Agent's model endpoint (`spec.model.baseUrl`). */
+  upstream: z.url({ protocol: /^https?$/ }),
+  /** `spec.model.allowedModels`; absent: any model name. */
+  models: z.array(z.string()).optional(),
+  limits: AgentLimits.optional(),
+});
+export type GatewayGrant = z.infer<typeof GatewayGrant>;
+
 /** What the server asks a runner to do. */
 export const RunnerCommand = z.discriminatedUnion("kind", [
   z.object({
@@ -44,6 +63,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     spec: SessionSpec,
     credentials: z.record(z.string(), z.string()),
     adapter_token: z.string(),
+    /** The Agent's model, for the gateway; absent: the Agent has no model (nothing to reach). */
+    gateway: GatewayGrant.optional(),
   }),
   z.object({
     kind: z.literal("start"),
@@ -101,6 +122,7 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
           /** The session spec of every entry; the runner gives each its own `name`. */
           template: SessionSpec,
           credentials: z.record(z.string(), z.string()),
+          gateway: GatewayGrant.optional(),
         }),
       )
       .max(1000),
@@ -130,6 +152,12 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     what: z.enum(["file", "archive", "diff"]),
     relay_id: z.string(),
     max_bytes: z.number().int().positive(),
+    /**
+     * `what: diff` only, and required there: the commit the workspace was seeded at, as the
+     * provision that seeded it returned it (`seeded_commit`) and the server kept it. The runner
+     * diffs against this one and never reads a seed ref in the workspace (the agent writes there).
+     */
+    seeded_commit: SeededCommit.optional(),
   }),
   /**
    * One piece of an upload: the runner appends `data` (base64, at most WORKSPACE_CHUNK_BYTES raw)
@@ -159,6 +187,7 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     env: z.record(z.string(), z.string()),
     /** The Agent's allowed credentials only; given to the engine at create time, never logged. */
     credentials: z.record(z.string(), z.string()),
+    gateway: GatewayGrant.optional(),
     egress: z.array(EgressRule),
     timeout_ms: z.number().int().positive(),
   }),
@@ -212,6 +241,27 @@ export const CommandResult = z.union([
 ]);
 export type CommandResult = z.infer<typeof CommandResult>;
 
+export const GatewayUsageReport = z.object({
+  container_name: z.string(),
+  /** The relayed request the call belongs to: the one request in flight on the session then; absent when none or several were. */
+  relay_id: z.string().optional(),
+  agent: z.string(),
+  /** The model the provider answered with (else the one asked for). */
+  model: z.string().max(256),
+  /** As the provider reported it; "unavailable" when its answer carried none (failed, cancelled). */
+  usage: Usage,
+});
+export type GatewayUsageReport = z.infer<typeof GatewayUsageReport>;
+
+export const GatewayRefusal = z.object({
+  container_name: z.string(),
+  agent: z.string(),
+  reason: z.enum(["TokenBudgetExceeded", "RequestRateExceeded", "ModelNotAllowed"]),
+  /** What the agent's model call was answered with, for the session's event. */
+  message: z.string().max(1024),
+});
+export type GatewayRefusal = z.infer<typeof GatewayRefusal>;
+
 export const RunnerToServer = z.discriminatedUnion("type", [
   z.object({
     version: z.literal(RUNNER_PROTOCOL_VERSION),
@@ -256,6 +306,18 @@ export const RunnerToServer = z.discriminatedUnion("type", [
     version: z.literal(RUNNER_PROTOCOL_VERSION),
     type: z.literal("pong"),
     payload: z.object({ at: z.number() }),
+  }),
+  /** One model call a session made through the runner's gateway, with the provider's own usage. */
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("gateway_usage"),
+    payload: GatewayUsageReport,
+  }),
+  /** The gateway refused a session's model call (over a budget, a model not allowed). */
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("gateway_refused"),
+    payload: GatewayRefusal,
   }),
 ]);
 export type RunnerToServer = z.infer<typeof RunnerToServer>;

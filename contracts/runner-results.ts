@@ -1,8 +1,10 @@
 import { z } from "zod";
+import { Usage } from "./adapter.ts";
 import { SessionState } from "./compass.ts";
 import type { RunnerCommand } from "./runner-protocol.ts";
 import { SessionSpec } from "./session-spec.ts";
 import { WorkspaceEntry } from "./workspace-files.ts";
+import { SeededCommit } from "./workspace-repo.ts";
 
 /**
  * The `result` a runner returns for each command kind (`CommandResult.result` when `ok`). Extra
@@ -20,6 +22,12 @@ export const ProvisionResult = z.looseObject({
   /** host:port the runner reaches the adapter at. */
   endpoint: z.string().optional(),
   resolved_image_digest: z.string().optional(),
+  /**
+   * The commit the workspace was seeded at (spec.repo), as this runner saw its seed fetch it;
+   * absent when the runner knows of no seed (none asked, or one before this runner process). The
+   * server keeps it with the workspace for every diff (contracts/workspace-repo.ts SeededCommit).
+   */
+  seeded_commit: SeededCommit.optional(),
 });
 export const StartResult = z.looseObject({ state: SessionState.default("READY") });
 export const StopResult = z.looseObject({ state: SessionState.default("STOPPED") });
@@ -39,6 +47,11 @@ export const RunOnceResult = z.looseObject({
   output_truncated_bytes: z.number().int().nonnegative().optional(),
   timed_out: z.boolean(),
   resolved_image_digest: z.string().optional(),
+  /**
+   * The run's model calls through the runner's gateway, summed as the provider reported them;
+   * "unavailable" when a call's answer carried none. Absent from runners without the gateway.
+   */
+  gateway_usage: Usage.optional(),
 });
 
 export const WarmPoolsResult = z.looseObject({

@@ -18,6 +18,13 @@ export const RepoRef = z
     message: "not a valid git ref name",
   });
 
+/**
+ * The commit a workspace was seeded at, as the runner saw its seed fetch it (issue 34 item 12): a
+ * full SHA-1 object id. The server keeps it with the workspace and hands it to every diff; the
+ * diff never reads it from the checkout, where the agent could move it.
+ */
+export const SeededCommit = z.string().regex(/^[0-9a-f]{40}$/, "a full commit id: 40 lowercase hex digits");
+
 /** Where the checkout goes, relative to /workspace: segments of `A-Za-z0-9._-`, none `.` or `..`. */
 export const RepoPath = z
   .string()

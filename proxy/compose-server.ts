@@ -14,6 +14,7 @@ import { jsonLogger, type Logger } from "./observability/log.ts";
 import { type ServerMetrics, startMetrics } from "./metrics-wiring.ts";
 import { NamespaceQuotas, sessionKey } from "./lifecycle/namespace-quotas.ts";
 import { ProvisionRecorder } from "./lifecycle/provision-recorder.ts";
+import { GatewayAccounting } from "./harness/gateway-accounting.ts";
 import { RunnerHub } from "./runners/runner-hub.ts";
 import { RuntimeApproval } from "./lifecycle/runtime-approval.ts";
 import { SessionJournal } from "./lifecycle/session-journal.ts";
@@ -146,6 +147,8 @@ export async function composeServer(
     log,
   });
   const observability = startMetrics({ store, harnessStore, hub, log });
+  // The runners' model gateways: their reports count into HarnessSession status and events.
+  hub.onGatewayReport(new GatewayAccounting({ harness: harnessStore, store, journal, log }).take);
   const shutdown = new AbortController();
   let harness: RunningHarness | undefined;
   const closeAll = async (beforeDatabase?: () => Promise<void>) => {
@@ -209,6 +212,7 @@ export async function composeServer(
       admission,
       requestTimeoutMs: config.requestTimeoutMs,
       requestsPerTokenMax: config.requestsPerTokenMax,
+      requestsPerNamespaceMax: config.requestsPerNamespaceMax,
       requestBodyMaxBytes: config.requestBodyMaxBytes,
       replyMaxBytes: config.replyMaxBytes,
       idleCheckMs: config.idleCheckMs,
@@ -231,6 +235,7 @@ export async function composeServer(
       shutdown: shutdown.signal,
       log,
       admission,
+      secretEnv,
       harness: harness.routes,
       harnessStore,
       workspaceFiles: new WorkspaceFilesRelay({
@@ -247,6 +252,7 @@ export async function composeServer(
       jsonBodyMaxBytes: config.jsonBodyMaxBytes,
       maxEventSubscribers: config.maxEventSubscribers,
       eventSubscribersPerTokenMax: config.eventSubscribersPerTokenMax,
+      eventSubscribersPerNamespaceMax: config.eventSubscribersPerNamespaceMax,
       eventQueueMaxBytes: config.eventQueueMaxBytes,
     });
     let closing: Promise<void> | undefined;

@@ -98,6 +98,16 @@ export const ServerEnv = z.object({
   /** Proxied requests (`…/requests`) one API token may have in flight at once (the admin: unbounded). @default 32 */
   AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX: Int(1).default(32),
   /**
+   * Open `/v1/events` streams the tokens scoped to one namespace may hold together (a token counts
+   * toward each namespace its scopes name; the admin toward none). @default 64
+   */
+  AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_NAMESPACE_MAX: Int(1).default(64),
+  /**
+   * Proxied requests to the sessions of one namespace in flight at once, whichever API tokens
+   * sent them (the admin's are not counted). @default 256
+   */
+  AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX: Int(1).default(256),
+  /**
    * Bytes of frames waiting for one `/v1/events` follower at most; past it the follower is
    * dropped (an `event: reconnect` tells it its Last-Event-ID). @default 8388608
    */
@@ -213,6 +223,10 @@ export type ServerSettings = {
   eventSubscribersPerTokenMax: number;
   /** AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX */
   requestsPerTokenMax: number;
+  /** AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_NAMESPACE_MAX */
+  eventSubscribersPerNamespaceMax: number;
+  /** AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX */
+  requestsPerNamespaceMax: number;
   /** AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES */
   eventQueueMaxBytes: number;
   /** AGENT_SESSIONS_AGENT_RUNS_MAX */
@@ -320,6 +334,8 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
     maxEventSubscribers: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX,
     eventSubscribersPerTokenMax: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX,
     requestsPerTokenMax: env.AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX,
+    eventSubscribersPerNamespaceMax: env.AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_NAMESPACE_MAX,
+    requestsPerNamespaceMax: env.AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX,
     eventQueueMaxBytes: env.AGENT_SESSIONS_EVENT_QUEUE_MAX_BYTES,
     agentRunsMax: env.AGENT_SESSIONS_AGENT_RUNS_MAX,
     namespaceQuotas: {

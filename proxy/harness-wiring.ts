@@ -2,6 +2,7 @@ import type { Admission } from "./lifecycle/admission.ts";
 import { AgentRuns } from "./harness/agent-runs.ts";
 import { AutoResumer } from "./harness/auto-resumer.ts";
 import { CallerBounds } from "./lifecycle/caller-bounds.ts";
+import { NamespaceBounds } from "./lifecycle/namespace-bounds.ts";
 import type { EventBus } from "./lifecycle/event-bus.ts";
 import { HarnessController } from "./harness/harness-controller.ts";
 import { harnessWorkstream } from "./harness/harness-reconciler.ts";
@@ -41,6 +42,8 @@ export type HarnessWiringOptions = {
   requestTimeoutMs: number;
   /** Proxied requests one API token may have in flight (caller-bounds.ts). */
   requestsPerTokenMax: number;
+  /** Proxied requests to one namespace's sessions in flight, whoever the token (namespace-bounds.ts). */
+  requestsPerNamespaceMax: number;
   requestBodyMaxBytes: number;
   replyMaxBytes: number;
   idleCheckMs: number;
@@ -142,6 +145,11 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       options.requestsPerTokenMax,
       "requests in flight",
       "AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX",
+    ),
+    perNamespace: new NamespaceBounds(
+      options.requestsPerNamespaceMax,
+      "requests in flight",
+      "AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX",
     ),
     autoResume: new AutoResumer({
       harness,

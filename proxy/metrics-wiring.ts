@@ -1,6 +1,7 @@
 import type { Logger } from "./observability/log.ts";
 import { Metrics } from "./observability/metrics.ts";
 import { timeRunnerCommands } from "./runners/command-metrics.ts";
+import { agentLabels } from "./lifecycle/gateway-reports.ts";
 import type { RunnerHub } from "./runners/runner-hub.ts";
 import type { HarnessStore } from "./store/harness-store.ts";
 import type { Store } from "./store/store.ts";
@@ -12,7 +13,8 @@ export type ServerMetrics = {
 /**
  * The server's metrics and their sources: agent sessions by state (the store), HarnessSessions
  * by phase (the HarnessSession store, read at scrape time),
- * attached runner links and the duration of every runner command.
+ * attached runner links, the duration of every runner command, and the model calls the runners'
+ * gateways relayed or refused (by namespace and Agent).
  */
 export function startMetrics(options: {
   store: Store;
@@ -27,5 +29,14 @@ export function startMetrics(options: {
     runnerLinks: () => options.hub.connectedRunners().length,
   });
   timeRunnerCommands(options.hub, metrics);
+  options.hub.onGatewayReport((report) => {
+    const labels = agentLabels(report.workspace);
+    if (report.kind === "usage")
+      metrics.recordGatewayCall(
+        labels,
+        report.report.usage === "unavailable" ? undefined : report.report.usage,
+      );
+    else metrics.recordGatewayRefusal(labels, report.refusal.reason);
+  });
   return { metrics };
 }

@@ -119,6 +119,17 @@ export const RunnerEnv = z
      * on the engine at once and recording the stack afterwards. @default on
      */
     AGENT_SESSIONS_FAST_PATH: OnUnlessOff,
+    /**
+     * `host:port` where this runner serves the model gateway (runner/gateway/), an address on this
+     * machine that its sessions reach: the only way a session reaches its model, with a token of
+     * its own instead of the Agent's credentials. Port 0: a free port, kept across restarts (in
+     * `<data-dir>/gateway.json`). @default Docker: the Docker bridge's gateway address, port 0;
+     * Kubernetes: unset, and sessions of an Agent with a model fail to provision, saying so
+     */
+    AGENT_SESSIONS_GATEWAY_ADDRESS: z
+      .string()
+      .regex(/^(\d{1,3}\.){3}\d{1,3}:\d{1,5}$/, "must be an IPv4 host:port, e.g. 10.213.0.1:0")
+      .optional(),
     /** `off`: a first create takes the full stack path instead of the fast one. @default on */
     AGENT_SESSIONS_FAST_CREATE: OnUnlessOff,
     /**
@@ -213,6 +224,8 @@ export type RunnerConfig = {
   fastCreate: boolean;
   /** AGENT_SESSIONS_EMBEDDED_LINK */
   embeddedLink: "channel" | "websocket";
+  /** AGENT_SESSIONS_GATEWAY_ADDRESS: host unset until the engine's default is found (runner/main.ts). */
+  gateway: { host: string | undefined; port: number };
 };
 
 /**
@@ -258,7 +271,16 @@ export function parseRunnerConfig(
     fastPath: env.AGENT_SESSIONS_FAST_PATH,
     fastCreate: env.AGENT_SESSIONS_FAST_CREATE,
     embeddedLink: env.AGENT_SESSIONS_EMBEDDED_LINK,
+    gateway: gatewayAddress(env.AGENT_SESSIONS_GATEWAY_ADDRESS),
   };
+}
+
+function gatewayAddress(address: string | undefined): RunnerConfig["gateway"] {
+  if (address === undefined) return { host: undefined, port: 0 };
+  const colon = address.lastIndexOf(":");
+  const port = Number(address.slice(colon + 1));
+  if (port > 65535) throw new Error(`AGENT_SESSIONS_GATEWAY_ADDRESS: port ${port} is not a port`);
+  return { host: address.slice(0, colon), port };
 }
 
 /** The entries that are set: an empty variable is unset. */

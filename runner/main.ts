@@ -2,6 +2,7 @@
 import { StackManager } from "../stacks/index.ts";
 import { parseRunnerConfig, type RunnerConfig } from "./config.ts";
 import { createDockerDriver } from "./docker/index.ts";
+import { dockerBridgeAddress } from "./docker/session-host.ts";
 import type { EngineDriver } from "./engine/driver.ts";
 import { createKubernetesDriver } from "./kubernetes/index.ts";
 import { jsonLog, Runner, type RunnerOptions } from "./runner.ts";
@@ -54,7 +55,16 @@ async function wireRunner(config: RunnerConfig, options: RunnerOptions): Promise
       throw new Error(`unknown engine ${String(never)}`);
     }
   }
-  const runner = new Runner(config, driver, jsonLog("runner"), options);
+  // The model gateway's address: the setting, else on Docker the bridge sessions reach the host by.
+  const gatewayHost =
+    config.gateway.host ??
+    (config.engine === "docker" ? await dockerBridgeAddress(config.dockerHost) : undefined);
+  const runner = new Runner(
+    { ...config, gateway: { ...config.gateway, host: gatewayHost } },
+    driver,
+    jsonLog("runner"),
+    options,
+  );
   await runner.start();
   return runner;
 }

@@ -7,7 +7,11 @@ import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
 import { jsonLogger, type Logger } from "../contracts/log.ts";
 import type { InProcessDial } from "../contracts/runner-channel.ts";
-import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../contracts/runner-protocol.ts";
+import {
+  type GatewayRefusal,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerCommand,
+} from "../contracts/runner-protocol.ts";
 import { probeAdapter } from "./engine/adapter-probe.ts";
 import { AgentSessions } from "./sessions/agent-sessions.ts";
 import type { RunnerConfig } from "./config.ts";
@@ -18,6 +22,12 @@ import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
 import { WorkspaceCommands } from "./relay/workspace-commands.ts";
+import type { Usage } from "../contracts/adapter.ts";
+import { GATEWAY_BUDGETS_FILE_NAME } from "./gateway/budgets.ts";
+import { type Gateway, startGateway } from "./gateway/gateway.ts";
+import { GatewayRoutes, type GatewayRoute } from "./gateway/routes.ts";
+import { runRouteKey, SessionGateway } from "./gateway/session-gateway.ts";
+import { GATEWAY_PORT_FILE_NAME, keptGatewayPort, keepGatewayPort } from "./gateway/gateway-port.ts";
 
 /** Bytes toward the server (socket buffer + offline queue) above which agents' output is not read. */
 const OUTPUT_HIGH_WATER_BYTES = 1024 * 1024;
@@ -48,6 +58,8 @@ export class Runner {
    * (`#tokenOf`), so the workspaces it provisioned before are served again without a new provision.
    */
   readonly #tokens = new Map<string, string>();
+  /** The commit each workspace's seed fetched in this process (the provision's `seeded_commit`). */
+  readonly #seededCommits = new Map<string, string>();
   /** Token look-ups in the stacks under way, one per workspace. */
   readonly #tokenLookups = new Map<string, Promise<string | undefined>>();
   /** The session set survives a restart of this process (runner/sessions/session-file.ts). */
@@ -64,6 +76,15 @@ export class Runner {
    */
   readonly #operations = new KeyedMutex();
   #unwatch: (() => void) | undefined;
+  /** The Agents' credential values, by workspace and run (runner/gateway/routes.ts). */
+  readonly #routes: GatewayRoutes;
+  /** What sessions get instead of credentials; set by `start` (the gateway listens then). */
+  #gateway = new SessionGateway(new GatewayRoutes(), undefined, "the runner has not started");
+  /** Relayed requests in flight, by workspace: a model call is put on the request when it is the only one. */
+  readonly #inFlight = new Map<string, Set<string>>();
+  /** What the gateway counted for each one-shot run in progress. */
+  readonly #runUsage = new Map<string, { input: number; output: number; calls: number; reported: number }>();
+  readonly #config: RunnerConfig;
   readonly #probeAdapter: (endpoint: string) => Promise<void>;
 
   constructor(
@@ -73,6 +94,8 @@ export class Runner {
     options: RunnerOptions = {},
   ) {
     this.#driver = driver;
+    this.#config = config;
+    this.#routes = new GatewayRoutes({ file: join(config.dataDir, "gateway-routes.json") });
     this.#probeAdapter = options.probeAdapter ?? probeAdapter;
     this.#log = log;
     this.#workspace = new WorkspaceCommands(
@@ -108,7 +131,21 @@ export class Runner {
       },
     );
     this.#pool = new WarmPool({
-      driver,
+      // Warm entries get gateway tokens too, never the Agent's credentials.
+      driver: {
+        provision: (containerName, spec, secrets) => {
+          const s = this.#gateway.forWorkspace(containerName, spec, secrets.credentials, secrets.gateway);
+          return driver.provision(containerName, s.spec, {
+            credentials: s.credentials,
+            adapterToken: secrets.adapterToken,
+            repoCredentials: s.repoCredentials,
+          });
+        },
+        remove: async (containerName) => {
+          await driver.remove(containerName);
+          this.#gateway.forget(containerName);
+        },
+      },
       agents: this.sessions,
       log,
       stateFile: join(config.dataDir, WARM_POOL_FILE_NAME),
@@ -129,6 +166,7 @@ export class Runner {
   }
 
   async start(): Promise<void> {
+    await this.#startGateway();
     this.#unwatch = await this.#driver.watch((containerName, reason, detail) => {
       this.#log("warn", "workload exited", { containerName, reason, detail });
       this.sessions.workloadExited(containerName, reason, detail);
@@ -153,6 +191,7 @@ export class Runner {
   }
 
   stop(): void {
+    void this.#gateway.gateway?.close();
     this.link.close();
     this.#pool.stop();
     this.#workspace.close();
@@ -191,16 +230,28 @@ export class Runner {
       case "provision": {
         this.#tokenLookups.delete(command.container_name);
         this.#tokens.set(command.container_name, command.adapter_token);
-        const r = await this.#operations.run(command.container_name, () =>
-          this.#driver.provision(command.container_name, command.spec, {
-            credentials: command.credentials,
+        const r = await this.#operations.run(command.container_name, () => {
+          const s = this.#gateway.forWorkspace(
+            command.container_name,
+            command.spec,
+            command.credentials,
+            command.gateway,
+          );
+          return this.#driver.provision(command.container_name, s.spec, {
+            credentials: s.credentials,
             adapterToken: command.adapter_token,
-          }),
-        );
+            repoCredentials: s.repoCredentials,
+          });
+        });
+        // Kept while this process lives: a provision whose answer the server never took (it timed
+        // out) seeded the checkout, and the next one fetches nothing, so it says the commit again.
+        if (r.seededCommit) this.#seededCommits.set(command.container_name, r.seededCommit);
+        const seeded = r.seededCommit ?? this.#seededCommits.get(command.container_name);
         return {
           container_name: r.containerName,
           endpoint: r.endpoint,
           resolved_image_digest: r.resolvedImageDigest,
+          ...(seeded ? { seeded_commit: seeded } : {}),
         };
       }
       case "start":
@@ -221,6 +272,8 @@ export class Runner {
         await this.#operations.run(command.container_name, async () => {
           await this.sessions.stopWorkspace(command.container_name);
           await this.#driver.scaleDown(command.container_name);
+          // Its gateway tokens are refused while it is stopped; the resume's provision takes them up again.
+          this.#gateway.suspend(command.container_name);
         });
         return { container_name: command.container_name };
       case "remove":
@@ -228,9 +281,11 @@ export class Runner {
         await this.#operations.run(command.container_name, async () => {
           await this.sessions.stopWorkspace(command.container_name);
           await this.#driver.remove(command.container_name);
+          this.#gateway.forget(command.container_name);
         });
         this.sessions.forgetWorkspace(command.container_name);
         this.#tokens.delete(command.container_name);
+        this.#seededCommits.delete(command.container_name);
         return { container_name: command.container_name, removed: true };
       case "relay": {
         const target = await this.#relayTarget(command.container_name);
@@ -239,22 +294,30 @@ export class Runner {
         signal.addEventListener("abort", () => void this.#relays.cancel(relayId).catch(() => {}), {
           once: true,
         });
-        return this.#relays.relay(
-          relayId,
-          target,
-          command.request,
-          command.timeout_ms,
-          {
-            chunk: (data, done, status) =>
-              this.link.send({
-                version: RUNNER_PROTOCOL_VERSION,
-                type: "relay_chunk",
-                payload: { relay_id: relayId, data, done, ...(status !== undefined ? { status } : {}) },
-              }),
-            buffered: () => this.link.bufferedAmount,
-          },
-          command.reply_max_bytes,
-        );
+        const inFlight = this.#inFlight.get(command.container_name) ?? new Set<string>();
+        this.#inFlight.set(command.container_name, inFlight.add(relayId));
+        return this.#relays
+          .relay(
+            relayId,
+            target,
+            command.request,
+            command.timeout_ms,
+            {
+              chunk: (data, done, status) =>
+                this.link.send({
+                  version: RUNNER_PROTOCOL_VERSION,
+                  type: "relay_chunk",
+                  payload: { relay_id: relayId, data, done, ...(status !== undefined ? { status } : {}) },
+                }),
+              buffered: () => this.link.bufferedAmount,
+            },
+            command.reply_max_bytes,
+          )
+          .finally(() => {
+            inFlight.delete(relayId);
+            if (inFlight.size === 0 && this.#inFlight.get(command.container_name) === inFlight)
+              this.#inFlight.delete(command.container_name);
+          });
       }
       case "probe": {
         const { endpoint } = await this.#relayTarget(command.container_name);
@@ -279,7 +342,16 @@ export class Runner {
       case "run_once": {
         if (!this.#driver.runOnce)
           throw new CodedError("UNIMPLEMENTED", `the ${this.#driver.engine} driver has no one-shot runs`);
-        return await this.#driver.runOnce(command);
+        const key = runRouteKey(command.run_id);
+        const counted = { input: 0, output: 0, calls: 0, reported: 0 };
+        this.#runUsage.set(key, counted);
+        try {
+          const outcome = await this.#driver.runOnce(this.#gateway.forRun(command));
+          return { ...outcome, gateway_usage: runUsage(counted) };
+        } finally {
+          this.#gateway.forget(key);
+          this.#runUsage.delete(key);
+        }
       }
       case "workspace_list":
         return this.#workspace.list(command, signal);
@@ -308,6 +380,83 @@ export class Runner {
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /**
+   * Starts the model gateway where sessions reach it (AGENT_SESSIONS_GATEWAY_ADDRESS, on Docker
+   * the bridge by default), on the port it had before when it had one: running sessions keep
+   * their gateway URL across a restart of the runner.
+   */
+  async #startGateway(): Promise<void> {
+    const { host, port } = this.#config.gateway;
+    if (host === undefined) {
+      this.#gateway = new SessionGateway(
+        this.#routes,
+        undefined,
+        "set AGENT_SESSIONS_GATEWAY_ADDRESS to host:port, an address of this runner that session pods reach",
+      );
+      this.#log("warn", "no model gateway: sessions of an Agent with a model cannot be provisioned", {
+        setting: "AGENT_SESSIONS_GATEWAY_ADDRESS",
+      });
+      return;
+    }
+    const portFile = join(this.#config.dataDir, GATEWAY_PORT_FILE_NAME);
+    const budgetsFile = join(this.#config.dataDir, GATEWAY_BUDGETS_FILE_NAME);
+    const kept = port === 0 ? keptGatewayPort(portFile, host) : undefined;
+    const events = {
+      onUsage: (route: GatewayRoute, report: { model: string; usage: Usage }) => this.#onUsage(route, report),
+      onRefused: (route: GatewayRoute, refusal: { reason: GatewayRefusalReason; message: string }) => {
+        if (route.key.startsWith("run:") || !route.grant) return;
+        this.link.send({
+          version: RUNNER_PROTOCOL_VERSION,
+          type: "gateway_refused",
+          payload: { container_name: route.key, agent: route.grant.agent, ...refusal },
+        });
+      },
+    };
+    let gateway: Gateway;
+    try {
+      gateway = await startGateway({ host, port: kept ?? port, routes: this.#routes, events, budgetsFile });
+    } catch (error) {
+      if (kept === undefined) throw error;
+      // The port it had is taken now: a new one (sessions running since before get new tokens and URL when provisioned again).
+      this.#log("warn", "the model gateway's previous port is taken; listening on another", {
+        port: kept,
+        error: String(error),
+      });
+      gateway = await startGateway({ host, port: 0, routes: this.#routes, events, budgetsFile });
+    }
+    if (port === 0) keepGatewayPort(portFile, host, gateway.port);
+    this.#gateway = new SessionGateway(this.#routes, gateway);
+    this.#log("info", "model gateway listening", { address: `${gateway.host}:${gateway.port}` });
+  }
+
+  /** A model call through the gateway: on the one-shot run's count, or reported for the session. */
+  #onUsage(route: GatewayRoute, report: { model: string; usage: Usage }): void {
+    const run = this.#runUsage.get(route.key);
+    if (run) {
+      run.calls += 1;
+      if (report.usage !== "unavailable") {
+        run.reported += 1;
+        run.input += report.usage.input_tokens;
+        run.output += report.usage.output_tokens;
+      }
+      return;
+    }
+    if (route.key.startsWith("run:") || !route.grant) return;
+    const inFlight = this.#inFlight.get(route.key);
+    const only = inFlight?.size === 1 ? [...inFlight][0] : undefined;
+    this.link.send({
+      version: RUNNER_PROTOCOL_VERSION,
+      type: "gateway_usage",
+      payload: {
+        container_name: route.key,
+        ...(only ? { relay_id: only } : {}),
+        agent: route.grant.agent,
+        model: report.model,
+        usage: report.usage,
+      },
+    });
   }
 
   /** Where a relayed request goes: the adapter's endpoint and the token it wants. */
@@ -345,4 +494,12 @@ export class Runner {
     }
     return lookup;
   }
+}
+
+type GatewayRefusalReason = GatewayRefusal["reason"];
+
+/** A run's usage as the gateway counted it: "unavailable" when it made calls none of which reported any. */
+function runUsage(counted: { input: number; output: number; calls: number; reported: number }): Usage {
+  if (counted.calls > 0 && counted.reported === 0) return "unavailable";
+  return { input_tokens: counted.input, output_tokens: counted.output };
 }

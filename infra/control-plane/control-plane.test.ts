@@ -81,6 +81,24 @@ describe("ControlPlane component", () => {
     });
     expect(env.PULUMI_CONFIG_PASSPHRASE.valueFrom.secretKeyRef.name).toBe("agent-sessions-runner-passphrase");
     expect(env.PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION.value).toBe("true");
+    // Sessions reach their model through the runner's gateway at the pod's address (issue 35).
+    expect(env.POD_IP.valueFrom.fieldRef.fieldPath).toBe("status.podIP");
+    expect(env.AGENT_SESSIONS_GATEWAY_ADDRESS.value).toBe("$(POD_IP):8788");
+    const runnerPolicy = byTypeAndName(
+      "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+      "agent-sessions-runner",
+    );
+    expect(runnerPolicy.spec.ingress).toEqual([
+      {
+        from: [
+          {
+            namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "agent-sessions" } },
+            podSelector: { matchLabels: { "agent-sessions.dev/managed-by": "agent-sessions" } },
+          },
+        ],
+        ports: [{ port: 8788, protocol: "TCP" }],
+      },
+    ]);
     // Session NetworkPolicies admit the runner pod in this namespace, by both labels.
     expect(env.AGENT_SESSIONS_RUNNER_POD_LABELS.value).toBe(
       "agent-sessions.dev/managed-by=agent-sessions,agent-sessions.dev/component=runner",

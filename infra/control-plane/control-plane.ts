@@ -21,6 +21,8 @@ import { GeneratedSecret } from "./tokens.ts";
 const APP_DIR = "/opt/agent-sessions";
 /** The data volume's mount point in both pods. */
 const DATA_DIR = "/var/lib/agent-sessions";
+/** The runner's model gateway port (AGENT_SESSIONS_GATEWAY_ADDRESS), reached by session pods only. */
+export const GATEWAY_PORT = 8788;
 /** The label value session NetworkPolicies can select the control plane's namespace by. */
 export const CONTROL_PLANE_COMPONENT = "control-plane";
 
@@ -346,12 +348,17 @@ export class ControlPlane extends pulumi.ComponentResource {
                       value: labelPairs({ ...managed, [Labels.component]: CONTROL_PLANE_COMPONENT }),
                     },
                     { name: "AGENT_SESSIONS_STATE_DIR", value: DATA_DIR },
+                    // Sessions reach their model only through this runner's gateway (runner/gateway/),
+                    // at the pod's own address; the NetworkPolicy below admits session pods there.
+                    { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+                    { name: "AGENT_SESSIONS_GATEWAY_ADDRESS", value: `$(POD_IP):${GATEWAY_PORT}` },
                     ...(config.gitImage
                       ? [{ name: "AGENT_SESSIONS_GIT_IMAGE", value: config.gitImage }]
                       : []),
                     // Plugins come with the image; never reach out for one.
                     { name: "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION", value: "true" },
                   ],
+                  ports: [{ name: "gateway", containerPort: GATEWAY_PORT, protocol: "TCP" }],
                   securityContext: hardenedContainerSecurityContext(),
                   resources: resourcesOf(config.runnerResources),
                   volumeMounts: [
@@ -372,9 +379,10 @@ export class ControlPlane extends pulumi.ComponentResource {
       { ...child, dependsOn: [binding, server] },
     );
 
-    // Intent for clusters whose network plugin enforces NetworkPolicy (the test bed's does not):
-    // the server takes its API port from anywhere (clients, an ingress), the runner takes nothing
-    // (it only dials out: the API server, the server, the session adapters).
+    // Intent for clusters whose network plugin enforces NetworkPolicy: the server takes its API
+    // port from anywhere (clients, an ingress), the runner only its model gateway's port, from
+    // the session pods of its sessions namespace (otherwise it only dials out: the API server,
+    // the server, the session adapters).
     new k8s.networking.v1.NetworkPolicy(
       `${name}-server`,
       {
@@ -391,7 +399,23 @@ export class ControlPlane extends pulumi.ComponentResource {
       `${name}-runner`,
       {
         metadata: { name: "agent-sessions-runner", namespace, labels: runnerLabels },
-        spec: { podSelector: { matchLabels: runnerLabels }, policyTypes: ["Ingress"], ingress: [] },
+        spec: {
+          podSelector: { matchLabels: runnerLabels },
+          policyTypes: ["Ingress"],
+          ingress: [
+            {
+              from: [
+                {
+                  namespaceSelector: {
+                    matchLabels: { "kubernetes.io/metadata.name": sessionsNamespace },
+                  },
+                  podSelector: { matchLabels: { [Labels.managedBy]: "agent-sessions" } },
+                },
+              ],
+              ports: [{ port: GATEWAY_PORT, protocol: "TCP" }],
+            },
+          ],
+        },
       },
       child,
     );

@@ -5,6 +5,7 @@ import { CodedError } from "../../contracts/errors.ts";
 import { API_VERSION, type Agent, type AgentRuntime } from "../../contracts/resources.ts";
 import { type Admission, defaultAdmission } from "../lifecycle/admission.ts";
 import type { Logger } from "../observability/log.ts";
+import { gatewayFieldOf } from "../lifecycle/gateway-grant.ts";
 import { chooseRunner } from "../lifecycle/placement.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
@@ -71,6 +72,12 @@ export class AgentRuns {
       `Agent ${namespace}/${agent.metadata.name}`,
       "FAILED_PRECONDITION",
     );
+    if (agent.spec.model)
+      admission.egress.assertModelAllowed(
+        agent.spec.model.baseUrl,
+        `Agent ${namespace}/${agent.metadata.name}`,
+        "FAILED_PRECONDITION",
+      );
     const credentials = resolveCredentials(agent, this.#o.secretEnv ?? {});
     // A run takes a place of its runner's capacity like a workspace, and a draining runner none.
     const load = await this.#o.store.countWorkspacesByRunner();
@@ -140,6 +147,7 @@ export class AgentRuns {
         input: spec.input,
         env,
         credentials,
+        ...gatewayFieldOf(agent),
         egress: agent.spec.egress,
         timeout_ms: timeoutMs,
       },
@@ -154,12 +162,14 @@ export class AgentRuns {
     const last = run.output.trim().split("\n").pop() ?? "";
     const record = ResultRecord.safeParse(parseJson(last));
     const succeeded = run.exit_code === 0 && (!record.success || record.data.outcome === "succeeded");
-    const usage: Usage = record.success ? record.data.usage : "unavailable";
+    // The gateway's count when the runner has one (issue 35): an agent can claim anything.
+    const usage: Usage = run.gateway_usage ?? (record.success ? record.data.usage : "unavailable");
     const status: AgentRun["status"] = {
       phase: succeeded ? "Succeeded" : "Failed",
       exitCode: run.exit_code,
       output: record.success ? (record.data.output ?? "") : run.output,
       usage,
+      ...(run.gateway_usage !== undefined ? { usageSource: "gateway" as const } : {}),
       startTime,
       completionTime: new Date().toISOString(),
     };

@@ -234,6 +234,10 @@ describe("HarnessSession status derivation", () => {
       output_tokens: 4,
       usage_reported: 1,
       usage_unavailable: 2,
+      gateway_input_tokens: 120,
+      gateway_output_tokens: 30,
+      gateway_reported: 3,
+      gateway_unavailable: 1,
       restart_count: 2,
       consecutive_restarts: 1,
       restart_at: T1,
@@ -254,12 +258,40 @@ describe("HarnessSession status derivation", () => {
       requestCount: 3,
       errorCount: 1,
       lastRequestUsage: "unavailable",
-      usage: { inputTokens: 10, outputTokens: 4, reportedRequests: 1, unavailableRequests: 2 },
       restartCount: 2,
+    });
+    // usage is the gateway's count of model calls; the adapter's claim is claimedUsage.
+    expect(manifest.status.usage).toEqual({
+      inputTokens: 120,
+      outputTokens: 30,
+      reportedRequests: 3,
+      unavailableRequests: 1,
+      source: "gateway",
+    });
+    expect(manifest.status.claimedUsage).toEqual({
+      inputTokens: 10,
+      outputTokens: 4,
+      reportedRequests: 1,
+      unavailableRequests: 2,
     });
     // The exit as a user reads it; the controller's bookkeeping (session, seq) stays inside.
     expect(manifest.status.lastExit).toEqual({ reason: "OOMKilled", time: T1 });
-    const bare = toManifest({ ...record, session_id: undefined, last_request_usage: undefined });
+    const bare = toManifest({
+      ...record,
+      session_id: undefined,
+      last_request_usage: undefined,
+      gateway_reported: 0,
+      gateway_unavailable: 0,
+      gateway_input_tokens: 0,
+      gateway_output_tokens: 0,
+    });
+    // No gateway report counted yet: zeros, not claimed as the provider's.
+    expect(bare.status.usage).toEqual({
+      inputTokens: 0,
+      outputTokens: 0,
+      reportedRequests: 0,
+      unavailableRequests: 0,
+    });
     expect(bare.status).not.toHaveProperty("sessionId");
     expect(bare.status).not.toHaveProperty("lastRequestUsage");
   });

@@ -242,6 +242,15 @@ export function toManifest(record: HarnessRecord): HarnessSession {
     activeRequests: record.active_requests,
     errorCount: record.error_count,
     usage: {
+      inputTokens: record.gateway_input_tokens,
+      outputTokens: record.gateway_output_tokens,
+      reportedRequests: record.gateway_reported,
+      unavailableRequests: record.gateway_unavailable,
+      // The provider's own numbers only once the gateway reported any (an Agent without a model
+      // never makes a call through it).
+      ...(record.gateway_reported + record.gateway_unavailable > 0 ? { source: "gateway" as const } : {}),
+    },
+    claimedUsage: {
       inputTokens: record.input_tokens,
       outputTokens: record.output_tokens,
       reportedRequests: record.usage_reported,

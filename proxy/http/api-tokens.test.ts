@@ -8,7 +8,8 @@ type Json = any;
 
 let t: TestServer;
 beforeEach(async () => {
-  t = await startTestServer();
+  // OTHER_KEY: the variable the write-only tests' Agent names in a secretRef (offered, or its PUT is 400).
+  t = await startTestServer({}, { secretEnv: { OTHER_KEY: "sk-other-offered-0123" } });
 });
 afterEach(async () => {
   await t.close();
@@ -289,6 +290,58 @@ describe("/v1/events with a scoped token", () => {
       expect(admin.map((s) => s.status)).toEqual([200, 200, 200]);
       expect(streams.map((s) => s.status)).toEqual([200, 200, 200]);
       for (const s of [...streams, ...admin]) s.close();
+    } finally {
+      await bounded.close();
+    }
+  });
+
+  it("bounds the open streams of one namespace's tokens together, naming the namespace; another namespace and the admin are not held back, and a closed stream gives its slot back", async () => {
+    const bounded = await startTestServer({ eventSubscribersPerNamespaceMax: 2 });
+    try {
+      const as = async (method: string, path: string, body: unknown) => {
+        const reply = await fetch(`${bounded.server.url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+        return { status: reply.status, body: (await reply.json()) as Json };
+      };
+      // A chat token is bound to a session that exists: a stopped one will do.
+      const s = await as("PUT", "/v1/namespaces/default/harnesssessions/s", {
+        apiVersion: "agent-sessions.dev/v1alpha1",
+        kind: "HarnessSession",
+        metadata: { name: "s" },
+        spec: { agentRef: "alice", runtimeRef: "reference", desiredState: "stopped" },
+      });
+      expect(s.status).toBe(201);
+      const mint = async (name: string, scopes: string[]) =>
+        (await as("POST", "/v1/tokens", { name, scopes })).body.token as string;
+      const viewer = await mint("viewer", ["namespace:default:view"]);
+      const chat = await mint("chat", ["session:default/s:chat"]);
+      const elsewhere = await mint("elsewhere", ["namespace:team-b:view"]);
+      const openAs = (secret: string) =>
+        SseClient.open(`${bounded.server.url}/v1/events`, { authorization: `Bearer ${secret}` });
+
+      // Two tokens of one namespace, one stream each (neither near its own bound of 16).
+      const held = [await openAs(viewer), await openAs(chat)];
+      expect(held.map((x) => x.status)).toEqual([200, 200]);
+      const over = await openAs(viewer);
+      expect(over.status).toBe(429);
+      const error = JSON.parse(over.events[0]?.data ?? "{}");
+      expect(error.code).toBe("RESOURCE_EXHAUSTED");
+      expect(error.message).toContain("namespace default");
+      expect(error.message).toContain("AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_NAMESPACE_MAX");
+      const others = [await openAs(elsewhere), await openAs(elsewhere), await openAs(ADMIN_TOKEN)];
+      expect(others.map((x) => x.status)).toEqual([200, 200, 200]);
+
+      held[0]?.close();
+      const again = await until("the closed stream's slot to come back", async () => {
+        const next = await openAs(chat);
+        if (next.status === 200) return next;
+        next.close();
+        return undefined;
+      });
+      for (const x of [...held, ...others, again]) x.close();
     } finally {
       await bounded.close();
     }

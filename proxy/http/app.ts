@@ -72,8 +72,15 @@ export type AppOptions = {
   maxEventSubscribers?: number;
   /** Open `/v1/events` streams one API token may hold (an admin: unbounded). @default 16 */
   eventSubscribersPerTokenMax?: number;
+  /** Open `/v1/events` streams the tokens of one namespace may hold together (admins: none counted). @default 64 */
+  eventSubscribersPerNamespaceMax?: number;
   /** Bytes waiting for one `/v1/events` follower at most; past it it is dropped. @default 8388608 */
   eventQueueMaxBytes?: number;
+  /**
+   * The environment offered to sessions (offeredCredentialEnv): an Agent PUT whose credential
+   * `secretRef` names a variable outside it, or unset, is 400. @default none offered
+   */
+  secretEnv?: Readonly<Record<string, string | undefined>>;
   /** What the operator admits (an Agent PUT's egress: egress-guard.ts). @default defaultAdmission(): no egress */
   admission?: Admission;
   /**
@@ -177,7 +184,12 @@ export function buildApp(options: AppOptions): Hono {
   app.route("/v1/rpc", rpcRoutes(options.rpc, rpcAccess));
   app.route(
     "/v1/namespaces",
-    resourceRoutes(options.store, options.admission ?? defaultAdmission(), options.harness?.rebind),
+    resourceRoutes({
+      store: options.store,
+      admission: options.admission ?? defaultAdmission(),
+      ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
+      ...(options.harness?.rebind ? { onWritten: options.harness.rebind } : {}),
+    }),
   );
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
@@ -196,6 +208,8 @@ export function buildApp(options: AppOptions): Hono {
   if (options.maxEventSubscribers !== undefined) events.maxSubscribers = options.maxEventSubscribers;
   if (options.eventSubscribersPerTokenMax !== undefined)
     events.maxSubscribersPerToken = options.eventSubscribersPerTokenMax;
+  if (options.eventSubscribersPerNamespaceMax !== undefined)
+    events.maxSubscribersPerNamespace = options.eventSubscribersPerNamespaceMax;
   if (options.eventQueueMaxBytes !== undefined) events.maxQueuedBytes = options.eventQueueMaxBytes;
   if (options.shutdown) events.shutdown = options.shutdown;
   if (options.keepAliveMs !== undefined) events.keepAliveMs = options.keepAliveMs;

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { CodedError } from "../../contracts/errors.ts";
 import type { EventBus } from "../lifecycle/event-bus.ts";
 import { CallerBounds, isAdminCaller } from "../lifecycle/caller-bounds.ts";
+import { NamespaceBounds, scopedNamespaces } from "../lifecycle/namespace-bounds.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { Store, StoredFrame } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
@@ -33,6 +34,11 @@ export type EventStreamOptions = {
   maxSubscribers?: number;
   /** Streams one API token may hold at once (an admin: unbounded). @default 16 */
   maxSubscribersPerToken?: number;
+  /**
+   * Streams the tokens scoped to one namespace may hold together (namespace-bounds.ts; a token
+   * counts toward each namespace its scopes name, an admin toward none). @default 64
+   */
+  maxSubscribersPerNamespace?: number;
   /**
    * Which sessions' frames a caller may see (event-access.ts); undefined from it: all. A session
    * it may not see is NOT_FOUND, like one that is not there. @default everything
@@ -84,6 +90,11 @@ export function eventRoutes(options: EventStreamOptions): Hono {
     "open event streams",
     "AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_TOKEN_MAX",
   );
+  const perNamespace = new NamespaceBounds(
+    options.maxSubscribersPerNamespace ?? 64,
+    "open event streams",
+    "AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_NAMESPACE_MAX",
+  );
   let open = 0;
   const runs = new SharedRuns();
 
@@ -122,7 +133,18 @@ export function eventRoutes(options: EventStreamOptions): Hono {
         `${open} event streams are open, the most this server serves (AGENT_SESSIONS_EVENT_SUBSCRIBERS_MAX); retry later`,
         { limit: maxSubscribers },
       );
-    const release = perToken.acquire(principal);
+    const releaseToken = perToken.acquire(principal);
+    let releaseNamespaces: () => void;
+    try {
+      releaseNamespaces = perNamespace.acquire(principal, scopedNamespaces(principal));
+    } catch (error) {
+      releaseToken();
+      throw error;
+    }
+    const release = () => {
+      releaseNamespaces();
+      releaseToken();
+    };
     // Counted until the stream's callback ends (its `finally`); nothing before it can throw.
     if (!admin) open++;
 

@@ -98,6 +98,7 @@ beforeEach(async () => {
     replyMaxBytes: 4_096,
     idleCheckMs: 100,
     requestsPerTokenMax: 2,
+    requestsPerNamespaceMax: 3,
   });
   onRelay = answerWithResult;
   runner = await t.runner({
@@ -351,8 +352,12 @@ describe("request proxy", () => {
       activeRequests: 0,
       lastRequestId: "r-1",
       lastRequestOutcome: "succeeded",
-      usage: { inputTokens: 3, outputTokens: 2, reportedRequests: 1, unavailableRequests: 0 },
+      // No gateway report came: the adapter's numbers are only its claim.
+      claimedUsage: { inputTokens: 3, outputTokens: 2, reportedRequests: 1, unavailableRequests: 0 },
+      usage: { inputTokens: 0, outputTokens: 0, reportedRequests: 0, unavailableRequests: 0 },
     });
+    expect(s.status.usage).not.toHaveProperty("source");
+    expect(reply.body).not.toHaveProperty("claimed_usage");
     const again = await call("POST", `${BASE}/chat/requests`, { input: "hello", id: "r-1" });
     expect(again.status).toBe(409);
   });
@@ -511,6 +516,57 @@ describe("request proxy", () => {
     expect((await Promise.all(held)).map((r) => r.status)).toEqual([504, 504]);
     onRelay = answerWithResult;
     expect((await as(chat, "h-4")).status).toBe(200);
+  });
+
+  it("bounds the requests in flight to one namespace's sessions, whichever tokens sent them (429 naming the namespace); another namespace is not held back, and an ended request gives its slot back", async () => {
+    await readyChat();
+    // The same session in namespace team-b: its runtime and Agent first.
+    await call("PUT", "/v1/namespaces/team-b/agentruntimes/reference", {
+      apiVersion: API,
+      kind: "AgentRuntime",
+      metadata: { name: "reference" },
+      spec: { image: TEST_IMAGE, contract: "v1alpha2" },
+    });
+    const alice = await call("PUT", "/v1/namespaces/team-b/agents/alice", {
+      apiVersion: API,
+      kind: "Agent",
+      metadata: { name: "alice" },
+      spec: { runtimeRef: "reference" },
+    });
+    expect(alice.status).toBe(201);
+    const other = "/v1/namespaces/team-b/harnesssessions/chat";
+    expect((await call("PUT", other, manifest({}))).status).toBe(201);
+    await until("team-b Ready", async () => {
+      const x = await call("GET", other);
+      return x.body.status?.phase === "Ready" ? true : undefined;
+    });
+    onRelay = () => "no-reply";
+    const mint = async (name: string, scopes: string[]) =>
+      (await call("POST", "/v1/tokens", { name, scopes })).body.token as string;
+    const chat = await mint("chatter", ["session:default/chat:chat"]);
+    const editor = await mint("editor", ["namespace:default:edit"]);
+    const tenantB = await mint("tenant-b", ["namespace:team-b:edit"]);
+    const as = (token: string, id: string, path = `${BASE}/chat`) =>
+      call(
+        "POST",
+        `${path}/requests`,
+        { input: "x", id },
+        { headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } },
+      );
+    // Three in flight in default from two tokens, each under its own bound of 2.
+    const held = [as(chat, "h-1"), as(chat, "h-2"), as(editor, "e-1")];
+    await runner.until(() => runner.commandsOf("relay").length === 3);
+    const over = await as(editor, "e-2");
+    expect(over.status).toBe(429);
+    expect(over.body.code).toBe("RESOURCE_EXHAUSTED");
+    expect(over.body.message).toContain("namespace default");
+    expect(over.body.message).toContain("AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX");
+    expect((await phaseOf()).status.requestCount).toBe(3);
+    onRelay = answerWithResult;
+    expect((await as(tenantB, "b-1", other)).status).toBe(200);
+    // The held ones end at the deadline; then the namespace has room again.
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([504, 504, 504]);
+    expect((await as(editor, "e-3")).status).toBe(200);
   });
 
   it("refuses a chat token (403 PERMISSION_DENIED) on a session re-created under its name: it is bound to the uid it was issued for", async () => {

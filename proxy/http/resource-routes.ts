@@ -18,6 +18,7 @@ import { alreadyExists } from "../lifecycle/already-exists.ts";
 import { createOnly } from "./create-only.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
+import { offeredCredential } from "../lifecycle/session-spec-builder.ts";
 
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
@@ -26,12 +27,20 @@ import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
  * reaches a forbidden destination is INVALID_ARGUMENT, one outside the operator's allow-list
  * (AGENT_SESSIONS_EGRESS_ALLOW) FAILED_PRECONDITION, each naming every rule (egress-guard.ts).
  */
-export function resourceRoutes(
-  store: Store,
-  admission: Admission,
+export function resourceRoutes(options: {
+  store: Store;
+  admission: Admission;
+  /**
+   * The environment offered to sessions (offeredCredentialEnv): an Agent credential whose
+   * `secretRef.env` names a variable outside it, or one it leaves unset, is INVALID_ARGUMENT.
+   * @default none offered
+   */
+  secretEnv?: Readonly<Record<string, string | undefined>>;
   /** Told each one written: sessions that failed on a reference to it are retried (issue 34). */
-  onWritten?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>,
-): Hono {
+  onWritten?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>;
+}): Hono {
+  const { store, admission, onWritten } = options;
+  const secretEnv = options.secretEnv ?? {};
   // The alternation stays in a group: hono's RegExpRouter splices the pattern into one big
   // regex, and a bare `a|b` then swallowed `…/agentruntimes/{name}` into the list route once
   // other `/:ns/…/:name` routes (HarnessSessions) were mounted beside these.
@@ -87,8 +96,12 @@ export function resourceRoutes(
         `invalid ${kind}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
         { field_violations: [{ field: "metadata", description: "must match the path" }] },
       );
-    if (resource.kind === "Agent")
+    if (resource.kind === "Agent") {
       admission.egress.assertAllowed(resource.spec.egress, `Agent ${namespace}/${name}`);
+      if (resource.spec.model)
+        admission.egress.assertModelAllowed(resource.spec.model.baseUrl, `Agent ${namespace}/${name}`);
+      assertCredentialsOffered(resource, secretEnv);
+    }
     await assertWarmPoolQuota(store, admission, resource);
     const { resource: stored, created } = await store.putResource(stripped(resource), { ifAbsent });
     if (ifAbsent && !created) throw alreadyExists(kind, namespace, name);
@@ -144,6 +157,34 @@ async function keptCredentials(store: Store, written: AgentWrite): Promise<Agent
     return { name: credential.name, value };
   });
   return { ...written, spec: { ...written.spec, credentials } };
+}
+
+/**
+ * Every `secretRef` of an Agent names a variable the server offers to its namespace and sets, else
+ * INVALID_ARGUMENT naming each such credential's field, before anything is stored: an Agent that
+ * could never provision is refused when written, not when a session first needs it. Provisioning
+ * checks again (resolveCredentials): a variable can vanish with a restart.
+ */
+function assertCredentialsOffered(agent: Agent, offered: Readonly<Record<string, string | undefined>>): void {
+  const { namespace, name } = agent.metadata;
+  const violations = agent.spec.credentials.flatMap((credential, index) => {
+    if (credential.secretRef === undefined) return [];
+    const variable = credential.secretRef.env;
+    const read = offeredCredential(namespace, variable, offered);
+    if (read.ok) return [];
+    return [
+      {
+        field: `spec.credentials.${index}.secretRef.env`,
+        description: `credential ${credential.name} refers to environment variable ${variable}, ${read.why}`,
+      },
+    ];
+  });
+  if (violations.length > 0)
+    throw new CodedError(
+      "INVALID_ARGUMENT",
+      `invalid Agent ${namespace}/${name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
+      { field_violations: violations },
+    );
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { ParsedScope } from "../../contracts/access.ts";
 import { CodedError } from "../../contracts/errors.ts";
+import { SlotCounter } from "./slot-counter.ts";
 
 /** Who holds a slot: the principal of a request (proxy/http/api-tokens.ts), by token id and scopes. */
 export type BoundedCaller = { id: string; scopes: readonly ParsedScope[] };
@@ -16,14 +17,13 @@ export function isAdminCaller(caller: BoundedCaller | undefined): boolean {
  * bound is RESOURCE_EXHAUSTED naming the setting, before anything is done.
  */
 export class CallerBounds {
-  readonly #held = new Map<string, number>();
-  readonly #max: number;
+  readonly #slots: SlotCounter;
   readonly #what: string;
   readonly #setting: string;
 
   /** `what`: the thing held, plural ("event streams"); `setting`: the variable that sets `max`. */
   constructor(max: number, what: string, setting: string) {
-    this.#max = max;
+    this.#slots = new SlotCounter(max);
     this.#what = what;
     this.#setting = setting;
   }
@@ -31,21 +31,13 @@ export class CallerBounds {
   /** A slot for `caller` (released by calling the answer, once), or RESOURCE_EXHAUSTED. */
   acquire(caller: BoundedCaller | undefined): () => void {
     if (caller === undefined || isAdminCaller(caller)) return () => {};
-    const held = this.#held.get(caller.id) ?? 0;
-    if (held >= this.#max)
+    const grant = this.#slots.acquire([caller.id]);
+    if (!grant.ok)
       throw new CodedError(
         "RESOURCE_EXHAUSTED",
-        `this token holds ${held} ${this.#what}, the most one token may (${this.#setting}); end one or retry later`,
-        { limit: this.#max },
+        `this token holds ${grant.held} ${this.#what}, the most one token may (${this.#setting}); end one or retry later`,
+        { limit: this.#slots.max },
       );
-    this.#held.set(caller.id, held + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const left = (this.#held.get(caller.id) ?? 1) - 1;
-      if (left > 0) this.#held.set(caller.id, left);
-      else this.#held.delete(caller.id);
-    };
+    return grant.release;
   }
 }

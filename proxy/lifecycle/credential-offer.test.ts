@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { FakeRunner } from "../testing/fake-runner.ts";
+import type { FakeRunner, FakeRunnerOptions } from "../testing/fake-runner.ts";
 import { startTestServer, TEST_IMAGE, type TestServer } from "../testing/test-server.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -25,6 +25,26 @@ const agent = (name: string, runtimeRef: string, variable: string) =>
     spec: { runtimeRef, credentials: [{ name: "MODEL_API_KEY", secretRef: { env: variable } }] },
   });
 
+const runnerOptions: FakeRunnerOptions = {
+  handler: (command) =>
+    command.kind === "run_once"
+      ? {
+          ok: true,
+          result: { exit_code: 0, output: "ran", timed_out: false, resolved_image_digest: undefined },
+        }
+      : { ok: false, error: { code: "UNIMPLEMENTED", message: `not in this test: ${command.kind}` } },
+};
+
+/**
+ * The same server (data directory) started again offering `credentialEnv` instead: how a variable
+ * an Agent was written against stops being offered.
+ */
+async function restartOffering(credentialEnv: string[]): Promise<void> {
+  await t.stop();
+  t = await startTestServer({ dataDir: t.dataDir, credentialEnv }, { agent: false });
+  runner = await t.runner(runnerOptions);
+}
+
 beforeEach(async () => {
   const env = {
     UT_OFFERED_KEY: OFFERED,
@@ -37,15 +57,7 @@ beforeEach(async () => {
   }
   // Listing an AGENT_SESSIONS_* name is refused by parseConfig; given directly, it is still never offered.
   t = await startTestServer({ credentialEnv: ["UT_OFFERED_KEY", "AGENT_SESSIONS_TOKEN"] });
-  runner = await t.runner({
-    handler: (command) =>
-      command.kind === "run_once"
-        ? {
-            ok: true,
-            result: { exit_code: 0, output: "ran", timed_out: false, resolved_image_digest: undefined },
-          }
-        : { ok: false, error: { code: "UNIMPLEMENTED", message: `not in this test: ${command.kind}` } },
-  });
+  runner = await t.runner(runnerOptions);
   expect(
     (
       await call("PUT", `${NS}/agentruntimes/legacy`, {
@@ -77,33 +89,49 @@ describe("the server offers sessions only the credential variables an operator l
     expect(runner.commandsOf("run_once")[0]?.credentials).toEqual({ MODEL_API_KEY: OFFERED });
   });
 
-  it("a one-shot run naming an unlisted variable, or the server's own settings, is refused before anything runs", async () => {
+  it("an Agent naming an unlisted variable, or the server's own settings, is refused when written", async () => {
     for (const [name, variable] of [
       ["nosy", "UT_SERVER_SECRET"],
       ["admin", "AGENT_SESSIONS_TOKEN"],
     ] as const) {
-      expect((await agent(name, "legacy", variable)).status).toBe(201);
-      const run = await call("POST", `${NS}/agentruns`, {
-        apiVersion: API,
-        kind: "AgentRun",
-        spec: { agentRef: name, input: "hi" },
+      const put = await agent(name, "legacy", variable);
+      expect(put.status).toBe(400);
+      expect(put.body).toMatchObject({
+        code: "INVALID_ARGUMENT",
+        details: { field_violations: [{ field: "spec.credentials.0.secretRef.env" }] },
       });
-      expect(run.status).toBe(412);
-      expect(run.body).toMatchObject({
-        code: "FAILED_PRECONDITION",
-        details: { reason: "CredentialNotOffered", credential: "MODEL_API_KEY", variable },
-      });
-      expect(run.body.message).toContain(
-        `credential MODEL_API_KEY of Agent default/${name} refers to environment variable ${variable}, which the server does not offer to sessions`,
+      expect(put.body.message).toContain(
+        `credential MODEL_API_KEY refers to environment variable ${variable}, which the server does not offer to sessions`,
       );
-      expect(JSON.stringify(run.body)).not.toContain(SERVER_SECRET);
-      expect(JSON.stringify(run.body)).not.toContain(ADMIN_IN_ENV);
+      expect(JSON.stringify(put.body)).not.toContain(SERVER_SECRET);
+      expect(JSON.stringify(put.body)).not.toContain(ADMIN_IN_ENV);
+      expect((await call("GET", `${NS}/agents/${name}`)).status).toBe(404);
     }
+  });
+
+  it("a one-shot run whose variable is no longer offered (the server restarted without it) is refused before anything runs", async () => {
+    expect((await agent("nosy", "legacy", "UT_OFFERED_KEY")).status).toBe(201);
+    await restartOffering([]);
+    const run = await call("POST", `${NS}/agentruns`, {
+      apiVersion: API,
+      kind: "AgentRun",
+      spec: { agentRef: "nosy", input: "hi" },
+    });
+    expect(run.status).toBe(412);
+    expect(run.body).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      details: { reason: "CredentialNotOffered", credential: "MODEL_API_KEY", variable: "UT_OFFERED_KEY" },
+    });
+    expect(run.body.message).toContain(
+      "credential MODEL_API_KEY of Agent default/nosy refers to environment variable UT_OFFERED_KEY, which the server does not offer to sessions",
+    );
+    expect(JSON.stringify(run.body)).not.toContain(OFFERED);
     expect(runner.commandsOf("run_once")).toEqual([]);
   });
 
-  it("a HarnessSession whose Agent names an unlisted variable fails with reason Invalid and provisions nothing", async () => {
-    expect((await agent("nosy", "reference", "UT_SERVER_SECRET")).status).toBe(201);
+  it("a HarnessSession whose Agent's variable is no longer offered fails with reason Invalid and provisions nothing", async () => {
+    expect((await agent("nosy", "reference", "UT_OFFERED_KEY")).status).toBe(201);
+    await restartOffering(["UT_SERVER_SECRET"]);
     const put = await call("PUT", `${NS}/harnesssessions/leak`, {
       apiVersion: API,
       kind: "HarnessSession",
@@ -120,9 +148,9 @@ describe("the server offers sessions only the credential variables an operator l
     expect(got.status.phase).toBe("Failed");
     expect(got.status.conditions[0]).toMatchObject({ type: "Ready", status: "False", reason: "Invalid" });
     expect(got.status.conditions[0].message).toMatch(
-      /^credential MODEL_API_KEY of Agent default\/nosy refers to environment variable UT_SERVER_SECRET, which the server does not offer/,
+      /^credential MODEL_API_KEY of Agent default\/nosy refers to environment variable UT_OFFERED_KEY, which the server does not offer/,
     );
-    expect(JSON.stringify(got)).not.toContain(SERVER_SECRET);
+    expect(JSON.stringify(got)).not.toContain(OFFERED);
     expect(runner.commandsOf("provision")).toEqual([]);
   });
 });

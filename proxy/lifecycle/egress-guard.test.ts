@@ -179,3 +179,44 @@ describe("EgressGuard", () => {
     );
   });
 });
+
+describe("the model endpoint (issue 35: the gateway carries the Agent's credential there)", () => {
+  const guard = new EgressGuard({
+    serverPort: 18787,
+    allow: [{ cidr: "10.213.0.0/24", ports: { first: 1024, last: 65535 } }],
+  });
+  const refusal = (url: string) => {
+    try {
+      guard.assertModelAllowed(url, "Agent default/a");
+      return undefined;
+    } catch (error) {
+      const e = error as { code: string; message: string; details?: { reason?: string } };
+      return { code: e.code, reason: e.details?.reason, message: e.message };
+    }
+  };
+
+  it("admits an endpoint the operator allows, by address and port", () => {
+    expect(refusal("http://10.213.0.1:11434/v1")).toBeUndefined();
+  });
+
+  it("refuses loopback, the control plane's ports, what is outside the allow-list, and host names", () => {
+    expect(refusal("http://127.0.0.1:11434/v1")).toMatchObject({
+      code: "INVALID_ARGUMENT",
+      reason: "EgressForbidden",
+    });
+    expect(refusal("http://10.213.0.1:18787/v1")).toMatchObject({
+      code: "INVALID_ARGUMENT",
+      reason: "EgressForbidden",
+    });
+    expect(refusal("http://169.254.169.254/latest")).toMatchObject({ reason: "EgressForbidden" });
+    expect(refusal("http://10.9.0.1:11434/v1")).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      reason: "EgressNotAllowed",
+    });
+    // Port 80 implied: outside the allowed ports.
+    expect(refusal("http://10.213.0.1/v1")).toMatchObject({ code: "FAILED_PRECONDITION" });
+    const named = refusal("https://api.example.com/v1");
+    expect(named).toMatchObject({ code: "INVALID_ARGUMENT" });
+    expect(named?.message).toContain("spec.model.baseUrl must name its host by an IPv4 address");
+  });
+});

@@ -175,6 +175,43 @@ export class EgressGuard {
   }
 
   /**
+   * The Agent's model endpoint is a destination too: the runner's model gateway connects to it
+   * with the Agent's real credential, so it must be one the operator allows, like an egress rule
+   * (an endpoint on loopback, a control-plane port or outside AGENT_SESSIONS_EGRESS_ALLOW would
+   * have the gateway carry the key there). Named by an IPv4 address: a host name could resolve to
+   * anything at the moment of the call. Throws like `assertAllowed`, at `spec.model.baseUrl`.
+   */
+  assertModelAllowed(
+    baseUrl: string,
+    owner: string,
+    code: "INVALID_ARGUMENT" | "FAILED_PRECONDITION" = "INVALID_ARGUMENT",
+  ): void {
+    const url = new URL(baseUrl);
+    const field = "spec.model.baseUrl";
+    const host = url.hostname;
+    if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(host))
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `${owner}: ${field} must name its host by an IPv4 address the operator allows (AGENT_SESSIONS_EGRESS_ALLOW), not "${host}": the model gateway connects there with the Agent's credential`,
+        { reason: "EgressForbidden", field_violations: [{ field, description: "not an IPv4 address" }] },
+      );
+    const rule = { cidr: `${host}/32`, port: Number(url.port || (url.protocol === "https:" ? 443 : 80)) };
+    const forbidden = egressRuleProblem(rule, this.forbidden);
+    if (forbidden)
+      throw new CodedError(code, `${owner} may not reach its model: ${field}: ${forbidden}`, {
+        reason: "EgressForbidden",
+        field_violations: [{ field, description: forbidden }],
+      });
+    const outside = this.outsideAllowed(rule);
+    if (outside)
+      throw new CodedError("FAILED_PRECONDITION", `${owner} may not reach its model: ${field}: ${outside}`, {
+        reason: "EgressNotAllowed",
+        setting: "AGENT_SESSIONS_EGRESS_ALLOW",
+        field_violations: [{ field, description: outside }],
+      });
+  }
+
+  /**
    * Throws `code` naming every refused rule of `owner` (e.g. "Agent default/alpha") and why, with
    * `field_violations` at `spec.egress.<i>`; when every refused rule is only outside the
    * operator's allow-list, FAILED_PRECONDITION (reason EgressNotAllowed) naming the setting.

@@ -52,6 +52,8 @@ export function buildSessionSpec(input: {
   const { egress } = input.admission ?? defaultAdmission();
   const agentRef = `${agent.metadata.namespace}/${agent.metadata.name}`;
   egress.assertAllowed(agent.spec.egress, `Agent ${agentRef}`, "FAILED_PRECONDITION");
+  if (agent.spec.model)
+    egress.assertModelAllowed(agent.spec.model.baseUrl, `Agent ${agentRef}`, "FAILED_PRECONDITION");
   if (repo) assertRepoAdmitted(repo, agent, "workstream.repo");
   const env: Record<string, string> = {};
   if (agent.spec.model) {
@@ -110,11 +112,40 @@ export function assertRepoAdmitted(
 }
 
 /**
+ * Why the server cannot read the variable a credential's `secretRef.env` names for an Agent of
+ * `namespace`: not offered to that namespace (CredentialNotOffered), or offered but unset in the
+ * server's environment (CredentialUnresolved); else its value. Asked when an Agent is written
+ * (resource-routes.ts) and again at every provision: a variable can vanish between the two.
+ */
+export function offeredCredential(
+  namespace: string,
+  variable: string,
+  offered: Readonly<Record<string, string | undefined>>,
+):
+  | { ok: true; value: string }
+  | { ok: false; reason: "CredentialNotOffered" | "CredentialUnresolved"; why: string } {
+  // Offered to this namespace only, else to every namespace.
+  const scoped = namespacedOfferKey(namespace, variable);
+  const key = Object.hasOwn(offered, scoped) ? scoped : variable;
+  if (variable.startsWith(SERVER_SETTINGS_PREFIX) || variable.includes("/") || !Object.hasOwn(offered, key))
+    return {
+      ok: false,
+      reason: "CredentialNotOffered",
+      why: `which the server does not offer to sessions of namespace ${namespace} (an operator lists the variables it offers in AGENT_SESSIONS_CREDENTIAL_ENV, as NAME for every namespace or ${namespace}/NAME for this one; ${SERVER_SETTINGS_PREFIX}* settings never)`,
+    };
+  const value = offered[key];
+  if (value === undefined || value === "")
+    return { ok: false, reason: "CredentialUnresolved", why: "which the server's environment does not set" };
+  return { ok: true, value };
+}
+
+/**
  * The credentials a session receives: exactly the Agent's allowlist, literal values as given and
  * `secretRef`s read from `offered`, the environment the server offers to sessions
  * (`offeredCredentialEnv`: only the variables the operator lists in AGENT_SESSIONS_CREDENTIAL_ENV,
  * never the server's own AGENT_SESSIONS_* settings). A reference to any other variable is
- * FAILED_PRECONDITION, reason CredentialNotOffered; messages name variables, never values.
+ * FAILED_PRECONDITION, reason CredentialNotOffered (CredentialUnresolved when it is offered but
+ * unset); messages name variables, never values.
  */
 export function resolveCredentials(
   agent: Agent,
@@ -128,23 +159,14 @@ export function resolveCredentials(
       continue;
     }
     const variable = credential.secretRef?.env ?? "";
-    // Offered to this Agent's namespace only, else to every namespace.
-    const scoped = namespacedOfferKey(agent.metadata.namespace, variable);
-    const key = Object.hasOwn(offered, scoped) ? scoped : variable;
-    if (variable.startsWith(SERVER_SETTINGS_PREFIX) || variable.includes("/") || !Object.hasOwn(offered, key))
+    const read = offeredCredential(agent.metadata.namespace, variable, offered);
+    if (!read.ok)
       throw new CodedError(
         "FAILED_PRECONDITION",
-        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server does not offer to sessions of namespace ${agent.metadata.namespace} (an operator lists the variables it offers in AGENT_SESSIONS_CREDENTIAL_ENV, as NAME for every namespace or ${agent.metadata.namespace}/NAME for this one; ${SERVER_SETTINGS_PREFIX}* settings never)`,
-        { reason: "CredentialNotOffered", credential: credential.name, variable },
+        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, ${read.why}`,
+        { reason: read.reason, credential: credential.name, variable },
       );
-    const value = offered[key];
-    if (value === undefined || value === "")
-      throw new CodedError(
-        "FAILED_PRECONDITION",
-        `credential ${credential.name} of Agent ${ref} refers to environment variable ${variable}, which the server's environment does not set`,
-        { reason: "CredentialUnresolved", credential: credential.name, variable },
-      );
-    out[credential.name] = value;
+    out[credential.name] = read.value;
   }
   return out;
 }

@@ -222,6 +222,11 @@ describe("warm pools (server policy)", () => {
     runners.sent.length = 0;
     const a = await spawn(lifecycle, "ns/a");
     expect(runners.sent.map((s) => s.command.kind)).toEqual(["claim_warm", "provision", "start"]);
+    // Provisioned the slow way, the workspace gets the same grant an entry would have.
+    expect(runners.sent[1]?.command).toMatchObject({
+      kind: "provision",
+      gateway: { agent: "ns/a", upstream: "http://10.213.0.1:11434/v1" },
+    });
     expect(a.container_name).toMatch(/^as-ns-a-/);
     runners.sent.length = 0;
     await spawn(lifecycle, "ns/c");
@@ -238,6 +243,38 @@ describe("warm pools (server policy)", () => {
     const claim = runners.sent.find((s) => s.command.kind === "claim_warm")?.command;
     const old = first?.kind === "warm_pools" ? first.pools.find((p) => p.pool === "ns/a")?.fingerprint : "";
     expect(claim?.kind === "claim_warm" && claim.fingerprint).not.toBe(old);
+  });
+
+  it("each pool carries the Agent's gateway grant, and a changed grant changes the fingerprint", async () => {
+    const { runners, warmPools } = setUp();
+    const fingerprintOfA = async () => {
+      runners.sent.length = 0;
+      await warmPools.sync();
+      const set = runners.sent.find((s) => s.command.kind === "warm_pools")?.command;
+      const pool = set?.kind === "warm_pools" ? set.pools.find((p) => p.pool === "ns/a") : undefined;
+      return { gateway: pool?.gateway, fingerprint: pool?.fingerprint };
+    };
+    const first = await fingerprintOfA();
+    expect(first.gateway).toEqual({ agent: "ns/a", upstream: "http://10.213.0.1:11434/v1" });
+    // The same Agent again: the same entries stay claimable.
+    expect((await fingerprintOfA()).fingerprint).toBe(first.fingerprint);
+    const limited = agent("a", "pooled");
+    limited.spec.limits = { requestsPerMinute: 30 };
+    await store.putResource(limited);
+    const second = await fingerprintOfA();
+    expect(second.gateway).toEqual({
+      agent: "ns/a",
+      upstream: "http://10.213.0.1:11434/v1",
+      limits: { requestsPerMinute: 30 },
+    });
+    expect(second.fingerprint).not.toBe(first.fingerprint);
+    const narrowed = agent("a", "pooled");
+    narrowed.spec.limits = { requestsPerMinute: 30 };
+    if (narrowed.spec.model) narrowed.spec.model.allowedModels = ["m1"];
+    await store.putResource(narrowed);
+    const third = await fingerprintOfA();
+    expect(third.gateway?.models).toEqual(["m1"]);
+    expect(third.fingerprint).not.toBe(second.fingerprint);
   });
 
   it("a claim is a placement: never from a runner the selector does not match, nor from a draining one", async () => {

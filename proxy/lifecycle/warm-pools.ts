@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
-import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import type { GatewayGrant, RunnerCommand } from "../../contracts/runner-protocol.ts";
 import type { Logger } from "../observability/log.ts";
+import { gatewayFieldOf } from "./gateway-grant.ts";
 import { chooseRunner } from "./placement.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import { type Admission, defaultAdmission } from "./admission.ts";
@@ -203,12 +204,14 @@ export class WarmPools {
         admission: this.#admission,
       });
       const credentials = resolveCredentials(agent, this.#secretEnv);
+      const gateway = gatewayFieldOf(agent);
       return {
         pool: poolKey(agent),
         size: runtime.spec.warmPool?.size ?? 0,
-        fingerprint: fingerprintOf(template, credentials),
+        fingerprint: fingerprintOf(template, credentials, gateway.gateway),
         template,
         credentials,
+        ...gateway,
       };
     } catch (error) {
       this.#refuse(poolKey(agent), String((error as Error).message ?? error));
@@ -235,10 +238,18 @@ export function poolKey(agent: Agent): string {
   return `${agent.metadata.namespace}/${agent.metadata.name}`;
 }
 
-/** What an entry is made of (spec template and credentials), as a hash: never the secrets themselves. */
-export function fingerprintOf(template: unknown, credentials: Record<string, string>): string {
+/**
+ * What an entry is made of (spec template, credentials and the gateway grant), as a hash: never
+ * the secrets themselves. An entry made under another grant (endpoint, allowed models, budgets)
+ * is not claimed: its gateway route would enforce the old one. No grant hashes as before it existed.
+ */
+export function fingerprintOf(
+  template: unknown,
+  credentials: Record<string, string>,
+  gateway?: GatewayGrant,
+): string {
   const sorted = Object.fromEntries(Object.entries(credentials).sort(([a], [b]) => a.localeCompare(b)));
   return createHash("sha256")
-    .update(JSON.stringify([template, sorted]))
+    .update(JSON.stringify(gateway === undefined ? [template, sorted] : [template, sorted, gateway]))
     .digest("hex");
 }

@@ -11,6 +11,7 @@ import type {
 import type { RunnerSelector } from "../../contracts/runners.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
 import { type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import { gatewayFieldOf } from "./gateway-grant.ts";
 import { type KeyedLock, type KeyedLocks, processLocks } from "./keyed-mutex.ts";
 import { sessionKey } from "./namespace-quotas.ts";
 import type { Logger } from "../observability/log.ts";
@@ -236,6 +237,7 @@ export class Workspaces {
         spec,
         credentials,
         adapter_token: workspace.adapter_token,
+        ...gatewayFieldOf(agent),
       });
       if (!outcome.ok) {
         await this.#store.updateWorkspace(workspace.container_name, { status: "failed" });
@@ -250,10 +252,22 @@ export class Workspaces {
           expected: workspace.container_name,
           got: outcome.result.container_name,
         });
+      // The commit a seed fetched now: kept for the diff, as the runner saw it (a provision that
+      // fetched nothing leaves the recorded one as it was).
+      const seeded = outcome.result.seeded_commit;
       const ready = await this.#store.updateWorkspace(workspace.container_name, {
         status: "ready",
         endpoint: outcome.result.endpoint,
+        ...(seeded && spec.repo ? { seeded_commit: seeded } : {}),
       });
+      if (spec.repo && !seeded && !ready?.seeded_commit)
+        this.#log(
+          "warn",
+          "a workspace seeded from a repository has no recorded seeded commit: its diff is refused",
+          {
+            container_name: workspace.container_name,
+          },
+        );
       // The replacement is up: an ERRORED session in it no longer blocks the account (it can
       // still be resumed by id).
       for (const session of await this.#store.listSessions({

@@ -35,8 +35,9 @@ const SWEEP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 /**
  * The server's Prometheus metrics (`GET /metrics`), one registry per server. Other modules
  * call the `record*` hooks; the gauges read their sources when scraped, so they are never stale.
- * Label values are bounded sets (RPC method names, gRPC codes, command kinds, outcomes), never
- * ids or names of sessions.
+ * Label values are bounded sets (RPC method names, gRPC codes, command kinds, outcomes; the
+ * gateway's counters: namespaces and Agents, which an operator declares), never ids or names of
+ * sessions.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -46,6 +47,9 @@ export class Metrics {
   readonly #relayDuration: Histogram<"outcome" | "stream">;
   readonly #commandDuration: Histogram<"kind" | "code">;
   readonly #idleSweepDuration: Histogram;
+  readonly #gatewayTokens: Counter<"namespace" | "agent" | "direction">;
+  readonly #gatewayCalls: Counter<"namespace" | "agent">;
+  readonly #gatewayRefusals: Counter<"namespace" | "agent" | "reason">;
   #sources: MetricsSources = {};
   readonly #log: Logger | undefined;
 
@@ -89,6 +93,24 @@ export class Metrics {
       name: `${PREFIX}idle_sweep_duration_seconds`,
       help: "Time of one idle-controller pass over every HarnessSession (stale requests, idleness, resync).",
       buckets: SWEEP_BUCKETS,
+      registers,
+    });
+    this.#gatewayTokens = new Counter({
+      name: `${PREFIX}gateway_tokens_total`,
+      help: "Tokens of the model calls the runners' gateways relayed, as the provider reported them, by namespace, Agent and direction (input|output).",
+      labelNames: ["namespace", "agent", "direction"],
+      registers,
+    });
+    this.#gatewayCalls = new Counter({
+      name: `${PREFIX}gateway_model_calls_total`,
+      help: "Model calls the runners' gateways relayed (with or without reported usage), by namespace and Agent.",
+      labelNames: ["namespace", "agent"],
+      registers,
+    });
+    this.#gatewayRefusals = new Counter({
+      name: `${PREFIX}gateway_refusals_total`,
+      help: "Model calls the runners' gateways refused, by namespace, Agent and reason (TokenBudgetExceeded, RequestRateExceeded, ModelNotAllowed).",
+      labelNames: ["namespace", "agent", "reason"],
       registers,
     });
     const metrics = this;
@@ -146,6 +168,22 @@ export class Metrics {
   /** One runner command settled (`code` "OK" or the failure's gRPC code). */
   recordRunnerCommand(kind: string, code: string, seconds: number): void {
     this.#commandDuration.observe({ kind, code }, seconds);
+  }
+
+  /** One model call a runner's gateway relayed; `usage` absent when the provider reported none. */
+  recordGatewayCall(
+    labels: { namespace: string; agent: string },
+    usage: { input_tokens: number; output_tokens: number } | undefined,
+  ): void {
+    this.#gatewayCalls.inc(labels);
+    if (!usage) return;
+    this.#gatewayTokens.inc({ ...labels, direction: "input" }, usage.input_tokens);
+    this.#gatewayTokens.inc({ ...labels, direction: "output" }, usage.output_tokens);
+  }
+
+  /** One model call a runner's gateway refused. */
+  recordGatewayRefusal(labels: { namespace: string; agent: string }, reason: string): void {
+    this.#gatewayRefusals.inc({ ...labels, reason });
   }
 
   /** One idle-controller sweep finished. */

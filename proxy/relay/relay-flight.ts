@@ -10,11 +10,12 @@ import { type ApiErrorBody, ErrorCode, httpStatusOf } from "../../contracts/erro
 import { type InboxEvent, REPLY_TOO_LARGE, RelayInbox } from "./relay-inbox.ts";
 import { markAuditedReply } from "../observability/audited-request.ts";
 import { SseSplitter } from "./sse-splitter.ts";
+import { claimedUsage, GatewayTally } from "./gateway-tally.ts";
 import type { WorkspaceRecord } from "../store/store.ts";
 import type { RequestRelayOptions } from "./request-relay.ts";
 
 /** The options with their defaults, as a flight uses them. */
-export type RelaySettings = Required<Omit<RequestRelayOptions, "autoResume" | "perToken">>;
+export type RelaySettings = Required<Omit<RequestRelayOptions, "autoResume" | "perToken" | "perNamespace">>;
 
 /** The runner's own deadline is a little later, so the server's decides (and says DEADLINE_EXCEEDED). */
 const RUNNER_DEADLINE_GRACE_MS = 1_000;
@@ -42,6 +43,8 @@ export class Flight {
   readonly #t: FlightTarget;
   readonly #inbox: RelayInbox;
   #unsubscribe: () => void = () => {};
+  /** The model calls the runner's gateway reported for this request. */
+  readonly #tally = new GatewayTally();
   #timer: NodeJS.Timeout | undefined;
   #cancelSent = false;
   #clientGone = false;
@@ -66,7 +69,12 @@ export class Flight {
   start(request: { id: string; input: string; stream: boolean }): void {
     const { workspace, relayId } = this.#t;
     // Subscribe before the command leaves: the first chunk may come back at once.
-    this.#unsubscribe = this.#o.runners.onRelayChunk(relayId, (chunk) => this.#inbox.push(chunk));
+    const chunks = this.#o.runners.onRelayChunk(relayId, (chunk) => this.#inbox.push(chunk));
+    const usage = this.#o.runners.onRelayUsage(relayId, (report) => this.#tally.add(report));
+    this.#unsubscribe = () => {
+      chunks();
+      usage();
+    };
     this.#timer = setTimeout(() => {
       this.#inbox.fail({
         code: "DEADLINE_EXCEEDED",
@@ -125,7 +133,8 @@ export class Flight {
         status === 200 || status === 499 || status === 502 ? ResultRecord.safeParse(parsed) : undefined;
       if (record?.success) {
         this.#result = record.data;
-        const [reply, status] = resultResponse(this.#t.requestId, record.data);
+        // The whole reply is here: the runner sent the gateway's reports of it before its end.
+        const [reply, status] = resultResponse(this.#t.requestId, this.#tally.served(record.data));
         markAuditedReply(this.#c, reply);
         return this.#c.json(reply, status);
       }
@@ -181,10 +190,14 @@ export class Flight {
   async #pipeSse(sse: SSEStreamingApi, first: Extract<InboxEvent, { kind: "chunk" }>): Promise<void> {
     sse.onAbort(this.#onClientAbort);
     const splitter = new SseSplitter();
+    // The `result` event waits for the relay's end: the gateway's usage of the request's model
+    // calls is known by then (the runner sends it before the final chunk), not before.
+    const result = () =>
+      this.#result ? sseEvent("result", { type: "result", result: this.#tally.served(this.#result) }) : "";
     try {
       for (let event: InboxEvent = first; ; ) {
         if (event.kind === "error") {
-          await sse.writeSSE({ event: "error", data: JSON.stringify(await this.#explain(event.error)) });
+          await sse.write(result() + sseEvent("error", await this.#explain(event.error)));
           return;
         }
         // The events of every relayed chunk already here leave in one write (one syscall, one
@@ -198,11 +211,12 @@ export class Flight {
             const parsed = StreamEvent.safeParse(parseJson(data));
             if (!parsed.success) continue; // not part of the contract: never forwarded
             if (parsed.data.type === "result") this.#result = parsed.data.result;
-            text += sseEvent(parsed.data.type, parsed.data);
+            else text += sseEvent(parsed.data.type, parsed.data);
           }
           done = pending.done;
           pending = done ? undefined : this.#inbox.ready();
         }
+        if (done) text += result();
         if (text !== "") await sse.write(text);
         if (done) return;
         // A failure already here is written next; else wait for the next chunk.
@@ -280,7 +294,8 @@ export class Flight {
     let usage: Usage = "unavailable";
     if (this.#result) {
       outcome = this.#result.outcome;
-      usage = this.#result.usage;
+      // The adapter's claim (status.claimedUsage); the gateway's reports count on their own.
+      usage = claimedUsage(this.#result);
     } else outcome = (await this.#cancelled()) ? "cancelled" : "failed";
     await this.#o.harness.finishRequest({
       namespace,

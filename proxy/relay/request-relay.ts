@@ -9,14 +9,20 @@ import { markAuditedRequest } from "../observability/audited-request.ts";
 import { parseInput, parseJsonBody } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
+import type { GatewayUsageReport } from "../../contracts/runner-protocol.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { Store, WorkspaceRecord } from "../store/store.ts";
 import { CANCEL_TIMEOUT_MS, Flight, type RelaySettings } from "./relay-flight.ts";
-import type { CallerBounds } from "../lifecycle/caller-bounds.ts";
+import type { BoundedCaller, CallerBounds } from "../lifecycle/caller-bounds.ts";
+import type { NamespaceBounds } from "../lifecycle/namespace-bounds.ts";
 
-/** What the relay needs of the runner link: commands, and the chunks of relayed replies. */
+/**
+ * What the relay needs of the runner link: commands, the chunks of relayed replies, and the
+ * model gateway's usage reports of a relayed request (issue 35).
+ */
 export type RelayLink = RunnerDirectory & {
   onRelayChunk(relayId: string, listener: (chunk: RelayChunk) => void): () => void;
+  onRelayUsage(relayId: string, listener: (report: GatewayUsageReport) => void): () => void;
 };
 
 export type RequestRelayOptions = {
@@ -37,6 +43,12 @@ export type RequestRelayOptions = {
    * is 429 RESOURCE_EXHAUSTED before anything is counted. @default unbounded
    */
   perToken?: CallerBounds | undefined;
+  /**
+   * Requests to the sessions of one namespace in flight, whichever token sent them
+   * (AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX); one more is 429 RESOURCE_EXHAUSTED before
+   * anything is counted. @default unbounded
+   */
+  perNamespace?: NamespaceBounds | undefined;
   /**
    * Told when the runner could not relay a request to the session's adapter at all
    * (FAILED_PRECONDITION or UNAVAILABLE from the runner, not the adapter's own answer): the
@@ -61,11 +73,13 @@ export class RequestRelay {
   readonly #o: RelaySettings;
   readonly #autoResume: AutoResumer | undefined;
   readonly #perToken: CallerBounds | undefined;
+  readonly #perNamespace: NamespaceBounds | undefined;
 
   constructor(options: RequestRelayOptions) {
-    const { autoResume, perToken, ...rest } = options;
+    const { autoResume, perToken, perNamespace, ...rest } = options;
     this.#autoResume = autoResume;
     this.#perToken = perToken;
+    this.#perNamespace = perNamespace;
     this.#o = {
       onRelayPathFailed: () => {},
       now: () => new Date(),
@@ -92,8 +106,9 @@ export class RequestRelay {
     let workspace = await this.#workspaceOf(record);
     // Bad input is refused before anything is resumed.
     if (workspace) this.#assertStreamable(request.stream, workspace, namespace, name);
-    // The token's slot is held until the request settles (the Flight gives it back), else below.
-    const slot = { release: this.#perToken?.acquire(c.get("principal")) ?? (() => {}), flying: false };
+    // The token's and the namespace's slots are held until the request settles (the Flight gives
+    // them back), else below.
+    const slot = { release: this.#acquire(c.get("principal"), namespace), flying: false };
     let awake: AwakeSession | undefined;
     try {
       if (record.phase !== "Ready" && this.#autoResume) {
@@ -159,6 +174,21 @@ export class RequestRelay {
     slot.flying = true;
     flight.start({ id: requestId, input: request.input, stream: request.stream });
     return request.stream ? flight.streamed() : flight.whole();
+  }
+
+  /** The token's slot, then the namespace's; a refusal of the second gives the first back. */
+  #acquire(caller: BoundedCaller | undefined, namespace: string): () => void {
+    const releaseToken = this.#perToken?.acquire(caller) ?? (() => {});
+    try {
+      const releaseNamespace = this.#perNamespace?.acquire(caller, [namespace]) ?? (() => {});
+      return () => {
+        releaseNamespace();
+        releaseToken();
+      };
+    } catch (error) {
+      releaseToken();
+      throw error;
+    }
   }
 
   async #workspaceOf(record: HarnessRecord): Promise<WorkspaceRecord | undefined> {

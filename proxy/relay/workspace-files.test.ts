@@ -87,11 +87,25 @@ function fakeRunner() {
   return { files, staged, commands, link };
 }
 
-function app(maxBytes = 3 * WORKSPACE_CHUNK_BYTES, repo?: { url: string; path: string }) {
+const SEEDED = "5eed".repeat(10);
+
+function app(
+  maxBytes = 3 * WORKSPACE_CHUNK_BYTES,
+  repo?: { url: string; path: string },
+  /** null: a workspace seeded before servers kept the commit. */
+  seededCommit: string | null = SEEDED,
+) {
   const runner = fakeRunner();
   const store = {
     getWorkspace: async (name: string) =>
-      name === "ws-1" ? { container_name: "ws-1", runner_id: "r1", spec: { repo } } : undefined,
+      name === "ws-1"
+        ? {
+            container_name: "ws-1",
+            runner_id: "r1",
+            spec: { repo },
+            seeded_commit: seededCommit ?? undefined,
+          }
+        : undefined,
   } as unknown as Store;
   const relay = new WorkspaceFilesRelay({ store, runners: runner.link, maxBytes });
   // The admin token: what a scoped token may reach is route-access.test.ts's matrix.
@@ -211,7 +225,10 @@ describe("workspace files relay", () => {
     expect(diff.status).toBe(200);
     expect(diff.headers.get("content-type")).toMatch(/^text\/x-diff/);
     expect(await diff.text()).toBe("DIFF:app");
-    expect(seeded.commands).toMatchObject([{ kind: "workspace_read", what: "diff", path: "app" }]);
+    // Against the commit the store recorded from the seed, sent with the command (issue 34 item 12).
+    expect(seeded.commands).toMatchObject([
+      { kind: "workspace_read", what: "diff", path: "app", seeded_commit: SEEDED },
+    ]);
     const plain = app();
     const refused = await plain.call("GET", ":diff");
     expect(refused.status).toBe(412);
@@ -220,5 +237,17 @@ describe("workspace files relay", () => {
       message: expect.stringContaining("was not seeded from a repository"),
     });
     expect(plain.commands).toEqual([]);
+  });
+
+  it("a workspace with no recorded seeded commit (seeded before servers kept one) is FAILED_PRECONDITION SeededCommitUnknown, nothing sent", async () => {
+    const old = app(undefined, { url: "http://10.0.0.1:80/app.git", path: "app" }, null);
+    const refused = await old.call("GET", ":diff");
+    expect(refused.status).toBe(412);
+    expect(await refused.json()).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      message: expect.stringContaining("has no recorded seeded commit"),
+      details: { reason: "SeededCommitUnknown" },
+    });
+    expect(old.commands).toEqual([]);
   });
 });

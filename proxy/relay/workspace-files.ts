@@ -91,16 +91,28 @@ export class WorkspaceFilesRelay {
 
   /**
    * `GET …:diff`: a git diff of the workspace's checkout against the commit it was seeded from
-   * (text/x-diff, at most maxBytes). FAILED_PRECONDITION when its workstream names no repository.
+   * (text/x-diff, at most maxBytes). That commit is the one the seeding provision returned and the
+   * store kept (issue 34 item 12): the runner gets it with the command and never reads a ref in the
+   * checkout, which the agent could point at a commit of its own to hide its changes.
+   * FAILED_PRECONDITION when its workstream names no repository, and (reason SeededCommitUnknown)
+   * for a workspace seeded before the server recorded seeded commits: there is no baseline the
+   * agent could not have moved, and none is guessed.
    */
   async diff(c: Context, target: WorkspaceTarget): Promise<Response> {
-    const repo = (await this.#o.store.getWorkspace(target.container_name))?.spec.repo;
+    const workspace = await this.#o.store.getWorkspace(target.container_name);
+    const repo = workspace?.spec.repo;
     if (!repo)
       throw new CodedError(
         "FAILED_PRECONDITION",
         `${target.label} was not seeded from a repository (its workstream names no repo): there is nothing to diff against`,
       );
-    return this.download(c, target, repo.path, "diff");
+    if (!workspace?.seeded_commit)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `${target.label} has no recorded seeded commit (it was seeded before the server kept one, or its seed's answer was lost): the checkout's own seed ref could have been moved by the agent, so there is no trustworthy baseline to diff against; a workspace provisioned again from scratch (removed, then provisioned) has one`,
+        { reason: "SeededCommitUnknown" },
+      );
+    return this.download(c, target, repo.path, "diff", workspace.seeded_commit);
   }
 
   /** `GET …/files/{path}` (what: file), `GET …:archive?path=` (a tar) or the diff of a checkout. */
@@ -109,6 +121,8 @@ export class WorkspaceFilesRelay {
     target: WorkspaceTarget,
     rawPath: string,
     what: "file" | "archive" | "diff",
+    /** `what: diff`: the recorded commit the checkout was seeded at. */
+    seededCommit?: string,
   ): Promise<Response> {
     const path = confineWorkspacePath(rawPath);
     const relayId = randomUUID();
@@ -154,6 +168,7 @@ export class WorkspaceFilesRelay {
           what,
           relay_id: relayId,
           max_bytes: this.#o.maxBytes,
+          ...(what === "diff" && seededCommit ? { seeded_commit: seededCommit } : {}),
         },
         COMMAND_TIMEOUT_MS,
       )

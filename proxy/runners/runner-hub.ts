@@ -4,6 +4,8 @@ import { type RawData, WebSocketServer } from "ws";
 import { type ApiErrorBody, describeZodError, httpStatusOf } from "../../contracts/errors.ts";
 import { type DialOutcome, inProcessLink } from "../../contracts/runner-channel.ts";
 import {
+  type GatewayRefusal,
+  type GatewayUsageReport,
   RUNNER_LINK_MAX_FRAME_BYTES,
   RUNNER_PROTOCOL_VERSION,
   type RunnerCommand,
@@ -12,6 +14,7 @@ import {
 import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runner-results.ts";
 import { type ReplicaCluster, singleReplica } from "../cluster/replica-cluster.ts";
 import { FrameBudget, type FrameBudgetLimits } from "./frame-budget.ts";
+import type { GatewayReport, GatewayReportListener } from "../lifecycle/gateway-reports.ts";
 import { stalledTick } from "../../contracts/awake-deadline.ts";
 import { missedHeartbeats } from "./heartbeat.ts";
 import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
@@ -104,6 +107,10 @@ export class RunnerHub {
   readonly #relays = new Map<string, (chunk: RelayChunk) => void>();
   /** The runner each relayed request was sent to: only it may send that request's chunks. */
   readonly #relayRunners = new Map<string, string>();
+  /** The workspace each relayed request went to: its gateway reports name it. */
+  readonly #relayWorkspaces = new Map<string, string>();
+  readonly #relayUsage = new Map<string, (report: GatewayUsageReport) => void>();
+  readonly #gatewayListeners = new Set<GatewayReportListener>();
   /** Attach, detach and expiry of one runner never interleave. */
   readonly #runnerMutex: KeyedLock;
   readonly #heartbeat: NodeJS.Timeout;
@@ -307,9 +314,12 @@ export class RunnerHub {
     const relayId =
       command.kind === "relay" || command.kind === "workspace_read" ? command.relay_id : undefined;
     if (relayId !== undefined) this.#relayRunners.set(relayId, runnerId);
+    if (command.kind === "relay") this.#relayWorkspaces.set(command.relay_id, command.container_name);
     const outcome = await connection.request(command, timeoutMs);
-    if (relayId !== undefined && this.#relayRunners.get(relayId) === runnerId)
+    if (relayId !== undefined && this.#relayRunners.get(relayId) === runnerId) {
       this.#relayRunners.delete(relayId);
+      this.#relayWorkspaces.delete(relayId);
+    }
     return this.#typed(runnerId, command, outcome);
   }
 
@@ -338,6 +348,26 @@ export class RunnerHub {
     return () => {
       if (this.#relays.get(relayId) === listener) this.#relays.delete(relayId);
     };
+  }
+
+  /**
+   * Receive the gateway's usage reports of one relayed request (their `relay_id`) until
+   * unsubscribed. Told as the message arrives, before any later message of the link is handled:
+   * the runner sends a call's usage before the relay's final chunk, so a reply that ends has
+   * its usage here already. Only reports from the runner the request was sent to, naming the
+   * workspace it went to. A request relayed through another replica's link is not told.
+   */
+  onRelayUsage(relayId: string, listener: (report: GatewayUsageReport) => void): () => void {
+    this.#relayUsage.set(relayId, listener);
+    return () => {
+      if (this.#relayUsage.get(relayId) === listener) this.#relayUsage.delete(relayId);
+    };
+  }
+
+  /** Told of every gateway report a runner sent for a workspace it owns (gateway-reports.ts). */
+  onGatewayReport(listener: GatewayReportListener): () => void {
+    this.#gatewayListeners.add(listener);
+    return () => this.#gatewayListeners.delete(listener);
   }
 
   /** After a server (re)start: sessions of runners not attached become DISCONNECTED (runner-reconciler.ts). */
@@ -488,6 +518,26 @@ export class RunnerHub {
         }
         case "pong":
           return;
+        case "gateway_usage": {
+          const report = envelope.payload;
+          const runnerId = connection.runner?.runner_id;
+          // The request's own count, at once (its final chunk may be the next message).
+          if (
+            report.relay_id !== undefined &&
+            runnerId !== undefined &&
+            this.#relayRunners.get(report.relay_id) === runnerId &&
+            this.#relayWorkspaces.get(report.relay_id) === report.container_name
+          )
+            this.#relayUsage.get(report.relay_id)?.(report);
+          enqueue("gateway_usage", () => this.#gatewayReport(runnerId, { kind: "usage", report }));
+          return;
+        }
+        case "gateway_refused": {
+          const refusal = envelope.payload;
+          const runnerId = connection.runner?.runner_id;
+          enqueue("gateway_refused", () => this.#gatewayReport(runnerId, { kind: "refused", refusal }));
+          return;
+        }
         default: {
           const exhaustive: never = envelope;
           return exhaustive;
@@ -507,6 +557,38 @@ export class RunnerHub {
         await this.#runnerMutex.run(runnerId, () => this.#detach(connection));
       });
     };
+  }
+
+  /**
+   * A gateway report is taken only for a workspace the sending runner owns (as frames and
+   * session states are only for its own sessions); any other is dropped, nothing changed.
+   */
+  async #gatewayReport(
+    runnerId: string | undefined,
+    message: { kind: "usage"; report: GatewayUsageReport } | { kind: "refused"; refusal: GatewayRefusal },
+  ): Promise<void> {
+    const containerName =
+      message.kind === "usage" ? message.report.container_name : message.refusal.container_name;
+    const workspace = await this.#store.getWorkspace(containerName);
+    if (!workspace || workspace.runner_id !== runnerId) {
+      this.#log("warn", "runner reported gateway use for a workspace not placed on it; dropped", {
+        runner_id: runnerId,
+        container_name: containerName,
+        type: message.kind === "usage" ? "gateway_usage" : "gateway_refused",
+      });
+      return;
+    }
+    const report: GatewayReport =
+      message.kind === "usage"
+        ? { kind: "usage", workspace, report: message.report }
+        : { kind: "refused", workspace, refusal: message.refusal };
+    for (const listener of this.#gatewayListeners) {
+      try {
+        await listener(report);
+      } catch (error) {
+        this.#log("error", "gateway report listener failed", { error: String(error) });
+      }
+    }
   }
 
   /** PROTOCOL.md §2: register, supersede an older link, welcome, reconcile, then accept commands. */

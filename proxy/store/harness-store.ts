@@ -61,6 +61,14 @@ export interface HarnessStore {
   beginRequest(request: NewHarnessRequest): Promise<BeginResult>;
   /** Settle an admitted request once; false when it was settled already (e.g. reaped). */
   finishRequest(finish: RequestFinish): Promise<boolean>;
+  /**
+   * Count one model call the runner's gateway reported for a workspace (one statement): into the
+   * HarnessSession running on it; undefined when none does.
+   */
+  addGatewayUsage(
+    containerName: string,
+    usage: Usage,
+  ): Promise<{ namespace: string; name: string } | undefined>;
   getRequest(namespace: string, name: string, requestId: string): Promise<HarnessRequestRecord | undefined>;
   /** Record that the client asked to cancel; undefined when no such request is in flight. */
   markCancelRequested(
@@ -105,6 +113,11 @@ export type HarnessRecord = {
   output_tokens: number;
   usage_reported: number;
   usage_unavailable: number;
+  // The model calls the runner's gateway reported for the session's workspace (issue 35).
+  gateway_input_tokens: number;
+  gateway_output_tokens: number;
+  gateway_reported: number;
+  gateway_unavailable: number;
   // Restarts after unexpected exits (restart-policy.ts).
   restart_count: number;
   /** Restarts in a row, for the back-off and CrashLoop. */

@@ -105,6 +105,10 @@ export class PostgresDatabase {
         `-c tcp_keepalives_idle=${DEDICATED_KEEPALIVE.idleS}`,
         `-c tcp_keepalives_interval=${DEDICATED_KEEPALIVE.intervalS}`,
         `-c tcp_keepalives_count=${DEDICATED_KEEPALIVE.count}`,
+        // Keepalive probes are not sent while the server has unacknowledged data out (a cut that
+        // came while it was answering a query): retransmissions then run for many minutes and the
+        // session, with its locks, outlives the peer. The same bound covers that case (PG >= 12).
+        `-c tcp_user_timeout=${(DEDICATED_KEEPALIVE.idleS + DEDICATED_KEEPALIVE.intervalS * DEDICATED_KEEPALIVE.count) * 1_000}`,
       ].join(" "),
     });
     client.on("error", onError);

@@ -1,3 +1,4 @@
+import type { Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
 import { toHarnessRecord, toHarnessRequest } from "./harness-rows.ts";
 import type {
@@ -293,6 +294,27 @@ export class PostgresHarnessStore implements HarnessStore {
       );
       return true;
     });
+  }
+
+  async addGatewayUsage(
+    containerName: string,
+    usage: Usage,
+  ): Promise<{ namespace: string; name: string } | undefined> {
+    const reported = usage === "unavailable" ? undefined : usage;
+    const row = await this.#db.get(
+      `UPDATE harness_sessions SET gateway_input_tokens = gateway_input_tokens + $1,
+         gateway_output_tokens = gateway_output_tokens + $2,
+         gateway_reported = gateway_reported + $3, gateway_unavailable = gateway_unavailable + $4
+       WHERE container_name = $5 RETURNING namespace, name`,
+      [
+        reported?.input_tokens ?? 0,
+        reported?.output_tokens ?? 0,
+        reported ? 1 : 0,
+        reported ? 0 : 1,
+        containerName,
+      ],
+    );
+    return row ? { namespace: String(row.namespace), name: String(row.name) } : undefined;
   }
 
   async getRequest(

@@ -125,4 +125,21 @@ CREATE INDEX replica_messages_to ON replica_messages (to_replica, id);
     name: "token store: chat tokens bound to their session's uid (issue 34)",
     sql: `ALTER TABLE api_tokens ADD COLUMN session_uids ${T};`,
   },
+  {
+    version: 6,
+    name: "harness store: usage the runner's model gateway reported (issue 35)",
+    sql: `
+ALTER TABLE harness_sessions
+  ADD COLUMN gateway_input_tokens bigint NOT NULL DEFAULT 0,
+  ADD COLUMN gateway_output_tokens bigint NOT NULL DEFAULT 0,
+  ADD COLUMN gateway_reported bigint NOT NULL DEFAULT 0,
+  ADD COLUMN gateway_unavailable bigint NOT NULL DEFAULT 0;
+CREATE INDEX harness_sessions_by_container ON harness_sessions (container_name);
+`,
+  },
+  {
+    version: 7,
+    name: "store: the commit each workspace was seeded at, the diff's baseline (issue 34 item 12)",
+    sql: `ALTER TABLE workspaces ADD COLUMN seeded_commit ${T};`,
+  },
 ];

@@ -349,12 +349,13 @@ export class PostgresStore implements Store {
 
   async updateWorkspace(
     containerName: string,
-    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit">>,
   ): Promise<WorkspaceRecord | undefined> {
     const row = await this.#db.get(
-      `UPDATE workspaces SET status = COALESCE($1, status), endpoint = COALESCE($2, endpoint), updated_at = $3
-       WHERE container_name = $4 RETURNING *`,
-      [patch.status ?? null, patch.endpoint ?? null, this.#iso(), containerName],
+      `UPDATE workspaces SET status = COALESCE($1, status), endpoint = COALESCE($2, endpoint),
+         seeded_commit = COALESCE($3, seeded_commit), updated_at = $4
+       WHERE container_name = $5 RETURNING *`,
+      [patch.status ?? null, patch.endpoint ?? null, patch.seeded_commit ?? null, this.#iso(), containerName],
     );
     return row ? toWorkspace(row) : undefined;
   }

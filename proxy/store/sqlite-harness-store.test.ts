@@ -75,7 +75,7 @@ describe("SqliteHarnessStore on one file from several threads and releases", () 
     });
   });
 
-  it("a database made before restarts were recorded gains the columns, its sessions at zero restarts", async () => {
+  it("a database made before restarts and gateway usage were recorded gains the columns, its sessions at zero", async () => {
     await store.close();
     const { DatabaseSync } = await import("node:sqlite");
     const old = join(dir, "old.db");
@@ -103,6 +103,9 @@ describe("SqliteHarnessStore on one file from several threads and releases", () 
       consecutive_restarts: 0,
       restart_at: undefined,
       last_exit: undefined,
+      gateway_input_tokens: 0,
+      gateway_reported: 0,
+      gateway_unavailable: 0,
     });
   });
 });

@@ -1,3 +1,4 @@
+import type { Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
 import type {
   BeginResult,
@@ -38,6 +39,8 @@ CREATE TABLE IF NOT EXISTS harness_sessions (
   usage_reported INTEGER NOT NULL DEFAULT 0, usage_unavailable INTEGER NOT NULL DEFAULT 0,
   restart_count INTEGER NOT NULL DEFAULT 0, consecutive_restarts INTEGER NOT NULL DEFAULT 0,
   restart_at TEXT, last_exit TEXT,
+  gateway_input_tokens INTEGER NOT NULL DEFAULT 0, gateway_output_tokens INTEGER NOT NULL DEFAULT 0,
+  gateway_reported INTEGER NOT NULL DEFAULT 0, gateway_unavailable INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (namespace, name)
 );
 CREATE INDEX IF NOT EXISTS harness_sessions_by_session ON harness_sessions (session_id);
@@ -60,6 +63,10 @@ const ADDED_COLUMNS: readonly [string, string][] = [
   ["consecutive_restarts", "INTEGER NOT NULL DEFAULT 0"],
   ["restart_at", "TEXT"],
   ["last_exit", "TEXT"],
+  ["gateway_input_tokens", "INTEGER NOT NULL DEFAULT 0"],
+  ["gateway_output_tokens", "INTEGER NOT NULL DEFAULT 0"],
+  ["gateway_reported", "INTEGER NOT NULL DEFAULT 0"],
+  ["gateway_unavailable", "INTEGER NOT NULL DEFAULT 0"],
 ];
 
 /**
@@ -86,6 +93,10 @@ export class SqliteHarnessStore implements HarnessStore {
     );
     for (const [column, type] of ADDED_COLUMNS)
       if (!columns.has(column)) this.#db.exec(`ALTER TABLE harness_sessions ADD COLUMN ${column} ${type}`);
+    // Gateway reports find their session by workspace (addGatewayUsage).
+    this.#db.exec(
+      "CREATE INDEX IF NOT EXISTS harness_sessions_by_container ON harness_sessions (container_name)",
+    );
   }
 
   async close(): Promise<void> {
@@ -331,6 +342,27 @@ export class SqliteHarnessStore implements HarnessStore {
       );
       return true;
     });
+  }
+
+  async addGatewayUsage(
+    containerName: string,
+    usage: Usage,
+  ): Promise<{ namespace: string; name: string } | undefined> {
+    const reported = usage === "unavailable" ? undefined : usage;
+    const row = this.#db.get(
+      `UPDATE harness_sessions SET gateway_input_tokens = gateway_input_tokens + ?,
+         gateway_output_tokens = gateway_output_tokens + ?,
+         gateway_reported = gateway_reported + ?, gateway_unavailable = gateway_unavailable + ?
+       WHERE container_name = ? RETURNING namespace, name`,
+      [
+        reported?.input_tokens ?? 0,
+        reported?.output_tokens ?? 0,
+        reported ? 1 : 0,
+        reported ? 0 : 1,
+        containerName,
+      ],
+    );
+    return row ? { namespace: String(row.namespace), name: String(row.name) } : undefined;
   }
 
   async getRequest(

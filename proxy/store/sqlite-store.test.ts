@@ -35,4 +35,32 @@ describe("SqliteStore migrations", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("adds the seeded commit to a workspaces table made before it existed: old rows have none (their diff is refused), new ones keep theirs", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-sessions-store-"));
+    try {
+      const path = join(dir, "db.sqlite");
+      const old = new DatabaseSync(path);
+      old.exec(`CREATE TABLE workspaces (
+        container_name TEXT PRIMARY KEY, agent_ref TEXT NOT NULL, workstream TEXT NOT NULL,
+        client_request_id TEXT NOT NULL UNIQUE, runner_id TEXT NOT NULL, status TEXT NOT NULL,
+        endpoint TEXT, spec TEXT NOT NULL, adapter_token TEXT NOT NULL,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL, UNIQUE (agent_ref, workstream));
+        INSERT INTO workspaces VALUES ('as-old', 'default/a', 'repo', 'k', 'r1', 'ready', NULL, '{}', 't',
+          '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');`);
+      old.close();
+      const migrated = new SqliteStore(path);
+      expect(await migrated.getWorkspace("as-old")).toMatchObject({
+        status: "ready",
+        seeded_commit: undefined,
+      });
+      const commit = "f".repeat(40);
+      expect(await migrated.updateWorkspace("as-old", { seeded_commit: commit })).toMatchObject({
+        seeded_commit: commit,
+      });
+      await migrated.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS workspaces (
   container_name TEXT PRIMARY KEY, agent_ref TEXT NOT NULL, workstream TEXT NOT NULL,
   client_request_id TEXT NOT NULL UNIQUE, runner_id TEXT NOT NULL, status TEXT NOT NULL,
   endpoint TEXT, spec TEXT NOT NULL, adapter_token TEXT NOT NULL,
-  created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL, seeded_commit TEXT,
   UNIQUE (agent_ref, workstream)
 );
 CREATE TABLE IF NOT EXISTS idempotency_keys (
@@ -89,6 +89,10 @@ export class SqliteStore implements Store {
     const columns = this.#db.all("PRAGMA table_info(runners)").map((row) => String(row.name));
     if (!columns.includes("draining"))
       this.#db.exec("ALTER TABLE runners ADD COLUMN draining INTEGER NOT NULL DEFAULT 0");
+    const workspaceColumns = this.#db.all("PRAGMA table_info(workspaces)").map((row) => String(row.name));
+    // Issue 34 item 12: a workspace made before has none (its diff says so).
+    if (!workspaceColumns.includes("seeded_commit"))
+      this.#db.exec("ALTER TABLE workspaces ADD COLUMN seeded_commit TEXT");
   }
 
   get isOpen(): boolean {
@@ -323,12 +327,13 @@ export class SqliteStore implements Store {
 
   async updateWorkspace(
     containerName: string,
-    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit">>,
   ): Promise<WorkspaceRecord | undefined> {
     const row = this.#db.get(
-      `UPDATE workspaces SET status = COALESCE(?, status), endpoint = COALESCE(?, endpoint), updated_at = ?
+      `UPDATE workspaces SET status = COALESCE(?, status), endpoint = COALESCE(?, endpoint),
+         seeded_commit = COALESCE(?, seeded_commit), updated_at = ?
        WHERE container_name = ? RETURNING *`,
-      [patch.status ?? null, patch.endpoint ?? null, this.#iso(), containerName],
+      [patch.status ?? null, patch.endpoint ?? null, patch.seeded_commit ?? null, this.#iso(), containerName],
     );
     return row ? toWorkspace(row) : undefined;
   }

@@ -51,6 +51,7 @@ export function toWorkspace(row: StoredRow): WorkspaceRecord {
     endpoint: optionalString(row.endpoint),
     spec: JSON.parse(String(row.spec)) as SessionSpec,
     adapter_token: String(row.adapter_token),
+    seeded_commit: optionalString(row.seeded_commit),
     created_at: String(row.created_at),
     updated_at: String(row.updated_at),
   };

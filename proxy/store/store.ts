@@ -71,7 +71,7 @@ export interface Store {
   countWorkspacesByRunner(): Promise<Map<string, number>>;
   updateWorkspace(
     containerName: string,
-    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint">>,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit">>,
   ): Promise<WorkspaceRecord | undefined>;
   /** Forget a workspace with its sessions, their frames and the idempotency keys naming it. */
   deleteWorkspace(containerName: string): Promise<boolean>;
@@ -151,10 +151,19 @@ export type WorkspaceRecord = {
   spec: SessionSpec;
   /** The per-session adapter token, kept server-side; never returned by the API. */
   adapter_token: string;
+  /**
+   * The commit `spec.repo` was seeded at, as the provision that seeded it returned it: the diff's
+   * baseline, kept here because the agent can write anything in the workspace (issue 34 item 12).
+   * Undefined without a repository, and for a workspace seeded before servers recorded it.
+   */
+  seeded_commit: string | undefined;
   created_at: string;
   updated_at: string;
 };
-export type NewWorkspace = Omit<WorkspaceRecord, "created_at" | "updated_at" | "endpoint" | "status">;
+export type NewWorkspace = Omit<
+  WorkspaceRecord,
+  "created_at" | "updated_at" | "endpoint" | "status" | "seeded_commit"
+>;
 
 export type SessionRecord = {
   session_id: string;

@@ -13,6 +13,7 @@ import { Workspaces } from "../lifecycle/workspaces.ts";
 import { silentLogger } from "../observability/log.ts";
 import type { SqliteStore } from "../store/sqlite-store.ts";
 import { ADMIN_TOKEN, RUNNER_TOKEN } from "./test-server.ts";
+import { testAdmission } from "./test-admission.ts";
 
 /** A directory with no runner connected: every command answers UNAVAILABLE. */
 export const noRunners: RunnerDirectory = {
@@ -37,6 +38,8 @@ export function testApp(
     rpc: lifecycle.handlers,
     adminToken: ADMIN_TOKEN,
     runnerToken: RUNNER_TOKEN,
+    // The egress (and model endpoints) the tests' Agents name is allowed, as startTestServer's.
+    admission: testAdmission(),
     ...options,
   });
 }

@@ -69,7 +69,12 @@ const issued = new Map<string, string>();
 /** A real server on port 0 with a fresh data directory, the reference runtime and one Agent `alice`. */
 export async function startTestServer(
   overrides: Partial<ServerConfig> = {},
-  options: { agent?: boolean; log?: Logger } = {},
+  options: {
+    agent?: boolean;
+    log?: Logger;
+    /** The environment offered to sessions (`secretRef` credentials). @default the variables of process.env `overrides.credentialEnv` lists */
+    secretEnv?: Record<string, string | undefined>;
+  } = {},
 ): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), "agent-sessions-proxy-"));
   const config: ServerConfig = {
@@ -89,7 +94,11 @@ export async function startTestServer(
     shippedImages: { reference: TEST_IMAGE },
     ...overrides,
   };
-  const server = await startServer(config, { log: options.log ?? silentLogger, keepAliveMs: 200 });
+  const server = await startServer(config, {
+    log: options.log ?? silentLogger,
+    keepAliveMs: 200,
+    ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
+  });
   const clients: SseClient[] = [];
   const runners: FakeRunner[] = [];
   const call = async (method: string, path: string, body: unknown, token = ADMIN_TOKEN) => {

@@ -40,6 +40,7 @@ import type {
   EngineDriver,
   ExitReason,
   ProvisionResult,
+  ProvisionSecrets,
   RunOnceCommand,
   RunOnceOutcome,
 } from "../engine/driver.ts";
@@ -162,7 +163,7 @@ export class DockerDriver implements EngineDriver {
   async provision(
     containerName: string,
     spec: SessionSpec,
-    secrets: { credentials: Record<string, string>; adapterToken: string },
+    secrets: ProvisionSecrets,
   ): Promise<ProvisionResult> {
     if (workloadName(spec.namespace, spec.name) !== containerName) {
       throw new CodedError(
@@ -183,18 +184,12 @@ export class DockerDriver implements EngineDriver {
       (heal || (last.replicas === 0 && !(await this.#exists(containerName))))
     ) {
       const fast = await this.#fastResume(containerName, spec, secrets, key, heal);
-      if (fast) {
-        await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
-        return fast;
-      }
+      if (fast) return this.#seeded(fast, spec, secrets);
     }
     // A first create (no stack yet, nothing recorded here): made at once, recorded behind.
     if (this.#createsFast && !last && !(await this.#stacks.exists(spec.namespace, spec.name))) {
       const fast = await this.#fastCreate(containerName, spec, secrets, key);
-      if (fast) {
-        await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
-        return fast;
-      }
+      if (fast) return this.#seeded(fast, spec, secrets);
     }
     this.#records.forget(containerName);
     await this.#forgetLostContainer(containerName, spec);
@@ -203,8 +198,26 @@ export class DockerDriver implements EngineDriver {
     this.#records.set(containerName, { key, replicas: 1 });
     if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
     // Once, before any agent session starts in it: a seeded checkout is never fetched again.
-    await seedWorkspaceRepo(this.#docker, this.#gitImage, spec, secrets.credentials);
-    return { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest };
+    return this.#seeded(
+      { containerName, endpoint: outputs.endpoint, resolvedImageDigest: outputs.resolvedImageDigest },
+      spec,
+      secrets,
+    );
+  }
+
+  /** `provisioned` once the workspace is seeded from `spec.repo`, with the commit a seed now fetched. */
+  async #seeded(
+    provisioned: ProvisionResult,
+    spec: SessionSpec,
+    secrets: ProvisionSecrets,
+  ): Promise<ProvisionResult> {
+    const seededCommit = await seedWorkspaceRepo(
+      this.#docker,
+      this.#gitImage,
+      spec,
+      secrets.repoCredentials ?? {},
+    );
+    return seededCommit ? { ...provisioned, seededCommit } : provisioned;
   }
 
   /**

@@ -20,18 +20,22 @@ import { networkGateway } from "../../infra/docker/provider/session-container.ts
 import {
   DIFF_SCRIPT,
   GIT_BASE_ENV,
-  NOT_SEEDED_EXIT,
   SEED_SCRIPT,
   SEED_TIMEOUT_MS,
+  diffFailed,
+  diffInputs,
   gitError,
   noGitImage,
   seedFailed,
   seedInputs,
+  seededCommitOf,
 } from "../engine/repo-scripts.ts";
 import { shortLivedHostConfig } from "./short-lived-container.ts";
 
 /** git's error text collected (bounded) from stderr. */
 const MAX_STDERR_CHARS = 8_000;
+/** The seed's stdout kept: its one `seeded <commit>` line. */
+const MAX_STDOUT_CHARS = 1_000;
 
 export type GitContainer = {
   image: string;
@@ -114,6 +118,8 @@ async function assertImage(docker: Docker, image: string): Promise<void> {
 
 /**
  * Seeds the session volume from `spec.repo` unless it already was (no-op without a repo).
+ * Resolves to the commit this seed fetched, undefined when it fetched nothing (no repo, or seeded
+ * before): the provision returns it, and the server keeps it for the diff.
  * FAILED_PRECONDITION (details.reason RepoCloneFailed) with git's error when the fetch or checkout fails.
  */
 export async function seedWorkspaceRepo(
@@ -121,9 +127,9 @@ export async function seedWorkspaceRepo(
   gitImage: string | undefined,
   spec: SessionSpec,
   credentials: Record<string, string>,
-): Promise<void> {
+): Promise<string | undefined> {
   const repo = spec.repo;
-  if (!repo) return;
+  if (!repo) return undefined;
   if (!gitImage) throw noGitImage("seed a workspace from a repository");
   const base = workloadName(spec.namespace, spec.name);
   const network = `${base}-net`;
@@ -139,7 +145,11 @@ export async function seedWorkspaceRepo(
     readOnly: false,
   });
   try {
-    run.stdout.resume();
+    // The script's only stdout is its `seeded <commit>` line (bounded all the same).
+    let stdout = "";
+    run.stdout.on("data", (chunk: Buffer) => {
+      if (stdout.length < MAX_STDOUT_CHARS) stdout += chunk.toString("utf8");
+    });
     let timer: NodeJS.Timeout | undefined;
     const code = await Promise.race([
       run.exit,
@@ -147,7 +157,7 @@ export async function seedWorkspaceRepo(
         timer = setTimeout(() => resolve(-1), SEED_TIMEOUT_MS);
       }),
     ]).finally(() => clearTimeout(timer));
-    if (code === 0) return;
+    if (code === 0) return seededCommitOf(stdout);
     const why =
       code === -1
         ? `timed out after ${SEED_TIMEOUT_MS / 1000} s`
@@ -159,23 +169,25 @@ export async function seedWorkspaceRepo(
 }
 
 /**
- * `git diff` of `/workspace/<path>` against its seeded commit, untracked files included, streamed.
- * FAILED_PRECONDITION when the path holds no seeded checkout. Works with the session stopped too
- * (only the volume is needed).
+ * `git diff` of `/workspace/<path>` against `seededCommit` (the commit the server recorded from
+ * the seed), untracked files included, streamed. FAILED_PRECONDITION when the path holds no
+ * checkout with that commit. Works with the session stopped too (only the volume is needed).
  */
 export async function workspaceRepoDiff(
   docker: Docker,
   gitImage: string | undefined,
   containerName: string,
   path: string,
+  seededCommit: string,
   signal?: AbortSignal,
 ): Promise<AsyncIterable<Buffer>> {
   if (!gitImage) throw noGitImage("diff a workspace");
+  const env = diffInputs(path, seededCommit);
   const run = await runGit(docker, {
     image: gitImage,
     base: containerName,
     script: DIFF_SCRIPT,
-    env: [`SEED_PATH=${path}`, "DIFF_SCRATCH=/tmp"],
+    env: [...env, "DIFF_SCRATCH=/tmp"],
     network: "none",
     readOnly: true,
   });
@@ -187,13 +199,7 @@ export async function workspaceRepoDiff(
     try {
       for await (const chunk of run.stdout) yield chunk as Buffer;
       const code = await run.exit;
-      if (code === NOT_SEEDED_EXIT)
-        throw new CodedError(
-          "FAILED_PRECONDITION",
-          `workspace ${containerName} holds no checkout seeded from a repository at /workspace/${path}`,
-        );
-      if (code !== 0)
-        throw new CodedError("INTERNAL", `git diff failed: ${gitError(run.stderr(), [], "\u0000", "")}`);
+      if (code !== 0) throw diffFailed(code, run.stderr(), containerName, path, seededCommit);
     } finally {
       signal?.removeEventListener("abort", stop);
       await run.remove();

@@ -2,6 +2,7 @@ import { PassThrough, Readable } from "node:stream";
 import type Docker from "dockerode";
 import { describe, expect, it } from "vitest";
 import { TAR_END, tarHeader, tarPadding } from "./tar.ts";
+import { EXIT } from "../engine/workspace-files-script.ts";
 import { DockerWorkspaceFiles } from "./workspace-files.ts";
 
 /** A dockerode stand-in whose container is absent or stopped: nothing past `inspect` may be called. */
@@ -126,5 +127,101 @@ describe("DockerWorkspaceFiles read (issue 34 item 17)", () => {
       { Type: "volume", Source: "ws-workspace", Target: "/workspace", ReadOnly: true },
     ]);
     expect(created[0]?.HostConfig?.NetworkMode).toBe("none");
+  });
+});
+
+/** A running workload whose exec records the command and its stdin and exits with `exitCode`. */
+function execEngine(exitCode: number) {
+  const calls: string[] = [];
+  const commands: string[][] = [];
+  const stdin: Buffer[] = [];
+  const workload = {
+    inspect: async () => ({ State: { Running: true }, Config: { User: "65532:65532" } }),
+    infoArchive: async () => calls.push("infoArchive"),
+    getArchive: async () => calls.push("getArchive"),
+    putArchive: async () => calls.push("putArchive"),
+    exec: async ({ Cmd }: { Cmd: string[] }) => {
+      commands.push(Cmd);
+      const stream = new PassThrough();
+      stream.on("data", (chunk: Buffer) => stdin.push(chunk));
+      return {
+        start: async () => stream,
+        inspect: async () => ({ ExitCode: exitCode, Running: false }),
+        // The script ends once it read what it was told to.
+        ended: () => stream.emit("end"),
+      };
+    },
+  };
+  const docker = {
+    getContainer: () => workload,
+    modem: {
+      demuxStream: (stream: PassThrough) => {
+        setTimeout(() => stream.emit("end"), 20);
+      },
+    },
+  } as unknown as Docker;
+  return { docker, calls, commands, stdin };
+}
+
+describe("DockerWorkspaceFiles write and delete (issue 34 item 17)", () => {
+  const upload = {
+    size: 5,
+    open: async function* () {
+      yield Buffer.from("hello");
+    },
+  };
+
+  it("run the files script in the workload container, the upload on its stdin; never the archive endpoints", async () => {
+    const { docker, calls, commands, stdin } = execEngine(0);
+    const files = new DockerWorkspaceFiles(docker, "git@sha256:abc");
+    await files.write("ws", "src/a.txt", upload);
+    expect(await files.delete("ws", "src/a.txt")).toBe(true);
+    expect(commands.map((c) => [c[0], ...c.slice(3)])).toEqual([
+      ["/bin/sh", "sh", "write", "src/a.txt", "5"],
+      ["/bin/sh", "sh", "delete", "src/a.txt"],
+    ]);
+    expect(commands[0]?.[2]).toContain("mv -f -T");
+    expect(Buffer.concat(stdin).toString()).toBe("hello");
+    expect(calls).toEqual([]);
+  });
+
+  it("a path through a symlink (the script's refusal) is INVALID_ARGUMENT", async () => {
+    const { docker } = execEngine(EXIT.symlink);
+    const files = new DockerWorkspaceFiles(docker);
+    for (const op of [() => files.write("ws", "link/a.txt", upload), () => files.delete("ws", "link/a.txt")])
+      await expect(op()).rejects.toMatchObject({
+        code: "INVALID_ARGUMENT",
+        message: expect.stringContaining("/workspace/link/a.txt goes through a symlink"),
+      });
+  });
+
+  it("a staging file shorter than announced ends the exec instead of leaving the script waiting", async () => {
+    const { docker } = execEngine(EXIT.short);
+    const files = new DockerWorkspaceFiles(docker);
+    const short = {
+      size: 5,
+      open: async function* () {
+        yield Buffer.from("hel");
+      },
+    };
+    await expect(files.write("ws", "a.txt", short)).rejects.toMatchObject({
+      code: "INTERNAL",
+      message: "upload staging changed size (3 of 5)",
+    });
+  });
+
+  it("without a git image, lists and reads are FAILED_PRECONDITION and never reach the archive GET", async () => {
+    const { docker, calls } = execEngine(0);
+    const files = new DockerWorkspaceFiles(docker);
+    for (const op of [
+      () => files.list("ws", ""),
+      () => files.read("ws", "a.txt", "file", 10),
+      () => files.read("ws", "", "archive", 10),
+    ])
+      await expect(op()).rejects.toMatchObject({
+        code: "FAILED_PRECONDITION",
+        message: expect.stringContaining("no git image (AGENT_SESSIONS_GIT_IMAGE)"),
+      });
+    expect(calls).toEqual([]);
   });
 });

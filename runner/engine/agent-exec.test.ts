@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import {
   AGENT_PID_MARKER,
@@ -12,8 +12,30 @@ describe("the exec'd agent's PID", () => {
   it("is reported by the wrapper before it becomes the agent, with the agent's arguments kept", () => {
     const cmd = agentExecCommand(["node", "agent.js", "--flag"]);
     expect(cmd.slice(0, 2)).toEqual(["/bin/sh", "-c"]);
-    expect(cmd[2]).toBe(`echo "${AGENT_PID_MARKER}$$" >&2; exec "$@"`);
     expect(cmd.slice(3)).toEqual(["agent", "node", "agent.js", "--flag"]);
+  });
+
+  it("becomes the agent without the adapter's token in the environment it was executed with (issue 35)", () => {
+    const [sh, ...args] = agentExecCommand([
+      "/bin/sh",
+      "-c",
+      'echo "pid=$$"; cat /proc/$$/environ | tr "\\0" "\\n"',
+    ]);
+    const out = spawnSync(sh as string, args, {
+      env: { PATH: process.env.PATH, ADAPTER_TOKEN: "adapter-secret-0123456789", MODEL_API_KEY: "asgw_x" },
+    });
+    const stdout = out.stdout.toString();
+    // The same process the wrapper reported: `exec` kept its PID.
+    expect(out.stderr.toString()).toBe(`${AGENT_PID_MARKER}${stdout.match(/pid=(\d+)/)?.[1]}\n`);
+    expect(stdout).toContain("MODEL_API_KEY=asgw_x");
+    expect(stdout).not.toContain("adapter-secret");
+  });
+
+  it("becomes the agent as the OOM killer's first choice (oom_score_adj 1000), with nothing more on stderr", () => {
+    const [sh, ...args] = agentExecCommand(["/bin/sh", "-c", "cat /proc/self/oom_score_adj"]);
+    const out = spawnSync(sh as string, args, { env: { PATH: process.env.PATH } });
+    expect(out.stdout.toString()).toBe("1000\n");
+    expect(out.stderr.toString()).toMatch(new RegExp(`^${AGENT_PID_MARKER}\\d+\n$`));
   });
 
   it("is read only once its line is complete, even when stderr splits it", async () => {

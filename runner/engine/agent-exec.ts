@@ -14,11 +14,24 @@ const PID_SEARCH_BYTES = 4096;
 
 /**
  * The agent's command wrapped so that the shell reports its PID (in the workload's PID namespace)
- * on stderr, then becomes the agent: `exec "$@"` keeps the PID, so the process a stop signals is
+ * on stderr, makes itself the OOM killer's first choice, drops the adapter's token from the
+ * environment, then becomes the agent: `exec "$@"` keeps the PID, so the process a stop signals is
  * the agent itself.
  */
 export function agentExecCommand(command: string[]): string[] {
-  return ["/bin/sh", "-c", `echo "${AGENT_PID_MARKER}$$" >&2; exec "$@"`, "agent", ...command];
+  // An exec starts with the workload's environment, the adapter's token in it: the agent is
+  // executed without it, so no tool of the agent reads it in /proc/<pid>/environ (issue 35).
+  // The agent is the OOM killer's first choice in its workload (oom_score_adj 1000, which any
+  // process may raise for itself; exec keeps it): an agent that runs out of memory ends itself,
+  // not the adapter beside it, whose end would take the workload down (and, under load, made the
+  // kernel pick the adapter over a growing agent in CI).
+  return [
+    "/bin/sh",
+    "-c",
+    `echo "${AGENT_PID_MARKER}$$" >&2; echo 1000 2>/dev/null >/proc/self/oom_score_adj; unset ADAPTER_TOKEN; exec "$@"`,
+    "agent",
+    ...command,
+  ];
 }
 
 /**

@@ -23,7 +23,16 @@ export type RunOnceOutcome = {
   resolved_image_digest: string;
 };
 
-export type ProvisionResult = { containerName: string; endpoint: string; resolvedImageDigest: string };
+export type ProvisionResult = {
+  containerName: string;
+  endpoint: string;
+  resolvedImageDigest: string;
+  /**
+   * The commit this provision seeded the workspace at (spec.repo); absent when it fetched nothing
+   * (no repository, or seeded before). The server keeps it: the diff's only baseline.
+   */
+  seededCommit?: string;
+};
 
 /** Why an agent or its workspace went away unexpectedly. */
 export type ExitReason =
@@ -75,18 +84,35 @@ export interface WorkspaceFiles {
   write(containerName: string, path: string, upload: WorkspaceUpload): Promise<void>;
   /** Deletes a file or a directory tree (a symlink itself, never its target). NOT_FOUND when absent. */
   delete(containerName: string, path: string): Promise<boolean>;
-  /** A git diff of the checkout at `path` against its seeded commit (FAILED_PRECONDITION when none). */
-  diff?(containerName: string, path: string, signal?: AbortSignal): Promise<AsyncIterable<Buffer>>;
+  /**
+   * A git diff of the checkout at `path` against `seededCommit` (the one the server recorded from
+   * the provision that seeded it; never read from the workspace). FAILED_PRECONDITION when the
+   * checkout is not there or lacks that commit.
+   */
+  diff?(
+    containerName: string,
+    path: string,
+    seededCommit: string,
+    signal?: AbortSignal,
+  ): Promise<AsyncIterable<Buffer>>;
 }
+
+/**
+ * What a provision is given besides the spec. `credentials` is all the workload ever holds: the
+ * runner's gateway tokens, never a credential's value (runner/gateway/session-gateway.ts).
+ * `repoCredentials` holds the real value of the one credential a workspace repository is fetched
+ * with, for the seeding only, never in the workload's environment or its stack.
+ */
+export type ProvisionSecrets = {
+  credentials: Record<string, string>;
+  adapterToken: string;
+  repoCredentials?: Record<string, string>;
+};
 
 export interface EngineDriver {
   readonly engine: "docker" | "kubernetes";
   /** Brings the session stack up at scale 1 (idempotent) and waits for the adapter to be ready. */
-  provision(
-    containerName: string,
-    spec: SessionSpec,
-    secrets: { credentials: Record<string, string>; adapterToken: string },
-  ): Promise<ProvisionResult>;
+  provision(containerName: string, spec: SessionSpec, secrets: ProvisionSecrets): Promise<ProvisionResult>;
   /** True when the workload exists and runs. */
   isRunning(containerName: string): Promise<boolean>;
   /**

@@ -1,9 +1,18 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
-import { DIFF_SCRIPT, GIT_BASE_ENV, NOT_SEEDED_EXIT, SEED_SCRIPT } from "./repo-scripts.ts";
+import {
+  DIFF_SCRIPT,
+  GIT_BASE_ENV,
+  NOT_SEEDED_EXIT,
+  OBJECTS_UNVERIFIED_EXIT,
+  SEED_SCRIPT,
+  diffFailed,
+  diffInputs,
+  seededCommitOf,
+} from "./repo-scripts.ts";
 
 // These run the scripts with the machine's real git on a temporary workspace: what git reads
 // and runs is the point, and only a real git shows it.
@@ -11,6 +20,8 @@ import { DIFF_SCRIPT, GIT_BASE_ENV, NOT_SEEDED_EXIT, SEED_SCRIPT } from "./repo-
 let root: string;
 let checkout: string;
 let scratch: string;
+/** The commit the seed printed: what the runner returns and the server keeps. */
+let seededCommit: string;
 
 function sh(script: string, env: Record<string, string>) {
   return spawnSync("/bin/sh", ["-c", script], {
@@ -24,8 +35,15 @@ function sh(script: string, env: Record<string, string>) {
   });
 }
 
+function diffEnv(commit = seededCommit, path = "repo"): Record<string, string> {
+  return {
+    ...Object.fromEntries(diffInputs(path, commit).map((e) => e.split(/=(.*)/s).slice(0, 2))),
+    DIFF_SCRATCH: scratch,
+  };
+}
+
 function diff() {
-  return sh(DIFF_SCRIPT, { SEED_PATH: "repo", DIFF_SCRATCH: scratch });
+  return sh(DIFF_SCRIPT, diffEnv());
 }
 
 beforeEach(() => {
@@ -48,6 +66,9 @@ beforeEach(() => {
   const seeded = sh(SEED_SCRIPT, { SEED_URL: `file://${source}`, SEED_REF: "HEAD", SEED_PATH: "repo" });
   expect(seeded.status, seeded.stderr).toBe(0);
   checkout = join(root, "repo");
+  const head = execFileSync("git", ["rev-parse", "HEAD"], { cwd: source, encoding: "utf8" }).trim();
+  expect(seededCommitOf(seeded.stdout)).toBe(head);
+  seededCommit = head;
 });
 
 describe("the workspace diff is computed by git the agent cannot configure", () => {
@@ -87,7 +108,7 @@ describe("the workspace diff is computed by git the agent cannot configure", () 
     mkdirSync(home);
     writeFileSync(join(home, ".gitconfig"), `[core]\n\tfsmonitor = "touch ${ran}"\n`);
     writeFileSync(join(checkout, "README.md"), "hello\nmore\n");
-    const out = sh(DIFF_SCRIPT, { SEED_PATH: "repo", DIFF_SCRATCH: scratch, HOME: home });
+    const out = sh(DIFF_SCRIPT, { ...diffEnv(), HOME: home });
     expect(out.status, out.stderr).toBe(0);
     expect(out.stdout).toContain("+more");
     expect(existsSync(ran)).toBe(false);
@@ -118,19 +139,73 @@ describe("the workspace diff is computed by git the agent cannot configure", () 
     expect(diff().stdout).toBe("");
   });
 
-  it("finds the seeded commit when the refs were packed (git gc, pack-refs)", () => {
-    execFileSync("git", ["pack-refs", "--all"], {
-      cwd: checkout,
-      env: { PATH: process.env.PATH, HOME: root },
-    });
-    expect(existsSync(join(checkout, ".git", "refs", "agent-sessions", "seed"))).toBe(false);
-    writeFileSync(join(checkout, "README.md"), "hello\npacked\n");
+  it("shows a change the agent committed and pointed the seed ref at, the ref's file moved or rewritten", () => {
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=a", "-c", "user.email=a@a", ...args], {
+        cwd: checkout,
+        env: { PATH: process.env.PATH, HOME: root },
+      });
+    writeFileSync(join(checkout, "README.md"), "hello\nmalicious\n");
+    git("commit", "-q", "-am", "hide");
+    git("update-ref", "refs/agent-sessions/seed", "HEAD");
+    git("pack-refs", "--all");
     const out = diff();
     expect(out.status, out.stderr).toBe(0);
-    expect(out.stdout).toContain("+packed");
+    expect(out.stdout).toContain("+malicious");
+    // Gone altogether, or rewritten as a loose ref: the diff never looked at it.
+    rmSync(join(checkout, ".git", "packed-refs"));
+    expect(diff().stdout).toContain("+malicious");
+    mkdirSync(join(checkout, ".git", "refs", "agent-sessions"), { recursive: true });
+    writeFileSync(join(checkout, ".git", "refs", "agent-sessions", "seed"), `${git("rev-parse", "HEAD")}`);
+    expect(diff().stdout).toContain("+malicious");
+  });
+
+  it("refuses to diff when the agent rewrote the seeded object of a file it changed (its objects do not verify)", () => {
+    const agentGit = (...args: string[]) =>
+      execFileSync("git", args, {
+        cwd: checkout,
+        env: { PATH: process.env.PATH, HOME: root },
+        encoding: "utf8",
+      }).trim();
+    writeFileSync(join(checkout, "README.md"), "hello\nmalicious\n");
+    // The seeded README's object now holds the new content (a small fetch keeps its objects loose).
+    const seeded = agentGit("rev-parse", `${seededCommit}:README.md`);
+    const rewritten = agentGit("hash-object", "-w", "README.md");
+    const objects = join(checkout, ".git", "objects");
+    const seededFile = join(objects, seeded.slice(0, 2), seeded.slice(2));
+    expect(existsSync(seededFile)).toBe(true);
+    rmSync(seededFile, { force: true });
+    writeFileSync(seededFile, readFileSync(join(objects, rewritten.slice(0, 2), rewritten.slice(2))));
+    const out = diff();
+    expect(out.stdout).not.toContain("diff --git");
+    expect(out.status).toBe(OBJECTS_UNVERIFIED_EXIT);
+    expect(diffFailed(out.status, out.stderr, "c", "repo", seededCommit)).toMatchObject({
+      code: "FAILED_PRECONDITION",
+      details: { reason: "CheckoutObjectsUnverified" },
+      message: expect.stringMatching(/do not match their names.*mismatch/),
+    });
+  });
+
+  it("prints nothing on a second seed, which fetches nothing (the recorded commit stays the one to diff against)", () => {
+    const again = sh(SEED_SCRIPT, { SEED_URL: "file:///nowhere", SEED_REF: "HEAD", SEED_PATH: "repo" });
+    expect(again.status, again.stderr).toBe(0);
+    expect(seededCommitOf(again.stdout)).toBeUndefined();
+  });
+
+  it("refuses a seeded commit that is not a full commit id, before any script runs and in the script", () => {
+    expect(() => diffInputs("repo", "HEAD")).toThrow(/40 lowercase hex/);
+    expect(() => diffInputs("repo", seededCommit.slice(0, 12))).toThrow(/40 lowercase hex/);
+    expect(() => diffInputs("repo", `${seededCommit}\n`)).toThrow(/40 lowercase hex/);
+    const out = sh(DIFF_SCRIPT, { SEED_PATH: "repo", DIFF_SCRATCH: scratch, SEED_COMMIT: "HEAD" });
+    expect(out.status).toBe(2);
+    expect(sh(DIFF_SCRIPT, { SEED_PATH: "repo", DIFF_SCRATCH: scratch }).status).toBe(2);
+  });
+
+  it("exits NOT_SEEDED_EXIT when the checkout does not hold the seeded commit", () => {
+    expect(sh(DIFF_SCRIPT, diffEnv("0".repeat(40))).status).toBe(NOT_SEEDED_EXIT);
   });
 
   it("exits NOT_SEEDED_EXIT where no seeded checkout is", () => {
-    expect(sh(DIFF_SCRIPT, { SEED_PATH: "elsewhere", DIFF_SCRATCH: scratch }).status).toBe(NOT_SEEDED_EXIT);
+    expect(sh(DIFF_SCRIPT, diffEnv(seededCommit, "elsewhere")).status).toBe(NOT_SEEDED_EXIT);
   });
 });

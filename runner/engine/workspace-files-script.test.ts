@@ -9,6 +9,7 @@ import {
   mkdtempSync,
   readFileSync,
   realpathSync,
+  renameSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -89,9 +90,10 @@ describe("the workspace sidecar's files script", () => {
     expect(run("file", "secret-link", ["1000"]).code).toBe(EXIT.outside);
     expect(run("list", "out").code).toBe(EXIT.outside);
     expect(run("archive", "out").code).toBe(EXIT.outside);
-    expect(run("write", "out/evil", ["1"], "x").code).toBe(EXIT.outside);
-    expect(run("write", "secret-link", ["1"], "x").code).toBe(EXIT.outside);
-    expect(run("delete", "out/secret.txt").code).toBe(EXIT.outside);
+    // Writes and deletes follow no symlink at all (nor its target's directory), however it points.
+    expect(run("write", "out/evil", ["1"], "x").code).toBe(EXIT.symlink);
+    expect(run("write", "secret-link", ["1"], "x").code).toBe(EXIT.symlink);
+    expect(run("delete", "out/secret.txt").code).toBe(EXIT.symlink);
     expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe("not yours\n");
     expect(existsSync(join(outside, "evil"))).toBe(false);
     // The link itself is the workspace's own entry: deleting it removes the link, not its target.
@@ -114,6 +116,23 @@ describe("the workspace sidecar's files script", () => {
     expect(run("delete", "").code).toBe(EXIT.root);
     expect(run("delete", "missing").code).toBe(EXIT.missing);
     expect(existsSync(root)).toBe(true);
+  });
+
+  it("archives the root itself when the root's parent is / (as /workspace's is)", () => {
+    // A root directly under / (the machine's tests run as root, as CI does): "//workspace" was
+    // taken for a way out, and `:archive?path=` of a whole workspace refused.
+    const top = realpathSync(mkdtempSync("/ws-top-"));
+    try {
+      writeFileSync(join(top, "x.txt"), "x\n");
+      const r = spawnSync("/bin/sh", ["-c", filesScript(top), "sh", "archive", ""]);
+      expect(r.stderr.toString()).toBe("");
+      expect(r.status).toBe(0);
+      const listing = spawnSync("tar", ["-t"], { input: r.stdout }).stdout.toString().split("\n");
+      const name = top.slice(1);
+      expect(listing.filter(Boolean).sort()).toEqual([`${name}/`, `${name}/x.txt`]);
+    } finally {
+      rmSync(top, { recursive: true, force: true });
+    }
   });
 
   it("archives a directory as a tar named after it", () => {
@@ -157,6 +176,99 @@ describe("the workspace sidecar's files script", () => {
     }
   });
 
+  it("refuses a write or delete through a symlink that stays inside, and writes nothing through it", () => {
+    mkdirSync(join(root, "real"));
+    writeFileSync(join(root, "real/kept.txt"), "kept\n");
+    symlinkSync("real", join(root, "alias"));
+    symlinkSync("real/kept.txt", join(root, "kept-link"));
+    expect(run("write", "alias/new.txt", ["1"], "x").code).toBe(EXIT.symlink);
+    expect(run("write", "kept-link", ["1"], "x").code).toBe(EXIT.symlink);
+    expect(run("delete", "alias/kept.txt").code).toBe(EXIT.symlink);
+    expect(
+      spawnSync("ls", ["-A", join(root, "real")])
+        .stdout.toString()
+        .trim(),
+    ).toBe("kept.txt");
+    expect(readFileSync(join(root, "real/kept.txt"), "utf8")).toBe("kept\n");
+    // The link itself is still an entry a delete removes, and a write may go through "real".
+    expect(run("delete", "kept-link").code).toBe(0);
+    expect(run("write", "real/new.txt", ["1"], "x").code).toBe(0);
+    expect(readFileSync(join(root, "real/new.txt"), "utf8")).toBe("x");
+  });
+
+  it("writes and deletes nothing outside when a directory is swapped for a symlink between check and act (issue 34 item 17)", () => {
+    // The race made deterministic: the first of the script's external tools to run (realpath
+    // once it resolved, or mktemp or rm before they act) moves `dir` away and puts a link to the
+    // outside in its place, as an agent racing the upload would (readlink, the check, is left alone).
+    mkdirSync(join(root, "dir"));
+    writeFileSync(join(root, "dir/secret.txt"), "yours\n");
+    const bin = mkdtempSync(join(tmpdir(), "ws-bin-"));
+    const marker = join(bin, "swapped");
+    const which = (tool: string) =>
+      spawnSync("sh", ["-c", `command -v ${tool}`])
+        .stdout.toString()
+        .trim();
+    const [mv, ln, touch] = [which("mv"), which("ln"), which("touch")];
+    const swap = `if [ ! -e "${marker}" ]; then ${touch} "${marker}"; ${mv} "${root}/dir" "${root}/dir.moved"; ${ln} -s "${outside}" "${root}/dir"; fi`;
+    // realpath swaps right after it resolved (its answer is the check); the others before they act.
+    writeFileSync(
+      join(bin, "realpath"),
+      `#!/bin/sh\nr=$(${which("realpath")} "$@") || exit 1\n${swap}\nprintf '%s\\n' "$r"\n`,
+      { mode: 0o755 },
+    );
+    for (const tool of ["mktemp", "rm", "mkdir", "head", "mv", "stat", "chmod"])
+      writeFileSync(join(bin, tool), `#!/bin/sh\n${swap}\nexec ${which(tool)} "$@"\n`, { mode: 0o755 });
+    const env = { ...process.env, PATH: `${bin}:${process.env.PATH ?? ""}` };
+    const reset = () => {
+      rmSync(marker, { force: true });
+      rmSync(join(root, "dir"), { recursive: true, force: true });
+      if (existsSync(join(root, "dir.moved"))) renameSync(join(root, "dir.moved"), join(root, "dir"));
+    };
+    try {
+      const write = run("write", "dir/evil", ["5"], "evil\n", env);
+      expect(existsSync(marker)).toBe(true);
+      expect(spawnSync("ls", ["-A", outside]).stdout.toString().trim()).toBe("secret.txt");
+      // What was written landed in the directory the script entered, wherever it went since.
+      expect({ code: write.code, moved: readFileSync(join(root, "dir.moved/evil"), "utf8") }).toEqual({
+        code: 0,
+        moved: "evil\n",
+      });
+      reset();
+      const del = run("delete", "dir/secret.txt", [], undefined, env);
+      expect(existsSync(marker)).toBe(true);
+      expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe("not yours\n");
+      expect(del.code).toBe(0);
+      expect(existsSync(join(root, "dir.moved/secret.txt"))).toBe(false);
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+    }
+  });
+
+  it("creates nothing outside when the upload's temporary file is swapped for a dangling link right after mktemp", () => {
+    const bin = mkdtempSync(join(tmpdir(), "ws-bin-"));
+    const which = (tool: string) =>
+      spawnSync("sh", ["-c", `command -v ${tool}`])
+        .stdout.toString()
+        .trim();
+    // mktemp makes the file, then the "agent" replaces it with a link to a name outside that does not exist yet.
+    writeFileSync(
+      join(bin, "mktemp"),
+      `#!/bin/sh\nt=$(${which("mktemp")} "$@") || exit 1\n${which("rm")} -f "$t"; ${which("ln")} -s "${outside}/created" "$t"\nprintf '%s\\n' "$t"\n`,
+      { mode: 0o755 },
+    );
+    try {
+      const r = run("write", "a.txt", ["1"], "x", {
+        ...process.env,
+        PATH: `${bin}:${process.env.PATH ?? ""}`,
+      });
+      expect(spawnSync("ls", ["-A", outside]).stdout.toString().trim()).toBe("secret.txt");
+      expect(r.code).toBe(EXIT.symlink);
+      expect(spawnSync("ls", ["-A", root]).stdout.toString().trim()).toBe("");
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+    }
+  });
+
   it("never touches anything outside the root for arbitrary confined paths (fast-check)", () => {
     const segment = fc.constantFrom("a", "b", "out", ".hidden", "x y", "ü", "-n", "*");
     fc.assert(
@@ -170,7 +282,7 @@ describe("the workspace sidecar's files script", () => {
           const r = run(op, path, op === "write" ? ["1"] : [], "z");
           // Only the root's `out` leads out (a deeper `out` is an ordinary entry); deleting `out` itself is fine.
           if (segments[0] === "out" && (op === "write" || segments.length > 1))
-            expect(r.code).toBe(EXIT.outside);
+            expect(r.code).toBe(EXIT.symlink);
           expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe("not yours\n");
           expect(spawnSync("ls", ["-A", outside]).stdout.toString().trim()).toBe("secret.txt");
         },

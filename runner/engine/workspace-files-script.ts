@@ -1,15 +1,19 @@
 /**
  * The workspace files script (issue 18): one POSIX sh script that lists, reads, writes and deletes
- * under /workspace, run where the session volume is mounted and nothing else of the workload is:
- * the Kubernetes pod's `workspace` sidecar (runner/kubernetes/workspace-files.ts) and, for reads,
- * a short-lived container of the git image on Docker (runner/docker/workspace-files.ts). Its exit
- * statuses become the same coded errors on either engine (`filesError`).
+ * under /workspace: in the Kubernetes pod's `workspace` sidecar (runner/kubernetes/workspace-files.ts),
+ * and on Docker (runner/docker/workspace-files.ts) for reads in a short-lived container of the git
+ * image that mounts the session volume only, for writes and deletes by exec in the workload
+ * container as its user. Its exit statuses become the same coded errors on either engine (`filesError`).
  *
  * Resolving a path and then opening it are two steps an agent can race, swapping a directory for a
  * symlink between them (issue 34 item 17), so the reads check what they OPENED: `file` the kernel's
  * path of its open fd 3 (/proc/self/fd/3), `archive` and `list` the physical path of the directory
  * they entered (`pwd -P`; tar and find store a symlink below it as a link). What was opened cannot
- * be swapped afterwards. Writes and deletes still resolve, then act.
+ * be swapped afterwards. Writes and deletes follow no symlink at all: they enter the parent
+ * directory one component at a time, each checked to be what was entered (\`walk\`), and act
+ * relative to it (a new file by \`mktemp\` + \`mv -T\`, a removal by \`rm\` of the entry itself), so a
+ * symlink anywhere in the path is refused (EXIT.symlink) and a swap during the act finds the
+ * directory already pinned. Busybox (the reference image) and coreutils (Debian) both do all this.
  */
 import type { Readable } from "node:stream";
 import { CodedError } from "../../contracts/errors.ts";
@@ -25,6 +29,7 @@ export const EXIT = {
   tooLarge: 14,
   root: 15,
   short: 16,
+  symlink: 17,
 } as const;
 
 /**
@@ -37,6 +42,31 @@ export function filesScript(root = WORKSPACE_ROOT): string {
 op=$1; rel=$2
 inside() { case "$1" in "${root}"|"${root}"/*) ;; *) exit ${EXIT.outside} ;; esac; }
 resolve() { r=$(realpath -m -- "${root}\${1:+/$1}") || exit 1; inside "$r"; }
+# The kernel's path of the working directory now (dash's \`pwd -P\` answers what it saw at \`cd\`).
+cwd() { readlink /proc/self/cwd; }
+split() { case "$1" in */*) parent=\${1%/*}; name=\${1##*/} ;; *) parent=; name=$1 ;; esac; }
+# Enters the directory PATH names under the root one component at a time, creating a missing one
+# with \`create\`, and refuses any component that is a symlink: each \`cd\` is checked against the
+# physical directory it entered (the kernel's, \`cwd\`), so a link swapped in after the \`[ -L ]\` test is caught
+# too. The shell's working directory then pins that directory: a later swap cannot move it.
+walk() {
+  cd -P -- "${root}" || exit 1
+  here=$(cwd); rest=$1
+  while [ -n "$rest" ]; do
+    seg=\${rest%%/*}
+    case "$rest" in */*) rest=\${rest#*/} ;; *) rest= ;; esac
+    [ -L "$seg" ] && exit ${EXIT.symlink}
+    if [ ! -e "$seg" ]; then
+      [ "\${2:-}" = create ] || exit ${EXIT.missing}
+      mkdir -- "$seg" 2>/dev/null
+    fi
+    if [ ! -d "$seg" ]; then [ "\${2:-}" = create ] && exit ${EXIT.notDir}; exit ${EXIT.missing}; fi
+    # Gone (or swapped) since the test: what is there now decides, never exit 1 (a 500).
+    cd -P -- "./$seg" 2>/dev/null || { [ -L "$seg" ] && exit ${EXIT.symlink}; exit ${EXIT.missing}; }
+    here=\${here%/}/$seg
+    [ "$(cwd)" = "$here" ] || exit ${EXIT.symlink}
+  done
+}
 case "$op" in
 list)
   resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}; [ -d "$r" ] || exit ${EXIT.notDir}
@@ -52,24 +82,33 @@ file)
 archive)
   resolve "$rel"; [ -e "$r" ] || exit ${EXIT.missing}
   cd "$(dirname -- "$r")" || exit 1
-  b=$(basename -- "$r"); inside "$(pwd -P)/$b"
+  b=$(basename -- "$r"); p=$(pwd -P); inside "\${p%/}/$b"
   exec tar -c -f - -- "$b" ;;
 write)
   [ -n "$rel" ] || exit ${EXIT.root}
-  resolve "$rel"; [ -d "$r" ] && exit ${EXIT.isDir}
-  dir=$(dirname -- "$r")
-  mkdir -p -- "$dir" 2>/dev/null && [ -d "$dir" ] || exit ${EXIT.notDir}
-  tmp="$dir/.agent-sessions-upload.$$"
-  head -c "$3" > "$tmp" || { rm -f -- "$tmp"; exit 1; }
-  [ "$(stat -c %s -- "$tmp")" = "$3" ] || { rm -f -- "$tmp"; exit ${EXIT.short}; }
-  exec mv -f -- "$tmp" "$r" ;;
+  split "$rel"; walk "$parent" create
+  [ -L "$name" ] && exit ${EXIT.symlink}
+  [ -d "$name" ] && exit ${EXIT.isDir}
+  tmp=$(mktemp .agent-sessions-upload.XXXXXX) || exit 1
+  { [ -f "$tmp" ] && [ ! -L "$tmp" ]; } || { rm -f -- "$tmp"; exit ${EXIT.symlink}; }
+  # Opened read-only, so neither created nor truncated through a link swapped in for it since;
+  # what was opened must be the file mktemp made here (checked before a byte is written), and
+  # the bytes go to that very file: /proc/self/fd/4 reopens what fd 4 holds, not a path.
+  exec 4< "$tmp"
+  { [ "$(readlink /proc/self/fd/4)" = "$(cwd)/$tmp" ] && [ -f /proc/self/fd/4 ]; } ||
+    { rm -f -- "$tmp"; exit ${EXIT.symlink}; }
+  chmod 644 /proc/self/fd/4
+  head -c "$3" > /proc/self/fd/4 || { rm -f -- "$tmp"; exit 1; }
+  [ "$(stat -L -c %s /proc/self/fd/4)" = "$3" ] || { rm -f -- "$tmp"; exit ${EXIT.short}; }
+  # -T: rename(2) onto NAME itself (a file or a link is replaced, a directory refused), never
+  # into the directory NAME might have become since.
+  exec mv -f -T -- "$tmp" "$name" ;;
 delete)
   [ -n "$rel" ] || exit ${EXIT.root}
-  parent=$(dirname -- "$rel"); [ "$parent" = . ] && parent=
-  resolve "$parent"; [ -d "$r" ] || exit ${EXIT.missing}
-  t="$r/$(basename -- "$rel")"
-  [ -e "$t" ] || [ -L "$t" ] || exit ${EXIT.missing}
-  exec rm -rf -- "$t" ;;
+  split "$rel"; walk "$parent"
+  [ -e "$name" ] || [ -L "$name" ] || exit ${EXIT.missing}
+  # The entry itself (a link is removed, not followed), relative to the directory entered.
+  exec rm -rf -- "./$name" ;;
 *) exit 2 ;;
 esac`;
 }
@@ -86,6 +125,11 @@ export function filesError(
   switch (code) {
     case EXIT.outside:
       return new CodedError("INVALID_ARGUMENT", `${shown} leads out of ${WORKSPACE_ROOT} through a symlink`);
+    case EXIT.symlink:
+      return new CodedError(
+        "INVALID_ARGUMENT",
+        `${shown} goes through a symlink; writes and deletes follow none (one could lead out of ${WORKSPACE_ROOT})`,
+      );
     case EXIT.missing:
       return notFound(path);
     case EXIT.isDir:

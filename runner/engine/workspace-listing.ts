@@ -1,7 +1,7 @@
 /**
- * A directory listing as both engines answer it (runner/docker/workspace-files.ts reads the entries from
- * the engine's tar stream, runner/kubernetes/workspace-files.ts from the sidecar's `find`): one shape,
- * one order, whatever the source.
+ * A directory listing as both engines answer it (both from the files script's `find`:
+ * runner/docker/workspace-files.ts in a git-image container, runner/kubernetes/workspace-files.ts in
+ * the sidecar): one shape, one order.
  */
 import type { WorkspaceEntry, WorkspaceEntryType } from "../../contracts/workspace-files.ts";
 

@@ -54,7 +54,13 @@ import { fastCreateKubernetes, releaseRunnerFields } from "./fast-create.ts";
 import { PodFailures } from "./pod-failure.ts";
 import { probeAdapter } from "../engine/adapter-probe.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
-import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "../engine/driver.ts";
+import type {
+  AgentOutput,
+  AgentProcess,
+  EngineDriver,
+  ProvisionResult,
+  ProvisionSecrets,
+} from "../engine/driver.ts";
 
 type Placement = { namespace: string; name: string };
 
@@ -191,7 +197,7 @@ export class KubernetesDriver implements EngineDriver {
   async provision(
     containerName: string,
     spec: SessionSpec,
-    secrets: { credentials: Record<string, string>; adapterToken: string },
+    secrets: ProvisionSecrets,
   ): Promise<ProvisionResult> {
     if (workloadName(spec.namespace, spec.name) !== containerName) {
       throw new CodedError(
@@ -236,8 +242,8 @@ export class KubernetesDriver implements EngineDriver {
       (await this.#fastCreate(containerName, scaled, secrets, key));
     if (fast) {
       // Seeded once: on a resume the checkout is there and nothing is fetched.
-      await this.workspace?.seed(containerName, spec, secrets.credentials);
-      return fast;
+      const seededCommit = await this.workspace?.seed(containerName, spec, secrets.repoCredentials ?? {});
+      return seededCommit ? { ...fast, seededCommit } : fast;
     }
     // A changed spec recreates the pod (strategy Recreate): that deletion is ours.
     this.#quiet.add(containerName);
@@ -253,11 +259,12 @@ export class KubernetesDriver implements EngineDriver {
       const endpoint = outputs.endpoint && (await this.#waitServing(containerName, outputs.endpoint));
       if (endpoint) this.#endpoints.set(containerName, endpoint);
       // Once, before any agent session starts in it: a seeded checkout is never fetched again.
-      await this.workspace?.seed(containerName, spec, secrets.credentials);
+      const seededCommit = await this.workspace?.seed(containerName, spec, secrets.repoCredentials ?? {});
       return {
         containerName,
         endpoint: endpoint || outputs.endpoint,
         resolvedImageDigest: outputs.resolvedImageDigest,
+        ...(seededCommit ? { seededCommit } : {}),
       };
     } finally {
       this.#quiet.delete(containerName);
@@ -769,6 +776,13 @@ export class KubernetesDriver implements EngineDriver {
   }
 
   watch(onExit: OnExit): Promise<() => void> {
-    return watchPodExits(this.#kc, this.#core, this.namespace, (name) => this.#quiet.has(name), onExit);
+    return watchPodExits(
+      this.#kc,
+      this.#core,
+      this.namespace,
+      (name) => this.#quiet.has(name),
+      onExit,
+      this.#log,
+    );
   }
 }

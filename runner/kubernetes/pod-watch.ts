@@ -10,13 +10,69 @@ import {
   type V1Status,
   Watch,
 } from "@kubernetes/client-node";
+import { CodedError } from "../../contracts/errors.ts";
 import { WORKSPACE_CONTAINER } from "../../contracts/session-pod.ts";
 import { Labels, workloadName } from "../../contracts/session-spec.ts";
 import type { ExitReason } from "../engine/driver.ts";
+import type { DriverLog } from "../engine/fast-path.ts";
 
 export type OnExit = (containerName: string, reason: ExitReason, detail: string) => void;
 
 const WATCH_RETRY_MS = 1000;
+
+/** How long a starting runner waits for the API server to answer its first list. */
+export const API_SERVER_START_WAIT_MS = 60_000;
+
+/**
+ * `first()` retried while the API server cannot be reached (a connection refused or cut, the
+ * answer "fetch failed"): a runner pod may start before the cluster's network routes its service
+ * address, or while the API server restarts. An API server that answers with an error (401, 403)
+ * fails at once. Past `waitMs` the error names the server and what to check.
+ */
+export async function whenApiServerAnswers<T>(
+  first: () => Promise<T>,
+  options: { server: string; log: DriverLog; waitMs?: number; retryMs?: number },
+): Promise<T> {
+  const deadline = Date.now() + (options.waitMs ?? API_SERVER_START_WAIT_MS);
+  let delay = options.retryMs ?? 500;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await first();
+    } catch (error) {
+      if (isApiError(error)) throw error;
+      const cause = unreachableCause(error);
+      if (Date.now() + delay > deadline)
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `the runner cannot start: the Kubernetes API server at ${options.server} did not answer (${cause}); ` +
+            "check the kubeconfig's server address (KUBECONFIG, or in a pod its service account and " +
+            "KUBERNETES_SERVICE_HOST) and that this machine or pod can reach it",
+        );
+      options.log("warn", "the Kubernetes API server did not answer; retrying", {
+        server: options.server,
+        attempt,
+        error: cause,
+      });
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 5_000);
+    }
+  }
+}
+
+/** An answer from the API server (an ApiException or a watch's HTTP error): it is reachable. */
+function isApiError(e: unknown): boolean {
+  if (typeof e !== "object" || e === null) return false;
+  const { code, statusCode } = e as { code?: unknown; statusCode?: unknown };
+  return typeof code === "number" || typeof statusCode === "number";
+}
+
+/** "fetch failed" says nothing: its cause (ECONNREFUSED 10.0.0.1:443) says what happened. */
+function unreachableCause(e: unknown): string {
+  const error = e as { message?: unknown; cause?: { code?: unknown; message?: unknown } };
+  const cause = error?.cause;
+  if (cause && typeof cause === "object") return String(cause.code ?? cause.message ?? error.message);
+  return String(error?.message ?? e);
+}
 
 /** True when `e` is an API error (ApiException) or a watch's HTTP error with this status code. */
 export function isApiStatus(e: unknown, code: number): boolean {
@@ -135,6 +191,7 @@ export async function watchPodExits(
   namespace: string,
   quiet: (containerName: string) => boolean,
   onExit: OnExit,
+  log: DriverLog,
 ): Promise<() => void> {
   const exits = new PodExits((name) => quiet(name), onExit);
   const labelSelector = `${Labels.managedBy}=agent-sessions`;
@@ -187,7 +244,10 @@ export async function watchPodExits(
       },
     );
   };
-  await subscribe(true);
+  // The first list waits for an API server that does not answer yet; the watch itself retries.
+  const server = kc.getCurrentCluster()?.server ?? "(the kubeconfig's server)";
+  await whenApiServerAnswers(() => relist(true), { server, log });
+  await subscribe(false).catch(() => schedule(WATCH_RETRY_MS));
   return () => {
     stopped = true;
     if (retry) clearTimeout(retry);

@@ -8,18 +8,19 @@
  * command line nor the API server's audit log. The scripts, their inputs and git's errors are the
  * same on every engine (runner/engine/repo-scripts.ts).
  */
-import { CodedError } from "../../contracts/errors.ts";
 import { WORKSPACE_CONTAINER, WORKSPACE_SCRATCH } from "../../contracts/session-pod.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
 import {
   DIFF_SCRIPT,
   GIT_BASE_ENV,
-  NOT_SEEDED_EXIT,
   SEED_SCRIPT,
   SEED_TIMEOUT_MS,
+  diffFailed,
+  diffInputs,
   gitError,
   seedFailed,
   seedInputs,
+  seededCommitOf,
 } from "../engine/repo-scripts.ts";
 import { openStdin, type PodExec } from "./exec.ts";
 
@@ -36,7 +37,9 @@ export type SidecarPod = () => Promise<string>;
 
 /**
  * Seeds the workspace from `spec.repo` unless it already was (no-op without a repo), from inside
- * the pod. FAILED_PRECONDITION (details.reason RepoCloneFailed) with git's error when the fetch or
+ * the pod. Resolves to the commit this seed fetched, undefined when it fetched nothing (no repo,
+ * or seeded before): the provision returns it, and the server keeps it for the diff.
+ * FAILED_PRECONDITION (details.reason RepoCloneFailed) with git's error when the fetch or
  * checkout fails.
  */
 export async function seedWorkspaceRepo(
@@ -44,9 +47,9 @@ export async function seedWorkspaceRepo(
   sidecarPod: SidecarPod,
   spec: SessionSpec,
   credentials: Record<string, string>,
-): Promise<void> {
+): Promise<string | undefined> {
   const repo = spec.repo;
-  if (!repo) return;
+  if (!repo) return undefined;
   const { env, secrets } = seedInputs(repo, repo.url, credentials);
   const lines = [...GIT_BASE_ENV.filter((e) => !e.startsWith("HOME=")), ...env];
   const pod = await sidecarPod();
@@ -55,7 +58,11 @@ export async function seedWorkspaceRepo(
     stdin,
   });
   stdin.write(`${lines.length}\n${lines.join("\n")}\n`);
-  run.stdout.resume();
+  // The script's only stdout is its `seeded <commit>` line (bounded all the same).
+  let stdout = "";
+  run.stdout.on("data", (chunk: Buffer) => {
+    if (stdout.length < 1_000) stdout += chunk.toString("utf8");
+  });
   let timer: NodeJS.Timeout | undefined;
   const code = await Promise.race([
     run.exit,
@@ -63,7 +70,7 @@ export async function seedWorkspaceRepo(
       timer = setTimeout(() => resolve("timeout"), SEED_TIMEOUT_MS);
     }),
   ]).finally(() => clearTimeout(timer));
-  if (code === 0) return;
+  if (code === 0) return seededCommitOf(stdout);
   if (code === "timeout") run.close();
   const why =
     code === "timeout"
@@ -73,21 +80,24 @@ export async function seedWorkspaceRepo(
 }
 
 /**
- * `git diff` of `/workspace/<path>` against its seeded commit, untracked files included, streamed.
- * FAILED_PRECONDITION when the path holds no seeded checkout. Needs a Ready pod: a stopped session
- * is FAILED_PRECONDITION, as for the files.
+ * `git diff` of `/workspace/<path>` against `seededCommit` (the commit the server recorded from
+ * the seed), untracked files included, streamed. FAILED_PRECONDITION when the path holds no
+ * checkout with that commit. Needs a Ready pod: a stopped session is FAILED_PRECONDITION, as for
+ * the files.
  */
 export async function workspaceRepoDiff(
   exec: PodExec,
   sidecarPod: SidecarPod,
   containerName: string,
   path: string,
+  seededCommit: string,
   signal?: AbortSignal,
 ): Promise<AsyncIterable<Buffer>> {
+  const env = diffInputs(path, seededCommit);
   const pod = await sidecarPod();
   const run = await exec.stream(pod, WORKSPACE_CONTAINER, [
     "env",
-    `SEED_PATH=${path}`,
+    ...env,
     `DIFF_SCRATCH=${WORKSPACE_SCRATCH}`,
     "/bin/sh",
     "-c",
@@ -102,12 +112,6 @@ export async function workspaceRepoDiff(
       run.close();
     }
     const code = await run.exit;
-    if (code === NOT_SEEDED_EXIT)
-      throw new CodedError(
-        "FAILED_PRECONDITION",
-        `workspace ${containerName} holds no checkout seeded from a repository at /workspace/${path}`,
-      );
-    if (code !== 0)
-      throw new CodedError("INTERNAL", `git diff failed: ${gitError(run.stderr(), [], "\0", "")}`);
+    if (code !== 0) throw diffFailed(code, run.stderr(), containerName, path, seededCommit);
   })();
 }

@@ -100,12 +100,31 @@ export class KubernetesWorkspaceFiles implements WorkspaceFiles {
   }
 
   /** Needs a Ready pod: a stopped session is FAILED_PRECONDITION, as for the files. */
-  diff(containerName: string, path: string, signal?: AbortSignal): Promise<AsyncIterable<Buffer>> {
-    return workspaceRepoDiff(this.#exec, () => this.#pod(containerName), containerName, path, signal);
+  diff(
+    containerName: string,
+    path: string,
+    seededCommit: string,
+    signal?: AbortSignal,
+  ): Promise<AsyncIterable<Buffer>> {
+    return workspaceRepoDiff(
+      this.#exec,
+      () => this.#pod(containerName),
+      containerName,
+      path,
+      seededCommit,
+      signal,
+    );
   }
 
-  /** Seeds the workspace from `spec.repo` unless it already was (runner/kubernetes/repo-seed.ts). */
-  seed(containerName: string, spec: SessionSpec, credentials: Record<string, string>): Promise<void> {
+  /**
+   * Seeds the workspace from `spec.repo` unless it already was (runner/kubernetes/repo-seed.ts);
+   * the commit this seed fetched, undefined when it fetched nothing.
+   */
+  seed(
+    containerName: string,
+    spec: SessionSpec,
+    credentials: Record<string, string>,
+  ): Promise<string | undefined> {
     return seedWorkspaceRepo(this.#exec, () => this.#pod(containerName), spec, credentials);
   }
 

@@ -20,7 +20,7 @@ function hangingEngine(stopped: string[]): WorkspaceFiles {
     read: async () => (async function* () {})(),
     write: async () => {},
     delete: async () => true,
-    diff: async (_c, _p, signal) => ({
+    diff: async (_c, _p, _commit, signal) => ({
       async *[Symbol.asyncIterator]() {
         yield Buffer.from("diff --git a/x b/x\n");
         await until("diff", signal);
@@ -28,6 +28,48 @@ function hangingEngine(stopped: string[]): WorkspaceFiles {
     }),
   };
 }
+
+const SEEDED = "a".repeat(40);
+
+describe("a workspace diff's baseline (issue 34 item 12)", () => {
+  /** An engine that records the commit each diff was asked against. */
+  function recordingEngine(asked: string[]): WorkspaceFiles {
+    return {
+      ...hangingEngine([]),
+      diff: async (_c, _p, commit) => {
+        asked.push(commit);
+        return (async function* () {})();
+      },
+    };
+  }
+  const diffOf = (seeded?: string) => ({
+    kind: "workspace_read" as const,
+    container_name: "c",
+    path: "repo",
+    what: "diff" as const,
+    relay_id: "r",
+    max_bytes: 1e6,
+    ...(seeded ? { seeded_commit: seeded } : {}),
+  });
+  const sink = { chunk: () => {}, buffered: () => 0 };
+
+  it("is the commit the server sent", async () => {
+    const asked: string[] = [];
+    const commands = new WorkspaceCommands(recordingEngine(asked), mkdtempSync(join(tmpdir(), "wc-")));
+    await commands.read(diffOf(SEEDED), sink);
+    expect(asked).toEqual([SEEDED]);
+  });
+
+  it("is never looked for in the workspace: without one the diff is FAILED_PRECONDITION and the engine is not asked", async () => {
+    const asked: string[] = [];
+    const commands = new WorkspaceCommands(recordingEngine(asked), mkdtempSync(join(tmpdir(), "wc-")));
+    await expect(commands.read(diffOf(), sink)).rejects.toMatchObject({
+      code: "FAILED_PRECONDITION",
+      message: expect.stringMatching(/no seeded commit/),
+    });
+    expect(asked).toEqual([]);
+  });
+});
 
 const deadline = () => new CodedError("DEADLINE_EXCEEDED", "past its deadline");
 
@@ -37,7 +79,15 @@ describe("workspace commands past their deadline", () => {
     const commands = new WorkspaceCommands(hangingEngine(stopped), mkdtempSync(join(tmpdir(), "wc-")));
     const controller = new AbortController();
     const reading = commands.read(
-      { kind: "workspace_read", container_name: "c", path: "", what: "diff", relay_id: "r", max_bytes: 1e6 },
+      {
+        kind: "workspace_read",
+        container_name: "c",
+        path: "",
+        what: "diff",
+        relay_id: "r",
+        max_bytes: 1e6,
+        seeded_commit: SEEDED,
+      },
       { chunk: () => {}, buffered: () => 0 },
       controller.signal,
     );

@@ -96,7 +96,13 @@ export class WorkspaceCommands {
     let source: AsyncIterable<Buffer>;
     if (c.what === "diff") {
       if (!engine.diff) throw new CodedError("UNIMPLEMENTED", "this runner's engine has no workspace diff");
-      source = await engine.diff(c.container_name, c.path, signal);
+      // The baseline comes from the server, never from the checkout (issue 34 item 12).
+      if (!c.seeded_commit)
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `no seeded commit was given for the diff of workspace ${c.container_name}: the server recorded none`,
+        );
+      source = await engine.diff(c.container_name, c.path, c.seeded_commit, signal);
     } else source = await engine.read(c.container_name, c.path, c.what, c.max_bytes, signal);
     const aborted = new Promise<never>((_, reject) => {
       if (signal?.aborted) reject(signal.reason);
@@ -154,7 +160,7 @@ export class WorkspaceCommands {
     const file = join(this.#dir, c.upload_id);
     let staging = this.#uploads.get(c.upload_id);
     if (c.abort) {
-      if (staging) this.#drop(c.upload_id, staging);
+      if (staging) await this.#drop(c.upload_id, staging);
       return { size: 0 };
     }
     const data = Buffer.from(c.data, "base64");
@@ -164,7 +170,7 @@ export class WorkspaceCommands {
         `an upload piece holds at most ${WORKSPACE_CHUNK_BYTES} bytes`,
       );
     if (c.seq === 0) {
-      if (staging) this.#drop(c.upload_id, staging);
+      if (staging) await this.#drop(c.upload_id, staging);
       this.#admit(c.container_name);
       // Counted before the first await: pieces of other uploads arrive meanwhile.
       staging = {
@@ -180,7 +186,7 @@ export class WorkspaceCommands {
         await mkdir(this.#dir, { recursive: true, mode: 0o700 });
         await writeFile(file, data, { mode: 0o600 });
       } catch (error) {
-        this.#drop(c.upload_id, staging);
+        await this.#drop(c.upload_id, staging);
         throw error;
       }
     } else {
@@ -205,7 +211,7 @@ export class WorkspaceCommands {
       await engine.write(c.container_name, c.path, { size, open: () => createReadStream(file) });
       return { size };
     } finally {
-      this.#drop(c.upload_id, staging);
+      await this.#drop(c.upload_id, staging);
     }
   }
 
@@ -235,21 +241,22 @@ export class WorkspaceCommands {
 
   /** Drops every staged upload (the runner stops). */
   close(): void {
-    for (const [id, s] of this.#uploads) this.#drop(id, s);
+    for (const [id, s] of this.#uploads) void this.#drop(id, s);
   }
 
   #expiry(uploadId: string): NodeJS.Timeout {
     const timer = setTimeout(() => {
       const s = this.#uploads.get(uploadId);
-      if (s) this.#drop(uploadId, s);
+      if (s) void this.#drop(uploadId, s);
     }, this.#limits.uploadIdleMs);
     timer.unref();
     return timer;
   }
 
-  #drop(uploadId: string, staging: Staging): void {
+  /** Frees the place at once; the promise settles once the staging file is gone. */
+  #drop(uploadId: string, staging: Staging): Promise<void> {
     clearTimeout(staging.timer);
     this.#uploads.delete(uploadId);
-    void rm(staging.file, { force: true }).catch(() => undefined);
+    return rm(staging.file, { force: true }).catch(() => undefined);
   }
 }

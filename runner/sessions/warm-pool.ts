@@ -40,7 +40,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { CodedError } from "../../contracts/errors.ts";
 import type { Logger } from "../../contracts/log.ts";
-import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import type { GatewayGrant, RunnerCommand } from "../../contracts/runner-protocol.ts";
 import { type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
 import type { EngineDriver } from "../engine/driver.ts";
 
@@ -66,7 +66,15 @@ export interface PrestartedAgents {
 }
 
 export type WarmPoolOptions = {
-  driver: Pick<EngineDriver, "provision" | "remove">;
+  /** Provisions with the Agent's credentials and its gateway grant: the runner gives the entry gateway tokens instead (runner/gateway/session-gateway.ts). */
+  driver: {
+    provision(
+      containerName: string,
+      spec: SessionSpec,
+      secrets: { credentials: Record<string, string>; adapterToken: string; gateway?: GatewayGrant },
+    ): ReturnType<EngineDriver["provision"]>;
+    remove: EngineDriver["remove"];
+  };
   agents: PrestartedAgents;
   log: Logger;
   /** Where unclaimed entries are listed (a restart destroys them). */
@@ -235,6 +243,7 @@ export class WarmPool {
       const r = await this.#o.driver.provision(containerName, spec, {
         credentials: want.credentials,
         adapterToken,
+        ...(want.gateway ? { gateway: want.gateway } : {}),
       });
       await this.#o.agents.prestart(containerName, spec.agentCommand);
       this.#busy.delete(containerName);

@@ -6,13 +6,18 @@
  * when the model call fails.
  */
 import { startTurnAdapter } from "../kit/adapter-entry.ts";
+import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
 import { makeUndumpable } from "./no-dump.ts";
 import { CompassSession } from "./session.ts";
 import { compassSettings } from "./settings.ts";
 
+// Before anything else: from here on the token is in this process's memory only (Bun has
+// process.execve too), whether or not PID 1 is made undumpable below.
+adapterTokenOutOfEnvironment();
+
 // PID 1's /proc files stay readable to its own uid unless COMPASS_UNDUMPABLE=true: the conformance
 // suite reads /proc/1/cwd to see the workload's cwd, and an undumpable PID 1 refuses that. The
-// price: a bash tool may read the key from /proc/1/environ (the seed-004 agent is undumpable).
+// price: a bash tool may read /proc/1/environ, which holds gateway tokens and no secret of the adapter's (the seed-004 agent is undumpable).
 if (process.env.COMPASS_UNDUMPABLE === "true") makeUndumpable();
 const settings = compassSettings();
 const session = new CompassSession(settings, "harness");

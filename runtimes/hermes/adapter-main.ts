@@ -9,9 +9,13 @@ import { startTurnAdapter } from "../kit/adapter-entry.ts";
 import { requireModel } from "../kit/turn.ts";
 import { hermesAgentSettings, startHermes } from "./hermes-agent.ts";
 import { runPrompt } from "./prompt-run.ts";
+import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
 
 /** The ACP session the adapter keeps on the volume (the exec'd agent, runtimes/hermes/agent.ts, has its own). */
 const USE = "harness";
+
+// Before anything else: from here on the token is in this process's memory only.
+adapterTokenOutOfEnvironment();
 
 const settings = hermesAgentSettings();
 const hermes = await startHermes(settings, USE);

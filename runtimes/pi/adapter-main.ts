@@ -9,9 +9,13 @@ import { startTurnAdapter } from "../kit/adapter-entry.ts";
 import { requireModel } from "../kit/turn.ts";
 import { piAgentSettings, startPi } from "./pi-agent.ts";
 import { runPrompt } from "./prompt-run.ts";
+import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
 
 /** The session the adapter keeps on the volume (the exec'd agent, runtimes/pi/agent.ts, has its own). */
 const SESSION_ID = "harness";
+
+// Before anything else: from here on the token is in this process's memory only.
+adapterTokenOutOfEnvironment();
 
 const settings = piAgentSettings();
 const pi = await startPi(settings, SESSION_ID);

@@ -12,6 +12,10 @@ import { readFileSync, writeFileSync } from "node:fs";
 import type { ServerResponse } from "node:http";
 import type { Usage } from "../../contracts/adapter.ts";
 import { type AgentReply, adapterEnv, startAdapterServer } from "../kit/adapter-server.ts";
+import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
+
+// Before anything else: from here on the token is in this process's memory only.
+adapterTokenOutOfEnvironment();
 
 const adapter = adapterEnv();
 const env = {

@@ -18,7 +18,7 @@ mkdir -p "$TB_BIN" "$TB_RUN" "$TB_LOG" "$TB_SRC" "$TB_STATE"
 # Where clients reach the engines. Printed by `testbed env` for `eval`.
 export DOCKER_HOST=unix://$TB_RUN/docker.sock
 export PULUMI_HOME=$TB_HOME/pulumi-home
-export KUBECONFIG=$TB_HOME/kubernetes/admin.kubeconfig
+# (KUBECONFIG: the cluster's, kubernetes.sh's TB_KC_KUBECONFIG.)
 export TB_REGISTRY=127.0.0.1:5000
 export PULUMI_SKIP_UPDATE_CHECK=1
 export GOPATH=${TB_GOPATH:-$TB_HOME/gopath}

@@ -20,7 +20,6 @@
  * p50 is nearest-rank. On Kubernetes the sessions and the floor pods live in a namespace of their
  * own, deleted at the end.
  */
-import { execFileSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -61,13 +60,11 @@ function makeDrivers(): { full: Driver; fast: Driver } {
     };
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  // The runner runs on the node here: the pods see it at the test bed bridge's address (1.20), or
-  // at the host link's, which the 1.35 test bed exports as AGENT_SESSIONS_RUNNER_CIDR.
-  const bridge = execFileSync("ip", ["-4", "-o", "addr", "show", "dev", "asbr0"], { encoding: "utf8" }).match(
-    /inet (\d+\.\d+\.\d+\.\d+)\//,
-  )?.[1];
-  const cidr = process.env.AGENT_SESSIONS_RUNNER_CIDR ?? (bridge ? `${bridge}/32` : undefined);
-  const options = { namespace: k8sNamespace, ...(cidr ? { runnerCidr: cidr } : {}) };
+  // The runner runs on the host here: the pods see it at the host link's address, which the test
+  // bed's env exports as AGENT_SESSIONS_RUNNER_CIDR.
+  const cidr = process.env.AGENT_SESSIONS_RUNNER_CIDR;
+  if (!cidr) throw new Error('AGENT_SESSIONS_RUNNER_CIDR is not set: eval "$(scripts/testbed env)"');
+  const options = { namespace: k8sNamespace, runnerCidr: cidr };
   return {
     full: new KubernetesDriver(kc, manager, { ...options, fastPath: false }),
     fast: new KubernetesDriver(kc, manager, { ...options, fastPath: true, fastCreate: true }),

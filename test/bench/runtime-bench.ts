@@ -18,13 +18,11 @@
  * server on our bridge. Each run creates one new session and deletes it. Nearest-rank p50; with
  * few runs the figures are a range, not a distribution.
  */
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { type Engine, type EngineProbe, dockerProbe, kubernetesProbe } from "../support/engine-probes.ts";
 import { dockerClient } from "../support/session-harness.ts";
-import { BRIDGE_IP, System, until } from "../support/system.ts";
-import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
-import { startModelServer } from "../fixtures/model-server.ts";
+import { startSessionModelServer, System, until } from "../support/system.ts";
+import { applyTestbedEnv, builtImage, sessionHostAddress } from "../support/testbed.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
@@ -68,8 +66,8 @@ async function imageSize(image: string): Promise<number> {
   return info.Size;
 }
 
-/** Resident memory of the dockerd container (a Kubernetes pod's container is one too, via dockershim). */
-async function rssOf(container: string): Promise<number> {
+/** Resident memory of a Docker session's container, as dockerd's stats report it. */
+async function dockerRss(container: string): Promise<number> {
   const stats = (await dockerClient().getContainer(container).stats({ stream: false })) as {
     memory_stats?: { stats?: { rss?: number; anon?: number } };
   };
@@ -78,21 +76,18 @@ async function rssOf(container: string): Promise<number> {
   return rss;
 }
 
-/** The dockerd container of a workload: the container itself, or the Ready pod's adapter container. */
-async function engineContainer(engine: Engine, workload: string): Promise<string> {
-  if (engine === "docker") return workload;
-  const stdout = execFileSync(
-    "docker",
-    ["ps", "-q", "--filter", "label=io.kubernetes.container.name=adapter", "--format", "{{.ID}} {{.Names}}"],
-    { encoding: "utf8" },
-  );
-  const prefix = `k8s_adapter_${`${workload}-`.slice(0, 58)}`;
-  const id = stdout
-    .split("\n")
-    .map((l) => l.split(" "))
-    .find(([, name]) => name?.startsWith(prefix))?.[0];
-  if (!id) throw new Error(`no adapter container of ${workload} on the node`);
-  return id;
+/**
+ * Resident memory of a workload: dockerd's stats on Docker; on Kubernetes (containerd) the adapter
+ * container's own memory cgroup, read inside it (`rss` on cgroup v1, `anon` on v2).
+ */
+async function rssOf(engine: Engine, probe: EngineProbe, workload: string): Promise<number> {
+  if (engine === "docker") return dockerRss(workload);
+  const stat = await probe
+    .exec(workload, ["cat", "/sys/fs/cgroup/memory/memory.stat"])
+    .catch(() => probe.exec(workload, ["cat", "/sys/fs/cgroup/memory.stat"]));
+  const line = stat.split("\n").find((l) => /^(rss|anon) \d+$/.test(l));
+  if (!line) throw new Error(`no rss in the memory.stat of ${workload}`);
+  return Number(line.split(" ")[1]);
 }
 
 async function firstToken(system: System, name: string, id: string): Promise<number> {
@@ -118,7 +113,8 @@ type Row = { runtime: string; engine: Engine; ready: number[]; token: number[]; 
 async function benchEngine(engine: Engine, rows: Row[]): Promise<void> {
   if (engine === "kubernetes") applyTestbedEnv();
   const probe: EngineProbe = engine === "docker" ? dockerProbe() : await kubernetesProbe("agent-sessions");
-  const model = await startModelServer(BRIDGE_IP, 0);
+  const model = await startSessionModelServer(engine);
+  const host = sessionHostAddress(engine);
   process.env.BENCH_MODEL_KEY = `sk-bench-${randomBytes(8).toString("hex")}`;
   const extra: Record<string, string> = {};
   for (const runtime of runtimes)
@@ -141,7 +137,7 @@ async function benchEngine(engine: Engine, rows: Row[]): Promise<void> {
           runtimeRef: runtime,
           credentials: [{ name: "MODEL_API_KEY", secretRef: { env: "BENCH_MODEL_KEY" } }],
           model: { baseUrl: model.url, name: "tiny" },
-          egress: [{ cidr: `${BRIDGE_IP}/32`, port: model.port }],
+          egress: [{ cidr: `${host}/32`, port: model.port }],
         },
       });
       for (let run = 0; run < runs; run++) {
@@ -172,8 +168,7 @@ async function benchEngine(engine: Engine, rows: Row[]): Promise<void> {
             if (i > 0) row.token.push(t);
           }
           await new Promise((r) => setTimeout(r, 5_000));
-          if (await probe.running(workload))
-            row.rss.push(await rssOf(await engineContainer(engine, workload)));
+          if (await probe.running(workload)) row.rss.push(await rssOf(engine, probe, workload));
         } finally {
           await system.call("DELETE", `${SESSIONS}/${name}`);
         }

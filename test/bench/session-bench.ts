@@ -32,10 +32,10 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { pendingRecordings } from "../../stacks/recording.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
-import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
+import type { ModelServer } from "../fixtures/model-server.ts";
 import { dockerProbe, type EngineProbe, kubernetesProbe } from "../support/engine-probes.ts";
 import { dockerClient, uniqueName } from "../support/session-harness.ts";
-import { BRIDGE_IP, type Json, System } from "../support/system.ts";
+import { type Json, startSessionModelServer, System } from "../support/system.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 const { values: flags, positionals } = parseArgs({
@@ -184,7 +184,7 @@ async function engineFloor(): Promise<number> {
 }
 
 try {
-  model = await startModelServer(BRIDGE_IP, 0);
+  model = await startSessionModelServer(engine);
   probe = engine === "docker" ? dockerProbe() : await kubernetesProbe("agent-sessions");
   for (const system of Object.values(systems)) {
     await system.startServer();

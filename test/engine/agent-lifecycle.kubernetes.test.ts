@@ -65,11 +65,12 @@ describe("a live session pod, as the API server and its container report it", ()
         await sh("test -e /var/run/secrets/kubernetes.io/serviceaccount && echo present || echo absent")
       ).trim(),
     ).toBe("absent");
-    // Nor a token in its environment: the only *TOKEN* variable is the adapter's own. The kubelet
-    // always injects the API server's address (KUBERNETES_SERVICE_HOST…), which grants nothing
-    // without a token; enableServiceLinks off keeps every other Service's address out.
+    // Nor a token in the environment its adapter (PID 1) runs with: not even the adapter's own,
+    // which it took out of it (runtimes/kit/adapter-token.ts). The kubelet always injects the API
+    // server's address (KUBERNETES_SERVICE_HOST…), which grants nothing without a token;
+    // enableServiceLinks off keeps every other Service's address out.
     const names = (await lifecycle.probe().processEnv(container)).map((line) => line.split("=")[0]);
-    expect(names.filter((n) => n?.includes("TOKEN"))).toEqual(["ADAPTER_TOKEN"]);
+    expect(names.filter((n) => n?.includes("TOKEN"))).toEqual([]);
     expect(names.filter((n) => n?.endsWith("_SERVICE_HOST"))).toEqual(["KUBERNETES_SERVICE_HOST"]);
   });
 

@@ -216,7 +216,7 @@ describe("the control plane with two server replicas over PostgreSQL, deployed b
     const removed = await rpc(front, "RemoveAgentWorkspace", { container_name: name });
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     provisioned.delete(name);
-    // Foreground deletion: on 1.20 the Deployment goes once the kubelet has let its pod go.
+    // Foreground deletion: the Deployment goes once the kubelet has let its pod go.
     await until(
       "the session's Deployment to be gone",
       () => isGone(() => k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name })),

@@ -10,9 +10,8 @@
  * (runner/kubernetes/driver.ts), so the stack uses it without creating or deleting it
  * (createSessionsNamespace=false); the control plane's own namespace is unique per run.
  *
- * Runs on the default 1.20 cluster, and on the 1.35 one with AGENT_SESSIONS_TESTBED_KUBERNETES=current
- * (scripts/testbed.d/KUBERNETES-CURRENT.md): there NetworkPolicy is enforced and Pod Security admits
- * only `restricted` pods in the sessions namespace.
+ * On the test bed's 1.35 cluster (scripts/testbed.d/KUBERNETES.md) NetworkPolicy is enforced and Pod
+ * Security admits only `restricted` pods in the sessions namespace.
  */
 import { randomBytes } from "node:crypto";
 import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
@@ -118,7 +117,7 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
     adminToken = String(outputs.adminToken?.value);
     expect(outputs.adminToken?.secret).toBe(true);
     expect(outputs.namespace?.value).toBe(NS);
-    // A ClusterIP of the cluster's Service CIDR (10.214.0.0/24 on 1.20, 10.215.0.0/24 on 1.35).
+    // A ClusterIP of the cluster's Service CIDR (10.215.0.0/24 on the test bed).
     expect(serverUrl).toMatch(new RegExp(`^http://${servicePrefix.replaceAll(".", "\\.")}\\.\\d+:8787$`));
 
     const server = await podOf("server");
@@ -223,7 +222,7 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
     const removed = await timed("remove", () => rpc("RemoveAgentWorkspace", { container_name: name }));
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     provisioned.delete(name);
-    // Foreground deletion: on 1.20 the Deployment goes once the kubelet has let its pod go.
+    // Foreground deletion: the Deployment goes once the kubelet has let its pod go.
     await until(
       "the session's Deployment to be gone",
       () => isGone(() => k8s.apps.readNamespacedDeployment({ namespace: SESSIONS_NS, name })),
@@ -375,8 +374,7 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
 
     // Both pods meet Pod Security `restricted`, the level of the sessions namespace: asked to
     // enforce it on the control plane's namespace (server dry run), 1.35 names every running pod
-    // that would violate it ("existing pods in namespace … violate …", with the fields). 1.20 has
-    // no PodSecurity admission: there the dry run proves nothing and passes.
+    // that would violate it ("existing pods in namespace … violate …", with the fields).
     const restricted = await kubectl(
       ...["label", "--dry-run=server", "--overwrite", "namespace", NS],
       ...Object.entries(SESSIONS_NAMESPACE_POD_SECURITY).map(([key, value]) => `${key}=${value}`),

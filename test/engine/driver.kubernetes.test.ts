@@ -7,7 +7,6 @@
  * stack recorded in the background) and leave the stack without drift once settled, and remove
  * leaves no object behind. Everything is checked through the API.
  */
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,13 +28,7 @@ import { isPodReady, KubernetesDriver } from "../../runner/kubernetes/driver.ts"
 import { StackManager } from "../../stacks/index.ts";
 import { KUBERNETES_STOPPED_WITHIN_MS } from "../support/engine-probes.ts";
 import { expectNoStackDrift } from "../support/stack-drift.ts";
-import {
-  applyTestbedEnv,
-  kubernetesCurrent,
-  kubernetesNode,
-  referenceImage,
-  sessionHostAddress,
-} from "../support/testbed.ts";
+import { applyTestbedEnv, kubernetesNode, referenceImage, sessionHostAddress } from "../support/testbed.ts";
 import { untilSeconds as until } from "../support/until.ts";
 
 applyTestbedEnv();
@@ -67,9 +60,7 @@ const timings: Record<string, number> = {};
  * What a user checks after a remove: the stack is gone, and so is every object the session had.
  * Service, NetworkPolicy and Secret go at once. The Deployment and the PVC are deleted in the
  * foreground: at once they are gone or marked for deletion, and the Deployment is gone once its
- * pods are, which the 1.20 kubelet may take a while to finish (seen: a pod scaled down just
- * before the remove still terminating; the Deployment listed with `replicas: 0`) — within the
- * bound the engine probes give a stopped pod.
+ * pods are — within the bound the engine probes give a stopped pod.
  */
 async function expectRemoved(labelSelector: string, name: string): Promise<void> {
   expect(await stacks.exists(sessionNamespace, name)).toBe(false);
@@ -144,15 +135,9 @@ async function sessionPods(): Promise<V1Pod[]> {
 }
 
 /** The test bed bridge's address (`ip`, since Node lists no interface without carrier). */
+/** Where pods see the host's runner: the host end of the cluster's link (NetworkPolicy enforced). */
 function bridgeAddress(): string {
-  // The 1.35 cluster (AGENT_SESSIONS_TESTBED_KUBERNETES=current): pods see the host's runner at
-  // the host end of the cluster's link, and its NetworkPolicy is enforced.
-  if (kubernetesCurrent()) return sessionHostAddress("kubernetes");
-  const out = execFileSync("ip", ["-4", "-o", "addr", "show", "dev", "asbr0"], { encoding: "utf8" });
-  const address = out.match(/inet (\d+\.\d+\.\d+\.\d+)\//)?.[1];
-  if (!address)
-    throw new Error("no IPv4 address on the test bed bridge asbr0: run scripts/testbed up docker");
-  return address;
+  return sessionHostAddress("kubernetes");
 }
 
 function spec(): SessionSpec {
@@ -604,8 +589,6 @@ describe("the Kubernetes fast create and fast heal on a real cluster", () => {
     expect(error?.details?.reason).toBe("ImagePullFailed");
     expect(error?.message).toContain(missing);
     await fastDriver.remove(fastContainer);
-    // The 1.20 kubelet keeps a pod that never started its container until its container GC
-    // (about a minute; seen: still listed 59 s after the remove), and its Deployment with it.
     await expectRemoved(fastSelector, fastName);
   });
 

@@ -59,8 +59,6 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
   const LEGACY = `${CHAT}-legacy`;
   /** A session bound to an Agent that does not exist. */
   const ORPHAN = `${CHAT}-orphan`;
-  /** A session whose Agent names a server variable the server does not offer to sessions. */
-  const LEAKY = `${CHAT}-leaky`;
   const READY_S = options.readySeconds ?? 180;
   const RUNTIME = options.runtime ?? "reference";
   /** Only the reference adapter sends the model nothing but the conversation (word counts known). */
@@ -233,18 +231,6 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       modelAgent("runner-agent", model, { runtimeRef: "oneshot" }),
     );
     expect(runAgent.status).toBe(201);
-    // Agents that name a server variable the server does not offer: a session one, a one-shot one.
-    for (const [name, runtimeRef] of [
-      ["leaky", "reference"],
-      ["leaky-run", "oneshot"],
-    ] as const) {
-      const leaky = await system.call(
-        "PUT",
-        `${NS}/agents/${name}`,
-        modelAgent(name, model, { runtimeRef, secretEnv: "E2E_UNLISTED_SECRET" }),
-      );
-      expect(leaky.status).toBe(201);
-    }
   });
 
   const logs: { server: string[]; runner: string[] } = { server: [], runner: [] };
@@ -260,7 +246,7 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
   afterAll(async () => {
     probe?.close(); // only the pod watch: the probe's other checks still answer
     // Best effort: never leave a stack behind a failed run.
-    for (const name of [CHAT, LEGACY, ORPHAN, LEAKY])
+    for (const name of [CHAT, LEGACY, ORPHAN])
       await system?.call("DELETE", `${SESSIONS}/${name}`).catch(() => undefined);
     await system?.stop();
     await model?.close();
@@ -451,11 +437,15 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       });
     });
 
-    it("only the Agent's allowed credential reaches the session, never a GET, a log or the stack state", async () => {
+    it("the session holds a gateway token in place of the Agent's credential; the credential is never in a GET, a log or the stack state", async () => {
       const env = await probe.processEnv(container);
-      expect(env).toContain(`MODEL_API_KEY=${SECRET}`);
+      // The credential's name, a token of the session's own as its value (runner/gateway/).
+      expect(env.find((e) => e.startsWith("MODEL_API_KEY="))).toMatch(
+        /^MODEL_API_KEY=asgw_[A-Za-z0-9_-]{43}$/,
+      );
+      expect(env.join("\n")).not.toContain(SECRET);
       expect(env.join("\n")).not.toContain(UNLISTED);
-      // The model saw the credential: the session used it.
+      // The model saw the credential: the gateway put it in for the session.
       expect(model.authHeaders).toContain(`Bearer ${SECRET}`);
       const reads = [
         await system.call("GET", `${SESSIONS}/${CHAT}`),
@@ -655,40 +645,31 @@ export function harnessSessionScenarios(options: HarnessScenarioOptions): void {
       expect((await system.call("DELETE", `${SESSIONS}/${ORPHAN}`)).status).toBe(200);
     });
 
-    it("a credential naming a server variable the server does not offer fails with reason Invalid, naming it, never its value", async () => {
-      const put = await system.call("PUT", `${SESSIONS}/${LEAKY}`, {
-        apiVersion: API,
-        kind: "HarnessSession",
-        metadata: { name: LEAKY },
-        spec: { agentRef: "leaky", runtimeRef: "reference" },
-      });
-      expect(put.status).toBe(201);
-      const failed = await phase("Failed", LEAKY, 30);
-      expect(failed.status.conditions[0]).toMatchObject({
-        type: "Ready",
-        status: "False",
-        reason: "Invalid",
-      });
-      expect(failed.status.conditions[0].message).toMatch(
-        /^credential MODEL_API_KEY of Agent default\/leaky refers to environment variable E2E_UNLISTED_SECRET, which the server does not offer to sessions/,
-      );
-      expect(failed.status.containerName).toBeUndefined();
-      expect(await probe.workloadsNamed("leaky")).toEqual([]);
-      expect(JSON.stringify(await system.call("GET", `${SESSIONS}/${LEAKY}`))).not.toContain(UNLISTED);
-      expect((await system.call("DELETE", `${SESSIONS}/${LEAKY}`)).status).toBe(200);
-      // The same rule for a one-shot run: refused before anything runs.
-      const run = await system.call("POST", `${NS}/agentruns`, {
-        apiVersion: API,
-        kind: "AgentRun",
-        metadata: { name: "leaky-1" },
-        spec: { agentRef: "leaky-run", input: "hello" },
-      });
-      expect(run.status).toBe(412);
-      expect(run.body.code).toBe("FAILED_PRECONDITION");
-      expect(run.body.message).toMatch(
-        /credential MODEL_API_KEY of Agent default\/leaky-run refers to environment variable E2E_UNLISTED_SECRET/,
-      );
-      expect(JSON.stringify(run.body)).not.toContain(UNLISTED);
+    it("a credential naming a server variable the server does not offer is refused when the Agent is written, naming it, never its value", async () => {
+      // A session Agent and a one-shot one alike: 400 naming the field, nothing stored or made.
+      // (A variable that stops being offered after the write is refused at provision: proxy/lifecycle/credential-offer.test.ts.)
+      for (const [name, runtimeRef] of [
+        ["leaky", "reference"],
+        ["leaky-run", "oneshot"],
+      ] as const) {
+        const put = await system.call(
+          "PUT",
+          `${NS}/agents/${name}`,
+          modelAgent(name, model, { runtimeRef, secretEnv: "E2E_UNLISTED_SECRET" }),
+        );
+        expect(put.status).toBe(400);
+        expect(put.body.code).toBe("INVALID_ARGUMENT");
+        expect(put.body.details.field_violations).toEqual([
+          {
+            field: "spec.credentials.0.secretRef.env",
+            description: expect.stringMatching(
+              /^credential MODEL_API_KEY refers to environment variable E2E_UNLISTED_SECRET, which the server does not offer to sessions/,
+            ),
+          },
+        ]);
+        expect(JSON.stringify(put.body)).not.toContain(UNLISTED);
+        expect((await system.call("GET", `${NS}/agents/${name}`)).status).toBe(404);
+      }
       expect(await probe.workloadsNamed("leaky")).toEqual([]);
       const logs = [...(system.server?.logs ?? []), ...(system.runner?.logs ?? [])].join("");
       expect(logs).not.toContain(UNLISTED);

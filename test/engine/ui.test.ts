@@ -155,7 +155,10 @@ describe("web UI in headless Chromium (real system)", () => {
     // Status fields move without a reload.
     await expect.poll(() => row().locator('[data-field="requests"]').textContent()).toBe("1");
     await expect.poll(() => page.textContent('[data-field="last outcome"]')).toBe("succeeded");
-    await expect.poll(() => page.textContent('[data-field="total tokens (in/out)"]')).toBe("2/5");
+    // Counted by the model gateway from the model server's own answer, the adapter's claim apart.
+    await expect.poll(() => page.textContent('[data-field="model tokens (in/out)"]')).toBe("2/5");
+    await expect.poll(() => page.textContent('[data-field="counted by"]')).toBe("the model gateway");
+    await expect.poll(() => page.textContent('[data-field="adapter claimed (in/out)"]')).toBe("2/5");
 
     // A slow reply: the page shows part of it before the end (delta by delta, not at once).
     const words = "one two three four five six seven eight nine ten";

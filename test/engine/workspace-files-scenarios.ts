@@ -22,6 +22,12 @@ export type ScenarioOptions = {
   probe: () => EngineProbe | Promise<EngineProbe>;
   /** Appended to every session name: the cluster and the repository's Pulumi.<stack>.yaml files are shared. */
   suffix?: string;
+  /**
+   * A writable directory outside /workspace where the files API's commands run (Docker: the
+   * workload's /tmp; Kubernetes: the sidecar's /scratch), and a way to run sh there: the swap
+   * race's links point at it, and it is where a write that escaped would land.
+   */
+  outside: { dir: string; sh: (container: string, script: string) => Promise<string> };
 };
 
 export function workspaceFilesScenarios(options: ScenarioOptions): void {
@@ -176,6 +182,46 @@ export function workspaceFilesScenarios(options: ScenarioOptions): void {
       expect((await raw("DELETE", `${FILES}/files/etc-link`)).status).toBe(200);
       expect(await probe.exec(container, ["ls", "/etc"])).toContain("passwd");
     });
+
+    it("a write or delete racing an agent that swaps a directory for a symlink never lands outside /workspace (issue 34 item 17)", async () => {
+      const out = options.outside.dir;
+      await options.outside.sh(container, `: > ${out}/victim.txt && rm -f ${out}/evil-*`);
+      // The agent's side: race/dir flips between a real directory and a link to `out` as fast as
+      // it can, until the test drops race/stop.
+      await probe.exec(container, [
+        "sh",
+        "-c",
+        `rm -rf /workspace/race && mkdir -p /workspace/race/real && cd /workspace/race && (while [ ! -e stop ]; do rm -f dir; mv real dir; : > dir/victim.txt; mv dir real; ln -s ${out} dir; done) </dev/null >/dev/null 2>&1 &`,
+      ]);
+      const statuses: number[] = [];
+      const failures: string[] = [];
+      const attempt = async (method: string, path: string, body?: string) => {
+        const r = await raw(method, path, body);
+        statuses.push(r.status);
+        if (![200, 201, 400, 404].includes(r.status))
+          failures.push(`${method} ${r.status} ${r.bytes.toString()}`);
+      };
+      try {
+        for (let i = 0; i < 60; i++) {
+          await attempt("PUT", `${FILES}/files/race/dir/evil-${i}`, "evil\n");
+          await attempt("DELETE", `${FILES}/files/race/dir/victim.txt`);
+        }
+      } finally {
+        await probe.exec(container, ["sh", "-c", ": > /workspace/race/stop"]);
+      }
+      const outside = (await options.outside.sh(container, `ls -A ${out}`)).split(/\s+/);
+      // Some requests won the race and acted in the real directory: the race ran.
+      expect(statuses).toContain(201);
+      expect({
+        escaped: outside.filter((name) => name.startsWith("evil-")),
+        victim: outside.includes("victim.txt"),
+      }).toEqual({
+        escaped: [],
+        victim: true,
+      });
+      // Refusals are the files API's own 400 (a symlink) or 404 (missing just then), never a 500.
+      expect(failures).toEqual([]);
+    }, 180_000);
 
     it("an upload over the limit is 413 RESOURCE_EXHAUSTED and leaves no file", async () => {
       const r = await raw("PUT", `${FILES}/files/too-big.bin`, randomBytes(MAX_BYTES + 1));

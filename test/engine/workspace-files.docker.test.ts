@@ -2,4 +2,11 @@
 import { dockerProbe } from "../support/engine-probes.ts";
 import { workspaceFilesScenarios } from "./workspace-files-scenarios.ts";
 
-workspaceFilesScenarios({ engine: "docker", probe: () => dockerProbe() });
+const probe = dockerProbe();
+
+workspaceFilesScenarios({
+  engine: "docker",
+  probe: () => probe,
+  // The files API acts in the workload container: outside /workspace its writable place is /tmp.
+  outside: { dir: "/tmp", sh: (container, script) => probe.exec(container, ["sh", "-c", script]) },
+});

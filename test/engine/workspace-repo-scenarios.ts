@@ -6,10 +6,13 @@
  * Agent's egress): on Docker in a short-lived container of the runner's git image, on Kubernetes
  * in the pod's `workspace` sidecar of it. A change made through the files API shows in the diff,
  * exactly, also after a stop and a resume (nothing cloned again), and so does one a real agent
- * (compass, its write tool called by the loopback model) makes.
+ * (compass, its write tool called by the loopback model) makes, and one the agent committed and
+ * pointed the checkout's seed ref at (issue 34 item 12).
  */
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ModelServer } from "../fixtures/model-server.ts";
@@ -44,7 +47,7 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
   let model: ModelServer;
   let probe: EngineProbe;
 
-  async function raw(method: string, path: string, body?: string) {
+  async function raw(method: string, path: string, body?: string | Uint8Array) {
     const res = await fetch(`${system.url}${path}`, {
       method,
       headers: { authorization: `Bearer ${system.adminToken}` },
@@ -236,6 +239,61 @@ export function workspaceRepoScenarios(options: RepoScenarioOptions): void {
       await phase(n("seeded"), "Ready");
       expect(await probe.readFile(container, "/workspace/fixture/src/hello.txt")).toBe("hello\nchanged\n");
       expect((await raw("GET", DIFF)).text).toBe(diffAfterUpload);
+    });
+
+    it("a change the agent committed, with the checkout's seed ref moved to that commit, still shows in the diff (issue 34 item 12)", async () => {
+      const FILES = `${SESSIONS}/${n("seeded")}/workspace/files/fixture`;
+      const readme = await raw("GET", `${FILES}/README.md`);
+      expect(readme.status).toBe(200);
+      expect((await raw("PUT", `${FILES}/README.md`, `${readme.text}malicious\n`)).status).toBe(201);
+      // What an agent does with its write tool alone: a commit of everything it changed, its
+      // objects written into .git/objects, and refs/agent-sessions/seed pointed at it. Made here
+      // with the host's git on a copy of the checkout, then written through the files API.
+      const work = mkdtempSync(join(tmpdir(), "seed-ref-"));
+      try {
+        const tar = await fetch(`${system.url}${SESSIONS}/${n("seeded")}/workspace:archive?path=fixture`, {
+          headers: { authorization: `Bearer ${system.adminToken}` },
+        });
+        expect(tar.status).toBe(200);
+        writeFileSync(join(work, "fixture.tar"), Buffer.from(await tar.arrayBuffer()));
+        execFileSync("tar", ["--no-same-owner", "-xf", "fixture.tar"], { cwd: work });
+        const copy = join(work, "fixture");
+        const objects = join(copy, ".git", "objects");
+        const looseObjects = () =>
+          new Set(
+            readdirSync(objects)
+              .filter((d) => /^[0-9a-f]{2}$/.test(d))
+              .flatMap((d) => readdirSync(join(objects, d)).map((f) => `${d}/${f}`)),
+          );
+        const before = looseObjects();
+        const hostGit = (...args: string[]) =>
+          execFileSync("git", ["-c", "user.name=agent", "-c", "user.email=agent@example", ...args], {
+            cwd: copy,
+            env: { PATH: process.env.PATH, HOME: work, GIT_CONFIG_NOSYSTEM: "1" },
+            encoding: "utf8",
+          }).trim();
+        hostGit("add", "-A");
+        hostGit("commit", "-q", "-m", "nothing to see");
+        const commit = hostGit("rev-parse", "HEAD");
+        for (const object of looseObjects())
+          if (!before.has(object))
+            expect(
+              (await raw("PUT", `${FILES}/.git/objects/${object}`, readFileSync(join(objects, object))))
+                .status,
+            ).toBe(201);
+        expect((await raw("PUT", `${FILES}/.git/refs/agent-sessions/seed`, `${commit}\n`)).status).toBe(201);
+        expect((await raw("GET", `${FILES}/.git/refs/agent-sessions/seed`)).text).toBe(`${commit}\n`);
+      } finally {
+        rmSync(work, { recursive: true, force: true });
+      }
+      const diff = await raw("GET", DIFF);
+      expect(diff.status).toBe(200);
+      expect(diff.text.match(/^diff --git .*$/gm)).toEqual([
+        "diff --git a/README.md b/README.md",
+        "diff --git a/new.txt b/new.txt",
+        "diff --git a/src/hello.txt b/src/hello.txt",
+      ]);
+      expect(diff.text.match(/^[+-][^+-].*$/gm)).toEqual(["+malicious", "+brand new", "+changed"]);
     });
 
     it("a real agent's tool call is a diffed change: compass writes a file with its write tool, the diff shows exactly it", async () => {

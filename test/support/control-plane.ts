@@ -150,7 +150,7 @@ export async function podOf(k8s: KubeClients, namespace: string, component: stri
 export async function prepareCluster(k8s: KubeClients, sessionsNamespace: string): Promise<string> {
   // A runner pod reaches the API server through the `kubernetes` Service; on the test bed the
   // API server listens on loopback, and the cluster's script relays the bridge address to it
-  // (kubernetes.sh: <asbr0>:6443; kubernetes-current.sh: 10.216.0.1:16443 in its namespace).
+  // (scripts/testbed.d/kubernetes.sh: 10.216.0.1:16443 in its network namespace).
   const endpoints = await k8s.core.readNamespacedEndpoints({ namespace: "default", name: "kubernetes" });
   const apiAddresses = (endpoints.subsets ?? []).flatMap((s) => s.addresses ?? []);
   if (apiAddresses.length === 0)
@@ -160,8 +160,8 @@ export async function prepareCluster(k8s: KubeClients, sessionsNamespace: string
     );
   const apiService = await k8s.core.readNamespacedService({ namespace: "default", name: "kubernetes" });
   await ensureNamespace(k8s.core, sessionsNamespace);
-  // Pod Security admits only `restricted` pods there (1.35; inert on 1.20, which has no PodSecurity
-  // admission). The runner may not patch namespaces, so it cannot do this itself.
+  // Pod Security admits only `restricted` pods there. The runner may not patch namespaces, so it
+  // cannot do this itself.
   await k8s.core.patchNamespace(
     { name: sessionsNamespace, body: { metadata: { labels: SESSIONS_NAMESPACE_POD_SECURITY } } },
     setHeaderOptions("Content-Type", PatchStrategy.MergePatch),

@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startModelServer } from "../fixtures/model-server.ts";
@@ -88,6 +89,27 @@ export function writeLogTails(system: Pick<System, "server" | "runner"> | undefi
     );
 }
 
+/** The engine a runner's arguments name (`--engine kubernetes`); docker, the runner's default, else. */
+function engineOf(args: string[]): "docker" | "kubernetes" {
+  const i = args.indexOf("--engine");
+  return (i >= 0 && args[i + 1] === "kubernetes") || args.includes("--engine=kubernetes")
+    ? "kubernetes"
+    : "docker";
+}
+
+/** The first of `ports` on `host` nothing listens on now (it is listened on, then closed). */
+async function freePort(host: string, ports: number[]): Promise<number> {
+  for (const port of ports) {
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createServer();
+      probe.once("error", () => resolve(false));
+      probe.listen(port, host, () => probe.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error(`no free port on ${host} among ${ports[0]}…${ports.at(-1)}`);
+}
+
 export class System {
   readonly dataDir: string;
   server: Proc | undefined;
@@ -111,7 +133,8 @@ export class System {
     this.cli = checkout === undefined ? cli : join(checkout, "bin", "agent-sessions");
   }
 
-  env(): Record<string, string> {
+  /** `engine`: the runner these variables start (its model gateway listens where its sessions see the host). */
+  env(engine: "docker" | "kubernetes" = "docker"): Record<string, string> {
     const pi = join(testbedHome, "state", "pi-image.json");
     const compass = join(testbedHome, "state", "compass-image.json");
     const hermes = join(testbedHome, "state", "hermes-image.json");
@@ -133,8 +156,26 @@ export class System {
       ]
         .map((host) => `${host}/32:1024-65535`)
         .join(","),
+      // The runner's model gateway where its sessions reach this machine: the Docker bridge (any
+      // port), or the cluster's link, whose host guard admits a port range only.
+      AGENT_SESSIONS_GATEWAY_ADDRESS:
+        engine === "docker" ? `${sessionHostAddress("docker")}:0` : (this.#kubernetesGateway ?? ""),
       ...this.extraEnv,
     };
+  }
+
+  /** The Kubernetes runners' gateway address: a port of the link guard's range free when first asked. */
+  #kubernetesGateway: string | undefined;
+
+  /** The variables of a runner of `engine`, its gateway address chosen first on Kubernetes. */
+  async #runnerEnv(engine: "docker" | "kubernetes"): Promise<Record<string, string>> {
+    if (engine === "kubernetes" && this.#kubernetesGateway === undefined) {
+      // From the top of the range down: the tests' model servers take it from the bottom up.
+      const host = sessionHostAddress("kubernetes");
+      const port = await freePort(host, [...sessionHostPorts("kubernetes")].reverse());
+      this.#kubernetesGateway = `${host}:${port}`;
+    }
+    return { ...this.env(engine), AGENT_SESSIONS_RUNNER_TOKEN: this.runnerToken };
   }
 
   async startServer(): Promise<void> {
@@ -180,7 +221,7 @@ export class System {
         "e2e",
         ...extraArgs,
       ],
-      { ...this.env(), AGENT_SESSIONS_RUNNER_TOKEN: this.runnerToken },
+      await this.#runnerEnv(engineOf(extraArgs)),
       /runner attached/,
       this.cli,
     );
@@ -190,7 +231,7 @@ export class System {
    * One more runner process, apart from `runner` (several-runner tests): its own `--name` and data
    * dir (`runner-<name>`), `extraArgs` such as `--capacity 2 --label zone=a`. The caller stops it.
    */
-  launchRunner(name: string, extraArgs: string[] = []): Promise<Proc> {
+  async launchRunner(name: string, extraArgs: string[] = []): Promise<Proc> {
     return launch(
       [
         "runner",
@@ -202,7 +243,7 @@ export class System {
         name,
         ...extraArgs,
       ],
-      { ...this.env(), AGENT_SESSIONS_RUNNER_TOKEN: this.runnerToken },
+      await this.#runnerEnv(engineOf(extraArgs)),
       /runner attached/,
     );
   }

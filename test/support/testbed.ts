@@ -55,50 +55,48 @@ export function applyTestbedEnv(): void {
 export const registry = "127.0.0.1:5000";
 
 /**
- * Which Kubernetes cluster the engine tests use: the default 1.20 one (`scripts/testbed up
- * kubernetes`), or with `AGENT_SESSIONS_TESTBED_KUBERNETES=current` the 1.35 one (`scripts/testbed
- * up kubernetes-current`, scripts/testbed.d/KUBERNETES-CURRENT.md), whose facts `scripts/testbed
- * env` then prints. Read when asked (after `applyTestbedEnv`), never at import.
+ * A fact `scripts/testbed env` prints about the cluster (scripts/testbed.d/kubernetes.sh), read
+ * when asked (after `applyTestbedEnv`), never at import; missing means the env was not applied.
  */
-export function kubernetesCurrent(): boolean {
-  return process.env.AGENT_SESSIONS_TESTBED_KUBERNETES === "current";
+function clusterFact(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: eval "$(scripts/testbed env)" (or applyTestbedEnv())`);
+  return value;
 }
 
 /** The test bed's kubectl for its cluster (never the machine's). */
 export function kubectlPath(): string {
-  return process.env.AGENT_SESSIONS_TESTBED_KUBECTL ?? join(testbedHome, "kubernetes", "bin", "kubectl");
+  return clusterFact("AGENT_SESSIONS_TESTBED_KUBECTL");
 }
 
 /** The name of the cluster's one node. */
 export function kubernetesNode(): string {
-  return process.env.AGENT_SESSIONS_TESTBED_KUBERNETES_NODE ?? "testbed";
+  return clusterFact("AGENT_SESSIONS_TESTBED_KUBERNETES_NODE");
 }
 
 /** Where the hostPath provisioner makes PV directories. */
 export function kubernetesPvDir(): string {
-  return process.env.AGENT_SESSIONS_TESTBED_KUBERNETES_PV_DIR ?? "/tmp/hostpath_pv";
+  return clusterFact("AGENT_SESSIONS_TESTBED_KUBERNETES_PV_DIR");
 }
 
-/** The Docker bridge's address: Docker sessions (and 1.20's pods, on that bridge) reach the host there. */
+/** The Docker bridge's address: Docker sessions reach the host there. */
 export const DOCKER_BRIDGE_IP = "10.213.0.1";
 
 /**
  * The host address a session of `engine` reaches host services at (the test model server, the git
- * server): the Docker bridge's, or on the 1.35 cluster the host end of its link (pods have no route
- * to the bridge; the link's host guard admits the model-server port range and the git port only).
+ * server): the Docker bridge's, or the host end of the cluster's link (pods have no route to the
+ * bridge; the link's host guard admits the model-server port range and the git port only).
  */
 export function sessionHostAddress(engine: "docker" | "kubernetes"): string {
-  return engine === "kubernetes"
-    ? (process.env.AGENT_SESSIONS_TESTBED_KUBERNETES_HOST ?? DOCKER_BRIDGE_IP)
-    : DOCKER_BRIDGE_IP;
+  return engine === "kubernetes" ? clusterFact("AGENT_SESSIONS_TESTBED_KUBERNETES_HOST") : DOCKER_BRIDGE_IP;
 }
 
 /**
  * Ports a test's host service for sessions of `engine` may listen on: any (0) on the Docker bridge;
- * on the 1.35 cluster's link the range its host guard admits (scripts/testbed.d/kubernetes-current.sh
+ * on the cluster's link the range its host guard admits (scripts/testbed.d/kubernetes.sh
  * TB_KC_HOST_PORTS).
  */
 export function sessionHostPorts(engine: "docker" | "kubernetes"): number[] {
-  if (sessionHostAddress(engine) === DOCKER_BRIDGE_IP) return [0];
+  if (engine === "docker") return [0];
   return Array.from({ length: 11499 - 11434 + 1 }, (_, i) => 11434 + i);
 }

@@ -52,6 +52,8 @@ async function startRunner() {
     AGENT_SESSIONS_SERVER_URL: t.server.url,
     AGENT_SESSIONS_RUNNER_TOKEN: RUNNER_TOKEN,
     AGENT_SESSIONS_RUNNER_DATA_DIR: dataDir,
+    // The model gateway on loopback: the test Agent has a model.
+    AGENT_SESSIONS_GATEWAY_ADDRESS: "127.0.0.1:0",
     AGENT_SESSIONS_RUNNER_NAME: "embedded",
     AGENT_SESSIONS_ENGINE: "docker",
   });

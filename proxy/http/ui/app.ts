@@ -386,8 +386,10 @@ function renderDetail(): void {
     ["last request", st.lastRequestId ?? "—"],
     ["last outcome", st.lastRequestOutcome ?? "—"],
     ["last usage (in/out)", usageText(st.lastRequestUsage) || "—"],
-    ["total tokens (in/out)", `${u.inputTokens}/${u.outputTokens}`],
-    ["usage reported / unavailable", `${u.reportedRequests} / ${u.unavailableRequests}`],
+    ["model tokens (in/out)", `${u.inputTokens}/${u.outputTokens}`],
+    ["counted by", u.source === "gateway" ? "the model gateway" : "—"],
+    ["model calls reported / unavailable", `${u.reportedRequests} / ${u.unavailableRequests}`],
+    ["adapter claimed (in/out)", `${st.claimedUsage.inputTokens}/${st.claimedUsage.outputTokens}`],
     ["last activity", st.lastActivityTime ? new Date(st.lastActivityTime).toLocaleString() : "—"],
   ] as const;
   $("sel-status").replaceChildren(

@@ -85,6 +85,28 @@ export function describeHarnessStoreContract(backend: StoreBackend): void {
       });
     });
 
+    it("counts the gateway's model calls into the session on the workspace, apart from the adapter's claims, and keeps them across a reopen", async () => {
+      await store.setObserved("default", "chat", { container_name: "as-default-chat" });
+      const add = (usage: Usage) => store.addGatewayUsage("as-default-chat", usage);
+      expect(await add({ input_tokens: 100, output_tokens: 20 })).toEqual({
+        namespace: "default",
+        name: "chat",
+      });
+      await add({ input_tokens: 50, output_tokens: 5 });
+      await add("unavailable");
+      expect(await store.addGatewayUsage("as-nobody", { input_tokens: 1, output_tokens: 1 })).toBeUndefined();
+      await store.close();
+      store = await db.openHarnessStore();
+      expect(await store.getHarnessSession("default", "chat")).toMatchObject({
+        gateway_input_tokens: 150,
+        gateway_output_tokens: 25,
+        gateway_reported: 2,
+        gateway_unavailable: 1,
+        input_tokens: 0,
+        usage_reported: 0,
+      });
+    });
+
     it("loses no increment when four connections admit and settle 50 requests each at once", async () => {
       await store.setObserved("default", "chat", { phase: "Ready" });
       const connections = await Promise.all([0, 1, 2, 3].map(() => db.openHarnessStore()));

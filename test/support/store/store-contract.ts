@@ -59,6 +59,22 @@ export function describeStoreContract(backend: StoreBackend): void {
       expect(await store.listWorkspaces()).toHaveLength(1);
     });
 
+    it("keeps a workspace's seeded commit once recorded: an update without one leaves it (issue 34 item 12)", async () => {
+      const fresh = await store.insertWorkspace(workspace());
+      expect(fresh.seeded_commit).toBeUndefined();
+      const commit = "0123456789abcdef0123456789abcdef01234567";
+      expect(
+        await store.updateWorkspace("as-default-w", { status: "ready", seeded_commit: commit }),
+      ).toMatchObject({ status: "ready", seeded_commit: commit });
+      // A later provision fetched nothing (the checkout was there): the recorded one stays.
+      await store.updateWorkspace("as-default-w", { status: "provisioning" });
+      expect(await store.updateWorkspace("as-default-w", { status: "ready" })).toMatchObject({
+        seeded_commit: commit,
+      });
+      expect(await store.getWorkspace("as-default-w")).toMatchObject({ seeded_commit: commit });
+      expect(await store.listWorkspaces()).toMatchObject([{ seeded_commit: commit }]);
+    });
+
     it("binds a runner name to one credential hash: claimed once, replaced by an admin, deleted only when still current", async () => {
       expect(await store.claimRunnerCredential("r1", "h1")).toBe(true);
       expect(await store.claimRunnerCredential("r1", "h2")).toBe(false);

@@ -1,5 +1,5 @@
 /**
- * Enforcement on the 1.35 test-bed cluster (scripts/testbed.d/KUBERNETES-CURRENT.md), with real
+ * Enforcement on the test bed's 1.35 cluster (scripts/testbed.d/KUBERNETES.md), with real
  * sessions the product's Kubernetes driver provisions (stack, policy pack, NetworkPolicy):
  *
  * 1. a session pod reaches neither the server (a listener on the host end of the cluster's link
@@ -14,9 +14,7 @@
  *
  * Every "blocked" has a positive control that can fail: the same probe from the same pod reaches
  * the allowed endpoint, the target answers a pod without a policy (or the host), and our listeners
- * count who connected. NetworkPolicy is not enforced on the default 1.20 cluster, so this file is
- * not in the engine project (vitest.config.ts); it runs only with vitest.k135.config.ts under the
- * opt-in `AGENT_SESSIONS_TESTBED_KUBERNETES=current`, and fails at once on any other cluster.
+ * count who connected. It fails at once on a cluster that is not a Ready 1.35 node.
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -33,7 +31,6 @@ import { StackManager } from "../../stacks/index.ts";
 import {
   applyTestbedEnv,
   kubectlPath,
-  kubernetesCurrent,
   kubernetesNode,
   referenceImage,
   sessionHostAddress,
@@ -52,7 +49,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "k135-enforcement-"));
 const sessionA = `enf-a-${suffix}`;
 const sessionB = `enf-b-${suffix}`;
 const runnerPodName = "runner-stand-in";
-/** The host guard's chain (kubernetes-current.sh): its LOG rule counts what it refused. */
+/** The host guard's chain (scripts/testbed.d/kubernetes.sh): its LOG rule counts what it refused. */
 const linkGuardChain = "AGENT-SESSIONS-K135-INPUT";
 const GIT_RELAY_PORT = 8418;
 const PROBE_TIMEOUT_MS = 3000;
@@ -252,11 +249,7 @@ function restrictedPod(
 }
 
 beforeAll(async () => {
-  // Loud, never a skip: NetworkPolicy is only enforced on the 1.35 cluster.
-  if (!kubernetesCurrent())
-    throw new Error(
-      "this file needs the 1.35 cluster: scripts/testbed up kubernetes-current; export AGENT_SESSIONS_TESTBED_KUBERNETES=current (scripts/testbed.d/KUBERNETES-CURRENT.md)",
-    );
+  // Loud, never a skip: the cluster must be the test bed's 1.35 one (NetworkPolicy enforced).
   kc.loadFromDefault();
   core = kc.makeApiClient(CoreV1Api);
   const node = await core.readNode({ name: kubernetesNode() });

@@ -1,0 +1,82 @@
+import { ATTACHED_STATES } from "../lifecycle/session-states.ts";
+import type { SessionJournal } from "../lifecycle/session-journal.ts";
+import type { Logger } from "../observability/log.ts";
+import type { GatewayReport } from "../lifecycle/gateway-reports.ts";
+import type { HarnessStore } from "../store/harness-store.ts";
+import type { Store } from "../store/store.ts";
+
+export type GatewayAccountingOptions = {
+  harness: Pick<HarnessStore, "addGatewayUsage">;
+  store: Pick<Store, "listSessions">;
+  journal: Pick<SessionJournal, "append">;
+  log: Logger;
+};
+
+/**
+ * The session side of the runner's model gateway (issue 35), fed the reports the hub accepted
+ * (gateway-reports.ts): each model call counts into the HarnessSession on its workspace
+ * (`status.usage`), and a refused call becomes an `error` event of the workspace's agent session
+ * (`GET /v1/events`) with the refusal's reason and message.
+ */
+export class GatewayAccounting {
+  readonly #o: GatewayAccountingOptions;
+
+  constructor(options: GatewayAccountingOptions) {
+    this.#o = options;
+  }
+
+  readonly take = async (report: GatewayReport): Promise<void> => {
+    switch (report.kind) {
+      case "usage": {
+        const counted = await this.#o.harness.addGatewayUsage(
+          report.workspace.container_name,
+          report.report.usage,
+        );
+        // An RPC session's workspace has no HarnessSession: its calls show in the metrics only.
+        if (!counted)
+          this.#o.log("debug", "gateway usage for a workspace without a HarnessSession", {
+            container_name: report.workspace.container_name,
+          });
+        return;
+      }
+      case "refused": {
+        const sessionId = await this.#sessionOf(report.workspace.container_name);
+        if (sessionId === undefined) {
+          this.#o.log("warn", "gateway refusal for a workspace without an agent session; dropped", {
+            container_name: report.workspace.container_name,
+            reason: report.refusal.reason,
+          });
+          return;
+        }
+        await this.#o.journal.append(sessionId, {
+          type: "error",
+          payload: {
+            source: "gateway",
+            reason: report.refusal.reason,
+            message: withoutGatewayTokens(report.refusal.message),
+          },
+        });
+        return;
+      }
+      default: {
+        const exhaustive: never = report;
+        return exhaustive;
+      }
+    }
+  };
+
+  /** The agent session the workspace runs (else its latest): the one whose events a client follows. */
+  async #sessionOf(containerName: string): Promise<string | undefined> {
+    const sessions = await this.#o.store.listSessions({ containerName });
+    const attached = sessions.filter((s) => (ATTACHED_STATES as readonly string[]).includes(s.state));
+    return (attached.at(-1) ?? sessions.at(-1))?.session_id;
+  }
+}
+
+/**
+ * The gateway writes the message for the agent, not for the log; a token of the gateway
+ * (`asgw_…`) that found its way into it never reaches an event.
+ */
+export function withoutGatewayTokens(message: string): string {
+  return message.replace(/asgw_[A-Za-z0-9_-]+/g, "asgw_[redacted]");
+}
