@@ -45,6 +45,14 @@ export type DialOutcome =
   | { ok: true; channel: LinkChannel }
   | { ok: false; status: number; error: ApiErrorBody };
 
+/**
+ * How the server takes a runner link whose runner end is elsewhere (`serve`'s embedded runner in a
+ * worker thread, contracts/runner-port-channel.ts): the bearer checked as on the upgrade, then the
+ * hub speaks over `server`, the server's end; a refusal as `InProcessDial`'s.
+ */
+export type ChannelAdmission = (bearer: string, server: LinkChannel) => Promise<Admission>;
+export type Admission = { ok: true } | { ok: false; status: number; error: ApiErrorBody };
+
 type CloseListener = (code: number, reason: string) => void;
 
 /** One direction of the link: messages in order, their bytes, who takes them. */

@@ -1,7 +1,7 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
-import type { InProcessDial } from "../contracts/runner-channel.ts";
+import type { ChannelAdmission, InProcessDial } from "../contracts/runner-channel.ts";
 import { composeServer, type ServerOverrides } from "./compose-server.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
 import { RUNNER_CONNECT_PATH } from "./runners/runner-hub.ts";
@@ -25,6 +25,11 @@ export type RunningServer = {
    * link without the loopback socket, its bearer checked as on the WebSocket upgrade.
    */
   dialRunner: InProcessDial;
+  /**
+   * Where `serve`'s embedded runner in a worker thread is admitted: the server's end of its link
+   * (contracts/runner-port-channel.ts), its bearer checked as on the upgrade.
+   */
+  admitRunnerChannel: ChannelAdmission;
   /** Stops accepting, closes runner links and event streams, closes the store. */
   close(): Promise<void>;
 };
@@ -84,6 +89,7 @@ export async function startServer(
       return issued.credential;
     },
     dialRunner: (bearer) => hub.dialInProcess(bearer),
+    admitRunnerChannel: (bearer, channel) => hub.admitChannel(bearer, channel),
     close: () => composed.close(closeListener),
   };
 }

@@ -67,7 +67,7 @@ describe("runner config: capacity and labels", () => {
 });
 
 describe("runner config: the rest of the environment", () => {
-  it("defaults: docker on its socket, fast paths on, the in-process link, the host name", () => {
+  it("defaults: docker on its socket, fast paths on, the embedded runner on a worker thread, the host name", () => {
     expect(parseRunnerConfig(base)).toMatchObject({
       engine: "docker",
       dockerHost: "unix:///var/run/docker.sock",
@@ -75,7 +75,7 @@ describe("runner config: the rest of the environment", () => {
       gitImage: undefined,
       fastPath: true,
       fastCreate: true,
-      embeddedLink: "channel",
+      embeddedLink: "worker",
       allowInsecure: false,
       name: hostname(),
       kubernetes: { namespace: "agent-sessions" },
@@ -96,7 +96,15 @@ describe("runner config: the rest of the environment", () => {
       AGENT_SESSIONS_FAST_CREATE: "false",
       AGENT_SESSIONS_EMBEDDED_LINK: "ws",
     });
-    expect(other).toMatchObject({ fastPath: true, fastCreate: true, embeddedLink: "channel" });
+    expect(other).toMatchObject({ fastPath: true, fastCreate: true, embeddedLink: "worker" });
+    for (const [value, link] of [
+      ["in-process", "in-process"],
+      ["channel", "in-process"],
+      ["worker", "worker"],
+    ])
+      expect(parseRunnerConfig({ ...base, AGENT_SESSIONS_EMBEDDED_LINK: value })).toMatchObject({
+        embeddedLink: link,
+      });
   });
 
   it("reads the engine, its address, the kubeconfig and the git image", () => {

@@ -133,13 +133,22 @@ export const RunnerEnv = z
     /** `off`: a first create takes the full stack path instead of the fast one. @default on */
     AGENT_SESSIONS_FAST_CREATE: OnUnlessOff,
     /**
-     * `websocket`: `serve`'s embedded runner dials its server over a loopback WebSocket instead
-     * of the in-process channel (contracts/runner-channel.ts), to compare the two. @default channel
+     * How `serve`'s embedded runner runs and reaches its server: `worker`, on a thread of its
+     * own linked by a port (contracts/runner-port-channel.ts); `in-process` (or `channel`), on
+     * the server's thread linked in memory (contracts/runner-channel.ts); `websocket`, on the
+     * server's thread over a loopback WebSocket. The last two to compare. @default worker
      */
     AGENT_SESSIONS_EMBEDDED_LINK: z
       .string()
       .optional()
-      .transform((value): "channel" | "websocket" => (value === "websocket" ? "websocket" : "channel")),
+      .transform(
+        (value): EmbeddedLink =>
+          value === "websocket"
+            ? "websocket"
+            : value === "in-process" || value === "channel"
+              ? "in-process"
+              : "worker",
+      ),
     /** Longest line of an agent's stdout, in bytes; a longer one is dropped with an error frame. @default 262144 */
     AGENT_SESSIONS_AGENT_LINE_MAX_BYTES: z.coerce
       .number()
@@ -185,6 +194,9 @@ export const RunnerEnv = z
     if (insecure) ctx.addIssue({ code: "custom", path: ["AGENT_SESSIONS_SERVER_URL"], message: insecure });
   });
 
+/** AGENT_SESSIONS_EMBEDDED_LINK's choices. */
+export type EmbeddedLink = "worker" | "in-process" | "websocket";
+
 /** A runner variable's name. */
 export type RunnerVariable = keyof z.input<typeof RunnerEnv>;
 
@@ -223,7 +235,7 @@ export type RunnerConfig = {
   /** AGENT_SESSIONS_FAST_CREATE */
   fastCreate: boolean;
   /** AGENT_SESSIONS_EMBEDDED_LINK */
-  embeddedLink: "channel" | "websocket";
+  embeddedLink: EmbeddedLink;
   /** AGENT_SESSIONS_GATEWAY_ADDRESS: host unset until the engine's default is found (runner/main.ts). */
   gateway: { host: string | undefined; port: number };
 };

@@ -6,10 +6,12 @@ import { shippedImageSettings, testbedImage } from "../testbed-image.ts";
 const USAGE = "serve [--port 8787] [--data-dir DIR] [--engine docker|kubernetes] [--no-runner]";
 
 /**
- * `serve`: the server and, unless --no-runner, an embedded runner. The two share this process,
- * so the runner's link is an in-process channel (contracts/runner-channel.ts), not a loopback
- * WebSocket: the same protocol, one socket hop and its wake-ups fewer on every relayed request.
- * `AGENT_SESSIONS_EMBEDDED_LINK=websocket` keeps the loopback WebSocket (to compare the two).
+ * `serve`: the server and, unless --no-runner, an embedded runner. The two share this process;
+ * the runner runs on a worker thread of its own (bin/embedded-runner/thread.ts), so server and
+ * runner each have an event loop (and a core), linked by a port (contracts/runner-port-channel.ts)
+ * instead of a loopback WebSocket: the same protocol. `AGENT_SESSIONS_EMBEDDED_LINK=in-process`
+ * runs the runner on the server's thread linked in memory (contracts/runner-channel.ts),
+ * `websocket` on the server's thread over the loopback WebSocket (to compare them).
  */
 export const serve: Command = {
   name: "serve",
@@ -39,9 +41,8 @@ export const serve: Command = {
     process.stderr.write(
       `${JSON.stringify({ level: "info", msg: "server listening", url: server.url, dataDir: config.dataDir, adminTokenFile: config.adminTokenFile, credentialEnv: config.credentialEnv })}\n`,
     );
-    let runner: { stop(): void } | undefined;
+    let runner: { stop(): void | Promise<void> } | undefined;
     if (!values["no-runner"]) {
-      const { startRunner } = await import("../../runner/main.ts");
       let runnerConfig: Awaited<ReturnType<typeof embeddedRunnerConfig>>;
       try {
         runnerConfig = await embeddedRunnerConfig(process.env, {
@@ -57,10 +58,26 @@ export const serve: Command = {
         throw runnerSettingsError(error);
       }
       try {
-        runner = await startRunner(
-          runnerConfig,
-          runnerConfig.embeddedLink === "websocket" ? {} : { dial: server.dialRunner },
-        );
+        if (runnerConfig.embeddedLink === "worker") {
+          const { startRunnerThread } = await import("../embedded-runner/thread.ts");
+          const thread = await startRunnerThread(runnerConfig, server.admitRunnerChannel);
+          runner = thread;
+          // A runner thread that dies leaves a server whose sessions nobody runs: serve ends too,
+          // as it would if the runner shared its thread and threw.
+          void thread.ended.then(async (error) => {
+            process.stderr.write(
+              `${JSON.stringify({ level: "error", msg: "the embedded runner ended; the server stops", error: error.message })}\n`,
+            );
+            await server.close();
+            process.exit(1);
+          });
+        } else {
+          const { startRunner } = await import("../../runner/main.ts");
+          runner = await startRunner(
+            runnerConfig,
+            runnerConfig.embeddedLink === "websocket" ? {} : { dial: server.dialRunner },
+          );
+        }
       } catch (error) {
         // A server whose only runner cannot start would look healthy and keep every session
         // Pending (issue 34 item 2): it stops, and the CLI exits non-zero with the runner's reason.
@@ -69,7 +86,7 @@ export const serve: Command = {
       }
     }
     const shutdown = async () => {
-      runner?.stop();
+      await runner?.stop();
       await server.close();
       process.exit(0);
     };
@@ -86,8 +103,8 @@ const UNSPECIFIED_TO_LOOPBACK: Readonly<Record<string, string>> = { "0.0.0.0": "
 /**
  * The embedded runner's configuration, from the server it belongs to and the environment.
  *
- * Its link is in process (or, with AGENT_SESSIONS_EMBEDDED_LINK=websocket, a socket to this
- * process's own listener): it never leaves this machine, whatever address the server listens on
+ * Its link is in process (a port to a worker thread, or in memory; or, with
+ * AGENT_SESSIONS_EMBEDDED_LINK=websocket, a socket to this process's own listener): it never leaves this machine, whatever address the server listens on
  * (issue 34 item 1). Listening on every interface (`0.0.0.0`, `::`, as in a container) it dials
  * loopback; listening on one address of this machine, that address, which the server has just
  * bound, so the runner's "not on this machine and not TLS" refusal (runner/config.ts) does not

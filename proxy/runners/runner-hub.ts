@@ -2,7 +2,12 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { type RawData, WebSocketServer } from "ws";
 import { type ApiErrorBody, describeZodError, httpStatusOf } from "../../contracts/errors.ts";
-import { type DialOutcome, inProcessLink } from "../../contracts/runner-channel.ts";
+import {
+  type Admission,
+  type DialOutcome,
+  inProcessLink,
+  type LinkChannel,
+} from "../../contracts/runner-channel.ts";
 import {
   type GatewayRefusal,
   type GatewayUsageReport,
@@ -197,7 +202,18 @@ export class RunnerHub {
    * heartbeats, backpressure, close and the reattach window.
    */
   async dialInProcess(bearer: string): Promise<DialOutcome> {
-    const refuse = (error: ApiErrorBody): DialOutcome => ({
+    const { runner, server } = inProcessLink();
+    const admitted = await this.admitChannel(bearer, server);
+    return admitted.ok ? { ok: true, channel: runner } : admitted;
+  }
+
+  /**
+   * The same for a runner end elsewhere (`serve`'s embedded runner in a worker thread): `server` is
+   * the server's end of a link the caller made (contracts/runner-port-channel.ts); refused, the
+   * caller closes it.
+   */
+  async admitChannel(bearer: string, server: LinkChannel): Promise<Admission> {
+    const refuse = (error: ApiErrorBody): Admission => ({
       ok: false,
       status: httpStatusOf[error.code],
       error,
@@ -217,9 +233,8 @@ export class RunnerHub {
     });
     if (!outcome.ok) return refuse(outcome.error);
     if (this.#closing) return refuse({ code: "UNAVAILABLE", message: "the server is shutting down" });
-    const { runner, server } = inProcessLink();
     this.#onConnection((events) => channelRunnerSocket(server, events), outcome.identity);
-    return { ok: true, channel: runner };
+    return { ok: true };
   }
 
   async #authenticate(

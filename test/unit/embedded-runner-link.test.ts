@@ -1,11 +1,15 @@
 /**
  * `serve`'s embedded runner link: the real RunnerLink (runner/link/link.ts) dialing the real server
- * (proxy/main.ts) in process (contracts/runner-channel.ts), no socket. The protocol is the
- * WebSocket's (proxy/PROTOCOL.md): its sections are cited in the titles.
+ * (proxy/main.ts) in process, no socket: in memory (contracts/runner-channel.ts) and over a
+ * MessagePort (contracts/runner-port-channel.ts, what a runner on a worker thread gets; both ends
+ * here on one thread). The protocol is the WebSocket's (proxy/PROTOCOL.md): its sections are cited
+ * in the titles.
  */
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { afterEach, describe, expect, it } from "vitest";
-import type { LinkChannel } from "../../contracts/runner-channel.ts";
+import { MessageChannel } from "node:worker_threads";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { InProcessDial, LinkChannel } from "../../contracts/runner-channel.ts";
+import { portChannel } from "../../contracts/runner-port-channel.ts";
 import { RUNNER_PROTOCOL_VERSION, type RunnerCommand } from "../../contracts/runner-protocol.ts";
 import {
   ADMIN_TOKEN,
@@ -27,6 +31,23 @@ afterEach(async () => {
   await t?.close();
   t = undefined;
 });
+
+/** How the embedded runner dials in the tests running now. */
+let via: "memory" | "port" = "memory";
+
+/** The server's dial, in memory or, as bin/embedded-runner/ does across threads, over a port pair. */
+function dialOf(server: TestServer): InProcessDial {
+  if (via === "memory") return server.server.dialRunner;
+  return async (bearer) => {
+    const { port1, port2 } = new MessageChannel();
+    const admitted = await server.server.admitRunnerChannel(bearer, portChannel(port2));
+    if (!admitted.ok) {
+      port1.close();
+      return admitted;
+    }
+    return { ok: true, channel: portChannel(port1) };
+  };
+}
 
 type Embedded = { link: RunnerLink; commands: RunnerCommand[]; logs: string[] };
 
@@ -51,7 +72,7 @@ function embedded(
       labels: {},
       backoffBaseMs: 20,
       backoffMaxMs: 100,
-      dial: server.server.dialRunner,
+      dial: dialOf(server),
     },
     {
       sessions,
@@ -99,7 +120,7 @@ async function liveSession(server: TestServer): Promise<{ container: string; ses
 
 /** The raw channel an embedded runner gets, for messages RunnerLink would never send. */
 async function rawChannel(server: TestServer, bearer: string): Promise<LinkChannel> {
-  const dialed = await server.server.dialRunner(bearer);
+  const dialed = await dialOf(server)(bearer);
   if (!dialed.ok) throw new Error(`refused: ${dialed.status}`);
   return dialed.channel;
 }
@@ -108,7 +129,14 @@ function closeOf(channel: LinkChannel): Promise<number> {
   return new Promise((resolve) => channel.onClose((code) => resolve(code)));
 }
 
-describe("the embedded runner's in-process link", () => {
+describe.each([
+  ["in memory", "memory"],
+  ["over a MessagePort", "port"],
+] as const)("the embedded runner's in-process link, %s", (_, kind) => {
+  beforeAll(() => {
+    via = kind;
+  });
+
   it("§2 attaches with its in-process issued credential, no socket: the server lists it connected", async () => {
     t = await startTestServer();
     const { link } = embedded(t, await t.server.issueRunnerCredential("embedded"));
@@ -161,12 +189,12 @@ describe("the embedded runner's in-process link", () => {
 
   it("§1 refuses a bearer as the WebSocket upgrade would: unknown 401, the admin token 403", async () => {
     t = await startTestServer();
-    expect(await t.server.dialRunner("asr_not-a-credential-of-this-server-00000")).toMatchObject({
+    expect(await dialOf(t)("asr_not-a-credential-of-this-server-00000")).toMatchObject({
       ok: false,
       status: 401,
       error: { code: "UNAUTHENTICATED" },
     });
-    expect(await t.server.dialRunner(ADMIN_TOKEN)).toMatchObject({ ok: false, status: 403 });
+    expect(await dialOf(t)(ADMIN_TOKEN)).toMatchObject({ ok: false, status: 403 });
     // The registration token registers a new name, as on the WebSocket.
     const { link } = embedded(t, RUNNER_TOKEN);
     await waitFor("the link attached", () => link.attached);
@@ -226,7 +254,8 @@ describe("the embedded runner's in-process link", () => {
       });
     const sent = link.backlog;
     expect(sent).toBeGreaterThan(3_000 * 100);
-    await nextTurn();
+    // Taken in a later turn (over a port, its acknowledgement a turn or two after).
+    for (let i = 0; i < 100 && link.backlog === sent; i++) await nextTurn();
     // The hub paused after 1,000 store writes waiting: the rest is still the runner's backlog.
     expect(link.backlog).toBeGreaterThan(0);
     expect(link.backlog).toBeLessThan(sent);
