@@ -136,7 +136,7 @@ describe("the runner link over a MessagePort", () => {
     const worker = new Worker(
       `const { parentPort } = require("node:worker_threads");
        parentPort.once("message", ({ port }) => {
-         port.postMessage({ k: "m", texts: ["hello"], sizes: [5] });
+         port.postMessage({ k: "m", texts: ["hello"], sizes: [5], ack: 0 });
          setTimeout(() => process.exit(1), 20);
        });`,
       { eval: true },

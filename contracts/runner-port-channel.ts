@@ -19,7 +19,7 @@ const CLOSE_GRACE_MS = 5_000;
 
 /** What goes over the port: messages with their sizes, bytes taken, a close. */
 type PortFrame =
-  | { k: "m"; texts: string[]; sizes: number[] }
+  | { k: "m"; texts: string[]; sizes: number[]; ack: number }
   | { k: "a"; bytes: number }
   | { k: "c"; code: number; reason: string };
 
@@ -48,7 +48,9 @@ export function portChannel(port: MessagePort): LinkChannel {
   const post = (frame: PortFrame) => port.postMessage(frame);
   const flush = () => {
     if (outTexts.length === 0) return;
-    const frame: PortFrame = { k: "m", texts: outTexts, sizes: outSizes };
+    // The bytes this end took ride along: no post of their own when it answers in the same turn.
+    const frame: PortFrame = { k: "m", texts: outTexts, sizes: outSizes, ack: taken };
+    taken = 0;
     outTexts = [];
     outSizes = [];
     post(frame);
@@ -109,6 +111,7 @@ export function portChannel(port: MessagePort): LinkChannel {
     if (ended) return;
     switch (frame.k) {
       case "m":
+        buffered -= frame.ack;
         // Also after this end's own close, until the peer has taken it: what the peer sent before
         // it saw the close is still taken (a WebSocket's closing handshake).
         for (let i = 0; i < frame.texts.length; i += 1) {

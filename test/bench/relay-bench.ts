@@ -4,14 +4,14 @@
  * to become Ready when created and when resumed.
  *
  *   node test/bench/relay-bench.ts [--sessions 3] [--requests 200] [--concurrency 1,50,200]
- *                                   [--embedded in-process,websocket] [--baseline <checkout>]
+ *                                   [--embedded worker,in-process,websocket] [--baseline <checkout>]
  *                                   (the test bed must be up: scripts/testbed up node docker pulumi image)
  *
  * `--embedded`: which `agent-sessions serve` setups (server and its embedded runner in one
- * process, what a new user runs) are paths beside the standalone runner: `in-process` (the
- * runner's link an in-memory channel, the default) and `websocket` (the same over a loopback
- * WebSocket, AGENT_SESSIONS_EMBEDDED_LINK=websocket: how `serve` linked its runner before);
- * `--embedded none` for neither. Each runs its own server and session of the same image.
+ * process, what a new user runs) are paths beside the standalone runner, by
+ * AGENT_SESSIONS_EMBEDDED_LINK: `worker` (the runner on a thread of its own, linked by a
+ * MessagePort: serve's default), `in-process` (on the server's thread, linked in memory) and
+ * `websocket` (on the server's thread over a loopback WebSocket); `--embedded none` for none. Each runs its own server and session of the same image.
  * `--baseline`: another checkout (e.g. `git worktree add /tmp/base <commit>`, node_modules linked)
  * runs a second server and runner with a session of its own; its relay is one more path, `base`,
  * taking its turns in the same rounds (today's relay beside the one before, in one run).
@@ -30,9 +30,10 @@
  *      runner client → server (POST /v1/namespaces/default/harnesssessions/{name}/requests)
  *             → standalone runner process (WebSocket) → adapter (undici) and back, with the
  *             server's accounting;
- *      embedded, embedded-ws
- *             the same through `agent-sessions serve` and its embedded runner, linked in process
- *             or over loopback (`--embedded`; a session of their own, same image);
+ *      embedded-wt, embedded, embedded-ws
+ *             the same through `agent-sessions serve` and its embedded runner, on a worker
+ *             thread, on the server's thread in memory, or over loopback (`--embedded`; a
+ *             session of their own each, same image);
  *      chp    client → configurable-http-proxy (JupyterHub's proxy, default target the adapter)
  *             → adapter;
  *      direct client → adapter (`POST http://<container IP>:8080/v1/requests` with the
@@ -64,13 +65,21 @@ const { values: args } = parseArgs({
     sessions: { type: "string", default: "3" },
     requests: { type: "string", default: "200" },
     concurrency: { type: "string", default: "1,50,200" },
-    embedded: { type: "string", default: "in-process,websocket" },
+    embedded: { type: "string", default: "worker,in-process,websocket" },
     baseline: { type: "string" },
   },
 });
 const EMBEDDED = args.embedded === "none" ? [] : args.embedded.split(",");
-if (EMBEDDED.some((e) => e !== "in-process" && e !== "websocket"))
-  throw new Error(`--embedded: in-process, websocket (comma-separated) or none, got ${args.embedded}`);
+/** Per AGENT_SESSIONS_EMBEDDED_LINK: the path's name in the tables and its session's suffix. */
+const EMBEDDED_PATHS: Record<string, { path: string; suffix: string }> = {
+  worker: { path: "embedded-wt", suffix: "embwt" },
+  "in-process": { path: "embedded", suffix: "emb" },
+  websocket: { path: "embedded-ws", suffix: "embws" },
+};
+if (EMBEDDED.some((e) => !EMBEDDED_PATHS[e]))
+  throw new Error(
+    `--embedded: worker, in-process, websocket (comma-separated) or none, got ${args.embedded}`,
+  );
 const SESSIONS = Number(args.sessions);
 const REQUESTS = Number(args.requests);
 const CONCURRENCY = args.concurrency.split(",").map(Number);
@@ -103,11 +112,14 @@ function percentile(values: number[], p: number): number {
 const system = new System();
 const base = args.baseline === undefined ? undefined : new System(undefined, {}, args.baseline);
 /** `serve` with its embedded runner, per link kind: path name, its system, its session. */
-const embeddedPaths = EMBEDDED.map((link) => ({
-  path: link === "in-process" ? "embedded" : "embedded-ws",
-  system: new System(undefined, link === "websocket" ? { AGENT_SESSIONS_EMBEDDED_LINK: "websocket" } : {}),
-  session: `${PREFIX}-${link === "in-process" ? "emb" : "embws"}`,
-}));
+const embeddedPaths = EMBEDDED.map((link) => {
+  const { path, suffix } = EMBEDDED_PATHS[link] as { path: string; suffix: string };
+  return {
+    path,
+    system: new System(undefined, { AGENT_SESSIONS_EMBEDDED_LINK: link }),
+    session: `${PREFIX}-${suffix}`,
+  };
+});
 let model: ModelServer | undefined;
 let chp: ChildProcess | undefined;
 const created: string[] = [];
@@ -307,7 +319,7 @@ const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : "-").padStart(8);
 
 function printCells(cells: Cell[]): void {
   console.log(
-    `\n  ${"mode".padEnd(9)}${"conc".padStart(5)}  ${"path".padEnd(7)}${"ok".padStart(6)}${"err".padStart(5)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"1st byte p50".padStart(13)}${"req/s".padStart(8)}   overhead vs direct (p50 / p99 ms)`,
+    `\n  ${"mode".padEnd(9)}${"conc".padStart(5)}  ${"path".padEnd(12)}${"ok".padStart(6)}${"err".padStart(5)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"1st byte p50".padStart(13)}${"req/s".padStart(8)}   overhead vs direct (p50 / p99 ms)`,
   );
   for (const c of cells) {
     const direct = cells.find(
@@ -321,7 +333,7 @@ function printCells(cells: Cell[]): void {
         : "";
     const errors = [...c.errors].map(([e, n]) => `${e}×${n}`).join(", ");
     console.log(
-      `  ${(c.stream ? "streamed" : "plain").padEnd(9)}${String(c.concurrency).padStart(5)}  ${c.target.padEnd(7)}${String(c.latencies.length).padStart(6)}${String([...c.errors.values()].reduce((a, b) => a + b, 0)).padStart(5)}${ms(p50)}${ms(p99)}${c.stream ? ms(percentile(c.firstBytes, 50)).padStart(13) : "".padStart(13)}${(c.latencies.length / c.seconds).toFixed(0).padStart(8)}   ${overhead}${errors ? `  [${errors}]` : ""}`,
+      `  ${(c.stream ? "streamed" : "plain").padEnd(9)}${String(c.concurrency).padStart(5)}  ${c.target.padEnd(12)}${String(c.latencies.length).padStart(6)}${String([...c.errors.values()].reduce((a, b) => a + b, 0)).padStart(5)}${ms(p50)}${ms(p99)}${c.stream ? ms(percentile(c.firstBytes, 50)).padStart(13) : "".padStart(13)}${(c.latencies.length / c.seconds).toFixed(0).padStart(8)}   ${overhead}${errors ? `  [${errors}]` : ""}`,
     );
   }
 }
