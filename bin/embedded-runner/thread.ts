@@ -78,9 +78,10 @@ export function startRunnerThread(config: RunnerConfig, admit: ChannelAdmission)
             },
             ended: exited.then(
               (code) =>
-                new Promise<Error>((never) => {
-                  if (stopping) return; // stopped: never settles
-                  never(failure ?? new Error(`the embedded runner's thread ended (exit code ${code})`));
+                // Stopped on purpose: never settles.
+                new Promise<Error>((resolve) => {
+                  if (!stopping)
+                    resolve(failure ?? new Error(`the embedded runner's thread ended (exit code ${code})`));
                 }),
             ),
           });
