@@ -45,11 +45,13 @@
  *    (rotating order), so that the machine's other load falls on all three alike. The adapter keeps the conversation on its volume and
  *    sends all of it to the model, so the conversation is reset before each cell (all three paths
  *    start alike). Every request has a 30 s deadline; a failed or late one is counted as an error,
- *    not as a latency.
+ *    not as a latency. Beside each path's figures, the CPU its processes (chp; server and runner;
+ *    `serve`) spent per request, from /proc, and in brackets that of the first one's main thread:
+ *    with the embedded runner on a worker thread, what is left on the server's event loop.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -193,7 +195,22 @@ async function lifecycle(): Promise<{ create: number[]; resume: number[]; contai
   return { create, resume, container };
 }
 
-type Target = { name: string; url: string; token: string; dispatcher: Dispatcher };
+/** `pids`: our processes on the path (their CPU is counted per request; the first one's main thread apart). */
+type Target = { name: string; url: string; token: string; dispatcher: Dispatcher; pids: number[] };
+
+/** CPU ms so far of a process (all its threads) and of its main thread, from /proc (Linux). */
+function cpuMs(pid: number): { process: number; main: number } {
+  const ticks = (path: string) => {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const fields = readFileSync(path, "utf8").split(") ")[1]?.split(" ") ?? [];
+    return Number(fields[11]) + Number(fields[12]);
+  };
+  const perTick = 1000 / 100; // USER_HZ
+  return {
+    process: ticks(`/proc/${pid}/stat`) * perTick,
+    main: ticks(`/proc/${pid}/task/${pid}/stat`) * perTick,
+  };
+}
 type Outcome = { ok: true; ms: number; firstByteMs: number } | { ok: false; error: string };
 
 let sequence = 0;
@@ -238,6 +255,8 @@ type Cell = {
   firstBytes: number[];
   errors: Map<string, number>;
   seconds: number;
+  /** CPU ms of the path's processes over the cell, and of the first one's main thread. */
+  cpu: { process: number; main: number };
 };
 
 /** `total` requests by `concurrency` closed-loop clients. */
@@ -250,8 +269,10 @@ async function cell(target: Target, stream: boolean, concurrency: number, total:
     firstBytes: [],
     errors: new Map(),
     seconds: 0,
+    cpu: { process: 0, main: 0 },
   };
   let next = 0;
+  const before = target.pids.map(cpuMs);
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -266,6 +287,11 @@ async function cell(target: Target, stream: boolean, concurrency: number, total:
     }),
   );
   out.seconds = (performance.now() - t0) / 1000;
+  target.pids.map(cpuMs).forEach((after, i) => {
+    const was = before[i] as { process: number; main: number };
+    out.cpu.process += after.process - was.process;
+    if (i === 0) out.cpu.main += after.main - was.main;
+  });
   return out;
 }
 
@@ -315,11 +341,18 @@ async function startChp(adapter: string): Promise<string> {
   throw new Error(`configurable-http-proxy did not start: ${logs.join("").slice(-2000)}`);
 }
 
+/** Our processes' CPU per answered request, the first process's main thread in brackets. */
+function cpuPerRequest(c: Cell): string {
+  const n = c.latencies.length + [...c.errors.values()].reduce((a, b) => a + b, 0);
+  if (c.cpu.process === 0 || n === 0) return "";
+  return `${(c.cpu.process / n).toFixed(2)} (${(c.cpu.main / n).toFixed(2)})`;
+}
+
 const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : "-").padStart(8);
 
 function printCells(cells: Cell[]): void {
   console.log(
-    `\n  ${"mode".padEnd(9)}${"conc".padStart(5)}  ${"path".padEnd(12)}${"ok".padStart(6)}${"err".padStart(5)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"1st byte p50".padStart(13)}${"req/s".padStart(8)}   overhead vs direct (p50 / p99 ms)`,
+    `\n  ${"mode".padEnd(9)}${"conc".padStart(5)}  ${"path".padEnd(12)}${"ok".padStart(6)}${"err".padStart(5)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"1st byte p50".padStart(13)}${"req/s".padStart(8)}${"CPU ms/req (main)".padStart(19)}   overhead vs direct (p50 / p99 ms)`,
   );
   for (const c of cells) {
     const direct = cells.find(
@@ -333,7 +366,7 @@ function printCells(cells: Cell[]): void {
         : "";
     const errors = [...c.errors].map(([e, n]) => `${e}×${n}`).join(", ");
     console.log(
-      `  ${(c.stream ? "streamed" : "plain").padEnd(9)}${String(c.concurrency).padStart(5)}  ${c.target.padEnd(12)}${String(c.latencies.length).padStart(6)}${String([...c.errors.values()].reduce((a, b) => a + b, 0)).padStart(5)}${ms(p50)}${ms(p99)}${c.stream ? ms(percentile(c.firstBytes, 50)).padStart(13) : "".padStart(13)}${(c.latencies.length / c.seconds).toFixed(0).padStart(8)}   ${overhead}${errors ? `  [${errors}]` : ""}`,
+      `  ${(c.stream ? "streamed" : "plain").padEnd(9)}${String(c.concurrency).padStart(5)}  ${c.target.padEnd(12)}${String(c.latencies.length).padStart(6)}${String([...c.errors.values()].reduce((a, b) => a + b, 0)).padStart(5)}${ms(p50)}${ms(p99)}${c.stream ? ms(percentile(c.firstBytes, 50)).padStart(13) : "".padStart(13)}${(c.latencies.length / c.seconds).toFixed(0).padStart(8)}${cpuPerRequest(c).padStart(19)}   ${overhead}${errors ? `  [${errors}]` : ""}`,
     );
   }
 }
@@ -411,6 +444,10 @@ function agentSpec(): unknown {
   };
 }
 
+function pidsOf(...children: (ChildProcess | undefined)[]): number[] {
+  return children.flatMap((c) => (c?.pid === undefined ? [] : [c.pid]));
+}
+
 /** A path through one of our servers to its session (besides the standalone runner's). */
 type ExtraPath = { path: string; system: System; session: string; container: string };
 
@@ -430,19 +467,21 @@ async function relay(container: string, extra: ExtraPath[]): Promise<Cell[]> {
   const dispatcher = () =>
     new Dispatcher({ connections: 512, keepAliveTimeout: 2_000, keepAliveMaxTimeout: 2_000 });
   const targets: Target[] = [
-    { name: "direct", url: `http://${adapter}/v1/requests`, token, dispatcher: dispatcher() },
-    { name: "chp", url: `${chpUrl}/v1/requests`, token, dispatcher: dispatcher() },
+    { name: "direct", url: `http://${adapter}/v1/requests`, token, dispatcher: dispatcher(), pids: [] },
+    { name: "chp", url: `${chpUrl}/v1/requests`, token, dispatcher: dispatcher(), pids: pidsOf(chp) },
     {
       name: "runner",
       url: `${system.url}${NS}/harnesssessions/${PREFIX}-0/requests`,
       token: system.adminToken,
       dispatcher: dispatcher(),
+      pids: pidsOf(system.server?.child, system.runner?.child),
     },
     ...extra.map((e) => ({
       name: e.path,
       url: `${e.system.url}${NS}/harnesssessions/${e.session}/requests`,
       token: e.system.adminToken,
       dispatcher: dispatcher(),
+      pids: pidsOf(e.system.server?.child, e.system.runner?.child),
     })),
   ];
   const resetConversation = async () => {
@@ -480,6 +519,8 @@ async function relay(container: string, extra: ExtraPath[]): Promise<Cell[]> {
             into.firstBytes.push(...part.firstBytes);
             for (const [e, n] of part.errors) into.errors.set(e, (into.errors.get(e) ?? 0) + n);
             into.seconds += part.seconds;
+            into.cpu.process += part.cpu.process;
+            into.cpu.main += part.cpu.main;
           }
         }
       const done = targets.map((t) => merged.get(t.name) as Cell);
