@@ -25,9 +25,10 @@ function collect(end: { onMessage(listener: (text: string) => void): void }): st
   return got;
 }
 
-/** Turns of the event loop until `holds` (a port's message and its acknowledgement take a few). */
+/** Until `holds` (a port's message takes a turn or two, an acknowledgement a few ms); 2 s at most. */
 async function settle(holds: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !holds(); i += 1) await nextTurn();
+  const deadline = Date.now() + 2_000;
+  while (!holds() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
   expect(holds()).toBe(true);
 }
 

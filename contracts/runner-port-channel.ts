@@ -6,8 +6,8 @@
  * The channel's semantics hold across the threads: messages arrive in order and never within the
  * sender's call (a port delivers in a later turn; what one turn sends goes in one post); a
  * receiver may pause, and what waits for it counts in the sender's `bufferedAmount` until the
- * receiver has taken it (each end acknowledges the bytes it took, once a turn), so the runner's
- * agents still wait on it (PROTOCOL.md §8); either end may close with a code and reason, and both
+ * receiver has taken it (each end acknowledges the bytes it took, a few ms late at most: see
+ * ACK_DELAY_MS), so the runner's agents still wait on it (PROTOCOL.md §8); either end may close with a code and reason, and both
  * ends see `close`; a peer whose thread ended without closing (a worker that died) is seen as a
  * close with 1006.
  */
@@ -16,6 +16,15 @@ import { CLOSED_ABNORMALLY, type LinkChannel } from "./runner-channel.ts";
 
 /** How long a close waits for the peer to take it (a WebSocket's closing handshake, shorter). */
 const CLOSE_GRACE_MS = 5_000;
+
+/**
+ * Bytes taken are acknowledged on the next message this end sends (a request's answer carries the
+ * acknowledgement of the request), else after ACK_DELAY_MS, or at once past ACK_BYTES: a post and
+ * a wake-up of the other thread fewer per message, while the sender's `bufferedAmount` is late by
+ * at most that much (the runner waits on it past 1 MiB, polling every 10 ms: runner/relay/).
+ */
+const ACK_DELAY_MS = 5;
+const ACK_BYTES = 64 * 1024;
 
 /** What goes over the port: messages with their sizes, bytes taken, a close. */
 type PortFrame =
@@ -55,11 +64,24 @@ export function portChannel(port: MessagePort): LinkChannel {
     outSizes = [];
     post(frame);
   };
+  /** A standalone acknowledgement, when no message of this end carried it in time. */
+  let ackTimer: NodeJS.Timeout | undefined;
   const ack = () => {
+    ackTimer = undefined;
     ackScheduled = false;
-    if (taken === 0 || !open) return;
+    if (taken === 0 || ended) return;
     post({ k: "a", bytes: taken });
     taken = 0;
+  };
+  /** Bytes taken are acknowledged on this end's next message, else within ACK_DELAY_MS, or at once past ACK_BYTES. */
+  const acknowledge = () => {
+    if (taken >= ACK_BYTES) {
+      if (!ackScheduled) {
+        ackScheduled = true;
+        clearTimeout(ackTimer);
+        setImmediate(ack);
+      }
+    } else if (!ackTimer && !ackScheduled) ackTimer = setTimeout(ack, ACK_DELAY_MS).unref();
   };
   /** Hand waiting messages over, in order, until the receiver pauses. */
   const deliver = () => {
@@ -80,10 +102,7 @@ export function portChannel(port: MessagePort): LinkChannel {
       inSizes = inSizes.slice(inHead);
       inHead = 0;
     }
-    if (taken > 0 && !ackScheduled && open) {
-      ackScheduled = true;
-      setImmediate(ack);
-    }
+    if (taken > 0) acknowledge();
   };
   const scheduleDelivery = () => {
     if (deliveryScheduled || paused || inHead === inTexts.length) return;
