@@ -82,7 +82,7 @@ describe("runner config: the rest of the environment", () => {
     });
   });
 
-  it("turns a fast path off only with `off`, and the link to WebSocket only with `websocket`", () => {
+  it("turns a fast path off only with `off`; the embedded link is one of its choices, worker unless set", () => {
     const off = parseRunnerConfig({
       ...base,
       AGENT_SESSIONS_FAST_PATH: "off",
@@ -94,9 +94,11 @@ describe("runner config: the rest of the environment", () => {
       ...base,
       AGENT_SESSIONS_FAST_PATH: "no",
       AGENT_SESSIONS_FAST_CREATE: "false",
-      AGENT_SESSIONS_EMBEDDED_LINK: "ws",
     });
     expect(other).toMatchObject({ fastPath: true, fastCreate: true, embeddedLink: "worker" });
+    expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_EMBEDDED_LINK: "ws" })).toThrow(
+      /AGENT_SESSIONS_EMBEDDED_LINK[\s\S]*must be worker, in-process or websocket/,
+    );
     for (const [value, link] of [
       ["in-process", "in-process"],
       ["channel", "in-process"],

@@ -139,16 +139,12 @@ export const RunnerEnv = z
      * server's thread over a loopback WebSocket. The last two to compare. @default worker
      */
     AGENT_SESSIONS_EMBEDDED_LINK: z
-      .string()
-      .optional()
-      .transform(
-        (value): EmbeddedLink =>
-          value === "websocket"
-            ? "websocket"
-            : value === "in-process" || value === "channel"
-              ? "in-process"
-              : "worker",
-      ),
+      .enum(["worker", "in-process", "channel", "websocket"], {
+        error: "must be worker, in-process or websocket",
+      })
+      .default("worker")
+      // `channel`: the old name of in-process, still taken.
+      .transform((value): EmbeddedLink => (value === "channel" ? "in-process" : value)),
     /** Longest line of an agent's stdout, in bytes; a longer one is dropped with an error frame. @default 262144 */
     AGENT_SESSIONS_AGENT_LINE_MAX_BYTES: z.coerce
       .number()
