@@ -44,11 +44,22 @@ class FakeCluster {
   /** Merge patches that only rewrote `metadata.managedFields`, by object. */
   readonly releases: { path: string; managers: string[] }[] = [];
   pods: { uid: string; deleting: boolean }[] = [];
+  /**
+   * Server-side apply as the cluster does it: an `up` applying a `spec.replicas` other than the
+   * value the runner's own update claims conflicts (HTTP 409; the provider does not force).
+   */
+  conflicts = false;
   #uid = 0;
   server!: Server;
 
   /** What the session program's `up` makes (infra/kubernetes/session.ts), at `replicas`. */
   declare(replicas: 0 | 1): void {
+    const deployment = this.objects.get(`deployments/${name}`);
+    const runnerClaim = deployment?.metadata.managedFields?.some(
+      (f) => f.manager === "agent-sessions-runner",
+    );
+    if (this.conflicts && runnerClaim && deployment?.spec?.replicas !== replicas)
+      throw new Error('Apply failed with 1 conflict: conflict with "agent-sessions-runner": .spec.replicas');
     const labels = { [Labels.managedBy]: "agent-sessions" };
     // Applied under the provider's own field manager; earlier managers' claims stay (upsert).
     const set = (key: string, object: FakeObject) => {
@@ -287,25 +298,56 @@ describe("the Kubernetes stop/resume fast path", () => {
     expect(fake.calls).toEqual(["up 1", "up done"]);
   });
 
-  it("makes the next operation wait for the pending recording", async () => {
+  it("acts on the cluster at once for the next operation while the previous one's recording runs", async () => {
     const fake = fakeStacks(cluster);
     const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     const release = fake.holdUps();
     await driver.scaleDown(name);
-    let resumed = false;
-    const resuming = driver.provision(name, spec, secrets).then(() => {
-      resumed = true;
-    });
-    await new Promise((r) => setTimeout(r, 300));
-    expect(resumed).toBe(false);
-    expect(cluster.patches.map((p) => p.body)).toEqual([{ spec: { replicas: 0 } }]);
-    release();
-    await resuming;
+    // The stop's recording is held: the resume does not wait for it.
+    await driver.provision(name, spec, secrets);
     expect(cluster.patches.map((p) => p.body)).toEqual([
       { spec: { replicas: 0 } },
       { spec: { replicas: 1 } },
     ]);
+    expect(await driver.isRunning(name)).toBe(true);
+    release();
+    await driver.settled(name);
+  });
+
+  it("stop → resume → stop → resume back to back: each acts at once, the recordings coalesce, and the stack ends recording the last state without undoing it", async () => {
+    const fake = fakeStacks(cluster);
+    cluster.conflicts = true;
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+    await driver.provision(name, spec, secrets);
+    fake.calls.length = 0;
+    const release = fake.holdUps(); // the first stop's recording runs until released
+    await driver.scaleDown(name);
+    await driver.provision(name, spec, secrets);
+    await driver.scaleDown(name);
+    await driver.provision(name, spec, secrets);
+    expect(cluster.patches.map((p) => p.body)).toEqual(
+      [0, 1, 0, 1].map((replicas) => ({ spec: { replicas } })),
+    );
+    const live = cluster.pods.filter((p) => !p.deleting).map((p) => p.uid);
+    expect(live).toHaveLength(1);
+    release();
+    await driver.settled(name);
+    // One recording ran (the first stop's, now stale: refused, it changes nothing), one was
+    // pending and recorded the latest state; the two states in between were never recorded.
+    expect(fake.calls.filter((c) => !c.endsWith(" done"))).toEqual(["scaleDown", "up 1"]);
+    expect(fake.calls.at(-1)).toBe("up done");
+    expect(cluster.objects.get(`deployments/${name}`)?.spec?.replicas).toBe(1);
+    // The pod the last resume made still runs: no recording scaled it away and back.
+    expect(cluster.pods.filter((p) => !p.deleting).map((p) => p.uid)).toEqual(live);
+    expect(fake.marks.filter((m) => m === "cleared")).toHaveLength(
+      fake.marks.filter((m) => m === "marked").length,
+    );
+    // Recorded: the next stop takes the fast path again.
+    await driver.scaleDown(name);
+    expect(cluster.patches.at(-1)?.body).toEqual({ spec: { replicas: 0 } });
+    await driver.settled(name);
+    expect(cluster.objects.get(`deployments/${name}`)?.spec?.replicas).toBe(0);
   });
 
   it("takes the full path when the credentials or the token changed", async () => {
