@@ -18,6 +18,16 @@ describe("a stack's pending recording", () => {
     expect(recorded(dir, "ns--a")).toBe(true);
   });
 
+  it("stays pending while any of several marks of the stack is held", () => {
+    const first = markRecording(dir, "ns--c");
+    const second = markRecording(dir, "ns--c");
+    first();
+    first();
+    expect(recorded(dir, "ns--c")).toBe(false);
+    second();
+    expect(recorded(dir, "ns--c")).toBe(true);
+  });
+
   it("counts as recorded when the process that marked it is gone", () => {
     const gone = spawnSync(process.execPath, ["-e", "console.log(process.pid)"], { encoding: "utf8" });
     markRecording(dir, "ns--b");
