@@ -3,7 +3,13 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { markRecording, recorded, recordingMarker, waitRecorded } from "./recording.ts";
+import {
+  interruptedRecordings,
+  markRecording,
+  recorded,
+  recordingMarker,
+  waitRecorded,
+} from "./recording.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "recording-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -33,5 +39,10 @@ describe("a stack's pending recording", () => {
     markRecording(dir, "ns--b");
     writeFileSync(recordingMarker(dir, "ns--b"), gone.stdout.trim());
     expect(recorded(dir, "ns--b")).toBe(true);
+    // Left by a process that is gone: interrupted, for a restarted runner to record again.
+    expect(interruptedRecordings(dir)).toEqual(["ns--b"]);
+    const held = markRecording(dir, "ns--d");
+    expect(interruptedRecordings(dir)).toEqual(["ns--b"]);
+    held();
   });
 });

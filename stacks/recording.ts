@@ -74,3 +74,16 @@ export function pendingRecordings(dataDir: string): string[] {
     .map((f) => f.slice(0, -".recording".length))
     .filter((stackName) => !recorded(dataDir, stackName));
 }
+
+/**
+ * The stacks under `dataDir` whose recording was left pending by a process that is gone (a runner
+ * killed or restarted while it recorded): the engine may hold a state the stack does not record.
+ */
+export function interruptedRecordings(dataDir: string): string[] {
+  const dir = join(dataDir, SETTINGS_DIR);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".recording"))
+    .map((f) => f.slice(0, -".recording".length))
+    .filter((stackName) => existsSync(recordingMarker(dataDir, stackName)) && recorded(dataDir, stackName));
+}

@@ -36,7 +36,7 @@ import {
 } from "./errors.ts";
 import { answerFromFileBackend, stackExists, withoutSummary } from "./file-backend.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
-import { markRecording } from "./recording.ts";
+import { interruptedRecordings, markRecording } from "./recording.ts";
 import {
   PLUGIN_BIN_DIR,
   OUR_POLICY_PACK,
@@ -221,6 +221,18 @@ export class StackManager {
    */
   markRecording(namespace: string, name: string): () => void {
     return markRecording(this.options.dataDir, this.stackName(namespace, name));
+  }
+
+  /**
+   * Sessions whose recording a process that is gone left pending (stacks/recording.ts): a runner
+   * restarted mid-recording records their engine's state again (runner/runner.ts).
+   */
+  interruptedRecordings(): { namespace: string; name: string }[] {
+    return interruptedRecordings(this.options.dataDir).flatMap((stackName) => {
+      // sessionStackName: `<namespace>--<name>`, neither part holding `--`.
+      const [namespace, name, ...rest] = stackName.split("--");
+      return namespace && name && rest.length === 0 ? [{ namespace, name }] : [];
+    });
   }
 
   /**

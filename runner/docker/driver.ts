@@ -353,6 +353,29 @@ export class DockerDriver implements EngineDriver {
     );
   }
 
+  interruptedRecordings(): string[] {
+    return this.#stacks.interruptedRecordings().map((p) => {
+      const containerName = workloadName(p.namespace, p.name);
+      this.#placements.set(containerName, p);
+      return containerName;
+    });
+  }
+
+  async recordEngineState(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) return;
+    this.#records.forget(containerName);
+    const done = this.#stacks.markRecording(p.namespace, p.name);
+    try {
+      // The stack may hold a container the engine replaced: refreshed in the same `up`.
+      if (await this.isRunning(containerName))
+        await this.#stacks.resume(p.namespace, p.name, { recordOnly: true, refresh: true });
+      else await this.#stacks.scaleDown(p.namespace, p.name, { recordOnly: true });
+    } finally {
+      done();
+    }
+  }
+
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     // Nothing of ours but maybe a container whose volume went: removal is idempotent.

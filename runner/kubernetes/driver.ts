@@ -757,6 +757,35 @@ export class KubernetesDriver implements EngineDriver {
     return done;
   }
 
+  interruptedRecordings(): string[] {
+    return this.#stacks.interruptedRecordings().map((p) => {
+      const containerName = workloadName(p.namespace, p.name);
+      this.#placements.set(containerName, p);
+      return containerName;
+    });
+  }
+
+  async recordEngineState(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) return;
+    this.#records.forget(containerName);
+    const deployment = await this.#apps
+      .readNamespacedDeployment({ name: containerName, namespace: this.namespace })
+      .catch((e: unknown) => {
+        if (isApiStatus(e, 404)) return undefined;
+        throw e;
+      });
+    const done = this.#stacks.markRecording(p.namespace, p.name);
+    try {
+      if (deployment?.spec?.replicas === 1)
+        await this.#stacks.resume(p.namespace, p.name, { recordOnly: true });
+      else await this.#stacks.scaleDown(p.namespace, p.name, { recordOnly: true });
+      await this.#release(p);
+    } finally {
+      done();
+    }
+  }
+
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     this.#quiet.add(containerName);

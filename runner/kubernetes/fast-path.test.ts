@@ -199,12 +199,17 @@ function fakeStacks(cluster: FakeCluster, violations: { policy: string; message:
       calls.push("scaleDown");
       return finish("scaleDown", 0);
     },
+    resume: async () => {
+      calls.push("resume");
+      return finish("resume", 1);
+    },
     destroy: async () => void calls.push("destroy"),
     stackName: (ns: string, n: string) => `${ns}--${n}`,
     judge: async (_spec: SessionSpec, resources: { type: string }[]) => {
       calls.push(`judge ${resources.map((r) => r.type.split(":")[2]).join(",")}`);
       return violations;
     },
+    interruptedRecordings: () => [{ namespace: "team", name: "s1" }],
     markRecording: () => {
       marks.push("marked");
       return () => void marks.push("cleared");
@@ -529,5 +534,39 @@ describe("the Kubernetes fast heal during a recording", () => {
     ]);
     release();
     await driver.settled(name);
+  });
+});
+
+describe("a runner restarted while a recording ran", () => {
+  it("records the state the cluster holds (replicas 0 or 1), record-only, then releases its claims", async () => {
+    for (const replicas of [0, 1] as const) {
+      const fake = fakeStacks(cluster);
+      const before = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+      await before.provision(name, spec, secrets);
+      // The previous process acted at once and died before its recordings: the stack says 1.
+      fake.failUps(new Error("the runner died"));
+      await before.scaleDown(name);
+      await before.settled(name);
+      if (replicas === 1) {
+        // …and then resumed at once (its merge patch), dying before that recording too.
+        const deployment = cluster.objects.get(`deployments/${name}`);
+        if (deployment) deployment.spec = { ...deployment.spec, replicas: 1 };
+        cluster.replacePod();
+      }
+      fake.failUps(undefined);
+      fake.calls.length = 0;
+      const restarted = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+      expect(restarted.interruptedRecordings()).toEqual([name]);
+      await restarted.recordEngineState(name);
+      expect(fake.calls).toEqual(
+        replicas === 0 ? ["scaleDown", "scaleDown done"] : ["resume", "resume done"],
+      );
+      expect(cluster.objects.get(`deployments/${name}`)?.spec?.replicas).toBe(replicas);
+      expect(
+        cluster.objects.get(`deployments/${name}`)?.metadata.managedFields?.map((f) => f.manager),
+      ).toEqual(["pulumi-kubernetes-1"]);
+      cluster.objects.clear();
+      cluster.pods = [];
+    }
   });
 });
