@@ -43,8 +43,8 @@ export type DriverSettings = {
 export type Secrets = { credentials: Record<string, string>; adapterToken: string };
 
 /**
- * What the stack of a session last recorded, as this driver made it: a hash of the spec (scale
- * aside) and secrets of its last `up` at scale 1, and the scale it is at now.
+ * A state of a session's workload as this driver made it (declared) or its stack records it: a
+ * hash of the spec (scale aside) and secrets it runs with at scale 1, and its scale.
  */
 export type Recorded = { key: string; replicas: 0 | 1 };
 
