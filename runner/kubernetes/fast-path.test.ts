@@ -154,6 +154,10 @@ class FakeCluster {
     const object = this.objects.get(key);
     if (!object) return notFound();
     if (req.method === "GET") return send(200, object);
+    if (req.method === "DELETE") {
+      this.objects.delete(key);
+      return send(200, { kind: "Status", status: "Success" });
+    }
     if (req.method === "PATCH") {
       const body = JSON.parse(text) as {
         spec?: { replicas: number };
@@ -534,6 +538,27 @@ describe("the Kubernetes fast heal during a recording", () => {
     ]);
     release();
     await driver.settled(name);
+  });
+});
+
+describe("remove right after operations back to back", () => {
+  it("drops the pending recording, waits for the running one, then destroys", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+    await driver.provision(name, spec, secrets);
+    fake.calls.length = 0;
+    const release = fake.holdUps();
+    await driver.scaleDown(name); // its recording runs, held
+    await driver.provision(name, spec, secrets); // pending
+    const removing = driver.remove(name);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fake.calls).toEqual(["scaleDown"]); // no destroy while the recording runs
+    release();
+    await removing;
+    expect(fake.calls).toEqual(["scaleDown", "scaleDown done", "destroy"]);
+    expect(fake.marks.filter((m) => m === "cleared")).toHaveLength(
+      fake.marks.filter((m) => m === "marked").length,
+    );
   });
 });
 
