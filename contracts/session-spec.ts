@@ -170,6 +170,13 @@ export const ConfigKeys = {
 } as const;
 
 /**
+ * Set (to "1") in the environment of an `up` that records what the runner's fast path already
+ * made (stacks/stack-manager.ts, recordOnly): the session providers adopt the workload the engine
+ * holds and never make one (infra/docker/provider/provider.ts).
+ */
+export const RECORD_ONLY_ENV = "AGENT_SESSIONS_RECORD_ONLY";
+
+/**
  * Labels of a namespace session pods run in: Pod Security admission (Kubernetes >= 1.23) refuses
  * any pod there that the "restricted" profile forbids (privileged, hostPath, root, …), so a pod not
  * made by the session program cannot run looser than the session pods, which meet it.

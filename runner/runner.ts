@@ -186,8 +186,32 @@ export class Runner {
             }),
           );
     }
+    this.#recordInterrupted();
     this.#pool.start();
     this.link.start();
+  }
+
+  /**
+   * A previous process of this runner died while a fast path's recording ran: the stack of that
+   * workspace records the engine's state again (in the background, each under the workspace's
+   * operation lock, so a command for it comes after; runner/engine/fast-path.ts).
+   */
+  #recordInterrupted(): void {
+    const driver = this.#driver;
+    const record = driver.recordEngineState?.bind(driver);
+    if (!record) return;
+    for (const containerName of driver.interruptedRecordings?.() ?? [])
+      void this.#operations
+        .run(containerName, () => record(containerName))
+        .then(
+          () =>
+            this.#log("info", "recorded the engine's state of an interrupted recording", { containerName }),
+          (error: unknown) =>
+            this.#log("warn", "recording the engine's state of an interrupted recording failed", {
+              containerName,
+              error: String((error as Error).message ?? error).slice(0, 500),
+            }),
+        );
   }
 
   stop(): void {

@@ -3,7 +3,13 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { markRecording, recorded, recordingMarker, waitRecorded } from "./recording.ts";
+import {
+  interruptedRecordings,
+  markRecording,
+  recorded,
+  recordingMarker,
+  waitRecorded,
+} from "./recording.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "recording-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -18,10 +24,25 @@ describe("a stack's pending recording", () => {
     expect(recorded(dir, "ns--a")).toBe(true);
   });
 
+  it("stays pending while any of several marks of the stack is held", () => {
+    const first = markRecording(dir, "ns--c");
+    const second = markRecording(dir, "ns--c");
+    first();
+    first();
+    expect(recorded(dir, "ns--c")).toBe(false);
+    second();
+    expect(recorded(dir, "ns--c")).toBe(true);
+  });
+
   it("counts as recorded when the process that marked it is gone", () => {
     const gone = spawnSync(process.execPath, ["-e", "console.log(process.pid)"], { encoding: "utf8" });
     markRecording(dir, "ns--b");
     writeFileSync(recordingMarker(dir, "ns--b"), gone.stdout.trim());
     expect(recorded(dir, "ns--b")).toBe(true);
+    // Left by a process that is gone: interrupted, for a restarted runner to record again.
+    expect(interruptedRecordings(dir)).toEqual(["ns--b"]);
+    const held = markRecording(dir, "ns--d");
+    expect(interruptedRecordings(dir)).toEqual(["ns--b"]);
+    held();
   });
 });

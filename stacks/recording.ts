@@ -5,6 +5,9 @@
  * runner that must see the stack settled (`agent-sessions policy check --expect-no-changes`) waits
  * for it to go. A marker of a process that is gone counts as settled: nothing will finish it (the
  * next operation of a new runner takes the full path and reconciles).
+ *
+ * Marks are counted per stack in this process: operations back to back each mark before they act,
+ * and the file goes only when the last of them is recorded (or given up).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -15,12 +18,33 @@ export function recordingMarker(dataDir: string, stackName: string): string {
   return join(dataDir, SETTINGS_DIR, `${stackName}.recording`);
 }
 
-/** Marks the stack's recording pending; the returned function clears the mark. */
+/** How many marks of this process each marker file stands for. */
+const holders = new Map<string, number>();
+
+/**
+ * Marks the stack's recording pending; the returned function clears this mark (once; again is a
+ * no-op). The file stays while another mark of the stack is held.
+ */
 export function markRecording(dataDir: string, stackName: string): () => void {
   const file = recordingMarker(dataDir, stackName);
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  writeFileSync(file, String(process.pid), { mode: 0o600 });
-  return () => rmSync(file, { force: true });
+  const held = holders.get(file) ?? 0;
+  if (held === 0) {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, String(process.pid), { mode: 0o600 });
+  }
+  holders.set(file, held + 1);
+  let cleared = false;
+  return () => {
+    if (cleared) return;
+    cleared = true;
+    const left = (holders.get(file) ?? 1) - 1;
+    if (left > 0) {
+      holders.set(file, left);
+      return;
+    }
+    holders.delete(file);
+    rmSync(file, { force: true });
+  };
 }
 
 /** True when no live process has the stack's recording pending. */
@@ -49,4 +73,17 @@ export function pendingRecordings(dataDir: string): string[] {
     .filter((f) => f.endsWith(".recording"))
     .map((f) => f.slice(0, -".recording".length))
     .filter((stackName) => !recorded(dataDir, stackName));
+}
+
+/**
+ * The stacks under `dataDir` whose recording was left pending by a process that is gone (a runner
+ * killed or restarted while it recorded): the engine may hold a state the stack does not record.
+ */
+export function interruptedRecordings(dataDir: string): string[] {
+  const dir = join(dataDir, SETTINGS_DIR);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".recording"))
+    .map((f) => f.slice(0, -".recording".length))
+    .filter((stackName) => existsSync(recordingMarker(dataDir, stackName)) && recorded(dataDir, stackName));
 }

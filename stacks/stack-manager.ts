@@ -21,6 +21,7 @@ import { parseOrThrow } from "../contracts/errors.ts";
 import { jsonLogger, type Logger } from "../contracts/log.ts";
 import {
   ConfigKeys,
+  RECORD_ONLY_ENV,
   SessionOutputs,
   SessionSpec,
   type SessionSpecInput,
@@ -35,7 +36,7 @@ import {
 } from "./errors.ts";
 import { answerFromFileBackend, stackExists, withoutSummary } from "./file-backend.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
-import { markRecording } from "./recording.ts";
+import { interruptedRecordings, markRecording } from "./recording.ts";
 import {
   PLUGIN_BIN_DIR,
   OUR_POLICY_PACK,
@@ -78,7 +79,20 @@ export type StackProgress = {
   step?: string;
 };
 
-export type OperationOptions = { onProgress?: (event: StackProgress) => void; signal?: AbortSignal };
+export type OperationOptions = {
+  onProgress?: (event: StackProgress) => void;
+  signal?: AbortSignal;
+  /**
+   * The `up` records what the runner's fast path already made (runner/engine/fast-path.ts): the
+   * providers only adopt what the engine holds and never make a workload (the Docker provider
+   * fails the create instead, infra/docker/provider/provider.ts), so a recording overtaken by a
+   * newer operation cannot undo it. @default false
+   */
+  recordOnly?: boolean;
+  /** Refresh the state from the engine before the `up` (in the same run). @default false */
+  refresh?: boolean;
+};
+
 export type { Logger };
 
 const defaultLogger: Logger = jsonLogger("stacks");
@@ -133,10 +147,10 @@ export class StackManager {
     };
   }
 
-  async #workspace(): Promise<LocalWorkspace> {
+  async #workspace(env: Record<string, string> = {}): Promise<LocalWorkspace> {
     const ws = await LocalWorkspace.create({
       workDir: this.options.projectDir,
-      envVars: this.#envVars(),
+      envVars: { ...this.#envVars(), ...env },
       secretsProvider: this.options.secretsProvider,
       pulumiCommand: this.#command,
       ...(this.options.pulumiHome ? { pulumiHome: this.options.pulumiHome } : {}),
@@ -145,8 +159,8 @@ export class StackManager {
     return backendDir ? answerFromFileBackend(ws, backendDir, PROJECT_NAME) : ws;
   }
 
-  async #select(stackName: string): Promise<Stack> {
-    const ws = await this.#workspace();
+  async #select(stackName: string, opts: OperationOptions = {}): Promise<Stack> {
+    const ws = await this.#workspace(opts.recordOnly ? { [RECORD_ONLY_ENV]: "1" } : {});
     const { Stack } = await import("@pulumi/pulumi/automation/index.js");
     return withoutSummary(await Stack.select(stackName, ws));
   }
@@ -193,7 +207,7 @@ export class StackManager {
           throw toStackError(stackName, "create", e);
         });
       }
-      const stack = await this.#select(stackName);
+      const stack = await this.#select(stackName, opts);
       this.#adopt(stackName);
       await this.#writeConfig(stack, spec, secrets);
       return this.#runUp(stack, stackName, spec, "up", opts, secretValues(secrets));
@@ -207,6 +221,18 @@ export class StackManager {
    */
   markRecording(namespace: string, name: string): () => void {
     return markRecording(this.options.dataDir, this.stackName(namespace, name));
+  }
+
+  /**
+   * Sessions whose recording a process that is gone left pending (stacks/recording.ts): a runner
+   * restarted mid-recording records their engine's state again (runner/runner.ts).
+   */
+  interruptedRecordings(): { namespace: string; name: string }[] {
+    return interruptedRecordings(this.options.dataDir).flatMap((stackName) => {
+      // sessionStackName: `<namespace>--<name>`, neither part holding `--`.
+      const [namespace, name, ...rest] = stackName.split("--");
+      return namespace && name && rest.length === 0 ? [{ namespace, name }] : [];
+    });
   }
 
   /**
@@ -245,7 +271,7 @@ export class StackManager {
   ): Promise<SessionOutputs> {
     const stackName = this.stackName(namespace, name);
     return this.#mutex.run(stackName, async () => {
-      const stack = await this.#selectExisting(stackName);
+      const stack = await this.#selectExisting(stackName, opts);
       // The spec is plain config in the settings file: read and written here, no CLI call.
       const file = this.#adopt(stackName);
       const current = readPlainConfig(file, ConfigKeys.spec);
@@ -391,9 +417,9 @@ export class StackManager {
     });
   }
 
-  async #selectExisting(stackName: string): Promise<Stack> {
+  async #selectExisting(stackName: string, opts: OperationOptions = {}): Promise<Stack> {
     try {
-      return await this.#select(stackName);
+      return await this.#select(stackName, opts);
     } catch (error) {
       if (error instanceof StackNotFoundError || /no stack named|not found/i.test(String(error))) {
         throw new StackError("NOT_FOUND", `stack ${stackName} not found`);
@@ -487,6 +513,7 @@ export class StackManager {
           ...this.#policyPackConfigs(stackName, spec),
           onEvent: this.#progress(stackName, op, opts, violations),
           ...(opts.signal ? { signal: opts.signal } : {}),
+          ...(opts.refresh ? { refresh: true } : {}),
         }),
       );
     } catch (error) {

@@ -10,9 +10,10 @@
  * policy pack did not pass) — all directly on the engine with the provider's own code
  * (infra/docker/provider/session-container.ts, session-network.ts); the call answers then, and
  * the stack records the change with an `up` in the background (the provider adopts volume,
- * network and container, or finds the container already gone). The session's next operation
- * waits for that `up` (it "settles", runner/engine/fast-path.ts); a drift check outside the runner waits
- * for it too (stacks/recording.ts). Anything else — a changed spec or credentials, a crashed
+ * network and container, or finds the container already gone; record-only, it never makes one).
+ * The session's next operation does not wait for that `up`: recordings coalesce to the latest
+ * state (runner/engine/fast-path.ts); a drift check outside the runner waits for them
+ * (stacks/recording.ts). Anything else — a changed spec or credentials, a crashed
  * container, a runner that restarted since, a pack that cannot be judged in process — takes the
  * full path through `pulumi up`.
  */
@@ -126,13 +127,13 @@ export class DockerDriver implements EngineDriver {
     }
     const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
-    const record = heal
-      ? async () => {
-          await this.#stacks.refresh(parsed.namespace, parsed.name);
-          return this.#stacks.up(parsed, secrets);
-        }
-      : () => this.#stacks.up(parsed, secrets);
-    this.#records.record(containerName, { key, replicas: 1 }, record, done);
+    // A heal's stack still holds the lost container: refreshed first, the `up` adopts the new one.
+    this.#records.record(
+      containerName,
+      { key, replicas: 1 },
+      ({ refresh }) => this.#stacks.up(parsed, secrets, { recordOnly: true, refresh: refresh || heal }),
+      done,
+    );
     return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
   }
 
@@ -156,7 +157,12 @@ export class DockerDriver implements EngineDriver {
     }
     const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
-    this.#records.record(containerName, { key, replicas: 1 }, () => this.#stacks.up(parsed, secrets), done);
+    this.#records.record(
+      containerName,
+      { key, replicas: 1 },
+      () => this.#stacks.up(parsed, secrets, { recordOnly: true }),
+      done,
+    );
     return { containerName, endpoint, resolvedImageDigest: running.resolvedImageDigest };
   }
 
@@ -172,7 +178,7 @@ export class DockerDriver implements EngineDriver {
       );
     }
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
-    await this.settled(containerName);
+    // Never waits for the recording of an earlier operation (runner/engine/fast-path.ts).
     const key = recordKey(spec, secrets);
     const last = this.#records.get(containerName);
     // Resumed (nothing runs) or healed (what should run exited: a crash, an OOM, the engine
@@ -342,7 +348,32 @@ export class DockerDriver implements EngineDriver {
           return done;
         }
       : undefined;
-    await this.#records.scaleDown(containerName, fast, () => this.#stacks.scaleDown(p.namespace, p.name));
+    await this.#records.scaleDown(containerName, fast, (recording) =>
+      this.#stacks.scaleDown(p.namespace, p.name, { recordOnly: recording !== undefined }),
+    );
+  }
+
+  interruptedRecordings(): string[] {
+    return this.#stacks.interruptedRecordings().map((p) => {
+      const containerName = workloadName(p.namespace, p.name);
+      this.#placements.set(containerName, p);
+      return containerName;
+    });
+  }
+
+  async recordEngineState(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) return;
+    this.#records.forget(containerName);
+    const done = this.#stacks.markRecording(p.namespace, p.name);
+    try {
+      // The stack may hold a container the engine replaced: refreshed in the same `up`.
+      if (await this.isRunning(containerName))
+        await this.#stacks.resume(p.namespace, p.name, { recordOnly: true, refresh: true });
+      else await this.#stacks.scaleDown(p.namespace, p.name, { recordOnly: true });
+    } finally {
+      done();
+    }
   }
 
   async remove(containerName: string): Promise<void> {
@@ -353,8 +384,9 @@ export class DockerDriver implements EngineDriver {
         this.#log("warn", "removed a container left without its volume", { containerName });
       return;
     }
-    await this.settled(containerName);
+    // A pending recording is dropped; one running finishes first (under the stack's lock anyway).
     this.#records.forget(containerName);
+    await this.settled(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });

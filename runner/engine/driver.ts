@@ -145,6 +145,17 @@ export interface EngineDriver {
    * (contracts/agent-run.ts). Engines without it answer `run_once` with UNIMPLEMENTED.
    */
   runOnce?(command: RunOnceCommand): Promise<RunOnceOutcome>;
+  /**
+   * The workspaces whose stack recording a previous runner process left unfinished (it died while
+   * the fast path's `up` ran): their engine may be ahead of their stack. Optional.
+   */
+  interruptedRecordings?(): string[];
+  /**
+   * Records in the workspace's stack the state its engine holds now (running: replicas 1, else
+   * 0), record-only: for a workspace of `interruptedRecordings`, run by the runner under the
+   * workspace's operation lock. Optional.
+   */
+  recordEngineState?(containerName: string): Promise<void>;
   /** The workspace files API; engines without it answer the `workspace_*` commands UNIMPLEMENTED. */
   readonly workspace?: WorkspaceFiles;
 }

@@ -45,8 +45,9 @@ describe("FastPathRecords", () => {
         cleared = true;
       },
     );
-    // Unknown while the recording runs: nothing may take a fast path on a record not yet written.
-    expect(records.get("w")).toBeUndefined();
+    // The engine holds it at once (the next operation may act on it); the stack records it later.
+    expect(records.get("w")).toEqual({ key: "k", replicas: 0 });
+    expect(records.recorded("w")).toBeUndefined();
     let settled = false;
     const waiting = records.settled("w").then(() => {
       settled = true;
@@ -127,7 +128,8 @@ describe("FastPathRecords", () => {
       );
       // Answered before the stack's `up` finished: that is the fast path.
       expect(calls).toEqual(["fast", "stack"]);
-      expect(records.get("w")).toBeUndefined();
+      expect(records.get("w")).toEqual({ key: "k", replicas: 0 });
+      expect(records.recorded("w")).toEqual(running);
       up.resolve();
       await records.settled("w");
       expect(calls).toEqual(["fast", "stack", "cleared"]);
@@ -170,6 +172,153 @@ describe("FastPathRecords", () => {
         records.scaleDown("w", undefined, () => Promise.reject(new Error("up failed"))),
       ).rejects.toThrow("up failed");
       expect(records.get("w")).toBeUndefined();
+    });
+  });
+
+  describe("back to back", () => {
+    /**
+     * A fake engine and stack: each operation acts on `engine` at once and declares it; each
+     * recording, when it starts, is told whether it is still the latest, and "records" the state
+     * it was declared with — held until released, to line operations up behind it.
+     */
+    function bench() {
+      const records = new FastPathRecords((_level, msg) => logs.push(msg));
+      const logs: string[] = [];
+      const started: (0 | 1)[] = [];
+      const holds: ReturnType<typeof deferred>[] = [];
+      let stack: 0 | 1 | undefined;
+      let marks = 0;
+      const engine = { replicas: 1 as 0 | 1 };
+      records.set("w", { key: "k", replicas: 1 });
+      const operate = (replicas: 0 | 1, fail?: Error) => {
+        engine.replicas = replicas;
+        marks++;
+        records.record(
+          "w",
+          { key: "k", replicas },
+          async ({ latest }) => {
+            started.push(replicas);
+            const hold = deferred();
+            holds.push(hold);
+            await hold.promise;
+            if (fail) throw fail;
+            // A stale recording may not act on the engine: it only records.
+            if (!latest() && engine.replicas !== replicas) throw new Error("conflict");
+            stack = replicas;
+          },
+          () => {
+            marks--;
+          },
+        );
+      };
+      const releaseAll = async () => {
+        for (let i = 0; i < 10 && holds.length > 0; i++) {
+          holds.shift()?.resolve();
+          await new Promise((r) => setTimeout(r, 1));
+        }
+        await records.settled("w");
+      };
+      return {
+        records,
+        logs,
+        started,
+        engine,
+        operate,
+        releaseAll,
+        stack: () => stack,
+        marks: () => marks,
+      };
+    }
+
+    it("stop → resume → stop → resume: one recording runs, one is pending, the stack ends at the last state", async () => {
+      const b = bench();
+      for (const replicas of [0, 1, 0, 1] as const) b.operate(replicas);
+      // Every operation was declared at once: the next one sees the engine's state, not the stack's.
+      expect(b.records.get("w")).toEqual({ key: "k", replicas: 1 });
+      expect(b.started).toEqual([0]);
+      await b.releaseAll();
+      // The first stop's recording, then only the latest state: the two in between never recorded.
+      expect(b.started).toEqual([0, 1]);
+      expect(b.stack()).toBe(1);
+      expect(b.engine.replicas).toBe(1);
+      expect(b.records.recorded("w")).toEqual({ key: "k", replicas: 1 });
+      expect(b.marks()).toBe(0);
+      // The stale stop found the engine at 1 and did not act on it (refused, logged as superseded).
+      expect(b.logs).toEqual(["a superseded recording did not finish; recording the latest state"]);
+    });
+
+    it("a recording overtaken by a newer operation that fails is followed by the latest one, no warning", async () => {
+      const b = bench();
+      b.operate(0);
+      b.operate(1);
+      await b.releaseAll();
+      // The stale stop found the engine at 1 and refused; the resume's recording recorded it.
+      expect(b.started).toEqual([0, 1]);
+      expect(b.stack()).toBe(1);
+      expect(b.logs).toEqual(["a superseded recording did not finish; recording the latest state"]);
+      expect(b.records.get("w")).toEqual({ key: "k", replicas: 1 });
+    });
+
+    it("refreshes a resume's recording when the stack may still hold the replaced workload", async () => {
+      const records = new FastPathRecords(() => undefined);
+      records.set("w", { key: "k", replicas: 1 });
+      const seen: boolean[] = [];
+      const hold = deferred();
+      records.record(
+        "w",
+        { key: "k", replicas: 0 },
+        () => hold.promise,
+        () => undefined,
+      );
+      // Stop and resume recorded as one: the stack still holds the stopped workload.
+      records.record(
+        "w",
+        { key: "k", replicas: 0 },
+        async () => void seen.push(false),
+        () => undefined,
+      );
+      records.record(
+        "w",
+        { key: "k", replicas: 1 },
+        async ({ refresh }) => void seen.push(refresh),
+        () => undefined,
+      );
+      hold.resolve();
+      await records.settled("w");
+      // The stop's recording ran first and the stack holds no workload: no refresh needed.
+      expect(seen).toEqual([false]);
+      const again = new FastPathRecords(() => undefined);
+      again.set("w", { key: "k", replicas: 1 });
+      again.record(
+        "w",
+        { key: "k", replicas: 1 },
+        async ({ refresh }) => void seen.push(refresh),
+        () => undefined,
+      );
+      await again.settled("w");
+      expect(seen).toEqual([false, true]);
+    });
+
+    it("the latest recording failing leaves the workspace unknown (the next operation takes the full path)", async () => {
+      const b = bench();
+      b.operate(0, new Error("up failed"));
+      await b.releaseAll();
+      expect(b.records.get("w")).toBeUndefined();
+      expect(b.logs).toEqual(["recording a fast-path change in the stack failed"]);
+      expect(b.marks()).toBe(0);
+    });
+
+    it("forget (a full path, a removal) drops the pending recording and waits for the running one", async () => {
+      const b = bench();
+      b.operate(0);
+      b.operate(1);
+      b.records.forget("w");
+      expect(b.records.get("w")).toBeUndefined();
+      await b.releaseAll();
+      expect(b.started).toEqual([0]);
+      // What the running one recorded is not taken as known: the full path records its own.
+      expect(b.records.recorded("w")).toBeUndefined();
+      expect(b.marks()).toBe(0);
     });
   });
 });

@@ -1,13 +1,24 @@
 /**
- * The bookkeeping of the stop/resume fast path both drivers take (runner/docker/driver.ts,
- * runner/kubernetes/driver.ts): what each workspace's stack last recorded as this driver made it, and the
- * background `up` that records a change the fast path already made on the engine.
+ * The bookkeeping of the fast path both drivers take (runner/docker/driver.ts,
+ * runner/kubernetes/driver.ts): what each workspace's engine holds as this driver made it, what its
+ * stack last recorded, and the background `up`s that record the one after the other.
  *
- * A driver acts on the engine at once (removes or scales the workload), answers, and hands the
- * `up` that records the same change to `record()`: it runs in the background, under the stack's
- * own lock (stacks/). The workspace's next operation waits for it (`settled()`), so the stack is
- * the declaration of record again before anything else happens to it. A failed recording leaves
- * the workspace unknown here: its next operation takes the full path and reconciles.
+ * A driver acts on the engine at once (makes, removes or scales the workload), declares the state
+ * it made here and answers; the next operation never waits for a recording. Recordings coalesce
+ * to the latest declared state: at most one runs per workspace, and one is pending (the latest
+ * state, read when it starts); a state declared and replaced before its recording started is
+ * never recorded. The policy pack has judged every state the fast path declares before the engine
+ * holds it: a resume or heal only repeats the inputs of a state declared before (its key), a first
+ * create is judged in process, and any other change takes the full path (an `up`, judged there).
+ *
+ * A recording of a state that is no longer the latest must never act on the engine beyond what the
+ * latest declares: it runs record-only (OperationOptions.recordOnly, stacks/stack-manager.ts: the
+ * Docker provider adopts the container as it is, never makes one) and the Kubernetes provider's
+ * server-side apply of a `spec.replicas` other than the runner's claim of the latest value is
+ * refused (the claim is released only once the latest state is recorded). Such a stale recording
+ * fails or records what it found; the pending one then records the latest state. A failed
+ * recording of the latest state leaves the workspace unknown here: its next operation takes the
+ * full path and reconciles.
  */
 import { createHash } from "node:crypto";
 import { parseOrThrow } from "../../contracts/errors.ts";
@@ -32,8 +43,8 @@ export type DriverSettings = {
 export type Secrets = { credentials: Record<string, string>; adapterToken: string };
 
 /**
- * What the stack of a session last recorded, as this driver made it: a hash of the spec (scale
- * aside) and secrets of its last `up` at scale 1, and the scale it is at now.
+ * A state of a session's workload as this driver made it (declared) or its stack records it: a
+ * hash of the spec (scale aside) and secrets it runs with at scale 1, and its scale.
  */
 export type Recorded = { key: string; replicas: 0 | 1 };
 
@@ -45,90 +56,165 @@ export function recordKey(spec: SessionSpec, secrets: Secrets): string {
     .digest("hex");
 }
 
+/** What a recording is told when it starts. */
+export type RecordContext = {
+  /**
+   * The stack may still hold the workload this state replaced (a stop and a resume recorded as
+   * one, or a heal): refresh before the `up` so it adopts the engine's one.
+   */
+  refresh: boolean;
+  /** True while no newer state was declared since this recording started. */
+  latest: () => boolean;
+};
+export type Recording = (context: RecordContext) => Promise<unknown>;
+
+type Workspace = {
+  /** The state the engine holds as this driver made it (absent: unknown, the full path goes). */
+  declared?: Recorded;
+  /** What the stack records (its last recording or full `up`), when known. */
+  recorded?: Recorded;
+  /** A recording failed since the last that succeeded: the stack may hold anything. */
+  unsure: boolean;
+  /** The latest declared state not yet recorded, with how to record it. */
+  pending?: { seq: number; state: Recorded; record: Recording };
+  /** Bumped by every declaration and every reset. */
+  seq: number;
+  /** Bumped by every reset (forget: a full path starts, a removal). */
+  epoch: number;
+  /** The recording running now. */
+  running?: Promise<void>;
+  /** The recording marks (stacks/recording.ts) of declarations not yet recorded. */
+  marks: (() => void)[];
+};
+
 export class FastPathRecords {
   readonly #log: DriverLog;
-  /** Per workspace: what its stack records (absent: unknown to this driver, the full path goes). */
-  readonly #recorded = new Map<string, Recorded>();
-  /** Per workspace: the background `up` recording its last fast-path change. */
-  readonly #settling = new Map<string, Promise<void>>();
-  /** Per workspace: what that background `up` will record once it succeeds. */
-  readonly #recording = new Map<string, Recorded>();
+  readonly #workspaces = new Map<string, Workspace>();
 
   constructor(log: DriverLog) {
     this.#log = log;
   }
 
-  /** What the workspace's stack records, when this driver knows (it ran the last `up` itself). */
-  get(containerName: string): Recorded | undefined {
-    return this.#recorded.get(containerName);
+  #workspace(containerName: string): Workspace {
+    let w = this.#workspaces.get(containerName);
+    if (!w) {
+      w = { unsure: false, seq: 0, epoch: 0, marks: [] };
+      this.#workspaces.set(containerName, w);
+    }
+    return w;
   }
 
   /**
-   * What the stack records, or will record once the `up` in flight succeeds: for an operation
-   * that changes nothing the stack declares (a Kubernetes heal) and need not wait for it.
+   * The state the workspace's engine holds as this driver made it (declared by its last fast
+   * path, or recorded by its last full `up`), whose inputs the policy pack judged; undefined when
+   * unknown (the full path goes).
    */
-  intended(containerName: string): Recorded | undefined {
-    return this.#recorded.get(containerName) ?? this.#recording.get(containerName);
+  get(containerName: string): Recorded | undefined {
+    return this.#workspaces.get(containerName)?.declared;
   }
 
-  /** The stack recorded `recorded` (an `up` of the full path finished). */
+  /** What the stack records now, as far as this driver knows (tests, diagnostics). */
+  recorded(containerName: string): Recorded | undefined {
+    return this.#workspaces.get(containerName)?.recorded;
+  }
+
+  /** A full `up` recorded `recorded`: the engine holds it and the stack records it. */
   set(containerName: string, recorded: Recorded): void {
-    this.#recorded.set(containerName, recorded);
+    const w = this.#workspace(containerName);
+    w.declared = recorded;
+    w.recorded = recorded;
+    w.unsure = false;
   }
 
-  /** The stack's record is unknown from now on (an operation on it starts or failed). */
+  /**
+   * The workspace is unknown from now on (a full path starts, or an operation failed): a pending
+   * recording is dropped (the full path's own `up` records what it makes); one running finishes
+   * under the stack's lock, before anything the full path runs there, and records nothing here.
+   */
   forget(containerName: string): void {
-    this.#recorded.delete(containerName);
+    const w = this.#workspaces.get(containerName);
+    if (!w) return;
+    w.seq++;
+    w.epoch++;
+    w.pending = undefined;
+    w.declared = undefined;
+    w.recorded = undefined;
+    if (!w.running) this.#release(w);
   }
 
-  /** Resolves when the workspace's last fast-path change is recorded in its stack (at once if none). */
+  /** Resolves when no recording of the workspace runs or is pending (at once if none). */
   async settled(containerName: string): Promise<void> {
     for (;;) {
-      const pending = this.#settling.get(containerName);
-      if (!pending) return;
-      await pending;
-      if (this.#settling.get(containerName) === pending) this.#settling.delete(containerName);
+      const running = this.#workspaces.get(containerName)?.running;
+      if (!running) return;
+      await running;
     }
   }
 
   /**
-   * Records a change the fast path already made: `record` (an `up`) runs in the background under
-   * the stack's own lock; `done` clears the pending mark (stacks/recording.ts). A failed
-   * recording leaves the stack unknown to this driver, so the next operation takes the full path
-   * and reconciles.
+   * The fast path made `state` on the engine: from now on it is what the engine holds. Its
+   * recording (`record`, an `up` under the stack's own lock) runs in the background, now or after
+   * the one running, unless a newer state replaces it first. `done` clears the recording mark the
+   * fast path set before it acted (stacks/recording.ts), once this state is recorded or replaced.
    */
-  record(containerName: string, next: Recorded, record: () => Promise<unknown>, done: () => void): void {
-    this.#recorded.delete(containerName);
-    this.#recording.set(containerName, next);
-    const pending = record()
-      .then(
-        () => void this.#recorded.set(containerName, next),
-        (error: unknown) =>
-          this.#log("warn", "recording a fast-path change in the stack failed", {
-            container: containerName,
-            error: (error as Error).message.slice(0, 500),
-          }),
-      )
-      .finally(() => {
-        if (this.#settling.get(containerName) === pending) this.#recording.delete(containerName);
-        done();
-      });
-    this.#settling.set(containerName, pending);
+  record(containerName: string, state: Recorded, record: Recording, done: () => void): void {
+    const w = this.#workspace(containerName);
+    w.seq++;
+    w.declared = state;
+    w.pending = { seq: w.seq, state, record };
+    w.marks.push(done);
+    if (!w.running) w.running = this.#drain(containerName, w);
+  }
+
+  async #drain(containerName: string, w: Workspace): Promise<void> {
+    for (;;) {
+      const next = w.pending;
+      if (!next) break;
+      w.pending = undefined;
+      const epoch = w.epoch;
+      const refresh = next.state.replicas === 1 && (w.unsure || w.recorded?.replicas === 1);
+      try {
+        await next.record({ refresh, latest: () => w.seq === next.seq });
+        // Reset (forget) since it started: the full path's own `up` records; nothing known from this.
+        if (w.epoch === epoch) {
+          w.recorded = next.state;
+          w.unsure = false;
+        }
+      } catch (error) {
+        if (w.epoch !== epoch) continue;
+        w.unsure = true;
+        w.recorded = undefined;
+        const fields = { container: containerName, error: (error as Error).message.slice(0, 500) };
+        if (w.pending) {
+          // Stale: a newer state was declared while it ran; the pending recording records that.
+          this.#log("info", "a superseded recording did not finish; recording the latest state", fields);
+        } else {
+          this.#log("warn", "recording a fast-path change in the stack failed", fields);
+          w.declared = undefined;
+        }
+      }
+    }
+    this.#release(w);
+    w.running = undefined;
+    if (!w.declared && !w.recorded) this.#workspaces.delete(containerName);
+  }
+
+  #release(w: Workspace): void {
+    for (const done of w.marks.splice(0)) done();
   }
 
   /**
-   * Stop. With a record of replicas 1, `fast` acts on the engine at once and returns what clears
-   * the stack's recording mark (undefined: it could not, take the full path); the stack then
-   * records replicas 0 in the background (`stack`). Otherwise `stack` (a full `up` at scale 0)
-   * runs now and is awaited.
+   * Stop. With the engine at replicas 1 as this driver made it, `fast` acts on the engine at once
+   * and returns what clears the stack's recording mark (undefined: it could not, take the full
+   * path); the stack then records replicas 0 in the background (`stack`, told it is a recording).
+   * Otherwise `stack` (a full `up` at scale 0) runs now and is awaited.
    */
   async scaleDown(
     containerName: string,
     fast: (() => Promise<(() => void) | undefined>) | undefined,
-    stack: () => Promise<unknown>,
+    stack: (recording?: RecordContext) => Promise<unknown>,
   ): Promise<void> {
-    await this.settled(containerName);
-    const last = this.#recorded.get(containerName);
+    const last = this.get(containerName);
     const done = fast && last?.replicas === 1 ? await fast() : undefined;
     if (last && done) {
       this.record(containerName, { ...last, replicas: 0 }, stack, done);

@@ -15,8 +15,11 @@
  * is being deleted; resume, when the stack last recorded exactly the inputs asked for (same spec,
  * credentials and token) at scale 0 and every object of the session is still there, scales it to
  * 1 and answers once the pod is Ready (runner/kubernetes/scale.ts). Either way the same `up` the full
- * path runs then records the change in the background, and the session's next operation waits for
- * it; then the runner's claim on the fields it wrote is released (runner/kubernetes/fast-create.ts).
+ * path runs then records the change in the background; the session's next operation does not wait
+ * for it (recordings coalesce to the latest state, runner/engine/fast-path.ts). Once the latest
+ * state is recorded the runner's claim on the fields it wrote is released
+ * (runner/kubernetes/fast-create.ts); until then it makes an overtaken recording's apply of another
+ * `spec.replicas` a conflict, so that recording cannot scale the Deployment back.
  *
  * A heal (the pod deleted, its container dead, while the stack records replicas 1 with the same
  * inputs and every object is there) runs no `up` at all: the Deployment already makes the new pod;
@@ -53,7 +56,13 @@ import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./scale.
 import { fastCreateKubernetes, releaseRunnerFields } from "./fast-create.ts";
 import { PodFailures } from "./pod-failure.ts";
 import { probeAdapter } from "../engine/adapter-probe.ts";
-import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
+import {
+  type DriverLog,
+  FastPathRecords,
+  type RecordContext,
+  recordKey,
+  type Secrets,
+} from "../engine/fast-path.ts";
 import type {
   AgentOutput,
   AgentProcess,
@@ -234,8 +243,8 @@ export class KubernetesDriver implements EngineDriver {
     const scaled = parseOrThrow(SessionSpec, { ...spec, kubernetes, replicas: 1 as const }, "session spec");
     const key = recordKey(scaled, secrets);
     // A heal changes nothing the stack declares: it need not wait for a recording in flight.
+    // Never waits for the recording of an earlier operation (runner/engine/fast-path.ts).
     const healed = await this.#fastHeal(containerName, scaled, key);
-    if (!healed) await this.#records.settled(containerName);
     const fast =
       healed ??
       (await this.#fastResume(containerName, scaled, secrets, key)) ??
@@ -250,6 +259,10 @@ export class KubernetesDriver implements EngineDriver {
     try {
       this.#endpoints.delete(containerName);
       this.#records.forget(containerName);
+      // A recording still running ends first; then no claim of the runner's fast path (of a
+      // replicas this `up` may set otherwise) stands in the way of the provider's apply.
+      await this.#records.settled(containerName);
+      await this.#release(scaled);
       await this.#forgetLostObjects(containerName, spec);
       const outputs = await this.#stacks.up(scaled, secrets);
       this.#records.set(containerName, { key, replicas: 1 });
@@ -312,7 +325,7 @@ export class KubernetesDriver implements EngineDriver {
       this.#quiet.delete(containerName);
     }
     this.#endpoints.set(containerName, endpoint);
-    this.#records.record(containerName, { key, replicas: 1 }, () => this.#upAndRelease(spec, secrets), done);
+    this.#records.record(containerName, { key, replicas: 1 }, (r) => this.#record(spec, secrets, r), done);
     // As the session program's output says (infra/kubernetes/session.ts): the image is digest-pinned.
     return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
   }
@@ -329,7 +342,7 @@ export class KubernetesDriver implements EngineDriver {
     spec: SessionSpec,
     key: string,
   ): Promise<ProvisionResult | undefined> {
-    const last = this.#records.intended(containerName);
+    const last = this.#records.get(containerName);
     if (!this.#fastPath || last?.key !== key || last.replicas !== 1) return undefined;
     const apis = { core: this.#core, apps: this.#apps, networking: this.#networking };
     const [service, deployment] = await Promise.all([
@@ -387,23 +400,23 @@ export class KubernetesDriver implements EngineDriver {
       endpoint = await this.#waitServing(containerName, `${service.spec?.clusterIP}:${ADAPTER_PORT}`);
     } catch (error) {
       // Made but not Ready: the recording still declares what was made, so a remove finds it all.
-      this.#records.record(
-        containerName,
-        { key, replicas: 1 },
-        () => this.#upAndRelease(spec, secrets),
-        done,
-      );
+      this.#records.record(containerName, { key, replicas: 1 }, (r) => this.#record(spec, secrets, r), done);
       throw error;
     }
     this.#endpoints.set(containerName, endpoint);
-    this.#records.record(containerName, { key, replicas: 1 }, () => this.#upAndRelease(spec, secrets), done);
+    this.#records.record(containerName, { key, replicas: 1 }, (r) => this.#record(spec, secrets, r), done);
     return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
   }
 
-  /** The recording `up` of a fast-path change, then the runner's claim on the fields released. */
-  async #upAndRelease(spec: SessionSpec, secrets: Secrets): Promise<void> {
-    await this.#stacks.up(spec, secrets);
-    await this.#release(spec);
+  /**
+   * The recording `up` of a fast-path change, then, when no newer state was declared meanwhile, the
+   * runner's claim on the fields released. Until then the claim (on the latest `spec.replicas`)
+   * makes the provider's apply of another value a conflict: a recording overtaken by a newer
+   * operation cannot scale the Deployment back.
+   */
+  async #record(spec: SessionSpec, secrets: Secrets, recording: RecordContext): Promise<void> {
+    await this.#stacks.up(spec, secrets, { recordOnly: true });
+    if (recording.latest()) await this.#release(spec);
   }
 
   async #release(spec: Pick<SessionSpec, "namespace" | "name">): Promise<void> {
@@ -703,9 +716,15 @@ export class KubernetesDriver implements EngineDriver {
     await this.#records.scaleDown(
       containerName,
       this.#fastPath ? () => this.#fastStop(containerName, p) : undefined,
-      async () => {
-        await this.#stacks.scaleDown(p.namespace, p.name);
+      async (recording) => {
+        if (recording) {
+          await this.#stacks.scaleDown(p.namespace, p.name, { recordOnly: true });
+          if (recording.latest()) await this.#release(p);
+          return;
+        }
+        await this.#records.settled(containerName);
         await this.#release(p);
+        await this.#stacks.scaleDown(p.namespace, p.name);
         // As a fast stop answers: once the pod is being deleted (the `up` does not await it).
         await this.#waitPodsGoing(containerName).catch(() => undefined);
       },
@@ -738,14 +757,44 @@ export class KubernetesDriver implements EngineDriver {
     return done;
   }
 
+  interruptedRecordings(): string[] {
+    return this.#stacks.interruptedRecordings().map((p) => {
+      const containerName = workloadName(p.namespace, p.name);
+      this.#placements.set(containerName, p);
+      return containerName;
+    });
+  }
+
+  async recordEngineState(containerName: string): Promise<void> {
+    const p = await this.#placement(containerName);
+    if (!p) return;
+    this.#records.forget(containerName);
+    const deployment = await this.#apps
+      .readNamespacedDeployment({ name: containerName, namespace: this.namespace })
+      .catch((e: unknown) => {
+        if (isApiStatus(e, 404)) return undefined;
+        throw e;
+      });
+    const done = this.#stacks.markRecording(p.namespace, p.name);
+    try {
+      if (deployment?.spec?.replicas === 1)
+        await this.#stacks.resume(p.namespace, p.name, { recordOnly: true });
+      else await this.#stacks.scaleDown(p.namespace, p.name, { recordOnly: true });
+      await this.#release(p);
+    } finally {
+      done();
+    }
+  }
+
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     this.#quiet.add(containerName);
     // No PVC left to find its session (and stack) by: what else of it is left goes by its names,
     // as a restarted runner's remove must leave nothing running (issue 34 item 11).
     if (!p) return this.#deleteLeftovers(containerName);
-    await this.#records.settled(containerName);
+    // A pending recording is dropped; one running finishes first.
     this.#records.forget(containerName);
+    await this.#records.settled(containerName);
     await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
       if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
     });

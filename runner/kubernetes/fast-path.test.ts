@@ -44,11 +44,22 @@ class FakeCluster {
   /** Merge patches that only rewrote `metadata.managedFields`, by object. */
   readonly releases: { path: string; managers: string[] }[] = [];
   pods: { uid: string; deleting: boolean }[] = [];
+  /**
+   * Server-side apply as the cluster does it: an `up` applying a `spec.replicas` other than the
+   * value the runner's own update claims conflicts (HTTP 409; the provider does not force).
+   */
+  conflicts = false;
   #uid = 0;
   server!: Server;
 
   /** What the session program's `up` makes (infra/kubernetes/session.ts), at `replicas`. */
   declare(replicas: 0 | 1): void {
+    const deployment = this.objects.get(`deployments/${name}`);
+    const runnerClaim = deployment?.metadata.managedFields?.some(
+      (f) => f.manager === "agent-sessions-runner",
+    );
+    if (this.conflicts && runnerClaim && deployment?.spec?.replicas !== replicas)
+      throw new Error('Apply failed with 1 conflict: conflict with "agent-sessions-runner": .spec.replicas');
     const labels = { [Labels.managedBy]: "agent-sessions" };
     // Applied under the provider's own field manager; earlier managers' claims stay (upsert).
     const set = (key: string, object: FakeObject) => {
@@ -143,6 +154,10 @@ class FakeCluster {
     const object = this.objects.get(key);
     if (!object) return notFound();
     if (req.method === "GET") return send(200, object);
+    if (req.method === "DELETE") {
+      this.objects.delete(key);
+      return send(200, { kind: "Status", status: "Success" });
+    }
     if (req.method === "PATCH") {
       const body = JSON.parse(text) as {
         spec?: { replicas: number };
@@ -188,12 +203,17 @@ function fakeStacks(cluster: FakeCluster, violations: { policy: string; message:
       calls.push("scaleDown");
       return finish("scaleDown", 0);
     },
+    resume: async () => {
+      calls.push("resume");
+      return finish("resume", 1);
+    },
     destroy: async () => void calls.push("destroy"),
     stackName: (ns: string, n: string) => `${ns}--${n}`,
     judge: async (_spec: SessionSpec, resources: { type: string }[]) => {
       calls.push(`judge ${resources.map((r) => r.type.split(":")[2]).join(",")}`);
       return violations;
     },
+    interruptedRecordings: () => [{ namespace: "team", name: "s1" }],
     markRecording: () => {
       marks.push("marked");
       return () => void marks.push("cleared");
@@ -287,25 +307,56 @@ describe("the Kubernetes stop/resume fast path", () => {
     expect(fake.calls).toEqual(["up 1", "up done"]);
   });
 
-  it("makes the next operation wait for the pending recording", async () => {
+  it("acts on the cluster at once for the next operation while the previous one's recording runs", async () => {
     const fake = fakeStacks(cluster);
     const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     const release = fake.holdUps();
     await driver.scaleDown(name);
-    let resumed = false;
-    const resuming = driver.provision(name, spec, secrets).then(() => {
-      resumed = true;
-    });
-    await new Promise((r) => setTimeout(r, 300));
-    expect(resumed).toBe(false);
-    expect(cluster.patches.map((p) => p.body)).toEqual([{ spec: { replicas: 0 } }]);
-    release();
-    await resuming;
+    // The stop's recording is held: the resume does not wait for it.
+    await driver.provision(name, spec, secrets);
     expect(cluster.patches.map((p) => p.body)).toEqual([
       { spec: { replicas: 0 } },
       { spec: { replicas: 1 } },
     ]);
+    expect(await driver.isRunning(name)).toBe(true);
+    release();
+    await driver.settled(name);
+  });
+
+  it("stop → resume → stop → resume back to back: each acts at once, the recordings coalesce, and the stack ends recording the last state without undoing it", async () => {
+    const fake = fakeStacks(cluster);
+    cluster.conflicts = true;
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+    await driver.provision(name, spec, secrets);
+    fake.calls.length = 0;
+    const release = fake.holdUps(); // the first stop's recording runs until released
+    await driver.scaleDown(name);
+    await driver.provision(name, spec, secrets);
+    await driver.scaleDown(name);
+    await driver.provision(name, spec, secrets);
+    expect(cluster.patches.map((p) => p.body)).toEqual(
+      [0, 1, 0, 1].map((replicas) => ({ spec: { replicas } })),
+    );
+    const live = cluster.pods.filter((p) => !p.deleting).map((p) => p.uid);
+    expect(live).toHaveLength(1);
+    release();
+    await driver.settled(name);
+    // One recording ran (the first stop's, now stale: refused, it changes nothing), one was
+    // pending and recorded the latest state; the two states in between were never recorded.
+    expect(fake.calls.filter((c) => !c.endsWith(" done"))).toEqual(["scaleDown", "up 1"]);
+    expect(fake.calls.at(-1)).toBe("up done");
+    expect(cluster.objects.get(`deployments/${name}`)?.spec?.replicas).toBe(1);
+    // The pod the last resume made still runs: no recording scaled it away and back.
+    expect(cluster.pods.filter((p) => !p.deleting).map((p) => p.uid)).toEqual(live);
+    expect(fake.marks.filter((m) => m === "cleared")).toHaveLength(
+      fake.marks.filter((m) => m === "marked").length,
+    );
+    // Recorded: the next stop takes the fast path again.
+    await driver.scaleDown(name);
+    expect(cluster.patches.at(-1)?.body).toEqual({ spec: { replicas: 0 } });
+    await driver.settled(name);
+    expect(cluster.objects.get(`deployments/${name}`)?.spec?.replicas).toBe(0);
   });
 
   it("takes the full path when the credentials or the token changed", async () => {
@@ -474,20 +525,73 @@ describe("the Kubernetes fast heal during a recording", () => {
     expect(fake.calls).toEqual(["up 1", "up done"]);
   });
 
-  it("waits for a stop's recording: a heal is only for a session that should run", async () => {
+  it("after a stop whose recording still runs, a provision is a resume (scaled to 1), not a heal", async () => {
     const fake = fakeStacks(cluster);
     const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
     await driver.provision(name, spec, secrets);
     const release = fake.holdUps();
     await driver.scaleDown(name);
-    const resuming = driver.provision(name, spec, secrets);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(cluster.patches.map((p) => p.body)).toEqual([{ spec: { replicas: 0 } }]);
-    release();
-    await resuming;
+    await driver.provision(name, spec, secrets);
     expect(cluster.patches.map((p) => p.body)).toEqual([
       { spec: { replicas: 0 } },
       { spec: { replicas: 1 } },
     ]);
+    release();
+    await driver.settled(name);
+  });
+});
+
+describe("remove right after operations back to back", () => {
+  it("drops the pending recording, waits for the running one, then destroys", async () => {
+    const fake = fakeStacks(cluster);
+    const driver = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+    await driver.provision(name, spec, secrets);
+    fake.calls.length = 0;
+    const release = fake.holdUps();
+    await driver.scaleDown(name); // its recording runs, held
+    await driver.provision(name, spec, secrets); // pending
+    const removing = driver.remove(name);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fake.calls).toEqual(["scaleDown"]); // no destroy while the recording runs
+    release();
+    await removing;
+    expect(fake.calls).toEqual(["scaleDown", "scaleDown done", "destroy"]);
+    expect(fake.marks.filter((m) => m === "cleared")).toHaveLength(
+      fake.marks.filter((m) => m === "marked").length,
+    );
+  });
+});
+
+describe("a runner restarted while a recording ran", () => {
+  it("records the state the cluster holds (replicas 0 or 1), record-only, then releases its claims", async () => {
+    for (const replicas of [0, 1] as const) {
+      const fake = fakeStacks(cluster);
+      const before = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+      await before.provision(name, spec, secrets);
+      // The previous process acted at once and died before its recordings: the stack says 1.
+      fake.failUps(new Error("the runner died"));
+      await before.scaleDown(name);
+      await before.settled(name);
+      if (replicas === 1) {
+        // …and then resumed at once (its merge patch), dying before that recording too.
+        const deployment = cluster.objects.get(`deployments/${name}`);
+        if (deployment) deployment.spec = { ...deployment.spec, replicas: 1 };
+        cluster.replacePod();
+      }
+      fake.failUps(undefined);
+      fake.calls.length = 0;
+      const restarted = new KubernetesDriver(kc, fake.stacks, FULL_CREATE);
+      expect(restarted.interruptedRecordings()).toEqual([name]);
+      await restarted.recordEngineState(name);
+      expect(fake.calls).toEqual(
+        replicas === 0 ? ["scaleDown", "scaleDown done"] : ["resume", "resume done"],
+      );
+      expect(cluster.objects.get(`deployments/${name}`)?.spec?.replicas).toBe(replicas);
+      expect(
+        cluster.objects.get(`deployments/${name}`)?.metadata.managedFields?.map((f) => f.manager),
+      ).toEqual(["pulumi-kubernetes-1"]);
+      cluster.objects.clear();
+      cluster.pods = [];
+    }
   });
 });

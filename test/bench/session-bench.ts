@@ -4,7 +4,7 @@
  * on, in the same run, and both beside the engine floor: a plain container of the same image (on
  * either engine) to its adapter's first HTTP answer.
  *
- *   node test/bench/session-bench.ts [runs=3] [--engine docker|kubernetes]
+ *   node test/bench/session-bench.ts [runs=3] [--engine docker|kubernetes] [--back-to-back]
  *     (the test bed must be up: scripts/testbed up node docker pulumi image,
  *      and pulumi-kubernetes kubernetes for --engine kubernetes)
  *
@@ -22,7 +22,13 @@
  *            the idle timeout (from the reply's end).
  * Each step starts once the previous one settled (the fast path's background recording `up`
  * finished: no `*.recording` marker left in the runner's stack settings, stacks/recording.ts), so
- * a step is measured on its own; how long the recordings took is shown apart. Status is polled
+ * a step is measured on its own; how long the recordings took is shown apart.
+ *
+ * `--back-to-back` adds, per run, one more session on the fast system driven as a user does, with
+ * no settling wait: create → stop → resume → stop → resume, each PATCH sent as soon as the
+ * previous step reached its phase (so every stop and resume comes right after another operation
+ * whose recording is still running). A second table shows stop and resume → Ready in both modes,
+ * settled (the steps above) and back to back, beside the same floor. Status is polled
  * every 25 ms (so each figure is up to 25 ms late). p50 is nearest-rank. The processes' logs are
  * written to session-bench-<path>.log in the temp dir at the end.
  */
@@ -39,7 +45,10 @@ import { type Json, startSessionModelServer, System } from "../support/system.ts
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 
 const { values: flags, positionals } = parseArgs({
-  options: { engine: { type: "string", default: "docker" } },
+  options: {
+    engine: { type: "string", default: "docker" },
+    "back-to-back": { type: "boolean", default: false },
+  },
   allowPositionals: true,
 });
 const runs = Number(positionals[0] ?? 3);
@@ -75,6 +84,9 @@ const samples: Record<Path, Record<Step, number[]>> = {
   fast: { create: [], stop: [], resume: [], heal: [], idle: [], settle: [] },
 };
 const floor: number[] = [];
+const backToBack = flags["back-to-back"] === true;
+/** Stops and resumes of the back-to-back sessions (two each a run). */
+const b2b: { stop: number[]; resume: number[] } = { stop: [], resume: [] };
 let model: ModelServer | undefined;
 let probe: EngineProbe;
 
@@ -154,6 +166,34 @@ async function lifecycle(path: Path): Promise<void> {
   }
 }
 
+/** A session of the fast system stopped and resumed twice with no wait for recordings. */
+async function backToBackLifecycle(): Promise<void> {
+  const system = systems.fast;
+  const name = uniqueName(`${PREFIX}-b2b`).slice(0, 40);
+  const url = `${NS}/harnesssessions/${name}`;
+  const t = performance.now();
+  await must(system, "PUT", url, {
+    apiVersion: API,
+    kind: "HarnessSession",
+    metadata: { name },
+    spec: { agentRef: PREFIX, runtimeRef: "reference", desiredState: "running", idleTimeout: "1h" },
+  });
+  await reach(system, name, phase("Ready"), t);
+  try {
+    for (let i = 0; i < 2; i++) {
+      let t0 = performance.now();
+      await must(system, "PATCH", url, { spec: { desiredState: "stopped" } });
+      b2b.stop.push((await reach(system, name, phase("Stopped"), t0)).ms);
+      t0 = performance.now();
+      await must(system, "PATCH", url, { spec: { desiredState: "running" } });
+      b2b.resume.push((await reach(system, name, phase("Ready"), t0)).ms);
+    }
+  } finally {
+    await system.call("DELETE", url);
+    await settled(system);
+  }
+}
+
 /** The floor: a plain container (pod) of the image, no Pulumi, to its first /readyz answer. */
 async function engineFloor(): Promise<number> {
   const image = referenceImage().image;
@@ -199,6 +239,7 @@ try {
   for (let i = 0; i < runs; i++) {
     const order: Path[] = i % 2 === 0 ? ["full", "fast"] : ["fast", "full"];
     for (const path of order) await lifecycle(path);
+    if (backToBack) await backToBackLifecycle();
     floor.push(await engineFloor());
     process.stderr.write(`  run ${i + 1}/${runs} done\n`);
   }
@@ -218,6 +259,21 @@ try {
       step === "idle" || step === "stop" || step === "settle" ? "–" : (fast / floorP50).toFixed(2);
     const perFull = step === "settle" ? "–" : (fast / full).toFixed(2);
     console.log(`| ${label} | ${f(full)} | ${f(fast)} | ${perFull} | ${perFloor} |`);
+  }
+  if (backToBack) {
+    console.log(
+      `\n${engine}, fast path: settled (p50 of ${runs}) and back to back (p50 of ${b2b.stop.length}), engine floor ${f(floorP50)}`,
+    );
+    console.log(`| step | settled | back to back | back to back/floor |`);
+    console.log(`|---|---|---|---|`);
+    const rows = [
+      ["stop right after another operation → Stopped", samples.fast.stop, b2b.stop],
+      ["resume → Ready right after another operation", samples.fast.resume, b2b.resume],
+    ] as const;
+    for (const [label, settledRuns, b2bRuns] of rows)
+      console.log(
+        `| ${label} | ${f(p50([...settledRuns]))} | ${f(p50([...b2bRuns]))} | ${(p50([...b2bRuns]) / floorP50).toFixed(2)} |`,
+      );
   }
 } finally {
   for (const [path, system] of Object.entries(systems)) {

@@ -129,6 +129,24 @@ describe("the Docker driver's fast paths (real dockerd, Pulumi, policy pack)", (
     expect(logs.filter((l) => l.level !== "info")).toEqual([]);
   });
 
+  it("stop → resume → stop → resume back to back: each acts at once, and once recorded the stack shows no drift", async () => {
+    const seen: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      await driver.scaleDown(containerName);
+      expect(await driver.isRunning(containerName)).toBe(false);
+      const resumed = await driver.provision(containerName, spec(), secrets);
+      expect(await readyz(resumed.endpoint)).toBe(200);
+      seen.push(await containerId());
+    }
+    // Every operation made its own container at once: none was a recording's.
+    expect(new Set(seen).size).toBe(2);
+    await expectNoDrift("stop → resume → stop → resume back to back");
+    // No recording undid the last resume: its container is the one running.
+    expect(await containerId()).toBe(seen.at(-1));
+    expect(await driver.isRunning(containerName)).toBe(true);
+    expect(logs.filter((l) => l.level !== "info")).toEqual([]);
+  });
+
   it("removes everything: container, network, volume, isolation rules, stack", async () => {
     const network = await docker.getNetwork(`${containerName}-net`).inspect();
     const bridge = `br-${network.Id.slice(0, 12)}`;

@@ -9,6 +9,7 @@ import { createHash, createHmac } from "node:crypto";
 import type * as provider from "@pulumi/pulumi/provider/index.js";
 import { isRpcSecret, unwrapRpcSecret } from "@pulumi/pulumi/runtime/rpc.js";
 import Docker from "dockerode";
+import { RECORD_ONLY_ENV } from "../../../contracts/session-spec.ts";
 import { removeBridgeRules } from "./host-isolation.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
 import { ensureSessionContainer, removeSessionContainer } from "./session-container.ts";
@@ -231,7 +232,11 @@ export class DockerSessionProvider implements provider.Provider {
 
   async #createContainer(inputs: ContainerInputs): Promise<provider.CreateResult> {
     // Adopts the container the runner's fast path already made from the same inputs (spec hash).
-    const running = await ensureSessionContainer(this.#docker, inputs, this.#readyTimeoutMs);
+    // Recording only (stacks/stack-manager.ts): never makes one; a container not there as
+    // declared means a later operation of the runner changed it, which this `up` must not undo.
+    const running = await ensureSessionContainer(this.#docker, inputs, this.#readyTimeoutMs, {
+      adoptOnly: process.env[RECORD_ONLY_ENV] === "1",
+    });
     return {
       id: running.containerId,
       outs: {

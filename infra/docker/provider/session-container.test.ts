@@ -1,3 +1,4 @@
+import type Docker from "dockerode";
 import { describe, expect, it } from "vitest";
 import { SessionSpec } from "../../../contracts/session-spec.ts";
 import type { ContainerInputs } from "./schema.ts";
@@ -6,6 +7,7 @@ import {
   containerEnv,
   containerSecretEnv,
   containerSpecInputs,
+  ensureSessionContainer,
   SPEC_HASH_LABEL,
   specHash,
 } from "./session-container.ts";
@@ -64,5 +66,47 @@ describe("the one session-container builder", () => {
     expect(
       specHash(inputs({ secretEnv: containerSecretEnv({ MODEL_API_KEY: "sk-one" }, "token-two") })),
     ).not.toBe(label);
+  });
+});
+
+describe("ensureSessionContainer recording only (adoptOnly)", () => {
+  /** A dockerode stand-in: the named container as `found` (undefined: 404), every write counted. */
+  function engine(found: { running: boolean; hash: string } | undefined) {
+    const writes: string[] = [];
+    const docker = {
+      getContainer: () => ({
+        inspect: async () => {
+          if (!found) throw Object.assign(new Error("no such container"), { statusCode: 404 });
+          return { State: { Running: found.running }, Config: { Labels: { [SPEC_HASH_LABEL]: found.hash } } };
+        },
+        remove: async () => void writes.push("remove"),
+      }),
+      createContainer: async () => {
+        writes.push("create");
+        throw new Error("made");
+      },
+      getImage: () => ({ inspect: async () => ({}) }),
+    };
+    return { docker: docker as unknown as Docker, writes };
+  }
+
+  it("never makes, removes or replaces a container: gone, exited or of other inputs fails the create", async () => {
+    for (const found of [
+      undefined,
+      { running: false, hash: specHash(inputs()) },
+      { running: true, hash: "other-inputs" },
+    ]) {
+      const { docker, writes } = engine(found);
+      await expect(ensureSessionContainer(docker, inputs(), 1000, { adoptOnly: true })).rejects.toThrow(
+        /not running as declared.*recording only, nothing made/,
+      );
+      expect(writes).toEqual([]);
+    }
+  });
+
+  it("without it, a container that is gone is made (the full path)", async () => {
+    const { docker, writes } = engine(undefined);
+    await expect(ensureSessionContainer(docker, inputs(), 1000)).rejects.toThrow("made");
+    expect(writes).toEqual(["create"]);
   });
 });

@@ -201,6 +201,10 @@ export async function ensureSessionContainer(
   docker: Docker,
   inputs: ContainerInputs,
   readyTimeoutMs: number,
+  options: {
+    /** Only adopt a running container of these inputs; never remove or make one (a recording). */
+    adoptOnly?: boolean;
+  } = {},
 ): Promise<RunningContainer> {
   const existing = docker.getContainer(inputs.name);
   const found = await existing.inspect().catch((error: unknown) => {
@@ -213,8 +217,10 @@ export async function ensureSessionContainer(
       await waitReady(adopted.ipAddress, inputs.adapterPort, readyTimeoutMs);
       return adopted;
     }
+    if (options.adoptOnly) throw notAsDeclared(inputs.name);
     await existing.remove({ force: true, v: false });
   }
+  if (options.adoptOnly) throw notAsDeclared(inputs.name);
   await pullIfMissing(docker, inputs.image);
   const env = [...Object.entries(inputs.env), ...Object.entries(inputs.secretEnv ?? {})].map(
     ([k, v]) => `${k}=${v}`,
@@ -233,6 +239,12 @@ export async function ensureSessionContainer(
     await container.remove({ force: true }).catch(() => undefined);
     throw error;
   }
+}
+
+function notAsDeclared(name: string): Error {
+  return new Error(
+    `container ${name} is not running as declared (a later operation changed it); recording only, nothing made`,
+  );
 }
 
 /**
