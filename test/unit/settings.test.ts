@@ -18,7 +18,12 @@ const DOC = "docs/configuration.md";
 /** The two settings files: the only modules that may read AGENT_SESSIONS_* settings. */
 const SETTINGS_FILES = ["proxy/config.ts", "runner/config.ts"];
 
-type Exception = { file: string; variables: readonly string[]; reader: "CLI" | "runner pod"; why: string };
+type Exception = {
+  file: string;
+  variables: readonly string[];
+  reader: "CLI" | "runner pod" | "Docker session provider";
+  why: string;
+};
 
 /** Readers of AGENT_SESSIONS_* variables outside the two schemas, each with its reason. */
 const EXCEPTIONS: readonly Exception[] = [
@@ -46,6 +51,15 @@ const EXCEPTIONS: readonly Exception[] = [
     why:
       "the control plane's runner pod: its entrypoint script lays out the pod's volume before the " +
       "runner starts (a shell script, so no scan below sees it; listed so the docs may name it)",
+  },
+  {
+    file: "infra/docker/provider/provider.ts",
+    variables: ["AGENT_SESSIONS_RECORD_ONLY"],
+    reader: "Docker session provider",
+    why:
+      "the runner's signal to the provider plugin of one `up` that records what its fast path made " +
+      "(stacks/stack-manager.ts): the plugin is a process of the Pulumi CLI, reached only through " +
+      "the environment; set by the runner per `up`, never by a person",
   },
 ];
 

@@ -9,7 +9,6 @@ import { createHash, createHmac } from "node:crypto";
 import type * as provider from "@pulumi/pulumi/provider/index.js";
 import { isRpcSecret, unwrapRpcSecret } from "@pulumi/pulumi/runtime/rpc.js";
 import Docker from "dockerode";
-import { RECORD_ONLY_ENV } from "../../../contracts/session-spec.ts";
 import { removeBridgeRules } from "./host-isolation.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
 import { ensureSessionContainer, removeSessionContainer } from "./session-container.ts";
@@ -235,7 +234,9 @@ export class DockerSessionProvider implements provider.Provider {
     // Recording only (stacks/stack-manager.ts): never makes one; a container not there as
     // declared means a later operation of the runner changed it, which this `up` must not undo.
     const running = await ensureSessionContainer(this.#docker, inputs, this.#readyTimeoutMs, {
-      adoptOnly: process.env[RECORD_ONLY_ENV] === "1",
+      // RECORD_ONLY_ENV of contracts/session-spec.ts, by its literal name so the settings guard
+      // (test/unit/settings.test.ts) sees which variable is read.
+      adoptOnly: process.env.AGENT_SESSIONS_RECORD_ONLY === "1",
     });
     return {
       id: running.containerId,
