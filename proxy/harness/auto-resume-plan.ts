@@ -25,11 +25,11 @@ export function autoResumePlan(
 ): AutoResumeAction {
   if (record.deletion_requested_at !== undefined || record.spec.desiredState === "stopped") return "refuse";
   if (record.phase === "Paused") return "wake";
+  // Woken (or Ready again) by the time it is looked at: serve it, autoResume or not.
+  if (record.phase === "Ready") return "ready";
   if (record.spec.autoResume !== true) return "refuse";
   const reason = readyOf(record.conditions)?.reason;
   switch (record.phase) {
-    case "Ready":
-      return "ready";
     case "Pending":
       return "join";
     case "Stopped":

@@ -87,6 +87,8 @@ export class HarnessReconciler {
     journal: HarnessReconcilerOptions["journal"];
   };
   readonly #queue: Pick<HarnessWorkQueue, "later">;
+  /** Sessions whose runner refused to pause them, with the generation it refused (in this process). */
+  readonly #pauseRefused = new Map<string, number>();
   /** Told which paused workloads a runner's budget wants stopped (the controller evicts them). */
   onEvict: (containerNames: string[]) => void = () => undefined;
 
@@ -180,6 +182,10 @@ export class HarnessReconciler {
    * workloads the runner's memory budget names are handed to `onEvict`. True when it paused.
    */
   async pause(record: HarnessRecord, opts: { cutoff?: string; why: string }): Promise<boolean> {
+    const key = `${record.namespace}/${record.name}`;
+    // Refused by its runner for this generation (e.g. placed on Kubernetes): not asked again
+    // every sweep until the spec is written again.
+    if (this.#pauseRefused.get(key) === record.generation) return false;
     const workspace =
       record.container_name !== undefined
         ? await this.#o.store.getWorkspace(record.container_name)
@@ -206,6 +212,7 @@ export class HarnessReconciler {
       this.#o.pauseTimeoutMs,
     );
     if (!outcome.ok) {
+      if (outcome.error.code === "FAILED_PRECONDITION") this.#pauseRefused.set(key, record.generation);
       this.#o.log("warn", "harness session could not be paused; it stays Ready", {
         namespace: record.namespace,
         name: record.name,

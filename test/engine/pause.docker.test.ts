@@ -8,12 +8,15 @@
  * the engine) and its conversation is kept. A request, an agent message and a files call each wake
  * it; `idleTimeout` still stops a paused session; a runner's paused-memory budget evicts the least
  * recently paused session (reason Evicted), never a running one; bad input is a 400 that changes
- * nothing.
+ * nothing; a paused container is still the declared one (`policy check --expect-no-changes
+ * --refresh` finds no drift).
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { dockerClient } from "../../infra/docker/provider/provider.ts";
+import { pendingRecordings } from "../../stacks/recording.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
 import { dockerProbe, type EngineProbe } from "../support/engine-probes.ts";
@@ -165,6 +168,29 @@ describe("the paused tier (real engine: docker)", () => {
     }
     expect(await probe.running(container)).toBe(true);
     expect(await adapterProcess(container)).toEqual(adapter);
+    // A paused container is still the declared one: once the create's recording settled, a
+    // refreshed preview of the stack proposes nothing.
+    await until(
+      "recordings settled",
+      () => pendingRecordings(join(system.dataDir, "runner")).length === 0,
+      120_000,
+    );
+    const stack: string = (await session(NAME)).status.stackName;
+    const run = await system.runCli([
+      "policy",
+      "check",
+      "-s",
+      stack,
+      "--expect-no-changes",
+      "--refresh",
+      "--data-dir",
+      system.dataDir,
+    ]);
+    expect(run.stdout, `${run.stdout}${run.stderr.slice(-2000)}`).toContain(
+      `${stack}: no policy violations, no changes (refreshed)`,
+    );
+    expect(run.code).toBe(0);
+    expect(await isPaused(container)).toBe(true);
   });
 
   it("a request wakes it and is answered from memory: the same adapter process, the conversation kept", async () => {
