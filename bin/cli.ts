@@ -16,6 +16,7 @@ import { drain } from "./commands/drain.ts";
 import { describe } from "./commands/describe.ts";
 import { events } from "./commands/events.ts";
 import { get } from "./commands/get.ts";
+import { pause } from "./commands/pause.ts";
 import { policy } from "./commands/policy.ts";
 import { resume } from "./commands/resume.ts";
 import { runner } from "./commands/runner.ts";
@@ -25,6 +26,7 @@ import { serve } from "./commands/serve.ts";
 import { stop } from "./commands/stop.ts";
 import { token } from "./commands/token.ts";
 import { undrain } from "./commands/undrain.ts";
+import { wake } from "./commands/wake.ts";
 
 const COMMANDS: readonly Command[] = [
   serve,
@@ -35,6 +37,8 @@ const COMMANDS: readonly Command[] = [
   describe,
   stop,
   resume,
+  pause,
+  wake,
   del,
   send,
   cp,

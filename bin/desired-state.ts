@@ -4,10 +4,15 @@ import { parseCommand, positionals } from "./command.ts";
 import { waitForPhase } from "./wait.ts";
 
 /**
- * What `stop` and `resume` share: a merge patch of `spec.desiredState`, then (unless --no-wait)
+ * What `stop`, `resume`, `pause` and `wake` share: a merge patch of `spec.desiredState`, then (unless --no-wait)
  * the phase changes until the controller settled it.
  */
-export async function setDesiredState(argv: string[], usage: string, desired: DesiredState): Promise<number> {
+export async function setDesiredState(
+  argv: string[],
+  usage: string,
+  desired: DesiredState,
+  verb: "stop" | "resume" | "pause" | "wake" = desired === "stopped" ? "stop" : "resume",
+): Promise<number> {
   const parsed = parseCommand(argv, usage, {
     "no-wait": { type: "boolean", default: false },
     timeout: { type: "string", default: "10m" },
@@ -17,14 +22,13 @@ export async function setDesiredState(argv: string[], usage: string, desired: De
   const patched = await ctx.client.patch("harnesssessions", ctx.namespace, name, {
     spec: { desiredState: desired },
   });
-  const verb = desired === "stopped" ? "stop" : "resume";
   let session = patched;
   if (!parsed.values["no-wait"])
     session = await waitForPhase(
       ctx,
       ctx.namespace,
       name,
-      desired === "stopped" ? "Stopped" : "Ready",
+      PHASE_OF[desired],
       parsed.values.timeout,
       patched.metadata.generation,
     );
@@ -36,7 +40,14 @@ export async function setDesiredState(argv: string[], usage: string, desired: De
     ctx.out(
       parsed.values["no-wait"]
         ? `harnesssession/${name} ${verb} requested (phase ${session.status.phase})`
-        : `harnesssession/${name} ${desired === "stopped" ? "stopped" : "resumed"} (phase ${session.status.phase})`,
+        : `harnesssession/${name} ${DONE[verb]} (phase ${session.status.phase})`,
     );
   return 0;
 }
+
+/** The phase each desired state settles in. */
+const PHASE_OF = { running: "Ready", paused: "Paused", stopped: "Stopped" } as const satisfies Record<
+  DesiredState,
+  string
+>;
+const DONE = { stop: "stopped", resume: "resumed", pause: "paused", wake: "woken" } as const;

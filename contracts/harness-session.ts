@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { RequestOutcome, ResultRecord, Usage } from "./adapter.ts";
-import { IdleTimeout } from "./duration.ts";
+import { IdleTimeout, parseDuration } from "./duration.ts";
 import { API_VERSION, ObjectMeta } from "./resources.ts";
 import { RunnerSelector } from "./runners.ts";
 import { DnsLabel } from "./session-spec.ts";
@@ -19,7 +19,12 @@ import { WorkspaceRepo } from "./workspace-repo.ts";
  */
 export const HARNESS_SESSION_KIND = "HarnessSession";
 
-export const DesiredState = z.enum(["running", "stopped"]);
+/**
+ * The tier the user asks for: `running`; `paused` (the workload frozen with all its memory while
+ * nothing is in flight: any request, agent message or files call wakes it, and it is frozen again
+ * once idle; Docker only); `stopped` (workload gone, volume kept).
+ */
+export const DesiredState = z.enum(["running", "paused", "stopped"]);
 export type DesiredState = z.infer<typeof DesiredState>;
 
 export const HarnessSessionSpec = z.strictObject({
@@ -33,8 +38,18 @@ export const HarnessSessionSpec = z.strictObject({
    */
   runtimeRef: DnsLabel.optional(),
   desiredState: DesiredState.default("running"),
-  /** Stop (scale to 0, volume kept) after this long without activity; `0` never. @default 15m */
+  /**
+   * Stop (scale to 0, volume kept) after this long without activity, from Paused too; `0` never.
+   * @default 15m
+   */
   idleTimeout: IdleTimeout.default("15m"),
+  /**
+   * Freeze the workload with all its memory (phase Paused) after this long without activity;
+   * anything that reaches the session wakes it in tens of milliseconds. Shorter than idleTimeout
+   * when both are set; `0` or absent: never. Refused for a session on a Kubernetes runner
+   * (docs/kubernetes.md says why). @default off
+   */
+  pauseAfter: IdleTimeout.optional(),
   /**
    * Place the session's workspace only on a runner whose labels include every `key: value` here
    * (`agent-sessions runner --label key=value`). None matching: Pending, reason Unschedulable,
@@ -71,7 +86,8 @@ export const HarnessSessionInput = z.strictObject({
 });
 export type HarnessSessionInput = z.infer<typeof HarnessSessionInput>;
 
-export const HarnessPhase = z.enum(["Pending", "Ready", "Draining", "Failed", "Stopped"]);
+/** `Paused`: the workload is frozen with all its memory (spec.pauseAfter, desiredState paused). */
+export const HarnessPhase = z.enum(["Pending", "Ready", "Draining", "Failed", "Stopped", "Paused"]);
 export type HarnessPhase = z.infer<typeof HarnessPhase>;
 
 export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
@@ -137,6 +153,17 @@ export const HarnessReasons = {
   AdapterUnreachable: "AdapterUnreachable",
   /** Stopped because spec.desiredState is stopped. */
   Stopped: "Stopped",
+  /**
+   * The workload is frozen with all its memory (spec.pauseAfter without activity, or desiredState
+   * paused): phase Paused. A request, an agent message or a files call wakes it.
+   */
+  Paused: "Paused",
+  /**
+   * Stopped (volume kept) because the runner's paused sessions were over its memory budget
+   * (AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES) and this one was the least recently used.
+   * Resumes like a session stopped for IdleTimeout.
+   */
+  Evicted: "Evicted",
   /**
    * Stopped by the idle controller; resumes when the spec is written again (e.g. desiredState
    * running), or with spec.autoResume on the next request.
@@ -223,6 +250,8 @@ export const HarnessSessionStatus = z.object({
   /** Restarts after unexpected exits since the session was created (spec writes do not count). */
   restartCount: z.number().int().nonnegative(),
   lastExit: SessionExit.optional(),
+  /** Since when the session is Paused (phase Paused only). */
+  pausedAt: z.string().optional(),
 });
 export type HarnessSessionStatus = z.infer<typeof HarnessSessionStatus>;
 
@@ -270,3 +299,29 @@ export type HarnessRequest = z.infer<typeof HarnessRequest>;
  */
 export const HarnessReply = ResultRecord;
 export type HarnessReply = z.infer<typeof HarnessReply>;
+
+/**
+ * What the spec schema alone cannot say: pauseAfter shorter than idleTimeout when both are on (a
+ * session is paused before it is stopped). The field violations; none when the spec is fine. Pure.
+ */
+export function pauseAfterViolations(
+  spec: Pick<HarnessSessionSpec, "pauseAfter" | "idleTimeout">,
+): { field: string; description: string }[] {
+  if (spec.pauseAfter === undefined) return [];
+  const pause = parseDuration(spec.pauseAfter) ?? 0;
+  const idle = parseDuration(spec.idleTimeout) ?? 0;
+  if (pause === 0 || idle === 0 || pause < idle) return [];
+  return [
+    {
+      field: "spec.pauseAfter",
+      description: `must be shorter than spec.idleTimeout (${spec.idleTimeout}) when both are set; is ${spec.pauseAfter}`,
+    },
+  ];
+}
+
+/** When a session in the paused tier was paused: the Ready condition's transition to Paused. */
+export function pausedSince(phase: HarnessPhase, conditions: readonly Condition[]): string | undefined {
+  if (phase !== "Paused") return undefined;
+  const ready = conditions.find((c) => c.type === ConditionTypes.Ready);
+  return ready?.reason === HarnessReasons.Paused ? ready.lastTransitionTime : undefined;
+}

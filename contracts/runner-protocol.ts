@@ -77,6 +77,16 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("stop"), session_id: z.string() }),
   z.object({ kind: z.literal("send"), session_id: z.string(), line: z.string().max(64 * 1024) }),
   z.object({ kind: z.literal("scale_down"), container_name: z.string() }),
+  /**
+   * Freeze the workspace's workload with all its memory (Docker: the engine's pause); nothing is
+   * recorded in its stack (a paused container is still the declared one). The runner then stops
+   * nothing itself: it answers which paused workloads are over its paused-memory budget
+   * (`evict`, least recently used first) and the server stops those (reason Evicted).
+   * FAILED_PRECONDITION on an engine that cannot freeze (Kubernetes) or a workload not running.
+   */
+  z.object({ kind: z.literal("pause"), container_name: z.string() }),
+  /** Thaw a paused workload (idempotent: a running one is left as it is). */
+  z.object({ kind: z.literal("unpause"), container_name: z.string() }),
   z.object({ kind: z.literal("remove"), container_name: z.string() }),
   z.object({
     kind: z.literal("relay"),

@@ -33,6 +33,21 @@ export const StartResult = z.looseObject({ state: SessionState.default("READY") 
 export const StopResult = z.looseObject({ state: SessionState.default("STOPPED") });
 export const RemoveResult = z.looseObject({ removed: z.boolean().default(true) });
 export const ScaleDownResult = z.looseObject({});
+export const PauseResult = z.looseObject({
+  /** The workload is frozen now. */
+  paused: z.boolean().default(true),
+  /** Its memory usage as the engine reported it (bytes), when it did. */
+  memory_bytes: z.number().int().nonnegative().optional(),
+  /**
+   * Paused workloads of this runner over its paused-memory budget, least recently paused first:
+   * the server stops each (reason Evicted). Never a running workload.
+   */
+  evict: z.array(z.string()).default([]),
+});
+export const UnpauseResult = z.looseObject({
+  /** False when the workload was not paused (nothing to do). */
+  unpaused: z.boolean().default(true),
+});
 export const SendResult = z.looseObject({});
 export const RelayResult = z.looseObject({ status: z.number().int().optional() });
 /** The relay path is up: the adapter answered its readiness endpoint at `endpoint`. */
@@ -79,6 +94,8 @@ export const CommandResultSchemas = {
   stop: StopResult,
   send: SendResult,
   scale_down: ScaleDownResult,
+  pause: PauseResult,
+  unpause: UnpauseResult,
   remove: RemoveResult,
   relay: RelayResult,
   probe: ProbeResult,

@@ -224,6 +224,9 @@ export async function composeServer(
     });
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
     const placeWaiting = harness.resyncUnsettled;
+    // The paused tier: an agent message or a files call wakes a Paused HarnessSession first.
+    const wakeWorkspace = harness.wakeWorkspace;
+    lifecycle.messages.wakePausedWith(wakeWorkspace);
     hub.onRunnerAttached(placeWaiting);
     const app = buildApp({
       store,
@@ -243,6 +246,7 @@ export async function composeServer(
         store,
         runners: hub,
         maxBytes: config.workspaceFileMaxBytes,
+        wake: wakeWorkspace,
       }),
       runners: hub,
       runnerAdmin: { runners: hub, onPlacementChanged: placeWaiting },

@@ -67,6 +67,8 @@ export type RunningHarness = {
   routes: HarnessRoutesOptions;
   /** Reconcile the sessions not settled (e.g. Pending for a runner); never throws. */
   resyncUnsettled(): void;
+  /** Wakes the Paused HarnessSession whose workspace this is (an agent message, a files call). */
+  wakeWorkspace(containerName: string, why: string): Promise<void>;
   /** Stops the idle controller and the event subscription (the composition root closes the store). */
   close(): Promise<void>;
 };
@@ -102,6 +104,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     // A stop waits for requests in flight a little longer than they may take.
     drainTimeoutMs: requestTimeoutMs + 10_000,
     restartPolicy: options.restartPolicy,
+    journal: options.journal,
     ...(options.cluster ? { locks: options.cluster.locks } : {}),
     ...secretEnv,
   });
@@ -172,6 +175,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
         maxConcurrent: options.agentRunsMax,
       }),
     },
+    wakeWorkspace: (containerName, why) => controller.wakeWorkspace(containerName, why),
     resyncUnsettled: () => {
       controller
         .resync(true)

@@ -182,6 +182,11 @@ export const RunnerEnv = z
       .int()
       .min(100)
       .default(DEFAULT_UPLOAD_LIMITS.uploadIdleMs),
+    /**
+     * Bytes of memory this runner's paused sessions may hold (the engine's own count); past it the
+     * least recently paused are stopped (reason Evicted), never a running one. 0: no budget. @default 0
+     */
+    AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES: z.coerce.number().int().nonnegative().default(0),
   })
   .superRefine((env, ctx) => {
     const insecure = env.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE
@@ -224,6 +229,8 @@ export type RunnerConfig = {
   agentOutput: OutputLimits;
   /** AGENT_SESSIONS_RUNNER_{UPLOADS_MAX,UPLOADS_PER_WORKSPACE_MAX,UPLOAD_IDLE_MS}: bounds on staged uploads. */
   uploads: UploadLimits;
+  /** AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES: 0 is no budget. */
+  pausedMemoryMaxBytes: number;
   /** AGENT_SESSIONS_GIT_IMAGE */
   gitImage: string | undefined;
   /** AGENT_SESSIONS_FAST_PATH */
@@ -275,6 +282,7 @@ export function parseRunnerConfig(
       uploadsPerWorkspaceMax: env.AGENT_SESSIONS_RUNNER_UPLOADS_PER_WORKSPACE_MAX,
       uploadIdleMs: env.AGENT_SESSIONS_RUNNER_UPLOAD_IDLE_MS,
     },
+    pausedMemoryMaxBytes: env.AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES,
     gitImage: env.AGENT_SESSIONS_GIT_IMAGE,
     fastPath: env.AGENT_SESSIONS_FAST_PATH,
     fastCreate: env.AGENT_SESSIONS_FAST_CREATE,

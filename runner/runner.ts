@@ -13,6 +13,7 @@ import {
   type RunnerCommand,
 } from "../contracts/runner-protocol.ts";
 import { probeAdapter } from "./engine/adapter-probe.ts";
+import { PAUSED_WORKLOADS_FILE_NAME, PausedWorkloads } from "./engine/paused-workloads.ts";
 import { AgentSessions } from "./sessions/agent-sessions.ts";
 import type { RunnerConfig } from "./config.ts";
 import type { EngineDriver } from "./engine/driver.ts";
@@ -75,6 +76,8 @@ export class Runner {
    * item 11a). In order, the remove takes down what the provision made.
    */
   readonly #operations = new KeyedMutex();
+  /** The workloads this runner froze (the paused tier): thawed before anything needs them alive. */
+  readonly #paused: PausedWorkloads;
   #unwatch: (() => void) | undefined;
   /** The Agents' credential values, by workspace and run (runner/gateway/routes.ts). */
   readonly #routes: GatewayRoutes;
@@ -104,6 +107,10 @@ export class Runner {
       config.uploads,
     );
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
+    this.#paused = new PausedWorkloads(driver, {
+      file: join(config.dataDir, PAUSED_WORKLOADS_FILE_NAME),
+      budgetBytes: config.pausedMemoryMaxBytes,
+    });
     this.sessions = new AgentSessions(
       driver,
       {
@@ -171,6 +178,10 @@ export class Runner {
       this.#log("warn", "workload exited", { containerName, reason, detail });
       this.sessions.workloadExited(containerName, reason, detail);
     });
+    // A workload frozen by the previous process is thawed before its agent is started again
+    // (Docker refuses an exec in a paused container); the server pauses it again when it wants.
+    const thawed = await this.#paused.thawSaved();
+    if (thawed.length > 0) this.#log("info", "workloads paused before the restart thawed", { thawed });
     // Before the first hello, so it reports the agents started again (PROTOCOL.md §5).
     const saved = this.#sessionFile.load();
     if (saved.length > 0) {
@@ -249,12 +260,34 @@ export class Runner {
     }
   }
 
+  /** The workload a command needs alive (thawed first when this runner froze it), if any. */
+  #workloadOf(command: RunnerCommand): string | undefined {
+    switch (command.kind) {
+      case "stop":
+      case "send":
+        return this.sessions.report().find((s) => s.session_id === command.session_id)?.container_name;
+      case "pause":
+      case "unpause":
+      case "warm_pools":
+      case "claim_warm":
+      case "run_once":
+      case "cancel_relay":
+        return undefined;
+      default:
+        return command.container_name;
+    }
+  }
+
   async #dispatch(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const frozen = this.#workloadOf(command);
+    if (frozen !== undefined && (await this.#paused.thaw(frozen)))
+      this.#log("info", "paused workload thawed", { container_name: frozen, for: command.kind });
     switch (command.kind) {
       case "provision": {
         this.#tokenLookups.delete(command.container_name);
         this.#tokens.set(command.container_name, command.adapter_token);
-        const r = await this.#operations.run(command.container_name, () => {
+        const r = await this.#operations.run(command.container_name, async () => {
+          await this.#paused.thaw(command.container_name); // a pause queued ahead of it
           const s = this.#gateway.forWorkspace(
             command.container_name,
             command.spec,
@@ -294,15 +327,29 @@ export class Runner {
         return {};
       case "scale_down":
         await this.#operations.run(command.container_name, async () => {
+          await this.#paused.thaw(command.container_name); // a pause queued ahead of it
           await this.sessions.stopWorkspace(command.container_name);
           await this.#driver.scaleDown(command.container_name);
           // Its gateway tokens are refused while it is stopped; the resume's provision takes them up again.
           this.#gateway.suspend(command.container_name);
         });
         return { container_name: command.container_name };
+      case "pause": {
+        const r = await this.#operations.run(command.container_name, () =>
+          this.#paused.pause(command.container_name),
+        );
+        return {
+          paused: true,
+          ...(r.memoryBytes !== undefined ? { memory_bytes: r.memoryBytes } : {}),
+          evict: r.evict,
+        };
+      }
+      case "unpause":
+        return { unpaused: await this.#paused.thaw(command.container_name) };
       case "remove":
         // After a provision still running here (the server may have stopped waiting for it).
         await this.#operations.run(command.container_name, async () => {
+          await this.#paused.thaw(command.container_name); // a pause queued ahead of it
           await this.sessions.stopWorkspace(command.container_name);
           await this.#driver.remove(command.container_name);
           this.#gateway.forget(command.container_name);

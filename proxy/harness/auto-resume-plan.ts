@@ -9,28 +9,32 @@ import type { HarnessRecord } from "../store/harness-store.ts";
  * - `join`: it is already on its way up (phase Pending: provisioning, starting, resuming, waiting
  *   for a runner): wait for Ready, then serve.
  * - `ready`: it is Ready: serve at once.
+ * - `wake`: it is Paused (the paused tier): thaw it and serve, with or without spec.autoResume
+ *   (a paused session is still up; waking it is not a resume). A session stopped for Evicted
+ *   resumes like one stopped for IdleTimeout.
  * - `refuse`: no autoResume, being deleted, stopped by the user (`desiredState: stopped`: the
  *   user's word wins), Failed (needs a spec write), or draining for another reason: the request
  *   is answered FAILED_PRECONDITION as before. Pure.
  */
-export type AutoResumeAction = "resume" | "join" | "ready" | "refuse";
+export type AutoResumeAction = "resume" | "join" | "ready" | "wake" | "refuse";
 
 export type AutoResumeStart = { action: AutoResumeAction; record: HarnessRecord | undefined };
 
 export function autoResumePlan(
   record: Pick<HarnessRecord, "spec" | "phase" | "conditions" | "deletion_requested_at">,
 ): AutoResumeAction {
+  if (record.deletion_requested_at !== undefined || record.spec.desiredState === "stopped") return "refuse";
+  if (record.phase === "Paused") return "wake";
+  // Woken (or Ready again) by the time it is looked at: serve it, autoResume or not.
+  if (record.phase === "Ready") return "ready";
   if (record.spec.autoResume !== true) return "refuse";
-  if (record.deletion_requested_at !== undefined || record.spec.desiredState !== "running") return "refuse";
   const reason = readyOf(record.conditions)?.reason;
   switch (record.phase) {
-    case "Ready":
-      return "ready";
     case "Pending":
       return "join";
     case "Stopped":
     case "Draining":
-      return reason === HarnessReasons.IdleTimeout ? "resume" : "refuse";
+      return reason === HarnessReasons.IdleTimeout || reason === HarnessReasons.Evicted ? "resume" : "refuse";
     case "Failed":
       return "refuse";
     default: {

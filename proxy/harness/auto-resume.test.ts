@@ -321,10 +321,10 @@ describe("auto-resume (spec.autoResume)", () => {
 describe("autoResumePlan", () => {
   const now = "2026-01-01T00:00:00.000Z";
   const record = (over: {
-    phase: "Pending" | "Ready" | "Draining" | "Failed" | "Stopped";
+    phase: "Pending" | "Ready" | "Draining" | "Failed" | "Stopped" | "Paused";
     reason: Parameters<typeof withReady>[1]["reason"];
     autoResume?: boolean;
-    desiredState?: "running" | "stopped";
+    desiredState?: "running" | "paused" | "stopped";
     deleting?: boolean;
   }) => ({
     spec: {
@@ -352,6 +352,14 @@ describe("autoResumePlan", () => {
     ["Stopped", "IdleTimeout", { autoResume: false }, "refuse"],
     ["Stopped", "IdleTimeout", { desiredState: "stopped" }, "refuse"],
     ["Stopped", "IdleTimeout", { deleting: true }, "refuse"],
+    // The paused tier: a Paused session is woken with or without autoResume; Evicted resumes like IdleTimeout.
+    ["Paused", "Paused", {}, "wake"],
+    ["Paused", "Paused", { autoResume: false }, "wake"],
+    ["Paused", "Paused", { desiredState: "paused" }, "wake"],
+    ["Paused", "Paused", { deleting: true }, "refuse"],
+    ["Ready", "SessionReady", { autoResume: false }, "ready"],
+    ["Stopped", "Evicted", {}, "resume"],
+    ["Stopped", "Evicted", { autoResume: false }, "refuse"],
   ] as const)("%s with reason %s (%o) → %s", (phase, reason, over, want) => {
     expect(autoResumePlan(record({ phase, reason, ...over }))).toBe(want);
   });

@@ -42,6 +42,93 @@ export class HarnessController {
       (options.locks ?? processLocks)("harness"),
     );
     this.#reconciler = new HarnessReconciler(options, this.#queue);
+    this.#reconciler.onEvict = (containerNames) => {
+      for (const containerName of containerNames)
+        this.evict(containerName).catch((error: unknown) =>
+          options.log("error", "evicting a paused session failed", {
+            container_name: containerName,
+            error: String(error),
+          }),
+        );
+    };
+  }
+
+  /**
+   * Pause (the paused tier): a Ready session with nothing in flight and, with `cutoff`, no
+   * activity after it, is frozen with all its memory (phase Paused). Never while requests wait
+   * for it (holdAwake). True when it paused.
+   */
+  pause(namespace: string, name: string, opts: { cutoff?: string; why: string }): Promise<boolean> {
+    return this.#queue.run(namespace, name, async () => {
+      if (this.#awake.has(keyOf(namespace, name))) return false;
+      const record = await this.#o.harness.getHarnessSession(namespace, name);
+      if (record?.phase !== "Ready" || record.deletion_requested_at !== undefined) return false;
+      if (record.spec.desiredState === "stopped") return false;
+      return this.#reconciler.pause(record, opts);
+    });
+  }
+
+  /**
+   * Wake a Paused session (a request, an agent message, a files call): thawed and Ready at once.
+   * A session that is not Paused is left as it is. Returns it as it is after.
+   */
+  wake(namespace: string, name: string, why: string): Promise<HarnessRecord | undefined> {
+    return this.#queue.run(namespace, name, async () => {
+      const record = await this.#o.harness.getHarnessSession(namespace, name);
+      if (record?.phase !== "Paused" || record.deletion_requested_at !== undefined) return record;
+      return this.#reconciler.wake(record, why);
+    });
+  }
+
+  /**
+   * The workspace `containerName` is about to be used (an agent message, a files call): when it is
+   * a Paused HarnessSession's, wake it first, so its status says what it is.
+   */
+  async wakeWorkspace(containerName: string, why: string): Promise<void> {
+    const owner = await this.#ownerOf(containerName);
+    if (owner?.phase === "Paused") await this.wake(owner.namespace, owner.name, why);
+  }
+
+  /**
+   * Evicted: a Paused session its runner's paused-memory budget wants gone is stopped (volume
+   * kept), reason Evicted, said in its status and as an event. A session woken meanwhile is left
+   * running: eviction never stops a running session.
+   */
+  async evict(containerName: string): Promise<boolean> {
+    const owner = await this.#ownerOf(containerName);
+    if (!owner) return false;
+    return this.#queue.run(owner.namespace, owner.name, async () => {
+      const record = await this.#o.harness.getHarnessSession(owner.namespace, owner.name);
+      if (record?.phase !== "Paused" || record.container_name !== containerName) return false;
+      this.#o.log("info", "harness session evicted (paused-memory budget)", {
+        namespace: record.namespace,
+        name: record.name,
+        container_name: containerName,
+      });
+      await this.#reconciler.event(record, "Evicted", {
+        message:
+          "stopped while paused: its runner's paused sessions were over their memory budget and it was the least recently used",
+      });
+      const session = await this.#reconciler.session(record);
+      await this.#reconciler.stop(record, session, HarnessReasons.Evicted, { settlesGeneration: false });
+      return true;
+    });
+  }
+
+  /** The HarnessSession whose workspace `containerName` is (its workstream names it), if any. */
+  async #ownerOf(containerName: string): Promise<HarnessRecord | undefined> {
+    const workspace = await this.#o.store.getWorkspace(containerName);
+    if (!workspace?.workstream.startsWith("harness-")) return undefined;
+    const namespace = workspace.agent_ref.split("/")[0] ?? "";
+    const record = await this.#o.harness.getHarnessSession(
+      namespace,
+      workspace.workstream.slice("harness-".length),
+    );
+    if (record?.container_name === containerName) return record;
+    // Not where its name says (never expected): look through the namespace's sessions.
+    return (await this.#o.harness.listHarnessSessions(namespace)).find(
+      (r) => r.container_name === containerName,
+    );
   }
 
   /** Schedule a reconcile of one session (coalesced). Never throws: failures are logged. */
@@ -201,13 +288,13 @@ export class HarnessController {
       let record = await this.#o.harness.getHarnessSession(namespace, name);
       if (!record) return { action: "refuse", record: undefined };
       const plan = autoResumePlan(record);
+      if (plan === "wake")
+        return { action: plan, record: await this.#reconciler.wake(record, `request ${requestId}`) };
       if (plan !== "resume") return { action: plan, record };
       let session = await this.#reconciler.session(record);
       if (record.phase === "Draining") {
         // An idle stop that did not finish (e.g. a server restart): finish it, then resume.
-        await this.#reconciler.stop(record, session, HarnessReasons.IdleTimeout, {
-          settlesGeneration: false,
-        });
+        await this.#reconciler.stop(record, session, stoppedFor(record), { settlesGeneration: false });
         record = (await this.#o.harness.getHarnessSession(namespace, name)) ?? record;
         if (autoResumePlan(record) !== "resume" || record.phase !== "Stopped")
           return { action: autoResumePlan(record), record };
@@ -301,4 +388,13 @@ function failedOnBinding(record: HarnessRecord): boolean {
     record.spec.desiredState === "running" &&
     record.deletion_requested_at === undefined
   );
+}
+
+/** Why a session stopped (or stopping) for idleness was: IdleTimeout, or Evicted. */
+export function stoppedFor(
+  record: HarnessRecord,
+): typeof HarnessReasons.IdleTimeout | typeof HarnessReasons.Evicted {
+  return readyOf(record.conditions)?.reason === HarnessReasons.Evicted
+    ? HarnessReasons.Evicted
+    : HarnessReasons.IdleTimeout;
 }

@@ -29,6 +29,7 @@ import type { Sessions } from "../lifecycle/sessions.ts";
 import type { HarnessRecord, HarnessStore, ObservedPatch } from "../store/harness-store.ts";
 import type { SessionRecord, Store } from "../store/store.ts";
 import type { Workspaces } from "../lifecycle/workspaces.ts";
+import type { SessionJournal } from "../lifecycle/session-journal.ts";
 
 /** The workstream of a HarnessSession's workspace: one workspace per session. */
 export function harnessWorkstream(name: string): string {
@@ -60,7 +61,14 @@ export type HarnessReconcilerOptions = {
   now?: () => Date;
   /** One reconcile per session across server replicas too. @default processLocks (this process) */
   locks?: KeyedLocks;
+  /** Where the paused tier's events (Paused, Woken, Evicted) go: `log` frames on the agent session's stream. */
+  journal?: Pick<SessionJournal, "append">;
+  /** How long a runner's `pause` or `unpause` may take. @default 30000 */
+  pauseTimeoutMs?: number;
 };
+
+/** A paused session's event on the event stream (a `log` frame with `event`). */
+export type PausedTierEvent = "Paused" | "Woken" | "Evicted";
 
 /**
  * Decides what a HarnessSession needs from its spec and its observed status, and does it:
@@ -74,21 +82,28 @@ export type HarnessReconcilerOptions = {
  * wants again later (a restart's back-off, a re-probe) go back through the queue.
  */
 export class HarnessReconciler {
-  readonly #o: Required<Omit<HarnessReconcilerOptions, "secretEnv" | "locks">> & {
+  readonly #o: Required<Omit<HarnessReconcilerOptions, "secretEnv" | "locks" | "journal">> & {
     secretEnv: Record<string, string | undefined>;
+    journal: HarnessReconcilerOptions["journal"];
   };
   readonly #queue: Pick<HarnessWorkQueue, "later">;
+  /** Sessions whose runner refused to pause them, with the generation it refused (in this process). */
+  readonly #pauseRefused = new Map<string, number>();
+  /** Told which paused workloads a runner's budget wants stopped (the controller evicts them). */
+  onEvict: (containerNames: string[]) => void = () => undefined;
 
   constructor(options: HarnessReconcilerOptions, queue: Pick<HarnessWorkQueue, "later">) {
     this.#o = {
       drainTimeoutMs: 130_000,
       probeTimeoutMs: 30_000,
       probeRetryMs: 1_000,
+      pauseTimeoutMs: 30_000,
       now: () => new Date(),
       admission: defaultAdmission(),
       locks: processLocks,
       ...options,
       secretEnv: options.secretEnv ?? {},
+      journal: options.journal,
     };
     this.#queue = queue;
   }
@@ -101,6 +116,14 @@ export class HarnessReconciler {
     const session = await this.session(record);
     if (record.spec.desiredState === "stopped") {
       await this.stop(record, session, HarnessReasons.Stopped, { settlesGeneration: true });
+      return;
+    }
+    if (record.phase === "Paused" && session && isLive(session.state) && session.state !== "STOPPING") {
+      // Frozen and alive: a spec write asking for running wakes it; otherwise it stays paused
+      // (its agent session stays READY underneath: never mirrored to Ready while frozen).
+      const written = record.observed_generation < record.generation;
+      if (written && record.spec.desiredState === "running") await this.wake(record, "desiredState: running");
+      else if (written) await this.observe(record, { observed_generation: record.generation });
       return;
     }
     if (session && recoversByItself(record, session)) {
@@ -119,6 +142,7 @@ export class HarnessReconciler {
       record = await this.observe(record, { consecutive_restarts: 0 });
     if (session && isLive(session.state) && session.state !== "STOPPING") {
       await this.#mirror(record, session, explicit);
+      await this.#pauseIfDesired(record);
       return;
     }
     if (!explicit) {
@@ -129,12 +153,166 @@ export class HarnessReconciler {
         return;
       }
       if (record.phase === "Draining") {
-        // An idle stop interrupted (server restart): finish it.
-        await this.stop(record, session, HarnessReasons.IdleTimeout, { settlesGeneration: false });
+        // An idle stop (or an eviction) interrupted (server restart): finish it.
+        const reason =
+          readyOf(record.conditions)?.reason === HarnessReasons.Evicted
+            ? HarnessReasons.Evicted
+            : HarnessReasons.IdleTimeout;
+        await this.stop(record, session, reason, { settlesGeneration: false });
         return;
       }
     }
     await this.bringUp(record, session);
+    await this.#pauseIfDesired(record);
+  }
+
+  /** desiredState paused: a session that came Ready (and has nothing in flight) is frozen now. */
+  async #pauseIfDesired(record: HarnessRecord): Promise<void> {
+    if (record.spec.desiredState !== "paused") return;
+    const current = await this.#o.harness.getHarnessSession(record.namespace, record.name);
+    if (current?.phase === "Ready" && current.active_requests === 0 && current.uid === record.uid)
+      await this.pause(current, { why: "desiredState: paused" });
+  }
+
+  /**
+   * Freezes the session's workload (runner `pause`; nothing is recorded in its stack): Ready →
+   * Paused, compare-and-set with request admission (nothing in flight, and with `cutoff` no
+   * activity after it), so a request admitted meanwhile keeps it Ready. A runner that cannot (the
+   * engine refused, the workload gone) leaves it Ready and says why in the log. The paused
+   * workloads the runner's memory budget names are handed to `onEvict`. True when it paused.
+   */
+  async pause(record: HarnessRecord, opts: { cutoff?: string; why: string }): Promise<boolean> {
+    const key = `${record.namespace}/${record.name}`;
+    // Refused by its runner for this generation (e.g. placed on Kubernetes): not asked again
+    // every sweep until the spec is written again.
+    if (this.#pauseRefused.get(key) === record.generation) return false;
+    const workspace =
+      record.container_name !== undefined
+        ? await this.#o.store.getWorkspace(record.container_name)
+        : undefined;
+    if (!workspace || record.session_id === undefined) return false;
+    const began = Date.now();
+    const paused = await this.#o.harness.beginDraining(record.namespace, record.name, {
+      to: "Paused",
+      conditions: withReady(
+        record.conditions,
+        {
+          status: "False",
+          reason: HarnessReasons.Paused,
+          message: `paused (${opts.why}): the workload is frozen with all its memory; a request, an agent message or a files call wakes it`,
+        },
+        this.now(),
+      ),
+      idle: { cutoff: opts.cutoff ?? this.now() },
+    });
+    if (!paused) return false;
+    const outcome = await this.#o.runners.command(
+      workspace.runner_id,
+      { kind: "pause", container_name: workspace.container_name },
+      this.#o.pauseTimeoutMs,
+    );
+    if (!outcome.ok) {
+      if (outcome.error.code === "FAILED_PRECONDITION") this.#pauseRefused.set(key, record.generation);
+      this.#o.log("warn", "harness session could not be paused; it stays Ready", {
+        namespace: record.namespace,
+        name: record.name,
+        code: outcome.error.code,
+        message: outcome.error.message.slice(0, 500),
+      });
+      // The runner thaws before anything else it is asked, so Ready is true whatever it did.
+      await this.observe(record, {
+        phase: "Ready",
+        conditions: withReady(
+          record.conditions,
+          {
+            status: "True",
+            reason: HarnessReasons.SessionReady,
+            message: `agent session ${record.session_id} is READY`,
+          },
+          this.now(),
+        ),
+      });
+      return false;
+    }
+    const settled = record.spec.desiredState === "paused" ? { observed_generation: record.generation } : {};
+    if (Object.keys(settled).length > 0) await this.observe(record, settled);
+    this.#o.log("info", "harness session paused", {
+      namespace: record.namespace,
+      name: record.name,
+      why: opts.why,
+      ms: Date.now() - began,
+    });
+    await this.event(record, "Paused", {
+      why: opts.why,
+      paused_in_ms: Date.now() - began,
+      ...(outcome.result.memory_bytes !== undefined ? { memory_bytes: outcome.result.memory_bytes } : {}),
+      message: `paused (${opts.why}); its memory is kept`,
+    });
+    if (outcome.result.evict.length > 0) this.onEvict(outcome.result.evict);
+    return true;
+  }
+
+  /**
+   * Thaws a Paused session (runner `unpause`): Paused → Ready at once, its idle clock started
+   * over. Throws the runner's error (the session stays Paused). Returns the session as it is now.
+   */
+  async wake(record: HarnessRecord, why: string): Promise<HarnessRecord> {
+    const workspace =
+      record.container_name !== undefined
+        ? await this.#o.store.getWorkspace(record.container_name)
+        : undefined;
+    if (!workspace)
+      throw new CodedError("FAILED_PRECONDITION", `${record.namespace}/${record.name} has no workspace`);
+    const began = Date.now();
+    const outcome = await this.#o.runners.command(
+      workspace.runner_id,
+      { kind: "unpause", container_name: workspace.container_name },
+      this.#o.pauseTimeoutMs,
+    );
+    if (!outcome.ok) throw new CodedError(outcome.error.code, `waking failed: ${outcome.error.message}`);
+    const woken = await this.observe(record, {
+      phase: "Ready",
+      observed_generation: record.generation,
+      last_activity_time: this.now(),
+      conditions: withReady(
+        record.conditions,
+        {
+          status: "True",
+          reason: HarnessReasons.SessionReady,
+          message: `agent session ${record.session_id ?? ""} is READY (woken: ${why})`,
+        },
+        this.now(),
+      ),
+    });
+    this.#o.log("info", "harness session woken", {
+      namespace: record.namespace,
+      name: record.name,
+      why,
+      ms: Date.now() - began,
+    });
+    await this.event(record, "Woken", { why, woken_in_ms: Date.now() - began, message: `woken (${why})` });
+    return woken;
+  }
+
+  /** One event of the paused tier on the session's event stream; a failure to record it is logged. */
+  async event(
+    record: HarnessRecord,
+    event: PausedTierEvent,
+    payload: Record<string, unknown>,
+  ): Promise<void> {
+    if (!this.#o.journal || record.session_id === undefined) return;
+    await this.#o.journal
+      .append(record.session_id, {
+        type: "log",
+        payload: { event, harness_session: { namespace: record.namespace, name: record.name }, ...payload },
+      })
+      .catch((error: unknown) =>
+        this.#o.log("warn", `${event} event not recorded`, {
+          namespace: record.namespace,
+          name: record.name,
+          error: String(error),
+        }),
+      );
   }
 
   /**
@@ -400,8 +578,12 @@ export class HarnessReconciler {
       status: "False",
       reason,
       message:
-        reason === HarnessReasons.IdleTimeout
-          ? `stopped after ${record.spec.idleTimeout} without activity; the volume is kept. ${
+        reason === HarnessReasons.IdleTimeout || reason === HarnessReasons.Evicted
+          ? `${
+              reason === HarnessReasons.Evicted
+                ? "evicted: stopped while paused, the least recently used over its runner's paused-memory budget (AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES)"
+                : `stopped after ${record.spec.idleTimeout} without activity`
+            }; the volume is kept. ${
               record.spec.autoResume === true
                 ? "The next request resumes it (spec.autoResume)"
                 : "Write the spec (e.g. desiredState: running) to resume"

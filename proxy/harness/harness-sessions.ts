@@ -7,7 +7,9 @@ import {
   type HarnessSessionSpec,
   HarnessReasons,
   IMMUTABLE_SPEC_FIELDS,
+  pauseAfterViolations,
 } from "../../contracts/harness-session.ts";
+import { parseDuration } from "../../contracts/duration.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
 import { type Agent, API_VERSION } from "../../contracts/resources.ts";
 import { sessionStackName } from "../../contracts/session-spec.ts";
@@ -29,7 +31,7 @@ export type HarnessSessionsOptions = {
    * Where the Agent a new session names is read (a binding that could never work is refused),
    * and its workspace (whose stack status shows).
    */
-  store: Pick<Store, "getResource" | "getWorkspace">;
+  store: Pick<Store, "getResource" | "getWorkspace" | "findRunner" | "listRunners">;
   controller: Pick<HarnessController, "enqueue" | "delete">;
   /** A new session over its namespace's quota is refused (RESOURCE_EXHAUSTED). @default none */
   quotas?: NamespaceQuotas;
@@ -153,6 +155,7 @@ export class HarnessSessions {
       // Also after losing a race to create it: the loop reads it back and refuses then.
       if (current && opts.mustNotExist) throw alreadyExists(HARNESS_SESSION_KIND, namespace, name);
       let spec = specFor(current);
+      await this.#assertPausable(spec, current);
       // Left out: the one already set, else the Agent's (#bindable); once set it is immutable.
       if (spec.runtimeRef === undefined && current?.spec.runtimeRef !== undefined)
         spec = { ...spec, runtimeRef: current.spec.runtimeRef };
@@ -230,6 +233,44 @@ export class HarnessSessions {
     return spec;
   }
 
+  /**
+   * The paused tier's checks (400 INVALID_ARGUMENT, nothing changed): pauseAfter shorter than
+   * idleTimeout when both are on; and no `desiredState: paused` or `pauseAfter` for a session on a
+   * Kubernetes runner (or, not placed yet, when every runner is a Kubernetes one), which has no
+   * freezer it could use without breaking an invariant (docs/kubernetes.md).
+   */
+  async #assertPausable(spec: HarnessSessionSpec, current: HarnessRecord | undefined): Promise<void> {
+    const violations = pauseAfterViolations(spec);
+    if (violations.length > 0)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        `invalid ${HARNESS_SESSION_KIND}: ${violations.map((v) => `${v.field} ${v.description}`).join("; ")}`,
+        { field_violations: violations },
+      );
+    const pauseAfterOn = spec.pauseAfter !== undefined && (parseDuration(spec.pauseAfter) ?? 0) > 0;
+    if (spec.desiredState !== "paused" && !pauseAfterOn) return;
+    const field = spec.desiredState === "paused" ? "spec.desiredState" : "spec.pauseAfter";
+    const workspace =
+      current?.container_name === undefined
+        ? undefined
+        : await this.#store.getWorkspace(current.container_name);
+    let where: string | undefined;
+    if (workspace) {
+      const runner = await this.#store.findRunner(workspace.runner_id);
+      if (runner?.engine === "kubernetes")
+        where = `the session is on Kubernetes runner ${runner.runner_name}`;
+    } else {
+      const runners = await this.#store.listRunners();
+      if (runners.length > 0 && runners.every((r) => r.engine === "kubernetes"))
+        where = "every runner is a Kubernetes one";
+    }
+    if (where === undefined) return;
+    const description = `the paused tier is refused: ${where}, and ${KUBERNETES_CANNOT_PAUSE}`;
+    throw new CodedError("INVALID_ARGUMENT", `invalid ${HARNESS_SESSION_KIND}: ${field}: ${description}`, {
+      field_violations: [{ field, description }],
+    });
+  }
+
   /** The manifest of a record, with the stack name of its workspace once it has one. */
   async #shown(record: HarnessRecord): Promise<HarnessSession> {
     const manifest = toManifest(record);
@@ -268,3 +309,7 @@ export function assertImmutable(previous: HarnessSessionSpec, next: HarnessSessi
 function notFound(namespace: string, name: string): CodedError {
   return new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
 }
+
+/** Why Kubernetes sessions have no paused tier (docs/kubernetes.md#no-paused-tier). */
+export const KUBERNETES_CANNOT_PAUSE =
+  "Kubernetes has no freezer an unprivileged runner can use: the cgroup freezer needs a privileged pod or a hostPath mount of the node's cgroup filesystem (refused by the policy pack and Pod Security restricted), and stopping the agent with SIGSTOP through exec would fail the pod's probes (the kubelet restarts it, its memory lost); the paused tier is Docker only";

@@ -9,6 +9,7 @@ import {
   type HarnessReason,
   HarnessReasons,
   type HarnessSession,
+  pausedSince,
 } from "../../contracts/harness-session.ts";
 import { API_VERSION } from "../../contracts/resources.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
@@ -130,13 +131,15 @@ export function restartsAfterExit(
   record: Pick<HarnessRecord, "phase" | "conditions" | "spec" | "deletion_requested_at">,
   session: { state: SessionState; reason?: string | undefined },
 ): boolean {
-  if (record.spec.desiredState !== "running" || record.deletion_requested_at !== undefined) return false;
+  // Paused is alive too (frozen): it should run, so an exit is restarted like a running one's.
+  if (record.spec.desiredState === "stopped" || record.deletion_requested_at !== undefined) return false;
   if (session.state !== "ERRORED" || STOPPED_UNDERNEATH.includes(session.reason ?? "")) return false;
   const kind = sessionFailureReason(session.reason);
   if (kind !== HarnessReasons.AdapterExited && kind !== HarnessReasons.AgentExited) return false;
   switch (record.phase) {
     case "Pending":
     case "Ready":
+    case "Paused":
       return true;
     case "Failed": {
       const reason = readyOf(record.conditions)?.reason;
@@ -172,11 +175,12 @@ export function recoversByItself(
   record: Pick<HarnessRecord, "phase" | "conditions" | "spec" | "deletion_requested_at">,
   session: { state: SessionState; reason?: string | undefined },
 ): boolean {
-  if (record.spec.desiredState !== "running" || record.deletion_requested_at !== undefined) return false;
+  if (record.spec.desiredState === "stopped" || record.deletion_requested_at !== undefined) return false;
   if (session.state !== "ERRORED" || !STOPPED_UNDERNEATH.includes(session.reason ?? "")) return false;
   switch (record.phase) {
     case "Pending":
     case "Ready":
+    case "Paused":
       return true;
     case "Failed":
       return readyOf(record.conditions)?.reason === HarnessReasons.AdapterExited;
@@ -258,6 +262,8 @@ export function toManifest(record: HarnessRecord): HarnessSession {
     },
     restartCount: record.restart_count,
   };
+  const pausedAt = pausedSince(record.phase, record.conditions);
+  if (pausedAt !== undefined) status.pausedAt = pausedAt;
   if (record.last_exit !== undefined)
     status.lastExit = { reason: record.last_exit.reason, time: record.last_exit.time };
   if (record.resolved_image_digest !== undefined) status.resolvedImageDigest = record.resolved_image_digest;

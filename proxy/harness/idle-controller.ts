@@ -5,7 +5,7 @@ import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 
 export type IdleControllerOptions = {
   harness: HarnessStore;
-  controller: Pick<HarnessController, "idleStop" | "resync">;
+  controller: Pick<HarnessController, "idleStop" | "pause" | "resync">;
   log: Logger;
   /** How often idleness is checked. @default 1000 */
   intervalMs?: number;
@@ -29,8 +29,10 @@ export type IdleControllerOptions = {
 };
 
 /**
- * When a Ready session has had no activity for its `idleTimeout` and nothing is in flight, it
- * is stopped and its stack scaled to 0 (volume kept): Ready=False, reason IdleTimeout. Also
+ * When a Ready (or Paused) session has had no activity for its `idleTimeout` and nothing is in
+ * flight, it is stopped and its stack scaled to 0 (volume kept): Ready=False, reason IdleTimeout.
+ * A Ready one idle for its `pauseAfter` (or desired paused) is paused: its workload frozen with
+ * all its memory, phase Paused. Also
  * clears in-flight counts older than `staleRequestMs` (so one crash cannot block idleness
  * forever), and resyncs unsettled sessions (retries after transient failures).
  */
@@ -90,12 +92,20 @@ export class IdleController {
       const timeoutMs = parseDuration(idleTimeout);
       return timeoutMs ? new Date(now.getTime() - timeoutMs).toISOString() : undefined;
     };
+    const seen = new Set<string>();
     for (const record of await this.#o.harness.listIdleCandidates(cutoffFor)) {
-      const cutoff = idleCutoff(record, now);
-      if (cutoff === undefined) continue;
+      const key = `${record.namespace}/${record.name}`;
+      if (seen.has(key)) continue; // a candidate by idleTimeout and by pauseAfter
+      seen.add(key);
+      const next = idleAction(record, now);
+      if (next === undefined) continue;
       // Fire and forget: a stop takes a while, and other sessions' idleness must not wait for it.
-      this.#o.controller.idleStop(record.namespace, record.name, cutoff).catch((error: unknown) =>
-        this.#o.log("error", "idle stop failed", {
+      const done =
+        next.action === "stop"
+          ? this.#o.controller.idleStop(record.namespace, record.name, next.cutoff)
+          : this.#o.controller.pause(record.namespace, record.name, { cutoff: next.cutoff, why: next.why });
+      done.catch((error: unknown) =>
+        this.#o.log("error", `idle ${next.action} failed`, {
           namespace: record.namespace,
           name: record.name,
           error: String(error),
@@ -109,21 +119,59 @@ export class IdleController {
   }
 }
 
+type IdleRecord = Pick<
+  HarnessRecord,
+  "phase" | "spec" | "active_requests" | "last_activity_time" | "deletion_requested_at"
+>;
+
 /**
  * The latest last-activity time at which the session counts as idle at `now`, when it may be
- * stopped for idleness at all: Ready, desired running, not being deleted, an idle timeout set,
- * nothing in flight and idle for at least the timeout. Undefined otherwise. Pure.
+ * stopped for idleness at all: Ready or Paused (idleTimeout counts from the last activity, from
+ * Paused too), not desired stopped, not being deleted, an idle timeout set, nothing in flight and
+ * idle for at least the timeout. Undefined otherwise. Pure.
  */
-export function idleCutoff(
-  record: Pick<
-    HarnessRecord,
-    "phase" | "spec" | "active_requests" | "last_activity_time" | "deletion_requested_at"
-  >,
+export function idleCutoff(record: IdleRecord, now: Date): string | undefined {
+  if (record.phase !== "Ready" && record.phase !== "Paused") return undefined;
+  if (record.spec.desiredState === "stopped") return undefined;
+  return cutoffOf(record, record.spec.idleTimeout, now);
+}
+
+/**
+ * The paused tier's cutoff: a Ready session with `pauseAfter` set (or desired paused: at once)
+ * and nothing in flight since the cutoff is paused. Undefined when it is not to be paused. Pure.
+ */
+export function pauseCutoff(record: IdleRecord, now: Date): string | undefined {
+  if (record.phase !== "Ready" || record.spec.desiredState === "stopped") return undefined;
+  if (record.spec.desiredState === "paused" && !parseDuration(record.spec.pauseAfter ?? "0"))
+    return record.deletion_requested_at === undefined && record.active_requests === 0
+      ? now.toISOString()
+      : undefined;
+  return cutoffOf(record, record.spec.pauseAfter ?? "0", now);
+}
+
+/** What the idle sweep does to a session at `now`: stop it (idleTimeout) before pausing it (pauseAfter). Pure. */
+export function idleAction(
+  record: IdleRecord,
   now: Date,
-): string | undefined {
-  if (record.phase !== "Ready" || record.spec.desiredState !== "running") return undefined;
+): { action: "stop" | "pause"; cutoff: string; why: string } | undefined {
+  const stop = idleCutoff(record, now);
+  if (stop !== undefined)
+    return { action: "stop", cutoff: stop, why: `idleTimeout ${record.spec.idleTimeout}` };
+  const pause = pauseCutoff(record, now);
+  if (pause === undefined) return undefined;
+  return {
+    action: "pause",
+    cutoff: pause,
+    why:
+      record.spec.pauseAfter !== undefined && parseDuration(record.spec.pauseAfter)
+        ? `no activity for ${record.spec.pauseAfter} (spec.pauseAfter)`
+        : "desiredState: paused",
+  };
+}
+
+function cutoffOf(record: IdleRecord, duration: string, now: Date): string | undefined {
   if (record.deletion_requested_at !== undefined || record.active_requests > 0) return undefined;
-  const timeoutMs = parseDuration(record.spec.idleTimeout);
+  const timeoutMs = parseDuration(duration);
   if (!timeoutMs) return undefined; // 0: never
   const cutoff = new Date(now.getTime() - timeoutMs).toISOString();
   if (record.last_activity_time !== undefined && record.last_activity_time > cutoff) return undefined;

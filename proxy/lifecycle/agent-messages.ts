@@ -36,6 +36,8 @@ export class AgentMessages {
   readonly #workspaces: Workspaces;
   /** Messages to one session are delivered in arrival order, and wake it at most once. */
   readonly #mutex: KeyedLock;
+  /** Wakes the Paused HarnessSession a workspace belongs to (set by the harness wiring). */
+  #wakePaused: ((containerName: string, why: string) => Promise<void>) | undefined;
 
   constructor(options: AgentMessagesOptions) {
     this.#store = options.store;
@@ -46,12 +48,18 @@ export class AgentMessages {
     this.#mutex = (options.locks ?? processLocks)("messages");
   }
 
+  /** A message to a Paused HarnessSession's agent wakes the session first (the paused tier). */
+  wakePausedWith(wake: (containerName: string, why: string) => Promise<void>): void {
+    this.#wakePaused = wake;
+  }
+
   send(request: z.infer<typeof SendAgentMessageRequest>): Promise<z.infer<typeof SendAgentMessageResponse>> {
     const sessionId = request.session_id;
     return this.#mutex.run(sessionId, async () => {
       const session = await this.#store.getSession(sessionId);
       if (!session) throw new CodedError("NOT_FOUND", `session ${sessionId} not found`);
       const wake = await this.#readyOrWake(session);
+      if (wake === "none") await this.#wakePaused?.(session.container_name, "an agent message");
       const outcome = await this.#runners.command(session.runner_id, {
         kind: "send",
         session_id: sessionId,

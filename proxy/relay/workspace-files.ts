@@ -22,6 +22,11 @@ export type WorkspaceFilesOptions = {
   runners: RelayLink;
   /** Largest upload, download or archive; more is 413 RESOURCE_EXHAUSTED. */
   maxBytes: number;
+  /**
+   * A files call wakes a Paused HarnessSession first (the paused tier), so its status says Ready;
+   * the runner would thaw the workload for it anyway. @default none
+   */
+  wake?: ((containerName: string, why: string) => Promise<void>) | undefined;
 };
 
 /** Which runner holds a workspace, and its container. */
@@ -61,6 +66,7 @@ export class WorkspaceFilesRelay {
   async ofWorkspace(containerName: string): Promise<WorkspaceTarget> {
     const workspace = await this.#o.store.getWorkspace(containerName);
     if (!workspace) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
+    await this.#o.wake?.(containerName, "a files call");
     return {
       runner_id: workspace.runner_id,
       container_name: containerName,

@@ -25,11 +25,12 @@ export interface HarnessStore {
   /** One namespace's by name, or all by namespace, name; `page` as in Store.listResources. */
   listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]>;
   /**
-   * What the idle sweep looks at: the sessions Ready, desired running, not being deleted, with
-   * nothing in flight and a last activity at or before the cutoff of their `idleTimeout`
-   * (`cutoffFor` of it; undefined = never idle) or none at all. A superset of the idle ones
-   * (`idleCutoff` decides), found through an index and read without their conditions, so a sweep
-   * costs the idle sessions, not all of them.
+   * What the idle sweep looks at: the sessions Ready or Paused, not desired stopped, not being
+   * deleted, with nothing in flight and a last activity at or before the cutoff of their
+   * `idleTimeout` (`cutoffFor` of it; undefined = never idle) or none at all; and the Ready ones
+   * likewise past their `pauseAfter`, or desired paused. A superset of the idle ones (`idleAction`
+   * decides), found through an index and read without their conditions, so a sweep costs the
+   * idle sessions, not all of them.
    */
   listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]>;
   /** Sessions not being deleted that are Pending, Draining or have an unobserved spec (resync). */
@@ -45,13 +46,14 @@ export interface HarnessStore {
   /** The controller's columns only; counters are never touched here. */
   setObserved(namespace: string, name: string, patch: ObservedPatch): Promise<HarnessRecord | undefined>;
   /**
-   * Compare-and-set Ready → Draining, so no request is admitted from then on. With `idle`, only
-   * when nothing is in flight and the last activity is at or before `idle.cutoff`.
+   * Compare-and-set Ready (or Paused) → Draining, so no request is admitted from then on; with
+   * `to: "Paused"`, Ready → Paused (the paused tier). With `idle`, only when nothing is in flight
+   * and the last activity is at or before `idle.cutoff`.
    */
   beginDraining(
     namespace: string,
     name: string,
-    change: { conditions: Condition[]; idle?: { cutoff: string } },
+    change: { conditions: Condition[]; idle?: { cutoff: string }; to?: "Draining" | "Paused" },
   ): Promise<boolean>;
 
   /**

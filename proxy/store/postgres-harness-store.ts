@@ -33,6 +33,7 @@ const OBSERVED_COLUMNS = new Set<keyof ObservedPatch>([
 
 /** The spec's idle timeout as the idle index has it (postgres-migrations.ts). */
 const IDLE_TIMEOUT = `((spec::jsonb ->> 'idleTimeout') COLLATE "C")`;
+const PAUSE_AFTER = `((spec::jsonb ->> 'pauseAfter') COLLATE "C")`;
 
 /**
  * The HarnessStore on PostgreSQL. Counters change only by single `SET x = x + n` statements and
@@ -101,34 +102,51 @@ export class PostgresHarnessStore implements HarnessStore {
 
   async listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]> {
     // Few distinct timeouts; each one's idle sessions are a range of the idle index.
-    const timeouts = (
-      await this.#db.all(
-        `SELECT DISTINCT ${IDLE_TIMEOUT} AS idle_timeout FROM harness_sessions WHERE phase = 'Ready'`,
-      )
-    ).map((row) => String(row.idle_timeout));
     const candidates: IdleCandidate[] = [];
-    for (const timeout of timeouts) {
-      const cutoff = cutoffFor(timeout);
-      if (cutoff === undefined) continue;
-      const rows = await this.#db.all(
-        `SELECT namespace, name, spec, last_activity_time FROM harness_sessions
-         WHERE phase = 'Ready' AND ${IDLE_TIMEOUT} = $1
-           AND (last_activity_time IS NULL OR last_activity_time <= $2)
-           AND deletion_requested_at IS NULL AND active_requests = 0
-           AND spec::jsonb ->> 'desiredState' = 'running'`,
-        [timeout, cutoff],
-      );
+    const take = (rows: Record<string, unknown>[]) => {
       for (const row of rows)
         candidates.push({
           namespace: String(row.namespace),
           name: String(row.name),
-          phase: "Ready",
+          phase: String(row.phase) as HarnessPhase,
           spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
           active_requests: 0,
           last_activity_time: optionalString(row.last_activity_time),
           deletion_requested_at: undefined,
         });
+    };
+    for (const [field, phases] of [
+      [IDLE_TIMEOUT, "('Ready', 'Paused')"],
+      [PAUSE_AFTER, "('Ready')"],
+    ] as const) {
+      const timeouts = (
+        await this.#db.all(
+          `SELECT DISTINCT ${field} AS timeout FROM harness_sessions WHERE phase IN ${phases} AND ${field} IS NOT NULL`,
+        )
+      ).map((row) => String(row.timeout));
+      for (const timeout of timeouts) {
+        const cutoff = cutoffFor(timeout);
+        if (cutoff === undefined) continue;
+        take(
+          await this.#db.all(
+            `SELECT namespace, name, spec, phase, last_activity_time FROM harness_sessions
+             WHERE phase IN ${phases} AND ${field} = $1
+               AND (last_activity_time IS NULL OR last_activity_time <= $2)
+               AND deletion_requested_at IS NULL AND active_requests = 0
+               AND spec::jsonb ->> 'desiredState' IN ('running', 'paused')`,
+            [timeout, cutoff],
+          ),
+        );
+      }
     }
+    // desiredState paused: frozen again as soon as nothing is in flight.
+    take(
+      await this.#db.all(
+        `SELECT namespace, name, spec, phase, last_activity_time FROM harness_sessions
+         WHERE phase = 'Ready' AND spec::jsonb ->> 'desiredState' = 'paused'
+           AND deletion_requested_at IS NULL AND active_requests = 0`,
+      ),
+    );
     return candidates;
   }
 
@@ -209,8 +227,10 @@ export class PostgresHarnessStore implements HarnessStore {
   async beginDraining(
     namespace: string,
     name: string,
-    change: { conditions: Condition[]; idle?: { cutoff: string } },
+    change: { conditions: Condition[]; idle?: { cutoff: string }; to?: "Draining" | "Paused" },
   ): Promise<boolean> {
+    const to = change.to ?? "Draining";
+    const from = to === "Paused" ? "('Ready')" : "('Ready', 'Paused')";
     const params = new PgParams();
     const conditions = params.p(JSON.stringify(change.conditions));
     const now = params.p(new Date().toISOString());
@@ -218,8 +238,8 @@ export class PostgresHarnessStore implements HarnessStore {
       ? ` AND active_requests = 0 AND (last_activity_time IS NULL OR last_activity_time <= ${params.p(change.idle.cutoff)})`
       : "";
     const changed = await this.#db.run(
-      `UPDATE harness_sessions SET phase = 'Draining', conditions = ${conditions}, updated_at = ${now}
-       WHERE namespace = ${params.p(namespace)} AND name = ${params.p(name)} AND phase = 'Ready'${idle}`,
+      `UPDATE harness_sessions SET phase = '${to}', conditions = ${conditions}, updated_at = ${now}
+       WHERE namespace = ${params.p(namespace)} AND name = ${params.p(name)} AND phase IN ${from}${idle}`,
       params.values,
     );
     return changed > 0;

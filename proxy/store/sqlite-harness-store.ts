@@ -156,31 +156,44 @@ export class SqliteHarnessStore implements HarnessStore {
 
   async listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]> {
     // Few distinct timeouts; each one's idle sessions are a range of the idle index.
-    const timeouts = this.#db
-      .all(
-        `SELECT DISTINCT json_extract(spec, '$.idleTimeout') AS idle_timeout FROM harness_sessions
-       WHERE phase = 'Ready'`,
-      )
-      .map((row) => String(row.idle_timeout));
     const rows: Row[] = [];
-    for (const timeout of timeouts) {
-      const cutoff = cutoffFor(timeout);
-      if (cutoff === undefined) continue;
-      rows.push(
-        ...this.#db.all(
-          `SELECT namespace, name, spec, last_activity_time FROM harness_sessions
-           WHERE phase = 'Ready' AND json_extract(spec, '$.idleTimeout') = ?
+    for (const [field, phases] of [
+      ["idleTimeout", "('Ready', 'Paused')"],
+      ["pauseAfter", "('Ready')"],
+    ] as const) {
+      const timeouts = this.#db
+        .all(
+          `SELECT DISTINCT json_extract(spec, '$.${field}') AS timeout FROM harness_sessions
+         WHERE phase IN ${phases} AND json_extract(spec, '$.${field}') IS NOT NULL`,
+        )
+        .map((row) => String(row.timeout));
+      for (const timeout of timeouts) {
+        const cutoff = cutoffFor(timeout);
+        if (cutoff === undefined) continue;
+        rows.push(
+          ...this.#db.all(
+            `SELECT namespace, name, spec, phase, last_activity_time FROM harness_sessions
+           WHERE phase IN ${phases} AND json_extract(spec, '$.${field}') = ?
              AND (last_activity_time IS NULL OR last_activity_time <= ?)
              AND deletion_requested_at IS NULL AND active_requests = 0
-             AND json_extract(spec, '$.desiredState') = 'running'`,
-          [timeout, cutoff],
-        ),
-      );
+             AND json_extract(spec, '$.desiredState') IN ('running', 'paused')`,
+            [timeout, cutoff],
+          ),
+        );
+      }
     }
+    // desiredState paused: frozen again as soon as nothing is in flight.
+    rows.push(
+      ...this.#db.all(
+        `SELECT namespace, name, spec, phase, last_activity_time FROM harness_sessions
+         WHERE phase = 'Ready' AND json_extract(spec, '$.desiredState') = 'paused'
+           AND deletion_requested_at IS NULL AND active_requests = 0`,
+      ),
+    );
     return rows.map((row) => ({
       namespace: String(row.namespace),
       name: String(row.name),
-      phase: "Ready",
+      phase: String(row.phase) as HarnessPhase,
       spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
       active_requests: 0,
       last_activity_time: optionalString(row.last_activity_time),
@@ -256,14 +269,16 @@ export class SqliteHarnessStore implements HarnessStore {
   async beginDraining(
     namespace: string,
     name: string,
-    change: { conditions: Condition[]; idle?: { cutoff: string } },
+    change: { conditions: Condition[]; idle?: { cutoff: string }; to?: "Draining" | "Paused" },
   ): Promise<boolean> {
     const idle = change.idle
       ? " AND active_requests = 0 AND (last_activity_time IS NULL OR last_activity_time <= ?)"
       : "";
+    const to = change.to ?? "Draining";
+    const from = to === "Paused" ? "('Ready')" : "('Ready', 'Paused')";
     const changed = this.#db.run(
-      `UPDATE harness_sessions SET phase = 'Draining', conditions = ?, updated_at = ?
-       WHERE namespace = ? AND name = ? AND phase = 'Ready'${idle}`,
+      `UPDATE harness_sessions SET phase = '${to}', conditions = ?, updated_at = ?
+       WHERE namespace = ? AND name = ? AND phase IN ${from}${idle}`,
       [
         JSON.stringify(change.conditions),
         new Date().toISOString(),

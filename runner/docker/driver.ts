@@ -31,6 +31,7 @@ import { fastContainerInputs, fastCreateDocker } from "./fast-create.ts";
 import type { StackManager } from "../../stacks/index.ts";
 import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
+import { containerMemoryBytes, pauseContainer, unpauseContainer } from "./pause.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
 import { removeOrphanContainer, removeSessionLeftovers } from "./session-leftovers.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
@@ -374,6 +375,18 @@ export class DockerDriver implements EngineDriver {
     } finally {
       done();
     }
+  }
+
+  pause(containerName: string): Promise<void> {
+    return pauseContainer(this.#docker, containerName);
+  }
+
+  async unpause(containerName: string): Promise<void> {
+    await unpauseContainer(this.#docker, containerName);
+  }
+
+  memoryBytes(containerName: string): Promise<number | undefined> {
+    return containerMemoryBytes(this.#docker, containerName);
   }
 
   async remove(containerName: string): Promise<void> {

@@ -124,6 +124,16 @@ export interface EngineDriver {
   scaleDown(containerName: string): Promise<void>;
   /** Destroys everything of the session, volume included. */
   remove(containerName: string): Promise<void>;
+  /**
+   * Freezes the workload with all its memory (Docker: the engine's pause); the stack is not
+   * touched (a paused container is still the declared one). FAILED_PRECONDITION when the engine
+   * cannot freeze (Kubernetes: runner/kubernetes/driver.ts says why) or the workload is not running.
+   */
+  pause(containerName: string): Promise<void>;
+  /** Thaws a paused workload; a workload that is not paused is left as it is. */
+  unpause(containerName: string): Promise<void>;
+  /** The workload's memory usage in bytes as the engine counts it; undefined when it cannot tell. */
+  memoryBytes(containerName: string): Promise<number | undefined>;
   /** Observes unexpected workload exits (crash, OOM, removal, engine restart). */
   watch(onExit: (containerName: string, reason: ExitReason, detail: string) => void): Promise<() => void>;
   /** host:port of the adapter for relayed requests. */

@@ -14,10 +14,17 @@ import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from ".
 import type { Secrets } from "./fast-path.ts";
 
 /** What survives a runner process: the engine's running workloads and the stacks' adapter tokens. */
-export type FakeMachine = { running: Set<string>; stackTokens: Map<string, string> };
+export type FakeMachine = {
+  running: Set<string>;
+  stackTokens: Map<string, string>;
+  /** Running workloads frozen by `pause` (a subset of `running`). */
+  paused: Set<string>;
+  /** Memory each workload uses, as the engine would count it; absent: 64 MiB. */
+  memory: Map<string, number>;
+};
 
 export function fakeMachine(): FakeMachine {
-  return { running: new Set(), stackTokens: new Map() };
+  return { running: new Set(), stackTokens: new Map(), paused: new Set(), memory: new Map() };
 }
 
 export type FakeDriverOptions = {
@@ -143,6 +150,8 @@ export class FakeDriver implements EngineDriver {
   async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
     if (!(await this.isRunning(containerName)))
       throw new CodedError("NOT_FOUND", `workspace ${containerName} is not running`);
+    if (this.machine.paused.has(containerName))
+      throw new CodedError("FAILED_PRECONDITION", `container ${containerName} is paused`);
     if (this.failingExec.has(containerName))
       throw new CodedError("INTERNAL", `exec failed in ${containerName}`);
     if (this.#record) this.starts.push({ containerName, command, output });
@@ -156,8 +165,26 @@ export class FakeDriver implements EngineDriver {
   }
 
   async scaleDown(containerName: string): Promise<void> {
+    // Docker refuses to stop a paused container: the runner must have thawed it first.
+    if (this.machine.paused.has(containerName))
+      throw new CodedError("FAILED_PRECONDITION", `container ${containerName} is paused`);
     this.agents.get(containerName)?.exit(null);
     this.machine.running.delete(containerName);
+  }
+
+  async pause(containerName: string): Promise<void> {
+    if (!this.machine.running.has(containerName))
+      throw new CodedError("FAILED_PRECONDITION", `workspace ${containerName} is not running`);
+    this.machine.paused.add(containerName);
+  }
+
+  async unpause(containerName: string): Promise<void> {
+    this.machine.paused.delete(containerName);
+  }
+
+  async memoryBytes(containerName: string): Promise<number | undefined> {
+    if (!this.machine.running.has(containerName)) return undefined;
+    return this.machine.memory.get(containerName) ?? 64 * 1024 * 1024;
   }
 
   async remove(containerName: string): Promise<void> {

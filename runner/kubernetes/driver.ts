@@ -786,6 +786,26 @@ export class KubernetesDriver implements EngineDriver {
     }
   }
 
+  /**
+   * Refused: Kubernetes has no freezer an unprivileged runner may use without breaking an
+   * invariant. The cgroup freezer needs the node's cgroup filesystem writable (a privileged pod or
+   * a hostPath mount, both refused by the policy pack and Pod Security `restricted`); SIGSTOP of
+   * the pod's processes through exec would fail its liveness and readiness probes (the kubelet
+   * restarts it, the memory is lost) and leaves the adapter unable to answer; the kubelet offers
+   * no pause of its own. Sessions on Kubernetes stay in the running and stopped tiers.
+   */
+  async pause(containerName: string): Promise<void> {
+    throw new CodedError("FAILED_PRECONDITION", pauseRefusal(containerName));
+  }
+
+  async unpause(): Promise<void> {
+    // Nothing is ever paused here.
+  }
+
+  async memoryBytes(): Promise<number | undefined> {
+    return undefined;
+  }
+
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     this.#quiet.add(containerName);
@@ -834,4 +854,9 @@ export class KubernetesDriver implements EngineDriver {
       this.#log,
     );
   }
+}
+
+/** Why a Kubernetes runner refuses to pause (the server refuses `desiredState: paused` the same way before asking). */
+export function pauseRefusal(containerName: string): string {
+  return `workspace ${containerName} is on Kubernetes, which has no freezer an unprivileged runner can use: the cgroup freezer needs a privileged pod or a hostPath mount (refused by the policy pack and Pod Security restricted), and SIGSTOP through exec would fail the pod's probes; the paused tier is Docker only`;
 }

@@ -270,6 +270,20 @@ describe("web UI in headless Chromium (real system)", () => {
     ).toBe(403);
   });
 
+  it("pauses the session and shows the paused tier, then wakes it", async () => {
+    await row().locator("button", { hasText: "Pause" }).click();
+    await expect.poll(() => rowPhase().textContent(), { timeout: 60_000, interval: 250 }).toBe("Paused");
+    await expect
+      .poll(() => row().locator("[data-field=tier]").textContent(), { timeout: 10_000, interval: 250 })
+      .toMatch(/^paused since /);
+    expect(await row().locator("button", { hasText: "Wake" }).count()).toBe(1);
+    await shot("3b-paused");
+    await row().locator("button", { hasText: "Wake" }).click();
+    await expect.poll(() => rowPhase().textContent(), { timeout: 60_000, interval: 250 }).toBe("Ready");
+    expect(await row().locator("[data-field=tier]").textContent()).toBe("running");
+    expect(await row().locator("button", { hasText: "Pause" }).count()).toBe(1);
+  });
+
   it("stops the session and shows Stopped, then deletes it", async () => {
     await row().locator("button", { hasText: "Stop" }).click();
     await expect.poll(() => rowPhase().textContent(), { timeout: 120_000, interval: 250 }).toBe("Stopped");

@@ -14,7 +14,7 @@ import {
   type TestServer,
 } from "../../proxy/testing/test-server.ts";
 import { parseRunnerConfig } from "../../runner/config.ts";
-import { FakeDriver, type FakeMachine } from "../../runner/engine/fake-driver.ts";
+import { FakeDriver, type FakeMachine, fakeMachine } from "../../runner/engine/fake-driver.ts";
 import { Runner } from "../../runner/runner.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -118,8 +118,7 @@ beforeEach(async () => {
   });
   await new Promise<void>((r) => adapter.listen(0, "127.0.0.1", r));
   machine = {
-    running: new Set(),
-    stackTokens: new Map(),
+    ...fakeMachine(),
     endpoint: `127.0.0.1:${(adapter.address() as AddressInfo).port}`,
   };
   t = await startTestServer();

@@ -193,8 +193,8 @@ async function describe(docker: Docker, container: Docker.Container, inputs: Con
 
 /**
  * The session container of `inputs` running with its adapter ready. A container of that name
- * that runs and carries the same spec hash is adopted as it is (the runner's fast path made it,
- * or a create was retried after a crash); any other of that name (stale spec, exited) is removed
+ * that runs (or is paused) and carries the same spec hash is adopted as it is (the runner's fast
+ * path made it, or a create was retried after a crash); any other of that name (stale spec, exited) is removed
  * first. A container this call made is never left half-made: on failure it is removed again.
  */
 export async function ensureSessionContainer(
@@ -214,7 +214,9 @@ export async function ensureSessionContainer(
   if (found) {
     if (found.State.Running && found.Config.Labels?.[SPEC_HASH_LABEL] === specHash(inputs)) {
       const { running: _running, ...adopted } = await describe(docker, existing, inputs);
-      await waitReady(adopted.ipAddress, inputs.adapterPort, readyTimeoutMs);
+      // A paused container (the paused tier, runner/docker/pause.ts) was Ready when it was frozen
+      // and cannot answer until woken: it is the declared container as it is, adopted unprobed.
+      if (!found.State.Paused) await waitReady(adopted.ipAddress, inputs.adapterPort, readyTimeoutMs);
       return adopted;
     }
     if (options.adoptOnly) throw notAsDeclared(inputs.name);

@@ -9,7 +9,7 @@
 
 import { AgentSessionsClient, ClientError } from "../../../client/index.ts";
 import type { Usage } from "../../../contracts/adapter.ts";
-import type { HarnessSession } from "../../../contracts/harness-session.ts";
+import type { DesiredState, HarnessSession } from "../../../contracts/harness-session.ts";
 import type { WorkspaceEntry } from "../../../contracts/workspace-files.ts";
 import { tokenToUse } from "./token-handover.ts";
 
@@ -146,6 +146,7 @@ function refreshSoon(): void {
 const settled = (s: HarnessSession) =>
   s.metadata.deletionTimestamp === undefined &&
   ((s.spec.desiredState === "running" && (s.status.phase === "Ready" || s.status.phase === "Failed")) ||
+    (s.spec.desiredState === "paused" && s.status.phase === "Paused") ||
     (s.spec.desiredState === "stopped" && s.status.phase === "Stopped"));
 
 // Live updates come from /v1/events; while a session is still on its way this also looks every
@@ -165,25 +166,44 @@ function phaseBadge(session: HarnessSession): HTMLSpanElement {
   return el("span", { className: `phase phase-${phase}`, textContent: phase, dataset: { field: "phase" } });
 }
 
+/** The tier a session is in (running, paused, stopped), and since when it is paused. */
+function tierOf(session: HarnessSession): string {
+  switch (session.status.phase) {
+    case "Ready":
+      return "running";
+    case "Paused":
+      return session.status.pausedAt
+        ? `paused since ${new Date(session.status.pausedAt).toLocaleTimeString()}`
+        : "paused";
+    case "Stopped":
+      return "stopped";
+    default:
+      return "";
+  }
+}
+
 function readyCondition(session: HarnessSession) {
   return session.status.conditions.find((c) => c.type === "Ready");
 }
 
-function actions(name: string, running: boolean, busy: boolean): (Node | string)[] {
+function actions(name: string, session: HarnessSession, busy: boolean): (Node | string)[] {
   if (state.role !== "edit") return [];
-  const toggle = running
-    ? el("button", {
-        type: "button",
-        textContent: "Stop",
-        disabled: busy,
-        onclick: () => void setDesired(name, "stopped"),
-      })
-    : el("button", {
-        type: "button",
-        textContent: "Resume",
-        disabled: busy,
-        onclick: () => void setDesired(name, "running"),
-      });
+  const button = (textContent: string, desired: DesiredState) =>
+    el("button", {
+      type: "button",
+      textContent,
+      disabled: busy,
+      onclick: () => void setDesired(name, desired),
+    });
+  const desired = session.spec.desiredState;
+  const paused = desired === "paused" || session.status.phase === "Paused";
+  // Running: pause or stop; paused: wake or stop; stopped: resume.
+  const toggles =
+    desired === "stopped"
+      ? [button("Resume", "running")]
+      : paused
+        ? [button("Wake", "running"), " ", button("Stop", "stopped")]
+        : [button("Pause", "paused"), " ", button("Stop", "stopped")];
   const del = el("button", {
     type: "button",
     className: "danger",
@@ -191,7 +211,7 @@ function actions(name: string, running: boolean, busy: boolean): (Node | string)
     disabled: busy,
     onclick: () => void remove(name),
   });
-  return [toggle, " ", del];
+  return [...toggles, " ", del];
 }
 
 function render(): void {
@@ -218,9 +238,15 @@ function render(): void {
       el("td", { textContent: s.spec.agentRef }),
       el("td", { textContent: s.spec.runtimeRef }),
       el("td", { textContent: s.spec.desiredState }),
-      el("td", { title: readyCondition(s)?.message ?? "" }, phaseBadge(s)),
+      el(
+        "td",
+        { title: readyCondition(s)?.message ?? "" },
+        phaseBadge(s),
+        " ",
+        el("span", { className: "tier", textContent: tierOf(s), dataset: { field: "tier" } }),
+      ),
       el("td", { textContent: String(s.status.requestCount), dataset: { field: "requests" } }),
-      el("td", { className: "actions" }, ...actions(name, s.spec.desiredState === "running", busy)),
+      el("td", { className: "actions" }, ...actions(name, s, busy)),
     );
     body.append(row);
   }
@@ -228,7 +254,7 @@ function render(): void {
   renderDetail();
 }
 
-async function setDesired(name: string, desiredState: "running" | "stopped"): Promise<void> {
+async function setDesired(name: string, desiredState: DesiredState): Promise<void> {
   state.busy.add(name);
   render();
   try {

@@ -1,0 +1,25 @@
+import { describe, expect, it } from "vitest";
+import { RunnerCommand } from "./runner-protocol.ts";
+import { CommandResultSchemas } from "./runner-results.ts";
+
+describe("pause and unpause on the runner link", () => {
+  it("are commands naming a workspace, and nothing else", () => {
+    expect(RunnerCommand.parse({ kind: "pause", container_name: "w" })).toEqual({
+      kind: "pause",
+      container_name: "w",
+    });
+    expect(RunnerCommand.safeParse({ kind: "pause" }).success).toBe(false);
+    expect(RunnerCommand.safeParse({ kind: "unpause", container_name: 3 }).success).toBe(false);
+  });
+
+  it("a pause result lists what to evict (none when left out) and its memory when known", () => {
+    expect(CommandResultSchemas.pause.parse({})).toEqual({ paused: true, evict: [] });
+    expect(CommandResultSchemas.pause.parse({ memory_bytes: 1024, evict: ["a"] })).toEqual({
+      paused: true,
+      memory_bytes: 1024,
+      evict: ["a"],
+    });
+    expect(CommandResultSchemas.pause.safeParse({ memory_bytes: -1 }).success).toBe(false);
+    expect(CommandResultSchemas.unpause.parse({ unpaused: false })).toEqual({ unpaused: false });
+  });
+});

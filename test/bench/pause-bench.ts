@@ -1,0 +1,196 @@
+/**
+ * The paused tier (issue 37) as a client sees it, through the HTTP API of a real system on Docker,
+ * beside the engine floor measured in the same run.
+ *
+ *   node test/bench/pause-bench.ts [runs=5]
+ *     (the test bed must be up: scripts/testbed up node docker pulumi image)
+ *
+ * One system (`serve --no-runner` and a `runner --engine docker`), the reference image and the
+ * loopback model server, one session. Each run, issued back to back (no settling wait):
+ *   running  a request to the Ready session → the first byte of its answer (the relay's own cost)
+ *   pause    PATCH desiredState paused → phase Paused, and → the container frozen (the engine's
+ *            State.Paused, read by inspect)
+ *   wake     a request to the Paused session → the first byte of its answer (the wake included)
+ *   then desiredState running again (→ Ready) for the next run.
+ * The engine floor, in the same run: a plain container of the same image, `POST
+ * /containers/{id}/pause` → returned, and `/unpause` → its adapter's first `/readyz` answer.
+ * Status is polled every 5 ms (each figure up to 5 ms late). p50 is nearest-rank. Also printed:
+ * what a paused reference session holds in memory (docker stats: usage less the page cache).
+ */
+import { randomBytes } from "node:crypto";
+import { parseArgs } from "node:util";
+import { modelAgent } from "../fixtures/agent-manifest.ts";
+import type { ModelServer } from "../fixtures/model-server.ts";
+import { dockerClient, uniqueName } from "../support/session-harness.ts";
+import { type Json, startSessionModelServer, System } from "../support/system.ts";
+import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { containerMemoryBytes } from "../../runner/docker/pause.ts";
+
+const { positionals } = parseArgs({ allowPositionals: true });
+const runs = Number(positionals[0] ?? 5);
+if (!Number.isInteger(runs) || runs < 1)
+  throw new Error(`runs must be a positive integer, got ${positionals[0]}`);
+applyTestbedEnv();
+
+const API = "agent-sessions.dev/v1alpha1";
+const NS = "/v1/namespaces/default";
+const PREFIX = `pb-${randomBytes(2).toString("hex")}`;
+const POLL_MS = 5;
+const TIMEOUT_MS = 120_000;
+const docker = dockerClient();
+
+function p50(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? Number.NaN;
+}
+
+const system = new System(undefined, { BENCH_MODEL_KEY: "bench" });
+const samples = {
+  running: [] as number[],
+  pausePhase: [] as number[],
+  pauseFrozen: [] as number[],
+  wake: [] as number[],
+  floorPause: [] as number[],
+  floorWake: [] as number[],
+};
+const memory: number[] = [];
+let model: ModelServer | undefined;
+
+async function must(method: string, path: string, body?: unknown): Promise<Json> {
+  const res = await system.call(method, path, body);
+  if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function reach(
+  name: string,
+  ok: (s: Json) => boolean | Promise<boolean>,
+  since: number,
+): Promise<number> {
+  const deadline = since + TIMEOUT_MS;
+  while (performance.now() < deadline) {
+    const s = await must("GET", `${NS}/harnesssessions/${name}`);
+    if (await ok(s)) return performance.now() - since;
+    if (s.status?.phase === "Failed")
+      throw new Error(`${name} Failed: ${JSON.stringify(s.status.conditions)}`);
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  throw new Error(`${name} did not get there in ${TIMEOUT_MS} ms`);
+}
+
+const frozen = async (container: string) => (await docker.getContainer(container).inspect()).State.Paused;
+
+/** A request → the first byte of its answer, ms. */
+async function firstByte(name: string, input: string): Promise<number> {
+  const t0 = performance.now();
+  const res = await fetch(`${system.url}${NS}/harnesssessions/${name}/requests`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${system.adminToken}`, "content-type": "application/json" },
+    body: JSON.stringify({ input }),
+  });
+  const reader = res.body?.getReader();
+  const first = await reader?.read();
+  const ms = performance.now() - t0;
+  if (res.status !== 200 || !first?.value?.length) throw new Error(`request: HTTP ${res.status}`);
+  while (!(await reader?.read())?.done) {
+    // drain the rest
+  }
+  return ms;
+}
+
+async function run(name: string, container: string): Promise<void> {
+  const url = `${NS}/harnesssessions/${name}`;
+  samples.running.push(await firstByte(name, "hello"));
+  let t0 = performance.now();
+  await must("PATCH", url, { spec: { desiredState: "paused" } });
+  samples.pausePhase.push(await reach(name, (s) => s.status?.phase === "Paused", t0));
+  samples.pauseFrozen.push(await reach(name, () => frozen(container), t0));
+  memory.push((await containerMemoryBytes(docker, container)) ?? Number.NaN);
+  samples.wake.push(await firstByte(name, "hello again"));
+  t0 = performance.now();
+  await must("PATCH", url, { spec: { desiredState: "running" } });
+  await reach(name, (s) => s.status?.phase === "Ready" && s.spec.desiredState === "running", t0);
+}
+
+/** The engine floor: a plain container of the image paused (→ returned), then unpaused (→ /readyz). */
+async function engineFloor(): Promise<void> {
+  const env = { ADAPTER_PORT: "8080", AGENT_WORKSPACE: "/tmp", ADAPTER_TOKEN: "floor" };
+  const container = await docker.createContainer({
+    name: uniqueName("bench-pause-floor"),
+    Image: referenceImage().image,
+    Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    Labels: { "agent-sessions.dev/bench": "floor" },
+  });
+  const ready = async (ip: string) =>
+    fetch(`http://${ip}:8080/readyz`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
+  try {
+    await container.start();
+    const ip = Object.values((await container.inspect()).NetworkSettings.Networks)[0]?.IPAddress ?? "";
+    const started = performance.now();
+    while (!(await ready(ip))) {
+      if (performance.now() - started > 60_000) throw new Error("floor container never ready");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    let t0 = performance.now();
+    await container.pause();
+    samples.floorPause.push(performance.now() - t0);
+    t0 = performance.now();
+    await container.unpause();
+    while (!(await ready(ip))) await new Promise((r) => setTimeout(r, 1));
+    samples.floorWake.push(performance.now() - t0);
+  } finally {
+    await container.remove({ force: true }).catch(() => undefined);
+  }
+}
+
+try {
+  model = await startSessionModelServer("docker");
+  await system.startServer();
+  await system.startRunner(["--engine", "docker"]);
+  await must(
+    "PUT",
+    `${NS}/agents/${PREFIX}`,
+    modelAgent(PREFIX, { url: model.url, port: model.port }, { secretEnv: "BENCH_MODEL_KEY" }),
+  );
+  const name = `${PREFIX}-s`;
+  await must("PUT", `${NS}/harnesssessions/${name}`, {
+    apiVersion: API,
+    kind: "HarnessSession",
+    metadata: { name },
+    spec: { agentRef: PREFIX, runtimeRef: "reference", desiredState: "running", idleTimeout: "1h" },
+  });
+  await reach(name, (s) => s.status?.phase === "Ready", performance.now());
+  const container: string = (await must("GET", `${NS}/harnesssessions/${name}`)).status.containerName;
+  for (let i = 0; i < runs; i++) {
+    await engineFloor();
+    await run(name, container);
+    process.stderr.write(`run ${i + 1}/${runs} done\n`);
+  }
+  await system.call("DELETE", `${NS}/harnesssessions/${name}`);
+  const f = (ms: number) => `${ms.toFixed(0)} ms`;
+  console.log(
+    `\nDocker, the paused tier through the HTTP API, p50 of ${runs} runs, back to back (polled every ${POLL_MS} ms)`,
+  );
+  console.log("| step | p50 | engine floor (plain container, same image) |");
+  console.log("|---|---|---|");
+  console.log(`| request to a Ready session → first byte | ${f(p50(samples.running))} | – |`);
+  console.log(
+    `| request to a Paused session → first byte (wake included) | ${f(p50(samples.wake))} | unpause → first /readyz answer ${f(p50(samples.floorWake))} |`,
+  );
+  console.log(
+    `| pause: PATCH desiredState paused → phase Paused | ${f(p50(samples.pausePhase))} | pause call → returned ${f(p50(samples.floorPause))} |`,
+  );
+  console.log(
+    `| pause: PATCH desiredState paused → container frozen (engine) | ${f(p50(samples.pauseFrozen))} | – |`,
+  );
+  console.log(
+    `\na paused reference session holds ${(p50(memory) / 2 ** 20).toFixed(1)} MiB (docker stats, p50)`,
+  );
+  console.log(`samples (ms): ${JSON.stringify(samples)}`);
+} finally {
+  await system.stop().catch(() => undefined);
+  await model?.close();
+}
