@@ -2,11 +2,13 @@
  * The paused tier (issue 37) as a client sees it, through the HTTP API of a real system on Docker,
  * beside the engine floor measured in the same run.
  *
- *   node test/bench/pause-bench.ts [runs=5]
- *     (the test bed must be up: scripts/testbed up node docker pulumi image)
+ *   node test/bench/pause-bench.ts [runs=5] [--runtimes reference,pi,compass,hermes]
+ *     (the test bed must be up: scripts/testbed up node docker pulumi image base-image pi-image
+ *      compass-image hermes-image)
  *
- * One system (`serve --no-runner` and a `runner --engine docker`), the reference image and the
- * loopback model server, one session. Each run, issued back to back (no settling wait):
+ * One system (`serve --no-runner` and a `runner --engine docker`), each runtime's image as the test
+ * bed built it and the loopback model server, one session per runtime (the runtimes one after the
+ * other). Each run, issued back to back (no settling wait):
  *   running  a request to the Ready session → the first byte of its answer (the relay's own cost)
  *   pause    PATCH desiredState paused → phase Paused, and → the container frozen (the engine's
  *            State.Paused, read by inspect)
@@ -15,7 +17,7 @@
  * The engine floor, in the same run: a plain container of the same image, `POST
  * /containers/{id}/pause` → returned, and `/unpause` → its adapter's first `/readyz` answer.
  * Status is polled every 5 ms (each figure up to 5 ms late). p50 is nearest-rank. Also printed:
- * what a paused reference session holds in memory (docker stats: usage less the page cache).
+ * what a paused session of each runtime holds in memory (docker stats: usage less the page cache).
  */
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
@@ -23,13 +25,26 @@ import { modelAgent } from "../fixtures/agent-manifest.ts";
 import type { ModelServer } from "../fixtures/model-server.ts";
 import { dockerClient, uniqueName } from "../support/session-harness.ts";
 import { type Json, startSessionModelServer, System } from "../support/system.ts";
-import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { applyTestbedEnv, builtImage, referenceImage } from "../support/testbed.ts";
 import { containerMemoryBytes } from "../../runner/docker/pause.ts";
 
-const { positionals } = parseArgs({ allowPositionals: true });
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: { runtimes: { type: "string", default: "reference" } },
+});
 const runs = Number(positionals[0] ?? 5);
 if (!Number.isInteger(runs) || runs < 1)
   throw new Error(`runs must be a positive integer, got ${positionals[0]}`);
+/** The test bed part that builds each shipped runtime's image. */
+const IMAGES: Record<string, `${string}-image`> = {
+  reference: "reference-image",
+  pi: "pi-image",
+  compass: "compass-image",
+  hermes: "hermes-image",
+};
+const runtimes = values.runtimes.split(",");
+for (const r of runtimes)
+  if (!IMAGES[r]) throw new Error(`--runtimes: ${r} is not one of ${Object.keys(IMAGES).join(", ")}`);
 applyTestbedEnv();
 
 const API = "agent-sessions.dev/v1alpha1";
@@ -44,16 +59,24 @@ function p50(values: number[]): number {
   return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? Number.NaN;
 }
 
-const system = new System(undefined, { BENCH_MODEL_KEY: "bench" });
-const samples = {
+const system = new System(undefined, {
+  BENCH_MODEL_KEY: "bench",
+  ...Object.fromEntries(
+    runtimes.map((r) => [
+      `AGENT_SESSIONS_${r.toUpperCase()}_IMAGE`,
+      builtImage(IMAGES[r] ?? "reference-image").image,
+    ]),
+  ),
+});
+const newSamples = () => ({
   running: [] as number[],
   pausePhase: [] as number[],
   pauseFrozen: [] as number[],
   wake: [] as number[],
-  floorPause: [] as number[],
-  floorWake: [] as number[],
-};
-const memory: number[] = [];
+  memory: [] as number[],
+});
+const floor = { pause: [] as number[], wake: [] as number[] };
+const byRuntime = new Map<string, ReturnType<typeof newSamples>>();
 let model: ModelServer | undefined;
 
 async function must(method: string, path: string, body?: unknown): Promise<Json> {
@@ -98,14 +121,14 @@ async function firstByte(name: string, input: string): Promise<number> {
   return ms;
 }
 
-async function run(name: string, container: string): Promise<void> {
+async function run(name: string, container: string, samples: ReturnType<typeof newSamples>): Promise<void> {
   const url = `${NS}/harnesssessions/${name}`;
   samples.running.push(await firstByte(name, "hello"));
   let t0 = performance.now();
   await must("PATCH", url, { spec: { desiredState: "paused" } });
   samples.pausePhase.push(await reach(name, (s) => s.status?.phase === "Paused", t0));
   samples.pauseFrozen.push(await reach(name, () => frozen(container), t0));
-  memory.push((await containerMemoryBytes(docker, container)) ?? Number.NaN);
+  samples.memory.push((await containerMemoryBytes(docker, container)) ?? Number.NaN);
   samples.wake.push(await firstByte(name, "hello again"));
   t0 = performance.now();
   await must("PATCH", url, { spec: { desiredState: "running" } });
@@ -136,11 +159,11 @@ async function engineFloor(): Promise<void> {
     }
     let t0 = performance.now();
     await container.pause();
-    samples.floorPause.push(performance.now() - t0);
+    floor.pause.push(performance.now() - t0);
     t0 = performance.now();
     await container.unpause();
     while (!(await ready(ip))) await new Promise((r) => setTimeout(r, 1));
-    samples.floorWake.push(performance.now() - t0);
+    floor.wake.push(performance.now() - t0);
   } finally {
     await container.remove({ force: true }).catch(() => undefined);
   }
@@ -150,46 +173,51 @@ try {
   model = await startSessionModelServer("docker");
   await system.startServer();
   await system.startRunner(["--engine", "docker"]);
-  await must(
-    "PUT",
-    `${NS}/agents/${PREFIX}`,
-    modelAgent(PREFIX, { url: model.url, port: model.port }, { secretEnv: "BENCH_MODEL_KEY" }),
-  );
-  const name = `${PREFIX}-s`;
-  await must("PUT", `${NS}/harnesssessions/${name}`, {
-    apiVersion: API,
-    kind: "HarnessSession",
-    metadata: { name },
-    spec: { agentRef: PREFIX, runtimeRef: "reference", desiredState: "running", idleTimeout: "1h" },
-  });
-  await reach(name, (s) => s.status?.phase === "Ready", performance.now());
-  const container: string = (await must("GET", `${NS}/harnesssessions/${name}`)).status.containerName;
-  for (let i = 0; i < runs; i++) {
-    await engineFloor();
-    await run(name, container);
-    process.stderr.write(`run ${i + 1}/${runs} done\n`);
+  for (const runtime of runtimes) {
+    const samples = newSamples();
+    byRuntime.set(runtime, samples);
+    const agent = `${PREFIX}-${runtime}`;
+    await must(
+      "PUT",
+      `${NS}/agents/${agent}`,
+      modelAgent(
+        agent,
+        { url: model.url, port: model.port },
+        { runtimeRef: runtime, secretEnv: "BENCH_MODEL_KEY" },
+      ),
+    );
+    const name = `${PREFIX}-${runtime.slice(0, 4)}`;
+    await must("PUT", `${NS}/harnesssessions/${name}`, {
+      apiVersion: API,
+      kind: "HarnessSession",
+      metadata: { name },
+      spec: { agentRef: agent, runtimeRef: runtime, desiredState: "running", idleTimeout: "1h" },
+    });
+    await reach(name, (s) => s.status?.phase === "Ready", performance.now());
+    const container: string = (await must("GET", `${NS}/harnesssessions/${name}`)).status.containerName;
+    for (let i = 0; i < runs; i++) {
+      await engineFloor();
+      await run(name, container, samples);
+      process.stderr.write(`${runtime}: run ${i + 1}/${runs} done\n`);
+    }
+    await system.call("DELETE", `${NS}/harnesssessions/${name}`);
   }
-  await system.call("DELETE", `${NS}/harnesssessions/${name}`);
   const f = (ms: number) => `${ms.toFixed(0)} ms`;
   console.log(
-    `\nDocker, the paused tier through the HTTP API, p50 of ${runs} runs, back to back (polled every ${POLL_MS} ms)`,
-  );
-  console.log("| step | p50 | engine floor (plain container, same image) |");
-  console.log("|---|---|---|");
-  console.log(`| request to a Ready session → first byte | ${f(p50(samples.running))} | – |`);
-  console.log(
-    `| request to a Paused session → first byte (wake included) | ${f(p50(samples.wake))} | unpause → first /readyz answer ${f(p50(samples.floorWake))} |`,
+    `\nDocker, the paused tier through the HTTP API, p50 of ${runs} runs per runtime, back to back (polled every ${POLL_MS} ms)`,
   );
   console.log(
-    `| pause: PATCH desiredState paused → phase Paused | ${f(p50(samples.pausePhase))} | pause call → returned ${f(p50(samples.floorPause))} |`,
+    `engine floor (a plain reference container, same runs): pause call → returned ${f(p50(floor.pause))}, unpause → first /readyz answer ${f(p50(floor.wake))}\n`,
   );
   console.log(
-    `| pause: PATCH desiredState paused → container frozen (engine) | ${f(p50(samples.pauseFrozen))} | – |`,
+    "| runtime | request to Ready → first byte | request to Paused → first byte (wake included) | PATCH paused → phase Paused | → container frozen | paused memory |",
   );
-  console.log(
-    `\na paused reference session holds ${(p50(memory) / 2 ** 20).toFixed(1)} MiB (docker stats, p50)`,
-  );
-  console.log(`samples (ms): ${JSON.stringify(samples)}`);
+  console.log("|---|---|---|---|---|---|");
+  for (const [runtime, s] of byRuntime)
+    console.log(
+      `| ${runtime} | ${f(p50(s.running))} | ${f(p50(s.wake))} | ${f(p50(s.pausePhase))} | ${f(p50(s.pauseFrozen))} | ${(p50(s.memory) / 2 ** 20).toFixed(1)} MiB |`,
+    );
+  console.log(`samples (ms): ${JSON.stringify({ floor, ...Object.fromEntries(byRuntime) })}`);
 } finally {
   await system.stop().catch(() => undefined);
   await model?.close();
