@@ -36,7 +36,9 @@ export async function unpauseContainer(docker: Docker, containerName: string): P
 
 /**
  * The container's memory usage in bytes as `docker stats` shows it (usage less the page cache,
- * `GET /containers/{id}/stats?stream=false`); undefined when the engine gives none.
+ * `GET /containers/{id}/stats?stream=false&one-shot=true`); undefined when the engine gives none.
+ * `one-shot`: one sample at once; without it the engine waits for a second sample (~1-2 s, for its
+ * CPU figures), and a wake queued behind the pause that asked waited that long.
  */
 export async function containerMemoryBytes(
   docker: Docker,
@@ -44,7 +46,7 @@ export async function containerMemoryBytes(
 ): Promise<number | undefined> {
   const stats = (await docker
     .getContainer(containerName)
-    .stats({ stream: false })
+    .stats({ stream: false, "one-shot": true })
     .catch(() => undefined)) as
     | { memory_stats?: { usage?: number; stats?: Record<string, number | undefined> } }
     | undefined;
