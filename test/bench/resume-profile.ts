@@ -133,7 +133,7 @@ try {
     console.log(
       `| ${label} | ${f(r.stop)} | ${f(r.ready)} | ${f(r.answer)} | ${columns.map((c) => f(r.commands[c] ?? 0)).join(" | ")} |`,
     );
-  rows.forEach((r, i) => line(String(i + 1), r));
+  for (const [i, r] of rows.entries()) line(String(i + 1), r);
   line("p50", {
     stop: p50(rows.map((r) => r.stop)),
     ready: p50(rows.map((r) => r.ready)),
