@@ -33,7 +33,11 @@ import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
 import { containerMemoryBytes, pauseContainer, unpauseContainer } from "./pause.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
-import { removeOrphanContainer, removeSessionLeftovers } from "./session-leftovers.ts";
+import {
+  removeOrphanContainer,
+  removeSessionContainers,
+  removeSessionLeftovers,
+} from "./session-leftovers.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
 import type {
@@ -400,8 +404,26 @@ export class DockerDriver implements EngineDriver {
     // A pending recording is dropped; one running finishes first (under the stack's lock anyway).
     this.#records.forget(containerName);
     await this.settled(containerName);
-    await this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
-      if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+    const destroy = () =>
+      this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
+        if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+      });
+    await destroy().catch(async (error: unknown) => {
+      // A fast-path container the stack does not hold yet (its recording overtaken by this
+      // remove) keeps the session's network in use, and the destroy fails on it: the session's
+      // containers go by their labels, and the destroy runs again (what it holds is gone or goes).
+      const containers = await removeSessionContainers(this.#docker, p);
+      if (containers.length === 0) throw error;
+      this.#log(
+        "warn",
+        "stack destroy failed beside containers it did not hold: removed them, destroying again",
+        {
+          containerName,
+          containers,
+          error: String((error as Error).message ?? error).slice(0, 300),
+        },
+      );
+      await destroy();
     });
     // What the stack did not hold (a fast-path container whose recording a restart cut short).
     const leftovers = await removeSessionLeftovers(this.#docker, p);

@@ -8,24 +8,38 @@
 import type Docker from "dockerode";
 import { Labels } from "../../contracts/session-spec.ts";
 
-/** Force-removes the session's containers, then its volumes and networks; returns what it removed. */
-export async function removeSessionLeftovers(
-  docker: Docker,
-  session: { namespace: string; name: string },
-): Promise<string[]> {
-  const filters = JSON.stringify({
+/** The label filter that finds every engine object of a session. */
+function sessionFilters(session: { namespace: string; name: string }): string {
+  return JSON.stringify({
     label: [
       `${Labels.managedBy}=agent-sessions`,
       `${Labels.namespace}=${session.namespace}`,
       `${Labels.session}=${session.name}`,
     ],
   });
+}
+
+/** Force-removes the session's containers (its volumes and networks stay); returns what it removed. */
+export async function removeSessionContainers(
+  docker: Docker,
+  session: { namespace: string; name: string },
+): Promise<string[]> {
   const removed: string[] = [];
-  // Containers first: a volume or network in use cannot go.
-  for (const c of await docker.listContainers({ all: true, filters })) {
+  for (const c of await docker.listContainers({ all: true, filters: sessionFilters(session) })) {
     await docker.getContainer(c.Id).remove({ force: true, v: false });
     removed.push(`container ${c.Names?.[0]?.replace(/^\//, "") ?? c.Id}`);
   }
+  return removed;
+}
+
+/** Force-removes the session's containers, then its volumes and networks; returns what it removed. */
+export async function removeSessionLeftovers(
+  docker: Docker,
+  session: { namespace: string; name: string },
+): Promise<string[]> {
+  const filters = sessionFilters(session);
+  // Containers first: a volume or network in use cannot go.
+  const removed = await removeSessionContainers(docker, session);
   for (const v of (await docker.listVolumes({ filters })).Volumes ?? []) {
     await docker.getVolume(v.Name).remove();
     removed.push(`volume ${v.Name}`);
