@@ -254,7 +254,8 @@ export class Runner {
         kind: command.kind,
         ms: Date.now() - started,
         code: (error as { code?: unknown }).code,
-        error: String((error as Error).message ?? error).slice(0, 500),
+        // Its head and its tail: a CLI's failure (pulumi) says what went wrong at the end.
+        error: headAndTail(String((error as Error).message ?? error)),
       });
       throw error;
     }
@@ -573,4 +574,9 @@ type GatewayRefusalReason = GatewayRefusal["reason"];
 function runUsage(counted: { input: number; output: number; calls: number; reported: number }): Usage {
   if (counted.calls > 0 && counted.reported === 0) return "unavailable";
   return { input_tokens: counted.input, output_tokens: counted.output };
+}
+
+/** A long message's first 300 and last 700 characters (all of it when shorter than 1,000). */
+function headAndTail(message: string): string {
+  return message.length <= 1_000 ? message : `${message.slice(0, 300)} … ${message.slice(-700)}`;
 }
