@@ -76,12 +76,11 @@ const RUNTIMES: Record<"reference" | "compass", LifecycleRuntime> = {
     agentScript: "/app/runtimes/compass/agent.ts",
     model: true,
     exitOnItsOwn: { command: { type: "exit" }, reason: "AgentExited(0)" },
-    // Long replies streamed word by word ("[fast]"): a delta frame per word, every text kept in
-    // the conversation and sent again with the next (each command under the 64 KiB line limit).
-    allocate: Array.from({ length: 20 }, (_, i) => ({
-      type: "message",
-      text: `[fast] ${Array.from({ length: 5_000 }, (_, w) => `w${i}-${w}`).join(" ")}`,
-    })),
+    // One reply far larger than the squeezed cgroup can hold, streamed as fast as the agent reads
+    // it: the agent's anonymous memory outgrows every reclaimable page at once, so the OOM killer
+    // acts within a second. (A slow climb, e.g. many long "[fast]" turns, let the kernel reclaim
+    // and refault the agent's code pages for minutes instead: seen as a 60 s stall in CI.)
+    allocate: [{ type: "message", text: "[huge] answer at length" }],
     counts: false,
     garbage: false,
   },
