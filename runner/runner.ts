@@ -2,7 +2,7 @@
  * A runner: the link to the server, the engine driver, and the authoritative set of agent
  * sessions. Owns every container and stack operation; the server only asks.
  */
-import { KeyedMutex } from "../stacks/keyed-mutex.ts";
+import { KeyedMutex } from "../contracts/keyed-mutex.ts";
 import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
 import { jsonLogger, type Logger } from "../contracts/log.ts";

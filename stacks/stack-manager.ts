@@ -35,7 +35,7 @@ import {
   toStackError,
 } from "./errors.ts";
 import { answerFromFileBackend, stackExists, withoutSummary } from "./file-backend.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
+import { KeyedMutex } from "../contracts/keyed-mutex.ts";
 import { interruptedRecordings, markRecording } from "./recording.ts";
 import {
   PLUGIN_BIN_DIR,

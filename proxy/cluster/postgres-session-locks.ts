@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type pg from "pg";
-import { type KeyedLock, KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import { KeyedMutex } from "../../contracts/keyed-mutex.ts";
+import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
 import type { Logger } from "../observability/log.ts";
 import type { PostgresDatabase } from "../store/postgres-database.ts";
 

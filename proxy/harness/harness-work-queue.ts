@@ -1,4 +1,5 @@
-import { type KeyedLock, KeyedMutex } from "../lifecycle/keyed-mutex.ts";
+import { KeyedMutex } from "../../contracts/keyed-mutex.ts";
+import type { KeyedLock } from "../lifecycle/keyed-mutex.ts";
 import type { Logger } from "../observability/log.ts";
 
 /** Why a session is reconciled again later: a restart's back-off, or a failed relay-path probe. */

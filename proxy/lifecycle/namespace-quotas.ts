@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CodedError } from "../../contracts/errors.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
+import { KeyedMutex } from "../../contracts/keyed-mutex.ts";
 
 /** A quota's limits: one for every namespace (`*`) and/or one per namespace named. */
 export type NamespaceLimits = { every?: number; byNamespace?: Record<string, number> };

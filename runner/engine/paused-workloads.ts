@@ -12,7 +12,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { z } from "zod";
-import { KeyedMutex } from "../../stacks/keyed-mutex.ts";
+import { KeyedMutex } from "../../contracts/keyed-mutex.ts";
 import type { EngineDriver } from "./driver.ts";
 
 export const PAUSED_WORKLOADS_FILE_NAME = "paused-workloads.json";

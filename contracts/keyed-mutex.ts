@@ -1,4 +1,7 @@
-/** One operation per key at a time, in this process; different keys run concurrently. */
+/**
+ * One task per key at a time, in this process, in arrival order; different keys run concurrently.
+ * Shared by the server (proxy/lifecycle/keyed-mutex.ts builds its locks on it) and the runner.
+ */
 export class KeyedMutex {
   readonly #tails = new Map<string, Promise<unknown>>();
 
@@ -14,6 +17,7 @@ export class KeyedMutex {
     }
   }
 
+  /** Whether a task of the key is running or waiting. */
   busy(key: string): boolean {
     return this.#tails.has(key);
   }
