@@ -40,6 +40,7 @@ import {
   uniqueName,
 } from "../support/session-harness.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { percentile } from "./stats.ts";
 
 const engines = ["docker", "kubernetes"] as const;
 type Engine = (typeof engines)[number];
@@ -204,12 +205,6 @@ async function run(engine: Engine, label: string): Promise<Record<Step, Timing>>
 }
 
 /** Nearest-rank percentile. */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
 
 const samples: Record<Engine, Record<Step, Timing>[]> = { docker: [], kubernetes: [] };
 const failures: Record<Engine, string[]> = { docker: [], kubernetes: [] };

@@ -30,6 +30,7 @@ import { KubernetesDriver } from "../../runner/kubernetes/driver.ts";
 import { type KubeClients, kubeClients } from "../support/kube-harness.ts";
 import { dockerClient, stackManagerFor, tempDir, uniqueName } from "../support/session-harness.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { p50 } from "./stats.ts";
 
 const { values: flags, positionals } = parseArgs({
   options: { engine: { type: "string", default: "docker" } },
@@ -88,11 +89,6 @@ const labels: Record<(typeof steps)[number], string> = {
   heal: "killed→Ready",
 };
 const floor: number[] = [];
-
-function p50(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? Number.NaN;
-}
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();

@@ -23,6 +23,7 @@ import { Agent, request } from "undici";
 import { type Gateway, startGateway } from "../../runner/gateway/gateway.ts";
 import { GatewayRoutes } from "../../runner/gateway/routes.ts";
 import { startModelServer } from "../fixtures/model-server.ts";
+import { percentile } from "./stats.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -118,12 +119,6 @@ async function expect<T extends Message["type"]>(
 }
 
 /** Nearest-rank percentile. */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
 
 const dispatcher = new Agent({ keepAliveTimeout: 30_000 });
 

@@ -22,6 +22,7 @@ import type { Frame } from "../../contracts/compass.ts";
 import { removeEverything, setUpNamespace, sseEvents } from "../support/agent-system.ts";
 import { System } from "../support/system.ts";
 import { applyTestbedEnv } from "../support/testbed.ts";
+import { percentile } from "./stats.ts";
 
 const runs = Number(process.argv[2] ?? 20);
 const floodFrames = Number(process.argv[3] ?? 20_000);
@@ -36,12 +37,6 @@ const system = new System();
 const containers = new Set<string>();
 
 /** Nearest-rank percentile. */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
 
 function row(name: string, values: number[]): string {
   const f = (v: number) => `${(v / 1000).toFixed(2)} s`.padStart(9);

@@ -25,8 +25,9 @@ import { modelAgent } from "../fixtures/agent-manifest.ts";
 import type { ModelServer } from "../fixtures/model-server.ts";
 import { dockerClient, uniqueName } from "../support/session-harness.ts";
 import { type Json, startSessionModelServer, System } from "../support/system.ts";
-import { applyTestbedEnv, builtImage, referenceImage } from "../support/testbed.ts";
+import { applyTestbedEnv, builtImage, referenceImage, runtimeImagePart } from "../support/testbed.ts";
 import { containerMemoryBytes } from "../../runner/docker/pause.ts";
+import { p50 } from "./stats.ts";
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -35,16 +36,8 @@ const { positionals, values } = parseArgs({
 const runs = Number(positionals[0] ?? 5);
 if (!Number.isInteger(runs) || runs < 1)
   throw new Error(`runs must be a positive integer, got ${positionals[0]}`);
-/** The test bed part that builds each shipped runtime's image. */
-const IMAGES: Record<string, `${string}-image`> = {
-  reference: "reference-image",
-  pi: "pi-image",
-  compass: "compass-image",
-  hermes: "hermes-image",
-};
 const runtimes = values.runtimes.split(",");
-for (const r of runtimes)
-  if (!IMAGES[r]) throw new Error(`--runtimes: ${r} is not one of ${Object.keys(IMAGES).join(", ")}`);
+for (const r of runtimes) runtimeImagePart(r); // an unknown one is refused before anything starts
 applyTestbedEnv();
 
 const API = "agent-sessions.dev/v1alpha1";
@@ -54,18 +47,10 @@ const POLL_MS = 5;
 const TIMEOUT_MS = 120_000;
 const docker = dockerClient();
 
-function p50(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? Number.NaN;
-}
-
 const system = new System(undefined, {
   BENCH_MODEL_KEY: "bench",
   ...Object.fromEntries(
-    runtimes.map((r) => [
-      `AGENT_SESSIONS_${r.toUpperCase()}_IMAGE`,
-      builtImage(IMAGES[r] ?? "reference-image").image,
-    ]),
+    runtimes.map((r) => [`AGENT_SESSIONS_${r.toUpperCase()}_IMAGE`, builtImage(runtimeImagePart(r)).image]),
   ),
 });
 const newSamples = () => ({

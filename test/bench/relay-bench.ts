@@ -61,6 +61,7 @@ import { type ModelServer, startModelServer } from "../fixtures/model-server.ts"
 import { dockerClient, dockerExec } from "../support/session-harness.ts";
 import { BRIDGE_IP, type Json, System } from "../support/system.ts";
 import { applyTestbedEnv, repoRoot } from "../support/testbed.ts";
+import { percentile } from "./stats.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -104,12 +105,6 @@ const DELETE_TIMEOUT_MS = 300_000;
 const ROUNDS = 4;
 
 /** Nearest-rank percentile. */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
 
 const system = new System();
 const base = args.baseline === undefined ? undefined : new System(undefined, {}, args.baseline);

@@ -17,7 +17,8 @@ import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 import { type Json, startSessionModelServer, System } from "../support/system.ts";
-import { applyTestbedEnv, builtImage } from "../support/testbed.ts";
+import { applyTestbedEnv, builtImage, runtimeImagePart } from "../support/testbed.ts";
+import { p50 } from "./stats.ts";
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -26,15 +27,8 @@ const { positionals, values } = parseArgs({
 const runs = Number(positionals[0] ?? 3);
 if (!Number.isInteger(runs) || runs < 1)
   throw new Error(`runs must be a positive integer, got ${positionals[0]}`);
-const IMAGES: Record<string, `${string}-image`> = {
-  reference: "reference-image",
-  pi: "pi-image",
-  compass: "compass-image",
-  hermes: "hermes-image",
-};
 const runtime = values.runtime;
-const imagePart = IMAGES[runtime];
-if (!imagePart) throw new Error(`--runtime: ${runtime} is not one of ${Object.keys(IMAGES).join(", ")}`);
+const imagePart = runtimeImagePart(runtime, "--runtime");
 applyTestbedEnv();
 
 const NS = "/v1/namespaces/default";
@@ -43,11 +37,6 @@ const system = new System(undefined, {
   BENCH_MODEL_KEY: "bench",
   [`AGENT_SESSIONS_${runtime.toUpperCase()}_IMAGE`]: builtImage(imagePart).image,
 });
-
-function p50(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? Number.NaN;
-}
 
 async function must(method: string, path: string, body?: unknown): Promise<Json> {
   const res = await system.call(method, path, body);

@@ -22,17 +22,12 @@ import { randomBytes } from "node:crypto";
 import { type Engine, type EngineProbe, dockerProbe, kubernetesProbe } from "../support/engine-probes.ts";
 import { dockerClient } from "../support/session-harness.ts";
 import { startSessionModelServer, System, until } from "../support/system.ts";
-import { applyTestbedEnv, builtImage, sessionHostAddress } from "../support/testbed.ts";
+import { applyTestbedEnv, builtImage, runtimeImagePart, sessionHostAddress } from "../support/testbed.ts";
+import { p50 } from "./stats.ts";
 
 const API = "agent-sessions.dev/v1alpha1";
 const NS = "/v1/namespaces/default";
 const SESSIONS = `${NS}/harnesssessions`;
-const IMAGES: Record<string, `${string}-image`> = {
-  reference: "reference-image",
-  pi: "pi-image",
-  compass: "compass-image",
-  hermes: "hermes-image",
-};
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -41,9 +36,9 @@ const option = (name: string, fallback: string) => {
 };
 const runs = Number(args.find((a) => /^\d+$/.test(a)) ?? 3);
 const runtimes = option("runtimes", "reference,pi").split(",");
+for (const r of runtimes) runtimeImagePart(r); // an unknown one is refused before anything starts
 const engines = option("engines", "docker").split(",") as Engine[];
 
-const p50 = (values: number[]) => [...values].sort((a, b) => a - b)[Math.ceil(values.length / 2) - 1] ?? NaN;
 const ms = (v: number) => `${v.toFixed(0)} ms`;
 const range = (values: number[], unit: (v: number) => string) =>
   values.length === 0
@@ -118,9 +113,7 @@ async function benchEngine(engine: Engine, rows: Row[]): Promise<void> {
   process.env.BENCH_MODEL_KEY = `sk-bench-${randomBytes(8).toString("hex")}`;
   const extra: Record<string, string> = {};
   for (const runtime of runtimes)
-    extra[`AGENT_SESSIONS_${runtime.toUpperCase()}_IMAGE`] = builtImage(
-      IMAGES[runtime] ?? `${runtime}-image`,
-    ).image;
+    extra[`AGENT_SESSIONS_${runtime.toUpperCase()}_IMAGE`] = builtImage(runtimeImagePart(runtime)).image;
   const system = new System(undefined, extra);
   await system.startServer();
   await system.startRunner(["--engine", engine]);
@@ -186,7 +179,7 @@ async function main(): Promise<void> {
   for (const engine of engines) await benchEngine(engine, rows);
   const sizes = new Map<string, number>();
   for (const runtime of runtimes)
-    sizes.set(runtime, await imageSize(builtImage(IMAGES[runtime] ?? `${runtime}-image`).image));
+    sizes.set(runtime, await imageSize(builtImage(runtimeImagePart(runtime)).image));
   console.log(`\nruntime bench: ${runs} session(s) per runtime and engine (p50 (min–max))\n`);
   console.log("| runtime | engine | image | create→Ready | first token (streamed, via proxy) | idle RSS |");
   console.log("|---|---|---|---|---|---|");

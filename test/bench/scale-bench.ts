@@ -33,6 +33,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { preciseNow } from "./simulated-driver.ts";
+import { percentile } from "./stats.ts";
 
 const SESSIONS = positive(process.argv[2], 10_000, "sessions");
 const SUBSCRIBERS = positive(process.argv[3], 1_000, "subscribers");
@@ -64,12 +65,6 @@ function positive(raw: string | undefined, fallback: number, name: string): numb
 }
 
 /** Nearest-rank percentile. */
-function percentile(sorted: ArrayLike<number>, p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
 
 function sortedOf(values: Iterable<number>): Float64Array {
   return Float64Array.from(values).sort();

@@ -43,6 +43,7 @@ import { dockerProbe, type EngineProbe, kubernetesProbe } from "../support/engin
 import { dockerClient, uniqueName } from "../support/session-harness.ts";
 import { type Json, startSessionModelServer, System } from "../support/system.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { p50 } from "./stats.ts";
 
 const { values: flags, positionals } = parseArgs({
   options: {
@@ -68,11 +69,6 @@ const TIMEOUT_MS = 300_000;
 const steps = ["create", "stop", "resume", "heal", "idle", "settle"] as const;
 type Step = (typeof steps)[number];
 type Path = "full" | "fast";
-
-function p50(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? Number.NaN;
-}
 
 const runnerArgs = ["--engine", engine];
 const systems: Record<Path, System> = {

@@ -21,6 +21,7 @@ import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { isolateBridge, removeBridgeRules } from "../../infra/docker/provider/host-isolation.ts";
 import { StackManager } from "../../stacks/index.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
+import { percentile } from "./stats.ts";
 
 const operations = ["create", "scaleDown", "resume", "destroy"] as const;
 type Operation = (typeof operations)[number];
@@ -177,12 +178,6 @@ async function directRun(name: string): Promise<Record<Operation, number>> {
 }
 
 /** Nearest-rank percentile. */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
 
 const samples: Record<Operation, Sample[]> = { create: [], scaleDown: [], resume: [], destroy: [] };
 try {

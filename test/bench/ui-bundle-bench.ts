@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import type { Logger } from "../../proxy/observability/log.ts";
 import { uiRoutes } from "../../proxy/http/ui-route.ts";
+import { p50 } from "./stats.ts";
 
 type Run = { firstMs: number; buildMs: number; cachedMs: number; bytes: number; gzipBytes: number };
 
@@ -47,7 +48,6 @@ const results: Run[] = [];
 for (let i = 0; i < runs; i++)
   results.push(JSON.parse(execFileSync(process.execPath, [self, "--once"], { encoding: "utf8" })) as Run);
 
-const p50 = (values: number[]) => [...values].sort((a, b) => a - b)[Math.ceil(values.length / 2) - 1] ?? 0;
 const ms = (key: "firstMs" | "buildMs" | "cachedMs") => {
   const values = results.map((r) => r[key]);
   return `p50 ${p50(values).toFixed(1)} ms (min ${Math.min(...values).toFixed(1)}, max ${Math.max(...values).toFixed(1)})`;

@@ -24,6 +24,7 @@ import {
 import { System, until } from "../support/system.ts";
 import { applyTestbedEnv, referenceImage } from "../support/testbed.ts";
 import { workloadName } from "../../contracts/session-spec.ts";
+import { percentile } from "./stats.ts";
 
 const warmRuns = Number(process.argv[2] ?? 10);
 const coldRuns = Number(process.argv[3] ?? 3);
@@ -41,12 +42,6 @@ const system = new System();
 const containers = new Set<string>();
 
 /** Nearest-rank percentile. */
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return (
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN
-  );
-}
 
 function row(name: string, values: number[]): string {
   const f = (v: number) => `${v.toFixed(0)} ms`.padStart(9);

@@ -37,6 +37,22 @@ export function builtImage(name: BuiltImageName): ReferenceImage {
   return image;
 }
 
+/** The test bed part that builds each shipped runtime's image (runtimes/catalogue.ts names them). */
+export const RUNTIME_IMAGE_PARTS: Readonly<Record<string, BuiltImageName>> = {
+  reference: "reference-image",
+  pi: "pi-image",
+  compass: "compass-image",
+  hermes: "hermes-image",
+};
+
+/** The image part of a shipped runtime; a clear error naming the choices for any other name. */
+export function runtimeImagePart(runtime: string, option = "--runtimes"): BuiltImageName {
+  const part = RUNTIME_IMAGE_PARTS[runtime];
+  if (!part)
+    throw new Error(`${option}: ${runtime} is not one of ${Object.keys(RUNTIME_IMAGE_PARTS).join(", ")}`);
+  return part;
+}
+
 export function referenceImage(): ReferenceImage {
   return builtImage("reference-image");
 }
