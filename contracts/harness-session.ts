@@ -3,7 +3,7 @@ import { RequestOutcome, ResultRecord, Usage } from "./adapter.ts";
 import { IdleTimeout, parseDuration } from "./duration.ts";
 import { API_VERSION, ObjectMeta } from "./resources.ts";
 import { RunnerSelector } from "./runners.ts";
-import { DnsLabel } from "./session-spec.ts";
+import { DnsLabel, type Engine } from "./session-spec.ts";
 import { WorkspaceRepo } from "./workspace-repo.ts";
 
 /**
@@ -46,8 +46,9 @@ export const HarnessSessionSpec = z.strictObject({
   /**
    * Freeze the workload with all its memory (phase Paused) after this long without activity;
    * anything that reaches the session wakes it in tens of milliseconds. Shorter than idleTimeout
-   * when both are set; `0` or absent: never. Refused for a session on a Kubernetes runner
-   * (docs/kubernetes.md says why). @default off
+   * when both are set; `0` or absent: never. Refused for a session on a Kubernetes runner, or
+   * not placed yet when every connected runner its runnerSelector matches is one (docs/kubernetes.md
+   * says why); otherwise such a session is placed only on a Docker runner. @default off
    */
   pauseAfter: IdleTimeout.optional(),
   /**
@@ -317,6 +318,26 @@ export function pauseAfterViolations(
       description: `must be shorter than spec.idleTimeout (${spec.idleTimeout}) when both are set; is ${spec.pauseAfter}`,
     },
   ];
+}
+
+/**
+ * The engines whose runners can freeze a workload (the paused tier): Docker's pause. Kubernetes
+ * has none an unprivileged runner may use (docs/kubernetes.md#no-paused-tier).
+ */
+export const PAUSABLE_ENGINES = ["docker"] as const satisfies readonly Engine[];
+
+/** Where a session in the paused tier may be placed (the server's placement takes it as is). */
+export const PAUSED_TIER_PLACEMENT = {
+  allowed: PAUSABLE_ENGINES,
+  why: "the session asks for the paused tier (spec.desiredState paused or spec.pauseAfter), which only a Docker runner can freeze",
+} as const;
+
+/** Whether the spec asks for the paused tier: `desiredState: paused`, or a `pauseAfter` that is on. */
+export function wantsPausedTier(spec: Pick<HarnessSessionSpec, "desiredState" | "pauseAfter">): boolean {
+  return (
+    spec.desiredState === "paused" ||
+    (spec.pauseAfter !== undefined && (parseDuration(spec.pauseAfter) ?? 0) > 0)
+  );
 }
 
 /** When a session in the paused tier was paused: the Ready condition's transition to Paused. */

@@ -32,6 +32,11 @@ export const RunnerSessionReport = z.object({
   state: SessionState,
   /** Why an ERRORED session ended (contracts/session-reasons.ts or an engine reason). */
   reason: z.string().optional(),
+  /**
+   * Whether the engine holds its workload frozen now (the paused tier): a HarnessSession on it is
+   * Paused when true and not Paused when false. Absent (an older runner): not known.
+   */
+  paused: z.boolean().optional(),
 });
 export type RunnerSessionReport = z.infer<typeof RunnerSessionReport>;
 
@@ -79,12 +84,19 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("scale_down"), container_name: z.string() }),
   /**
    * Freeze the workspace's workload with all its memory (Docker: the engine's pause); nothing is
-   * recorded in its stack (a paused container is still the declared one). The runner then stops
-   * nothing itself: it answers which paused workloads are over its paused-memory budget
-   * (`evict`, least recently used first) and the server stops those (reason Evicted).
+   * recorded in its stack (a paused container is still the declared one). Answered as soon as it
+   * is frozen: its memory is asked for next, apart (`paused_memory`).
    * FAILED_PRECONDITION on an engine that cannot freeze (Kubernetes) or a workload not running.
    */
   z.object({ kind: z.literal("pause"), container_name: z.string() }),
+  /**
+   * After a `pause`: the paused workload's memory as the engine counts it (Docker: a stats read,
+   * up to one of dockerd's ~1 s collector cycles, which is why `pause` does not wait for it), and
+   * which paused workloads are over the runner's paused-memory budget (`evict`, least recently
+   * paused first). The runner stops nothing itself: the server stops those (reason Evicted).
+   * Never thaws anything.
+   */
+  z.object({ kind: z.literal("paused_memory"), container_name: z.string() }),
   /** Thaw a paused workload (idempotent: a running one is left as it is). */
   z.object({ kind: z.literal("unpause"), container_name: z.string() }),
   z.object({ kind: z.literal("remove"), container_name: z.string() }),

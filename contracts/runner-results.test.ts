@@ -12,14 +12,18 @@ describe("pause and unpause on the runner link", () => {
     expect(RunnerCommand.safeParse({ kind: "unpause", container_name: 3 }).success).toBe(false);
   });
 
-  it("a pause result lists what to evict (none when left out) and its memory when known", () => {
-    expect(CommandResultSchemas.pause.parse({})).toEqual({ paused: true, evict: [] });
-    expect(CommandResultSchemas.pause.parse({ memory_bytes: 1024, evict: ["a"] })).toEqual({
-      paused: true,
+  it("a pause result says frozen; the memory and what to evict come apart, from paused_memory", () => {
+    expect(CommandResultSchemas.pause.parse({})).toEqual({ paused: true });
+    expect(RunnerCommand.parse({ kind: "paused_memory", container_name: "w" })).toEqual({
+      kind: "paused_memory",
+      container_name: "w",
+    });
+    expect(CommandResultSchemas.paused_memory.parse({})).toEqual({ evict: [] });
+    expect(CommandResultSchemas.paused_memory.parse({ memory_bytes: 1024, evict: ["a"] })).toEqual({
       memory_bytes: 1024,
       evict: ["a"],
     });
-    expect(CommandResultSchemas.pause.safeParse({ memory_bytes: -1 }).success).toBe(false);
+    expect(CommandResultSchemas.paused_memory.safeParse({ memory_bytes: -1 }).success).toBe(false);
     expect(CommandResultSchemas.unpause.parse({ unpaused: false })).toEqual({ unpaused: false });
   });
 });

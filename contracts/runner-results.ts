@@ -36,7 +36,9 @@ export const ScaleDownResult = z.looseObject({});
 export const PauseResult = z.looseObject({
   /** The workload is frozen now. */
   paused: z.boolean().default(true),
-  /** Its memory usage as the engine reported it (bytes), when it did. */
+});
+export const PausedMemoryResult = z.looseObject({
+  /** The paused workload's memory usage as the engine reported it (bytes), when it did. */
   memory_bytes: z.number().int().nonnegative().optional(),
   /**
    * Paused workloads of this runner over its paused-memory budget, least recently paused first:
@@ -95,6 +97,7 @@ export const CommandResultSchemas = {
   send: SendResult,
   scale_down: ScaleDownResult,
   pause: PauseResult,
+  paused_memory: PausedMemoryResult,
   unpause: UnpauseResult,
   remove: RemoveResult,
   relay: RelayResult,

@@ -227,7 +227,11 @@ export async function composeServer(
     // The paused tier: an agent message or a files call wakes a Paused HarnessSession first.
     const wakeWorkspace = harness.wakeWorkspace;
     lifecycle.messages.wakePausedWith(wakeWorkspace);
-    hub.onRunnerAttached(placeWaiting);
+    hub.onRunnerAttached((_runner, reported) => {
+      placeWaiting();
+      // The paused tier follows what the runner says its engine holds frozen (PROTOCOL.md §3).
+      harness?.followRunner(reported);
+    });
     const app = buildApp({
       store,
       bus,

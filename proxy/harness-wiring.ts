@@ -20,6 +20,7 @@ import type { Store } from "./store/store.ts";
 import type { RestartPolicy } from "./harness/restart-policy.ts";
 import type { Workspaces } from "./lifecycle/workspaces.ts";
 import type { ReplicaCluster } from "./cluster/replica-cluster.ts";
+import type { RunnerSessionReport } from "../contracts/runner-protocol.ts";
 
 export type HarnessWiringOptions = {
   /** HarnessSessions' tables (in the server's one database). */
@@ -69,6 +70,8 @@ export type RunningHarness = {
   resyncUnsettled(): void;
   /** Wakes the Paused HarnessSession whose workspace this is (an agent message, a files call). */
   wakeWorkspace(containerName: string, why: string): Promise<void>;
+  /** A runner attached: Paused follows whether its engine holds each session's workload frozen. Never throws. */
+  followRunner(reported: RunnerSessionReport[]): void;
   /** Stops the idle controller and the event subscription (the composition root closes the store). */
   close(): Promise<void>;
 };
@@ -164,7 +167,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   });
   return {
     routes: {
-      sessions: new HarnessSessions({ harness, store, controller, ...(quotas ? { quotas } : {}) }),
+      sessions: new HarnessSessions({ harness, store, controller, runners, ...(quotas ? { quotas } : {}) }),
       rebind: (kind, namespace, name) => controller.rebind(kind, namespace, name),
       relay,
       runs: new AgentRuns({
@@ -176,6 +179,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       }),
     },
     wakeWorkspace: (containerName, why) => controller.wakeWorkspace(containerName, why),
+    // On the replica holding the link (the session's queue is one across replicas).
+    followRunner: (reported) => void controller.followRunner(reported),
     resyncUnsettled: () => {
       controller
         .resync(true)

@@ -168,7 +168,13 @@ export class Runner {
         labels: config.labels,
         dial: options.dial,
       },
-      { sessions: () => this.sessions.report(), command: (c, signal) => this.#run(c, signal), log },
+      {
+        // Each session with whether its workload is frozen now (the server follows it on attach).
+        sessions: () =>
+          this.sessions.report().map((s) => ({ ...s, paused: this.#paused.has(s.container_name) })),
+        command: (c, signal) => this.#run(c, signal),
+        log,
+      },
     );
   }
 
@@ -178,14 +184,18 @@ export class Runner {
       this.#log("warn", "workload exited", { containerName, reason, detail });
       this.sessions.workloadExited(containerName, reason, detail);
     });
-    // A workload frozen by the previous process is thawed before its agent is started again
-    // (Docker refuses an exec in a paused container); the server pauses it again when it wants.
-    const thawed = await this.#paused.thawSaved();
-    if (thawed.length > 0) this.#log("info", "workloads paused before the restart thawed", { thawed });
-    // Before the first hello, so it reports the agents started again (PROTOCOL.md §5).
     const saved = this.#sessionFile.load();
+    // The engine says which workloads are frozen (this runner's previous process froze them):
+    // they stay frozen, counted in the paused budget, and the first hello reports them paused, so
+    // the server shows what the engine holds (PROTOCOL.md §5).
+    const frozen = await this.#paused.adopt(saved.map((s) => s.container_name));
+    if (frozen.length > 0) this.#log("info", "workloads paused before the restart kept paused", { frozen });
+    // Before the first hello, so it reports the agents started again (PROTOCOL.md §5). Docker
+    // refuses an exec in a frozen container: one is thawed for its agent's start, then frozen again.
     if (saved.length > 0) {
-      const failed = await this.sessions.restore(saved);
+      const failed = await this.sessions.restore(saved, (containerName, start) =>
+        this.#paused.whileThawed(containerName, start),
+      );
       this.#log("info", "session set restored", { saved: saved.length, failed });
       // Read the restored workspaces' tokens back ahead of the first request (in the background).
       for (const s of this.sessions.report())
@@ -268,6 +278,7 @@ export class Runner {
       case "send":
         return this.sessions.report().find((s) => s.session_id === command.session_id)?.container_name;
       case "pause":
+      case "paused_memory":
       case "unpause":
       case "warm_pools":
       case "claim_warm":
@@ -335,15 +346,14 @@ export class Runner {
           this.#gateway.suspend(command.container_name);
         });
         return { container_name: command.container_name };
-      case "pause": {
-        const r = await this.#operations.run(command.container_name, () =>
-          this.#paused.pause(command.container_name),
-        );
-        return {
-          paused: true,
-          ...(r.memoryBytes !== undefined ? { memory_bytes: r.memoryBytes } : {}),
-          evict: r.evict,
-        };
+      case "pause":
+        // Answered once frozen: the memory read (up to a second on Docker) is `paused_memory`'s.
+        await this.#operations.run(command.container_name, () => this.#paused.pause(command.container_name));
+        return { paused: true };
+      case "paused_memory": {
+        // Not under the workload's operation lock: a read, which nothing after it waits for.
+        const r = await this.#paused.memory(command.container_name);
+        return { ...(r.memoryBytes !== undefined ? { memory_bytes: r.memoryBytes } : {}), evict: r.evict };
       }
       case "unpause":
         return { unpaused: await this.#paused.thaw(command.container_name) };

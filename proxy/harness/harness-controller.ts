@@ -12,6 +12,7 @@ import {
 import { HarnessWorkQueue, keyOf } from "./harness-work-queue.ts";
 import type { HarnessRecord } from "../store/harness-store.ts";
 import type { StoredFrame } from "../store/store.ts";
+import type { RunnerSessionReport } from "../../contracts/runner-protocol.ts";
 
 export type HarnessControllerOptions = HarnessReconcilerOptions;
 
@@ -87,6 +88,35 @@ export class HarnessController {
   async wakeWorkspace(containerName: string, why: string): Promise<void> {
     const owner = await this.#ownerOf(containerName);
     if (owner?.phase === "Paused") await this.wake(owner.namespace, owner.name, why);
+  }
+
+  /**
+   * A runner attached and reported its sessions (PROTOCOL.md §3): each HarnessSession on a live
+   * one follows whether the engine holds its workload frozen (`paused`; absent from an older
+   * runner: left as it is). Never throws: failures are logged.
+   */
+  async followRunner(reported: RunnerSessionReport[]): Promise<void> {
+    for (const report of reported) {
+      const paused = report.paused;
+      if (paused === undefined || (report.state !== "READY" && report.state !== "STARTING")) continue;
+      try {
+        const owner = await this.#ownerOf(report.container_name);
+        if (!owner || (owner.phase === "Paused") === paused) continue;
+        await this.#queue.run(owner.namespace, owner.name, async () => {
+          const record = await this.#o.harness.getHarnessSession(owner.namespace, owner.name);
+          if (!record || record.deletion_requested_at !== undefined) return;
+          if (record.container_name !== report.container_name) return;
+          const session = await this.#reconciler.session(record);
+          if (session?.session_id !== report.session_id) return;
+          await this.#reconciler.followWorkload(record, session, paused);
+        });
+      } catch (error) {
+        this.#o.log("error", "following a runner's paused workloads failed", {
+          container_name: report.container_name,
+          error: String(error),
+        });
+      }
+    }
   }
 
   /**

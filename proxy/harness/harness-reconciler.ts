@@ -1,6 +1,11 @@
 import { type ApiErrorBody, CodedError, ErrorCode } from "../../contracts/errors.ts";
 import { type KeyedLocks, processLocks } from "../lifecycle/keyed-mutex.ts";
-import { type HarnessReason, HarnessReasons } from "../../contracts/harness-session.ts";
+import {
+  type HarnessReason,
+  HarnessReasons,
+  PAUSED_TIER_PLACEMENT,
+  wantsPausedTier,
+} from "../../contracts/harness-session.ts";
 import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
 import {
   failureMessage,
@@ -67,8 +72,12 @@ export type HarnessReconcilerOptions = {
   pauseTimeoutMs?: number;
 };
 
-/** A paused session's event on the event stream (a `log` frame with `event`). */
-export type PausedTierEvent = "Paused" | "Woken" | "Evicted";
+/**
+ * A paused session's event on the event stream (a `log` frame with `event`). `PausedMemory`
+ * follows `Paused` once the runner read what the frozen workload holds (an engine stats read the
+ * pause does not wait for).
+ */
+export type PausedTierEvent = "Paused" | "PausedMemory" | "Woken" | "Evicted";
 
 /**
  * Decides what a HarnessSession needs from its spec and its observed status, and does it:
@@ -178,8 +187,10 @@ export class HarnessReconciler {
    * Freezes the session's workload (runner `pause`; nothing is recorded in its stack): Ready →
    * Paused, compare-and-set with request admission (nothing in flight, and with `cutoff` no
    * activity after it), so a request admitted meanwhile keeps it Ready. A runner that cannot (the
-   * engine refused, the workload gone) leaves it Ready and says why in the log. The paused
-   * workloads the runner's memory budget names are handed to `onEvict`. True when it paused.
+   * engine refused, the workload gone) leaves it Ready and says why in the log. Paused once the
+   * workload is frozen; its memory is asked for after (`paused_memory`, off the session's queue, so
+   * neither the pause nor a wake right after it waits for the engine's stats), and the paused
+   * workloads the runner's memory budget then names are handed to `onEvict`. True when it paused.
    */
   async pause(record: HarnessRecord, opts: { cutoff?: string; why: string }): Promise<boolean> {
     const key = `${record.namespace}/${record.name}`;
@@ -245,11 +256,76 @@ export class HarnessReconciler {
     await this.event(record, "Paused", {
       why: opts.why,
       paused_in_ms: Date.now() - began,
-      ...(outcome.result.memory_bytes !== undefined ? { memory_bytes: outcome.result.memory_bytes } : {}),
       message: `paused (${opts.why}); its memory is kept`,
     });
-    if (outcome.result.evict.length > 0) this.onEvict(outcome.result.evict);
+    void this.#pausedMemory(record, workspace);
     return true;
+  }
+
+  /**
+   * What the frozen workload holds (a `PausedMemory` event) and which paused workloads of its
+   * runner are over the runner's budget (`onEvict`). Never throws: a failure is logged (the
+   * budget is checked again at the runner's next pause).
+   */
+  async #pausedMemory(record: HarnessRecord, workspace: { runner_id: string; container_name: string }) {
+    const outcome = await this.#o.runners.command(
+      workspace.runner_id,
+      { kind: "paused_memory", container_name: workspace.container_name },
+      this.#o.pauseTimeoutMs,
+    );
+    if (!outcome.ok) {
+      this.#o.log("warn", "reading a paused session's memory failed", {
+        namespace: record.namespace,
+        name: record.name,
+        code: outcome.error.code,
+        message: outcome.error.message.slice(0, 500),
+      });
+      return;
+    }
+    const bytes = outcome.result.memory_bytes;
+    if (bytes !== undefined)
+      await this.event(record, "PausedMemory", {
+        memory_bytes: bytes,
+        message: `paused with ${(bytes / 2 ** 20).toFixed(1)} MiB of memory kept`,
+      });
+    if (outcome.result.evict.length > 0) this.onEvict(outcome.result.evict);
+  }
+
+  /**
+   * A runner attached and said whether the session's workload is frozen (its hello, PROTOCOL.md
+   * §3): the phase follows the engine. Frozen and not Paused (a pause whose answer was lost with
+   * the link): Paused. Not frozen while Paused (thawed outside, or by an older runner's restart):
+   * Ready once the relay path answers, and paused again if desiredState says so.
+   */
+  async followWorkload(record: HarnessRecord, session: SessionRecord, paused: boolean): Promise<void> {
+    if (paused && (record.phase === "Ready" || record.phase === "Pending")) {
+      this.#o.log("info", "harness session found frozen by its runner; Paused", {
+        namespace: record.namespace,
+        name: record.name,
+      });
+      await this.observe(record, {
+        phase: "Paused",
+        conditions: withReady(
+          record.conditions,
+          {
+            status: "False",
+            reason: HarnessReasons.Paused,
+            message:
+              "paused (its runner reported the workload frozen): the workload is frozen with all its memory; a request, an agent message or a files call wakes it",
+          },
+          this.now(),
+        ),
+      });
+      return;
+    }
+    if (!paused && record.phase === "Paused") {
+      this.#o.log("info", "harness session's workload found running by its runner; no longer Paused", {
+        namespace: record.namespace,
+        name: record.name,
+      });
+      await this.#mirror({ ...record, phase: "Pending" }, session, false);
+      await this.#pauseIfDesired(record);
+    }
   }
 
   /**
@@ -411,14 +487,18 @@ export class HarnessReconciler {
 
     let containerName: string;
     try {
-      ({ container_name: containerName } = await this.#o.workspaces.provision({
-        agent_ref: agentRefOf(record),
-        workstream: record.spec.workspace?.repo
-          ? { name: harnessWorkstream(record.name), repo: record.spec.workspace.repo }
-          : harnessWorkstream(record.name),
-        client_request_id: "",
-        ...(record.spec.runnerSelector ? { runner_selector: record.spec.runnerSelector } : {}),
-      }));
+      ({ container_name: containerName } = await this.#o.workspaces.provision(
+        {
+          agent_ref: agentRefOf(record),
+          workstream: record.spec.workspace?.repo
+            ? { name: harnessWorkstream(record.name), repo: record.spec.workspace.repo }
+            : harnessWorkstream(record.name),
+          client_request_id: "",
+          ...(record.spec.runnerSelector ? { runner_selector: record.spec.runnerSelector } : {}),
+        },
+        // A session in the paused tier goes only where it can be frozen (its write checked one can).
+        wantsPausedTier(record.spec) ? { engines: PAUSED_TIER_PLACEMENT } : {},
+      ));
     } catch (error) {
       await this.#failed(current, generation, "provision", errorBody(error));
       return;

@@ -7,9 +7,13 @@ import {
   type HarnessSessionSpec,
   HarnessReasons,
   IMMUTABLE_SPEC_FIELDS,
+  PAUSABLE_ENGINES,
   pauseAfterViolations,
+  wantsPausedTier,
 } from "../../contracts/harness-session.ts";
-import { parseDuration } from "../../contracts/duration.ts";
+import { formatLabels, selectorMatches } from "../../contracts/runners.ts";
+import type { Engine } from "../../contracts/session-spec.ts";
+import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
 import { type Agent, API_VERSION } from "../../contracts/resources.ts";
 import { sessionStackName } from "../../contracts/session-spec.ts";
@@ -31,8 +35,13 @@ export type HarnessSessionsOptions = {
    * Where the Agent a new session names is read (a binding that could never work is refused),
    * and its workspace (whose stack status shows).
    */
-  store: Pick<Store, "getResource" | "getWorkspace" | "findRunner" | "listRunners">;
+  store: Pick<Store, "getResource" | "getWorkspace" | "findWorkspace" | "listRunners">;
   controller: Pick<HarnessController, "enqueue" | "delete">;
+  /**
+   * The connected runners, where a session not placed yet could go (the paused tier is checked
+   * against them). @default none known: such a session is not refused
+   */
+  runners?: Pick<RunnerDirectory, "connectedRunners">;
   /** A new session over its namespace's quota is refused (RESOURCE_EXHAUSTED). @default none */
   quotas?: NamespaceQuotas;
   /** @default () => new Date() */
@@ -54,8 +63,10 @@ export class HarnessSessions {
   readonly #controller: HarnessSessionsOptions["controller"];
   readonly #now: () => Date;
   readonly #quotas: NamespaceQuotas | undefined;
+  readonly #runners: HarnessSessionsOptions["runners"];
 
   constructor(options: HarnessSessionsOptions) {
+    this.#runners = options.runners;
     this.#harness = options.harness;
     this.#store = options.store;
     this.#quotas = options.quotas;
@@ -155,7 +166,7 @@ export class HarnessSessions {
       // Also after losing a race to create it: the loop reads it back and refuses then.
       if (current && opts.mustNotExist) throw alreadyExists(HARNESS_SESSION_KIND, namespace, name);
       let spec = specFor(current);
-      await this.#assertPausable(spec, current);
+      await this.#assertPausable(namespace, name, spec, current);
       // Left out: the one already set, else the Agent's (#bindable); once set it is immutable.
       if (spec.runtimeRef === undefined && current?.spec.runtimeRef !== undefined)
         spec = { ...spec, runtimeRef: current.spec.runtimeRef };
@@ -235,11 +246,17 @@ export class HarnessSessions {
 
   /**
    * The paused tier's checks (400 INVALID_ARGUMENT, nothing changed): pauseAfter shorter than
-   * idleTimeout when both are on; and no `desiredState: paused` or `pauseAfter` for a session on a
-   * Kubernetes runner (or, not placed yet, when every runner is a Kubernetes one), which has no
-   * freezer it could use without breaking an invariant (docs/kubernetes.md).
+   * idleTimeout when both are on; and no `desiredState: paused` or `pauseAfter` unless the runner
+   * that holds the session's workspace can freeze it, or, not placed yet, one of the connected
+   * runners it could be placed on can (placement then puts it on one: PAUSED_TIER_PLACEMENT).
+   * Kubernetes has no freezer it could use without breaking an invariant (docs/kubernetes.md).
    */
-  async #assertPausable(spec: HarnessSessionSpec, current: HarnessRecord | undefined): Promise<void> {
+  async #assertPausable(
+    namespace: string,
+    name: string,
+    spec: HarnessSessionSpec,
+    current: HarnessRecord | undefined,
+  ): Promise<void> {
     const violations = pauseAfterViolations(spec);
     if (violations.length > 0)
       throw new CodedError(
@@ -247,28 +264,47 @@ export class HarnessSessions {
         `invalid ${HARNESS_SESSION_KIND}: ${violations.map((v) => `${v.field} ${v.description}`).join("; ")}`,
         { field_violations: violations },
       );
-    const pauseAfterOn = spec.pauseAfter !== undefined && (parseDuration(spec.pauseAfter) ?? 0) > 0;
-    if (spec.desiredState !== "paused" && !pauseAfterOn) return;
+    if (!wantsPausedTier(spec)) return;
     const field = spec.desiredState === "paused" ? "spec.desiredState" : "spec.pauseAfter";
-    const workspace =
-      current?.container_name === undefined
-        ? undefined
-        : await this.#store.getWorkspace(current.container_name);
-    let where: string | undefined;
-    if (workspace) {
-      const runner = await this.#store.findRunner(workspace.runner_id);
-      if (runner?.engine === "kubernetes")
-        where = `the session is on Kubernetes runner ${runner.runner_name}`;
-    } else {
-      const runners = await this.#store.listRunners();
-      if (runners.length > 0 && runners.every((r) => r.engine === "kubernetes"))
-        where = "every runner is a Kubernetes one";
-    }
+    const where = await this.#cannotFreeze(namespace, name, spec, current);
     if (where === undefined) return;
     const description = `the paused tier is refused: ${where}, and ${KUBERNETES_CANNOT_PAUSE}`;
     throw new CodedError("INVALID_ARGUMENT", `invalid ${HARNESS_SESSION_KIND}: ${field}: ${description}`, {
       field_violations: [{ field, description }],
     });
+  }
+
+  /**
+   * Where the session is (or would be) that cannot freeze it; undefined when it can be frozen
+   * there, or where it goes is not known yet (no connected runner it could be placed on: Pending).
+   */
+  async #cannotFreeze(
+    namespace: string,
+    name: string,
+    spec: HarnessSessionSpec,
+    current: HarnessRecord | undefined,
+  ): Promise<string | undefined> {
+    // Its workspace, or the one its provision would take up again: that runner holds it for good.
+    const workspace =
+      current?.container_name !== undefined
+        ? await this.#store.getWorkspace(current.container_name)
+        : await this.#store.findWorkspace(`${namespace}/${spec.agentRef}`, harnessWorkstream(name));
+    const stored = await this.#store.listRunners();
+    if (workspace) {
+      // By its id exactly (findRunner looks a name up first, which another runner may carry).
+      const holder = stored.find((r) => r.runner_id === workspace.runner_id);
+      if (!holder || canFreeze(holder.engine)) return undefined;
+      return `the session is on ${ENGINE_NAMES[holder.engine]} runner ${holder.runner_name}`;
+    }
+    // Not placed: the connected runners its runnerSelector matches (placement's candidates).
+    const connected = this.#runners?.connectedRunners() ?? [];
+    const candidates = connected.filter((r) => selectorMatches(spec.runnerSelector, r.labels));
+    if (candidates.length === 0 || candidates.some((r) => canFreeze(r.engine))) return undefined;
+    const selector =
+      spec.runnerSelector && Object.keys(spec.runnerSelector).length > 0
+        ? ` matching runnerSelector ${formatLabels(spec.runnerSelector)}`
+        : "";
+    return `every connected runner${selector} is a Kubernetes one (${candidates.map((r) => r.runner_name).join(", ")})`;
   }
 
   /** The manifest of a record, with the stack name of its workspace once it has one. */
@@ -308,6 +344,12 @@ export function assertImmutable(previous: HarnessSessionSpec, next: HarnessSessi
 
 function notFound(namespace: string, name: string): CodedError {
   return new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
+}
+
+const ENGINE_NAMES: Record<Engine, string> = { docker: "Docker", kubernetes: "Kubernetes" };
+
+function canFreeze(engine: Engine): boolean {
+  return (PAUSABLE_ENGINES as readonly Engine[]).includes(engine);
 }
 
 /** Why Kubernetes sessions have no paused tier (docs/kubernetes.md#no-paused-tier). */

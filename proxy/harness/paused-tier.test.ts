@@ -100,8 +100,77 @@ describe("the paused tier on a Kubernetes runner is refused, naming why", () => 
     await t().runner({ name: "k8s", engine: "kubernetes" });
     const put = await t().call("PUT", `${BASE}/kube2`, manifest("kube2", { desiredState: "paused" }));
     expect(put.status).toBe(400);
-    expect(put.body.message).toMatch(/every runner is a Kubernetes one/);
+    expect(put.body.message).toMatch(/every connected runner is a Kubernetes one \(k8s\)/);
     expect((await t().call("GET", `${BASE}/kube2`)).status).toBe(404);
+  });
+});
+
+describe("the paused tier with a Docker and a Kubernetes runner: decided by the engine of the runner that holds (or would hold) the session", () => {
+  const dockerRunner = (name = "dock") => t().runner({ name, engine: "docker", labels: { pool: "d" } });
+  const kubeRunner = () => t().runner({ name: "kube", engine: "kubernetes", labels: { pool: "k" } });
+
+  it("a session placed on the Kubernetes runner is refused desiredState paused and pauseAfter, naming why; nothing changes", async () => {
+    const dock = await dockerRunner();
+    await kubeRunner();
+    const before = await readySession("on-kube", { runnerSelector: { pool: "k" } });
+    for (const spec of [{ desiredState: "paused" }, { pauseAfter: "1m" }]) {
+      const patch = await t().call("PATCH", `${BASE}/on-kube`, { spec });
+      expect(patch.status).toBe(400);
+      expect(patch.body.code).toBe("INVALID_ARGUMENT");
+      expect(patch.body.message).toMatch(/on Kubernetes runner kube/);
+      expect(patch.body.message).toMatch(/privileged pod or a hostPath/);
+    }
+    const after = await get("on-kube");
+    expect(after.metadata.generation).toBe(before.metadata.generation);
+    expect(after.spec).toEqual(before.spec);
+    expect(after.status.phase).toBe("Ready");
+    expect(dock.commandsOf("pause")).toEqual([]);
+    // The same session placed on the Docker runner pauses.
+    await readySession("on-dock", { runnerSelector: { pool: "d" } });
+    expect((await t().call("PATCH", `${BASE}/on-dock`, { spec: { desiredState: "paused" } })).status).toBe(
+      200,
+    );
+    await inPhase("on-dock", "Paused");
+  });
+
+  it("the runner holding the session is looked up by its id, not by a name another runner carries", async () => {
+    const kube = await kubeRunner();
+    // A Docker runner whose name is the Kubernetes runner's id.
+    await t().runner({ name: kube.runnerId, engine: "docker", labels: { pool: "d" } });
+    await readySession("by-id", { runnerSelector: { pool: "k" } });
+    const patch = await t().call("PATCH", `${BASE}/by-id`, { spec: { desiredState: "paused" } });
+    expect(patch.status).toBe(400);
+    expect(patch.body.message).toMatch(/on Kubernetes runner kube/);
+    expect((await get("by-id")).spec.desiredState).toBe("running");
+  });
+
+  it("a new session whose runnerSelector matches only the Kubernetes runner is refused, and not created", async () => {
+    await dockerRunner();
+    await kubeRunner();
+    for (const spec of [
+      { desiredState: "paused", runnerSelector: { pool: "k" } },
+      { pauseAfter: "1m", runnerSelector: { pool: "k" } },
+    ]) {
+      const put = await t().call("PUT", `${BASE}/to-kube`, manifest("to-kube", spec));
+      expect(put.status).toBe(400);
+      expect(put.body.code).toBe("INVALID_ARGUMENT");
+      expect(put.body.message).toMatch(
+        /every connected runner matching runnerSelector \{pool=k\} is a Kubernetes one \(kube\)/,
+      );
+      expect((await t().call("GET", `${BASE}/to-kube`)).status).toBe(404);
+    }
+  });
+
+  it("a new session asking for the paused tier with no selector is placed on the Docker runner, even when the Kubernetes one is less loaded", async () => {
+    const dock = await dockerRunner();
+    const kube = await kubeRunner();
+    await readySession("first", { runnerSelector: { pool: "d" } });
+    await readySession("pausing", { pauseAfter: "10m" });
+    expect(dock.commandsOf("provision")).toHaveLength(2);
+    expect(kube.commandsOf("provision")).toEqual([]);
+    // Without the paused tier, placement goes by load: the Kubernetes runner.
+    await readySession("plain");
+    expect(kube.commandsOf("provision")).toHaveLength(1);
   });
 });
 
@@ -131,10 +200,10 @@ describe("the paused tier on a Docker runner", () => {
     await readySession("running-one");
     await t().call("PATCH", `${BASE}/old`, { spec: { desiredState: "paused" } });
     await inPhase("old", "Paused");
-    // The next pause puts the runner over its budget: it names `old` (and only paused ones).
+    // The next pause puts the runner over its budget: its memory read names `old` (and only paused ones).
     runner.handler = (command: RunnerCommand) =>
-      command.kind === "pause" && command.container_name !== first.status.containerName
-        ? { ok: true, result: { paused: true, evict: [first.status.containerName] } }
+      command.kind === "paused_memory" && command.container_name !== first.status.containerName
+        ? { ok: true, result: { memory_bytes: 1024, evict: [first.status.containerName] } }
         : defaultHandler(command);
     await readySession("new");
     await t().call("PATCH", `${BASE}/new`, { spec: { desiredState: "paused" } });
@@ -146,6 +215,23 @@ describe("the paused tier on a Docker runner", () => {
     ]);
     expect((await get("new")).status.phase).toBe("Paused");
     expect((await get("running-one")).status.phase).toBe("Ready");
+  });
+
+  it("Paused once frozen: neither the phase nor a wake right after waits for the runner's memory read", async () => {
+    const runner = await t().runner();
+    // The runner never answers the memory read (an engine stats read that hangs).
+    runner.handler = (command: RunnerCommand) =>
+      command.kind === "paused_memory" ? "no-reply" : defaultHandler(command);
+    await readySession("quick");
+    await t().call("PATCH", `${BASE}/quick`, { spec: { desiredState: "paused" } });
+    const paused = await inPhase("quick", "Paused");
+    await runner.until(() => runner.commandsOf("paused_memory").length > 0);
+    expect(runner.commandsOf("paused_memory").map((c) => c.container_name)).toEqual([
+      paused.status.containerName,
+    ]);
+    await t().call("PATCH", `${BASE}/quick`, { spec: { desiredState: "running" } });
+    await inPhase("quick", "Ready");
+    expect(runner.commandsOf("unpause")).toHaveLength(1);
   });
 
   it("a runner that cannot pause leaves the session Ready", async () => {
@@ -161,5 +247,66 @@ describe("the paused tier on a Docker runner", () => {
       const s = await get("stubborn");
       return s.status.phase === "Ready" && runner.commandsOf("pause").length > 0 ? s : undefined;
     });
+  });
+});
+
+describe("the paused tier follows what a reattaching runner reports (PROTOCOL.md §3)", () => {
+  /** Kill the runner's link and dial again as the same runner, reporting `paused` for the session. */
+  async function restarted(runner: FakeRunner, s: Json, paused: boolean): Promise<FakeRunner> {
+    runner.kill();
+    await until("disconnected", async () => {
+      const runners = (await t().call("GET", "/v1/runners")).body as Json;
+      return runners.items?.find((r: Json) => r.runner_name === "fake")?.connected === false
+        ? true
+        : undefined;
+    });
+    return t().runner({
+      sessions: [
+        { session_id: s.status.sessionId, container_name: s.status.containerName, state: "READY", paused },
+      ],
+    });
+  }
+
+  it("a Paused session whose workload the runner reports running is no longer shown Paused: desiredState paused freezes it again", async () => {
+    const runner = await t().runner();
+    await readySession("thawed");
+    await t().call("PATCH", `${BASE}/thawed`, { spec: { desiredState: "paused" } });
+    await inPhase("thawed", "Paused");
+    const s = await get("thawed");
+    const again = await restarted(runner, s, false);
+    // Seen running, it is Ready (probed), then paused again as its spec asks: a new pause.
+    await again.until(() => again.commandsOf("pause").length > 0);
+    expect(again.commandsOf("probe").length).toBeGreaterThan(0);
+    const paused = await inPhase("thawed", "Paused");
+    expect(paused.status.sessionId).toBe(s.status.sessionId);
+    expect(again.commandsOf("provision")).toEqual([]);
+  });
+
+  it("a Paused session whose workload the runner reports frozen stays Paused, nothing sent", async () => {
+    const runner = await t().runner();
+    await readySession("still");
+    await t().call("PATCH", `${BASE}/still`, { spec: { desiredState: "paused" } });
+    await inPhase("still", "Paused");
+    const s = await get("still");
+    const again = await restarted(runner, s, true);
+    await until("reattached", async () =>
+      (await get("still")).status.phase === "Paused" ? true : undefined,
+    );
+    expect(again.commandsOf("pause")).toEqual([]);
+    expect(again.commandsOf("unpause")).toEqual([]);
+  });
+
+  it("a Ready session whose workload the runner reports frozen is Paused, without a pause being sent", async () => {
+    const runner = await t().runner();
+    await readySession("frozen-unseen");
+    const s = await get("frozen-unseen");
+    const again = await restarted(runner, s, true);
+    const paused = await inPhase("frozen-unseen", "Paused");
+    expect(ready(paused)).toMatchObject({ status: "False", reason: "Paused" });
+    expect(again.commandsOf("pause")).toEqual([]);
+    // A wake thaws it on the runner.
+    await t().call("PATCH", `${BASE}/frozen-unseen`, { spec: { desiredState: "running" } });
+    await inPhase("frozen-unseen", "Ready");
+    expect(again.commandsOf("unpause").map((c) => c.container_name)).toEqual([s.status.containerName]);
   });
 });

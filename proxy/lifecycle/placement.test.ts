@@ -129,4 +129,21 @@ describe("placement", () => {
     expect(order).toEqual(["big", "small", "big", "big"]);
     expect(chooseRunner(runners, load)).toMatchObject({ ok: false, code: "RESOURCE_EXHAUSTED" });
   });
+
+  it("with an engine requirement (the paused tier) takes only runners of those engines, least loaded among them", () => {
+    const kube = { ...runner("k"), runner_id: "runner-k", engine: "kubernetes" as const };
+    const dock = runner("d");
+    const engines = { allowed: ["docker"] as const, why: "the paused tier" };
+    expect(placedOn(chooseRunner([kube, dock], new Map([["runner-d", 5]])))).toBe("k");
+    expect(placedOn(chooseRunner([kube, dock], new Map([["runner-d", 5]]), undefined, engines))).toBe("d");
+    const refused = chooseRunner([kube], new Map(), undefined, engines);
+    expect(refused).toMatchObject({
+      ok: false,
+      code: "FAILED_PRECONDITION",
+      details: { reason: UNSCHEDULABLE },
+    });
+    expect(placedOn(refused)).toMatch(
+      /no connected runner runs docker \(the paused tier\); connected: k \(kubernetes\)/,
+    );
+  });
 });

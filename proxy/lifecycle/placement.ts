@@ -1,6 +1,7 @@
 import type { ErrorCode } from "../../contracts/errors.ts";
 import { formatLabels, type RunnerSelector, selectorMatches } from "../../contracts/runners.ts";
 import type { RunnerRecord } from "../store/store.ts";
+import type { Engine } from "../../contracts/session-spec.ts";
 
 /** The `details.reason` of a placement refusal that a new or changed runner may lift (retry later). */
 export const UNSCHEDULABLE = "Unschedulable";
@@ -18,6 +19,9 @@ export const PLACEMENT_REMEDIES = {
   full: "start another runner, or raise a runner's capacity (AGENT_SESSIONS_RUNNER_CAPACITY); a session that stops frees its place",
 } as const;
 
+/** The engines a workspace may be placed on, and why (said in a refusal). */
+export type EngineRequirement = { allowed: readonly Engine[]; why: string };
+
 export type Placement =
   | { ok: true; runner: RunnerRecord }
   | {
@@ -33,13 +37,17 @@ export type Placement =
  * how many workspaces it takes), the least loaded relative to its capacity; ties go to the
  * runner name, so placement is stable. A refusal says why in terms a user can act on: no runner
  * at all (UNAVAILABLE), none matching the selector or every match draining (FAILED_PRECONDITION),
- * every candidate full (RESOURCE_EXHAUSTED). Refusals a runner change may lift carry
+ * every candidate full (RESOURCE_EXHAUSTED). With `engines` only runners of those engines are
+ * candidates (a session in the paused tier goes only where it can be frozen); none: refused
+ * (FAILED_PRECONDITION) naming them and why. Refusals a runner change may lift carry
  * `details.reason: Unschedulable` and the selector.
  */
 export function chooseRunner(
   connected: readonly RunnerRecord[],
   workspacesByRunner: ReadonlyMap<string, number>,
   selector?: RunnerSelector,
+  /** Only runners of these engines (a session in the paused tier: the engines that can freeze). @default any */
+  engines?: EngineRequirement,
 ): Placement {
   if (connected.length === 0)
     return {
@@ -63,15 +71,25 @@ export function chooseRunner(
       // compare these details whole.
       details,
     };
-  const open = matching.filter((runner) => !runner.draining);
+  const able = engines ? matching.filter((runner) => engines.allowed.includes(runner.engine)) : matching;
+  if (able.length === 0)
+    return {
+      ok: false,
+      code: "FAILED_PRECONDITION",
+      message: `no connected runner${selected ? ` matching ${wanted}` : ""} runs ${engines?.allowed.join(" or ")} (${engines?.why}); connected: ${matching
+        .map((r) => `${r.runner_name} (${r.engine})`)
+        .join(", ")}`,
+      details,
+    };
+  const open = able.filter((runner) => !runner.draining);
   if (open.length === 0)
     return {
       ok: false,
       code: "FAILED_PRECONDITION",
-      message: `every connected runner${selected ? ` matching ${wanted}` : ""} is draining: ${matching
+      message: `every connected runner${selected ? ` matching ${wanted}` : ""} is draining: ${able
         .map((r) => r.runner_name)
         .join(", ")}`,
-      details: { ...details, remedy: PLACEMENT_REMEDIES.draining(matching.map((r) => r.runner_name)) },
+      details: { ...details, remedy: PLACEMENT_REMEDIES.draining(able.map((r) => r.runner_name)) },
     };
   const withRoom = open
     .map((runner) => ({ runner, load: workspacesByRunner.get(runner.runner_id) ?? 0 }))
@@ -83,7 +101,7 @@ export function chooseRunner(
     );
   const best = withRoom[0];
   if (!best) {
-    const draining = matching.filter((r) => r.draining).map((r) => r.runner_name);
+    const draining = able.filter((r) => r.draining).map((r) => r.runner_name);
     return {
       ok: false,
       code: "RESOURCE_EXHAUSTED",

@@ -15,7 +15,7 @@ import { gatewayFieldOf } from "./gateway-grant.ts";
 import { type KeyedLock, type KeyedLocks, processLocks } from "./keyed-mutex.ts";
 import { sessionKey } from "./namespace-quotas.ts";
 import type { Logger } from "../observability/log.ts";
-import { chooseRunner } from "./placement.ts";
+import { chooseRunner, type EngineRequirement } from "./placement.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import { type Admission, defaultAdmission } from "./admission.ts";
@@ -31,6 +31,8 @@ import { type WorkspaceRepo, seedRepoOf, workstreamParts } from "../../contracts
 type ProvisionRequest = Omit<z.infer<typeof ProvisionAgentWorkspaceRequest>, "workstream"> & {
   workstream: string;
   repo?: WorkspaceRepo;
+  /** A new workspace only on runners of these engines (placement.ts). */
+  engines?: EngineRequirement;
 };
 type ProvisionResponse = z.infer<typeof ProvisionAgentWorkspaceResponse>;
 
@@ -106,9 +108,18 @@ export class Workspaces {
    * replaced, an ERRORED session in it is retired) unless a session is live in it. An empty
    * `client_request_id` opts out of idempotency.
    */
-  provision(input: z.infer<typeof ProvisionAgentWorkspaceRequest>): Promise<ProvisionResponse> {
+  provision(
+    input: z.infer<typeof ProvisionAgentWorkspaceRequest>,
+    /** `engines`: a new workspace goes only to a runner of one (a HarnessSession in the paused tier). */
+    placement: { engines?: EngineRequirement } = {},
+  ): Promise<ProvisionResponse> {
     const { name: workstream, repo } = workstreamParts(input.workstream);
-    const request: ProvisionRequest = { ...input, workstream, ...(repo ? { repo } : {}) };
+    const request: ProvisionRequest = {
+      ...input,
+      workstream,
+      ...(repo ? { repo } : {}),
+      ...(placement.engines ? { engines: placement.engines } : {}),
+    };
     const { namespace, name } = parseAgentRef(request.agent_ref);
     const agentRef = `${namespace}/${name}`;
     const run = () =>
@@ -198,7 +209,7 @@ export class Workspaces {
           existing;
       } else {
         ({ runner, spec, workspace } = await this.#placing.run("placement", async () => {
-          const runnerId = await this.#place(request.runner_selector);
+          const runnerId = await this.#place(request.runner_selector, request.engines);
           const chosen = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
           if (!chosen) throw new CodedError("UNAVAILABLE", `runner ${runnerId} is not connected`);
           const sessionName = workspaceNameFor(
@@ -349,7 +360,7 @@ export class Workspaces {
     const target = await this.#warmPools?.target(agent, runtime);
     if (!target) return undefined;
     // A claim is a placement too: only on a runner the request's selector matches, not draining, with room.
-    if (!(await this.#placeable(target.runnerId, request.runner_selector))) return undefined;
+    if (!(await this.#placeable(target.runnerId, request.runner_selector, request.engines))) return undefined;
     const outcome = await this.#runners.command(target.runnerId, {
       kind: "claim_warm",
       pool: target.pool,
@@ -396,20 +407,25 @@ export class Workspaces {
   }
 
   /** A runner for a new workspace: labels matching `selector`, not draining, with room (placement.ts). */
-  async #place(selector: RunnerSelector | undefined): Promise<string> {
+  async #place(selector: RunnerSelector | undefined, engines?: EngineRequirement): Promise<string> {
     const { connected, load } = await this.#placementView();
-    const placement = chooseRunner(connected, load, selector);
+    const placement = chooseRunner(connected, load, selector, engines);
     if (!placement.ok) throw new CodedError(placement.code, placement.message, placement.details);
     return placement.runner.runner_id;
   }
 
   /** Whether placement would allow a new workspace on this runner (selector, drain, capacity). */
-  async #placeable(runnerId: string, selector: RunnerSelector | undefined): Promise<boolean> {
+  async #placeable(
+    runnerId: string,
+    selector: RunnerSelector | undefined,
+    engines?: EngineRequirement,
+  ): Promise<boolean> {
     const { connected, load } = await this.#placementView();
     return chooseRunner(
       connected.filter((r) => r.runner_id === runnerId),
       load,
       selector,
+      engines,
     ).ok;
   }
 

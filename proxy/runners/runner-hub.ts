@@ -14,6 +14,7 @@ import {
   RUNNER_LINK_MAX_FRAME_BYTES,
   RUNNER_PROTOCOL_VERSION,
   type RunnerCommand,
+  type RunnerSessionReport,
   type RunnerToServer,
 } from "../../contracts/runner-protocol.ts";
 import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runner-results.ts";
@@ -119,7 +120,7 @@ export class RunnerHub {
   /** Attach, detach and expiry of one runner never interleave. */
   readonly #runnerMutex: KeyedLock;
   readonly #heartbeat: NodeJS.Timeout;
-  readonly #attachListeners = new Set<(runner: RunnerRecord) => void>();
+  readonly #attachListeners = new Set<(runner: RunnerRecord, reported: RunnerSessionReport[]) => void>();
   /**
    * Settled sessions a stop was sent for and not yet answered (`runner id \0 session id`). The
    * runner reports STOPPING while it stops, which reads as "still runs": one stop at a time, or
@@ -283,8 +284,11 @@ export class RunnerHub {
     if (connection?.runner) connection.runner = { ...connection.runner, draining };
   }
 
-  /** Told each time a runner is attached and reconciled (it may take work waiting for a runner). */
-  onRunnerAttached(listener: (runner: RunnerRecord) => void): () => void {
+  /**
+   * Told each time a runner is attached and reconciled (it may take work waiting for a runner),
+   * with the sessions its hello reported (whose workloads are frozen, for the paused tier).
+   */
+  onRunnerAttached(listener: (runner: RunnerRecord, reported: RunnerSessionReport[]) => void): () => void {
     this.#attachListeners.add(listener);
     return () => this.#attachListeners.delete(listener);
   }
@@ -677,7 +681,7 @@ export class RunnerHub {
     if (connection.available)
       for (const listener of this.#attachListeners) {
         try {
-          listener(runner);
+          listener(runner, hello.sessions);
         } catch (error) {
           this.#log("error", "runner attach listener failed", { error: String(error) });
         }

@@ -31,7 +31,7 @@ import { fastContainerInputs, fastCreateDocker } from "./fast-create.ts";
 import type { StackManager } from "../../stacks/index.ts";
 import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
-import { containerMemoryBytes, pauseContainer, unpauseContainer } from "./pause.ts";
+import { containerMemoryBytes, containerPaused, pauseContainer, unpauseContainer } from "./pause.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
 import {
   removeOrphanContainer,
@@ -391,6 +391,10 @@ export class DockerDriver implements EngineDriver {
 
   memoryBytes(containerName: string): Promise<number | undefined> {
     return containerMemoryBytes(this.#docker, containerName);
+  }
+
+  isPaused(containerName: string): Promise<boolean> {
+    return containerPaused(this.#docker, containerName);
   }
 
   async remove(containerName: string): Promise<void> {

@@ -20,6 +20,15 @@ export async function pauseContainer(docker: Docker, containerName: string): Pro
   await container.pause();
 }
 
+/** True when the engine holds the container frozen (`State.Paused`); false when it is gone. */
+export async function containerPaused(docker: Docker, containerName: string): Promise<boolean> {
+  const info = await docker
+    .getContainer(containerName)
+    .inspect()
+    .catch(() => undefined);
+  return info?.State.Running === true && info.State.Paused === true;
+}
+
 /** Thaws the container when it is paused; anything else (running, gone) is left as it is. */
 export async function unpauseContainer(docker: Docker, containerName: string): Promise<boolean> {
   const container = docker.getContainer(containerName);

@@ -132,6 +132,11 @@ export interface EngineDriver {
   pause(containerName: string): Promise<void>;
   /** Thaws a paused workload; a workload that is not paused is left as it is. */
   unpause(containerName: string): Promise<void>;
+  /**
+   * True when the engine holds the workload frozen now (Docker: `State.Paused`), whoever froze it:
+   * a restarted runner asks, so it reports and keeps the paused workloads as they are.
+   */
+  isPaused(containerName: string): Promise<boolean>;
   /** The workload's memory usage in bytes as the engine counts it; undefined when it cannot tell. */
   memoryBytes(containerName: string): Promise<number | undefined>;
   /** Observes unexpected workload exits (crash, OOM, removal, engine restart). */

@@ -182,6 +182,10 @@ export class FakeDriver implements EngineDriver {
     this.machine.paused.delete(containerName);
   }
 
+  async isPaused(containerName: string): Promise<boolean> {
+    return this.machine.paused.has(containerName);
+  }
+
   async memoryBytes(containerName: string): Promise<number | undefined> {
     if (!this.machine.running.has(containerName)) return undefined;
     return this.machine.memory.get(containerName) ?? 64 * 1024 * 1024;

@@ -1,13 +1,13 @@
 /**
- * The workloads this runner froze (the paused tier, `pause`/`unpause` in proxy/PROTOCOL.md §7),
- * least recently paused first, and its paused-memory budget.
+ * The workloads this runner froze (the paused tier, `pause`/`paused_memory`/`unpause` in
+ * proxy/PROTOCOL.md §7), least recently paused first, their memory, and its paused-memory budget.
  *
  * A frozen workload cannot answer, and Docker refuses to stop, remove or exec in a paused
  * container: the runner thaws one (`thaw`) before anything that needs it alive: a relayed
  * request, the adapter probe, the workspace files commands, starting or stopping its agent,
- * scale_down and remove. The set is kept on disk (`<data-dir>/paused-workloads.json`) so a
- * restarted runner thaws what it froze before (`thawSaved`, ahead of restoring its agents):
- * a restart never leaves a container frozen for good.
+ * scale_down and remove. The set is kept on disk (`<data-dir>/paused-workloads.json`); a
+ * restarted runner asks the engine which workloads are frozen (`adopt`) and keeps those paused,
+ * in the set and counted in the budget, so what it reports to the server is the engine's truth.
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -32,27 +32,31 @@ export type PausedWorkloadsOptions = {
   now?: () => number;
 };
 
-export type PauseOutcome = {
+export type PausedMemory = {
   /** The paused workload's memory as the engine counts it, when it does. */
   memoryBytes?: number;
   /** Paused workloads over the budget, least recently paused first (never a running one). */
   evict: string[];
 };
 
+type Driver = Pick<EngineDriver, "pause" | "unpause" | "memoryBytes" | "isPaused">;
+
 export class PausedWorkloads {
-  readonly #driver: Pick<EngineDriver, "pause" | "unpause" | "memoryBytes">;
+  readonly #driver: Driver;
   readonly #file: string | undefined;
   readonly #budget: number;
   readonly #now: () => number;
   /** containerName → when it was paused; Map order is pause order (least recent first). */
   readonly #paused = new Map<string, number>();
+  /**
+   * What each paused workload held when it was read: a frozen workload's memory does not change,
+   * so the budget check reads each one once per pause, not all of them at every pause.
+   */
+  readonly #memory = new Map<string, number>();
   /** Pause and thaw of one workload, one at a time, in arrival order. */
   readonly #ops = new KeyedMutex();
 
-  constructor(
-    driver: Pick<EngineDriver, "pause" | "unpause" | "memoryBytes">,
-    options: PausedWorkloadsOptions = {},
-  ) {
+  constructor(driver: Driver, options: PausedWorkloadsOptions = {}) {
     this.#driver = driver;
     this.#file = options.file;
     this.#budget = options.budgetBytes ?? 0;
@@ -69,18 +73,26 @@ export class PausedWorkloads {
   }
 
   /**
-   * Freezes the workload, then checks the budget: when the paused workloads' memory is over it,
-   * the least recently paused ones are named to evict until the rest fit (the one just paused
-   * last of all).
+   * Freezes the workload and returns as soon as it is frozen: its memory (an engine stats read,
+   * up to a second on Docker) is read apart, by `memory`, so nothing waits on it.
    */
-  async pause(containerName: string): Promise<PauseOutcome> {
+  async pause(containerName: string): Promise<void> {
     await this.#ops.run(containerName, async () => {
       await this.#driver.pause(containerName);
       this.#paused.delete(containerName);
+      this.#memory.delete(containerName);
       this.#paused.set(containerName, this.#now());
       this.#save();
     });
-    const memoryBytes = await this.#driver.memoryBytes(containerName).catch(() => undefined);
+  }
+
+  /**
+   * A paused workload's memory, then the budget: when the paused workloads' memory is over it,
+   * the least recently paused ones are named to evict until the rest fit (the one just paused
+   * last of all). A workload not paused (woken meanwhile) is not read; the budget is still checked.
+   */
+  async memory(containerName: string): Promise<PausedMemory> {
+    const memoryBytes = this.#paused.has(containerName) ? await this.#read(containerName) : undefined;
     return { ...(memoryBytes !== undefined ? { memoryBytes } : {}), evict: await this.#overBudget() };
   }
 
@@ -91,29 +103,60 @@ export class PausedWorkloads {
       if (!this.#paused.has(containerName)) return false;
       await this.#driver.unpause(containerName);
       this.#paused.delete(containerName);
+      this.#memory.delete(containerName);
       this.#save();
       return true;
     });
   }
 
-  /** At the runner's start: thaws every workload the set on disk says it froze before. */
-  async thawSaved(): Promise<string[]> {
-    for (const name of this.#load()) this.#paused.set(name, 0);
-    const thawed: string[] = [];
-    for (const name of [...this.#paused.keys()]) {
-      await this.#driver.unpause(name).catch(() => undefined); // gone since: nothing to thaw
-      this.#paused.delete(name);
-      thawed.push(name);
-    }
+  /**
+   * At the runner's start, before its first hello: which of `candidates` (the workloads it holds)
+   * and of the set on disk the engine holds frozen now. Those stay frozen, in the set (in their
+   * saved order, then the others) and counted in the budget; the rest leave the set. Returns the
+   * frozen ones.
+   */
+  async adopt(candidates: Iterable<string>): Promise<string[]> {
+    const saved = this.#load();
+    const names = [...new Set([...saved.map((p) => p.container_name), ...candidates])];
+    const when = new Map(saved.map((p) => [p.container_name, p.paused_at]));
+    this.#paused.clear();
+    this.#memory.clear();
+    for (const name of names)
+      if (await this.#driver.isPaused(name).catch(() => false)) this.#paused.set(name, when.get(name) ?? 0);
     this.#save();
-    return thawed;
+    return this.list();
+  }
+
+  /**
+   * Runs `work` with `containerName` thawed (an exec Docker refuses in a frozen container: a
+   * restarted runner starting its agent again) and freezes it again after, when this runner holds
+   * it paused; its place in the set (its pause time) is kept.
+   */
+  async whileThawed<T>(containerName: string, work: () => Promise<T>): Promise<T> {
+    if (!this.#paused.has(containerName)) return work();
+    return this.#ops.run(containerName, async () => {
+      await this.#driver.unpause(containerName);
+      try {
+        return await work();
+      } finally {
+        await this.#driver.pause(containerName).catch(() => undefined); // gone meanwhile: nothing to freeze
+      }
+    });
+  }
+
+  async #read(containerName: string): Promise<number | undefined> {
+    const known = this.#memory.get(containerName);
+    if (known !== undefined) return known;
+    const bytes = await this.#driver.memoryBytes(containerName).catch(() => undefined);
+    // Kept only while it is still the same pause (not woken or paused again meanwhile).
+    if (bytes !== undefined && this.#paused.has(containerName)) this.#memory.set(containerName, bytes);
+    return bytes;
   }
 
   async #overBudget(): Promise<string[]> {
     if (this.#budget <= 0) return [];
     const sized: { name: string; bytes: number }[] = [];
-    for (const name of this.#paused.keys())
-      sized.push({ name, bytes: (await this.#driver.memoryBytes(name).catch(() => undefined)) ?? 0 });
+    for (const name of [...this.#paused.keys()]) sized.push({ name, bytes: (await this.#read(name)) ?? 0 });
     let total = sized.reduce((sum, s) => sum + s.bytes, 0);
     const evict: string[] = [];
     for (const s of sized) {
@@ -124,7 +167,7 @@ export class PausedWorkloads {
     return evict;
   }
 
-  #load(): string[] {
+  #load(): { container_name: string; paused_at: number }[] {
     if (!this.#file) return [];
     let text: string;
     try {
@@ -136,7 +179,7 @@ export class PausedWorkloads {
     const parsed = PausedFile.safeParse(JSON.parse(text));
     if (!parsed.success)
       throw new Error(`${this.#file} is not a paused-workloads file: ${parsed.error.message}`);
-    return parsed.data.paused.map((p) => p.container_name);
+    return parsed.data.paused;
   }
 
   #save(): void {

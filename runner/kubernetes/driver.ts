@@ -806,6 +806,10 @@ export class KubernetesDriver implements EngineDriver {
     return undefined;
   }
 
+  async isPaused(): Promise<boolean> {
+    return false;
+  }
+
   async remove(containerName: string): Promise<void> {
     const p = await this.#placement(containerName);
     this.#quiet.add(containerName);

@@ -134,9 +134,13 @@ export class AgentSessions {
    * (the server brings it back up when it should run); ERRORED ones are kept for the server's
    * reload or stop. A session whose agent cannot be started again in a running workload is left
    * out: the server makes it ERRORED `LostByRunner`. Resolves when every start has settled;
-   * returns the ones that failed and why.
+   * returns the ones that failed and why. `around` wraps each agent start (the runner thaws a
+   * frozen workload for it and freezes it again). @default runs the start as it is
    */
-  async restore(saved: SavedRunnerSession[]): Promise<{ session_id: string; error: string }[]> {
+  async restore(
+    saved: SavedRunnerSession[],
+    around: <T>(containerName: string, start: () => Promise<T>) => Promise<T> = (_, start) => start(),
+  ): Promise<{ session_id: string; error: string }[]> {
     const failed: { session_id: string; error: string }[] = [];
     const keepErrored = (s: SavedRunnerSession, reason: string | undefined) => {
       this.#entries.set(s.session_id, {
@@ -161,7 +165,7 @@ export class AgentSessions {
             return;
           case "restart-agent":
             try {
-              await this.start(s.session_id, s.container_name, s.command);
+              await around(s.container_name, () => this.start(s.session_id, s.container_name, s.command));
             } catch (error) {
               // The workload went between the check and the exec: the same as not running.
               if ((error as { code?: unknown }).code === "NOT_FOUND")

@@ -17,7 +17,8 @@
  * The engine floor, in the same run: a plain container of the same image, `POST
  * /containers/{id}/pause` → returned, and `/unpause` → its adapter's first `/readyz` answer.
  * Status is polled every 5 ms (each figure up to 5 ms late). p50 is nearest-rank. Also printed:
- * what a paused session of each runtime holds in memory (docker stats: usage less the page cache).
+ * what a paused session of each runtime holds in memory (docker stats: usage less the page cache),
+ * and the slowest run of each step (a slow pause shows in the wake issued right after it).
  */
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
@@ -201,6 +202,11 @@ try {
   for (const [runtime, s] of byRuntime)
     console.log(
       `| ${runtime} | ${f(p50(s.running))} | ${f(p50(s.wake))} | ${f(p50(s.pausePhase))} | ${f(p50(s.pauseFrozen))} | ${(p50(s.memory) / 2 ** 20).toFixed(1)} MiB |`,
+    );
+  // The tail: one slow pause shows in the wake right after it (the wake waits for the pause's answer).
+  for (const [runtime, s] of byRuntime)
+    console.log(
+      `${runtime} slowest of ${runs}: request to Paused → first byte ${f(Math.max(...s.wake))} (over 500 ms: ${s.wake.filter((ms) => ms > 500).length}), PATCH paused → phase Paused ${f(Math.max(...s.pausePhase))}, → frozen ${f(Math.max(...s.pauseFrozen))}`,
     );
   console.log(`samples (ms): ${JSON.stringify({ floor, ...Object.fromEntries(byRuntime) })}`);
 } finally {

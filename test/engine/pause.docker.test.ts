@@ -6,7 +6,8 @@
  * A paused session's container is frozen by the engine (`State.Paused`), and answers from memory
  * when woken: its adapter process is the same one (same PID and process start time, read through
  * the engine) and its conversation is kept. A request, an agent message and a files call each wake
- * it; `idleTimeout` still stops a paused session; a runner's paused-memory budget evicts the least
+ * it; a runner killed while a session is paused and started again keeps it frozen and Paused, and a
+ * request still wakes it from memory; `idleTimeout` still stops a paused session; a runner's paused-memory budget evicts the least
  * recently paused session (reason Evicted), never a running one; bad input is a 400 that changes
  * nothing; a paused container is still the declared one (`policy check --expect-no-changes
  * --refresh` finds no drift).
@@ -46,7 +47,7 @@ const docker = dockerClient();
 let container = "";
 let sessionId = "";
 let adapter: AdapterProcess;
-/** The memory a paused reference session holds (the Paused event's, from docker stats). */
+/** The memory a paused reference session holds (the PausedMemory event's, from docker stats). */
 let pausedMemory = 0;
 
 type AdapterProcess = { pid: number; startedAt: string; procStart: string };
@@ -160,9 +161,11 @@ describe("the paused tier (real engine: docker)", () => {
       const paused = await pausedOnDemand(NAME, container);
       expect(readyOf(paused)).toMatchObject({ status: "False", reason: "Paused" });
       expect(paused.status.pausedAt).toBe(readyOf(paused).lastTransitionTime);
-      const event = await eventOf(events, "Paused");
-      expect(event.data.payload.memory_bytes).toBeGreaterThan(0);
-      pausedMemory = event.data.payload.memory_bytes;
+      await eventOf(events, "Paused");
+      // The memory comes after the pause (an engine stats read the pause does not wait for).
+      const memory = await eventOf(events, "PausedMemory");
+      expect(memory.data.payload.memory_bytes).toBeGreaterThan(0);
+      pausedMemory = memory.data.payload.memory_bytes;
     } finally {
       await events.close();
     }
@@ -241,6 +244,42 @@ describe("the paused tier (real engine: docker)", () => {
       await events.close();
     }
     expect(await adapterProcess(container)).toEqual(adapter);
+  });
+
+  it("a runner killed (SIGKILL) while the session is paused and started again keeps it frozen and Paused; a request wakes it from memory", async () => {
+    await phase(NAME, "Paused", 30_000);
+    await until("frozen", () => isPaused(container), 30_000);
+    await system.kill("runner", "SIGKILL");
+    expect(await isPaused(container)).toBe(true);
+    await system.startRunner(["--engine", "docker"]);
+    // Reattached: its agent session is READY again under its id (PROTOCOL.md §5).
+    await until(
+      "agent session READY again",
+      async () => {
+        const status = await system.rpc("GetAgentStatus", { session_id: sessionId });
+        return status.body.sessions?.[0]?.state === "READY" ? true : undefined;
+      },
+      60_000,
+    );
+    // The engine still holds it frozen, and the server says so.
+    expect(await isPaused(container)).toBe(true);
+    const paused = await phase(NAME, "Paused", 30_000);
+    expect(readyOf(paused)).toMatchObject({ status: "False", reason: "Paused" });
+    expect(await isPaused(container)).toBe(true);
+    const events = followEvents(system, `?session_id=${sessionId}`);
+    try {
+      const recalled = await ask(NAME, { input: RECALL, id: "recall-after-restart" });
+      expect(recalled.status, JSON.stringify(recalled.body)).toBe(200);
+      expect(recalled.body.output).toBe(`The token is ${TOKEN}.`);
+      expect(await adapterProcess(container)).toEqual(adapter);
+      const woken = await eventOf(events, "Woken");
+      expect(woken.data.payload.why).toBe("request recall-after-restart");
+      // desiredState is still paused: idle again, it is frozen again by the restarted runner.
+      await phase(NAME, "Paused", 30_000);
+      await until("frozen again", () => isPaused(container), 30_000);
+    } finally {
+      await events.close();
+    }
   });
 
   it("bad input is a 400 that changes nothing", async () => {

@@ -83,6 +83,16 @@ async function ready(): Promise<Json> {
   }
 }
 
+async function phase(want: string): Promise<Json> {
+  const end = Date.now() + 10_000;
+  for (;;) {
+    const s = (await call("GET", `${BASE}/chat`)).body;
+    if (s.status.phase === want) return s;
+    if (Date.now() > end) throw new Error(`not ${want}: ${JSON.stringify(s.status)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 /** The runner process ends; resolves once the server saw its link go (the session not Ready). */
 async function stopRunner(): Promise<void> {
   runners[0]?.stop();
@@ -182,5 +192,24 @@ describe("a runner restarted on the same data dir", () => {
     await new Promise((r) => setTimeout(r, 2_000));
     expect(driver.provisions.slice(provisionsBefore).map((p) => p.containerName)).toEqual([]);
     expect([...machine.running]).toEqual([]);
+  });
+
+  it("keeps a workload frozen when it ended frozen: Paused on the server, in its paused set; a request wakes it (issue 37)", async () => {
+    await call("PATCH", `${BASE}/chat`, { spec: { desiredState: "paused" } });
+    const paused = await phase("Paused");
+    const container: string = paused.status.containerName;
+    expect(machine.paused.has(container)).toBe(true);
+    for (const r of runners.splice(0)) r.stop(); // the process is gone; the engine keeps it frozen
+    const { counts } = await startRunner();
+    // Its agent was started again (thawed for that alone), and it is frozen as before.
+    expect(counts.agentStarts).toBe(1);
+    expect(machine.paused.has(container)).toBe(true);
+    expect((await phase("Paused")).status.sessionId).toBe(paused.status.sessionId);
+    // The restarted runner knows it froze it: the wake's unpause thaws it, and the request is served.
+    await call("PATCH", `${BASE}/chat`, { spec: { desiredState: "running" } });
+    await phase("Ready");
+    expect(machine.paused.has(container)).toBe(false);
+    expect((await ask("after")).status).toBe(200);
+    expect(counts.provisions).toBe(0);
   });
 });
