@@ -29,10 +29,13 @@ Run with the venv's interpreter: /opt/hermes/bin/python /app/runtimes/hermes/her
 
 import json
 import os
+import threading
 
 import acp_adapter.events as _events
 import acp_adapter.server as _server
 import acp_adapter.session as _session
+import agent.ssl_verify as _ssl_verify
+import httpx
 import run_agent as _run_agent
 
 _TOOLSETS = [t.strip() for t in os.environ.get("HERMES_TOOLSETS", "file,terminal").split(",") if t.strip()]
@@ -133,6 +136,34 @@ def _build_tool_start(tool_call_id, tool_name, arguments, **kwargs):
 
 
 _events.build_tool_start = _build_tool_start
+
+# 7. TLS contexts: every model call builds a fresh OpenAI client over a fresh httpx.Client (three
+# transports: its own and the http:// and https:// mounts), and each loads the CA bundle anew
+# (httpx's create_ssl_context with verify=True), even for an http:// endpoint: ~3 bundle loads,
+# most of a turn's CPU time (measured: ~40 of ~80 ms a turn; a session has 0.5 CPU). The context
+# those calls would build is built once per setting and shared: the same certificates, the same
+# checks (an SSLContext is safe to share between connections and threads).
+_stock_resolve_httpx_verify = _ssl_verify.resolve_httpx_verify
+_CA_ENV = ("HERMES_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+_tls_contexts = {}
+_tls_lock = threading.Lock()
+
+
+def _resolve_httpx_verify(*, ca_bundle=None, ssl_verify=None, base_url=""):
+    key = (ca_bundle, repr(ssl_verify), tuple(os.environ.get(name) for name in _CA_ENV))
+    with _tls_lock:
+        verify = _tls_contexts.get(key)
+        if verify is None:
+            verify = _stock_resolve_httpx_verify(ca_bundle=ca_bundle, ssl_verify=ssl_verify, base_url=base_url)
+            if verify is False:
+                return verify  # verification off (config): nothing to load, and its warning each time
+            # True is httpx's default context (SSL_CERT_FILE, SSL_CERT_DIR, else certifi's bundle).
+            verify = httpx.create_ssl_context() if verify is True else verify
+            _tls_contexts[key] = verify
+    return verify
+
+
+_ssl_verify.resolve_httpx_verify = _resolve_httpx_verify
 
 if __name__ == "__main__":
     from acp_adapter.entry import main
