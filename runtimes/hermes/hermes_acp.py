@@ -174,6 +174,17 @@ def _resolve_httpx_verify(*, ca_bundle=None, ssl_verify=None, base_url=""):
 
 _ssl_verify.resolve_httpx_verify = _resolve_httpx_verify
 
+
+def _in_spare_time():
+    """Lowers the calling thread's priority to the lowest (on Linux nice is per thread): the
+    price-list fetch of 8. (its CA bundle loads, its parsing) takes only CPU time no turn wants.
+    Nothing waits for it."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except OSError:
+        pass
+
+
 # 8. The cost estimate: after each model call Hermes prices it, and for a custom endpoint its price
 # list is the endpoint's `/models`, read after probing which local server it is (LM Studio,
 # Ollama, llama.cpp, vLLM: five GETs, not remembered when none of them answers): seven requests
@@ -188,6 +199,7 @@ _metadata_lock = threading.Lock()
 
 
 def _refresh_endpoint_model_metadata(base_url, api_key, key):
+    _in_spare_time()
     try:
         _stock_fetch_endpoint_model_metadata(base_url, api_key=api_key, force_refresh=True)
     except Exception:  # as the stock fetch: no list, no endpoint price
@@ -255,6 +267,8 @@ _warm_lock = threading.Lock()
 
 
 def _warm_up(endpoint):
+    # At the normal priority: a turn waits for it (a thread at nice 19 would keep it waiting while
+    # anything else in the session, e.g. the exec'd agent's build, takes the CPU).
     for name in _FIRST_TURN_MODULES:
         try:
             importlib.import_module(name)
