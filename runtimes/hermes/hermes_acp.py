@@ -1,6 +1,6 @@
 """`hermes acp` (hermes-agent 0.19.0) as a session runs it: the ACP stdio server of
-acp_adapter.entry, with six changes made before it starts, each for a fault of the stock
-server in a session:
+acp_adapter.entry, with changes made before it starts: six for a fault of the stock server in a
+session, three for the time a turn takes (a session has half a CPU; see 7.-9. below):
 
 1. Tools: the stock server gives every ACP session the whole `hermes-acp` toolset (web, browser,
    vision, delegation, code execution, memory, ...) whatever config.yaml says. A session gets only
@@ -23,16 +23,28 @@ server in a session:
    at every start (an Agent whose endpoint changed is followed).
 6. Tool names: a stock `tool_call` update carries a display title ("write: a.txt") only; here its
    `_meta.agentSessions.tool` names the tool (`write_file`).
+7. TLS contexts: built once per setting, not three times a model call.
+8. The cost estimate's price list: fetched in the background, not before a turn's answer.
+9. The first turn's imports: made once the session is open, not in the first request.
 
 Run with the venv's interpreter: /opt/hermes/bin/python /app/runtimes/hermes/hermes_acp.py
 """
 
+import asyncio
+import concurrent.futures
+import importlib
 import json
 import os
+import threading
+import time
 
 import acp_adapter.events as _events
 import acp_adapter.server as _server
 import acp_adapter.session as _session
+import agent.model_metadata as _model_metadata
+import agent.ssl_verify as _ssl_verify
+import agent.usage_pricing as _usage_pricing
+import httpx
 import run_agent as _run_agent
 
 _TOOLSETS = [t.strip() for t in os.environ.get("HERMES_TOOLSETS", "file,terminal").split(",") if t.strip()]
@@ -133,6 +145,171 @@ def _build_tool_start(tool_call_id, tool_name, arguments, **kwargs):
 
 
 _events.build_tool_start = _build_tool_start
+
+# 7. TLS contexts: every model call builds a fresh OpenAI client over a fresh httpx.Client (three
+# transports: its own and the http:// and https:// mounts), and each loads the CA bundle anew
+# (httpx's create_ssl_context with verify=True), even for an http:// endpoint: ~3 bundle loads,
+# most of a turn's CPU time (measured: ~40 of ~80 ms a turn; a session has 0.5 CPU). The context
+# those calls would build is built once per setting and shared: the same certificates, the same
+# checks (an SSLContext is safe to share between connections and threads).
+_stock_resolve_httpx_verify = _ssl_verify.resolve_httpx_verify
+_CA_ENV = ("HERMES_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+_tls_contexts = {}
+_tls_lock = threading.Lock()
+
+
+def _resolve_httpx_verify(*, ca_bundle=None, ssl_verify=None, base_url=""):
+    key = (ca_bundle, repr(ssl_verify), tuple(os.environ.get(name) for name in _CA_ENV))
+    with _tls_lock:
+        verify = _tls_contexts.get(key)
+        if verify is None:
+            verify = _stock_resolve_httpx_verify(ca_bundle=ca_bundle, ssl_verify=ssl_verify, base_url=base_url)
+            if verify is False:
+                return verify  # verification off (config): nothing to load, and its warning each time
+            # True is httpx's default context (SSL_CERT_FILE, SSL_CERT_DIR, else certifi's bundle).
+            verify = httpx.create_ssl_context() if verify is True else verify
+            _tls_contexts[key] = verify
+    return verify
+
+
+_ssl_verify.resolve_httpx_verify = _resolve_httpx_verify
+
+
+def _in_spare_time():
+    """Lowers the calling thread's priority to the lowest (on Linux nice is per thread): the
+    price-list fetch of 8. (its CA bundle loads, its parsing) takes only CPU time no turn wants.
+    Nothing waits for it."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except OSError:
+        pass
+
+
+# 8. The cost estimate: after each model call Hermes prices it, and for a custom endpoint its price
+# list is the endpoint's `/models`, read after probing which local server it is (LM Studio,
+# Ollama, llama.cpp, vLLM: five GETs, not remembered when none of them answers): seven requests
+# through the runner's gateway to the provider, one after the other, before the turn's answer, on
+# a session's first turn and again on the first after every 5 minutes (the list's cache) — so
+# the first request after a pause paid them. The estimate (Hermes' `estimated_cost_usd` in
+# state.db; the adapter reports the turn's tokens, never a cost) now uses the list last fetched,
+# and a stale or missing one is fetched again in the background: the same requests, off the turn.
+_stock_fetch_endpoint_model_metadata = _model_metadata.fetch_endpoint_model_metadata
+_metadata_refreshing = set()
+_metadata_lock = threading.Lock()
+
+
+def _refresh_endpoint_model_metadata(base_url, api_key, key):
+    _in_spare_time()
+    try:
+        _stock_fetch_endpoint_model_metadata(base_url, api_key=api_key, force_refresh=True)
+    except Exception:  # as the stock fetch: no list, no endpoint price
+        pass
+    finally:
+        with _metadata_lock:
+            _metadata_refreshing.discard(key)
+
+
+def _endpoint_model_metadata_for_pricing(base_url, api_key="", force_refresh=False):
+    key = _model_metadata._normalize_base_url(base_url)
+    if not key or _model_metadata._is_openrouter_base_url(key):
+        return _stock_fetch_endpoint_model_metadata(base_url, api_key=api_key, force_refresh=force_refresh)
+    cached = _model_metadata._endpoint_model_metadata_cache.get(key)
+    fetched_at = _model_metadata._endpoint_model_metadata_cache_time.get(key, 0)
+    if cached is not None and not force_refresh and time.time() - fetched_at < _model_metadata._ENDPOINT_MODEL_CACHE_TTL:
+        return cached
+    with _metadata_lock:
+        if key not in _metadata_refreshing:
+            _metadata_refreshing.add(key)
+            threading.Thread(
+                target=_refresh_endpoint_model_metadata,
+                args=(base_url, api_key, key),
+                name="agent-sessions-price-list",
+                daemon=True,
+            ).start()
+    return cached if cached is not None else {}
+
+
+_usage_pricing.fetch_endpoint_model_metadata = _endpoint_model_metadata_for_pricing
+
+# 9. The first turn: Hermes imports the OpenAI SDK's resources (all of them, ~0.25 s of CPU), its
+# conversation loop and their helpers at its first model call, so a session's first request took
+# ~0.5-1 s longer than the next ones. They are imported once the ACP session is open, in the
+# background (Ready is not delayed), and a turn starts after that (never two threads importing the
+# same modules at once); then the endpoint's price list is fetched (8.), as the first turn would.
+# The list is hermes-agent 0.19.0's (`python -X importtime` over a first turn); a name it lacks is
+# skipped.
+_FIRST_TURN_MODULES = (
+    "openai.resources.chat",
+    "unittest.mock",
+    "agent.conversation_loop",
+    "agent.chat_completion_helpers",
+    "agent.coding_context",
+    "agent.system_prompt",
+    "agent.credits_tracker",
+    "agent.kanban_stop",
+    "agent.rate_limit_tracker",
+    "agent.aux_accounting",
+    "agent.verification_stop",
+    "agent.verify_hooks",
+    "agent.title_generator",
+    "agent.turn_finalizer",
+    "agent.async_utils",
+    "acp_adapter.edit_approval",
+    "hermes_cli.nous_subscription",
+    "hermes_cli.profiles",
+    "hermes_cli.skin_engine",
+    "hermes_cli.moa_config",
+    "tools.hook_output_spill",
+    "netrc",
+)
+_warmed = concurrent.futures.Future()
+_warm_lock = threading.Lock()
+
+
+def _warm_up(endpoint):
+    # At the normal priority: a turn waits for it (a thread at nice 19 would keep it waiting while
+    # anything else in the session, e.g. the exec'd agent's build, takes the CPU).
+    for name in _FIRST_TURN_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an optional module of another version: the turn imports what it needs
+            pass
+    _warmed.set_result(None)
+    if endpoint is not None:
+        _endpoint_model_metadata_for_pricing(*endpoint)
+
+
+def _start_warm_up(endpoint):
+    with _warm_lock:
+        if _warmed.running() or _warmed.done():
+            return
+        _warmed.set_running_or_notify_cancel()
+    threading.Thread(target=_warm_up, args=(endpoint,), name="agent-sessions-warm-up", daemon=True).start()
+
+
+def _warming_after(stock):
+    async def opened(self, *args, **kwargs):
+        response = await stock(self, *args, **kwargs)
+        state = self.session_manager.get_session(kwargs.get("session_id") or getattr(response, "session_id", None))
+        agent = getattr(state, "agent", None)
+        base_url, api_key = getattr(agent, "base_url", None), getattr(agent, "api_key", "")
+        _start_warm_up((base_url, api_key if isinstance(api_key, str) else "") if base_url else None)
+        return response
+
+    return opened
+
+
+_server.HermesACPAgent.new_session = _warming_after(_server.HermesACPAgent.new_session)
+_server.HermesACPAgent.load_session = _warming_after(_server.HermesACPAgent.load_session)
+
+
+async def _prompt_when_warm(self, prompt, session_id, **kwargs):
+    if _warmed.running():
+        await asyncio.wrap_future(_warmed)
+    return await _prompt(self, prompt=prompt, session_id=session_id, **kwargs)
+
+
+_server.HermesACPAgent.prompt = _prompt_when_warm
 
 if __name__ == "__main__":
     from acp_adapter.entry import main

@@ -22,14 +22,15 @@ const builtImages = new Map<BuiltImageName, ReferenceImage>();
  * test file first asked: one image for the whole file. Those state files are shared by every
  * checkout on the machine (the last build wins), and another one's `testbed up` may record its
  * own build meanwhile; the registry keeps the one read first, so it stays runnable by digest.
- * `AGENT_SESSIONS_TESTBED_REFERENCE_STATE` names a copy of the reference image's to pin one
- * build for a whole run.
+ * `AGENT_SESSIONS_TESTBED_<NAME>_STATE` (REFERENCE, BASE, PI, COMPASS, HERMES) names a copy of
+ * that image's record to pin one build for a whole run (or to measure an earlier build beside
+ * the current one).
  */
 export function builtImage(name: BuiltImageName): ReferenceImage {
   let image = builtImages.get(name);
   if (!image) {
     const state =
-      (name === "reference-image" ? process.env.AGENT_SESSIONS_TESTBED_REFERENCE_STATE : undefined) ??
+      process.env[`AGENT_SESSIONS_TESTBED_${name.replace(/-image$/, "").toUpperCase()}_STATE`] ??
       join(testbedHome, "state", `${name}.json`);
     image = JSON.parse(readFileSync(state, "utf8")) as ReferenceImage;
     builtImages.set(name, image);
