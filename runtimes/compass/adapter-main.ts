@@ -5,15 +5,22 @@
  * which Bun serves): cancel = the SDK's abort, usage from the assistant messages, a failed outcome
  * when the model call fails.
  */
-import { startTurnAdapter } from "../kit/adapter-entry.ts";
 import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
-import { makeUndumpable } from "./no-dump.ts";
-import { CompassSession } from "./session.ts";
-import { compassSettings } from "./settings.ts";
 
 // Before anything else: from here on the token is in this process's memory only (Bun has
-// process.execve too), whether or not PID 1 is made undumpable below.
+// process.execve too), whether or not PID 1 is made undumpable below. And before the rest of the
+// adapter (the SDK) is loaded: the token's handover re-executes this process, which would load
+// every module twice.
 adapterTokenOutOfEnvironment();
+
+const [{ startTurnAdapter }, { makeUndumpable }, { CompassSession }, { compassSettings }] = await Promise.all(
+  [
+    import("../kit/adapter-entry.ts"),
+    import("./no-dump.ts"),
+    import("./session.ts"),
+    import("./settings.ts"),
+  ],
+);
 
 // PID 1's /proc files stay readable to its own uid unless COMPASS_UNDUMPABLE=true: the conformance
 // suite reads /proc/1/cwd to see the workload's cwd, and an undumpable PID 1 refuses that. The

@@ -23,14 +23,16 @@ const builtImages = new Map<BuiltImageName, ReferenceImage>();
  * checkout on the machine (the last build wins), and another one's `testbed up` may record its
  * own build meanwhile; the registry keeps the one read first, so it stays runnable by digest.
  * `AGENT_SESSIONS_TESTBED_REFERENCE_STATE` names a copy of the reference image's to pin one
- * build for a whole run.
+ * build for a whole run; likewise `AGENT_SESSIONS_TESTBED_<PART>_STATE` for the other images
+ * (`_PI_STATE`, `_COMPASS_STATE`, `_HERMES_STATE`, `_BASE_STATE`), e.g. an image built from a
+ * branch's runtime beside the machine's shared one, to compare both.
  */
 export function builtImage(name: BuiltImageName): ReferenceImage {
   let image = builtImages.get(name);
   if (!image) {
+    const part = name === "reference-image" ? "REFERENCE" : name.slice(0, -"-image".length).toUpperCase();
     const state =
-      (name === "reference-image" ? process.env.AGENT_SESSIONS_TESTBED_REFERENCE_STATE : undefined) ??
-      join(testbedHome, "state", `${name}.json`);
+      process.env[`AGENT_SESSIONS_TESTBED_${part}_STATE`] ?? join(testbedHome, "state", `${name}.json`);
     image = JSON.parse(readFileSync(state, "utf8")) as ReferenceImage;
     builtImages.set(name, image);
   }
