@@ -22,14 +22,15 @@ export type CommandLoopOptions = {
   /** The provider key the session holds: redacted from every frame, like the adapter token. */
   providerKey: string | undefined;
   /**
-   * The agent process behind `run`, or how to start it: then it starts with the first message
+   * The agent process behind `run`, or how to start it (resolving to nothing for an agent in this
+   * process, as compass's SDK): then it starts with the first message
    * (the loop says `agent started` at once and the message waits for the start; a workload
    * resumed for its adapter's sake does not load a second agent meanwhile), and a start that
    * fails is an `error` frame, a failed result and exit code 1. Its exit while the loop runs is an
    * `error` frame (`<runtime> exited`) and exit code 1; it is stopped before the loop exits.
    * @default none
    */
-  agent?: AgentProcess | (() => Promise<AgentProcess>);
+  agent?: AgentProcess | (() => Promise<AgentProcess | undefined>);
   /**
    * Stdin closed: answer the messages already sent, then exit (true), or abort the turn running
    * and exit at once (false). @default false
@@ -55,14 +56,14 @@ export function runCommandLoop(options: CommandLoopOptions): void {
 
   let exiting = false;
   /** The agent's start, once begun. */
-  let agent: Promise<AgentProcess> | undefined;
-  const startAgent = (): Promise<AgentProcess> | undefined => {
+  let agent: Promise<AgentProcess | undefined> | undefined;
+  const startAgent = (): Promise<AgentProcess | undefined> | undefined => {
     if (agent || !options.agent) return agent;
     const given = options.agent;
     agent = typeof given === "function" ? given() : Promise.resolve(given);
     void agent.then(
       (started) =>
-        started.exited.then((code) => {
+        started?.exited.then((code) => {
           if (exiting) return;
           emit("error", { message: `${options.runtime} exited`, code });
           processExit(1);
