@@ -14,19 +14,20 @@ import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
 // re-executes this process, which would load every module twice.
 adapterTokenOutOfEnvironment();
 
-const [{ startTurnAdapter }, { requireModel }, { hermesAgentSettings, startHermes }, { runPrompt }] =
-  await Promise.all([
-    import("../kit/adapter-entry.ts"),
-    import("../kit/turn.ts"),
-    import("./hermes-agent.ts"),
-    import("./prompt-run.ts"),
-  ]);
-
 /** The ACP session the adapter keeps on the volume (the exec'd agent, runtimes/hermes/agent.ts, has its own). */
 const USE = "harness";
 
+// Hermes first: its load is the longest part of a resume; the adapter's own code loads alongside.
+const { hermesAgentSettings, startHermes } = await import("./hermes-agent.ts");
 const settings = hermesAgentSettings();
 const hermes = startHermes(settings, USE);
+hermes.catch(() => undefined); // handled by the adapter entry below (a failed start fails requests, exit 1)
+
+const [{ startTurnAdapter }, { requireModel }, { runPrompt }] = await Promise.all([
+  import("../kit/adapter-entry.ts"),
+  import("../kit/turn.ts"),
+  import("./prompt-run.ts"),
+]);
 startTurnAdapter({
   runtime: "hermes",
   run: requireModel(settings.model, async (input, options) => {

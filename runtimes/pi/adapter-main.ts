@@ -15,19 +15,20 @@ import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
 // re-executes this process, which would load every module twice.
 adapterTokenOutOfEnvironment();
 
-const [{ startTurnAdapter }, { requireModel }, { piAgentSettings, startPi }, { runPrompt }] =
-  await Promise.all([
-    import("../kit/adapter-entry.ts"),
-    import("../kit/turn.ts"),
-    import("./pi-agent.ts"),
-    import("./prompt-run.ts"),
-  ]);
-
 /** The session the adapter keeps on the volume (the exec'd agent, runtimes/pi/agent.ts, has its own). */
 const SESSION_ID = "harness";
 
+// pi first: its load is the longest part of a resume; the adapter's own code loads alongside.
+const { piAgentSettings, startPi } = await import("./pi-agent.ts");
 const settings = piAgentSettings();
 const pi = startPi(settings, SESSION_ID);
+pi.catch(() => undefined); // handled by the adapter entry below (a failed start fails requests, exit 1)
+
+const [{ startTurnAdapter }, { requireModel }, { runPrompt }] = await Promise.all([
+  import("../kit/adapter-entry.ts"),
+  import("../kit/turn.ts"),
+  import("./prompt-run.ts"),
+]);
 startTurnAdapter({
   runtime: "pi",
   run: requireModel(settings.model, async (input, options) => runPrompt(await pi, input, options)),
