@@ -8,7 +8,8 @@
  *
  * The server listens at once, also while the runtime's agent is still loading (`starting`): a
  * container's `/readyz` then says 200 as soon as its adapter can take a request, and a request
- * that arrives before the agent is up waits for it in the handler (docs/runtimes.md "Readiness").
+ * that arrives before the agent is up waits for it in the handler (docs/runtimes.md, "Readiness
+ * while the agent loads").
  * An agent that fails to start makes the adapter refuse new requests (503 UNAVAILABLE naming why),
  * answer the ones it holds (the handler fails them) and exit 1.
  */
@@ -80,7 +81,7 @@ export type AdapterServerOptions = AdapterEnv & {
    * The agent's start while it loads: the adapter answers `/readyz` meanwhile (the handler waits
    * for it). If it rejects, the adapter refuses new requests with its message (503 UNAVAILABLE),
    * lets the requests in flight end and exits 1. Its message reaches clients: no secret in it.
-   * @default started
+   * @default none (started)
    */
   starting?: Promise<unknown>;
   /** @default process.exit */
