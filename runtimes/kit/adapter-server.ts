@@ -5,6 +5,13 @@
  * (kept in memory and appended to `<workspace>/results.ndjson` on the session volume), cancellation
  * of one request, streaming only when the runtime declares it, and graceful shutdown on SIGTERM.
  * What answers a request is the runtime's `AgentHandler`.
+ *
+ * The server listens at once, also while the runtime's agent is still loading (`starting`): a
+ * container's `/readyz` then says 200 as soon as its adapter can take a request, and a request
+ * that arrives before the agent is up waits for it in the handler (docs/runtimes.md, "Readiness
+ * while the agent loads").
+ * An agent that fails to start makes the adapter refuse new requests (503 UNAVAILABLE naming why),
+ * answer the ones it holds (the handler fails them) and exit 1.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { appendFileSync, mkdirSync } from "node:fs";
@@ -70,6 +77,15 @@ export type AdapterServerOptions = AdapterEnv & {
   ready?: () => boolean;
   /** After SIGTERM, once in-flight requests finished: stop the agent. @default nothing */
   shutdown?: () => Promise<void>;
+  /**
+   * The agent's start while it loads: the adapter answers `/readyz` meanwhile (the handler waits
+   * for it). If it rejects, the adapter refuses new requests with its message (503 UNAVAILABLE),
+   * lets the requests in flight end and exits 1. Its message reaches clients: no secret in it.
+   * @default none (started)
+   */
+  starting?: Promise<unknown>;
+  /** @default process.exit */
+  exit?: (code: number) => void;
 };
 
 export function startAdapterServer(options: AdapterServerOptions): Server {
@@ -77,7 +93,11 @@ export function startAdapterServer(options: AdapterServerOptions): Server {
   mkdirSync(options.workspace, { recursive: true });
   const inflight = new Map<string, AbortController>();
   const results = new Map<string, ResultRecord>();
+  const exit = options.exit ?? ((code: number) => process.exit(code));
   let draining = false;
+  /** Why the agent did not start, once it did not. */
+  let failed: string | undefined;
+  let starting = options.starting !== undefined;
 
   const tokenMatches = (header: string | undefined): boolean => {
     if (!options.token) return false;
@@ -181,12 +201,19 @@ export function startAdapterServer(options: AdapterServerOptions): Server {
     if (req.method === "GET" && url.pathname === "/healthz") return send(res, 200, { ok: true });
     if (req.method === "GET" && url.pathname === "/readyz") {
       const ready = !draining && (options.ready?.() ?? true);
-      return send(res, ready ? 200 : 503, { ready, inflight: inflight.size });
+      return send(res, ready ? 200 : 503, {
+        ready,
+        inflight: inflight.size,
+        // Ready while the agent loads: requests wait for it (the runner needs no more than 200).
+        ...(starting ? { agent: "starting" } : {}),
+        ...(failed !== undefined ? { error: failed } : {}),
+      });
     }
     if (!tokenMatches(req.headers.authorization))
       return send(res, 401, { code: "UNAUTHENTICATED", message: "adapter token required" });
     if (req.method === "POST" && url.pathname === "/v1/requests") {
-      if (draining) return send(res, 503, { code: "UNAVAILABLE", message: "adapter is shutting down" });
+      if (draining)
+        return send(res, 503, { code: "UNAVAILABLE", message: failed ?? "adapter is shutting down" });
       handleRequest(req, res).catch((error: Error & { status?: number }) => {
         if (!res.headersSent)
           send(res, error.status ?? 400, {
@@ -216,16 +243,32 @@ export function startAdapterServer(options: AdapterServerOptions): Server {
   server.requestTimeout = options.requestTimeoutMs + 5_000;
   server.listen(options.port, "0.0.0.0");
 
-  // Graceful shutdown: refuse new work, let in-flight requests finish, stop the agent, exit.
-  process.on("SIGTERM", () => {
+  /** Refuse new work, let in-flight requests finish, stop the agent, exit with `code`. */
+  const drain = (code: number): void => {
+    if (draining) return;
     draining = true;
     server.close();
     const poll = setInterval(() => {
       if (inflight.size > 0) return;
       clearInterval(poll);
-      void (options.shutdown?.() ?? Promise.resolve()).finally(() => process.exit(0));
+      void (options.shutdown?.() ?? Promise.resolve()).finally(() => exit(code));
     }, 50);
-  });
+  };
+  options.starting?.then(
+    () => {
+      starting = false;
+    },
+    (error: unknown) => {
+      starting = false;
+      failed = error instanceof Error ? error.message : String(error);
+      process.stderr.write(
+        `${JSON.stringify({ level: "error", msg: "the agent did not start", error: failed })}\n`,
+      );
+      drain(1);
+    },
+  );
+  // Graceful shutdown (SIGTERM): the same drain, a clean exit.
+  process.on("SIGTERM", () => drain(0));
   return server;
 }
 

@@ -1,12 +1,13 @@
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { runCommandLoop } from "./command-loop.ts";
+import { type CommandLoopOptions, runCommandLoop } from "./command-loop.ts";
+import type { AgentProcess } from "./json-lines-child.ts";
 import type { RunTurn } from "./turn.ts";
 
 const KEY = "sk-provider-0123456789";
 
 /** A loop on in-memory stdin/stdout; `frames()` parses what it wrote, `ended` resolves with its exit code. */
-function loop(run: RunTurn, extra: { finishOnStdinEnd?: boolean } = {}) {
+function loop(run: RunTurn, extra: Pick<CommandLoopOptions, "finishOnStdinEnd" | "agent"> = {}) {
   const input = new PassThrough();
   const lines: string[] = [];
   let ended!: (code: number) => void;
@@ -94,6 +95,62 @@ describe("a runtime's seed-004 command loop (compass.v1 frames on stdout)", () =
       ["error", { message: "model said [redacted]" }],
       ["result", { outcome: "failed", usage: "unavailable" }],
       ["result", { outcome: "succeeded" }],
+    ]);
+  });
+
+  it("says agent started at once and starts an agent given as a start with the first message, once", async () => {
+    let starts = 0;
+    let stopped = 0;
+    const started: AgentProcess = {
+      running: true,
+      exited: new Promise(() => undefined),
+      stop: async () => {
+        stopped++;
+      },
+    };
+    const agent = loop(async (text) => ({ outcome: "succeeded", text, usage: "unavailable" }), {
+      agent: async () => {
+        starts++;
+        return started;
+      },
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(agent.frames().map((f) => f.payload.message)).toEqual(["agent started"]);
+    expect(starts).toBe(0); // nothing asked yet: no agent loaded
+    agent.send({ type: "message", text: "one" });
+    agent.send({ type: "message", text: "two" });
+    agent.send({ type: "exit" });
+    expect(await agent.exited).toBe(0);
+    expect(starts).toBe(1);
+    expect(stopped).toBe(1);
+    expect(
+      agent
+        .frames()
+        .filter((f) => f.type === "message")
+        .map((f) => f.payload.text),
+    ).toEqual(["one", "two"]);
+  });
+
+  it("reports an agent that does not start as an error frame (redacted) and a failed result, and exits 1", async () => {
+    let ran = false;
+    const agent = loop(
+      async (text) => {
+        ran = true;
+        return { outcome: "succeeded", text, usage: "unavailable" };
+      },
+      {
+        agent: async () => {
+          throw new Error(`pi did not start: it exited (key ${KEY})`);
+        },
+      },
+    );
+    agent.send({ type: "message", text: "hi" });
+    expect(await agent.exited).toBe(1);
+    expect(ran).toBe(false);
+    expect(agent.frames().map((f) => [f.type, f.payload])).toEqual([
+      ["log", { message: "agent started", runtime: "test" }],
+      ["error", { message: "pi did not start: it exited (key [redacted])" }],
+      ["result", { outcome: "failed", usage: "unavailable" }],
     ]);
   });
 });

@@ -22,10 +22,15 @@ export type CommandLoopOptions = {
   /** The provider key the session holds: redacted from every frame, like the adapter token. */
   providerKey: string | undefined;
   /**
-   * The agent process behind `run`: its exit while the loop runs is an `error` frame
-   * (`<runtime> exited`) and exit code 1; it is stopped before the loop exits. @default none
+   * The agent process behind `run`, or how to start it (resolving to nothing for an agent in this
+   * process, as compass's SDK): then it starts with the first message
+   * (the loop says `agent started` at once and the message waits for the start; a workload
+   * resumed for its adapter's sake does not load a second agent meanwhile), and a start that
+   * fails is an `error` frame, a failed result and exit code 1. Its exit while the loop runs is an
+   * `error` frame (`<runtime> exited`) and exit code 1; it is stopped before the loop exits.
+   * @default none
    */
-  agent?: AgentProcess;
+  agent?: AgentProcess | (() => Promise<AgentProcess | undefined>);
   /**
    * Stdin closed: answer the messages already sent, then exit (true), or abort the turn running
    * and exit at once (false). @default false
@@ -50,12 +55,24 @@ export function runCommandLoop(options: CommandLoopOptions): void {
     write(`${JSON.stringify({ protocol: "compass.v1", type, ts: new Date().toISOString(), payload })}\n`);
 
   let exiting = false;
-  const agent = options.agent;
-  void agent?.exited.then((code) => {
-    if (exiting) return;
-    emit("error", { message: `${options.runtime} exited`, code });
-    processExit(1);
-  });
+  /** The agent's start, once begun. */
+  let agent: Promise<AgentProcess | undefined> | undefined;
+  const startAgent = (): Promise<AgentProcess | undefined> | undefined => {
+    if (agent || !options.agent) return agent;
+    const given = options.agent;
+    agent = typeof given === "function" ? given() : Promise.resolve(given);
+    void agent.then(
+      (started) =>
+        started?.exited.then((code) => {
+          if (exiting) return;
+          emit("error", { message: `${options.runtime} exited`, code });
+          processExit(1);
+        }),
+      () => undefined, // the message that started it reports it
+    );
+    return agent;
+  };
+  if (typeof options.agent !== "function") void startAgent();
   emit("log", { message: "agent started", runtime: options.runtime, ...options.started });
 
   let queue: Promise<unknown> = Promise.resolve();
@@ -65,6 +82,18 @@ export function runCommandLoop(options: CommandLoopOptions): void {
     const controller = new AbortController();
     current = controller;
     try {
+      try {
+        await startAgent();
+      } catch (error) {
+        emit("error", { message: redact((error as Error).message) });
+        emit("result", { outcome: "failed", usage: "unavailable" });
+        await exit(1);
+        return;
+      }
+      if (controller.signal.aborted) {
+        emit("result", { outcome: "cancelled", usage: "unavailable" });
+        return;
+      }
       const outcome = await options.run(text, {
         signal: controller.signal,
         onDelta: (delta) => emit("delta", { text: redact(delta) }),
@@ -91,7 +120,7 @@ export function runCommandLoop(options: CommandLoopOptions): void {
   async function exit(code: number): Promise<void> {
     exiting = true;
     current?.abort();
-    await agent?.stop();
+    await (await agent?.catch(() => undefined))?.stop();
     processExit(code);
   }
 
