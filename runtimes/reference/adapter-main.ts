@@ -11,11 +11,14 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import type { ServerResponse } from "node:http";
 import type { Usage } from "../../contracts/adapter.ts";
-import { type AgentReply, adapterEnv, startAdapterServer } from "../kit/adapter-server.ts";
+import type { AgentReply } from "../kit/adapter-server.ts";
 import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
 
-// Before anything else: from here on the token is in this process's memory only.
+// Before anything else, and before the rest of the adapter is loaded: from here on the token is
+// in this process's memory only, and the handover re-executes this process, which would load
+// every module imported above it twice.
 adapterTokenOutOfEnvironment();
+const { adapterEnv, startAdapterServer } = await import("../kit/adapter-server.ts");
 
 const adapter = adapterEnv();
 const env = {
