@@ -16,8 +16,6 @@ import type { RunTurn } from "./turn.ts";
 export type CommandLoopOptions = {
   /** Named in the `agent started` log frame. */
   runtime: string;
-  /** More fields of the `agent started` log frame. @default none */
-  started?: Record<string, unknown>;
   run: RunTurn;
   /** The provider key the session holds: redacted from every frame, like the adapter token. */
   providerKey: string | undefined;
@@ -73,7 +71,7 @@ export function runCommandLoop(options: CommandLoopOptions): void {
     return agent;
   };
   if (typeof options.agent !== "function") void startAgent();
-  emit("log", { message: "agent started", runtime: options.runtime, ...options.started });
+  emit("log", { message: "agent started", runtime: options.runtime });
 
   let queue: Promise<unknown> = Promise.resolve();
   let current: AbortController | undefined;
