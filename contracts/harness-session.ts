@@ -4,6 +4,7 @@ import { IdleTimeout, parseDuration } from "./duration.ts";
 import { API_VERSION, ObjectMeta } from "./resources.ts";
 import { RunnerSelector } from "./runners.ts";
 import { DnsLabel, type Engine } from "./session-spec.ts";
+import { SessionSource } from "./session-snapshot.ts";
 import { WorkspaceRepo } from "./workspace-repo.ts";
 
 /**
@@ -68,6 +69,12 @@ export const HarnessSessionSpec = z.strictObject({
    * repository (contracts/workspace-repo.ts); later changes here do not re-seed it.
    */
   workspace: z.strictObject({ repo: WorkspaceRepo.optional() }).optional(),
+  /**
+   * Where the session's volume comes from (contracts/session-snapshot.ts): `{snapshotRef}` makes
+   * the session a fork of that SessionSnapshot (same namespace, Ready, same Agent and runtime).
+   * Immutable. Absent: an empty volume.
+   */
+  source: SessionSource.optional(),
 });
 export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
 
@@ -75,6 +82,7 @@ export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
 export const IMMUTABLE_SPEC_FIELDS = [
   "agentRef",
   "runtimeRef",
+  "source",
 ] as const satisfies (keyof HarnessSessionSpec)[];
 
 /** What PUT accepts. `status` (e.g. from a GET round trip) is ignored; server-set metadata too. */

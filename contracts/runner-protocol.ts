@@ -4,7 +4,7 @@ import { Usage } from "./adapter.ts";
 import { ApiErrorBody } from "./errors.ts";
 import { AgentLimits } from "./resources.ts";
 import { RunnerLabels, RunnerName } from "./runners.ts";
-import { AgentCommand, DigestPinnedImage, EgressRule, SessionSpec } from "./session-spec.ts";
+import { AgentCommand, DigestPinnedImage, EgressRule, SessionSpec, SnapshotStorage } from "./session-spec.ts";
 import { SeededCommit } from "./workspace-repo.ts";
 
 /**
@@ -197,6 +197,53 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     abort: z.boolean().optional(),
   }),
   z.object({ kind: z.literal("workspace_delete"), container_name: z.string(), path: z.string().max(4096) }),
+  /**
+   * Snapshots (contracts/session-snapshot.ts). `snapshot_take` copies the workspace's volume into
+   * a new storage `target` on the engine, consistently: relayed requests that arrive meanwhile wait,
+   * those in flight are waited for up to `quiesce_ms` (else ABORTED, nothing made). It works with
+   * the workload running, paused (left frozen) or scaled to 0. Answers `{size_bytes}` once the copy
+   * is whole; the storage's stack is recorded behind, never delaying the answer.
+   */
+  z.object({
+    kind: z.literal("snapshot_take"),
+    container_name: z.string(),
+    target: SnapshotStorage,
+    quiesce_ms: z.number().int().positive().max(600_000),
+  }),
+  /** Destroys a snapshot's storage and its stack (idempotent: NOT_FOUND never answered). */
+  z.object({ kind: z.literal("snapshot_delete"), target: SnapshotStorage }),
+  /**
+   * Streams a tar of the snapshot's files, every entry under `volume/`, as `relay_chunk`s of
+   * base64 under `relay_id` (each at most WORKSPACE_CHUNK_BYTES raw); past `max_bytes` it stops
+   * with RESOURCE_EXHAUSTED. Answers `{size}` once the last chunk left.
+   */
+  z.object({
+    kind: z.literal("snapshot_read"),
+    target: SnapshotStorage,
+    relay_id: z.string(),
+    max_bytes: z.number().int().positive(),
+  }),
+  /**
+   * One piece of an imported snapshot: an uncompressed tar whose entries the server already
+   * checked (only `volume/…` regular files, directories and symlinks that stay inside), appended
+   * to a staging file of `upload_id`; `done` makes the storage `target` and extracts it there,
+   * answering `{size_bytes}`; `abort` drops the staging file. Pieces come in order (`seq` from 0).
+   */
+  z.object({
+    kind: z.literal("snapshot_write"),
+    target: SnapshotStorage,
+    upload_id: z.string().regex(/^[A-Za-z0-9-]{8,64}$/),
+    seq: z.number().int().nonnegative(),
+    data: z.string().max(2 * 1024 * 1024),
+    done: z.boolean(),
+    abort: z.boolean().optional(),
+  }),
+  /**
+   * Replaces the workspace volume's files with the snapshot's (restore in place). The workload
+   * must be scaled to 0 first (FAILED_PRECONDITION otherwise): the server stops the session,
+   * restores, and brings it back, which resumes the conversation the snapshot holds.
+   */
+  z.object({ kind: z.literal("snapshot_restore"), container_name: z.string(), source: SnapshotStorage }),
   /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
   z.object({
     kind: z.literal("run_once"),

@@ -28,6 +28,11 @@ export const ProvisionResult = z.looseObject({
    * server keeps it with the workspace for every diff (contracts/workspace-repo.ts SeededCommit).
    */
   seeded_commit: SeededCommit.optional(),
+  /**
+   * The snapshot storage this provision seeded the workspace volume from (spec.seedSnapshot, a
+   * fork); absent when it copied nothing. The server sends the seed no more once it saw this.
+   */
+  seeded_snapshot: z.string().optional(),
 });
 export const StartResult = z.looseObject({ state: SessionState.default("READY") });
 export const StopResult = z.looseObject({ state: SessionState.default("STOPPED") });
@@ -90,6 +95,17 @@ export const WorkspaceReadResult = z.looseObject({ size: z.number().int().nonneg
 export const WorkspaceWriteChunkResult = z.looseObject({ size: z.number().int().nonnegative() });
 export const WorkspaceDeleteChunkResult = z.looseObject({ deleted: z.boolean() });
 
+/** The snapshot is whole on the engine: its files' apparent sizes summed. */
+export const SnapshotTakeResult = z.looseObject({ size_bytes: z.number().int().nonnegative() });
+export const SnapshotDeleteResult = z.looseObject({ deleted: z.boolean().default(true) });
+export const SnapshotReadResult = z.looseObject({ size: z.number().int().nonnegative() });
+/** Bytes staged so far; with `done`, also the made storage's `size_bytes`. */
+export const SnapshotWriteChunkResult = z.looseObject({
+  size: z.number().int().nonnegative(),
+  size_bytes: z.number().int().nonnegative().optional(),
+});
+export const SnapshotRestoreResult = z.looseObject({});
+
 export const CommandResultSchemas = {
   provision: ProvisionResult,
   start: StartResult,
@@ -110,5 +126,10 @@ export const CommandResultSchemas = {
   workspace_read: WorkspaceReadResult,
   workspace_write: WorkspaceWriteChunkResult,
   workspace_delete: WorkspaceDeleteChunkResult,
+  snapshot_take: SnapshotTakeResult,
+  snapshot_delete: SnapshotDeleteResult,
+  snapshot_read: SnapshotReadResult,
+  snapshot_write: SnapshotWriteChunkResult,
+  snapshot_restore: SnapshotRestoreResult,
 } as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
 export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

@@ -56,6 +56,40 @@ export const SessionResources = z.object({
 });
 export type SessionResources = z.infer<typeof SessionResources>;
 
+/**
+ * What a runner is told of a snapshot's storage (contracts/session-snapshot.ts): its name and who it belongs to (labels on the
+ * engine object, so a restarted runner finds it), and the engine-specific placement a Kubernetes
+ * PVC needs (the sessions namespace and storage class of the session spec).
+ */
+export const SnapshotStorage = z.object({
+  storage: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "a DNS label"),
+  namespace: DnsLabel,
+  name: DnsLabel,
+  kubernetes: z
+    .object({
+      namespace: DnsLabel.default("agent-sessions"),
+      storageClassName: z.string().optional(),
+    })
+    .optional(),
+});
+export type SnapshotStorage = z.infer<typeof SnapshotStorage>;
+
+/**
+ * The config of a snapshot's stack (`agent-sessions:snapshot`, stack `snapshotStackName`): the
+ * root program then declares only the snapshot's storage (infra/docker/snapshot.ts,
+ * infra/kubernetes/snapshot.ts) instead of a session.
+ */
+export const SnapshotStackSpec = z.object({
+  engine: Engine,
+  target: SnapshotStorage,
+  /** A PVC's storage request (Kubernetes). @default the session volume's default, 1Gi */
+  storageRequest: z
+    .string()
+    .regex(/^[0-9]+(Ki|Mi|Gi|Ti)?$/, "a quantity such as 1Gi")
+    .optional(),
+});
+export type SnapshotStackSpec = z.infer<typeof SnapshotStackSpec>;
+
 export const SessionSpec = z.object({
   namespace: DnsLabel,
   name: DnsLabel,
@@ -91,6 +125,12 @@ export const SessionSpec = z.object({
    * credential is named, never carried: its value comes with the provision's credentials.
    */
   repo: SeedRepo.optional(),
+  /**
+   * A fork (HarnessSession spec.source.snapshotRef): the snapshot storage the workspace volume is
+   * seeded from, once, at its first provision, before any agent starts (contracts/session-snapshot.ts).
+   * The provision answers `seeded_snapshot` when it copied it; the server sends it no more after.
+   */
+  seedSnapshot: SnapshotStorage.optional(),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z
@@ -167,6 +207,8 @@ export const ConfigKeys = {
   adapterToken: "agent-sessions:adapterToken",
   /** Secret: the stack's random key of the credential hash its state keeps (written once, kept). */
   stateHashKey: "agent-sessions:stateHashKey",
+  /** A snapshot's stack: its SnapshotStackSpec (then the program declares only that storage). */
+  snapshot: "agent-sessions:snapshot",
 } as const;
 
 /**

@@ -284,6 +284,12 @@ export class Runner {
       case "claim_warm":
       case "run_once":
       case "cancel_relay":
+      // A paused workload stays frozen while its volume is copied; the others act on storage only.
+      case "snapshot_take":
+      case "snapshot_delete":
+      case "snapshot_read":
+      case "snapshot_write":
+      case "snapshot_restore":
         return undefined;
       default:
         return command.container_name;
@@ -457,6 +463,12 @@ export class Runner {
         return this.#workspace.write(command);
       case "workspace_delete":
         return this.#workspace.delete(command);
+      case "snapshot_take":
+      case "snapshot_delete":
+      case "snapshot_read":
+      case "snapshot_write":
+      case "snapshot_restore":
+        throw new CodedError("UNIMPLEMENTED", `this runner cannot ${command.kind} yet`);
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);

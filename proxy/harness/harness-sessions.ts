@@ -325,18 +325,21 @@ export class HarnessSessions {
 }
 
 /**
- * agentRef and runtimeRef are fixed once set: a change is INVALID_ARGUMENT, naming the field. An
- * unset runtimeRef (a session applied before its Agent) may still be set.
+ * agentRef, runtimeRef and source are fixed once set: a change is INVALID_ARGUMENT, naming the
+ * field. An unset runtimeRef (a session applied before its Agent) may still be set; an unset
+ * source may not (a session is a fork from its creation or never).
  */
 export function assertImmutable(previous: HarnessSessionSpec, next: HarnessSessionSpec): void {
+  const text = (v: unknown) => (v === undefined ? "unset" : typeof v === "string" ? v : JSON.stringify(v));
   const changed = IMMUTABLE_SPEC_FIELDS.filter(
-    (field) => previous[field] !== undefined && previous[field] !== next[field],
+    (field) =>
+      (previous[field] !== undefined || field === "source") && text(previous[field]) !== text(next[field]),
   );
   if (changed.length === 0) return;
   throw new CodedError(
     "INVALID_ARGUMENT",
     `invalid ${HARNESS_SESSION_KIND}: ${changed
-      .map((f) => `spec.${f} is immutable (is ${previous[f]}, got ${next[f]})`)
+      .map((f) => `spec.${f} is immutable (is ${text(previous[f])}, got ${text(next[f])})`)
       .join("; ")}; delete the session and create a new one`,
     { field_violations: changed.map((f) => ({ field: `spec.${f}`, description: "field is immutable" })) },
   );

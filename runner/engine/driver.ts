@@ -6,7 +6,7 @@
  * use one fake (runner/engine/fake-driver.ts).
  */
 import type { Writable } from "node:stream";
-import type { SessionSpec } from "../../contracts/session-spec.ts";
+import type { SessionSpec, SnapshotStorage } from "../../contracts/session-spec.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import type { WorkspaceEntry } from "../../contracts/workspace-files.ts";
 
@@ -32,6 +32,8 @@ export type ProvisionResult = {
    * (no repository, or seeded before). The server keeps it: the diff's only baseline.
    */
   seededCommit?: string;
+  /** The snapshot storage this provision seeded the volume from (spec.seedSnapshot); absent when none. */
+  seededSnapshot?: string;
 };
 
 /** Why an agent or its workspace went away unexpectedly. */
@@ -95,6 +97,36 @@ export interface WorkspaceFiles {
     seededCommit: string,
     signal?: AbortSignal,
   ): Promise<AsyncIterable<Buffer>>;
+}
+
+/**
+ * Snapshots of a workspace's volume on the engine (contracts/session-snapshot.ts): each a storage
+ * of its own (a Docker volume, a Kubernetes PVC) named `target.storage`, labelled with the
+ * snapshot's namespace and name, declared in a stack of its own (`snapshotStackName`) recorded
+ * behind the engine's work. The copies run in a short-lived hardened container (Docker) or pod
+ * (Kubernetes) of the runner's git image with only the two volumes mounted, no network.
+ */
+export interface SessionSnapshots {
+  /**
+   * Copies the workspace's volume into a new storage `target` (the workload running, paused or
+   * scaled to 0; never thawed). ALREADY_EXISTS when the storage exists. Resolves with the size once
+   * the copy is whole.
+   */
+  take(containerName: string, target: SnapshotStorage, signal?: AbortSignal): Promise<{ sizeBytes: number }>;
+  /** Destroys the storage and its stack; resolves false when there was nothing. */
+  remove(target: SnapshotStorage): Promise<boolean>;
+  /** A tar of the storage's files, every entry under `volume/`. RESOURCE_EXHAUSTED past `maxBytes`. */
+  read(target: SnapshotStorage, maxBytes: number, signal?: AbortSignal): Promise<AsyncIterable<Buffer>>;
+  /**
+   * Makes the storage `target` from a tar whose entries are all under `volume/` (checked by the
+   * server: files, directories, symlinks staying inside). ALREADY_EXISTS when it exists.
+   */
+  write(target: SnapshotStorage, upload: WorkspaceUpload): Promise<{ sizeBytes: number }>;
+  /**
+   * Replaces the files of the workspace's volume with the snapshot's. FAILED_PRECONDITION while
+   * the workload runs; NOT_FOUND when either storage is missing.
+   */
+  restore(containerName: string, source: SnapshotStorage): Promise<void>;
 }
 
 /**
@@ -173,6 +205,8 @@ export interface EngineDriver {
   recordEngineState?(containerName: string): Promise<void>;
   /** The workspace files API; engines without it answer the `workspace_*` commands UNIMPLEMENTED. */
   readonly workspace?: WorkspaceFiles;
+  /** Snapshots; engines without them answer the `snapshot_*` commands UNIMPLEMENTED. */
+  readonly snapshots?: SessionSnapshots;
 }
 
 /** Resolves once `output` has taken everything (finished or destroyed), or after `ms` at most. */
