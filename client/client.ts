@@ -4,7 +4,7 @@ import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
 import type { HarnessReply, HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
-import { API_VERSION } from "../contracts/resources.ts";
+import type { API_VERSION } from "../contracts/resources.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
@@ -417,7 +417,8 @@ export class AgentSessionsClient {
   ): Promise<HarnessSession> {
     const from = await this.get("sessionsnapshots", namespace, snapshot);
     return this.create("harnesssessions", {
-      apiVersion: API_VERSION,
+      // The literal, not the import: contracts/resources.ts is not for the browser bundle (node:crypto).
+      apiVersion: "agent-sessions.dev/v1alpha1" satisfies typeof API_VERSION,
       kind: "HarnessSession",
       metadata: { name: session, namespace },
       spec: {
