@@ -399,10 +399,14 @@ export class AgentSessionsClient {
    * `POST …/harnesssessions/{name}:restore`: the session's volume back to the snapshot (stopped and
    * brought back around it); what happened after the snapshot is gone.
    */
-  restore(namespace: string, session: string, snapshot: string): Promise<HarnessSession> {
+  restore(
+    namespace: string,
+    session: string,
+    snapshot: string,
+  ): Promise<{ session: HarnessSession; snapshot: string; message: string }> {
     return this.#json("POST", `${resourcePath("harnesssessions", namespace, session)}:restore`, {
       snapshot,
-    }) as Promise<HarnessSession>;
+    }) as Promise<{ session: HarnessSession; snapshot: string; message: string }>;
   }
 
   /**

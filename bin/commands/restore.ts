@@ -20,7 +20,7 @@ export const restore: Command = {
     });
     const [session = "", snapshot = ""] = positionals(parsed.positionals, ["SESSION", "SNAPSHOT"], USAGE);
     const ctx = contextFrom(parsed.values);
-    let restored = await ctx.client.restore(ctx.namespace, session, snapshot);
+    let restored = (await ctx.client.restore(ctx.namespace, session, snapshot)).session;
     const target = { running: "Ready", paused: "Paused", stopped: "Stopped" } as const;
     if (!parsed.values["no-wait"])
       restored = await waitForPhase(

@@ -380,10 +380,12 @@ export function sessionSnapshotScenarios(options: SnapshotScenarioOptions): void
       });
       expect(badName.status).toBe(400);
       expect((await call("POST", `${SESSIONS}/no-such-session:snapshot`, { name: "x" })).status).toBe(404);
-      // Restore from a snapshot that does not exist.
-      expect(
-        (await call("POST", `${SESSIONS}/${n("fork-reference")}:restore`, { snapshot: "no-such" })).status,
-      ).toBe(404);
+      // Restore from a snapshot that does not exist: the body names it, so it is the body that is wrong.
+      const restoreUnknown = await call("POST", `${SESSIONS}/${n("fork-reference")}:restore`, {
+        snapshot: "no-such",
+      });
+      expect(restoreUnknown.status).toBe(400);
+      expect(restoreUnknown.body.message).toContain("no-such");
       // An archive whose entry escapes the root.
       const manifestJson = JSON.stringify({
         format: "agent-sessions.dev/snapshot-archive/v1",
