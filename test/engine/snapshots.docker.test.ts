@@ -33,14 +33,18 @@ const namespace = "engine";
 /** A session whose volume is made by hand (never provisioned): take, read, write, restore. */
 const volumeSession = `snapv-${suffix}`;
 const volumeContainer = workloadName(namespace, volumeSession);
-/** A fork: provisioned for real with `seedSnapshot`. */
+/** A fork: provisioned for real with `seedSnapshot` (the fast create). */
 const forkSession = `snapf-${suffix}`;
 const forkContainer = workloadName(namespace, forkSession);
+/** A fork provisioned through the stack's `up` (no fast path): the provider adopts the seeded volume. */
+const upForkSession = `snapu-${suffix}`;
+const upForkContainer = workloadName(namespace, upForkSession);
 const dataDir = mkdtempSync(join(tmpdir(), "docker-snapshots-"));
 const docker = dockerClient();
 const gitImage = builtImage("base-image").image;
 let stacks: StackManager;
 let driver: DockerDriver;
+let upDriver: DockerDriver;
 
 function storage(name: string): SnapshotStorage {
   return {
@@ -116,10 +120,10 @@ ln -s notes/deep/er/a.txt link
 printf '{"turn":1}\\n' > conversation.jsonl`;
 const FILES_BYTES = 5 + 3000 + 9 + 11;
 
-function forkSpec(seed?: SnapshotStorage): SessionSpec {
+function forkSpec(seed?: SnapshotStorage, name = forkSession): SessionSpec {
   return SessionSpecSchema.parse({
     namespace,
-    name: forkSession,
+    name,
     engine: "docker",
     image: referenceImage().image,
     contract: "v1alpha2",
@@ -132,6 +136,7 @@ function forkSpec(seed?: SnapshotStorage): SessionSpec {
 beforeAll(async () => {
   ({ manager: stacks } = await stackManagerFor(join(dataDir, "runner")));
   driver = new DockerDriver(docker, stacks, { gitImage });
+  upDriver = new DockerDriver(docker, stacks, { gitImage, fastPath: false });
   // A session's volume as its stack makes it (labelled), filled as its agent would.
   await docker.createVolume({
     Name: `${volumeContainer}-workspace`,
@@ -146,6 +151,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await driver?.remove(forkContainer).catch(() => undefined);
+  await upDriver?.remove(upForkContainer).catch(() => undefined);
   for (const name of [`${volumeContainer}-workspace`, taken.storage, imported.storage])
     await docker
       .getVolume(name)
@@ -262,11 +268,24 @@ describe("snapshots on Docker (real dockerd)", () => {
     ).toBe("fork\n");
   });
 
+  it("through the stack's up (no fast path) too: the provider adopts the seeded volume, the stack declares it", async () => {
+    const secrets = { credentials: { MODEL_API_KEY: `sk-${suffix}` }, adapterToken: `adapter-${suffix}` };
+    const made = await upDriver.provision(upForkContainer, forkSpec(taken, upForkSession), secrets);
+    expect(made.seededSnapshot).toBe(taken.storage);
+    expect(await stacks.exists(namespace, upForkSession)).toBe(true);
+    const container = docker.getContainer(upForkContainer);
+    expect((await dockerExec(container, ["cat", "/workspace/notes/deep/er/a.txt"])).output).toBe("hello");
+    expect(await listing(`${upForkContainer}-workspace`)).toBe(original);
+  });
+
   it("remove leaves no volume; a second remove finds nothing", async () => {
     expect(await driver.snapshots.remove(taken)).toBe(true);
     expect(await driver.snapshots.remove(imported)).toBe(true);
     expect(await volumeExists(taken.storage)).toBe(false);
     expect(await volumeExists(imported.storage)).toBe(false);
     expect(await driver.snapshots.remove(taken)).toBe(false);
+    // No copy container is left behind, whatever happened to it.
+    const copies = await docker.listContainers({ all: true, filters: JSON.stringify({ name: [`-snap-`] }) });
+    expect(copies.filter((c) => c.Names.some((n) => n.includes(suffix)))).toEqual([]);
   });
 });
