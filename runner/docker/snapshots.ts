@@ -25,7 +25,7 @@ import {
   type SnapshotStackSpec,
   type SnapshotStorage,
 } from "../../contracts/session-spec.ts";
-import { ensureSessionVolume, sessionVolumeInputs } from "../../infra/docker/provider/session-network.ts";
+import { sessionVolumeInputs } from "../../infra/docker/provider/session-network.ts";
 import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
@@ -33,6 +33,9 @@ import { shortLivedHostConfig } from "./short-lived-container.ts";
 
 /** The label naming the snapshot a volume holds (its namespace is Labels.namespace). */
 export const SNAPSHOT_LABEL = `${LABEL_PREFIX}/snapshot`;
+
+/** On a fork's session volume: the snapshot storage it was seeded from (set when it was made). */
+export const SEEDED_FROM_LABEL = `${LABEL_PREFIX}/seeded-from`;
 
 /** The labels of a snapshot's volume: a restarted runner (and `docker volume ls`) tells whose it is. */
 export function snapshotLabels(target: SnapshotStorage): Record<string, string> {
@@ -272,20 +275,33 @@ export class DockerSnapshots implements SessionSnapshots {
 
   /**
    * A fork's seed (spec.seedSnapshot): at the session's first provision only, when its volume
-   * does not exist yet, the volume is made (the provider adopts it, session-network.ts) and the
-   * snapshot copied in before any container of the session mounts it, so the agent finds its
-   * files and conversation when it starts. Resolves to the storage copied, undefined when nothing
-   * was (no seed, or the volume was there: a resume never seeds again). A failed copy removes
-   * the volume again, so a retried provision seeds anew.
+   * does not exist yet, the volume is made (labelled with the storage it is seeded from; the
+   * provider adopts it, session-network.ts) and the snapshot copied in before any container of
+   * the session mounts it, so the agent finds its files and conversation when it starts. A volume
+   * already there is never copied into again (a resume). Resolves to the storage the volume was
+   * seeded from when that is the spec's seed (now, or by an earlier provision whose answer the
+   * server may not have taken: said again, like a seeded commit), else undefined. A failed copy
+   * removes the volume again, so a retried provision seeds anew.
    */
   async seed(spec: SessionSpec): Promise<string | undefined> {
     const source = spec.seedSnapshot;
     if (!source) return undefined;
     const inputs = sessionVolumeInputs(spec);
-    if (await volumeExists(this.#docker, inputs.name)) return undefined;
+    const existing = await this.#docker
+      .getVolume(inputs.name)
+      .inspect()
+      .catch((error: { statusCode?: number }) => {
+        if (error.statusCode === 404) return undefined;
+        throw error;
+      });
+    if (existing) return existing.Labels?.[SEEDED_FROM_LABEL] === source.storage ? source.storage : undefined;
     const image = this.#image("seed a fork from a snapshot");
     await this.#mustExist(source);
-    await ensureSessionVolume(this.#docker, inputs);
+    // Labels beyond the declared ones: the provider adopts a volume that is ours (managed-by).
+    await this.#docker.createVolume({
+      Name: inputs.name,
+      Labels: { ...inputs.labels, [SEEDED_FROM_LABEL]: source.storage },
+    });
     try {
       await this.#copy(image, inputs.name.replace(/-workspace$/, ""), "seed", REPLACE_SCRIPT, [
         { volume: source.storage, target: "/source", readOnly: true },

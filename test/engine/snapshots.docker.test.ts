@@ -259,13 +259,18 @@ describe("snapshots on Docker (real dockerd)", () => {
     await expect(driver.snapshots.restore(forkContainer, taken)).rejects.toMatchObject({
       code: "FAILED_PRECONDITION",
     });
-    // A resume (the seed still sent) seeds nothing again: the fork's own file is kept.
+    // A resume copies nothing again: the fork's own file is kept. With the seed still sent (the
+    // server never took the first answer) the seed is said again; without it, not.
+    const forkFile = async () =>
+      (await dockerExec(docker.getContainer(forkContainer), ["cat", "/workspace/fork.txt"])).output;
     await driver.scaleDown(forkContainer);
     const resumed = await driver.provision(forkContainer, forkSpec(taken), secrets);
-    expect(resumed.seededSnapshot).toBeUndefined();
-    expect(
-      (await dockerExec(docker.getContainer(forkContainer), ["cat", "/workspace/fork.txt"])).output,
-    ).toBe("fork\n");
+    expect(resumed.seededSnapshot).toBe(taken.storage);
+    expect(await forkFile()).toBe("fork\n");
+    await driver.scaleDown(forkContainer);
+    const again = await driver.provision(forkContainer, forkSpec(), secrets);
+    expect(again.seededSnapshot).toBeUndefined();
+    expect(await forkFile()).toBe("fork\n");
   });
 
   it("through the stack's up (no fast path) too: the provider adopts the seeded volume, the stack declares it", async () => {
