@@ -24,6 +24,7 @@ import { snapshotStorageName } from "../../contracts/session-snapshot.ts";
 import { DockerDriver } from "../../runner/docker/driver.ts";
 import type { StackManager } from "../../stacks/index.ts";
 import { dockerClient, dockerExec, stackManagerFor } from "../support/session-harness.ts";
+import { expectNoStackDrift } from "../support/stack-drift.ts";
 import { applyTestbedEnv, builtImage, referenceImage } from "../support/testbed.ts";
 
 applyTestbedEnv();
@@ -281,6 +282,8 @@ describe("snapshots on Docker (real dockerd)", () => {
     const container = docker.getContainer(upForkContainer);
     expect((await dockerExec(container, ["cat", "/workspace/notes/deep/er/a.txt"])).output).toBe("hello");
     expect(await listing(`${upForkContainer}-workspace`)).toBe(original);
+    // The stack holds the volume it adopted as declared: a refreshed preview proposes nothing.
+    await expectNoStackDrift(stacks.stackName(namespace, upForkSession), dataDir, "a fork's up");
   });
 
   it("remove leaves no volume; a second remove finds nothing", async () => {
