@@ -2,7 +2,7 @@
  * Snapshots on Docker (issue 38) at the engine driver (runner/docker/snapshots.ts), beside the
  * floor every step pays, measured in the same run.
  *
- *   node test/bench/snapshot-bench.ts [runs=5]
+ *   node test/bench/snapshot-driver-bench.ts [runs=5]
  *     (the test bed must be up: scripts/testbed up node docker base-image)
  *
  * A session volume holding 50 MB in 500 files (100 KB each, in 10 directories), written as the
@@ -129,7 +129,7 @@ try {
 
 const ms = (v: number[]) => `${Math.round(p50(v))} ms (${v.map(Math.round).join(", ")})`;
 console.log(
-  `snapshot-bench: ${runs} runs, a volume of ${(bytes / MB).toFixed(1)} MiB in 500 files; tar ${(archiveBytes / MB).toFixed(1)} MiB`,
+  `snapshot-driver-bench: ${runs} runs, a volume of ${(bytes / MB).toFixed(1)} MiB in 500 files; tar ${(archiveBytes / MB).toFixed(1)} MiB`,
 );
 console.log(`  floor   docker run --rm of the git image (true)   p50 ${ms(samples.floor)}`);
 console.log(`  take                                              p50 ${ms(samples.take)}`);
