@@ -33,7 +33,7 @@ import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
 import { containerMemoryBytes, containerPaused, pauseContainer, unpauseContainer } from "./pause.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
-import { DockerSnapshots, type SnapshotStacks } from "./snapshots.ts";
+import { DockerSnapshots } from "./snapshots.ts";
 import {
   removeOrphanContainer,
   removeSessionContainers,
@@ -53,23 +53,6 @@ import type {
 } from "../engine/driver.ts";
 
 type Placement = { namespace: string; name: string };
-
-/**
- * The snapshot stacks of the StackManager (upSnapshot, destroySnapshot). Until the manager has
- * them, a snapshot is made on the engine and its recording fails (logged); remove takes the
- * bare volume.
- */
-function snapshotStacks(stacks: StackManager): SnapshotStacks {
-  const s = stacks as StackManager & Partial<SnapshotStacks>;
-  return {
-    upSnapshot: (spec, opts) =>
-      s.upSnapshot
-        ? s.upSnapshot(spec, opts)
-        : Promise.reject(new Error("this StackManager has no snapshot stacks")),
-    destroySnapshot: (namespace, name) =>
-      s.destroySnapshot ? s.destroySnapshot(namespace, name) : Promise.resolve(false),
-  };
-}
 
 /** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
 const DIE_SETTLE_MS = 500;
@@ -114,7 +97,7 @@ export class DockerDriver implements EngineDriver {
     this.workspace = new DockerWorkspaceFiles(docker, options.gitImage);
     this.#stacks = stacks;
     this.#log = options.log ?? (() => undefined);
-    this.snapshots = new DockerSnapshots(docker, options.gitImage, snapshotStacks(stacks), this.#log);
+    this.snapshots = new DockerSnapshots(docker, options.gitImage, stacks, this.#log);
     this.#fastPath = options.fastPath ?? true;
     this.#createsFast = this.#fastPath && (options.fastCreate ?? true);
     this.#records = new FastPathRecords(this.#log);

@@ -22,35 +22,21 @@ import {
   Labels,
   LABEL_PREFIX,
   type SessionSpec,
-  type SnapshotStackSpec,
   type SnapshotStorage,
 } from "../../contracts/session-spec.ts";
+import { snapshotVolumeInputs } from "../../infra/docker/provider/snapshot-volume.ts";
+import type { StackManager } from "../../stacks/index.ts";
 import { sessionVolumeInputs } from "../../infra/docker/provider/session-network.ts";
 import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
 import { shortLivedHostConfig } from "./short-lived-container.ts";
 
-/** The label naming the snapshot a volume holds (its namespace is Labels.namespace). */
-export const SNAPSHOT_LABEL = `${LABEL_PREFIX}/snapshot`;
-
 /** On a fork's session volume: the snapshot storage it was seeded from (set when it was made). */
 export const SEEDED_FROM_LABEL = `${LABEL_PREFIX}/seeded-from`;
 
-/** The labels of a snapshot's volume: a restarted runner (and `docker volume ls`) tells whose it is. */
-export function snapshotLabels(target: SnapshotStorage): Record<string, string> {
-  return {
-    [Labels.managedBy]: "agent-sessions",
-    [Labels.namespace]: target.namespace,
-    [SNAPSHOT_LABEL]: target.name,
-  };
-}
-
 /** The part of the StackManager a snapshot's stack needs (stacks/stack-manager.ts). */
-export type SnapshotStacks = {
-  upSnapshot(spec: SnapshotStackSpec, opts?: { recordOnly?: boolean }): Promise<void>;
-  destroySnapshot(namespace: string, name: string): Promise<boolean>;
-};
+export type SnapshotStacks = Pick<StackManager, "upSnapshot" | "destroySnapshot">;
 
 /** A copy taking longer than this is stopped (its container removed) and fails. */
 const COPY_TIMEOUT_MS = 10 * 60_000;
@@ -100,7 +86,7 @@ export class DockerSnapshots implements SessionSnapshots {
   readonly #stacks: SnapshotStacks | undefined;
   readonly #log: DriverLog;
   /** The background `upSnapshot` recording each storage, until it settles. */
-  readonly #recordings = new Map<string, Promise<void>>();
+  readonly #recordings = new Map<string, Promise<unknown>>();
 
   /** `stacks`: where snapshot stacks are recorded; without one (a test) only the engine is used. */
   constructor(docker: Docker, gitImage: string | undefined, stacks?: SnapshotStacks, log?: DriverLog) {
@@ -358,7 +344,9 @@ export class DockerSnapshots implements SessionSnapshots {
         "ALREADY_EXISTS",
         `the storage ${target.storage} of snapshot ${target.namespace}/${target.name} exists`,
       );
-    await this.#docker.createVolume({ Name: target.storage, Labels: snapshotLabels(target) });
+    // The stack's own inputs (infra/docker/snapshot.ts declares them): its recording adopts the volume.
+    const inputs = snapshotVolumeInputs(target);
+    await this.#docker.createVolume({ Name: inputs.name, Labels: inputs.labels });
   }
 
   /** Runs a copy to its end; its stdout, or the copy's error. */

@@ -20,7 +20,7 @@ import {
   type SnapshotStorage,
   workloadName,
 } from "../../contracts/session-spec.ts";
-import { snapshotStorageName } from "../../contracts/session-snapshot.ts";
+import { snapshotLabels, snapshotStorageName } from "../../contracts/session-snapshot.ts";
 import { DockerDriver } from "../../runner/docker/driver.ts";
 import type { StackManager } from "../../stacks/index.ts";
 import { dockerClient, dockerExec, stackManagerFor } from "../support/session-harness.ts";
@@ -172,7 +172,11 @@ describe("snapshots on Docker (real dockerd)", () => {
     expect(sizeBytes).toBe(FILES_BYTES);
     expect(await listing(taken.storage)).toBe(original);
     const labels = (await docker.getVolume(taken.storage).inspect()).Labels;
-    expect(labels).toMatchObject({ [Labels.managedBy]: "agent-sessions", [Labels.namespace]: namespace });
+    expect(labels).toEqual(snapshotLabels(taken));
+    // Its stack is recorded behind the answer, adopting the volume (the same one: files kept).
+    await driver.snapshots.settled();
+    expect(await stacks.snapshotExists(namespace, taken.name)).toBe(true);
+    expect(await listing(taken.storage)).toBe(original);
     // The fork's agent (65532) can write what it inherits: the secret too.
     expect(await inVolume(taken.storage, "echo more >> /workspace/secret && cat /workspace/secret")).toBe(
       "only minemore\n",
@@ -287,8 +291,12 @@ describe("snapshots on Docker (real dockerd)", () => {
   });
 
   it("remove leaves no volume; a second remove finds nothing", async () => {
+    await driver.snapshots.settled();
+    expect(await stacks.snapshotExists(namespace, imported.name)).toBe(true);
     expect(await driver.snapshots.remove(taken)).toBe(true);
+    expect(await stacks.snapshotExists(namespace, taken.name)).toBe(false);
     expect(await driver.snapshots.remove(imported)).toBe(true);
+    expect(await stacks.snapshotExists(namespace, imported.name)).toBe(false);
     expect(await volumeExists(taken.storage)).toBe(false);
     expect(await volumeExists(imported.storage)).toBe(false);
     expect(await driver.snapshots.remove(taken)).toBe(false);
