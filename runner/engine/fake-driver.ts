@@ -190,6 +190,8 @@ export class FakeDriver implements EngineDriver {
   /** The live agent of each workload. */
   readonly agents = new Map<string, FakeAgent>();
   readonly snapshots: FakeSnapshots;
+  /** The snapshot storage each volume was seeded from (a Docker volume's label). */
+  readonly #seededFrom = new Map<string, string>();
   /** Workloads whose agent exec fails (INTERNAL), as an engine refusing the exec would. */
   readonly failingExec = new Set<string>();
   /** How many of the next provisions fail after half making their workload (it is left running). */
@@ -216,13 +218,14 @@ export class FakeDriver implements EngineDriver {
     // A fork's volume starts as a copy of its snapshot, once: only when it does not exist yet.
     const volume = `${containerName}-workspace`;
     const seed = spec.seedSnapshot;
-    let seededSnapshot: string | undefined;
     if (!this.machine.volumes.has(volume)) {
       const files = seed ? this.machine.volumes.get(seed.storage) : new Map<string, string>();
       if (!files) throw new CodedError("NOT_FOUND", `snapshot storage ${seed?.storage} not found`);
       this.machine.volumes.set(volume, new Map(files));
-      seededSnapshot = seed?.storage;
+      if (seed) this.#seededFrom.set(volume, seed.storage);
     }
+    // Said again while the seed is still sent (the server may not have taken the first answer).
+    const seededSnapshot = seed && this.#seededFrom.get(volume) === seed.storage ? seed.storage : undefined;
     this.machine.running.add(containerName);
     if (this.failProvisions > 0) {
       this.failProvisions -= 1;

@@ -208,6 +208,20 @@ describe("a snapshot's consistency (the quiesce gate)", () => {
     expect(gate.inFlight(WORKSPACE)).toBe(0);
   });
 
+  it("a take whose command is cancelled while it waits for a relay in flight gives up: nothing made, relays flow again", async () => {
+    const { driver, gate, commands } = setup();
+    const leave = await gate.enter(WORKSPACE);
+    const controller = new AbortController();
+    const taking = commands.take(take("s1", 60_000), controller.signal);
+    await settle();
+    controller.abort(new Error("past its deadline"));
+    await expect(taking).rejects.toThrow("past its deadline");
+    expect(driver.snapshots.takes).toEqual([]);
+    (await gate.enter(WORKSPACE))();
+    leave();
+    expect(gate.inFlight(WORKSPACE)).toBe(0);
+  });
+
   it("a failed take releases the workspace: relays flow again", async () => {
     const { gate, commands } = setup();
     await commands.take(take("s1"));

@@ -54,7 +54,7 @@ export class SnapshotCommands {
    */
   async take(c: Of<"snapshot_take">, signal?: AbortSignal): Promise<Record<string, unknown>> {
     const engine = this.#engine(c.kind);
-    const release = await this.#gate.hold(c.container_name, c.quiesce_ms);
+    const release = await this.#gate.hold(c.container_name, c.quiesce_ms, signal);
     try {
       const { sizeBytes } = await engine.take(c.container_name, c.target, signal);
       return { size_bytes: sizeBytes };

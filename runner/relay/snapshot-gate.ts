@@ -38,16 +38,7 @@ export class SnapshotGate {
   async enter(containerName: string, signal?: AbortSignal): Promise<() => void> {
     let w = this.#of(containerName);
     while (w.held) {
-      signal?.throwIfAborted();
-      const held = w.held;
-      await (signal
-        ? Promise.race([
-            held,
-            new Promise<never>((_, reject) =>
-              signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
-            ),
-          ])
-        : held);
+      await untilOrAborted(w.held, signal);
       w = this.#of(containerName);
     }
     w.inFlight += 1;
@@ -71,12 +62,13 @@ export class SnapshotGate {
    * once none is in flight, or ABORTED (the hold released) when some still are after `quiesceMs`.
    * A second hold of the same workspace waits for the first to end.
    */
-  async hold(containerName: string, quiesceMs: number): Promise<() => void> {
+  async hold(containerName: string, quiesceMs: number, signal?: AbortSignal): Promise<() => void> {
     let w = this.#of(containerName);
     while (w.held) {
-      await w.held;
+      await untilOrAborted(w.held, signal);
       w = this.#of(containerName);
     }
+    signal?.throwIfAborted();
     let end!: () => void;
     w.held = new Promise<void>((resolve) => {
       end = resolve;
@@ -89,14 +81,22 @@ export class SnapshotGate {
       this.#tidy(containerName, w);
     };
     if (w.inFlight > 0) {
-      const drained = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), quiesceMs);
-        w.drained = () => {
-          if (w.inFlight > 0) return;
-          clearTimeout(timer);
-          resolve(true);
-        };
-      });
+      let timer: NodeJS.Timeout | undefined;
+      const drained = await untilOrAborted(
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), quiesceMs);
+          w.drained = () => {
+            if (w.inFlight > 0) return;
+            resolve(true);
+          };
+        }),
+        signal,
+      )
+        .catch((error: unknown) => {
+          release();
+          throw error;
+        })
+        .finally(() => clearTimeout(timer));
       w.drained = undefined;
       if (!drained) {
         const left = w.inFlight;
@@ -110,4 +110,20 @@ export class SnapshotGate {
     }
     return release;
   }
+}
+
+/** `promise`, or the signal's reason once it aborts (at once when it already has). */
+function untilOrAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  let onAbort: (() => void) | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+    }),
+  ]).finally(() => {
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  });
 }

@@ -240,6 +240,43 @@ describe("snapshots on Docker (real dockerd)", () => {
     ).rejects.toMatchObject({ code: "ALREADY_EXISTS" });
   });
 
+  it("write takes only the entries under volume/; a tar without any makes an empty snapshot", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "snapshot-tar-"));
+    try {
+      execFileSync(
+        "sh",
+        ["-c", "mkdir -p volume/kept other && echo a > volume/kept/a.txt && echo b > other/b.txt"],
+        {
+          cwd: dir,
+        },
+      );
+      const mixed = execFileSync("tar", ["-cf", "-", "volume", "other"], { cwd: dir });
+      const onlyOther = execFileSync("tar", ["-cf", "-", "other"], { cwd: dir });
+      const upload = (tar: Buffer) => ({
+        size: tar.length,
+        open: async function* () {
+          yield tar;
+        },
+      });
+      const a = storage("mixed");
+      const b = storage("empty");
+      try {
+        expect(await driver.snapshots.write(a, upload(mixed))).toEqual({ sizeBytes: 2 });
+        expect(await listing(a.storage)).toBe(
+          "./kept d 755 65532:65532 \n./kept/a.txt f 644 65532:65532 size=2\n",
+        );
+        expect(await driver.snapshots.write(b, upload(onlyOther))).toEqual({ sizeBytes: 0 });
+        expect(await listing(b.storage)).toBe("");
+      } finally {
+        await driver.snapshots.settled();
+        await driver.snapshots.remove(a);
+        await driver.snapshots.remove(b);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("restore returns a changed session volume to the snapshot: what came after is gone", async () => {
     await driver.snapshots.restore(volumeContainer, taken);
     const restored = await listing(`${volumeContainer}-workspace`);
