@@ -23,6 +23,8 @@ import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
 import { WorkspaceCommands } from "./relay/workspace-commands.ts";
+import { SnapshotCommands } from "./relay/snapshot-commands.ts";
+import { SnapshotGate } from "./relay/snapshot-gate.ts";
 import type { Usage } from "../contracts/adapter.ts";
 import { GATEWAY_BUDGETS_FILE_NAME } from "./gateway/budgets.ts";
 import { type Gateway, startGateway } from "./gateway/gateway.ts";
@@ -69,6 +71,10 @@ export class Runner {
   readonly #pool: WarmPool;
   /** The `workspace_*` commands (uploads staged under `<data-dir>/uploads`). */
   readonly #workspace: WorkspaceCommands;
+  /** Relays wait while a snapshot of their workspace is taken (runner/relay/snapshot-gate.ts). */
+  readonly #snapshotGate = new SnapshotGate();
+  /** The `snapshot_*` commands (imports staged under `<data-dir>/snapshot-uploads`). */
+  readonly #snapshots: SnapshotCommands;
   /**
    * Provision, scale_down and remove of one workspace, one at a time, in arrival order: the server
    * may stop waiting for a provision and send `remove` while it still runs here; run side by side,
@@ -104,6 +110,12 @@ export class Runner {
     this.#workspace = new WorkspaceCommands(
       driver.workspace,
       join(config.dataDir, "uploads"),
+      config.uploads,
+    );
+    this.#snapshots = new SnapshotCommands(
+      driver.snapshots,
+      this.#snapshotGate,
+      join(config.dataDir, "snapshot-uploads"),
       config.uploads,
     );
     this.#sessionFile = new SessionFile(join(config.dataDir, SESSION_FILE_NAME));
@@ -240,6 +252,7 @@ export class Runner {
     this.link.close();
     this.#pool.stop();
     this.#workspace.close();
+    this.#snapshots.close();
     this.#unwatch?.();
   }
 
@@ -327,6 +340,7 @@ export class Runner {
           endpoint: r.endpoint,
           resolved_image_digest: r.resolvedImageDigest,
           ...(seeded ? { seeded_commit: seeded } : {}),
+          ...(r.seededSnapshot ? { seeded_snapshot: r.seededSnapshot } : {}),
         };
       }
       case "start":
@@ -376,7 +390,15 @@ export class Runner {
         this.#seededCommits.delete(command.container_name);
         return { container_name: command.container_name, removed: true };
       case "relay": {
-        const target = await this.#relayTarget(command.container_name);
+        // Waits while a snapshot of the workspace is taken; counted in flight from here.
+        const leave = await this.#snapshotGate.enter(command.container_name, signal);
+        let target: { endpoint: string; token: string };
+        try {
+          target = await this.#relayTarget(command.container_name);
+        } catch (error) {
+          leave();
+          throw error;
+        }
         const relayId = command.relay_id;
         // The server stopped waiting: the adapter stops working on it too.
         signal.addEventListener("abort", () => void this.#relays.cancel(relayId).catch(() => {}), {
@@ -402,6 +424,7 @@ export class Runner {
             command.reply_max_bytes,
           )
           .finally(() => {
+            leave();
             inFlight.delete(relayId);
             if (inFlight.size === 0 && this.#inFlight.get(command.container_name) === inFlight)
               this.#inFlight.delete(command.container_name);
@@ -464,11 +487,30 @@ export class Runner {
       case "workspace_delete":
         return this.#workspace.delete(command);
       case "snapshot_take":
+        // After a provision, stop or remove of the workspace under way; never beside one.
+        return this.#operations.run(command.container_name, () => this.#snapshots.take(command, signal));
       case "snapshot_delete":
-      case "snapshot_read":
+        return this.#snapshots.delete(command);
+      case "snapshot_read": {
+        const relayId = command.relay_id;
+        return this.#snapshots.read(
+          command,
+          {
+            chunk: (data, done) =>
+              this.link.send({
+                version: RUNNER_PROTOCOL_VERSION,
+                type: "relay_chunk",
+                payload: { relay_id: relayId, data, done },
+              }),
+            buffered: () => this.link.bufferedAmount,
+          },
+          signal,
+        );
+      }
       case "snapshot_write":
+        return this.#snapshots.write(command);
       case "snapshot_restore":
-        throw new CodedError("UNIMPLEMENTED", `this runner cannot ${command.kind} yet`);
+        return this.#operations.run(command.container_name, () => this.#snapshots.restore(command));
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);

@@ -33,6 +33,7 @@ import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
 import { containerMemoryBytes, containerPaused, pauseContainer, unpauseContainer } from "./pause.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
+import { DockerSnapshots } from "./snapshots.ts";
 import {
   removeOrphanContainer,
   removeSessionContainers,
@@ -70,6 +71,7 @@ export class DockerDriver implements EngineDriver {
   readonly #endpoints = new Map<string, string>();
 
   readonly workspace: DockerWorkspaceFiles;
+  readonly snapshots: DockerSnapshots;
   readonly #fastPath: boolean;
   readonly #createsFast: boolean;
   readonly #log: DriverLog;
@@ -94,9 +96,10 @@ export class DockerDriver implements EngineDriver {
     this.#gitImage = options.gitImage;
     this.workspace = new DockerWorkspaceFiles(docker, options.gitImage);
     this.#stacks = stacks;
+    this.#log = options.log ?? (() => undefined);
+    this.snapshots = new DockerSnapshots(docker, options.gitImage, stacks, this.#log);
     this.#fastPath = options.fastPath ?? true;
     this.#createsFast = this.#fastPath && (options.fastCreate ?? true);
-    this.#log = options.log ?? (() => undefined);
     this.#records = new FastPathRecords(this.#log);
   }
 
@@ -173,15 +176,29 @@ export class DockerDriver implements EngineDriver {
 
   async provision(
     containerName: string,
-    spec: SessionSpec,
+    forkSpec: SessionSpec,
     secrets: ProvisionSecrets,
   ): Promise<ProvisionResult> {
-    if (workloadName(spec.namespace, spec.name) !== containerName) {
+    if (workloadName(forkSpec.namespace, forkSpec.name) !== containerName) {
       throw new CodedError(
         "INVALID_ARGUMENT",
         `container_name ${containerName} does not match the session spec`,
       );
     }
+    // A fork's volume is made and seeded before anything mounts it (the agent reads its files
+    // when it starts); the provider adopts it. Once: a volume already there is never seeded again.
+    const seededSnapshot = await this.snapshots.seed(forkSpec);
+    // The seed is the provision's, never the workload's: kept out of the stack and the record key.
+    const { seedSnapshot: _seed, ...spec } = forkSpec;
+    const result = await this.#provision(containerName, spec, secrets);
+    return seededSnapshot ? { ...result, seededSnapshot } : result;
+  }
+
+  async #provision(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: ProvisionSecrets,
+  ): Promise<ProvisionResult> {
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
     // Never waits for the recording of an earlier operation (runner/engine/fast-path.ts).
     const key = recordKey(spec, secrets);

@@ -9,8 +9,15 @@
  * tokens) is a `FakeMachine` that several drivers may share.
  */
 import { CodedError } from "../../contracts/errors.ts";
-import { type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
-import type { AgentOutput, AgentProcess, EngineDriver, ProvisionResult } from "./driver.ts";
+import { type SessionSpec, type SnapshotStorage, workloadName } from "../../contracts/session-spec.ts";
+import type {
+  AgentOutput,
+  AgentProcess,
+  EngineDriver,
+  ProvisionResult,
+  SessionSnapshots,
+  WorkspaceUpload,
+} from "./driver.ts";
 import type { Secrets } from "./fast-path.ts";
 
 /** What survives a runner process: the engine's running workloads and the stacks' adapter tokens. */
@@ -21,10 +28,84 @@ export type FakeMachine = {
   paused: Set<string>;
   /** Memory each workload uses, as the engine would count it; absent: 64 MiB. */
   memory: Map<string, number>;
+  /** Volumes by name (`<workload>-workspace`, a snapshot's storage): file path → content. */
+  volumes: Map<string, Map<string, string>>;
 };
 
 export function fakeMachine(): FakeMachine {
-  return { running: new Set(), stackTokens: new Map(), paused: new Set(), memory: new Map() };
+  return {
+    running: new Set(),
+    stackTokens: new Map(),
+    paused: new Set(),
+    memory: new Map(),
+    volumes: new Map(),
+  };
+}
+
+/**
+ * Snapshots in memory: a volume is a map of files; a snapshot's "tar" is their JSON. `hold`, when
+ * set, is awaited by each take before it copies (a test sees what waits meanwhile).
+ */
+export class FakeSnapshots implements SessionSnapshots {
+  readonly #machine: FakeMachine;
+  /** Every take asked for, in order (the workspace's name). */
+  readonly takes: string[] = [];
+  hold: Promise<void> | undefined;
+
+  constructor(machine: FakeMachine) {
+    this.#machine = machine;
+  }
+
+  #volume(name: string, what: string): Map<string, string> {
+    const v = this.#machine.volumes.get(name);
+    if (!v) throw new CodedError("NOT_FOUND", `${what} ${name} not found`);
+    return v;
+  }
+
+  #create(target: SnapshotStorage, files: Map<string, string>): { sizeBytes: number } {
+    if (this.#machine.volumes.has(target.storage))
+      throw new CodedError("ALREADY_EXISTS", `the storage ${target.storage} exists`);
+    this.#machine.volumes.set(target.storage, files);
+    let sizeBytes = 0;
+    for (const content of files.values()) sizeBytes += Buffer.byteLength(content);
+    return { sizeBytes };
+  }
+
+  async take(containerName: string, target: SnapshotStorage): Promise<{ sizeBytes: number }> {
+    this.takes.push(containerName);
+    await this.hold;
+    const source = this.#volume(`${containerName}-workspace`, "volume");
+    return this.#create(target, new Map(source));
+  }
+
+  async remove(target: SnapshotStorage): Promise<boolean> {
+    return this.#machine.volumes.delete(target.storage);
+  }
+
+  async read(target: SnapshotStorage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
+    const tar = Buffer.from(
+      JSON.stringify(Object.fromEntries(this.#volume(target.storage, "snapshot storage"))),
+    );
+    if (tar.length > maxBytes) throw new CodedError("RESOURCE_EXHAUSTED", `exceeds ${maxBytes} bytes`);
+    return (async function* () {
+      yield tar;
+    })();
+  }
+
+  async write(target: SnapshotStorage, upload: WorkspaceUpload): Promise<{ sizeBytes: number }> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of upload.open()) chunks.push(chunk);
+    const files = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, string>;
+    return this.#create(target, new Map(Object.entries(files)));
+  }
+
+  async restore(containerName: string, source: SnapshotStorage): Promise<void> {
+    if (this.#machine.running.has(containerName))
+      throw new CodedError("FAILED_PRECONDITION", `workspace ${containerName} is running`);
+    const files = this.#volume(source.storage, "snapshot storage");
+    this.#volume(`${containerName}-workspace`, "volume");
+    this.#machine.volumes.set(`${containerName}-workspace`, new Map(files));
+  }
 }
 
 export type FakeDriverOptions = {
@@ -108,6 +189,9 @@ export class FakeDriver implements EngineDriver {
   readonly removed: string[] = [];
   /** The live agent of each workload. */
   readonly agents = new Map<string, FakeAgent>();
+  readonly snapshots: FakeSnapshots;
+  /** The snapshot storage each volume was seeded from (a Docker volume's label). */
+  readonly #seededFrom = new Map<string, string>();
   /** Workloads whose agent exec fails (INTERNAL), as an engine refusing the exec would. */
   readonly failingExec = new Set<string>();
   /** How many of the next provisions fail after half making their workload (it is left running). */
@@ -118,6 +202,7 @@ export class FakeDriver implements EngineDriver {
 
   constructor(options: FakeDriverOptions = {}) {
     this.machine = options.machine ?? fakeMachine();
+    this.snapshots = new FakeSnapshots(this.machine);
     this.#endpoint = options.endpoint ?? (() => "10.0.0.1:8080");
     this.#echo = options.echo ?? false;
     this.#record = options.record ?? true;
@@ -130,6 +215,17 @@ export class FakeDriver implements EngineDriver {
         "INVALID_ARGUMENT",
         `container_name ${containerName} does not match the session spec`,
       );
+    // A fork's volume starts as a copy of its snapshot, once: only when it does not exist yet.
+    const volume = `${containerName}-workspace`;
+    const seed = spec.seedSnapshot;
+    if (!this.machine.volumes.has(volume)) {
+      const files = seed ? this.machine.volumes.get(seed.storage) : new Map<string, string>();
+      if (!files) throw new CodedError("NOT_FOUND", `snapshot storage ${seed?.storage} not found`);
+      this.machine.volumes.set(volume, new Map(files));
+      if (seed) this.#seededFrom.set(volume, seed.storage);
+    }
+    // Said again while the seed is still sent (the server may not have taken the first answer).
+    const seededSnapshot = seed && this.#seededFrom.get(volume) === seed.storage ? seed.storage : undefined;
     this.machine.running.add(containerName);
     if (this.failProvisions > 0) {
       this.failProvisions -= 1;
@@ -140,6 +236,7 @@ export class FakeDriver implements EngineDriver {
       containerName,
       endpoint: this.#endpoint(containerName),
       resolvedImageDigest: digestOf(spec.image),
+      ...(seededSnapshot ? { seededSnapshot } : {}),
     };
   }
 
@@ -194,6 +291,7 @@ export class FakeDriver implements EngineDriver {
   async remove(containerName: string): Promise<void> {
     await this.scaleDown(containerName);
     this.machine.stackTokens.delete(containerName);
+    this.machine.volumes.delete(`${containerName}-workspace`);
     if (this.#record) this.removed.push(containerName);
   }
 

@@ -7,16 +7,14 @@
 import { createReadStream } from "node:fs";
 import { appendFile, mkdir, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { CodedError } from "../../contracts/errors.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import { WORKSPACE_CHUNK_BYTES, confineWorkspacePath } from "../../contracts/workspace-files.ts";
 import type { WorkspaceFiles } from "../engine/driver.ts";
+import { type ChunkSink, sendChunked } from "./chunked-download.ts";
 
 type Of<K extends RunnerCommand["kind"]> = Extract<RunnerCommand, { kind: K }>;
 
-/** Bytes waiting in the link's socket above which a download waits. */
-const SEND_HIGH_WATER_BYTES = 4 * 1024 * 1024;
 /**
  * Bounds on staged uploads (issue 34 item 17): each stages up to the server's file limit on this
  * runner's disk, so a client that starts uploads and stalls them would otherwise fill it.
@@ -36,10 +34,7 @@ export const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
   uploadIdleMs: 60_000,
 };
 
-export type ChunkSink = {
-  chunk(data: string, done: boolean): void;
-  buffered(): number;
-};
+export type { ChunkSink };
 
 type Staging = {
   file: string;
@@ -104,55 +99,7 @@ export class WorkspaceCommands {
         );
       source = await engine.diff(c.container_name, c.path, c.seeded_commit, signal);
     } else source = await engine.read(c.container_name, c.path, c.what, c.max_bytes, signal);
-    const aborted = new Promise<never>((_, reject) => {
-      if (signal?.aborted) reject(signal.reason);
-      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
-    });
-    aborted.catch(() => {}); // raced below; unhandled only when nothing waits any more
-    let size = 0;
-    let pending: Buffer[] = [];
-    let pendingBytes = 0;
-    const flush = async () => {
-      if (pendingBytes === 0) return;
-      while (sink.buffered() > SEND_HIGH_WATER_BYTES) {
-        signal?.throwIfAborted();
-        await sleep(5);
-      }
-      sink.chunk(Buffer.concat(pending).toString("base64"), false);
-      pending = [];
-      pendingBytes = 0;
-    };
-    const iterator = source[Symbol.asyncIterator]();
-    try {
-      for (;;) {
-        const next = await Promise.race([iterator.next(), aborted]);
-        if (next.done) break;
-        let chunk = next.value;
-        size += chunk.length;
-        if (size > c.max_bytes)
-          throw new CodedError(
-            "RESOURCE_EXHAUSTED",
-            `the download exceeds the limit of ${c.max_bytes} bytes`,
-            {
-              limit_bytes: c.max_bytes,
-            },
-          );
-        while (chunk.length > 0) {
-          const room = WORKSPACE_CHUNK_BYTES - pendingBytes;
-          pending.push(chunk.subarray(0, room));
-          pendingBytes += Math.min(room, chunk.length);
-          chunk = chunk.subarray(room);
-          if (pendingBytes >= WORKSPACE_CHUNK_BYTES) await flush();
-        }
-      }
-      await flush();
-      sink.chunk("", true);
-      return { size };
-    } finally {
-      // Aborted, the source may be stuck inside a read its engine is ending: not waited for.
-      if (signal?.aborted) iterator.return?.()?.catch(() => {});
-      else await iterator.return?.();
-    }
+    return { size: await sendChunked(source, c.max_bytes, sink, signal) };
   }
 
   async write(c: Of<"workspace_write">): Promise<Record<string, unknown>> {
