@@ -485,3 +485,101 @@ describe("an oversized archive", () => {
     expect((await small.call("GET", `${SNAPSHOTS}/big`)).status).toBe(404);
   });
 });
+
+describe("placement and state", () => {
+  it("snapshots a stopped session too (the runner copies the volume with the workload at 0)", async () => {
+    await readySession("chat");
+    await t.call("PATCH", `${SESSIONS}/chat`, { spec: { desiredState: "stopped" } });
+    await until("stopped", async () =>
+      (await t.call("GET", `${SESSIONS}/chat`)).body.status.phase === "Stopped" ? true : undefined,
+    );
+    const { status } = await snapshotOf("chat", "cold-copy");
+    expect(status).toBe(201);
+    expect(runner.commandsOf("snapshot_take")).toHaveLength(1);
+    expect((await t.call("GET", `${SESSIONS}/chat`)).body.status.phase).toBe("Stopped");
+  });
+
+  it("a fork goes on the runner holding its snapshot, whatever the other runners' load", async () => {
+    await readySession("chat");
+    await snapshotOf("chat", "s1");
+    const other = await t.runner({ name: "runner-b", capacity: 100, handler: handler() });
+    for (let i = 0; i < 3; i++) await readySession(`fill-${i}`, { runnerSelector: {} });
+    const provisionedOnA = runner.commandsOf("provision").length;
+    await readySession("fork", { source: { snapshotRef: "s1" } });
+    expect(runner.commandsOf("provision").length).toBe(provisionedOnA + 1);
+    expect(other.commandsOf("provision").every((p) => p.spec.seedSnapshot === undefined)).toBe(true);
+  });
+
+  it("a restore with a snapshot held by another runner than the session's: 400 naming both, nothing changed", async () => {
+    await readySession("chat");
+    await t.runner({ name: "runner-b", engine: "kubernetes", handler: handler() });
+    const imported = await putArchive(
+      "on-b",
+      await archive([{ name: "volume/a", body: "x" }]),
+      "?engine=kubernetes",
+    );
+    expect(imported.body.status.runner).toBe("runner-b");
+    const { status, body } = await t.call("POST", `${SESSIONS}/chat:restore`, { snapshot: "on-b" });
+    expect(status).toBe(400);
+    expect(body.message).toMatch(/held by runner runner-b.*on runner runner-a.*fork the snapshot instead/);
+    expect(runner.commandsOf("scale_down")).toHaveLength(0);
+    expect((await t.call("GET", `${SESSIONS}/chat`)).body.status.phase).toBe("Ready");
+  });
+
+  it("a restore of a session whose desiredState is stopped leaves it Stopped", async () => {
+    await readySession("chat");
+    await snapshotOf("chat", "s1");
+    await t.call("PATCH", `${SESSIONS}/chat`, { spec: { desiredState: "stopped" } });
+    await until("stopped", async () =>
+      (await t.call("GET", `${SESSIONS}/chat`)).body.status.phase === "Stopped" ? true : undefined,
+    );
+    const starts = runner.commandsOf("start").length;
+    const { status, body } = await t.call("POST", `${SESSIONS}/chat:restore`, { snapshot: "s1" });
+    expect(status, JSON.stringify(body)).toBe(200);
+    expect(body.session.status.phase).toBe("Stopped");
+    expect(runner.commandsOf("snapshot_restore")).toHaveLength(1);
+    expect(runner.commandsOf("start")).toHaveLength(starts);
+  });
+});
+
+describe("namespace quotas", () => {
+  let q: TestServer;
+  let r: FakeRunner;
+  beforeEach(async () => {
+    q = await startTestServer({
+      namespaceQuotas: { snapshots: { every: 1 }, snapshotBytes: { every: 1000 } },
+    });
+    r = await q.runner({ name: "runner-a", handler: handler() });
+  });
+  afterEach(async () => q.close());
+
+  it("refuses a snapshot past the namespace's count (429 naming the setting), nothing sent", async () => {
+    takeReply = { ok: true, result: { size_bytes: 10 } };
+    const prev = t;
+    t = q;
+    try {
+      await readySession("chat");
+      expect((await snapshotOf("chat", "one")).status).toBe(201);
+      const { status, body } = await snapshotOf("chat", "two");
+      expect(status).toBe(429);
+      expect(body.message).toMatch(/AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOTS/);
+      expect(r.commandsOf("snapshot_take")).toHaveLength(1);
+    } finally {
+      t = prev;
+    }
+  });
+
+  it("refuses an import whose files would pass the namespace's snapshot bytes", async () => {
+    const prev = t;
+    t = q;
+    try {
+      const big = await archive([{ name: "volume/big", body: "x".repeat(4096) }]);
+      const { status, body } = await putArchive("big", big);
+      expect(status, JSON.stringify(body)).toBe(429);
+      expect(body.message).toMatch(/AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOT_BYTES/);
+      expect(r.commandsOf("snapshot_write")).toHaveLength(0);
+    } finally {
+      t = prev;
+    }
+  });
+});
