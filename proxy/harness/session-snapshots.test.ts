@@ -438,6 +438,18 @@ describe("the archive", () => {
       async () => (await archive([{ name: "volume/a", body: "x".repeat(5000) }])).subarray(0, 60),
       /truncated|not a whole/,
     ],
+    [
+      "a tar cut short inside a whole gzip",
+      async () => {
+        const tar = await tarOf([
+          { name: "manifest.json", body: JSON.stringify(MANIFEST) },
+          { name: "volume/a", body: "x".repeat(5000) },
+        ]);
+        return gzipSync(tar.subarray(0, 2048));
+      },
+      /truncated/,
+    ],
+    ["volume/ itself as a file", () => archive([{ name: "volume", body: "x" }]), /can only be a directory/],
     ["something not gzip", async () => Buffer.from("plain text"), /not a whole gzip/],
   ];
   for (const [what, make, message] of refused)

@@ -168,6 +168,10 @@ function checkedName(header: Header): string {
     throw invalid(
       `entry ${shown} is outside ${SNAPSHOT_ARCHIVE_ROOT}: every file of a snapshot lies under it`,
     );
+  if (segments.filter((x) => x !== "" && x !== ".").length === 1 && header.type !== "directory")
+    throw invalid(
+      `entry ${shown} is a ${header.type}: ${SNAPSHOT_ARCHIVE_ROOT} itself can only be a directory`,
+    );
   if (header.type === "symlink") {
     const target = header.linkname ?? "";
     if (target === "" || target.startsWith("/"))
