@@ -3,6 +3,7 @@
  * WebSocket: `:snapshot`, GET/list/DELETE, fork (spec.source.snapshotRef), `:restore`, and the
  * archive's export and import, with the bad input each must refuse while changing nothing.
  */
+import { join } from "node:path";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { Readable } from "node:stream";
 import { extract, pack } from "tar-stream";
@@ -11,6 +12,7 @@ import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import { SNAPSHOT_ARCHIVE_FORMAT, snapshotStorageName } from "../../contracts/session-snapshot.ts";
 import { type CommandHandler, defaultHandler, type FakeRunner, type Reply } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
+import { SqliteStore } from "../store/sqlite-store.ts";
 import { until } from "../../test/support/until.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -241,6 +243,38 @@ describe("DELETE …/sessionsnapshots/{name}", () => {
     expect(status).toBe(503);
     expect(body.message).toMatch(/runner runner-a.*not connected.*kept/);
     expect((await t.call("GET", `${SNAPSHOTS}/s1`)).status).toBe(200);
+  });
+});
+
+describe("a snapshot left Pending by a server that stopped", () => {
+  it("is deleted like a Ready one (the runner's delete is idempotent)", async () => {
+    const dataDir = t.dataDir;
+    await t.stop();
+    const store = new SqliteStore(join(dataDir, "agent-sessions.db"));
+    await store.putResource({
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "SessionSnapshot",
+      metadata: {
+        name: "stale",
+        namespace: "default",
+        uid: "u",
+        creationTimestamp: new Date().toISOString(),
+      },
+      spec: {
+        sessionRef: "chat",
+        agentRef: "alice",
+        runtimeRef: "reference",
+        resolvedImageDigest: "sha256:a",
+      },
+      status: { phase: "Pending", message: "being taken", runner: "runner-a", storage: "ss-default--stale" },
+    });
+    await store.close();
+    t = await startTestServer({ dataDir }, { agent: false });
+    runner = await t.runner({ name: "runner-a", handler: handler() });
+    const { status, body } = await t.call("DELETE", `${SNAPSHOTS}/stale`);
+    expect(status, JSON.stringify(body)).toBe(200);
+    expect(runner.commandsOf("snapshot_delete")).toHaveLength(1);
+    expect((await t.call("GET", `${SNAPSHOTS}/stale`)).status).toBe(404);
   });
 });
 

@@ -71,6 +71,8 @@ const WRITE_TIMEOUT_MS = 10 * 60_000;
 export class SessionSnapshots {
   readonly #o: SessionSnapshotsOptions;
   readonly #now: () => Date;
+  /** Snapshots being taken or imported by this process (`namespace/name`): their Pending is live. */
+  readonly #inFlight = new Set<string>();
 
   constructor(options: SessionSnapshotsOptions) {
     this.#o = options;
@@ -152,16 +154,20 @@ export class SessionSnapshots {
       const { created } = await this.#o.store.putResource(pending, { ifAbsent: true });
       if (!created) throw alreadyExists(SESSION_SNAPSHOT_KIND, namespace, name);
       const began = Date.now();
-      const outcome = await this.#o.runners.command(
-        workspace.runner_id,
-        {
-          kind: "snapshot_take",
-          container_name: workspace.container_name,
-          target,
-          quiesce_ms: SNAPSHOT_QUIESCE_MS,
-        },
-        SNAPSHOT_QUIESCE_MS + COPY_TIMEOUT_MS,
-      );
+      const key = `${namespace}/${name}`;
+      this.#inFlight.add(key);
+      const outcome = await this.#o.runners
+        .command(
+          workspace.runner_id,
+          {
+            kind: "snapshot_take",
+            container_name: workspace.container_name,
+            target,
+            quiesce_ms: SNAPSHOT_QUIESCE_MS,
+          },
+          SNAPSHOT_QUIESCE_MS + COPY_TIMEOUT_MS,
+        )
+        .finally(() => this.#inFlight.delete(key));
       if (!outcome.ok) {
         await this.#o.store.deleteResource(SESSION_SNAPSHOT_KIND, namespace, name);
         const { code, message, details } = outcome.error;
@@ -197,14 +203,16 @@ export class SessionSnapshots {
 
   /**
    * DELETE: the holding runner destroys the storage and its stack (`snapshot_delete`), then the
-   * record goes. A snapshot still being taken or imported is FAILED_PRECONDITION. Its runner not
+   * record goes. A snapshot this process is still taking or importing is FAILED_PRECONDITION; a
+   * Pending one nothing works on (left by a server that stopped meanwhile) is deleted like a
+   * Ready one (the runner's delete is idempotent, whatever it made). Its runner not
    * connected: UNAVAILABLE naming it, and the record is kept as it is (still usable once the
    * runner is back): the storage cannot be freed without it, and a record dropped now would leave
    * it behind, unaccounted for.
    */
   async delete(namespace: string, name: string): Promise<SessionSnapshot> {
     const snapshot = await this.get(namespace, name);
-    if (snapshot.status.phase === "Pending")
+    if (snapshot.status.phase === "Pending" && this.#inFlight.has(`${namespace}/${name}`))
       throw new CodedError(
         "FAILED_PRECONDITION",
         `${SESSION_SNAPSHOT_KIND} ${namespace}/${name} is still being taken or imported; delete it once it is Ready`,
@@ -293,7 +301,7 @@ export class SessionSnapshots {
       },
     );
     const session = toManifest(record);
-    const back = session.status.phase === "Ready" || record.spec.desiredState === "stopped";
+    const back = session.status.phase !== "Pending";
     this.#o.log("info", "harness session restored from a snapshot", {
       namespace,
       name: sessionName,
@@ -452,8 +460,12 @@ export class SessionSnapshots {
       };
       const { created } = await this.#o.store.putResource(pending, { ifAbsent: true });
       if (!created) throw alreadyExists(SESSION_SNAPSHOT_KIND, namespace, name);
+      const key = `${namespace}/${name}`;
+      this.#inFlight.add(key);
       try {
-        const sizeBytes = await this.#send(runner, target, staged.path);
+        const sizeBytes = await this.#send(runner, target, staged.path).finally(() =>
+          this.#inFlight.delete(key),
+        );
         return await this.#ready(
           pending,
           sizeBytes,

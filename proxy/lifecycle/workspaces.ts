@@ -446,6 +446,12 @@ export class Workspaces {
           remedy: `start runner ${seed.runnerName} again; a fork is made on the engine holding its snapshot`,
         },
       );
+    if (its.draining)
+      throw new CodedError(
+        "UNAVAILABLE",
+        `runner ${seed.runnerName}, which holds snapshot ${seed.storage.namespace}/${seed.storage.name} this fork is seeded from, is draining: it takes no new workspace`,
+        { remedy: `undrain runner ${seed.runnerName} (a fork is made on the engine holding its snapshot)` },
+      );
     return its.runner_id;
   }
 
