@@ -3,7 +3,8 @@ import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../con
 import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
-import type { HarnessReply } from "../contracts/harness-session.ts";
+import type { HarnessReply, HarnessSession } from "../contracts/harness-session.ts";
+import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
 import { ClientError } from "./client-error.ts";
@@ -384,6 +385,90 @@ export class AgentSessionsClient {
   }
 
   /**
+   * `POST …/harnesssessions/{name}:snapshot` (issue 38): a SessionSnapshot of the session's volume
+   * (its files and its conversation), answered once Ready.
+   */
+  snapshot(namespace: string, session: string, snapshot: string): Promise<SessionSnapshot> {
+    return this.#json("POST", `${resourcePath("harnesssessions", namespace, session)}:snapshot`, {
+      name: snapshot,
+    }) as Promise<SessionSnapshot>;
+  }
+
+  /**
+   * `POST …/harnesssessions/{name}:restore`: the session's volume returned to `snapshot`; answers
+   * once the session is back (`message` says so, or that it is resuming).
+   */
+  restore(
+    namespace: string,
+    session: string,
+    snapshot: string,
+  ): Promise<{ session: HarnessSession; snapshot: string; message: string }> {
+    return this.#json("POST", `${resourcePath("harnesssessions", namespace, session)}:restore`, {
+      snapshot,
+    }) as Promise<{ session: HarnessSession; snapshot: string; message: string }>;
+  }
+
+  /** `GET …/sessionsnapshots`: one page of a namespace's snapshots, by name. */
+  snapshots(
+    namespace: string,
+    page: ListPage = {},
+  ): Promise<{
+    apiVersion: string;
+    kind: string;
+    metadata: { continue?: string };
+    items: SessionSnapshot[];
+  }> {
+    const query = new URLSearchParams();
+    if (page.limit !== undefined) query.set("limit", String(page.limit));
+    if (page.continue !== undefined) query.set("continue", page.continue);
+    return this.#json("GET", `${snapshotsPath(namespace)}${query.size > 0 ? `?${query}` : ""}`) as Promise<{
+      apiVersion: string;
+      kind: string;
+      metadata: { continue?: string };
+      items: SessionSnapshot[];
+    }>;
+  }
+
+  /** `GET …/sessionsnapshots/{name}`. */
+  getSnapshot(namespace: string, name: string): Promise<SessionSnapshot> {
+    return this.#json(
+      "GET",
+      `${snapshotsPath(namespace)}/${encodeURIComponent(name)}`,
+    ) as Promise<SessionSnapshot>;
+  }
+
+  /** `DELETE …/sessionsnapshots/{name}`: its storage freed on its runner, then forgotten. */
+  deleteSnapshot(namespace: string, name: string): Promise<SessionSnapshot> {
+    return this.#json(
+      "DELETE",
+      `${snapshotsPath(namespace)}/${encodeURIComponent(name)}`,
+    ) as Promise<SessionSnapshot>;
+  }
+
+  /** `GET …/sessionsnapshots/{name}/archive`: the portable archive (gzip tar, manifest.json first), streamed. */
+  async exportSnapshot(namespace: string, name: string): Promise<ReadableStream<Uint8Array>> {
+    const response = await this.#send(
+      "GET",
+      `${snapshotsPath(namespace)}/${encodeURIComponent(name)}/archive`,
+    );
+    if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty archive");
+    return response.body;
+  }
+
+  /** `PUT …/sessionsnapshots/{name}/archive`: imports an archive as exported (onto a runner of `engine` when one is connected). */
+  importSnapshot(
+    namespace: string,
+    name: string,
+    archive: Uint8Array | ReadableStream<Uint8Array>,
+    options: { engine?: "docker" | "kubernetes" } = {},
+  ): Promise<SessionSnapshot> {
+    const query = options.engine ? `?engine=${options.engine}` : "";
+    return this.#json("PUT", `${snapshotsPath(namespace)}/${encodeURIComponent(name)}/archive${query}`, {
+      raw: archive,
+    }) as Promise<SessionSnapshot>;
+  }
+
+  /**
    * `POST /v1/tokens` (admin): a scoped API token, its secret answered this once. A
    * `session:<ns>/<name>:chat` scope is bound to that HarnessSession as it is now (NOT_FOUND when
    * it does not exist); a session re-created under the name later is not the token's.
@@ -487,6 +572,10 @@ export class AgentSessionsClient {
 function resourcePath(plural: ResourcePlural, namespace: string, name?: string): string {
   const base = `/v1/namespaces/${encodeURIComponent(namespace)}/${plural}`;
   return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+}
+
+function snapshotsPath(namespace: string): string {
+  return `/v1/namespaces/${encodeURIComponent(namespace)}/sessionsnapshots`;
 }
 
 function workspacePath(namespace: string, name: string): string {
