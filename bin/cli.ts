@@ -23,6 +23,15 @@ import { runner } from "./commands/runner.ts";
 import { runners } from "./commands/runners.ts";
 import { send } from "./commands/send.ts";
 import { serve } from "./commands/serve.ts";
+import {
+  deleteSnapshot,
+  exportSnapshot,
+  fork,
+  importSnapshot,
+  restore,
+  snapshot,
+  snapshots,
+} from "./commands/snapshots.ts";
 import { stop } from "./commands/stop.ts";
 import { token } from "./commands/token.ts";
 import { undrain } from "./commands/undrain.ts";
@@ -43,6 +52,13 @@ const COMMANDS: readonly Command[] = [
   send,
   cp,
   diff,
+  snapshot,
+  snapshots,
+  fork,
+  restore,
+  exportSnapshot,
+  importSnapshot,
+  deleteSnapshot,
   events,
   policy,
   runners,
