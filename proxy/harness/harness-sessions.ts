@@ -18,7 +18,7 @@ import type { ListMetadata } from "../../contracts/pagination.ts";
 import { type Agent, API_VERSION } from "../../contracts/resources.ts";
 import { sessionStackName } from "../../contracts/session-spec.ts";
 import type { HarnessController } from "./harness-controller.ts";
-import { usableSnapshot } from "./session-snapshots.ts";
+import { usableSnapshot } from "./snapshot-usable.ts";
 import { harnessWorkstream } from "./harness-reconciler.ts";
 import { toManifest, withReady } from "./harness-status.ts";
 import { mergePatch } from "../lifecycle/merge-patch.ts";

@@ -1,33 +1,31 @@
 import { randomUUID } from "node:crypto";
-import { mkdtemp, open, rm, stat } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import { createGzip } from "node:zlib";
 import type { Context } from "hono";
 import { CodedError } from "../../contracts/errors.ts";
 import { HARNESS_SESSION_KIND, type HarnessSession } from "../../contracts/harness-session.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
 import { type Agent, API_VERSION } from "../../contracts/resources.ts";
-import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import {
   RestoreRequest,
   SESSION_SNAPSHOT_KIND,
-  SNAPSHOT_ARCHIVE_FORMAT,
   SNAPSHOT_QUIESCE_MS,
   type SessionSnapshot,
   SnapshotRequest,
   snapshotStackName,
 } from "../../contracts/session-snapshot.ts";
 import { type Engine, Engine as EngineSchema } from "../../contracts/session-spec.ts";
-import { WORKSPACE_CHUNK_BYTES } from "../../contracts/workspace-files.ts";
 import { alreadyExists } from "../lifecycle/already-exists.ts";
 import type { NamespaceQuotas } from "../lifecycle/namespace-quotas.ts";
 import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { Logger } from "../observability/log.ts";
 import type { RelayChunk, RunnerDirectory } from "../lifecycle/runner-directory.ts";
-import { manifestEntry, stageSnapshotArchive } from "./snapshot-archive.ts";
+import { stageSnapshotArchive } from "./snapshot-archive.ts";
+import { sendStagedSnapshot, streamSnapshotArchive } from "./snapshot-transfer.ts";
+import { usableSnapshot } from "./snapshot-usable.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { RunnerRecord, Store, WorkspaceRecord } from "../store/store.ts";
 import type { HarnessController } from "./harness-controller.ts";
@@ -57,8 +55,6 @@ export type SessionSnapshotsOptions = {
 
 /** How long the runner may take to copy a volume (beyond waiting for requests in flight). */
 const COPY_TIMEOUT_MS = 15 * 60_000;
-/** How long one piece of an import (or its last, which extracts it) may take. */
-const WRITE_TIMEOUT_MS = 10 * 60_000;
 
 /**
  * SessionSnapshots (issue 38; contracts/session-snapshot.ts): `:snapshot` of a HarnessSession,
@@ -346,61 +342,12 @@ export class SessionSnapshots {
         `${SESSION_SNAPSHOT_KIND} ${namespace}/${name} is not Ready`,
       );
     const holder = await this.#connectedHolder(snapshot, "export");
-    const gzip = createGzip();
-    gzip.write(
-      manifestEntry({
-        format: SNAPSHOT_ARCHIVE_FORMAT,
-        source: {
-          namespace,
-          name,
-          ...(snapshot.status.engine ? { engine: snapshot.status.engine } : {}),
-        },
-        spec: snapshot.spec,
-        sizeBytes: snapshot.status.sizeBytes ?? 0,
-        createdAt: snapshot.metadata.creationTimestamp,
-      }),
+    const gzip = await streamSnapshotArchive(
+      this.#o.runners,
+      snapshot,
+      holder.runner_id,
+      this.#o.archiveMaxBytes,
     );
-    const relayId = randomUUID();
-    let ended = false;
-    const end = (error?: Error) => {
-      if (ended) return;
-      ended = true;
-      if (error) gzip.destroy(error);
-      else gzip.end();
-    };
-    let started: (value: "chunk") => void = () => {};
-    const firstChunk = new Promise<"chunk">((resolve) => {
-      started = resolve;
-    });
-    const unsubscribe = this.#o.runners.onRelayChunk(relayId, (chunk) => {
-      if (ended) return;
-      started("chunk");
-      if (chunk.data) gzip.write(Buffer.from(chunk.data, "base64"));
-      if (chunk.done) end();
-    });
-    const outcome = this.#o.runners
-      .command(
-        holder.runner_id,
-        {
-          kind: "snapshot_read",
-          target: snapshotTarget(snapshot),
-          relay_id: relayId,
-          max_bytes: this.#o.archiveMaxBytes,
-        },
-        COPY_TIMEOUT_MS,
-      )
-      .finally(unsubscribe);
-    const first = await Promise.race([firstChunk, outcome]);
-    if (first !== "chunk" && !first.ok) {
-      end(new Error(first.error.message));
-      const { code, message } = first.error;
-      throw new CodedError(
-        code,
-        `exporting ${SESSION_SNAPSHOT_KIND} ${namespace}/${name} failed: ${message}`,
-        code === "RESOURCE_EXHAUSTED" ? { limit_bytes: this.#o.archiveMaxBytes } : first.error.details,
-      );
-    }
-    void outcome.then((o) => end(o.ok ? undefined : new Error(o.error.message)));
     return c.body(Readable.toWeb(gzip) as ReadableStream<Uint8Array>, 200, {
       "content-type": "application/gzip",
       "content-disposition": `attachment; filename="${namespace}-${name}.snapshot.tar.gz"`,
@@ -463,7 +410,7 @@ export class SessionSnapshots {
       const key = `${namespace}/${name}`;
       this.#inFlight.add(key);
       try {
-        const sizeBytes = await this.#send(runner, target, staged.path).finally(() =>
+        const sizeBytes = await sendStagedSnapshot(this.#o.runners, runner, target, staged.path).finally(() =>
           this.#inFlight.delete(key),
         );
         return await this.#ready(
@@ -477,52 +424,6 @@ export class SessionSnapshots {
       }
     } finally {
       await rm(dir, { recursive: true, force: true });
-    }
-  }
-
-  /** The staged tar to `runner` in pieces of WORKSPACE_CHUNK_BYTES; the storage's size in bytes. */
-  async #send(runner: RunnerRecord, target: ReturnType<typeof storageOf>, path: string): Promise<number> {
-    const uploadId = randomUUID();
-    const size = (await stat(path)).size;
-    const file = await open(path, "r");
-    const piece = (seq: number, data: Buffer, done: boolean): RunnerCommand => ({
-      kind: "snapshot_write",
-      target,
-      upload_id: uploadId,
-      seq,
-      data: data.toString("base64"),
-      done,
-    });
-    let seq = 0;
-    try {
-      const buffer = Buffer.alloc(WORKSPACE_CHUNK_BYTES);
-      let offset = 0;
-      for (;;) {
-        const { bytesRead } = await file.read(buffer, 0, buffer.length, offset);
-        offset += bytesRead;
-        const done = offset >= size;
-        const outcome = await this.#o.runners.command(
-          runner.runner_id,
-          piece(seq, buffer.subarray(0, bytesRead), done),
-          WRITE_TIMEOUT_MS,
-        );
-        seq += 1;
-        if (!outcome.ok)
-          throw new CodedError(
-            outcome.error.code,
-            `importing the snapshot on runner ${runner.runner_name} failed: ${outcome.error.message}; nothing was kept`,
-            outcome.error.details,
-          );
-        if (done) return (outcome.result as { size_bytes?: number }).size_bytes ?? size;
-      }
-    } catch (error) {
-      if (seq > 0)
-        await this.#o.runners
-          .command(runner.runner_id, { ...piece(seq, Buffer.alloc(0), false), abort: true } as RunnerCommand)
-          .catch(() => undefined);
-      throw error;
-    } finally {
-      await file.close();
     }
   }
 
@@ -618,40 +519,4 @@ export class SessionSnapshots {
       quotas.assertRoom("snapshotBytes", namespace, used, addingBytes);
     }
   }
-}
-
-/**
- * The snapshot `name` of `namespace` a fork (`spec.source.snapshotRef`) or a restore may use: it
- * exists, is Ready, and was taken of `agentRef` on `runtimeRef` (undefined: not checked); else
- * INVALID_ARGUMENT naming `field` and the mismatch. Another namespace's snapshot is never looked
- * at: a name is always of the session's namespace.
- */
-export async function usableSnapshot(
-  store: Pick<Store, "getResource">,
-  namespace: string,
-  name: string,
-  agentRef: string,
-  runtimeRef: string | undefined,
-  field: string,
-): Promise<SessionSnapshot> {
-  const refuse = (description: string) =>
-    new CodedError("INVALID_ARGUMENT", `${field}: ${description}`, {
-      field_violations: [{ field, description }],
-    });
-  const snapshot = await store.getResource(SESSION_SNAPSHOT_KIND, namespace, name);
-  if (!snapshot)
-    throw refuse(
-      `${SESSION_SNAPSHOT_KIND} ${namespace}/${name} not found (a snapshot is used in its own namespace only)`,
-    );
-  if (snapshot.status.phase !== "Ready")
-    throw refuse(`${SESSION_SNAPSHOT_KIND} ${namespace}/${name} is ${snapshot.status.phase}, not Ready`);
-  if (snapshot.spec.agentRef !== agentRef)
-    throw refuse(
-      `${SESSION_SNAPSHOT_KIND} ${namespace}/${name} was taken of Agent ${snapshot.spec.agentRef}, not ${agentRef}: a snapshot seeds sessions of its own Agent`,
-    );
-  if (runtimeRef !== undefined && snapshot.spec.runtimeRef !== runtimeRef)
-    throw refuse(
-      `${SESSION_SNAPSHOT_KIND} ${namespace}/${name} was taken on runtime ${snapshot.spec.runtimeRef}, not ${runtimeRef}: its conversation is that runtime's`,
-    );
-  return snapshot;
 }
