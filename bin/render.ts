@@ -84,14 +84,16 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
       );
     case "sessionsnapshots":
       return table(
-        ["NAME", "SESSION", "AGENT", "PHASE", "SIZE", "ENGINE", "AGE"],
+        ["NAME", "SESSION", "AGENT", "RUNTIME", "PHASE", "SIZE", "ENGINE", "RUNNER", "AGE"],
         (items as SessionSnapshot[]).map((s) => [
           s.metadata.name,
           s.spec.sessionRef,
           s.spec.agentRef,
+          s.spec.runtimeRef,
           s.status.phase,
           s.status.sizeBytes === undefined ? "<none>" : bytes(s.status.sizeBytes),
           s.status.engine ?? "<none>",
+          s.status.runner ?? "<none>",
           age(s.metadata.creationTimestamp),
         ]),
       );

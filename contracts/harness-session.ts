@@ -174,6 +174,11 @@ export const HarnessReasons = {
    */
   Evicted: "Evicted",
   /**
+   * `:restore` (issue 38): stopped to have its volume returned to a SessionSnapshot, then brought
+   * back to its desired state (resuming the conversation the snapshot holds).
+   */
+  Restoring: "Restoring",
+  /**
    * Stopped by the idle controller; resumes when the spec is written again (e.g. desiredState
    * running), or with spec.autoResume on the next request.
    */

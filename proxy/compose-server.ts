@@ -219,6 +219,7 @@ export async function composeServer(
       agentRunsMax: config.agentRunsMax,
       autoResumeTimeoutMs: config.autoResumeTimeoutMs,
       restartPolicy: config.restartPolicy,
+      snapshotArchiveMaxBytes: config.snapshotArchiveMaxBytes,
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
       cluster,
     });

@@ -1,3 +1,4 @@
+import { DEFAULT_SNAPSHOT_ARCHIVE_MAX_BYTES } from "../contracts/session-snapshot.ts";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -126,6 +127,15 @@ export const ServerEnv = z.object({
   AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES: NamespaceLimitList.optional(),
   /** One-shot AgentRuns a namespace may run at once, in the same form. @default no quota */
   AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS: NamespaceLimitList.optional(),
+  /** SessionSnapshots a namespace may keep, in the same form. @default no quota */
+  AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOTS: NamespaceLimitList.optional(),
+  /** Bytes a namespace's SessionSnapshots may hold (their files' sizes summed), in the same form. @default no quota */
+  AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOT_BYTES: NamespaceLimitList.optional(),
+  /**
+   * Largest snapshot archive imported (compressed, and again once uncompressed) or exported
+   * (uncompressed); more is 413 RESOURCE_EXHAUSTED. @default 1073741824
+   */
+  AGENT_SESSIONS_SNAPSHOT_ARCHIVE_MAX_BYTES: Int(1).default(DEFAULT_SNAPSHOT_ARCHIVE_MAX_BYTES),
   /** Largest reply the proxy relays. @default 8388608 */
   AGENT_SESSIONS_REPLY_MAX_BYTES: Int(1).default(8 * 1024 * 1024),
   /** Frames a second one session's runner may send before they are dropped (2 s may come at once). @default 4000 */
@@ -211,6 +221,8 @@ export type ServerSettings = {
   replyMaxBytes: number;
   /** AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES */
   workspaceFileMaxBytes: number;
+  /** AGENT_SESSIONS_SNAPSHOT_ARCHIVE_MAX_BYTES */
+  snapshotArchiveMaxBytes: number;
   /** AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND: per-session budget of frames from runners (runners/frame-budget.ts). */
   sessionFramesPerSecond: number;
   /** AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND */
@@ -327,6 +339,7 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
     requestTimeoutMs: env.AGENT_SESSIONS_REQUEST_TIMEOUT_MS,
     requestBodyMaxBytes: env.AGENT_SESSIONS_REQUEST_BODY_MAX_BYTES,
     workspaceFileMaxBytes: env.AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES,
+    snapshotArchiveMaxBytes: env.AGENT_SESSIONS_SNAPSHOT_ARCHIVE_MAX_BYTES,
     replyMaxBytes: env.AGENT_SESSIONS_REPLY_MAX_BYTES,
     sessionFramesPerSecond: env.AGENT_SESSIONS_SESSION_FRAMES_PER_SECOND,
     sessionFrameBytesPerSecond: env.AGENT_SESSIONS_SESSION_FRAME_BYTES_PER_SECOND,
@@ -344,6 +357,12 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
         : {}),
       ...(env.AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES
         ? { warmPoolEntries: env.AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES }
+        : {}),
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOTS
+        ? { snapshots: env.AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOTS }
+        : {}),
+      ...(env.AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOT_BYTES
+        ? { snapshotBytes: env.AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOT_BYTES }
         : {}),
       ...(env.AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS
         ? { agentRuns: env.AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS }

@@ -8,6 +8,8 @@ import { HarnessController } from "./harness/harness-controller.ts";
 import { harnessWorkstream } from "./harness/harness-reconciler.ts";
 import type { HarnessRoutesOptions } from "./http/harness-routes.ts";
 import { HarnessSessions } from "./harness/harness-sessions.ts";
+import { SessionSnapshots } from "./harness/session-snapshots.ts";
+import { DEFAULT_SNAPSHOT_ARCHIVE_MAX_BYTES } from "../contracts/session-snapshot.ts";
 import { IdleController } from "./harness/idle-controller.ts";
 import type { Logger } from "./observability/log.ts";
 import { sessionKey } from "./lifecycle/namespace-quotas.ts";
@@ -54,6 +56,8 @@ export type HarnessWiringOptions = {
   autoResumeTimeoutMs: number;
   /** Restarts after unexpected exits. */
   restartPolicy: RestartPolicy;
+  /** The largest snapshot archive imported or exported (AGENT_SESSIONS_SNAPSHOT_ARCHIVE_MAX_BYTES). */
+  snapshotArchiveMaxBytes?: number;
   /** Told the duration (seconds) of each idle-controller sweep. */
   onIdleSweep?: (seconds: number) => void;
   /**
@@ -168,6 +172,15 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   return {
     routes: {
       sessions: new HarnessSessions({ harness, store, controller, runners, ...(quotas ? { quotas } : {}) }),
+      snapshots: new SessionSnapshots({
+        harness,
+        store,
+        runners,
+        controller,
+        quotas,
+        log,
+        archiveMaxBytes: options.snapshotArchiveMaxBytes ?? DEFAULT_SNAPSHOT_ARCHIVE_MAX_BYTES,
+      }),
       rebind: (kind, namespace, name) => controller.rebind(kind, namespace, name),
       relay,
       runs: new AgentRuns({

@@ -16,7 +16,8 @@ export const exportSnapshot: Command = {
     const [snapshot = "", file = ""] = positionals(parsed.positionals, ["SNAPSHOT", "FILE"], USAGE);
     const ctx = contextFrom(parsed.values);
     const body = await ctx.client.exportSnapshot(ctx.namespace, snapshot);
-    const sink = file === "-" ? process.stdout : createWriteStream(file);
+    // 0600: the archive holds the agent's conversation and everything in its workspace.
+    const sink = file === "-" ? process.stdout : createWriteStream(file, { mode: 0o600 });
     await pipeline(Readable.fromWeb(body as import("node:stream/web").ReadableStream), sink as Writable);
     if (file !== "-") ctx.note(`sessionsnapshot/${snapshot} → ${file}`);
     return 0;

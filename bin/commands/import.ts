@@ -34,7 +34,7 @@ export const importSnapshot: Command = {
     if (ctx.json) ctx.out(JSON.stringify(made));
     else if (!ctx.quiet)
       ctx.out(
-        `sessionsnapshot/${snapshot} imported (${made.status.phase}, ${bytes(made.status.sizeBytes ?? 0)} on ${made.status.engine ?? "?"})`,
+        `sessionsnapshot/${snapshot} imported onto runner ${made.status.runner ?? "?"} (${made.status.engine ?? "?"}, ${bytes(made.status.sizeBytes ?? 0)})`,
       );
     return 0;
   },

@@ -21,7 +21,7 @@ export const snapshot: Command = {
     if (ctx.json) ctx.out(JSON.stringify(taken));
     else if (!ctx.quiet)
       ctx.out(
-        `sessionsnapshot/${name} ${taken.status.phase.toLowerCase()} (${bytes(taken.status.sizeBytes ?? 0)} of harnesssession/${session})`,
+        `sessionsnapshot/${name} taken of harnesssession/${session} (${bytes(taken.status.sizeBytes ?? 0)})`,
       );
     return 0;
   },

@@ -1,3 +1,4 @@
+import { CodedError } from "../../contracts/errors.ts";
 import { HarnessReasons } from "../../contracts/harness-session.ts";
 import { processLocks } from "../lifecycle/keyed-mutex.ts";
 import { type AutoResumeStart, autoResumePlan, autoResumedCondition } from "./auto-resume-plan.ts";
@@ -7,6 +8,7 @@ import {
   errorBody,
   HarnessReconciler,
   type HarnessReconcilerOptions,
+  type SnapshotEvent,
   harnessWorkstream,
 } from "./harness-reconciler.ts";
 import { HarnessWorkQueue, keyOf } from "./harness-work-queue.ts";
@@ -159,6 +161,77 @@ export class HarnessController {
     return (await this.#o.harness.listHarnessSessions(namespace)).find(
       (r) => r.container_name === containerName,
     );
+  }
+
+  /**
+   * Runs `work` as the session's one task (a snapshot of it, issue 38): nothing reconciles, stops,
+   * restores or deletes it meanwhile. `work` gets the session as it is then.
+   */
+  exclusive<T>(
+    namespace: string,
+    name: string,
+    work: (record: HarnessRecord | undefined) => Promise<T>,
+  ): Promise<T> {
+    return this.#queue.run(namespace, name, async () =>
+      work(await this.#o.harness.getHarnessSession(namespace, name)),
+    );
+  }
+
+  /** A snapshot's event on the session's event stream (a `log` frame); a failure to record it is logged. */
+  event(record: HarnessRecord, event: SnapshotEvent, payload: Record<string, unknown>): Promise<void> {
+    return this.#reconciler.event(record, event, payload);
+  }
+
+  /**
+   * `:restore` (issue 38), as the session's one task: the session is stopped through the same
+   * path as desiredState stopped (drain, agent session stopped, stack scaled to 0; reason
+   * Restoring), `restoreVolume` replaces its volume's files, and it is brought back to its desired
+   * state: running (or paused) resumes its agent session (`resume: true`, the conversation the
+   * snapshot holds), stopped stays Stopped. A stop that fails, or `restoreVolume` throwing, leaves
+   * the session Stopped and throws; its next spec write brings it back. Returns it as it is after.
+   */
+  restore(
+    namespace: string,
+    name: string,
+    check: (record: HarnessRecord) => Promise<void>,
+    restoreVolume: (record: HarnessRecord) => Promise<void>,
+  ): Promise<HarnessRecord> {
+    return this.#queue.run(namespace, name, async () => {
+      const record = await this.#o.harness.getHarnessSession(namespace, name);
+      if (!record || record.deletion_requested_at !== undefined)
+        throw new CodedError(
+          record ? "FAILED_PRECONDITION" : "NOT_FOUND",
+          `HarnessSession ${namespace}/${name} ${record ? "is being deleted" : "not found"}`,
+        );
+      await check(record);
+      const session = await this.#reconciler.session(record);
+      await this.#reconciler.stop(record, session, HarnessReasons.Restoring, { settlesGeneration: false });
+      const stopped = (await this.#o.harness.getHarnessSession(namespace, name)) ?? record;
+      if (stopped.phase !== "Stopped")
+        throw new CodedError(
+          "UNAVAILABLE",
+          `HarnessSession ${namespace}/${name} could not be stopped for the restore (${readyOf(stopped.conditions)?.message ?? stopped.phase}); nothing was restored`,
+        );
+      await restoreVolume(stopped);
+      if (stopped.spec.desiredState === "stopped") {
+        await this.#reconciler.observe(stopped, {
+          conditions: withReady(
+            stopped.conditions,
+            {
+              status: "False",
+              reason: HarnessReasons.Stopped,
+              message: "restored from a snapshot; stopped (desiredState: stopped)",
+            },
+            this.#reconciler.now(),
+          ),
+        });
+      } else {
+        await this.#reconciler.bringUp(stopped, await this.#reconciler.session(stopped));
+        // desiredState paused: frozen again by the reconcile that follows.
+        if (stopped.spec.desiredState === "paused") this.enqueue(namespace, name);
+      }
+      return (await this.#o.harness.getHarnessSession(namespace, name)) ?? stopped;
+    });
   }
 
   /** Schedule a reconcile of one session (coalesced). Never throws: failures are logged. */

@@ -35,6 +35,9 @@ import type { HarnessRecord, HarnessStore, ObservedPatch } from "../store/harnes
 import type { SessionRecord, Store } from "../store/store.ts";
 import type { Workspaces } from "../lifecycle/workspaces.ts";
 import type { SessionJournal } from "../lifecycle/session-journal.ts";
+import type { ForkSeed } from "../lifecycle/placement.ts";
+import { SESSION_SNAPSHOT_KIND } from "../../contracts/session-snapshot.ts";
+import { snapshotTarget } from "./snapshot-target.ts";
 
 /** The workstream of a HarnessSession's workspace: one workspace per session. */
 export function harnessWorkstream(name: string): string {
@@ -77,7 +80,10 @@ export type HarnessReconcilerOptions = {
  * follows `Paused` once the runner read what the frozen workload holds (an engine stats read the
  * pause does not wait for).
  */
-export type PausedTierEvent = "Paused" | "PausedMemory" | "Woken" | "Evicted";
+export type PausedTierEvent = "Paused" | "PausedMemory" | "Woken" | "Evicted" | SnapshotEvent;
+
+/** A snapshot's event on the session it concerns (issue 38): taken of it, or restored into it. */
+export type SnapshotEvent = "Snapshotted" | "Restored";
 
 /**
  * Decides what a HarnessSession needs from its spec and its observed status, and does it:
@@ -486,7 +492,9 @@ export class HarnessReconciler {
     });
 
     let containerName: string;
+    let seed: ForkSeed | undefined;
     try {
+      seed = await this.#forkSeed(record);
       ({ container_name: containerName } = await this.#o.workspaces.provision(
         {
           agent_ref: agentRefOf(record),
@@ -496,8 +504,12 @@ export class HarnessReconciler {
           client_request_id: "",
           ...(record.spec.runnerSelector ? { runner_selector: record.spec.runnerSelector } : {}),
         },
-        // A session in the paused tier goes only where it can be frozen (its write checked one can).
-        wantsPausedTier(record.spec) ? { engines: PAUSED_TIER_PLACEMENT } : {},
+        {
+          // A session in the paused tier goes only where it can be frozen (its write checked one can).
+          ...(wantsPausedTier(record.spec) ? { engines: PAUSED_TIER_PLACEMENT } : {}),
+          // A fork not seeded yet: on the runner holding its snapshot, seeded from it.
+          ...(seed ? { seed } : {}),
+        },
       ));
     } catch (error) {
       await this.#failed(current, generation, "provision", errorBody(error));
@@ -534,10 +546,14 @@ export class HarnessReconciler {
         : undefined;
     let sessionId: string;
     try {
-      ({ session_id: sessionId } = await this.#o.sessions.start({
-        container_name: containerName,
-        ...(resumeId !== undefined ? { resume_session_id: resumeId } : {}),
-      }));
+      ({ session_id: sessionId } = await this.#o.sessions.start(
+        {
+          container_name: containerName,
+          ...(resumeId !== undefined ? { resume_session_id: resumeId } : {}),
+        },
+        // A fork's agent resumes the conversation its snapshot holds from its first start.
+        record.spec.source !== undefined ? { resume: true } : {},
+      ));
     } catch (error) {
       const body = errorBody(error);
       const live = body.code === "ALREADY_EXISTS" ? body.details?.session_id : undefined;
@@ -630,6 +646,35 @@ export class HarnessReconciler {
     await this.bringUp(record, session, { restarting: reason });
   }
 
+  /**
+   * A fork (spec.source.snapshotRef) whose workspace was not seeded yet: its snapshot's storage and
+   * the runner holding it. Undefined for a session that is no fork or whose workspace holds the
+   * seed already (`seeded_snapshot`). A snapshot gone (or not Ready) before the seed was copied
+   * fails the provision with FAILED_PRECONDITION naming it.
+   */
+  async #forkSeed(record: HarnessRecord): Promise<ForkSeed | undefined> {
+    const ref = record.spec.source?.snapshotRef;
+    if (ref === undefined) return undefined;
+    const workspace =
+      record.container_name !== undefined
+        ? await this.#o.store.getWorkspace(record.container_name)
+        : await this.#o.store.findWorkspace(agentRefOf(record), harnessWorkstream(record.name));
+    if (workspace?.seeded_snapshot !== undefined) return undefined;
+    const snapshot = await this.#o.store.getResource(SESSION_SNAPSHOT_KIND, record.namespace, ref);
+    const runner = snapshot?.status.runner;
+    if (snapshot?.status.phase !== "Ready" || runner === undefined)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `spec.source.snapshotRef: ${SESSION_SNAPSHOT_KIND} ${record.namespace}/${ref} ${snapshot ? "is not Ready" : "no longer exists"}, and this fork's workspace was not seeded from it yet`,
+      );
+    const holder = await this.#o.store.findRunner(runner);
+    return {
+      runnerId: holder?.runner_id ?? runner,
+      runnerName: runner,
+      storage: snapshotTarget(snapshot, workspace?.spec),
+    };
+  }
+
   /** Asks the session's runner whether a request could reach the adapter now (PROTOCOL.md §7 `probe`). */
   async #probe(session: SessionRecord): Promise<{ ok: true } | { ok: false; error: ApiErrorBody }> {
     const workspace = await this.#o.store.getWorkspace(session.container_name);
@@ -668,7 +713,9 @@ export class HarnessReconciler {
                 ? "The next request resumes it (spec.autoResume)"
                 : "Write the spec (e.g. desiredState: running) to resume"
             }`
-          : "stopped (desiredState: stopped); the volume is kept",
+          : reason === HarnessReasons.Restoring
+            ? "stopped to restore its volume from a snapshot; it is brought back to its desired state next"
+            : "stopped (desiredState: stopped); the volume is kept",
     };
     const running = session !== undefined && session.state !== "STOPPED";
     if (record.phase === "Stopped" && !running) {

@@ -18,6 +18,7 @@ import type { ListMetadata } from "../../contracts/pagination.ts";
 import { type Agent, API_VERSION } from "../../contracts/resources.ts";
 import { sessionStackName } from "../../contracts/session-spec.ts";
 import type { HarnessController } from "./harness-controller.ts";
+import { usableSnapshot } from "./snapshot-usable.ts";
 import { harnessWorkstream } from "./harness-reconciler.ts";
 import { toManifest, withReady } from "./harness-status.ts";
 import { mergePatch } from "../lifecycle/merge-patch.ts";
@@ -172,6 +173,18 @@ export class HarnessSessions {
         spec = { ...spec, runtimeRef: current.spec.runtimeRef };
       // Not bound yet (new, or applied before its Agent): bound now if the Agent exists.
       if (current?.spec.runtimeRef === undefined) spec = await this.#bindable(namespace, spec);
+      // A fork (issue 38): its snapshot is checked when it is created, nothing stored otherwise.
+      if (!current && spec.source !== undefined) {
+        const snapshot = await usableSnapshot(
+          this.#store,
+          namespace,
+          spec.source.snapshotRef,
+          spec.agentRef,
+          spec.runtimeRef,
+          "spec.source.snapshotRef",
+        );
+        spec = { ...spec, runtimeRef: spec.runtimeRef ?? snapshot.spec.runtimeRef };
+      }
       if (!current) {
         const release = await this.#quotas?.reserveSession(
           namespace,

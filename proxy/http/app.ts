@@ -13,6 +13,7 @@ import { toErrorResponse } from "./error-response.ts";
 import type { EventBus } from "../lifecycle/event-bus.ts";
 import { eventRoutes } from "./event-stream.ts";
 import { type HarnessRoutesOptions, harnessRoutes } from "./harness-routes.ts";
+import { snapshotRoutes } from "./snapshot-routes.ts";
 import type { RpcHandlers } from "../lifecycle/lifecycle.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
@@ -100,6 +101,8 @@ const PROXIED_REQUEST_PATH = /^\/v1\/namespaces\/[^/]+\/harnesssessions\/[^/]+\/
 /** Workspace uploads: bounded by AGENT_SESSIONS_WORKSPACE_FILE_MAX_BYTES, streamed, never buffered. */
 const WORKSPACE_FILES_PATH =
   /^\/v1\/(namespaces\/[^/]+\/harnesssessions|workspaces)\/[^/]+\/workspace\/files\//;
+/** Snapshot archive imports: bounded by AGENT_SESSIONS_SNAPSHOT_ARCHIVE_MAX_BYTES, streamed to a staging file. */
+const SNAPSHOT_ARCHIVE_PATH = /^\/v1\/namespaces\/[^/]+\/sessionsnapshots\/[^/]+\/archive$/;
 
 /**
  * The HTTP API (never listens; `main.ts` does). Everything under `/v1` takes a bearer token: the
@@ -166,7 +169,9 @@ export function buildApp(options: AppOptions): Hono {
       ),
   });
   app.use("/v1/*", (c, next) =>
-    PROXIED_REQUEST_PATH.test(c.req.path) || WORKSPACE_FILES_PATH.test(c.req.path)
+    PROXIED_REQUEST_PATH.test(c.req.path) ||
+    WORKSPACE_FILES_PATH.test(c.req.path) ||
+    SNAPSHOT_ARCHIVE_PATH.test(c.req.path)
       ? next()
       : limitBody(c, next),
   );
@@ -193,6 +198,7 @@ export function buildApp(options: AppOptions): Hono {
   );
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
+  if (options.harness?.snapshots) app.route("/v1/namespaces", snapshotRoutes(options.harness.snapshots));
   if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
   if (options.workspaceFiles) {
     app.route("/v1/namespaces", harnessWorkspaceRoutes(options.workspaceFiles));

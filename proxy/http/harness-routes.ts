@@ -3,6 +3,7 @@ import { RequestId } from "../../contracts/harness-session.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { AgentRuns } from "../harness/agent-runs.ts";
 import type { HarnessSessions } from "../harness/harness-sessions.ts";
+import type { SessionSnapshots } from "../harness/session-snapshots.ts";
 import { parseInput, readJson } from "../lifecycle/request-body.ts";
 import { createOnly } from "./create-only.ts";
 import type { RequestRelay } from "../relay/request-relay.ts";
@@ -16,6 +17,8 @@ export type HarnessRoutesOptions = {
    * failed on their binding are retried (HarnessController.rebind).
    */
   rebind?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>;
+  /** SessionSnapshots (snapshot-routes.ts); absent: no such routes. */
+  snapshots?: SessionSnapshots;
 };
 
 /**

@@ -151,6 +151,11 @@ describe("GET /openapi.json", () => {
       "/v1/tokens",
       "/v1/tokens/{name}",
       "/v1/whoami",
+      "/v1/namespaces/{namespace}/harnesssessions/{name}:snapshot",
+      "/v1/namespaces/{namespace}/harnesssessions/{name}:restore",
+      "/v1/namespaces/{namespace}/sessionsnapshots",
+      "/v1/namespaces/{namespace}/sessionsnapshots/{name}",
+      "/v1/namespaces/{namespace}/sessionsnapshots/{name}/archive",
     ])
       expect(paths()[path], path).toBeDefined();
     // An Agent is answered with write-only credentials: no `value` in what GET returns.

@@ -10,6 +10,12 @@ import {
   HarnessSessionInput,
 } from "../../contracts/harness-session.ts";
 import { API_VERSION, AgentRuntime, AgentView, AgentWrite } from "../../contracts/resources.ts";
+import {
+  RestoreRequest,
+  SessionSnapshot,
+  SnapshotManifest,
+  SnapshotRequest,
+} from "../../contracts/session-snapshot.ts";
 import { CreatedToken, CreateTokenRequest, TokenInfo, TokenList, WhoAmI } from "../../contracts/access.ts";
 import { Rpc, type RpcMethod } from "../../contracts/rpc.ts";
 import { DEFAULT_PAGE_SIZE, ListMetadata, MAX_PAGE_SIZE } from "../../contracts/pagination.ts";
@@ -115,6 +121,20 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.RunnerList = schemaOf(RunnerList, "output");
   schemas.RunnerTokenIssued = schemaOf(RunnerTokenIssued, "output");
   schemas.RunnerTokenRevoked = schemaOf(RunnerTokenRevoked, "output");
+  schemas.SessionSnapshot = schemaOf(SessionSnapshot, "output");
+  schemas.SessionSnapshotList = {
+    type: "object",
+    properties: {
+      apiVersion: { type: "string", const: API_VERSION },
+      kind: { type: "string", const: "SessionSnapshotList" },
+      metadata: schemaOf(ListMetadata, "output"),
+      items: { type: "array", items: ref("SessionSnapshot") },
+    },
+    required: ["apiVersion", "kind", "items"],
+  };
+  schemas.SnapshotRequest = schemaOf(SnapshotRequest, "input");
+  schemas.RestoreRequest = schemaOf(RestoreRequest, "input");
+  schemas.SnapshotManifest = schemaOf(SnapshotManifest, "output");
   schemas.WorkspaceListing = schemaOf(WorkspaceListing, "output");
   schemas.WorkspaceWriteResult = schemaOf(WorkspaceWriteResult, "output");
   schemas.WorkspaceDeleteResult = schemaOf(WorkspaceDeleteResult, "output");
@@ -582,6 +602,106 @@ function operationalPaths(): Record<string, JsonObject> {
   };
 }
 
+/** SessionSnapshots (issue 38; docs/http-api.md): snapshot, restore, read, delete, archive. */
+function snapshotPaths(): Record<string, JsonObject> {
+  const edit = "Scope: namespace:<ns>:edit (a chat token can do none of this).";
+  const base = "/v1/namespaces/{namespace}/sessionsnapshots";
+  const gzip = { "application/gzip": { schema: { type: "string", format: "binary" } } };
+  const tooLarge = {
+    "413": {
+      description: "RESOURCE_EXHAUSTED: past AGENT_SESSIONS_SNAPSHOT_ARCHIVE_MAX_BYTES",
+      content: json(ref("Error")),
+    },
+  };
+  return {
+    "/v1/namespaces/{namespace}/harnesssessions/{name}:snapshot": {
+      parameters: [nsParam, nameParam],
+      post: {
+        operationId: "snapshotSession",
+        tags: ["sessionsnapshots"],
+        description: `Copies the session's volume (its files and its conversation) into a new SessionSnapshot, running, paused or stopped; answers once Ready. Requests in flight that do not end within 30 s: 409 ABORTED, nothing kept. A session never provisioned: 412. ${edit}`,
+        requestBody: { required: true, content: json(ref("SnapshotRequest")) },
+        responses: { "201": ok("the snapshot, Ready", ref("SessionSnapshot")), ...errors },
+      },
+    },
+    "/v1/namespaces/{namespace}/harnesssessions/{name}:restore": {
+      parameters: [nsParam, nameParam],
+      post: {
+        operationId: "restoreSession",
+        tags: ["sessionsnapshots"],
+        description: `Returns the session's volume to a snapshot (Ready, same namespace, Agent and runtime, on the session's runner; else 400 naming the mismatch): the session is stopped, restored, and brought back to its desired state. ${edit}`,
+        requestBody: { required: true, content: json(ref("RestoreRequest")) },
+        responses: {
+          "200": ok("the session after the restore", {
+            type: "object",
+            properties: {
+              session: ref("HarnessSession"),
+              snapshot: { type: "string" },
+              message: { type: "string" },
+            },
+            required: ["session", "snapshot", "message"],
+          }),
+          ...errors,
+        },
+      },
+    },
+    [base]: {
+      parameters: [nsParam],
+      get: {
+        operationId: "listSessionSnapshots",
+        tags: ["sessionsnapshots"],
+        parameters: pageParams,
+        description: "Scope: namespace:<ns>:view or :edit.",
+        responses: { "200": ok("a page of snapshots, by name", ref("SessionSnapshotList")), ...errors },
+      },
+    },
+    [`${base}/{name}`]: {
+      parameters: [nsParam, nameParam],
+      get: {
+        operationId: "getSessionSnapshot",
+        tags: ["sessionsnapshots"],
+        description: "Scope: namespace:<ns>:view or :edit.",
+        responses: { "200": ok("the snapshot", ref("SessionSnapshot")), ...errors },
+      },
+      delete: {
+        operationId: "deleteSessionSnapshot",
+        tags: ["sessionsnapshots"],
+        description: `Frees the snapshot's storage on its runner, then forgets it. Its runner not connected: 503, the snapshot kept. ${edit}`,
+        responses: { "200": ok("the deleted snapshot", ref("SessionSnapshot")), ...errors },
+      },
+    },
+    [`${base}/{name}/archive`]: {
+      parameters: [nsParam, nameParam],
+      get: {
+        operationId: "exportSessionSnapshot",
+        tags: ["sessionsnapshots"],
+        description: `A gzip-compressed tar: manifest.json (SnapshotManifest) first, then the volume's files under volume/. ${edit}`,
+        responses: { "200": { description: "the archive", content: gzip }, ...tooLarge, ...errors },
+      },
+      put: {
+        operationId: "importSessionSnapshot",
+        tags: ["sessionsnapshots"],
+        description: `Imports an archive as exported: checked whole before anything is made (manifest first; only files, directories and symlinks under volume/ that stay inside; no hard links, devices, FIFOs; not truncated: else 400). ${edit}`,
+        parameters: [
+          {
+            name: "engine",
+            in: "query",
+            required: false,
+            description: "prefer a runner of this engine",
+            schema: { type: "string", enum: ["docker", "kubernetes"] },
+          },
+        ],
+        requestBody: { required: true, content: gzip },
+        responses: {
+          "201": ok("the imported snapshot, Ready", ref("SessionSnapshot")),
+          ...tooLarge,
+          ...errors,
+        },
+      },
+    },
+  };
+}
+
 /**
  * The OpenAPI 3.1 document of the HTTP API (`GET /openapi.json`), generated from the zod
  * contracts so it cannot drift from what the server parses.
@@ -602,6 +722,7 @@ export function buildOpenApiDocument(): JsonObject {
       ...rpcPaths(),
       ...resourcePaths(),
       ...workspacePaths(),
+      ...snapshotPaths(),
       ...runnerPaths(),
       ...tokenPaths(),
     },

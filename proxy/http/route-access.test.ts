@@ -172,6 +172,14 @@ const ROUTES: readonly Route[] = [
   { method: "GET", path: `${NS}/harnesssessions/s/workspace:diff`, allowed: READ_SESSION },
   { method: "PUT", path: `${NS}/harnesssessions/s/workspace/files/a.txt`, body: "x", allowed: EDIT },
   { method: "DELETE", path: `${NS}/harnesssessions/s/workspace/files/a.txt`, allowed: EDIT },
+  // SessionSnapshots (issue 38): edit snapshots, restores, exports, imports, deletes; view reads; chat none.
+  { method: "POST", path: `${NS}/harnesssessions/s:snapshot`, body: {}, allowed: EDIT },
+  { method: "POST", path: `${NS}/harnesssessions/s:restore`, body: {}, allowed: EDIT },
+  { method: "GET", path: `${NS}/sessionsnapshots`, allowed: VIEW },
+  { method: "GET", path: `${NS}/sessionsnapshots/x`, allowed: VIEW },
+  { method: "DELETE", path: `${NS}/sessionsnapshots/x`, allowed: EDIT },
+  { method: "GET", path: `${NS}/sessionsnapshots/x/archive`, allowed: EDIT },
+  { method: "PUT", path: `${NS}/sessionsnapshots/x/archive`, body: "not gzip", allowed: EDIT },
   // RPCs naming an agent_ref: its namespace's edit (decided from the name: 403 leaks nothing).
   {
     method: "POST",

@@ -52,6 +52,14 @@ export const ROUTE_RULES: readonly Rule[] = [
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests/[^/]+/cancel`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/agentruns`, namespaceNeed("edit")),
+  // SessionSnapshots (issue 38): taken, restored, exported, imported and deleted with the
+  // namespace's edit (an export carries the agent's whole conversation); listed and read with view.
+  rule("POST", `namespaces/${SEGMENT}/harnesssessions/[^/]+:(?:snapshot|restore)`, namespaceNeed("edit")),
+  rule("GET", `namespaces/${SEGMENT}/sessionsnapshots`, namespaceNeed("view")),
+  rule("GET", `namespaces/${SEGMENT}/sessionsnapshots/[^/]+`, namespaceNeed("view")),
+  rule("DELETE", `namespaces/${SEGMENT}/sessionsnapshots/[^/]+`, namespaceNeed("edit")),
+  rule("GET", `namespaces/${SEGMENT}/sessionsnapshots/[^/]+/archive`, namespaceNeed("edit")),
+  rule("PUT", `namespaces/${SEGMENT}/sessionsnapshots/[^/]+/archive`, namespaceNeed("edit")),
   // A HarnessSession's workspace files: read with the namespace's view or the session's chat (a
   // session token reads its own workspace, issue 18), written with the namespace's edit only.
   rule(

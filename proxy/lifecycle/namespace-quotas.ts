@@ -34,19 +34,23 @@ export const NamespaceLimitList = z.string().transform((text, ctx): NamespaceLim
   return limits;
 });
 
-export type QuotaKind = "sessions" | "warmPoolEntries" | "agentRuns";
+export type QuotaKind = "sessions" | "warmPoolEntries" | "agentRuns" | "snapshots" | "snapshotBytes";
 
 /** The setting that sets (and raises) each quota. */
 export const QUOTA_SETTINGS: Record<QuotaKind, string> = {
   sessions: "AGENT_SESSIONS_NAMESPACE_MAX_SESSIONS",
   warmPoolEntries: "AGENT_SESSIONS_NAMESPACE_MAX_WARM_POOL_ENTRIES",
   agentRuns: "AGENT_SESSIONS_NAMESPACE_MAX_AGENT_RUNS",
+  snapshots: "AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOTS",
+  snapshotBytes: "AGENT_SESSIONS_NAMESPACE_MAX_SNAPSHOT_BYTES",
 };
 
 const NOUNS: Record<QuotaKind, string> = {
   sessions: "sessions",
   warmPoolEntries: "warm pool entries",
   agentRuns: "agent runs at once",
+  snapshots: "session snapshots",
+  snapshotBytes: "bytes of session snapshots",
 };
 
 /** What names a session for its namespace's count: one per `(agent, workstream)` workspace. */
@@ -60,7 +64,10 @@ export type SessionSource = (namespace: string) => Promise<Iterable<string>>;
 /**
  * Per-namespace quotas from the operator's configuration (AGENT_SESSIONS_NAMESPACE_MAX_*):
  * sessions (every workspace — ProvisionAgentWorkspace, SpawnAgent — and every HarnessSession,
- * counted once when it holds a workspace), warm pool entries, one-shot AgentRuns at once. Over
+ * counted once when it holds a workspace), warm pool entries, one-shot AgentRuns at once,
+ * SessionSnapshots and their bytes (a take's size is known once taken: a new one is refused when
+ * the namespace's snapshots already hold the quota's bytes; an import's when its staged tar would
+ * pass it). Over
  * a quota is RESOURCE_EXHAUSTED (429), naming the namespace, the quota and the setting, before
  * anything changes. Counts and reservations are this process's: several server replicas over
  * one store may each admit up to the quota at the same moment.

@@ -1,3 +1,4 @@
+import type { SnapshotStorage } from "../../contracts/session-snapshot.ts";
 import type { ErrorCode } from "../../contracts/errors.ts";
 import { formatLabels, type RunnerSelector, selectorMatches } from "../../contracts/runners.ts";
 import type { RunnerRecord } from "../store/store.ts";
@@ -21,6 +22,13 @@ export const PLACEMENT_REMEDIES = {
 
 /** The engines a workspace may be placed on, and why (said in a refusal). */
 export type EngineRequirement = { allowed: readonly Engine[]; why: string };
+
+/**
+ * A fork's seed (issue 38): its new workspace goes on the runner holding the snapshot (the copy
+ * is made on that engine), and its provision carries `spec.seedSnapshot` until one answers
+ * `seeded_snapshot`.
+ */
+export type ForkSeed = { runnerId: string; runnerName: string; storage: SnapshotStorage };
 
 export type Placement =
   | { ok: true; runner: RunnerRecord }

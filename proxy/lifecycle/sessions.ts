@@ -30,6 +30,11 @@ export type LaunchOptions = {
    * @default "ERRORED"
    */
   notFoundState?: "ERRORED" | "STOPPED";
+  /**
+   * Start the agent with `resume: true` even under a new session id: a fork's first start, whose
+   * volume holds the conversation its snapshot was taken with (issue 38). @default false
+   */
+  resume?: boolean;
 };
 
 export type SessionsOptions = {
@@ -158,7 +163,7 @@ export class Sessions {
       kind: "start",
       container_name: workspace.container_name,
       session_id: sessionId,
-      resume: resumeId !== undefined,
+      resume: resumeId !== undefined || options.resume === true,
       // The runtime's agent, fixed with its image when the workspace was made.
       command: workspace.spec.agentCommand ?? [...REFERENCE_AGENT_COMMAND],
     });

@@ -15,7 +15,7 @@ import { gatewayFieldOf } from "./gateway-grant.ts";
 import { type KeyedLock, type KeyedLocks, processLocks } from "./keyed-mutex.ts";
 import { sessionKey } from "./namespace-quotas.ts";
 import type { Logger } from "../observability/log.ts";
-import { chooseRunner, type EngineRequirement } from "./placement.ts";
+import { chooseRunner, type EngineRequirement, type ForkSeed } from "./placement.ts";
 import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import { type Admission, defaultAdmission } from "./admission.ts";
@@ -33,6 +33,8 @@ type ProvisionRequest = Omit<z.infer<typeof ProvisionAgentWorkspaceRequest>, "wo
   repo?: WorkspaceRepo;
   /** A new workspace only on runners of these engines (placement.ts). */
   engines?: EngineRequirement;
+  /** A fork's seed: placed on its runner, `spec.seedSnapshot` sent (placement.ts ForkSeed). */
+  seed?: ForkSeed;
 };
 type ProvisionResponse = z.infer<typeof ProvisionAgentWorkspaceResponse>;
 
@@ -110,8 +112,11 @@ export class Workspaces {
    */
   provision(
     input: z.infer<typeof ProvisionAgentWorkspaceRequest>,
-    /** `engines`: a new workspace goes only to a runner of one (a HarnessSession in the paused tier). */
-    placement: { engines?: EngineRequirement } = {},
+    /**
+     * `engines`: a new workspace goes only to a runner of one (a HarnessSession in the paused tier);
+     * `seed`: a fork's, seeded from its snapshot on the runner holding it.
+     */
+    placement: { engines?: EngineRequirement; seed?: ForkSeed } = {},
   ): Promise<ProvisionResponse> {
     const { name: workstream, repo } = workstreamParts(input.workstream);
     const request: ProvisionRequest = {
@@ -119,6 +124,7 @@ export class Workspaces {
       workstream,
       ...(repo ? { repo } : {}),
       ...(placement.engines ? { engines: placement.engines } : {}),
+      ...(placement.seed ? { seed: placement.seed } : {}),
     };
     const { namespace, name } = parseAgentRef(request.agent_ref);
     const agentRef = `${namespace}/${name}`;
@@ -166,8 +172,8 @@ export class Workspaces {
           sessionKey(agentRef, request.workstream),
         );
     try {
-      // A warm entry holds no checkout: a repository workstream is provisioned the slow way.
-      if (!existing && !request.repo) {
+      // A warm entry holds no checkout nor a fork's seed: those are provisioned the slow way.
+      if (!existing && !request.repo && !request.seed) {
         const claimed = await this.#placing.run("placement", () =>
           this.#fromWarmPool(agentRef, request, agent, runtime),
         );
@@ -194,22 +200,27 @@ export class Workspaces {
           );
         }
         runner = its;
-        spec = buildSessionSpec({
-          namespace,
-          name: existing.spec.name,
-          engine: runner.engine,
-          agent,
-          runtime,
-          admission: this.#admission,
-          // Seeded once: a re-provision names the repository it was seeded from (a no-op then).
-          repo: request.repo ? seedRepoOf(request.repo) : existing.spec.repo,
-        });
+        spec = withSeed(
+          request.seed,
+          buildSessionSpec({
+            namespace,
+            name: existing.spec.name,
+            engine: runner.engine,
+            agent,
+            runtime,
+            admission: this.#admission,
+            // Seeded once: a re-provision names the repository it was seeded from (a no-op then).
+            repo: request.repo ? seedRepoOf(request.repo) : existing.spec.repo,
+          }),
+        );
         workspace =
           (await this.#store.updateWorkspace(existing.container_name, { status: "provisioning" })) ??
           existing;
       } else {
         ({ runner, spec, workspace } = await this.#placing.run("placement", async () => {
-          const runnerId = await this.#place(request.runner_selector, request.engines);
+          const runnerId = request.seed
+            ? this.#seedRunner(request.seed)
+            : await this.#place(request.runner_selector, request.engines);
           const chosen = this.#runners.connectedRunners().find((r) => r.runner_id === runnerId);
           if (!chosen) throw new CodedError("UNAVAILABLE", `runner ${runnerId} is not connected`);
           const sessionName = workspaceNameFor(
@@ -217,15 +228,18 @@ export class Workspaces {
             request.workstream,
             requestId || randomUUID(),
           );
-          const chosenSpec = buildSessionSpec({
-            namespace,
-            name: sessionName,
-            engine: chosen.engine,
-            agent,
-            runtime,
-            admission: this.#admission,
-            repo: request.repo ? seedRepoOf(request.repo) : undefined,
-          });
+          const chosenSpec = withSeed(
+            request.seed,
+            buildSessionSpec({
+              namespace,
+              name: sessionName,
+              engine: chosen.engine,
+              agent,
+              runtime,
+              admission: this.#admission,
+              repo: request.repo ? seedRepoOf(request.repo) : undefined,
+            }),
+          );
           const inserted = await this.#insert({
             container_name: workloadName(namespace, sessionName),
             agent_ref: agentRef,
@@ -266,11 +280,23 @@ export class Workspaces {
       // The commit a seed fetched now: kept for the diff, as the runner saw it (a provision that
       // fetched nothing leaves the recorded one as it was).
       const seeded = outcome.result.seeded_commit;
+      // A fork's seed copied now (issue 38): no provision carries it again.
+      const seededSnapshot = outcome.result.seeded_snapshot;
       const ready = await this.#store.updateWorkspace(workspace.container_name, {
         status: "ready",
         endpoint: outcome.result.endpoint,
         ...(seeded && spec.repo ? { seeded_commit: seeded } : {}),
+        ...(seededSnapshot && spec.seedSnapshot ? { seeded_snapshot: seededSnapshot } : {}),
       });
+      if (spec.seedSnapshot && !seededSnapshot)
+        this.#log(
+          "warn",
+          "a fork's provision did not say it seeded the snapshot: the seed is sent again next time",
+          {
+            container_name: workspace.container_name,
+            snapshot: spec.seedSnapshot.storage,
+          },
+        );
       if (spec.repo && !seeded && !ready?.seeded_commit)
         this.#log(
           "warn",
@@ -406,6 +432,29 @@ export class Workspaces {
     return ready;
   }
 
+  /**
+   * A fork's new workspace goes on the runner holding its snapshot, whatever its load: the copy is
+   * made on that engine. Not connected: UNAVAILABLE naming it.
+   */
+  #seedRunner(seed: ForkSeed): string {
+    const its = this.#runners.connectedRunners().find((r) => r.runner_id === seed.runnerId);
+    if (!its)
+      throw new CodedError(
+        "UNAVAILABLE",
+        `runner ${seed.runnerName}, which holds snapshot ${seed.storage.namespace}/${seed.storage.name} this fork is seeded from, is not connected`,
+        {
+          remedy: `start runner ${seed.runnerName} again; a fork is made on the engine holding its snapshot`,
+        },
+      );
+    if (its.draining)
+      throw new CodedError(
+        "UNAVAILABLE",
+        `runner ${seed.runnerName}, which holds snapshot ${seed.storage.namespace}/${seed.storage.name} this fork is seeded from, is draining: it takes no new workspace`,
+        { remedy: `undrain runner ${seed.runnerName} (a fork is made on the engine holding its snapshot)` },
+      );
+    return its.runner_id;
+  }
+
   /** A runner for a new workspace: labels matching `selector`, not draining, with room (placement.ts). */
   async #place(selector: RunnerSelector | undefined, engines?: EngineRequirement): Promise<string> {
     const { connected, load } = await this.#placementView();
@@ -495,6 +544,11 @@ export class Workspaces {
     });
     if (!claim.claimed && claim.existing.container_name !== containerName) throw reusedRequestId(requestId);
   }
+}
+
+/** The spec with the fork's seed (`seedSnapshot`) when there is one to copy. */
+function withSeed(seed: ForkSeed | undefined, spec: SessionSpec): SessionSpec {
+  return seed ? { ...spec, seedSnapshot: seed.storage } : spec;
 }
 
 function mutexKey(agentRef: string, workstream: string): string {

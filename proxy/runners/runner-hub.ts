@@ -160,8 +160,7 @@ export class RunnerHub {
     this.#heartbeat = setInterval(() => this.#tick(), this.#heartbeatMs);
     // Commands another replica forwards for a runner attached here run on its link here.
     this.#cluster.serveForwarded(async ({ runnerId, command, timeoutMs, onChunk }) => {
-      const relayId =
-        command.kind === "relay" || command.kind === "workspace_read" ? command.relay_id : undefined;
+      const relayId = relayIdOf(command);
       const unsubscribe = relayId !== undefined ? this.onRelayChunk(relayId, onChunk) : undefined;
       try {
         return await this.#commandHere(runnerId, command, timeoutMs);
@@ -307,8 +306,7 @@ export class RunnerHub {
       : this.#cluster.remoteLinks().get(runnerId);
     if (remote === undefined) return this.#commandHere(runnerId, command, timeoutMs);
     // Attached to another replica: the command runs there, its relay chunks come back here.
-    const relayId =
-      command.kind === "relay" || command.kind === "workspace_read" ? command.relay_id : undefined;
+    const relayId = relayIdOf(command);
     const outcome = await this.#cluster.forward(remote.replicaId, {
       runnerId,
       command,
@@ -330,8 +328,7 @@ export class RunnerHub {
     if (!connection?.available)
       return { ok: false, error: { code: "UNAVAILABLE", message: `runner ${runnerId} is not connected` } };
     // Chunks of a relayed request (or a workspace download) are taken from the runner it went to, and from no other.
-    const relayId =
-      command.kind === "relay" || command.kind === "workspace_read" ? command.relay_id : undefined;
+    const relayId = relayIdOf(command);
     if (relayId !== undefined) this.#relayRunners.set(relayId, runnerId);
     if (command.kind === "relay") this.#relayWorkspaces.set(command.relay_id, command.container_name);
     const outcome = await connection.request(command, timeoutMs);
@@ -794,4 +791,11 @@ export class RunnerHub {
       );
     }
   }
+}
+
+/** The relay id of a command whose answer streams back as `relay_chunk`s (a relay, a download, a snapshot export). */
+function relayIdOf(command: RunnerCommand): string | undefined {
+  return command.kind === "relay" || command.kind === "workspace_read" || command.kind === "snapshot_read"
+    ? command.relay_id
+    : undefined;
 }

@@ -142,4 +142,9 @@ CREATE INDEX harness_sessions_by_container ON harness_sessions (container_name);
     name: "store: the commit each workspace was seeded at, the diff's baseline (issue 34 item 12)",
     sql: `ALTER TABLE workspaces ADD COLUMN seeded_commit ${T};`,
   },
+  {
+    version: 8,
+    name: "store: the snapshot storage a fork's workspace was seeded from (issue 38)",
+    sql: `ALTER TABLE workspaces ADD COLUMN seeded_snapshot ${T};`,
+  },
 ];

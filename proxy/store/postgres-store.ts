@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from "../../contracts/compass.ts";
-import type { Resource, ResourceKind } from "../../contracts/resources.ts";
 import { PgParams, type PgQueryable, type PostgresDatabase, pgPageSql } from "./postgres-database.ts";
 import { toIdempotency, toRunner, toSession, toWorkspace } from "./store-rows.ts";
 import type {
@@ -15,6 +14,9 @@ import type {
   SessionRecord,
   Store,
   StoredFrame,
+  StoredKind,
+  StoredOf,
+  StoredResource,
   Transition,
   WorkspaceRecord,
 } from "./store.ts";
@@ -105,10 +107,10 @@ export class PostgresStore implements Store {
 
   // ── resources ────────────────────────────────────────────────────────────────────────────
 
-  async putResource(
-    resource: Resource,
+  async putResource<R extends StoredResource>(
+    resource: R,
     options: { ifAbsent?: boolean } = {},
-  ): Promise<{ resource: Resource; created: boolean }> {
+  ): Promise<{ resource: R; created: boolean }> {
     const { namespace, name } = resource.metadata;
     const key = [resource.kind, namespace, name];
     for (;;) {
@@ -119,13 +121,13 @@ export class PostgresStore implements Store {
           tx,
         );
         if (existing && options.ifAbsent)
-          return { resource: JSON.parse(String(existing.body)) as Resource, created: false };
+          return { resource: JSON.parse(String(existing.body)) as R, created: false };
         const now = this.#iso();
         const createdAt = existing ? String(existing.created_at) : now;
         const stored = {
           ...resource,
           metadata: { ...resource.metadata, creationTimestamp: createdAt },
-        } as Resource;
+        } as R;
         const written = existing
           ? await this.#db.run(
               "UPDATE resources SET body = $4, updated_at = $5 WHERE kind = $1 AND namespace = $2 AND name = $3",
@@ -145,19 +147,23 @@ export class PostgresStore implements Store {
     }
   }
 
-  async getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
+  async getResource<K extends StoredKind>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<StoredOf<K> | undefined> {
     const row = await this.#db.get(
       "SELECT body FROM resources WHERE kind = $1 AND namespace = $2 AND name = $3",
       [kind, namespace, name],
     );
-    return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
+    return row ? (JSON.parse(String(row.body)) as StoredOf<K>) : undefined;
   }
 
-  async listResources(
-    kind: ResourceKind,
+  async listResources<K extends StoredKind>(
+    kind: K,
     namespace: string | undefined,
     page?: PageQuery,
-  ): Promise<Resource[]> {
+  ): Promise<StoredOf<K>[]> {
     const params = new PgParams();
     const where = [`kind = ${params.p(kind)}`];
     if (namespace !== undefined) where.push(`namespace = ${params.p(namespace)}`);
@@ -166,15 +172,19 @@ export class PostgresStore implements Store {
       `SELECT body FROM resources WHERE ${where.join(" AND ")}${order}`,
       params.values,
     );
-    return rows.map((row) => JSON.parse(String(row.body)) as Resource);
+    return rows.map((row) => JSON.parse(String(row.body)) as StoredOf<K>);
   }
 
-  async deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
+  async deleteResource<K extends StoredKind>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<StoredOf<K> | undefined> {
     const row = await this.#db.get(
       "DELETE FROM resources WHERE kind = $1 AND namespace = $2 AND name = $3 RETURNING body",
       [kind, namespace, name],
     );
-    return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
+    return row ? (JSON.parse(String(row.body)) as StoredOf<K>) : undefined;
   }
 
   // ── runners ──────────────────────────────────────────────────────────────────────────────
@@ -349,13 +359,20 @@ export class PostgresStore implements Store {
 
   async updateWorkspace(
     containerName: string,
-    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit">>,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit" | "seeded_snapshot">>,
   ): Promise<WorkspaceRecord | undefined> {
     const row = await this.#db.get(
       `UPDATE workspaces SET status = COALESCE($1, status), endpoint = COALESCE($2, endpoint),
-         seeded_commit = COALESCE($3, seeded_commit), updated_at = $4
-       WHERE container_name = $5 RETURNING *`,
-      [patch.status ?? null, patch.endpoint ?? null, patch.seeded_commit ?? null, this.#iso(), containerName],
+         seeded_commit = COALESCE($3, seeded_commit), seeded_snapshot = COALESCE($4, seeded_snapshot), updated_at = $5
+       WHERE container_name = $6 RETURNING *`,
+      [
+        patch.status ?? null,
+        patch.endpoint ?? null,
+        patch.seeded_commit ?? null,
+        patch.seeded_snapshot ?? null,
+        this.#iso(),
+        containerName,
+      ],
     );
     return row ? toWorkspace(row) : undefined;
   }

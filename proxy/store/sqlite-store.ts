@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from "../../contracts/compass.ts";
-import type { Resource, ResourceKind } from "../../contracts/resources.ts";
 import type {
   PageQuery,
   ClaimResult,
@@ -13,6 +12,9 @@ import type {
   SessionRecord,
   Store,
   StoredFrame,
+  StoredKind,
+  StoredOf,
+  StoredResource,
   Transition,
   WorkspaceRecord,
 } from "./store.ts";
@@ -45,7 +47,7 @@ CREATE TABLE IF NOT EXISTS workspaces (
   container_name TEXT PRIMARY KEY, agent_ref TEXT NOT NULL, workstream TEXT NOT NULL,
   client_request_id TEXT NOT NULL UNIQUE, runner_id TEXT NOT NULL, status TEXT NOT NULL,
   endpoint TEXT, spec TEXT NOT NULL, adapter_token TEXT NOT NULL,
-  created_at TEXT NOT NULL, updated_at TEXT NOT NULL, seeded_commit TEXT,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL, seeded_commit TEXT, seeded_snapshot TEXT,
   UNIQUE (agent_ref, workstream)
 );
 CREATE TABLE IF NOT EXISTS idempotency_keys (
@@ -93,6 +95,9 @@ export class SqliteStore implements Store {
     // Issue 34 item 12: a workspace made before has none (its diff says so).
     if (!workspaceColumns.includes("seeded_commit"))
       this.#db.exec("ALTER TABLE workspaces ADD COLUMN seeded_commit TEXT");
+    // Issue 38: the snapshot a fork's workspace was seeded from.
+    if (!workspaceColumns.includes("seeded_snapshot"))
+      this.#db.exec("ALTER TABLE workspaces ADD COLUMN seeded_snapshot TEXT");
   }
 
   get isOpen(): boolean {
@@ -105,10 +110,10 @@ export class SqliteStore implements Store {
 
   // ── resources ────────────────────────────────────────────────────────────────────────────
 
-  async putResource(
-    resource: Resource,
+  async putResource<R extends StoredResource>(
+    resource: R,
     options: { ifAbsent?: boolean } = {},
-  ): Promise<{ resource: Resource; created: boolean }> {
+  ): Promise<{ resource: R; created: boolean }> {
     return this.#db.transaction(() => {
       const { namespace, name } = resource.metadata;
       const existing = this.#db.get(
@@ -116,13 +121,13 @@ export class SqliteStore implements Store {
         [resource.kind, namespace, name],
       );
       if (existing && options.ifAbsent)
-        return { resource: JSON.parse(String(existing.body)) as Resource, created: false };
+        return { resource: JSON.parse(String(existing.body)) as R, created: false };
       const now = this.#iso();
       const createdAt = existing ? String(existing.created_at) : now;
       const stored = {
         ...resource,
         metadata: { ...resource.metadata, creationTimestamp: createdAt },
-      } as Resource;
+      } as R;
       this.#db.run(
         `INSERT INTO resources (kind, namespace, name, body, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (kind, namespace, name) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at`,
@@ -132,20 +137,24 @@ export class SqliteStore implements Store {
     });
   }
 
-  async getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
+  async getResource<K extends StoredKind>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<StoredOf<K> | undefined> {
     const row = this.#db.get("SELECT body FROM resources WHERE kind = ? AND namespace = ? AND name = ?", [
       kind,
       namespace,
       name,
     ]);
-    return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
+    return row ? (JSON.parse(String(row.body)) as StoredOf<K>) : undefined;
   }
 
-  async listResources(
-    kind: ResourceKind,
+  async listResources<K extends StoredKind>(
+    kind: K,
     namespace: string | undefined,
     page?: PageQuery,
-  ): Promise<Resource[]> {
+  ): Promise<StoredOf<K>[]> {
     const where = ["kind = ?"];
     const params: SQLInputValue[] = [kind];
     if (namespace !== undefined) {
@@ -154,15 +163,19 @@ export class SqliteStore implements Store {
     }
     const order = pageSql(namespace === undefined ? ["namespace", "name"] : ["name"], page, where, params);
     const sql = `SELECT body FROM resources WHERE ${where.join(" AND ")}${order}`;
-    return this.#db.all(sql, params).map((row) => JSON.parse(String(row.body)) as Resource);
+    return this.#db.all(sql, params).map((row) => JSON.parse(String(row.body)) as StoredOf<K>);
   }
 
-  async deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined> {
+  async deleteResource<K extends StoredKind>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<StoredOf<K> | undefined> {
     const row = this.#db.get(
       "DELETE FROM resources WHERE kind = ? AND namespace = ? AND name = ? RETURNING body",
       [kind, namespace, name],
     );
-    return row ? (JSON.parse(String(row.body)) as Resource) : undefined;
+    return row ? (JSON.parse(String(row.body)) as StoredOf<K>) : undefined;
   }
 
   // ── runners ──────────────────────────────────────────────────────────────────────────────
@@ -327,13 +340,20 @@ export class SqliteStore implements Store {
 
   async updateWorkspace(
     containerName: string,
-    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit">>,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit" | "seeded_snapshot">>,
   ): Promise<WorkspaceRecord | undefined> {
     const row = this.#db.get(
       `UPDATE workspaces SET status = COALESCE(?, status), endpoint = COALESCE(?, endpoint),
-         seeded_commit = COALESCE(?, seeded_commit), updated_at = ?
+         seeded_commit = COALESCE(?, seeded_commit), seeded_snapshot = COALESCE(?, seeded_snapshot), updated_at = ?
        WHERE container_name = ? RETURNING *`,
-      [patch.status ?? null, patch.endpoint ?? null, patch.seeded_commit ?? null, this.#iso(), containerName],
+      [
+        patch.status ?? null,
+        patch.endpoint ?? null,
+        patch.seeded_commit ?? null,
+        patch.seeded_snapshot ?? null,
+        this.#iso(),
+        containerName,
+      ],
     );
     return row ? toWorkspace(row) : undefined;
   }

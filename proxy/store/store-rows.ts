@@ -52,6 +52,7 @@ export function toWorkspace(row: StoredRow): WorkspaceRecord {
     spec: JSON.parse(String(row.spec)) as SessionSpec,
     adapter_token: String(row.adapter_token),
     seeded_commit: optionalString(row.seeded_commit),
+    seeded_snapshot: optionalString(row.seeded_snapshot),
     created_at: String(row.created_at),
     updated_at: String(row.updated_at),
   };

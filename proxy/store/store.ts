@@ -1,5 +1,6 @@
 import type { Frame, FrameType, SessionState } from "../../contracts/compass.ts";
 import type { Resource, ResourceKind } from "../../contracts/resources.ts";
+import type { SESSION_SNAPSHOT_KIND, SessionSnapshot } from "../../contracts/session-snapshot.ts";
 import type { Engine, SessionSpec } from "../../contracts/session-spec.ts";
 
 /**
@@ -17,18 +18,30 @@ export interface Store {
    * Create or replace. With `ifAbsent`, only create: an existing one is left as it is and
    * answered with `created: false` (the caller refuses: ALREADY_EXISTS).
    */
-  putResource(
-    resource: Resource,
+  putResource<R extends StoredResource>(
+    resource: R,
     options?: { ifAbsent?: boolean },
-  ): Promise<{ resource: Resource; created: boolean }>;
-  getResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
+  ): Promise<{ resource: R; created: boolean }>;
+  getResource<K extends StoredKind>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<StoredOf<K> | undefined>;
   /**
    * One namespace's (by name), or every namespace's when `namespace` is undefined (by namespace,
    * name); with `page`, `page.limit + 1` at most after `page.after` ([name] or [namespace, name]).
    */
-  listResources(kind: ResourceKind, namespace: string | undefined, page?: PageQuery): Promise<Resource[]>;
+  listResources<K extends StoredKind>(
+    kind: K,
+    namespace: string | undefined,
+    page?: PageQuery,
+  ): Promise<StoredOf<K>[]>;
   /** The deleted resource, or undefined when there was none. */
-  deleteResource(kind: ResourceKind, namespace: string, name: string): Promise<Resource | undefined>;
+  deleteResource<K extends StoredKind>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<StoredOf<K> | undefined>;
 
   /**
    * Upsert by `runner_name`: a runner keeps its id across reconnects and server restarts. Capacity,
@@ -71,7 +84,7 @@ export interface Store {
   countWorkspacesByRunner(): Promise<Map<string, number>>;
   updateWorkspace(
     containerName: string,
-    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit">>,
+    patch: Partial<Pick<WorkspaceRecord, "status" | "endpoint" | "seeded_commit" | "seeded_snapshot">>,
   ): Promise<WorkspaceRecord | undefined>;
   /** Forget a workspace with its sessions, their frames and the idempotency keys naming it. */
   deleteWorkspace(containerName: string): Promise<boolean>;
@@ -106,6 +119,15 @@ export interface Store {
   /** Frames after a cursor, oldest first: the per-session seq with a session, else the global id. */
   readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]>;
 }
+
+/**
+ * What the resources table keeps, one row a `(kind, namespace, name)`: the kinds served by
+ * resource-routes.ts and SessionSnapshots (issue 38: their status is the server's, written
+ * with the same put).
+ */
+export type StoredKind = ResourceKind | typeof SESSION_SNAPSHOT_KIND;
+export type StoredResource = Resource | SessionSnapshot;
+export type StoredOf<K extends StoredKind> = Extract<StoredResource, { kind: K }>;
 
 /** Thrown when a uniqueness constraint refuses a write; tell it apart by `name`. */
 export class StoreConflictError extends Error {
@@ -157,12 +179,17 @@ export type WorkspaceRecord = {
    * Undefined without a repository, and for a workspace seeded before servers recorded it.
    */
   seeded_commit: string | undefined;
+  /**
+   * The snapshot storage a fork's workspace was seeded from, as the provision that copied it
+   * answered (`seeded_snapshot`, issue 38): once set, no provision carries `seedSnapshot` again.
+   */
+  seeded_snapshot: string | undefined;
   created_at: string;
   updated_at: string;
 };
 export type NewWorkspace = Omit<
   WorkspaceRecord,
-  "created_at" | "updated_at" | "endpoint" | "status" | "seeded_commit"
+  "created_at" | "updated_at" | "endpoint" | "status" | "seeded_commit" | "seeded_snapshot"
 >;
 
 export type SessionRecord = {

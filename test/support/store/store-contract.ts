@@ -75,6 +75,48 @@ export function describeStoreContract(backend: StoreBackend): void {
       expect(await store.listWorkspaces()).toMatchObject([{ seeded_commit: commit }]);
     });
 
+    it("keeps a fork's seeded snapshot once recorded, beside the seeded commit (issue 38)", async () => {
+      expect((await store.insertWorkspace(workspace())).seeded_snapshot).toBeUndefined();
+      await store.updateWorkspace("as-default-w", { status: "ready", seeded_snapshot: "ss-default--s1" });
+      await store.updateWorkspace("as-default-w", { status: "provisioning" });
+      expect(await store.updateWorkspace("as-default-w", { status: "ready" })).toMatchObject({
+        seeded_snapshot: "ss-default--s1",
+        seeded_commit: undefined,
+      });
+      expect(await store.getWorkspace("as-default-w")).toMatchObject({ seeded_snapshot: "ss-default--s1" });
+    });
+
+    it("keeps SessionSnapshots apart from the other kinds, created once, their status replaced (issue 38)", async () => {
+      const snapshot = {
+        apiVersion: "agent-sessions.dev/v1alpha1" as const,
+        kind: "SessionSnapshot" as const,
+        metadata: {
+          name: "s1",
+          namespace: "default",
+          uid: "u1",
+          creationTimestamp: "2026-12-06T00:00:00.000Z",
+        },
+        spec: {
+          sessionRef: "chat",
+          agentRef: "alice",
+          runtimeRef: "reference",
+          resolvedImageDigest: "sha256:a",
+        },
+        status: { phase: "Pending" as const, message: "being taken" },
+      };
+      expect((await store.putResource(snapshot, { ifAbsent: true })).created).toBe(true);
+      expect((await store.putResource(snapshot, { ifAbsent: true })).created).toBe(false);
+      await store.putResource({ ...snapshot, status: { phase: "Ready", message: "taken", sizeBytes: 5 } });
+      expect(await store.getResource("SessionSnapshot", "default", "s1")).toMatchObject({
+        status: { phase: "Ready", sizeBytes: 5 },
+      });
+      expect(await store.getResource("Agent", "default", "s1")).toBeUndefined();
+      expect(await store.listResources("SessionSnapshot", "default")).toHaveLength(1);
+      expect(await store.listResources("Agent", "default")).toHaveLength(0);
+      expect((await store.deleteResource("SessionSnapshot", "default", "s1"))?.metadata.name).toBe("s1");
+      expect(await store.listResources("SessionSnapshot", undefined)).toEqual([]);
+    });
+
     it("binds a runner name to one credential hash: claimed once, replaced by an admin, deleted only when still current", async () => {
       expect(await store.claimRunnerCredential("r1", "h1")).toBe(true);
       expect(await store.claimRunnerCredential("r1", "h2")).toBe(false);
