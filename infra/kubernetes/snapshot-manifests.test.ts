@@ -1,0 +1,110 @@
+import { describe, expect, it } from "vitest";
+import { SnapshotStackSpec } from "../../contracts/session-spec.ts";
+import { judgeAll, judgeResource } from "../../policies/judge.ts";
+import {
+  copyNetworkPolicyManifest,
+  copyPodManifest,
+  SNAPSHOT_LABEL,
+  snapshotPvcManifest,
+} from "./snapshot-manifests.ts";
+
+const image = `127.0.0.1:5000/agent-sessions/base@sha256:${"a".repeat(64)}`;
+const spec = SnapshotStackSpec.parse({
+  engine: "kubernetes",
+  target: {
+    storage: "ss-team--before-refactor",
+    namespace: "team",
+    name: "before-refactor",
+    kubernetes: { namespace: "agent-sessions", storageClassName: "standard" },
+  },
+  storageRequest: "64Mi",
+});
+const pvc = snapshotPvcManifest(spec);
+const sessionPvc = { ...pvc, metadata: { ...pvc.metadata, name: "as-team-s-workspace" } };
+const pod = copyPodManifest({
+  name: "ss-copy-0123456789",
+  namespace: "agent-sessions",
+  image,
+  mounts: [
+    { claimName: "as-team-s-workspace", mountPath: "/from", readOnly: true },
+    { claimName: pvc.metadata.name, mountPath: "/to", readOnly: false },
+  ],
+  labels: { [SNAPSHOT_LABEL]: "before-refactor" },
+});
+const policy = copyNetworkPolicyManifest("agent-sessions");
+const resources = [
+  { type: "kubernetes:core/v1:PersistentVolumeClaim", name: "snapshot", props: pvc },
+  { type: "kubernetes:core/v1:PersistentVolumeClaim", name: "session", props: sessionPvc },
+  { type: "kubernetes:core/v1:Pod", name: "copy", props: pod },
+  { type: "kubernetes:networking.k8s.io/v1:NetworkPolicy", name: "copy-policy", props: policy },
+];
+
+describe("a snapshot's objects on Kubernetes", () => {
+  it("the PVC is the stack's target: its name, namespace, class, request and labels", () => {
+    expect(pvc.metadata).toEqual({
+      name: "ss-team--before-refactor",
+      namespace: "agent-sessions",
+      labels: {
+        "agent-sessions.dev/managed-by": "agent-sessions",
+        "agent-sessions.dev/component": "snapshot",
+        "agent-sessions.dev/namespace": "team",
+        "agent-sessions.dev/snapshot": "before-refactor",
+      },
+    });
+    expect(pvc.spec).toEqual({
+      accessModes: ["ReadWriteOnce"],
+      resources: { requests: { storage: "64Mi" } },
+      storageClassName: "standard",
+    });
+  });
+
+  it("the copy pod, its PVCs and its NetworkPolicy pass every policy of the pack", async () => {
+    expect(await judgeAll(resources)).toEqual([]);
+    // The pod is judged by the workload policies, not skipped as not applicable.
+    const { judgedBy } = await judgeResource(resources[2] as (typeof resources)[number]);
+    expect(judgedBy).toEqual(
+      expect.arrayContaining([
+        "no-service-account-token",
+        "run-as-non-root",
+        "read-only-root-filesystem",
+        "capabilities-dropped",
+        "seccomp-runtime-default",
+        "narrowed-mounts",
+        "resource-limits-set",
+      ]),
+    );
+  });
+
+  it("the copy pod mounts only the two PVCs, the source read-only, and has no token or network", async () => {
+    expect(pod.spec.automountServiceAccountToken).toBe(false);
+    expect(pod.spec.securityContext.runAsUser).toBe(65532);
+    expect(pod.spec.volumes).toEqual([
+      { name: "v0", persistentVolumeClaim: { claimName: "as-team-s-workspace", readOnly: true } },
+      { name: "v1", persistentVolumeClaim: { claimName: "ss-team--before-refactor", readOnly: false } },
+    ]);
+    expect(policy.spec.podSelector.matchLabels).toEqual(
+      expect.objectContaining({
+        "agent-sessions.dev/component": pod.metadata.labels["agent-sessions.dev/component"],
+      }),
+    );
+    expect(policy.spec).toMatchObject({ policyTypes: ["Ingress", "Egress"], ingress: [], egress: [] });
+  });
+
+  it("a copy pod without its NetworkPolicy is refused by the pack", async () => {
+    const violations = await judgeAll(resources.slice(0, 3));
+    expect(violations.map((v) => v.policy)).toContain("network-policy-selects-every-session-pod");
+  });
+
+  it("a copy pod mounting a claim outside its stack, or a hostPath, is refused", async () => {
+    const hostPath = {
+      ...pod,
+      spec: { ...pod.spec, volumes: [...pod.spec.volumes, { name: "host", hostPath: { path: "/" } }] },
+    };
+    const violations = await judgeAll([
+      ...resources.slice(0, 1),
+      { ...resources[2], props: hostPath },
+      resources[3],
+    ] as typeof resources);
+    expect(violations.map((v) => v.policy).sort()).toEqual(["mounts-only-stack-volumes", "narrowed-mounts"]);
+  });
+});
