@@ -87,6 +87,8 @@ export type KubernetesSnapshotsOptions = {
 const PODS_GONE_MS = 30_000;
 const POLL_MS = 100;
 const MiB = 1024 * 1024;
+/** The largest piece of an upload written to the exec's stdin at once. */
+const STDIN_PIECE_BYTES = 256 * 1024;
 
 /** The copy pod's mount points. */
 const FROM = "/from";
@@ -183,6 +185,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
     await this.#createPvc(spec);
     try {
       const sizeBytes = await this.#copy(
+        "take",
         { claimName: source.metadata?.name ?? "", mountPath: FROM, readOnly: true },
         { claimName: target.storage, mountPath: TO, readOnly: false },
         "into",
@@ -218,6 +221,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
   ): Promise<AsyncIterable<Buffer>> {
     await this.#snapshotPvc(target);
     const pod = await this.#startPod(
+      "read",
       [{ claimName: target.storage, mountPath: VOLUME, readOnly: true }],
       target,
       signal,
@@ -272,6 +276,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
     await this.#createPvc(spec);
     try {
       const pod = await this.#startPod(
+        "write",
         [{ claimName: target.storage, mountPath: VOLUME, readOnly: false }],
         target,
       );
@@ -307,12 +312,15 @@ export class KubernetesSnapshots implements SessionSnapshots {
         "FAILED_PRECONDITION",
         `workspace ${containerName} is running; stop it (scale it to 0) before restoring a snapshot into it`,
       );
-    await this.#podsGone(containerName);
+    // The copy pod starts while the stopped session's last pod goes; it copies once that is gone.
     await this.#copy(
+      "restore",
       { claimName: source.storage, mountPath: FROM, readOnly: true },
       { claimName: session.metadata?.name ?? "", mountPath: TO, readOnly: false },
       "replace",
       source,
+      undefined,
+      this.#podsGone(containerName),
     );
   }
 
@@ -345,6 +353,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
       setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply),
     );
     await this.#copy(
+      "seed",
       { claimName: seed.storage, mountPath: FROM, readOnly: true },
       { claimName: sessionObjectNames(spec).pvc, mountPath: TO, readOnly: false },
       "replace",
@@ -448,15 +457,30 @@ export class KubernetesSnapshots implements SessionSnapshots {
     }
   }
 
-  /** One copy from `from` into `to` in a copy pod; the sizes of what `to` then holds, summed. */
+  /**
+   * One copy from `from` into `to` in a copy pod, once `before` resolved (awaited while the pod
+   * starts); the sizes of what `to` then holds, summed.
+   */
   async #copy(
+    what: string,
     from: CopyMount,
     to: CopyMount,
     mode: "into" | "replace",
     target: SnapshotStorage,
     signal?: AbortSignal,
+    before?: Promise<void>,
   ): Promise<number> {
-    const pod = await this.#startPod([from, to], target, signal);
+    const starting = this.#startPod(what, [from, to], target, signal);
+    let pod: CopyPod;
+    try {
+      [pod] = await Promise.all([starting, before]);
+    } catch (error) {
+      await starting.then(
+        (p) => p.remove(),
+        () => undefined,
+      );
+      throw error;
+    }
     try {
       return summedSizes(
         await this.#run(pod.name, [SCRIPTS.copy, mode], `copying snapshot ${target.name}`, undefined, signal),
@@ -486,7 +510,10 @@ export class KubernetesSnapshots implements SessionSnapshots {
         for await (const chunk of run.stdout) chunks.push(chunk as Buffer);
       })();
       if (upload && stdin) {
-        for await (const chunk of upload.open()) if (!stdin.write(chunk)) await once(stdin, "drain");
+        // In pieces: one websocket message per write, and the kubelet's stream takes large ones badly.
+        for await (const chunk of upload.open())
+          for (let at = 0; at < chunk.length; at += STDIN_PIECE_BYTES)
+            if (!stdin.write(chunk.subarray(at, at + STDIN_PIECE_BYTES))) await once(stdin, "drain");
       }
       await output;
       const code = await run.exit;
@@ -503,8 +530,18 @@ export class KubernetesSnapshots implements SessionSnapshots {
     }
   }
 
-  /** Makes a copy pod with `mounts` and waits until its container runs; deleted by `remove`. */
-  async #startPod(mounts: CopyMount[], target: SnapshotStorage, signal?: AbortSignal): Promise<CopyPod> {
+  /**
+   * Makes a copy pod with `mounts` and waits until its container runs; deleted by `remove`, which
+   * logs how long it took to start and how long it worked (`what` it did).
+   */
+  async #startPod(
+    what: string,
+    mounts: CopyMount[],
+    target: SnapshotStorage,
+    signal?: AbortSignal,
+  ): Promise<CopyPod> {
+    const t0 = performance.now();
+    let running = t0;
     await this.#ensureNetworkPolicy();
     const namespace = this.#o.namespace;
     const name = `ss-copy-${randomBytes(5).toString("hex")}`;
@@ -517,6 +554,12 @@ export class KubernetesSnapshots implements SessionSnapshots {
     });
     await this.#o.core.createNamespacedPod({ namespace, body });
     const remove = async () => {
+      this.#log("info", "snapshot copy pod done", {
+        what,
+        pod: name,
+        start_ms: Math.round(running - t0),
+        work_ms: Math.round(performance.now() - running),
+      });
       await this.#o.core
         .deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 })
         .catch((e: unknown) => {
@@ -529,6 +572,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
     };
     try {
       await this.#waitRunning(name, signal);
+      running = performance.now();
     } catch (error) {
       await remove();
       throw error;
