@@ -591,9 +591,23 @@ export class KubernetesSnapshots implements SessionSnapshots {
         throw new CodedError("INTERNAL", `copy pod ${name} ended before its copy`);
       const failure = failures.check([pod]);
       if (failure) throw failure;
+      // The kubelet reports a started container at its next relist (up to a second later): once
+      // the pod is on its node, an exec that answers says it runs already.
+      if (pod.spec?.nodeName && (await this.#answers(name))) return;
       if (signal?.aborted) throw new CodedError("CANCELLED", `copy pod ${name} was cancelled`);
       if (deadline.passed()) throw new CodedError("DEADLINE_EXCEEDED", `copy pod ${name} did not start`);
       await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+  }
+
+  /** Whether `true` runs in the copy pod's container (it has started). */
+  async #answers(name: string): Promise<boolean> {
+    try {
+      const run = await this.#o.exec.stream(name, COPY_CONTAINER, ["true"]);
+      run.stdout.resume();
+      return (await run.exit) === 0;
+    } catch {
+      return false;
     }
   }
 
