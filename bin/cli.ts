@@ -15,14 +15,20 @@ import { diff } from "./commands/diff.ts";
 import { drain } from "./commands/drain.ts";
 import { describe } from "./commands/describe.ts";
 import { events } from "./commands/events.ts";
+import { exportSnapshot } from "./commands/export.ts";
+import { fork } from "./commands/fork.ts";
 import { get } from "./commands/get.ts";
+import { importSnapshot } from "./commands/import.ts";
 import { pause } from "./commands/pause.ts";
 import { policy } from "./commands/policy.ts";
+import { restore } from "./commands/restore.ts";
 import { resume } from "./commands/resume.ts";
 import { runner } from "./commands/runner.ts";
 import { runners } from "./commands/runners.ts";
 import { send } from "./commands/send.ts";
 import { serve } from "./commands/serve.ts";
+import { snapshot } from "./commands/snapshot.ts";
+import { snapshots } from "./commands/snapshots.ts";
 import { stop } from "./commands/stop.ts";
 import { token } from "./commands/token.ts";
 import { undrain } from "./commands/undrain.ts";
@@ -43,6 +49,12 @@ const COMMANDS: readonly Command[] = [
   send,
   cp,
   diff,
+  snapshot,
+  snapshots,
+  fork,
+  restore,
+  exportSnapshot,
+  importSnapshot,
   events,
   policy,
   runners,

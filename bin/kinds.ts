@@ -15,9 +15,15 @@ const ALIASES: Record<string, CliKind> = {
   hs: "harnesssessions",
   sessions: "sessions",
   session: "sessions",
+  sessionsnapshots: "sessionsnapshots",
+  sessionsnapshot: "sessionsnapshots",
+  snapshots: "sessionsnapshots",
+  snapshot: "sessionsnapshots",
+  snap: "sessionsnapshots",
 };
 
-export const KIND_NAMES = "agentruntimes (art), agents, harnesssessions (hs), sessions";
+export const KIND_NAMES =
+  "agentruntimes (art), agents, harnesssessions (hs), sessionsnapshots (snapshots), sessions";
 
 /** The kind a KIND argument names (any case, singular, plural or short). */
 export function parseKind(text: string): CliKind {
@@ -32,6 +38,7 @@ export function objectRef(plural: CliKind, name: string): string {
     agentruntimes: "agentruntime",
     agents: "agent",
     harnesssessions: "harnesssession",
+    sessionsnapshots: "sessionsnapshot",
     sessions: "session",
   }[plural];
   return `${singular}/${name}`;

@@ -2,6 +2,7 @@ import { stringify } from "yaml";
 import type { AgentSessionStatus } from "../contracts/rpc.ts";
 import type { HarnessSession } from "../contracts/harness-session.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
+import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import { UsageError } from "./cli-context.ts";
 import type { CliKind } from "./kinds.ts";
 
@@ -39,7 +40,7 @@ export function formatData(value: unknown, format: "json" | "yaml"): string {
   return format === "json" ? JSON.stringify(value, null, 2) : stringify(value).trimEnd();
 }
 
-type AnyResource = AgentRuntime | Agent | HarnessSession;
+type AnyResource = AgentRuntime | Agent | HarnessSession | SessionSnapshot;
 
 /** The rows of `get KIND` as a table. */
 export function resourceTable(kind: CliKind, items: readonly unknown[]): string {
@@ -81,6 +82,19 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
           age(s.metadata.creationTimestamp),
         ]),
       );
+    case "sessionsnapshots":
+      return table(
+        ["NAME", "SESSION", "AGENT", "PHASE", "SIZE", "ENGINE", "AGE"],
+        (items as SessionSnapshot[]).map((s) => [
+          s.metadata.name,
+          s.spec.sessionRef,
+          s.spec.agentRef,
+          s.status.phase,
+          s.status.sizeBytes === undefined ? "<none>" : bytes(s.status.sizeBytes),
+          s.status.engine ?? "<none>",
+          age(s.metadata.creationTimestamp),
+        ]),
+      );
     case "sessions":
       return table(
         ["SESSION", "CONTAINER", "AGENT", "STATE", "REASON", "UPDATED"],
@@ -98,6 +112,18 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
       return never;
     }
   }
+}
+
+/** `512B`, `3.4KiB`, `50.0MiB`, `1.2GiB`. */
+export function bytes(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${n}B` : `${value.toFixed(1)}${units[unit]}`;
 }
 
 /** `registry/repo@sha256:abcdef012345…`: enough of the digest to tell images apart. */

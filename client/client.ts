@@ -3,7 +3,9 @@ import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../con
 import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
-import type { HarnessReply } from "../contracts/harness-session.ts";
+import type { HarnessReply, HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
+import type { API_VERSION } from "../contracts/resources.ts";
+import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
 import { ClientError } from "./client-error.ts";
@@ -381,6 +383,77 @@ export class AgentSessionsClient {
       "DELETE",
       `${workspacePath(namespace, name)}/files/${encodeURIComponent(path)}`,
     ) as Promise<WorkspaceDeleteResult>;
+  }
+
+  /**
+   * `POST …/harnesssessions/{name}:snapshot`: a SessionSnapshot of the session's volume (its files
+   * and the agent's conversation), taken between two requests; answered once it is Ready.
+   */
+  snapshot(namespace: string, session: string, snapshot: string): Promise<SessionSnapshot> {
+    return this.#json("POST", `${resourcePath("harnesssessions", namespace, session)}:snapshot`, {
+      name: snapshot,
+    }) as Promise<SessionSnapshot>;
+  }
+
+  /**
+   * `POST …/harnesssessions/{name}:restore`: the session's volume back to the snapshot (stopped and
+   * brought back around it); what happened after the snapshot is gone.
+   */
+  restore(namespace: string, session: string, snapshot: string): Promise<HarnessSession> {
+    return this.#json("POST", `${resourcePath("harnesssessions", namespace, session)}:restore`, {
+      snapshot,
+    }) as Promise<HarnessSession>;
+  }
+
+  /**
+   * A new HarnessSession forked from a snapshot (`spec.source.snapshotRef`): the snapshot's Agent
+   * and runtime, its files and conversation; `spec` adds anything else (desiredState, idleTimeout …).
+   */
+  async fork(
+    namespace: string,
+    snapshot: string,
+    session: string,
+    spec: Partial<z.input<typeof HarnessSessionInput>["spec"]> = {},
+  ): Promise<HarnessSession> {
+    const from = await this.get("sessionsnapshots", namespace, snapshot);
+    return this.create("harnesssessions", {
+      // The literal, not the import: contracts/resources.ts is not for the browser bundle (node:crypto).
+      apiVersion: "agent-sessions.dev/v1alpha1" satisfies typeof API_VERSION,
+      kind: "HarnessSession",
+      metadata: { name: session, namespace },
+      spec: {
+        agentRef: from.spec.agentRef,
+        runtimeRef: from.spec.runtimeRef,
+        ...spec,
+        source: { snapshotRef: snapshot },
+      },
+    });
+  }
+
+  /** `GET …/sessionsnapshots/{name}/archive`: the snapshot as a gzip tar with its manifest, streamed. */
+  async exportSnapshot(namespace: string, snapshot: string): Promise<ReadableStream<Uint8Array>> {
+    const response = await this.#send(
+      "GET",
+      `${resourcePath("sessionsnapshots", namespace, snapshot)}/archive`,
+    );
+    if (!response.body) throw new ClientError("INTERNAL", "the server sent an empty archive");
+    return response.body;
+  }
+
+  /**
+   * `PUT …/sessionsnapshots/{name}/archive`: a snapshot archive (as exported, from any installation
+   * or engine) imported as a SessionSnapshot of the namespace; `engine` picks a runner of that engine.
+   */
+  importSnapshot(
+    namespace: string,
+    snapshot: string,
+    archive: Uint8Array | ReadableStream<Uint8Array>,
+    options: { engine?: "docker" | "kubernetes" } = {},
+  ): Promise<SessionSnapshot> {
+    const query = options.engine ? `?engine=${options.engine}` : "";
+    return this.#json("PUT", `${resourcePath("sessionsnapshots", namespace, snapshot)}/archive${query}`, {
+      raw: archive,
+    }) as Promise<SessionSnapshot>;
   }
 
   /**

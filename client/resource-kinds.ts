@@ -1,16 +1,19 @@
 import type { z } from "zod";
 import type { HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
 import type { Agent, AgentInput, AgentRuntime, AgentRuntimeInput } from "../contracts/resources.ts";
+import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 
 /** The namespaced kinds of `/v1/namespaces/{ns}/{plural}`: what a PUT takes and a GET returns. */
 export type ResourceTypes = {
   agentruntimes: { input: AgentRuntimeInput; output: AgentRuntime };
   agents: { input: AgentInput; output: Agent };
   harnesssessions: { input: z.input<typeof HarnessSessionInput>; output: HarnessSession };
+  /** Made by `…/harnesssessions/{name}:snapshot` or an archive import, never by PUT of a manifest. */
+  sessionsnapshots: { input: never; output: SessionSnapshot };
 };
 export type ResourcePlural = keyof ResourceTypes;
 
-/** `kind` of a manifest → its path segment. */
+/** `kind` of a manifest → its path segment (the kinds `apply` writes). */
 export const PLURAL_OF_KIND = {
   AgentRuntime: "agentruntimes",
   Agent: "agents",
@@ -18,10 +21,11 @@ export const PLURAL_OF_KIND = {
 } as const satisfies Record<string, ResourcePlural>;
 export type ManifestKind = keyof typeof PLURAL_OF_KIND;
 
-export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind> = {
+export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind | "SessionSnapshot"> = {
   agentruntimes: "AgentRuntime",
   agents: "Agent",
   harnesssessions: "HarnessSession",
+  sessionsnapshots: "SessionSnapshot",
 };
 
 /** A list answer: `{apiVersion, kind: "<Kind>List", metadata: {continue?}, items}` (one page). */

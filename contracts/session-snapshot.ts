@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { API_VERSION, ObjectMeta } from "./resources.ts";
-import { DnsLabel, Engine, SnapshotStorage } from "./session-spec.ts";
+import { DnsLabel, Engine, LABEL_PREFIX, Labels, SnapshotStorage } from "./session-spec.ts";
 
 export { SnapshotStorage };
 
@@ -96,6 +96,24 @@ export function snapshotStorageName(namespace: string, name: string): string {
   const hash = createHash("sha256").update(base).digest("hex").slice(0, 16);
   const head = base.slice(3, 63 - 4 - hash.length - 1).replace(/-+$/, "");
   return `ss--${head}-${hash}`;
+}
+
+/** Label keys of a snapshot's storage on the engine (beside `Labels.managedBy`). */
+export const SnapshotLabels = {
+  namespace: `${LABEL_PREFIX}/snapshot-namespace`,
+  snapshot: `${LABEL_PREFIX}/snapshot`,
+} as const;
+
+/**
+ * The labels of a snapshot's storage (a Docker volume, a PVC): ours, and whose. Never a session's
+ * labels, so nothing that looks for a session's objects by label finds a snapshot.
+ */
+export function snapshotLabels(target: Pick<SnapshotStorage, "namespace" | "name">): Record<string, string> {
+  return {
+    [Labels.managedBy]: "agent-sessions",
+    [SnapshotLabels.namespace]: target.namespace,
+    [SnapshotLabels.snapshot]: target.name,
+  };
 }
 
 /**

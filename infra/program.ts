@@ -5,7 +5,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { parseOrThrow } from "../contracts/errors.ts";
-import { SessionSpec } from "../contracts/session-spec.ts";
+import { SessionSpec, SnapshotStackSpec } from "../contracts/session-spec.ts";
 
 /**
  * The stack's resources and outputs. Only the engine's component is loaded: a Docker stack never
@@ -13,6 +13,9 @@ import { SessionSpec } from "../contracts/session-spec.ts";
  */
 export async function sessionProgram() {
   const config = new pulumi.Config("agent-sessions");
+  // A snapshot's stack (stacks/stack-manager.ts upSnapshot) declares only that snapshot's storage.
+  const snapshot = config.getObject("snapshot");
+  if (snapshot !== undefined) return snapshotProgram(snapshot);
   const spec = parseOrThrow(SessionSpec, config.requireObject("spec"), "session spec");
   const credentials = config.getSecretObject<Record<string, string>>("credentials") ?? pulumi.secret({});
   const adapterToken = config.requireSecret("adapterToken");
@@ -33,4 +36,14 @@ export async function sessionProgram() {
     volumeName: session.volumeName,
     replicas: spec.replicas,
   };
+}
+
+/** A snapshot's stack: its storage (a Docker volume, a PVC), nothing else. */
+async function snapshotProgram(config: unknown) {
+  const spec = parseOrThrow(SnapshotStackSpec, config, "snapshot stack spec");
+  const storage =
+    spec.engine === "docker"
+      ? new (await import("./docker/snapshot.ts")).DockerSnapshotStorage(spec.target.name, spec)
+      : new (await import("./kubernetes/snapshot.ts")).KubernetesSnapshotStorage(spec.target.name, spec);
+  return { storage: storage.storage };
 }

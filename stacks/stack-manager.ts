@@ -19,12 +19,15 @@ import {
 } from "@pulumi/pulumi/automation/index.js";
 import { parseOrThrow } from "../contracts/errors.ts";
 import { jsonLogger, type Logger } from "../contracts/log.ts";
+import { CONTROL_PLANE_PORTS } from "../contracts/egress.ts";
+import { snapshotStackName } from "../contracts/session-snapshot.ts";
 import {
   ConfigKeys,
   RECORD_ONLY_ENV,
   SessionOutputs,
   SessionSpec,
   type SessionSpecInput,
+  SnapshotStackSpec,
   sessionStackName,
 } from "../contracts/session-spec.ts";
 import {
@@ -172,7 +175,10 @@ export class StackManager {
    * all, can.
    */
   async exists(namespace: string, name: string): Promise<boolean> {
-    const stackName = this.stackName(namespace, name);
+    return this.#exists(this.stackName(namespace, name));
+  }
+
+  async #exists(stackName: string): Promise<boolean> {
     const backendDir = this.options.backendDir;
     if (backendDir) return stackExists(backendDir, PROJECT_NAME, stackName);
     const ws = await this.#workspace();
@@ -212,6 +218,71 @@ export class StackManager {
       await this.#writeConfig(stack, spec, secrets);
       return this.#runUp(stack, stackName, spec, "up", opts, secretValues(secrets));
     });
+  }
+
+  /**
+   * Declares a snapshot's storage (contracts/session-snapshot.ts) in its own stack
+   * (`snapshotStackName`): created when missing, config written, `up` with the policy pack. The
+   * runner makes the storage on the engine first and records it here behind (`recordOnly`): the
+   * provider adopts the volume or claim it finds. Resolves with the storage's name.
+   */
+  async upSnapshot(specInput: SnapshotStackSpec, opts: OperationOptions = {}): Promise<string> {
+    const spec = parseOrThrow(SnapshotStackSpec, specInput, "snapshot stack spec");
+    const stackName = snapshotStackName(spec.target.namespace, spec.target.name);
+    return this.#mutex.run(stackName, async () => {
+      if (!(await this.#exists(stackName))) {
+        const settings = await this.#settingsWorkspace();
+        await settings.createStack(stackName).catch((e: unknown) => {
+          throw toStackError(stackName, "create", e);
+        });
+      }
+      const stack = await this.#select(stackName, opts);
+      const configFile = this.#adopt(stackName);
+      writePlainConfig(configFile, { [ConfigKeys.snapshot]: JSON.stringify(spec) });
+      const violations: Violation[] = [];
+      let result: UpResult;
+      try {
+        result = await this.#withLockRecovery(stackName, "up", () =>
+          stack.up({
+            configFile,
+            showSecrets: false,
+            policyPacks: this.options.policyPacks,
+            // No egress in a snapshot's stack: the pack's ports are the control plane's defaults.
+            ...this.#policyPackConfigs(stackName, { forbiddenEgressPorts: [...CONTROL_PLANE_PORTS] }),
+            onEvent: this.#progress(stackName, "up", opts, violations),
+            ...(opts.signal ? { signal: opts.signal } : {}),
+          }),
+        );
+      } catch (error) {
+        if (violations.length) throw new PolicyViolationError(stackName, violations);
+        this.#log("error", "stack operation failed", {
+          stack: stackName,
+          op: "up",
+          engine: String((error as Error).message).slice(-2000),
+        });
+        throw toStackError(stackName, "up", error);
+      }
+      const storage = result.outputs.storage?.value;
+      if (typeof storage !== "string")
+        throw new StackError("INTERNAL", `stack ${stackName} did not output its storage`);
+      return storage;
+    });
+  }
+
+  /** True when the snapshot's stack exists in the backend. */
+  snapshotExists(namespace: string, name: string): Promise<boolean> {
+    return this.#exists(snapshotStackName(namespace, name));
+  }
+
+  /**
+   * Destroys a snapshot's storage and removes its stack; false when there is no such stack (the
+   * caller then removes a storage made but not recorded yet).
+   */
+  async destroySnapshot(namespace: string, name: string, opts: OperationOptions = {}): Promise<boolean> {
+    const stackName = snapshotStackName(namespace, name);
+    if (!(await this.#exists(stackName))) return false;
+    await this.#destroyStack(stackName, opts);
+    return true;
   }
 
   /**
@@ -287,7 +358,10 @@ export class StackManager {
 
   /** Destroy every resource of the session (volume included), then remove the stack. */
   destroy(namespace: string, name: string, opts: OperationOptions = {}): Promise<void> {
-    const stackName = this.stackName(namespace, name);
+    return this.#destroyStack(this.stackName(namespace, name), opts);
+  }
+
+  #destroyStack(stackName: string, opts: OperationOptions): Promise<void> {
     return this.#mutex.run(stackName, async () => {
       const stack = await this.#selectExisting(stackName);
       const configFile = this.#adopt(stackName);
@@ -390,7 +464,10 @@ export class StackManager {
   }
 
   /** The pack's config for this stack: the operator's files plus the spec's forbidden egress ports. */
-  #policyPackConfigs(stackName: string, spec: SessionSpec): { policyPackConfigs?: string[] } {
+  #policyPackConfigs(
+    stackName: string,
+    spec: Pick<SessionSpec, "forbiddenEgressPorts">,
+  ): { policyPackConfigs?: string[] } {
     const configs = policyPackConfigsFor({
       packs: this.options.policyPacks,
       configs: this.options.policyPackConfigs,

@@ -18,7 +18,7 @@ import { sessionNetworkInputs, sessionVolumeInputs } from "./provider/session-ne
 
 type Inputs<T> = { [K in keyof T]: pulumi.Input<T[K]> };
 
-class DockerVolume extends pulumi.CustomResource {
+export class DockerVolume extends pulumi.CustomResource {
   declare readonly name: pulumi.Output<string>;
   constructor(
     name: string,

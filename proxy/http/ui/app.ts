@@ -10,6 +10,7 @@
 import { AgentSessionsClient, ClientError } from "../../../client/index.ts";
 import type { Usage } from "../../../contracts/adapter.ts";
 import type { DesiredState, HarnessSession } from "../../../contracts/harness-session.ts";
+import type { SessionSnapshot } from "../../../contracts/session-snapshot.ts";
 import type { WorkspaceEntry } from "../../../contracts/workspace-files.ts";
 import { tokenToUse } from "./token-handover.ts";
 
@@ -36,6 +37,8 @@ const state = {
   /** Built on connect with the token; every API call and the event stream go through it. */
   client: undefined as AgentSessionsClient | undefined,
   sessions: [] as HarnessSession[],
+  /** The namespace's snapshots (not read with a session token: they are not its to see). */
+  snapshots: [] as SessionSnapshot[],
   selected: undefined as string | undefined,
   /** Per session: the requests sent from this page, newest first. */
   history: new Map<string, Sent[]>(),
@@ -120,9 +123,9 @@ function refresh(): Promise<void> {
       try {
         // A session token reads its one session; the namespace list is not its to read.
         // Otherwise every page (`metadata.continue`), already in name order.
-        state.sessions = state.only
-          ? [await api().get("harnesssessions", NS, state.only)]
-          : await api().listAll("harnesssessions", NS);
+        [state.sessions, state.snapshots] = state.only
+          ? [[await api().get("harnesssessions", NS, state.only)], []]
+          : await Promise.all([api().listAll("harnesssessions", NS), api().listAll("sessionsnapshots", NS)]);
         showError("global-error");
       } catch (error) {
         if (refused(error)) return disconnect("the token was refused");
@@ -446,8 +449,121 @@ function renderDetail(): void {
     state.ws.phase = s.status.phase;
     if (s.status.phase === "Ready") void listWorkspace();
   }
+  renderSnapshots(s);
   const sendButton = form("chat-form").querySelector("button");
   if (sendButton) sendButton.disabled = s.status.phase !== "Ready";
+}
+
+// ---- snapshots pane: take one, list the session's, fork one, restore to one, delete one ----
+
+/** `512 B`, `3.4 KiB`, `50.0 MiB`. */
+function sizeText(n: number | undefined): string {
+  if (n === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${n} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+function renderSnapshots(session: HarnessSession): void {
+  // A session token sees none (the namespace's snapshots are not its to read).
+  $("snapshots-pane").hidden = state.only !== undefined;
+  const name = session.metadata.name;
+  const mine = state.snapshots.filter((x) => x.spec.sessionRef === name);
+  $("snapshot-form").hidden = state.role !== "edit";
+  $("no-snapshots").hidden = mine.length > 0;
+  const busy = state.busy.has(name);
+  const button = (textContent: string, onclick: () => void, className = "") =>
+    el("button", { type: "button", textContent, className, disabled: busy, onclick });
+  $("snapshots").replaceChildren(
+    ...mine.map((snap) => {
+      const ready = snap.status.phase === "Ready";
+      const buttons =
+        state.role === "edit"
+          ? [
+              ...(ready
+                ? [
+                    button("Fork", () => void forkSnapshot(snap)),
+                    " ",
+                    button("Restore", () => void restoreSnapshot(name, snap.metadata.name)),
+                    " ",
+                  ]
+                : []),
+              button("Delete", () => void deleteSnapshot(snap.metadata.name), "danger"),
+            ]
+          : [];
+      return el(
+        "tr",
+        { dataset: { snapshot: snap.metadata.name } },
+        el("td", { className: "name", textContent: snap.metadata.name }),
+        el("td", { textContent: snap.status.phase, title: snap.status.message, dataset: { field: "phase" } }),
+        el("td", { textContent: sizeText(snap.status.sizeBytes) }),
+        el("td", { textContent: new Date(snap.metadata.creationTimestamp).toLocaleString() }),
+        el("td", { className: "actions" }, ...buttons),
+      );
+    }),
+  );
+}
+
+/** Runs a snapshot action with the session marked busy, its error shown under the pane. */
+async function snapshotAction(session: string, action: () => Promise<unknown>): Promise<void> {
+  state.busy.add(session);
+  render();
+  showError("snapshot-error");
+  try {
+    await action();
+  } catch (error) {
+    showError("snapshot-error", error);
+  } finally {
+    state.busy.delete(session);
+  }
+  await refresh();
+}
+
+async function takeSnapshot(event: SubmitEvent): Promise<void> {
+  event.preventDefault();
+  const session = state.selected;
+  if (!session) return;
+  const f = form("snapshot-form");
+  const name = field(f, "name").value.trim();
+  await snapshotAction(session, async () => {
+    await api().snapshot(NS, session, name);
+    field(f, "name").value = "";
+  });
+}
+
+async function forkSnapshot(snap: SessionSnapshot): Promise<void> {
+  const name = window.prompt(
+    `Name of the new session forked from ${snap.metadata.name} (it starts with its files and conversation):`,
+    `${snap.spec.sessionRef}-fork`,
+  );
+  if (!name) return;
+  await snapshotAction(snap.spec.sessionRef, async () => {
+    await api().fork(NS, snap.metadata.name, name.trim());
+    state.selected = name.trim();
+  });
+}
+
+async function restoreSnapshot(session: string, snapshot: string): Promise<void> {
+  if (
+    !window.confirm(
+      `Restore ${session} to ${snapshot}? The session is stopped and brought back with the snapshot's files and conversation; what happened after it is gone.`,
+    )
+  )
+    return;
+  await snapshotAction(session, async () => {
+    await api().restore(NS, session, snapshot);
+    state.transcripts.delete(session);
+  });
+}
+
+async function deleteSnapshot(snapshot: string): Promise<void> {
+  if (!window.confirm(`Delete snapshot ${snapshot}? Its storage is freed.`)) return;
+  await snapshotAction(state.selected ?? "", () => api().delete("sessionsnapshots", NS, snapshot));
 }
 
 // ---- workspace pane: the tree through the files API, a file's text, the diff ----
@@ -696,6 +812,7 @@ form("token-form").addEventListener("submit", (event) => {
 $("forget").addEventListener("click", () => disconnect());
 form("create-form").addEventListener("submit", (event) => void create(event));
 form("chat-form").addEventListener("submit", (event) => void send(event));
+form("snapshot-form").addEventListener("submit", (event) => void takeSnapshot(event));
 $("ws-refresh").addEventListener("click", () => void listWorkspace());
 $("ws-up").addEventListener(
   "click",

@@ -1,0 +1,225 @@
+/**
+ * Snapshots, fork, restore and archives (issue 38) as a client sees them, through the HTTP API of
+ * a real system, beside baselines measured in the same run.
+ *
+ *   node test/bench/snapshot-bench.ts [runs=5] [--engine docker|kubernetes] [--files 500] [--mb 50]
+ *     (the test bed must be up: scripts/testbed up)
+ *
+ * One system (`serve --no-runner` and a `runner --engine E`), the reference runtime and the
+ * loopback model. One session's workspace holds `--mb` MB in `--files` files (half random bytes,
+ * half text, as a workspace mixes binaries and sources), written through the files API. Each run,
+ * back to back (no settling wait):
+ *   snapshot  POST …:snapshot → its 201 (the snapshot Ready)
+ *   fork      PUT a session with spec.source → phase Ready
+ *   restore   POST …:restore → phase Ready again
+ *   export    GET …/archive → its last byte (MB/s of the snapshot's size)
+ *   import    PUT …/archive → its 201 (the imported snapshot Ready)
+ * Baselines, same run: a new session with an empty volume → Ready (what a fork adds to it), a
+ * stop → resume of the session (what a restore adds to it), and the files API's own archive of
+ * the same workspace (`GET …/workspace:archive`, the export path without the snapshot).
+ * Status is polled every 20 ms. p50 is nearest-rank.
+ */
+import { randomBytes } from "node:crypto";
+import { parseArgs } from "node:util";
+import { modelAgent } from "../fixtures/agent-manifest.ts";
+import type { ModelServer } from "../fixtures/model-server.ts";
+import { type Json, startSessionModelServer, System } from "../support/system.ts";
+import { applyTestbedEnv } from "../support/testbed.ts";
+import { p50 } from "./stats.ts";
+
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: {
+    engine: { type: "string", default: "docker" },
+    files: { type: "string", default: "500" },
+    mb: { type: "string", default: "50" },
+  },
+});
+const runs = Number(positionals[0] ?? 5);
+const engine = values.engine;
+const fileCount = Number(values.files);
+const totalBytes = Number(values.mb) * 1_000_000;
+if (!Number.isInteger(runs) || runs < 1)
+  throw new Error(`runs must be a positive integer, got ${positionals[0]}`);
+if (engine !== "docker" && engine !== "kubernetes")
+  throw new Error(`--engine docker|kubernetes, got ${engine}`);
+if (!Number.isInteger(fileCount) || fileCount < 1) throw new Error(`--files must be a positive integer`);
+applyTestbedEnv();
+
+const API = "agent-sessions.dev/v1alpha1";
+const NS = "/v1/namespaces/default";
+const SESSIONS = `${NS}/harnesssessions`;
+const SNAPSHOTS = `${NS}/sessionsnapshots`;
+const PREFIX = `sb-${randomBytes(2).toString("hex")}`;
+const POLL_MS = 20;
+const TIMEOUT_MS = 300_000;
+
+const system = new System(undefined, { BENCH_MODEL_KEY: "bench" });
+let model: ModelServer | undefined;
+const samples = {
+  snapshot: [] as number[],
+  fork: [] as number[],
+  restore: [] as number[],
+  exportMBs: [] as number[],
+  importMBs: [] as number[],
+  bothMBs: [] as number[],
+  emptyCreate: [] as number[],
+  stopResume: [] as number[],
+  filesArchiveMBs: [] as number[],
+};
+let sizeBytes = 0;
+
+async function must(method: string, path: string, body?: unknown): Promise<Json> {
+  const res = await system.call(method, path, body);
+  if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+async function bytes(method: string, path: string, body?: Uint8Array): Promise<Buffer> {
+  const res = await fetch(`${system.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${system.adminToken}` },
+    ...(body ? { body } : {}),
+  });
+  const out = Buffer.from(await res.arrayBuffer());
+  if (res.status >= 300)
+    throw new Error(`${method} ${path}: HTTP ${res.status} ${out.toString().slice(0, 500)}`);
+  return out;
+}
+
+async function reach(name: string, phase: string, since: number): Promise<number> {
+  const deadline = since + TIMEOUT_MS;
+  while (performance.now() < deadline) {
+    const s = await must("GET", `${SESSIONS}/${name}`);
+    if (s.status?.phase === phase && s.status.observedGeneration === s.metadata.generation)
+      return performance.now() - since;
+    if (s.status?.phase === "Failed")
+      throw new Error(`${name} Failed: ${JSON.stringify(s.status.conditions)}`);
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  throw new Error(`${name} did not reach ${phase} in ${TIMEOUT_MS} ms`);
+}
+
+function manifest(name: string, extra: Record<string, unknown> = {}) {
+  return {
+    apiVersion: API,
+    kind: "HarnessSession",
+    metadata: { name },
+    spec: { agentRef: PREFIX, runtimeRef: "reference", desiredState: "running", idleTimeout: "1h", ...extra },
+  };
+}
+
+/** `--mb` MB in `--files` files under data/, half random, half text. */
+async function fill(name: string): Promise<void> {
+  const each = Math.floor(totalBytes / fileCount);
+  const text = "the quick brown fox jumps over the lazy dog 0123456789\n"
+    .repeat(Math.ceil(each / 55))
+    .slice(0, each);
+  for (let i = 0; i < fileCount; i++) {
+    const body = i % 2 === 0 ? randomBytes(each) : Buffer.from(text);
+    await bytes("PUT", `${SESSIONS}/${name}/workspace/files/data/d${i % 10}/f${i}.bin`, body);
+  }
+}
+
+const mbs = (n: number, ms: number) => n / 1e6 / (ms / 1000);
+
+async function run(i: number, source: string): Promise<void> {
+  const snap = `${PREFIX}-s${i}`;
+  let t0 = performance.now();
+  const taken = await must("POST", `${SESSIONS}/${source}:snapshot`, { name: snap });
+  samples.snapshot.push(performance.now() - t0);
+  sizeBytes = taken.status.sizeBytes;
+
+  const fork = `${PREFIX}-f${i}`;
+  t0 = performance.now();
+  await must("PUT", `${SESSIONS}/${fork}`, manifest(fork, { source: { snapshotRef: snap } }));
+  samples.fork.push(await reach(fork, "Ready", t0));
+
+  t0 = performance.now();
+  await must("POST", `${SESSIONS}/${source}:restore`, { snapshot: snap });
+  samples.restore.push(await reach(source, "Ready", t0));
+
+  t0 = performance.now();
+  const archive = await bytes("GET", `${SNAPSHOTS}/${snap}/archive`);
+  const exportMs = performance.now() - t0;
+  t0 = performance.now();
+  await bytes("PUT", `${SNAPSHOTS}/${PREFIX}-i${i}/archive`, archive);
+  const importMs = performance.now() - t0;
+  samples.exportMBs.push(mbs(sizeBytes, exportMs));
+  samples.importMBs.push(mbs(sizeBytes, importMs));
+  samples.bothMBs.push(mbs(sizeBytes, exportMs + importMs));
+
+  // Baselines.
+  const empty = `${PREFIX}-e${i}`;
+  t0 = performance.now();
+  await must("PUT", `${SESSIONS}/${empty}`, manifest(empty));
+  samples.emptyCreate.push(await reach(empty, "Ready", t0));
+  t0 = performance.now();
+  await must("PATCH", `${SESSIONS}/${source}`, { spec: { desiredState: "stopped" } });
+  await reach(source, "Stopped", t0);
+  await must("PATCH", `${SESSIONS}/${source}`, { spec: { desiredState: "running" } });
+  samples.stopResume.push(await reach(source, "Ready", t0));
+  t0 = performance.now();
+  const files = await bytes("GET", `${SESSIONS}/${source}/workspace:archive?path=`);
+  samples.filesArchiveMBs.push(mbs(files.length, performance.now() - t0));
+
+  await Promise.all([
+    system.call("DELETE", `${SESSIONS}/${fork}`),
+    system.call("DELETE", `${SESSIONS}/${empty}`),
+    system.call("DELETE", `${SNAPSHOTS}/${PREFIX}-i${i}`),
+  ]);
+  await system.call("DELETE", `${SNAPSHOTS}/${snap}`);
+}
+
+try {
+  model = await startSessionModelServer(engine);
+  await system.startServer();
+  await system.startRunner(["--engine", engine]);
+  await must(
+    "PUT",
+    `${NS}/agents/${PREFIX}`,
+    modelAgent(
+      PREFIX,
+      { url: model.url, port: model.port, host: model.host },
+      { secretEnv: "BENCH_MODEL_KEY" },
+    ),
+  );
+  const source = `${PREFIX}-src`;
+  await must("PUT", `${SESSIONS}/${source}`, manifest(source));
+  await reach(source, "Ready", performance.now());
+  const t0 = performance.now();
+  await fill(source);
+  process.stderr.write(
+    `filled ${fileCount} files, ${totalBytes / 1e6} MB in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+  );
+  for (let i = 0; i < runs; i++) {
+    await run(i, source);
+    process.stderr.write(`run ${i + 1}/${runs} done\n`);
+  }
+  await system.call("DELETE", `${SESSIONS}/${source}`);
+  const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  const r = (v: number) => `${v.toFixed(0)} MB/s`;
+  console.log(
+    `\n${engine === "docker" ? "Docker" : "Kubernetes"}: snapshots through the HTTP API, p50 of ${runs} runs, back to back; workspace ${fileCount} files, ${(sizeBytes / 1e6).toFixed(1)} MB as the snapshot counts it`,
+  );
+  console.log("| step | measured | baseline (same run) |");
+  console.log("|---|---|---|");
+  console.log(`| snapshot (request → Ready) | ${s(p50(samples.snapshot))} | |`);
+  console.log(
+    `| fork (create → Ready) | ${s(p50(samples.fork))} | a new empty session → Ready: ${s(p50(samples.emptyCreate))} |`,
+  );
+  console.log(
+    `| restore in place (request → Ready) | ${s(p50(samples.restore))} | stop → resume: ${s(p50(samples.stopResume))} |`,
+  );
+  console.log(
+    `| export (GET archive) | ${r(p50(samples.exportMBs))} | files API archive of the workspace: ${r(p50(samples.filesArchiveMBs))} |`,
+  );
+  console.log(`| import (PUT archive → Ready) | ${r(p50(samples.importMBs))} | |`);
+  console.log(`| export + import | ${r(p50(samples.bothMBs))} | |`);
+  console.log(
+    `\ncommand: node test/bench/snapshot-bench.ts ${runs} --engine ${engine} --files ${fileCount} --mb ${totalBytes / 1e6}`,
+  );
+} finally {
+  await system.stop().catch(() => undefined);
+  await model?.close();
+}
