@@ -8,7 +8,7 @@ describe("snapshot sizes on Kubernetes", () => {
   });
 
   it("an import's PVC asks for the session default, or the archive's size with room past it", () => {
-    expect(importStorageRequest(10 * 1024 * 1024)).toBe("1Gi");
+    expect(importStorageRequest(10 * 1024 * 1024)).toBe("1024Mi");
     expect(importStorageRequest(2 * 1024 * 1024 * 1024)).toBe(`${2560 + 64}Mi`);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Snapshots on Kubernetes (issue 38, contracts/session-snapshot.ts; the interface is
  * runner/engine/driver.ts's SessionSnapshots). A snapshot's storage is a PVC named
- * `target.storage` in the sessions namespace (infra/kubernetes/snapshot-manifests.ts), made at
+ * `target.storage` in the sessions namespace (infra/kubernetes/snapshot-manifest.ts, the builder its
+ * stack declares it from), made at
  * once through the API and then recorded by its own stack in the background
  * (`upSnapshot(…, {recordOnly})`, never delaying the answer).
  *
@@ -32,22 +33,19 @@ import {
 } from "@kubernetes/client-node";
 import { AwakeDeadline } from "../../contracts/awake-deadline.ts";
 import { CodedError } from "../../contracts/errors.ts";
-import {
-  Labels,
-  type SessionSpec,
-  SnapshotStackSpec,
-  type SnapshotStorage,
-} from "../../contracts/session-spec.ts";
+import { SnapshotLabels } from "../../contracts/session-snapshot.ts";
+import { type SessionSpec, SnapshotStackSpec, type SnapshotStorage } from "../../contracts/session-spec.ts";
 import { sessionManifests, sessionObjectNames } from "../../infra/kubernetes/manifests.ts";
 import {
   COPY_CONTAINER,
   type CopyMount,
   copyNetworkPolicyManifest,
   copyPodManifest,
+} from "../../infra/kubernetes/copy-pod.ts";
+import {
   DEFAULT_SNAPSHOT_STORAGE_REQUEST,
-  SNAPSHOT_LABEL,
   snapshotPvcManifest,
-} from "../../infra/kubernetes/snapshot-manifests.ts";
+} from "../../infra/kubernetes/snapshot-manifest.ts";
 import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
 import { type ExecStream, openStdin, type PodExec } from "./exec.ts";
@@ -550,7 +548,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
       namespace,
       image: this.#o.image,
       mounts,
-      labels: { [Labels.namespace]: target.namespace, [SNAPSHOT_LABEL]: target.name },
+      labels: { [SnapshotLabels.namespace]: target.namespace, [SnapshotLabels.snapshot]: target.name },
     });
     await this.#o.core.createNamespacedPod({ namespace, body });
     const remove = async () => {

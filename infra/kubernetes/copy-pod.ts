@@ -1,8 +1,7 @@
 /**
- * The Kubernetes objects of a snapshot (issue 38, contracts/session-snapshot.ts), built once: its
- * storage, a PVC the snapshot's stack declares (infra/kubernetes/snapshot.ts) and the runner makes
- * at once before that stack records it (runner/kubernetes/snapshots.ts), so the recording `up`
- * finds nothing to change; and the short-lived copy pod the runner fills or reads it with.
+ * The short-lived copy pod the runner fills, reads and restores snapshots with
+ * (runner/kubernetes/snapshots.ts; issue 38), and the NetworkPolicy that isolates it. The
+ * snapshot's PVC itself is infra/kubernetes/snapshot-manifest.ts's.
  *
  * The copy pod is hardened like a session pod (infra/kubernetes/hardening.ts: Pod Security
  * `restricted`, no service-account token, uid 65532, read-only root, every capability dropped),
@@ -12,53 +11,13 @@
  *
  * Plain objects (no Pulumi SDK: the runner loads this module).
  */
-import { LABEL_PREFIX, Labels, type SnapshotStackSpec } from "../../contracts/session-spec.ts";
+import { Labels } from "../../contracts/session-spec.ts";
 import { hardenedContainerSecurityContext, hardenedPodSpec } from "./hardening.ts";
 
-/** The label naming the snapshot (its name; `Labels.namespace` its namespace) on its storage and copy pods. */
-export const SNAPSHOT_LABEL = `${LABEL_PREFIX}/snapshot`;
-/** `Labels.component` of a snapshot's storage. */
-export const SNAPSHOT_COMPONENT = "snapshot";
 /** `Labels.component` of a copy pod: what the copy NetworkPolicy selects. */
 export const SNAPSHOT_COPY_COMPONENT = "snapshot-copy";
 /** The NetworkPolicy isolating every copy pod of the sessions namespace, both ways. */
 export const SNAPSHOT_COPY_NETWORK_POLICY = "agent-sessions-snapshot-copy";
-/** A snapshot PVC's storage request when none is given: the session volume's default (1024 MiB). */
-export const DEFAULT_SNAPSHOT_STORAGE_REQUEST = "1Gi";
-
-/** The labels of a snapshot's storage (no `Labels.session`: the pod watch and placement look for that). */
-export function snapshotLabels(target: Pick<SnapshotStackSpec["target"], "namespace" | "name">) {
-  return {
-    [Labels.managedBy]: "agent-sessions",
-    [Labels.component]: SNAPSHOT_COMPONENT,
-    [Labels.namespace]: target.namespace,
-    [SNAPSHOT_LABEL]: target.name,
-  };
-}
-
-/**
- * The snapshot's PVC: `target.storage` in `target.kubernetes.namespace`, ReadWriteOnce (the copy
- * pod runs on the node of the session's volume), a fresh dynamically provisioned volume (no
- * dataSource: the pack's narrowed-mounts).
- */
-export function snapshotPvcManifest(spec: SnapshotStackSpec) {
-  const { target } = spec;
-  const kubernetes = target.kubernetes;
-  return {
-    apiVersion: "v1" as const,
-    kind: "PersistentVolumeClaim" as const,
-    metadata: {
-      name: target.storage,
-      namespace: kubernetes?.namespace ?? "agent-sessions",
-      labels: snapshotLabels(target),
-    },
-    spec: {
-      accessModes: ["ReadWriteOnce"],
-      resources: { requests: { storage: spec.storageRequest ?? DEFAULT_SNAPSHOT_STORAGE_REQUEST } },
-      ...(kubernetes?.storageClassName ? { storageClassName: kubernetes.storageClassName } : {}),
-    },
-  };
-}
 
 /** Waits for execs and ends at once on SIGTERM (as the session pod's workspace sidecar). */
 const IDLE_SCRIPT = 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done';

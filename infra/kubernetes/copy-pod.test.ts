@@ -1,12 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { SnapshotStackSpec } from "../../contracts/session-spec.ts";
 import { judgeAll, judgeResource } from "../../policies/judge.ts";
-import {
-  copyNetworkPolicyManifest,
-  copyPodManifest,
-  SNAPSHOT_LABEL,
-  snapshotPvcManifest,
-} from "./snapshot-manifests.ts";
+import { SnapshotLabels } from "../../contracts/session-snapshot.ts";
+import { copyNetworkPolicyManifest, copyPodManifest } from "./copy-pod.ts";
+import { snapshotPvcManifest } from "./snapshot-manifest.ts";
 
 const image = `127.0.0.1:5000/agent-sessions/base@sha256:${"a".repeat(64)}`;
 const spec = SnapshotStackSpec.parse({
@@ -29,7 +26,7 @@ const pod = copyPodManifest({
     { claimName: "as-team-s-workspace", mountPath: "/from", readOnly: true },
     { claimName: pvc.metadata.name, mountPath: "/to", readOnly: false },
   ],
-  labels: { [SNAPSHOT_LABEL]: "before-refactor" },
+  labels: { [SnapshotLabels.snapshot]: "before-refactor" },
 });
 const policy = copyNetworkPolicyManifest("agent-sessions");
 const resources = [
@@ -39,25 +36,7 @@ const resources = [
   { type: "kubernetes:networking.k8s.io/v1:NetworkPolicy", name: "copy-policy", props: policy },
 ];
 
-describe("a snapshot's objects on Kubernetes", () => {
-  it("the PVC is the stack's target: its name, namespace, class, request and labels", () => {
-    expect(pvc.metadata).toEqual({
-      name: "ss-team--before-refactor",
-      namespace: "agent-sessions",
-      labels: {
-        "agent-sessions.dev/managed-by": "agent-sessions",
-        "agent-sessions.dev/component": "snapshot",
-        "agent-sessions.dev/namespace": "team",
-        "agent-sessions.dev/snapshot": "before-refactor",
-      },
-    });
-    expect(pvc.spec).toEqual({
-      accessModes: ["ReadWriteOnce"],
-      resources: { requests: { storage: "64Mi" } },
-      storageClassName: "standard",
-    });
-  });
-
+describe("a snapshot copy pod on Kubernetes", () => {
   it("the copy pod, its PVCs and its NetworkPolicy pass every policy of the pack", async () => {
     expect(await judgeAll(resources)).toEqual([]);
     // The pod is judged by the workload policies, not skipped as not applicable.
