@@ -50,7 +50,7 @@ import { PolicyViolationError, type StackManager } from "../../stacks/index.ts";
 import { ADAPTER_CONTAINER } from "../../contracts/session-pod.ts";
 import { PodExec } from "./exec.ts";
 import { KubernetesWorkspaceFiles } from "./workspace-files.ts";
-import { KubernetesSnapshots, type SnapshotStacks } from "./snapshots.ts";
+import { KubernetesSnapshots } from "./snapshots.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./pod-watch.ts";
 import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./scale.ts";
@@ -201,8 +201,7 @@ export class KubernetesDriver implements EngineDriver {
           apps: this.#apps,
           networking: this.#networking,
           exec: this.#exec,
-          // StackManager.upSnapshot / destroySnapshot (the snapshot stack, stacks/stack-manager.ts).
-          stacks: stacks as unknown as SnapshotStacks,
+          stacks,
           namespace: this.namespace,
           image: options.workspaceImage,
           ensureNamespace: () => this.#ensureNamespace(),

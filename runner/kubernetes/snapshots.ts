@@ -58,7 +58,7 @@ import { RUNNER_FIELD_MANAGER } from "./scale.ts";
  * program, `recordOnly` adopting the PVC the runner made, and its destroy (false: no stack).
  */
 export type SnapshotStacks = {
-  upSnapshot(spec: SnapshotStackSpec, opts?: { recordOnly?: boolean }): Promise<void>;
+  upSnapshot(spec: SnapshotStackSpec, opts?: { recordOnly?: boolean }): Promise<unknown>;
   destroySnapshot(namespace: string, name: string): Promise<boolean>;
 };
 
@@ -382,7 +382,9 @@ export class KubernetesSnapshots implements SessionSnapshots {
     const storage = spec.target.storage;
     const previous = this.#recordings.get(storage) ?? Promise.resolve();
     const recording = previous
-      .then(() => this.#o.stacks.upSnapshot(spec, { recordOnly: true }))
+      .then(async () => {
+        await this.#o.stacks.upSnapshot(spec, { recordOnly: true });
+      })
       .catch((error: unknown) =>
         this.#log("warn", "recording a snapshot's stack failed", {
           storage,
