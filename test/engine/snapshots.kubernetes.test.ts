@@ -37,6 +37,7 @@ const k8sNamespace = `engine-ksnap-${suffix}`;
 const sessionNamespace = "engine";
 const original = `snap-${suffix}`;
 const fork = `fork-${suffix}`;
+const forkFull = `forkf-${suffix}`;
 const secrets = { credentials: { MODEL_API_KEY: `sk-${suffix}` }, adapterToken: `adapter-${suffix}` };
 const dataDir = mkdtempSync(join(tmpdir(), "kubernetes-snapshots-"));
 
@@ -165,7 +166,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const name of [original, fork])
+  for (const name of [original, fork, forkFull])
     await driver?.remove(workloadName(sessionNamespace, name)).catch((e: unknown) => console.error(e));
   for (const name of ["first", "imported"])
     await snapshots?.remove(storage(name)).catch((e: unknown) => console.error(e));
@@ -257,6 +258,22 @@ describe("snapshots on Kubernetes", () => {
     const resumed = await driver.provision(forkContainer, spec(fork, storage("imported")), secrets);
     expect(resumed.seededSnapshot).toBeUndefined();
     expect(await listing(fork)).toContain("f 644 65532 5 fork-only.txt ");
+  }, 300_000);
+
+  it("a fork through the full path (no fast create): the stack's `up` adopts the seeded PVC", async () => {
+    const full = new KubernetesDriver(kc, stacks, {
+      namespace: k8sNamespace,
+      runnerCidr: `${sessionHostAddress("kubernetes")}/32`,
+      workspaceImage: builtImage("base-image").image,
+      fastCreate: false,
+      log: driverLog,
+    });
+    const fullContainer = workloadName(sessionNamespace, forkFull);
+    const result = await full.provision(fullContainer, spec(forkFull, storage("first")), secrets);
+    expect(result.seededSnapshot).toBe(storage("first").storage);
+    expect(await listing(forkFull)).toEqual(before);
+    expect(await stacks.exists(sessionNamespace, forkFull)).toBe(true);
+    await full.remove(fullContainer);
   }, 300_000);
 
   it("remove frees the storage: no PVC, no stack; a second remove finds nothing", async () => {
