@@ -28,7 +28,7 @@ const pod = copyPodManifest({
   ],
   labels: { [SnapshotLabels.snapshot]: "before-refactor" },
 });
-const policy = copyNetworkPolicyManifest("agent-sessions");
+const policy = copyNetworkPolicyManifest("ss-copy-0123456789", "agent-sessions");
 const resources = [
   { type: "kubernetes:core/v1:PersistentVolumeClaim", name: "snapshot", props: pvc },
   { type: "kubernetes:core/v1:PersistentVolumeClaim", name: "session", props: sessionPvc },
@@ -61,11 +61,13 @@ describe("a snapshot copy pod on Kubernetes", () => {
       { name: "v0", persistentVolumeClaim: { claimName: "as-team-s-workspace", readOnly: true } },
       { name: "v1", persistentVolumeClaim: { claimName: "ss-team--before-refactor", readOnly: false } },
     ]);
-    expect(policy.spec.podSelector.matchLabels).toEqual(
-      expect.objectContaining({
-        "agent-sessions.dev/component": pod.metadata.labels["agent-sessions.dev/component"],
-      }),
-    );
+    // Its own NetworkPolicy selects it, and only it.
+    expect(policy.metadata.name).toBe(pod.metadata.name);
+    expect(policy.spec.podSelector.matchLabels).toEqual({
+      "agent-sessions.dev/component": "snapshot-copy",
+      "agent-sessions.dev/copy-pod": pod.metadata.name,
+    });
+    expect(pod.metadata.labels).toMatchObject(policy.spec.podSelector.matchLabels);
     expect(policy.spec).toMatchObject({ policyTypes: ["Ingress", "Egress"], ingress: [], egress: [] });
   });
 

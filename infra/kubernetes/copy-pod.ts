@@ -6,18 +6,19 @@
  * The copy pod is hardened like a session pod (infra/kubernetes/hardening.ts: Pod Security
  * `restricted`, no service-account token, uid 65532, read-only root, every capability dropped),
  * runs the runner's git image idling until the runner execs its copy, mounts nothing but the PVCs
- * it copies between, and is selected by a NetworkPolicy that allows no traffic either way: it
- * needs no network.
+ * it copies between, and is selected by a NetworkPolicy of its own (same name, made before it and
+ * deleted with it, so nothing of a copy outlives it) that allows no traffic either way: it needs
+ * no network.
  *
  * Plain objects (no Pulumi SDK: the runner loads this module).
  */
-import { Labels } from "../../contracts/session-spec.ts";
+import { LABEL_PREFIX, Labels } from "../../contracts/session-spec.ts";
 import { hardenedContainerSecurityContext, hardenedPodSpec } from "./hardening.ts";
 
 /** `Labels.component` of a copy pod: what the copy NetworkPolicy selects. */
 export const SNAPSHOT_COPY_COMPONENT = "snapshot-copy";
-/** The NetworkPolicy isolating every copy pod of the sessions namespace, both ways. */
-export const SNAPSHOT_COPY_NETWORK_POLICY = "agent-sessions-snapshot-copy";
+/** The label naming a copy pod on itself: what its own NetworkPolicy selects. */
+export const COPY_POD_LABEL = `${LABEL_PREFIX}/copy-pod`;
 
 /** Waits for execs and ends at once on SIGTERM (as the session pod's workspace sidecar). */
 const IDLE_SCRIPT = 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done';
@@ -48,6 +49,7 @@ export function copyPodManifest(options: {
         ...options.labels,
         [Labels.managedBy]: "agent-sessions",
         [Labels.component]: SNAPSHOT_COPY_COMPONENT,
+        [COPY_POD_LABEL]: options.name,
       },
     },
     spec: {
@@ -78,18 +80,18 @@ export function copyPodManifest(options: {
   };
 }
 
-/** No ingress, no egress, for every copy pod of the namespace: a copy needs no network. */
-export function copyNetworkPolicyManifest(namespace: string) {
+/** No ingress, no egress, for the copy pod `name` (the policy's own name): a copy needs no network. */
+export function copyNetworkPolicyManifest(name: string, namespace: string) {
   return {
     apiVersion: "networking.k8s.io/v1" as const,
     kind: "NetworkPolicy" as const,
     metadata: {
-      name: SNAPSHOT_COPY_NETWORK_POLICY,
+      name,
       namespace,
       labels: { [Labels.managedBy]: "agent-sessions", [Labels.component]: SNAPSHOT_COPY_COMPONENT },
     },
     spec: {
-      podSelector: { matchLabels: { [Labels.component]: SNAPSHOT_COPY_COMPONENT } },
+      podSelector: { matchLabels: { [Labels.component]: SNAPSHOT_COPY_COMPONENT, [COPY_POD_LABEL]: name } },
       policyTypes: ["Ingress", "Egress"],
       ingress: [],
       egress: [],

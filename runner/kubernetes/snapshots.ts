@@ -157,7 +157,6 @@ export class KubernetesSnapshots implements SessionSnapshots {
   readonly #log: DriverLog;
   /** The background recording of each storage's stack, by storage name. */
   readonly #recordings = new Map<string, Promise<void>>();
-  #networkPolicy: Promise<void> | undefined;
 
   constructor(options: KubernetesSnapshotsOptions) {
     this.#o = options;
@@ -542,7 +541,6 @@ export class KubernetesSnapshots implements SessionSnapshots {
   ): Promise<CopyPod> {
     const t0 = performance.now();
     let running = t0;
-    await this.#ensureNetworkPolicy();
     const namespace = this.#o.namespace;
     const name = `ss-copy-${randomBytes(5).toString("hex")}`;
     const body = copyPodManifest({
@@ -552,7 +550,25 @@ export class KubernetesSnapshots implements SessionSnapshots {
       mounts,
       labels: { [SnapshotLabels.namespace]: target.namespace, [SnapshotLabels.snapshot]: target.name },
     });
-    await this.#o.core.createNamespacedPod({ namespace, body });
+    // Its NetworkPolicy first: the pod never runs without it.
+    await this.#o.networking.createNamespacedNetworkPolicy({
+      namespace,
+      body: copyNetworkPolicyManifest(name, namespace),
+    });
+    const removePolicy = () =>
+      this.#o.networking.deleteNamespacedNetworkPolicy({ name, namespace }).catch((e: unknown) => {
+        if (!isApiStatus(e, 404))
+          this.#log("warn", "deleting a copy pod's NetworkPolicy failed", {
+            pod: name,
+            error: (e as Error).message.slice(0, 300),
+          });
+      });
+    try {
+      await this.#o.core.createNamespacedPod({ namespace, body });
+    } catch (error) {
+      await removePolicy();
+      throw error;
+    }
     const remove = async () => {
       this.#log("info", "snapshot copy pod done", {
         what,
@@ -560,7 +576,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
         start_ms: Math.round(running - t0),
         work_ms: Math.round(performance.now() - running),
       });
-      await this.#o.core
+      const removePod = this.#o.core
         .deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 })
         .catch((e: unknown) => {
           if (!isApiStatus(e, 404))
@@ -569,6 +585,7 @@ export class KubernetesSnapshots implements SessionSnapshots {
               error: (e as Error).message.slice(0, 300),
             });
         });
+      await Promise.all([removePod, removePolicy()]);
     };
     try {
       await this.#waitRunning(name, signal);
@@ -609,26 +626,5 @@ export class KubernetesSnapshots implements SessionSnapshots {
     } catch {
       return false;
     }
-  }
-
-  /** The copy pods' NetworkPolicy (no traffic either way), applied once per runner. */
-  #ensureNetworkPolicy(): Promise<void> {
-    this.#networkPolicy ??= (async () => {
-      const body = copyNetworkPolicyManifest(this.#o.namespace);
-      await this.#o.networking.patchNamespacedNetworkPolicy(
-        {
-          name: body.metadata.name,
-          namespace: this.#o.namespace,
-          body,
-          fieldManager: RUNNER_FIELD_MANAGER,
-          force: true,
-        },
-        setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply),
-      );
-    })().catch((error: unknown) => {
-      this.#networkPolicy = undefined;
-      throw error;
-    });
-    return this.#networkPolicy;
   }
 }

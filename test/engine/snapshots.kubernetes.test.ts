@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig, NetworkingV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WORKSPACE_CONTAINER } from "../../contracts/session-pod.ts";
 import { SnapshotLabels, snapshotStorageName } from "../../contracts/session-snapshot.ts";
@@ -43,6 +43,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "kubernetes-snapshots-"));
 
 const kc = new KubeConfig();
 let core: CoreV1Api;
+let networking: NetworkingV1Api;
 let stacks: StackManager;
 let driver: KubernetesDriver;
 let snapshots: KubernetesSnapshots;
@@ -151,6 +152,7 @@ beforeAll(async () => {
   if (!process.env.KUBECONFIG) throw new Error("KUBECONFIG unset: run scripts/testbed up kubernetes");
   kc.loadFromDefault();
   core = kc.makeApiClient(CoreV1Api);
+  networking = kc.makeApiClient(NetworkingV1Api);
   stacks = await StackManager.create(
     { dataDir, env: { KUBECONFIG: process.env.KUBECONFIG } },
     { log: (level, msg, fields) => level !== "info" && console.error(level, msg, fields) },
@@ -193,12 +195,17 @@ describe("snapshots on Kubernetes", () => {
     const taken = await snapshots.take(container, storage("first"));
     expect(taken.sizeBytes).toBe(7 + 6 + 4 + 100_000);
     expect(await codeOf(snapshots.take(container, storage("first")))).toBe("ALREADY_EXISTS");
-    // The copy pod is gone (or going) once take answered.
+    // The copy pod is gone (or going) once take answered, and its NetworkPolicy gone.
     const pods = await core.listNamespacedPod({
       namespace: k8sNamespace,
       labelSelector: `agent-sessions.dev/component=${SNAPSHOT_COPY_COMPONENT}`,
     });
     expect(pods.items.filter((p) => !p.metadata?.deletionTimestamp)).toEqual([]);
+    const policies = await networking.listNamespacedNetworkPolicy({
+      namespace: k8sNamespace,
+      labelSelector: `agent-sessions.dev/component=${SNAPSHOT_COPY_COMPONENT}`,
+    });
+    expect(policies.items).toEqual([]);
     await snapshots.settled(storage("first").storage);
     expect(await snapshotPvcs()).toEqual([storage("first").storage]);
     // Recorded: the snapshot's stack holds the PVC the runner made (adopted, not made again).
