@@ -325,7 +325,9 @@ export class KubernetesSnapshots implements SessionSnapshots {
    * A fork's seed at the session's first provision (`spec` as the stack will declare it): when the
    * session has no stack and no Deployment yet, makes its PVC and copies `spec.seedSnapshot` into
    * it (emptying what an earlier, failed attempt left); the storage's name, or undefined when it
-   * copied nothing (seeded before: a resume never re-seeds).
+   * copied nothing (seeded before: a resume never re-seeds). `hasStack`: whether the session's
+   * stack exists (then nothing is seeded); the driver judges the session there first, so a refusal
+   * of the pack (PolicyViolationError) makes nothing.
    */
   async seed(
     containerName: string,
