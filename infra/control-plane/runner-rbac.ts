@@ -23,7 +23,10 @@ export function runnerRules(sessionsNamespace: string): PolicyRule[] {
     // reads the pods, ReplicaSets and Endpoints behind a Deployment and a Service: without the
     // last two an `up` never returns (measured: the Deployment Ready, the update still waiting
     // minutes later). Events are not needed.
-    { apiGroups: [""], resources: ["pods", "endpoints"], verbs: READ },
+    { apiGroups: [""], resources: ["endpoints"], verbs: READ },
+    // Snapshots (runner/kubernetes/snapshots.ts) copy in a short-lived pod the runner makes and
+    // deletes itself; their PVCs and the copy pods' NetworkPolicy fall under the rules above.
+    { apiGroups: [""], resources: ["pods"], verbs: [...READ, "create", "delete"] },
     { apiGroups: ["apps"], resources: ["replicasets"], verbs: READ },
     // The agent runs over a long-lived exec stream. Older clusters (1.20 here, measured) authorize
     // an exec over WebSocket (what @kubernetes/client-node speaks) as `get`; SPDY, and WebSocket on

@@ -46,14 +46,16 @@ import {
   SessionSpec,
   workloadName,
 } from "../../contracts/session-spec.ts";
-import type { StackManager } from "../../stacks/index.ts";
+import { PolicyViolationError, type StackManager } from "../../stacks/index.ts";
 import { ADAPTER_CONTAINER } from "../../contracts/session-pod.ts";
 import { PodExec } from "./exec.ts";
 import { KubernetesWorkspaceFiles } from "./workspace-files.ts";
+import { KubernetesSnapshots } from "./snapshots.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./pod-watch.ts";
 import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./scale.ts";
-import { fastCreateKubernetes, releaseRunnerFields } from "./fast-create.ts";
+import { fastCreateKubernetes, fastCreateManifests, releaseRunnerFields } from "./fast-create.ts";
+import { sessionResources } from "../../infra/kubernetes/manifests.ts";
 import { PodFailures } from "./pod-failure.ts";
 import { probeAdapter } from "../engine/adapter-probe.ts";
 import {
@@ -160,6 +162,8 @@ export class KubernetesDriver implements EngineDriver {
   readonly #exec: PodExec;
   readonly #workspaceImage: string | undefined;
   readonly workspace: KubernetesWorkspaceFiles | undefined;
+  /** Snapshots (runner/kubernetes/snapshots.ts); with a git image only (their copy pods run it). */
+  readonly snapshots: KubernetesSnapshots | undefined;
   readonly #fastPath: boolean;
   readonly #createsFast: boolean;
   readonly #probeAdapter: (endpoint: string, timeoutMs: number) => Promise<void>;
@@ -191,6 +195,20 @@ export class KubernetesDriver implements EngineDriver {
           },
         })
       : undefined;
+    this.snapshots = options.workspaceImage
+      ? new KubernetesSnapshots({
+          core: this.#core,
+          apps: this.#apps,
+          networking: this.#networking,
+          exec: this.#exec,
+          stacks,
+          namespace: this.namespace,
+          image: options.workspaceImage,
+          ensureNamespace: () => this.#ensureNamespace(),
+          sessionPods: (containerName) => this.#sessionPods(containerName),
+          ...(options.log ? { log: options.log } : {}),
+        })
+      : undefined;
     this.#fastPath = options.fastPath ?? true;
     this.#createsFast = this.#fastPath && (options.fastCreate ?? true);
     this.#probeAdapter = options.probeAdapter ?? probeAdapter;
@@ -219,6 +237,7 @@ export class KubernetesDriver implements EngineDriver {
     }
     // Never a session that silently lacks the checkout it asked for.
     if (spec.repo && !this.#workspaceImage) throw noGitImage("seed a workspace from a repository");
+    if (spec.seedSnapshot && !this.snapshots) throw noGitImage("copy a snapshot into a fork's volume");
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
     await this.#ensureNamespace();
     // The runner on the node reaches pods from the node (kube-proxy, the bridge), not from a pod
@@ -242,6 +261,8 @@ export class KubernetesDriver implements EngineDriver {
     // Parsed: the fast create builds the objects from it, defaults filled as the program's would be.
     const scaled = parseOrThrow(SessionSpec, { ...spec, kubernetes, replicas: 1 as const }, "session spec");
     const key = recordKey(scaled, secrets);
+    const seededSnapshot = await this.#seed(containerName, scaled, secrets);
+    const seeded = seededSnapshot ? { seededSnapshot } : {};
     // A heal changes nothing the stack declares: it need not wait for a recording in flight.
     // Never waits for the recording of an earlier operation (runner/engine/fast-path.ts).
     const healed = await this.#fastHeal(containerName, scaled, key);
@@ -252,7 +273,7 @@ export class KubernetesDriver implements EngineDriver {
     if (fast) {
       // Seeded once: on a resume the checkout is there and nothing is fetched.
       const seededCommit = await this.workspace?.seed(containerName, spec, secrets.repoCredentials ?? {});
-      return seededCommit ? { ...fast, seededCommit } : fast;
+      return { ...fast, ...seeded, ...(seededCommit ? { seededCommit } : {}) };
     }
     // A changed spec recreates the pod (strategy Recreate): that deletion is ours.
     this.#quiet.add(containerName);
@@ -277,6 +298,7 @@ export class KubernetesDriver implements EngineDriver {
         containerName,
         endpoint: endpoint || outputs.endpoint,
         resolvedImageDigest: outputs.resolvedImageDigest,
+        ...seeded,
         ...(seededCommit ? { seededCommit } : {}),
       };
     } finally {
@@ -328,6 +350,30 @@ export class KubernetesDriver implements EngineDriver {
     this.#records.record(containerName, { key, replicas: 1 }, (r) => this.#record(spec, secrets, r), done);
     // As the session program's output says (infra/kubernetes/session.ts): the image is digest-pinned.
     return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
+  }
+
+  /**
+   * A fork's first provision: the session's PVC made and filled from `spec.seedSnapshot` before
+   * any of its pods starts (the agent reads its conversation when it starts), after the pack has
+   * judged the session as the fast create or `up` will (a refusal makes nothing). The storage's
+   * name when it copied; undefined when there was nothing to seed (a resume).
+   */
+  async #seed(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: ProvisionSecrets,
+  ): Promise<string | undefined> {
+    if (!spec.seedSnapshot || !this.snapshots) return undefined;
+    return this.snapshots.seed(containerName, spec, async () => {
+      if (await this.#stacks.exists(spec.namespace, spec.name)) return true;
+      const violations = await this.#stacks.judge(
+        spec,
+        sessionResources(spec, fastCreateManifests(spec, secrets)),
+      );
+      if (violations?.length)
+        throw new PolicyViolationError(this.#stacks.stackName(spec.namespace, spec.name), violations);
+      return false;
+    });
   }
 
   /**
