@@ -66,6 +66,16 @@ export async function stageSnapshotArchive(
   const uncompressed = byteLimit(maxBytes, "the archive once uncompressed");
   const reader = extract();
   const out = pack();
+  // A failure is told through the pipelines and the iteration below; these listeners only keep a
+  // late one (tar-stream errors the extract at its end when the tar is cut short, possibly after
+  // the pipeline settled) from being an uncaught exception that ends the server.
+  let late: unknown;
+  reader.on("error", (error: unknown) => {
+    late ??= error;
+  });
+  out.on("error", (error: unknown) => {
+    late ??= error;
+  });
   const written = createWriteStream(options.stagePath, { mode: 0o600 });
   const writing = pipeline(out as unknown as Readable, written);
   let manifest: SnapshotManifest | undefined;
@@ -104,10 +114,13 @@ export async function stageSnapshotArchive(
           (error) => (error ? reject(error) : resolve()),
         );
         entry.on("error", reject);
+        // A cut-short entry destroys the sink it pipes into with its error: told here, not uncaught.
+        sink.on("error", reject);
         entry.pipe(sink);
       });
     }
     await parsed;
+    failure ??= late;
     if (failure !== undefined) throw failure;
     if (manifest === undefined)
       throw invalid(`the archive is empty: its first entry must be ${SNAPSHOT_ARCHIVE_MANIFEST}`);
@@ -116,6 +129,7 @@ export async function stageSnapshotArchive(
     return { manifest, path: options.stagePath, bytes: uncompressed.bytes, entries };
   } catch (error) {
     await parsed;
+    failure ??= late;
     out.destroy();
     written.destroy();
     await writing.catch(() => undefined);
