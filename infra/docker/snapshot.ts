@@ -2,7 +2,7 @@
  * A snapshot's storage on Docker (contracts/session-snapshot.ts): one named volume, labelled with
  * the snapshot's namespace and name, in a stack of its own so it outlives the session it was
  * taken from and goes only with the snapshot. The runner makes the volume and copies into it at
- * once (the Docker engine's snapshots.ts in runner/); this stack records it behind, adopting the volume (the
+ * once (runner/docker/snapshots.ts); this stack records it behind, adopting the volume (the
  * provider's volume create adopts our own: infra/docker/provider/session-network.ts).
  */
 import * as pulumi from "@pulumi/pulumi";

@@ -1,7 +1,7 @@
 /**
  * The PVC of a snapshot's storage on Kubernetes (contracts/session-snapshot.ts), the ONE builder of
  * it: the snapshot stack (infra/kubernetes/snapshot.ts) declares it and the runner's copy
- * (the Kubernetes engine's snapshots.ts in runner/) applies the same object at once; the provider's server-side
+ * (runner/kubernetes/snapshots.ts) applies the same object at once; the provider's server-side
  * apply then adopts it. A fresh, dynamically provisioned claim like a session's (never bound to a
  * named volume or cloned: the policy pack refuses both), in the sessions namespace.
  */

@@ -2,7 +2,7 @@
  * A snapshot's storage on Kubernetes (contracts/session-snapshot.ts): one PVC, labelled with the
  * snapshot's namespace and name, in a stack of its own so it outlives the session it was taken
  * from and goes only with the snapshot. The runner applies the claim and copies into it at once
- * (the Kubernetes engine's snapshots.ts in runner/); this stack records it behind (server-side apply adopts it).
+ * (runner/kubernetes/snapshots.ts); this stack records it behind (server-side apply adopts it).
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";

@@ -1,7 +1,7 @@
 /**
  * The volume of a snapshot's storage (contracts/session-snapshot.ts), the ONE builder of its inputs:
  * the snapshot stack (infra/docker/snapshot.ts) declares them and the runner's copy
- * (the Docker engine's snapshots.ts in runner/) makes the volume from them at once; whichever comes first makes
+ * (runner/docker/snapshots.ts) makes the volume from them at once; whichever comes first makes
  * it, the other adopts it.
  */
 import { snapshotLabels } from "../../../contracts/session-snapshot.ts";
