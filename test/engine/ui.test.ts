@@ -100,6 +100,8 @@ afterAll(async () => {
   await browser?.close();
   if (profile) rmSync(profile, { recursive: true, force: true });
   await system?.call("DELETE", `${NS}/harnesssessions/${NAME}`).catch(() => undefined);
+  await system?.call("DELETE", `${NS}/harnesssessions/ui-fork`).catch(() => undefined);
+  await system?.call("DELETE", `${NS}/sessionsnapshots/ui-snap`).catch(() => undefined);
   await system?.stop();
   await model?.close();
 });
@@ -282,6 +284,54 @@ describe("web UI in headless Chromium (real system)", () => {
     await expect.poll(() => rowPhase().textContent(), { timeout: 60_000, interval: 250 }).toBe("Ready");
     expect(await row().locator("[data-field=tier]").textContent()).toBe("running");
     expect(await row().locator("button", { hasText: "Pause" }).count()).toBe(1);
+  });
+
+  it("takes a snapshot, forks it into a new session and restores the session to it, from the page", async () => {
+    const snapRow = () => page.locator('#snapshots tr[data-snapshot="ui-snap"]');
+    await page.fill('#snapshot-form input[name="name"]', "ui-snap");
+    await page.click("#snapshot-form button");
+    await expect
+      .poll(() => snapRow().locator('[data-field="phase"]').textContent(), { timeout: 60_000, interval: 250 })
+      .toBe("Ready");
+    expect(await page.textContent("#snapshot-error")).toBe("");
+    await shot("6-snapshot");
+    // A file written after the snapshot, which the restore drops.
+    const after = `${NS}/harnesssessions/${NAME}/workspace/files/after.txt`;
+    const asAdmin = (method: string, body?: string) =>
+      fetch(`${system.url}${after}`, {
+        method,
+        headers: { authorization: `Bearer ${system.adminToken}` },
+        ...(body !== undefined ? { body } : {}),
+      });
+    expect((await asAdmin("PUT", "after\n")).status).toBe(201);
+
+    // Fork: the page asks for the new session's name.
+    page.once("dialog", (dialog) => void dialog.accept("ui-fork"));
+    await snapRow().locator("button", { hasText: "Fork" }).click();
+    const forkRow = page.locator('tr[data-session="ui-fork"]');
+    await expect
+      .poll(() => forkRow.locator('[data-field="phase"]').textContent(), { timeout: 180_000, interval: 250 })
+      .toBe("Ready");
+    const fork = await system.call("GET", `${NS}/harnesssessions/ui-fork`);
+    expect(fork.body.spec.source).toEqual({ snapshotRef: "ui-snap" });
+    // The fork has what the snapshot held, not what came after it.
+    const forkFile = await fetch(`${system.url}${NS}/harnesssessions/ui-fork/workspace/files/after.txt`, {
+      headers: { authorization: `Bearer ${system.adminToken}` },
+    });
+    expect(forkFile.status).toBe(404);
+    await shot("7-fork");
+
+    // Restore: back on the original session, confirmed in the page.
+    await row().locator("td.name a").click();
+    await snapRow().waitFor();
+    page.once("dialog", (dialog) => void dialog.accept());
+    await snapRow().locator("button", { hasText: "Restore" }).click();
+    await expect
+      .poll(async () => (await asAdmin("GET")).status, { timeout: 180_000, interval: 500 })
+      .toBe(404);
+    await expect.poll(() => rowPhase().textContent(), { timeout: 180_000, interval: 250 }).toBe("Ready");
+    expect(await page.textContent("#snapshot-error")).toBe("");
+    await shot("8-restored");
   });
 
   it("stops the session and shows Stopped, then deletes it", async () => {
