@@ -309,6 +309,19 @@ export class Runner {
     }
   }
 
+  /** Where a download's pieces go: `relay_chunk`s of `relayId` on the link, paced by its buffer. */
+  #chunksOf(relayId: string) {
+    return {
+      chunk: (data: string, done: boolean) =>
+        this.link.send({
+          version: RUNNER_PROTOCOL_VERSION,
+          type: "relay_chunk",
+          payload: { relay_id: relayId, data, done },
+        }),
+      buffered: () => this.link.bufferedAmount,
+    };
+  }
+
   async #dispatch(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>> {
     const frozen = this.#workloadOf(command);
     if (frozen !== undefined && (await this.#paused.thaw(frozen)))
@@ -466,22 +479,8 @@ export class Runner {
       }
       case "workspace_list":
         return this.#workspace.list(command, signal);
-      case "workspace_read": {
-        const relayId = command.relay_id;
-        return this.#workspace.read(
-          command,
-          {
-            chunk: (data, done) =>
-              this.link.send({
-                version: RUNNER_PROTOCOL_VERSION,
-                type: "relay_chunk",
-                payload: { relay_id: relayId, data, done },
-              }),
-            buffered: () => this.link.bufferedAmount,
-          },
-          signal,
-        );
-      }
+      case "workspace_read":
+        return this.#workspace.read(command, this.#chunksOf(command.relay_id), signal);
       case "workspace_write":
         return this.#workspace.write(command);
       case "workspace_delete":
@@ -491,22 +490,8 @@ export class Runner {
         return this.#operations.run(command.container_name, () => this.#snapshots.take(command, signal));
       case "snapshot_delete":
         return this.#snapshots.delete(command);
-      case "snapshot_read": {
-        const relayId = command.relay_id;
-        return this.#snapshots.read(
-          command,
-          {
-            chunk: (data, done) =>
-              this.link.send({
-                version: RUNNER_PROTOCOL_VERSION,
-                type: "relay_chunk",
-                payload: { relay_id: relayId, data, done },
-              }),
-            buffered: () => this.link.bufferedAmount,
-          },
-          signal,
-        );
-      }
+      case "snapshot_read":
+        return this.#snapshots.read(command, this.#chunksOf(command.relay_id), signal);
       case "snapshot_write":
         return this.#snapshots.write(command);
       case "snapshot_restore":

@@ -7,26 +7,23 @@
  * once when the last piece came (a broken upload makes nothing on the engine).
  */
 import { createReadStream } from "node:fs";
-import { appendFile, mkdir, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { stat } from "node:fs/promises";
 import { CodedError } from "../../contracts/errors.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
-import { WORKSPACE_CHUNK_BYTES } from "../../contracts/workspace-files.ts";
 import type { SessionSnapshots } from "../engine/driver.ts";
 import { type ChunkSink, sendChunked } from "./chunked-download.ts";
 import type { SnapshotGate } from "./snapshot-gate.ts";
+import { StagedUploads } from "./staged-uploads.ts";
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./workspace-commands.ts";
 
 type Of<K extends RunnerCommand["kind"]> = Extract<RunnerCommand, { kind: K }>;
 
-type Staging = { file: string; storage: string; next: number; size: number; timer: NodeJS.Timeout };
-
 export class SnapshotCommands {
   readonly #snapshots: SessionSnapshots | undefined;
   readonly #gate: SnapshotGate;
-  readonly #dir: string;
   readonly #limits: UploadLimits;
-  readonly #uploads = new Map<string, Staging>();
+  /** Keyed by the storage made from it: every piece of an import is for the same one. */
+  readonly #uploads: StagedUploads<string>;
 
   /** `stagingDir`: where imports are staged (`<data-dir>/snapshot-uploads`). */
   constructor(
@@ -37,7 +34,7 @@ export class SnapshotCommands {
   ) {
     this.#snapshots = snapshots;
     this.#gate = gate;
-    this.#dir = stagingDir;
+    this.#uploads = new StagedUploads(stagingDir, limits.uploadIdleMs, "a snapshot upload");
     this.#limits = limits;
   }
 
@@ -83,48 +80,8 @@ export class SnapshotCommands {
 
   async write(c: Of<"snapshot_write">): Promise<Record<string, unknown>> {
     const engine = this.#engine(c.kind);
-    let staging = this.#uploads.get(c.upload_id);
-    if (c.abort) {
-      if (staging) await this.#drop(c.upload_id, staging);
-      return { size: 0 };
-    }
-    const data = Buffer.from(c.data, "base64");
-    if (data.length > WORKSPACE_CHUNK_BYTES)
-      throw new CodedError(
-        "INVALID_ARGUMENT",
-        `a snapshot upload piece holds at most ${WORKSPACE_CHUNK_BYTES} bytes`,
-      );
-    if (c.seq === 0) {
-      if (staging) await this.#drop(c.upload_id, staging);
-      this.#admit();
-      const file = join(this.#dir, c.upload_id);
-      // Counted before the first await: pieces of other uploads arrive meanwhile.
-      staging = {
-        file,
-        storage: c.target.storage,
-        next: 1,
-        size: data.length,
-        timer: this.#expiry(c.upload_id),
-      };
-      this.#uploads.set(c.upload_id, staging);
-      try {
-        await mkdir(this.#dir, { recursive: true, mode: 0o700 });
-        await writeFile(file, data, { mode: 0o600 });
-      } catch (error) {
-        await this.#drop(c.upload_id, staging);
-        throw error;
-      }
-    } else {
-      if (!staging || staging.next !== c.seq || staging.storage !== c.target.storage)
-        throw new CodedError(
-          "FAILED_PRECONDITION",
-          `snapshot upload ${c.upload_id} has no piece ${c.seq - 1} before piece ${c.seq}`,
-        );
-      await appendFile(staging.file, data);
-      staging.next += 1;
-      staging.size += data.length;
-      staging.timer.refresh();
-    }
+    const staging = await this.#uploads.piece(c, c.target.storage, () => this.#admit());
+    if (!staging) return { size: 0 };
     if (!c.done) return { size: staging.size };
     try {
       const file = staging.file;
@@ -132,7 +89,7 @@ export class SnapshotCommands {
       const { sizeBytes } = await engine.write(c.target, { size, open: () => createReadStream(file) });
       return { size, size_bytes: sizeBytes };
     } finally {
-      await this.#drop(c.upload_id, staging);
+      await this.#uploads.drop(c.upload_id);
     }
   }
 
@@ -149,21 +106,6 @@ export class SnapshotCommands {
 
   /** Drops every staged import (the runner stops). */
   close(): void {
-    for (const [id, s] of this.#uploads) void this.#drop(id, s);
-  }
-
-  #expiry(uploadId: string): NodeJS.Timeout {
-    const timer = setTimeout(() => {
-      const s = this.#uploads.get(uploadId);
-      if (s) void this.#drop(uploadId, s);
-    }, this.#limits.uploadIdleMs);
-    timer.unref();
-    return timer;
-  }
-
-  #drop(uploadId: string, staging: Staging): Promise<void> {
-    clearTimeout(staging.timer);
-    this.#uploads.delete(uploadId);
-    return rm(staging.file, { force: true }).catch(() => undefined);
+    this.#uploads.close();
   }
 }

@@ -5,13 +5,13 @@
  * workspace at once when the last piece came (so a broken upload changes nothing there).
  */
 import { createReadStream } from "node:fs";
-import { appendFile, mkdir, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { stat } from "node:fs/promises";
 import { CodedError } from "../../contracts/errors.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
-import { WORKSPACE_CHUNK_BYTES, confineWorkspacePath } from "../../contracts/workspace-files.ts";
+import { confineWorkspacePath } from "../../contracts/workspace-files.ts";
 import type { WorkspaceFiles } from "../engine/driver.ts";
 import { type ChunkSink, sendChunked } from "./chunked-download.ts";
+import { StagedUploads } from "./staged-uploads.ts";
 
 type Of<K extends RunnerCommand["kind"]> = Extract<RunnerCommand, { kind: K }>;
 
@@ -36,19 +36,10 @@ export const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
 
 export type { ChunkSink };
 
-type Staging = {
-  file: string;
-  containerName: string;
-  path: string;
-  next: number;
-  size: number;
-  timer: NodeJS.Timeout;
-};
-
 export class WorkspaceCommands {
   readonly #files: WorkspaceFiles | undefined;
-  readonly #dir: string;
-  readonly #uploads = new Map<string, Staging>();
+  /** Keyed by the workspace and the path: every piece of an upload is for the same file. */
+  readonly #uploads: StagedUploads<{ containerName: string; path: string }>;
   readonly #limits: UploadLimits;
 
   constructor(
@@ -57,7 +48,7 @@ export class WorkspaceCommands {
     limits: UploadLimits = DEFAULT_UPLOAD_LIMITS,
   ) {
     this.#files = files;
-    this.#dir = stagingDir;
+    this.#uploads = new StagedUploads(stagingDir, limits.uploadIdleMs, "an upload");
     this.#limits = limits;
   }
 
@@ -104,61 +95,18 @@ export class WorkspaceCommands {
 
   async write(c: Of<"workspace_write">): Promise<Record<string, unknown>> {
     const engine = this.#engine(c.path);
-    const file = join(this.#dir, c.upload_id);
-    let staging = this.#uploads.get(c.upload_id);
-    if (c.abort) {
-      if (staging) await this.#drop(c.upload_id, staging);
-      return { size: 0 };
-    }
-    const data = Buffer.from(c.data, "base64");
-    if (data.length > WORKSPACE_CHUNK_BYTES)
-      throw new CodedError(
-        "INVALID_ARGUMENT",
-        `an upload piece holds at most ${WORKSPACE_CHUNK_BYTES} bytes`,
-      );
-    if (c.seq === 0) {
-      if (staging) await this.#drop(c.upload_id, staging);
-      this.#admit(c.container_name);
-      // Counted before the first await: pieces of other uploads arrive meanwhile.
-      staging = {
-        file,
-        containerName: c.container_name,
-        path: c.path,
-        next: 1,
-        size: data.length,
-        timer: this.#expiry(c.upload_id),
-      };
-      this.#uploads.set(c.upload_id, staging);
-      try {
-        await mkdir(this.#dir, { recursive: true, mode: 0o700 });
-        await writeFile(file, data, { mode: 0o600 });
-      } catch (error) {
-        await this.#drop(c.upload_id, staging);
-        throw error;
-      }
-    } else {
-      if (
-        !staging ||
-        staging.next !== c.seq ||
-        staging.containerName !== c.container_name ||
-        staging.path !== c.path
-      )
-        throw new CodedError(
-          "FAILED_PRECONDITION",
-          `upload ${c.upload_id} has no piece ${c.seq - 1} before piece ${c.seq}`,
-        );
-      await appendFile(file, data);
-      staging.next += 1;
-      staging.size += data.length;
-      staging.timer.refresh();
-    }
+    const staging = await this.#uploads.piece(c, { containerName: c.container_name, path: c.path }, () =>
+      this.#admit(c.container_name),
+    );
+    if (!staging) return { size: 0 };
     if (!c.done) return { size: staging.size };
     try {
+      const file = staging.file;
       const size = (await stat(file)).size;
       await engine.write(c.container_name, c.path, { size, open: () => createReadStream(file) });
       return { size };
     } finally {
-      await this.#drop(c.upload_id, staging);
+      await this.#uploads.drop(c.upload_id);
     }
   }
 
@@ -177,7 +125,7 @@ export class WorkspaceCommands {
         { limit: uploadsMax, setting: "AGENT_SESSIONS_RUNNER_UPLOADS_MAX" },
       );
     let inWorkspace = 0;
-    for (const s of this.#uploads.values()) if (s.containerName === containerName) inWorkspace += 1;
+    for (const s of this.#uploads.values()) if (s.key.containerName === containerName) inWorkspace += 1;
     if (inWorkspace >= uploadsPerWorkspaceMax)
       throw new CodedError(
         "RESOURCE_EXHAUSTED",
@@ -188,22 +136,6 @@ export class WorkspaceCommands {
 
   /** Drops every staged upload (the runner stops). */
   close(): void {
-    for (const [id, s] of this.#uploads) void this.#drop(id, s);
-  }
-
-  #expiry(uploadId: string): NodeJS.Timeout {
-    const timer = setTimeout(() => {
-      const s = this.#uploads.get(uploadId);
-      if (s) void this.#drop(uploadId, s);
-    }, this.#limits.uploadIdleMs);
-    timer.unref();
-    return timer;
-  }
-
-  /** Frees the place at once; the promise settles once the staging file is gone. */
-  #drop(uploadId: string, staging: Staging): Promise<void> {
-    clearTimeout(staging.timer);
-    this.#uploads.delete(uploadId);
-    return rm(staging.file, { force: true }).catch(() => undefined);
+    this.#uploads.close();
   }
 }
