@@ -19,6 +19,8 @@ import { modelAgent } from "../fixtures/agent-manifest.ts";
 
 const NS = "/v1/namespaces/default";
 const NAME = "ui-chat";
+/** The fork the page makes of NAME's snapshot: the name its prompt proposes. */
+const FORK = `${NAME}-fork`;
 const CHROMIUM = "/usr/bin/chromium";
 const SECRET = `sk-ui-${randomBytes(12).toString("hex")}`;
 /** The test bed's git server (`scripts/testbed up git`): the session's workspace is a checkout of its fixture. */
@@ -87,7 +89,11 @@ beforeAll(async () => {
     ],
   });
   page = browser.pages()[0] ?? (await browser.newPage());
-  page.on("dialog", (dialog) => void dialog.accept());
+  // Every confirm is accepted; a prompt takes the value the page proposes (a fork's name).
+  page.on(
+    "dialog",
+    (dialog) => void dialog.accept(dialog.type() === "prompt" ? dialog.defaultValue() : undefined),
+  );
 });
 
 afterEach((context) => {
@@ -100,7 +106,7 @@ afterAll(async () => {
   await browser?.close();
   if (profile) rmSync(profile, { recursive: true, force: true });
   await system?.call("DELETE", `${NS}/harnesssessions/${NAME}`).catch(() => undefined);
-  await system?.call("DELETE", `${NS}/harnesssessions/ui-fork`).catch(() => undefined);
+  await system?.call("DELETE", `${NS}/harnesssessions/${FORK}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/sessionsnapshots/ui-snap`).catch(() => undefined);
   await system?.stop();
   await model?.close();
@@ -288,6 +294,9 @@ describe("web UI in headless Chromium (real system)", () => {
 
   it("takes a snapshot, forks it into a new session and restores the session to it, from the page", async () => {
     const snapRow = () => page.locator('#snapshots tr[data-snapshot="ui-snap"]');
+    // A retry starts clean: the first try's fork and snapshot go.
+    await system.call("DELETE", `${NS}/harnesssessions/${FORK}`);
+    await system.call("DELETE", `${NS}/sessionsnapshots/ui-snap`);
     await page.fill('#snapshot-form input[name="name"]', "ui-snap");
     await page.click("#snapshot-form button");
     await expect
@@ -305,17 +314,17 @@ describe("web UI in headless Chromium (real system)", () => {
       });
     expect((await asAdmin("PUT", "after\n")).status).toBe(201);
 
-    // Fork: the page asks for the new session's name.
-    page.once("dialog", (dialog) => void dialog.accept("ui-fork"));
+    // Fork: the page asks for the new session's name; the page's dialogs are accepted as they come
+    // (beforeAll), so this one takes the name it proposes, `<session>-fork`.
     await snapRow().locator("button", { hasText: "Fork" }).click();
-    const forkRow = page.locator('tr[data-session="ui-fork"]');
+    const forkRow = page.locator(`tr[data-session="${FORK}"]`);
     await expect
       .poll(() => forkRow.locator('[data-field="phase"]').textContent(), { timeout: 180_000, interval: 250 })
       .toBe("Ready");
-    const fork = await system.call("GET", `${NS}/harnesssessions/ui-fork`);
+    const fork = await system.call("GET", `${NS}/harnesssessions/${FORK}`);
     expect(fork.body.spec.source).toEqual({ snapshotRef: "ui-snap" });
     // The fork has what the snapshot held, not what came after it.
-    const forkFile = await fetch(`${system.url}${NS}/harnesssessions/ui-fork/workspace/files/after.txt`, {
+    const forkFile = await fetch(`${system.url}${NS}/harnesssessions/${FORK}/workspace/files/after.txt`, {
       headers: { authorization: `Bearer ${system.adminToken}` },
     });
     expect(forkFile.status).toBe(404);
@@ -324,7 +333,6 @@ describe("web UI in headless Chromium (real system)", () => {
     // Restore: back on the original session, confirmed in the page.
     await row().locator("td.name a").click();
     await snapRow().waitFor();
-    page.once("dialog", (dialog) => void dialog.accept());
     await snapRow().locator("button", { hasText: "Restore" }).click();
     await expect
       .poll(async () => (await asAdmin("GET")).status, { timeout: 180_000, interval: 500 })
