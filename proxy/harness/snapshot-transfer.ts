@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { open, stat } from "node:fs/promises";
-import { createGzip, type Gzip } from "node:zlib";
+import { constants, createGzip, type Gzip } from "node:zlib";
 import { CodedError } from "../../contracts/errors.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import {
@@ -32,7 +32,10 @@ export async function streamSnapshotArchive(
   runnerId: string,
   maxBytes: number,
 ): Promise<Gzip> {
-  const gzip = createGzip();
+  // The fastest level and 256 KiB pieces: the export is paced by this process's CPU (measured:
+  // the default level and zlib's 16 KiB pieces made ~3,000 pieces and 1.75 s of server CPU for
+  // 50 MB); the size hardly differs (a workspace's binaries do not compress, its text does at 1).
+  const gzip = createGzip({ level: constants.Z_BEST_SPEED, chunkSize: 256 * 1024 });
   gzip.write(
     manifestEntry({
       format: SNAPSHOT_ARCHIVE_FORMAT,
