@@ -235,7 +235,7 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
     ).toBe(true);
   });
 
-  it("the runner's RBAC is least privilege: session objects and pods/exec in the sessions namespace, nothing cluster-wide, nothing in the control plane's namespace", async () => {
+  it("the runner's RBAC is least privilege: session objects, snapshot copy pods and pods/exec in the sessions namespace, nothing cluster-wide, nothing in the control plane's namespace", async () => {
     // [verb, resource (`pods/exec` = resource pods, subresource exec), namespace ("" = cluster scope), allowed]
     const matrix: [string, string, string, boolean][] = [
       ["create", "pods/exec", SESSIONS_NS, true],
@@ -251,8 +251,11 @@ describe("the control plane deployed by `pulumi up` onto the test bed's cluster"
       ["get", "endpoints", SESSIONS_NS, true],
       // GET /api/v1/namespaces/agent-sessions is authorized with namespace=agent-sessions.
       ["get", `namespaces/${SESSIONS_NS}`, SESSIONS_NS, true],
-      ["create", "pods", SESSIONS_NS, false],
-      ["delete", "pods", SESSIONS_NS, false],
+      // A snapshot's copy pod (runner/kubernetes/snapshots.ts): the runner makes and deletes it,
+      // admitted under the namespace's Pod Security "restricted" like every session pod (and the
+      // runner could already make pods through a Deployment).
+      ["create", "pods", SESSIONS_NS, true],
+      ["delete", "pods", SESSIONS_NS, true],
       ["create", "pods/attach", SESSIONS_NS, false],
       ["create", "pods/portforward", SESSIONS_NS, false],
       ["create", "rolebindings.rbac.authorization.k8s.io", SESSIONS_NS, false],
