@@ -11,9 +11,7 @@
  * The scripts, their inputs and git's errors are the same on every engine (repo-scripts.ts).
  */
 import { randomBytes } from "node:crypto";
-import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
-import { CodedError } from "../../contracts/errors.ts";
 import { Labels, type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
 import { viaGateway } from "../../infra/docker/provider/gateway-url.ts";
 import { networkGateway } from "../../infra/docker/provider/session-container.ts";
@@ -30,10 +28,8 @@ import {
   seedInputs,
   seededCommitOf,
 } from "../engine/repo-scripts.ts";
-import { shortLivedHostConfig } from "./short-lived-container.ts";
+import { type ShortLivedRun, shortLivedHostConfig, startShortLived } from "./short-lived-container.ts";
 
-/** git's error text collected (bounded) from stderr. */
-const MAX_STDERR_CHARS = 8_000;
 /** The seed's stdout kept: its one `seeded <commit>` line. */
 const MAX_STDOUT_CHARS = 1_000;
 
@@ -69,51 +65,8 @@ export function gitContainerOptions(g: GitContainer): Docker.ContainerCreateOpti
 }
 
 /** Starts the container with stdout streamed and stderr collected (bounded); `exit` is its status. */
-export async function runGit(
-  docker: Docker,
-  g: GitContainer,
-): Promise<{
-  stdout: PassThrough;
-  stderr: () => string;
-  exit: Promise<number>;
-  remove: () => Promise<void>;
-}> {
-  await assertImage(docker, g.image);
-  const container = await docker.createContainer(gitContainerOptions(g));
-  const remove = () =>
-    container.remove({ force: true }).then(
-      () => undefined,
-      () => undefined,
-    );
-  try {
-    const attached = (await container.attach({
-      stream: true,
-      stdout: true,
-      stderr: true,
-    })) as NodeJS.ReadableStream;
-    const stdout = new PassThrough();
-    const errors = new PassThrough();
-    let errorText = "";
-    errors.on("data", (chunk: Buffer) => {
-      if (errorText.length < MAX_STDERR_CHARS) errorText += chunk.toString("utf8");
-    });
-    docker.modem.demuxStream(attached, stdout, errors);
-    attached.on("end", () => stdout.end());
-    await container.start();
-    const exit = container.wait().then((r: { StatusCode: number }) => r.StatusCode);
-    return { stdout, stderr: () => errorText, exit, remove };
-  } catch (error) {
-    await remove();
-    throw error;
-  }
-}
-
-async function assertImage(docker: Docker, image: string): Promise<void> {
-  try {
-    await docker.getImage(image).inspect();
-  } catch {
-    throw new CodedError("FAILED_PRECONDITION", `the runner's git image ${image} is not on the engine`);
-  }
+export function runGit(docker: Docker, g: GitContainer): Promise<ShortLivedRun> {
+  return startShortLived(docker, gitContainerOptions(g));
 }
 
 /**

@@ -15,7 +15,7 @@
  * Size is the files' apparent bytes summed (`find -printf %s`), directories and links aside.
  */
 import { randomBytes } from "node:crypto";
-import { type Duplex, PassThrough } from "node:stream";
+import type { Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { CodedError } from "../../contracts/errors.ts";
 import {
@@ -30,7 +30,12 @@ import { sessionVolumeInputs } from "../../infra/docker/provider/session-network
 import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
-import { shortLivedHostConfig } from "./short-lived-container.ts";
+import {
+  assertImage,
+  type ShortLivedRun,
+  shortLivedHostConfig,
+  startShortLived,
+} from "./short-lived-container.ts";
 
 /** On a fork's session volume: the snapshot storage it was seeded from (set when it was made). */
 export const SEEDED_FROM_LABEL = `${LABEL_PREFIX}/seeded-from`;
@@ -40,8 +45,6 @@ export type SnapshotStacks = Pick<StackManager, "upSnapshot" | "destroySnapshot"
 
 /** A copy taking longer than this is stopped (its container removed) and fails. */
 const COPY_TIMEOUT_MS = 10 * 60_000;
-/** Characters of a copy's stderr kept for its error. */
-const MAX_STDERR_CHARS = 4096;
 
 /** Sums the apparent sizes of the regular files under `$1` (awk prints integers past 2^31 too). */
 const SIZE_OF = `find "$1" -type f -printf '%s\\n' | awk '{ s += $1 } END { printf "%.0f\\n", s }'`;
@@ -71,14 +74,6 @@ set -- /workspace
 ${SIZE_OF}`;
 
 type Mount = { volume: string; target: "/source" | "/workspace" | "/volume"; readOnly: boolean };
-
-type CopyRun = {
-  stdout: PassThrough;
-  stderr: () => string;
-  exit: Promise<number>;
-  remove: () => Promise<void>;
-  stdin?: Duplex;
-};
 
 export class DockerSnapshots implements SessionSnapshots {
   readonly #docker: Docker;
@@ -375,47 +370,19 @@ export class DockerSnapshots implements SessionSnapshots {
   }
 
   /** A hardened container of the git image with `mounts` only, started, stdout streamed. */
-  async #start(
+  #start(
     image: string,
     base: string,
     what: string,
     script: string,
     mounts: Mount[],
     stdin = false,
-  ): Promise<CopyRun> {
-    const docker = this.#docker;
-    await assertImage(docker, image);
-    const container = await docker.createContainer(
+  ): Promise<ShortLivedRun> {
+    return startShortLived(
+      this.#docker,
       copyContainerOptions(image, base, what, script, mounts, stdin),
+      stdin,
     );
-    const remove = () =>
-      container.remove({ force: true }).then(
-        () => undefined,
-        () => undefined,
-      );
-    try {
-      const attached = (await container.attach({
-        stream: true,
-        stdout: true,
-        stderr: true,
-        ...(stdin ? { stdin: true, hijack: true } : {}),
-      })) as Duplex;
-      const stdout = new PassThrough();
-      const errors = new PassThrough();
-      let errorText = "";
-      errors.on("data", (chunk: Buffer) => {
-        if (errorText.length < MAX_STDERR_CHARS) errorText += chunk.toString("utf8");
-      });
-      docker.modem.demuxStream(attached, stdout, errors);
-      attached.on("end", () => stdout.end());
-      attached.on("close", () => stdout.end());
-      await container.start();
-      const exit = container.wait().then((r: { StatusCode: number }) => r.StatusCode);
-      return { stdout, stderr: () => errorText, exit, remove, ...(stdin ? { stdin: attached } : {}) };
-    } catch (error) {
-      await remove();
-      throw error;
-    }
   }
 }
 
@@ -452,15 +419,6 @@ function copyContainerOptions(
       pids: 64,
     }),
   };
-}
-
-async function assertImage(docker: Docker, image: string): Promise<void> {
-  await docker
-    .getImage(image)
-    .inspect()
-    .catch(() => {
-      throw new CodedError("FAILED_PRECONDITION", `the runner's git image ${image} is not on the engine`);
-    });
 }
 
 function workspaceVolume(containerName: string): string {
