@@ -193,8 +193,15 @@ export class Runner {
   async start(): Promise<void> {
     await this.#startGateway();
     this.#unwatch = await this.#driver.watch((containerName, reason, detail) => {
-      this.#log("warn", "workload exited", { containerName, reason, detail });
-      this.sessions.workloadExited(containerName, reason, detail);
+      // A warning only when a live agent lost its workload; the runner's own removals (a stop,
+      // a delete, its short-lived copy and git containers) are routine.
+      const errored = this.sessions.workloadExited(containerName, reason, detail);
+      this.#log(errored > 0 ? "warn" : "debug", "workload exited", {
+        containerName,
+        reason,
+        detail,
+        errored,
+      });
     });
     const saved = this.#sessionFile.load();
     // The engine says which workloads are frozen (this runner's previous process froze them):

@@ -343,14 +343,17 @@ export class AgentSessions {
     entry.process.send(line);
   }
 
-  /** Called by the engine watcher: a workload died, was removed, or the engine restarted. */
-  workloadExited(containerName: string, reason: ExitReason, detail: string): void {
+  /** Called by the engine watcher: a workload died, was removed, or the engine restarted. Answers how many live agents it errored. */
+  workloadExited(containerName: string, reason: ExitReason, detail: string): number {
+    let errored = 0;
     for (const entry of this.#entries.values()) {
       if (containerName !== "*" && entry.containerName !== containerName) continue;
       if (entry.deliberate || (entry.state !== "READY" && entry.state !== "STARTING")) continue;
       entry.exitReason = { reason, detail };
       this.#set(entry, "ERRORED", reason);
+      errored++;
     }
+    return errored;
   }
 
   /** Forget sessions of a removed workspace. */
