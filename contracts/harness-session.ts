@@ -4,6 +4,7 @@ import { IdleTimeout, parseDuration } from "./duration.ts";
 import { API_VERSION, ObjectMeta } from "./resources.ts";
 import { RunnerSelector } from "./runners.ts";
 import { DnsLabel, type Engine } from "./session-spec.ts";
+import { SessionExpiresAt, SessionTtl } from "./session-expiry.ts";
 import { SessionSource } from "./session-snapshot.ts";
 import { WorkspaceRepo } from "./workspace-repo.ts";
 
@@ -75,6 +76,13 @@ export const HarnessSessionSpec = z.strictObject({
    * Immutable. Absent: an empty volume.
    */
   source: SessionSource.optional(),
+  /**
+   * Delete the session this long after its creation (its snapshots are kept; an `Expired` event
+   * says why). Above 0, up to 8784h; not with expiresAt (contracts/session-expiry.ts). @default never
+   */
+  ttl: SessionTtl.optional(),
+  /** Delete the session at this RFC 3339 time, at most 366 days ahead; not with ttl. @default never */
+  expiresAt: SessionExpiresAt.optional(),
 });
 export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
 
@@ -178,6 +186,8 @@ export const HarnessReasons = {
    * back to its desired state (resuming the conversation the snapshot holds).
    */
   Restoring: "Restoring",
+  /** Being deleted because its spec.ttl or spec.expiresAt was reached (snapshots are kept). */
+  Expired: "Expired",
   /**
    * Stopped by the idle controller; resumes when the spec is written again (e.g. desiredState
    * running), or with spec.autoResume on the next request.
@@ -266,6 +276,8 @@ export const HarnessSessionStatus = z.object({
   lastExit: SessionExit.optional(),
   /** Since when the session is Paused (phase Paused only). */
   pausedAt: z.string().optional(),
+  /** When the session will be deleted (spec.ttl or spec.expiresAt; absent when it has no expiry). */
+  expiresAt: z.string().optional(),
 });
 export type HarnessSessionStatus = z.infer<typeof HarnessSessionStatus>;
 

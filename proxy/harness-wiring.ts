@@ -127,9 +127,17 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
         .resync(false)
         .catch((error: unknown) => log("error", "harness resync failed", { error: String(error) }));
   });
+  const sessions = new HarnessSessions({
+    harness,
+    store,
+    controller,
+    runners,
+    ...(quotas ? { quotas } : {}),
+  });
   const idle = new IdleController({
     harness,
     controller,
+    expire: (namespace, name) => sessions.expire(namespace, name),
     log,
     intervalMs: options.idleCheckMs,
     // Above the proxy's deadline (plus the runner's grace): only crashed relays are ever cleared.
@@ -171,7 +179,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   });
   return {
     routes: {
-      sessions: new HarnessSessions({ harness, store, controller, runners, ...(quotas ? { quotas } : {}) }),
+      sessions,
       snapshots: new SessionSnapshots({
         harness,
         store,

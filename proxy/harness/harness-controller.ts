@@ -1,5 +1,5 @@
 import { CodedError } from "../../contracts/errors.ts";
-import { HarnessReasons } from "../../contracts/harness-session.ts";
+import { type HarnessReason, HarnessReasons } from "../../contracts/harness-session.ts";
 import { processLocks } from "../lifecycle/keyed-mutex.ts";
 import { type AutoResumeStart, autoResumePlan, autoResumedCondition } from "./auto-resume-plan.ts";
 import { observeSession, type Readiness, readyOf, withCondition, withReady } from "./harness-status.ts";
@@ -177,8 +177,15 @@ export class HarnessController {
     );
   }
 
-  /** A snapshot's event on the session's event stream (a `log` frame); a failure to record it is logged. */
-  event(record: HarnessRecord, event: SnapshotEvent, payload: Record<string, unknown>): Promise<void> {
+  /**
+   * A snapshot's event, or its expiry's, on the session's event stream (a `log` frame); a failure
+   * to record it is logged.
+   */
+  event(
+    record: HarnessRecord,
+    event: SnapshotEvent | "Expired",
+    payload: Record<string, unknown>,
+  ): Promise<void> {
     return this.#reconciler.event(record, event, payload);
   }
 
@@ -424,21 +431,20 @@ export class HarnessController {
    * volume, stack), then forget the session. A failure keeps the record (deletionTimestamp set)
    * and is thrown; DELETE again retries.
    */
-  delete(namespace: string, name: string): Promise<void> {
+  delete(
+    namespace: string,
+    name: string,
+    cause: { reason: HarnessReason; message: string } = {
+      reason: HarnessReasons.Deleting,
+      message: "deleting: tearing the workspace down",
+    },
+  ): Promise<void> {
     return this.#queue.run(namespace, name, async () => {
       const record = await this.#o.harness.getHarnessSession(namespace, name);
       if (!record) return;
       let current = await this.#reconciler.observe(record, {
         phase: "Draining",
-        conditions: withReady(
-          record.conditions,
-          {
-            status: "False",
-            reason: HarnessReasons.Deleting,
-            message: "deleting: tearing the workspace down",
-          },
-          this.#reconciler.now(),
-        ),
+        conditions: withReady(record.conditions, { status: "False", ...cause }, this.#reconciler.now()),
       });
       current = await this.#reconciler.waitDrained(current);
       const session = await this.#reconciler.session(current);

@@ -80,7 +80,7 @@ export type HarnessReconcilerOptions = {
  * follows `Paused` once the runner read what the frozen workload holds (an engine stats read the
  * pause does not wait for).
  */
-export type PausedTierEvent = "Paused" | "PausedMemory" | "Woken" | "Evicted" | SnapshotEvent;
+export type PausedTierEvent = "Paused" | "PausedMemory" | "Woken" | "Evicted" | SnapshotEvent | "Expired";
 
 /** A snapshot's event on the session it concerns (issue 38): taken of it, or restored into it. */
 export type SnapshotEvent = "Snapshotted" | "Restored";

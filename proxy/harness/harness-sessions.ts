@@ -11,6 +11,7 @@ import {
   pauseAfterViolations,
   wantsPausedTier,
 } from "../../contracts/harness-session.ts";
+import { expiryOf, expiryViolations } from "../../contracts/session-expiry.ts";
 import { formatLabels, selectorMatches } from "../../contracts/runners.ts";
 import type { Engine } from "../../contracts/session-spec.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
@@ -37,7 +38,7 @@ export type HarnessSessionsOptions = {
    * and its workspace (whose stack status shows).
    */
   store: Pick<Store, "getResource" | "getWorkspace" | "findWorkspace" | "listRunners">;
-  controller: Pick<HarnessController, "enqueue" | "delete">;
+  controller: Pick<HarnessController, "enqueue" | "delete" | "event">;
   /**
    * The connected runners, where a session not placed yet could go (the paused tier is checked
    * against them). @default none known: such a session is not refused
@@ -155,6 +156,37 @@ export class HarnessSessions {
     return this.#shown(marked);
   }
 
+  /**
+   * Expiry (contracts/session-expiry.ts): once the session's spec.ttl or spec.expiresAt is reached
+   * it is deleted as DELETE would (its snapshots are kept), with reason Expired on its Ready
+   * condition and an `Expired` event on its stream saying which field and when. False when it is
+   * gone, already being deleted, or its spec (read again here: it may have been extended since the
+   * sweep listed it) does not end by now.
+   */
+  async expire(namespace: string, name: string): Promise<boolean> {
+    const current = await this.#harness.getHarnessSession(namespace, name);
+    if (!current || current.deletion_requested_at !== undefined) return false;
+    const end = expiryOf(current.spec, current.created_at);
+    const now = this.#now();
+    if (end === undefined || Date.parse(end) > now.getTime()) return false;
+    const marked = await this.#harness.markHarnessDeleting(namespace, name, now.toISOString());
+    if (!marked) return false;
+    const why =
+      current.spec.ttl !== undefined
+        ? `spec.ttl ${current.spec.ttl} after its creation reached at ${end}`
+        : `spec.expiresAt ${end} reached`;
+    await this.#controller.event(marked, "Expired", {
+      reason: HarnessReasons.Expired,
+      message: why,
+      expiresAt: end,
+    });
+    await this.#controller.delete(namespace, name, {
+      reason: HarnessReasons.Expired,
+      message: `expired (${why}): deleting; its snapshots are kept`,
+    });
+    return true;
+  }
+
   async #write(
     namespace: string,
     name: string,
@@ -258,7 +290,8 @@ export class HarnessSessions {
   }
 
   /**
-   * The paused tier's checks (400 INVALID_ARGUMENT, nothing changed): pauseAfter shorter than
+   * Expiry's checks (contracts/session-expiry.ts: one of ttl and expiresAt, not already past,
+   * not absurdly far) and the paused tier's (400 INVALID_ARGUMENT, nothing changed): pauseAfter shorter than
    * idleTimeout when both are on; and no `desiredState: paused` or `pauseAfter` unless the runner
    * that holds the session's workspace can freeze it, or, not placed yet, one of the connected
    * runners it could be placed on can (placement then puts it on one: PAUSED_TIER_PLACEMENT).
@@ -270,7 +303,10 @@ export class HarnessSessions {
     spec: HarnessSessionSpec,
     current: HarnessRecord | undefined,
   ): Promise<void> {
-    const violations = pauseAfterViolations(spec);
+    const violations = [
+      ...pauseAfterViolations(spec),
+      ...expiryViolations(spec, current?.created_at ?? this.#now().toISOString(), this.#now()),
+    ];
     if (violations.length > 0)
       throw new CodedError(
         "INVALID_ARGUMENT",

@@ -1,4 +1,5 @@
 import type { SessionState } from "../../contracts/compass.ts";
+import { expiryOf } from "../../contracts/session-expiry.ts";
 import type { ApiErrorBody } from "../../contracts/errors.ts";
 import {
   type Condition,
@@ -264,6 +265,8 @@ export function toManifest(record: HarnessRecord): HarnessSession {
   };
   const pausedAt = pausedSince(record.phase, record.conditions);
   if (pausedAt !== undefined) status.pausedAt = pausedAt;
+  const expiresAt = expiryOf(record.spec, record.created_at);
+  if (expiresAt !== undefined) status.expiresAt = expiresAt;
   if (record.last_exit !== undefined)
     status.lastExit = { reason: record.last_exit.reason, time: record.last_exit.time };
   if (record.resolved_image_digest !== undefined) status.resolvedImageDigest = record.resolved_image_digest;

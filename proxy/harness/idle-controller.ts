@@ -1,4 +1,5 @@
 import { parseDuration } from "../../contracts/duration.ts";
+import { expiryOf } from "../../contracts/session-expiry.ts";
 import type { HarnessController } from "./harness-controller.ts";
 import type { Logger } from "../observability/log.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
@@ -6,6 +7,11 @@ import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 export type IdleControllerOptions = {
   harness: HarnessStore;
   controller: Pick<HarnessController, "idleStop" | "pause" | "resync">;
+  /**
+   * Delete a session whose spec.ttl or spec.expiresAt was reached (HarnessSessions.expire, which
+   * checks again); false when it did not. @default none: expiry is not swept
+   */
+  expire?: (namespace: string, name: string) => Promise<boolean>;
   log: Logger;
   /** How often idleness is checked. @default 1000 */
   intervalMs?: number;
@@ -17,6 +23,8 @@ export type IdleControllerOptions = {
   staleRequestMs?: number;
   /** How often unsettled sessions (Pending, Draining, unobserved spec) are reconciled again. @default 10000 */
   resyncMs?: number;
+  /** How often sessions with an expiry are looked at (an expiry is late by up to this). @default 2000 */
+  expiryMs?: number;
   /** @default () => new Date() */
   now?: () => Date;
   /** Told how long each sweep (one `tick`) took, in seconds, when it ends (the metrics hook). */
@@ -37,16 +45,21 @@ export type IdleControllerOptions = {
  * forever), and resyncs unsettled sessions (retries after transient failures).
  */
 export class IdleController {
-  readonly #o: Required<Omit<IdleControllerOptions, "onSweep">> & Pick<IdleControllerOptions, "onSweep">;
+  readonly #o: Required<Omit<IdleControllerOptions, "onSweep" | "expire">> &
+    Pick<IdleControllerOptions, "onSweep" | "expire">;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #lastResync = 0;
+  #lastExpiry = 0;
+  /** Expiries under way (a delete takes a while; the next sweeps must not start it again). */
+  readonly #expiring = new Set<string>();
 
   constructor(options: IdleControllerOptions) {
     this.#o = {
       intervalMs: 1_000,
       staleRequestMs: 180_000,
       resyncMs: 10_000,
+      expiryMs: 2_000,
       now: () => new Date(),
       leads: () => true,
       ...options,
@@ -112,9 +125,41 @@ export class IdleController {
         }),
       );
     }
+    if (this.#o.expire && now.getTime() - this.#lastExpiry >= this.#o.expiryMs) {
+      this.#lastExpiry = now.getTime();
+      await this.#sweepExpiry(now, this.#o.expire);
+    }
     if (now.getTime() - this.#lastResync >= this.#o.resyncMs) {
       this.#lastResync = now.getTime();
       await this.#o.controller.resync(true);
+    }
+  }
+
+  /** Sessions past their expiry are deleted, each once, in the background. */
+  async #sweepExpiry(
+    now: Date,
+    expire: (namespace: string, name: string) => Promise<boolean>,
+  ): Promise<void> {
+    for (const candidate of await this.#o.harness.listExpiryCandidates()) {
+      const end = expiryOf(candidate.spec, candidate.created_at);
+      if (end === undefined || Date.parse(end) > now.getTime()) continue;
+      const key = `${candidate.namespace}/${candidate.name}`;
+      if (this.#expiring.has(key)) continue;
+      this.#expiring.add(key);
+      this.#o.log("info", "harness session expired; deleting", {
+        namespace: candidate.namespace,
+        name: candidate.name,
+        expiresAt: end,
+      });
+      expire(candidate.namespace, candidate.name)
+        .catch((error: unknown) =>
+          this.#o.log("error", "deleting an expired session failed", {
+            namespace: candidate.namespace,
+            name: candidate.name,
+            error: String(error),
+          }),
+        )
+        .finally(() => this.#expiring.delete(key));
     }
   }
 }

@@ -33,6 +33,11 @@ export interface HarnessStore {
    * idle sessions, not all of them.
    */
   listIdleCandidates(cutoffFor: (idleTimeout: string) => string | undefined): Promise<IdleCandidate[]>;
+  /**
+   * What the expiry sweep looks at (contracts/session-expiry.ts): the sessions not being deleted
+   * whose spec sets `ttl` or `expiresAt`, read without their status.
+   */
+  listExpiryCandidates(): Promise<ExpiryCandidate[]>;
   /** Sessions not being deleted that are Pending, Draining or have an unobserved spec (resync). */
   listUnsettledHarnessSessions(): Promise<HarnessRecord[]>;
   /** How many sessions are in each phase (metrics), counted without reading them. */
@@ -137,6 +142,8 @@ export type IdleCandidate = Pick<
   HarnessRecord,
   "namespace" | "name" | "phase" | "spec" | "active_requests" | "last_activity_time" | "deletion_requested_at"
 >;
+
+export type ExpiryCandidate = Pick<HarnessRecord, "namespace" | "name" | "spec" | "created_at">;
 
 export type NewHarnessSession = Pick<HarnessRecord, "namespace" | "name" | "uid" | "spec"> & {
   conditions: Condition[];

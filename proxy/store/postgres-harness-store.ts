@@ -6,6 +6,7 @@ import type {
   HarnessRecord,
   HarnessRequestRecord,
   HarnessStore,
+  ExpiryCandidate,
   IdleCandidate,
   NewHarnessRequest,
   NewHarnessSession,
@@ -148,6 +149,19 @@ export class PostgresHarnessStore implements HarnessStore {
       ),
     );
     return candidates;
+  }
+
+  async listExpiryCandidates(): Promise<ExpiryCandidate[]> {
+    const rows = await this.#db.all(
+      `SELECT namespace, name, spec, created_at FROM harness_sessions
+       WHERE deletion_requested_at IS NULL AND ((spec::jsonb ->> 'ttl') IS NOT NULL OR (spec::jsonb ->> 'expiresAt') IS NOT NULL)`,
+    );
+    return rows.map((row) => ({
+      namespace: String(row.namespace),
+      name: String(row.name),
+      spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
+      created_at: String(row.created_at),
+    }));
   }
 
   async listUnsettledHarnessSessions(): Promise<HarnessRecord[]> {

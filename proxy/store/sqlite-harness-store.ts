@@ -5,6 +5,7 @@ import type {
   HarnessRecord,
   HarnessRequestRecord,
   HarnessStore,
+  ExpiryCandidate,
   IdleCandidate,
   NewHarnessRequest,
   NewHarnessSession,
@@ -198,6 +199,19 @@ export class SqliteHarnessStore implements HarnessStore {
       active_requests: 0,
       last_activity_time: optionalString(row.last_activity_time),
       deletion_requested_at: undefined,
+    }));
+  }
+
+  async listExpiryCandidates(): Promise<ExpiryCandidate[]> {
+    const rows = this.#db.all(
+      `SELECT namespace, name, spec, created_at FROM harness_sessions
+       WHERE deletion_requested_at IS NULL AND (json_extract(spec, '$.ttl') IS NOT NULL OR json_extract(spec, '$.expiresAt') IS NOT NULL)`,
+    );
+    return rows.map((row) => ({
+      namespace: String(row.namespace),
+      name: String(row.name),
+      spec: JSON.parse(String(row.spec)) as HarnessSessionSpec,
+      created_at: String(row.created_at),
     }));
   }
 

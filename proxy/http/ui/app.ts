@@ -420,6 +420,7 @@ function renderDetail(): void {
     ["model calls reported / unavailable", `${u.reportedRequests} / ${u.unavailableRequests}`],
     ["adapter claimed (in/out)", `${st.claimedUsage.inputTokens}/${st.claimedUsage.outputTokens}`],
     ["last activity", st.lastActivityTime ? new Date(st.lastActivityTime).toLocaleString() : "—"],
+    ["expires", st.expiresAt ? new Date(st.expiresAt).toLocaleString() : "never"],
   ] as const;
   $("sel-status").replaceChildren(
     ...rows.flatMap(([k, v]) => [
