@@ -254,6 +254,18 @@ export function describeHarnessStoreContract(backend: StoreBackend): void {
       });
     });
 
+    it("expiry candidates: a ttl or an expiresAt set, not being deleted, with their creation", async () => {
+      await create("brief", { ttl: "30s" });
+      await create("dated", { expiresAt: "2030-01-01T00:00:00Z" });
+      await create("gone", { ttl: "1m" });
+      await store.markHarnessDeleting("default", "gone", T(3));
+      const candidates = await store.listExpiryCandidates();
+      expect(candidates.map((c) => c.name).sort()).toEqual(["brief", "dated"]);
+      const brief = candidates.find((c) => c.name === "brief");
+      expect(brief?.spec.ttl).toBe("30s");
+      expect(brief?.created_at).toBe((await store.getHarnessSession("default", "brief"))?.created_at);
+    });
+
     it("unsettled: Pending, Draining or an unobserved spec, never one being deleted", async () => {
       expect((await store.listUnsettledHarnessSessions()).map((r) => r.name)).toEqual([
         "draining",
