@@ -224,6 +224,14 @@ export class AgentSessionsClient {
     }
   }
 
+  /**
+   * The base URL of the session's OpenAI-compatible API (`…/harnesssessions/{name}/openai/v1`),
+   * for any OpenAI client: `new OpenAI({ baseURL: client.openAIBaseUrl("default", "chat"), apiKey: token })`.
+   */
+  openAIBaseUrl(namespace: string, name: string): string {
+    return `${this.baseUrl}${resourcePath("harnesssessions", namespace, name)}/openai/v1`;
+  }
+
   /** `POST …/requests/{id}/cancel`. */
   cancel(namespace: string, name: string, id: string): Promise<{ id: string; cancelling: true }> {
     return this.#json(

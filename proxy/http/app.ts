@@ -19,6 +19,7 @@ import { type Logger, silentLogger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { metricsRoute } from "./metrics-route.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
+import { OPENAI_CHAT_PATH, openAIErrors, openAIRoutes } from "./openai-routes.ts";
 import { auditProxiedRequests } from "./request-audit.ts";
 import { securityHeaders } from "./security-headers.ts";
 import { resourceRoutes } from "./resource-routes.ts";
@@ -153,6 +154,8 @@ export function buildApp(options: AppOptions): Hono {
     store: options.tokens,
     sessionUid,
   });
+  // A session's OpenAI-compatible API answers every error in OpenAI's shape, authentication's too.
+  if (options.harness) app.use("/v1/namespaces/:ns/harnesssessions/:name/openai/*", openAIErrors());
   app.use("/v1/*", authenticate(apiTokens));
   app.use("/v1/*", authorizeRoute({ sessionUid }));
   const jsonBodyMaxBytes = options.jsonBodyMaxBytes ?? DEFAULT_JSON_BODY_MAX_BYTES;
@@ -170,16 +173,16 @@ export function buildApp(options: AppOptions): Hono {
   });
   app.use("/v1/*", (c, next) =>
     PROXIED_REQUEST_PATH.test(c.req.path) ||
+    OPENAI_CHAT_PATH.test(c.req.path) ||
     WORKSPACE_FILES_PATH.test(c.req.path) ||
     SNAPSHOT_ARCHIVE_PATH.test(c.req.path)
       ? next()
       : limitBody(c, next),
   );
   if (options.metrics) app.use("/v1/rpc/:method", rpcMetrics(options.metrics));
-  app.use(
-    "/v1/namespaces/:ns/harnesssessions/:name/requests",
-    auditProxiedRequests(options.audit ?? createAudit(log, options.metrics)),
-  );
+  const auditProxied = auditProxiedRequests(options.audit ?? createAudit(log, options.metrics));
+  app.use("/v1/namespaces/:ns/harnesssessions/:name/requests", auditProxied);
+  app.use("/v1/namespaces/:ns/harnesssessions/:name/openai/v1/chat/completions", auditProxied);
   app.get("/v1/whoami", (c) => {
     const { name, id, scopes } = c.get("principal");
     return c.json({ name, id, scopes: scopes.map(formatScope) } satisfies WhoAmI);
@@ -199,7 +202,10 @@ export function buildApp(options: AppOptions): Hono {
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness?.snapshots) app.route("/v1/namespaces", snapshotRoutes(options.harness.snapshots));
-  if (options.harness) app.route("/v1/namespaces", harnessRoutes(options.harness));
+  if (options.harness) {
+    app.route("/v1/namespaces", harnessRoutes(options.harness));
+    app.route("/v1/namespaces", openAIRoutes(options.harness));
+  }
   if (options.workspaceFiles) {
     app.route("/v1/namespaces", harnessWorkspaceRoutes(options.workspaceFiles));
     app.route("/v1/workspaces", rpcWorkspaceRoutes(options.workspaceFiles, rpcAccess));

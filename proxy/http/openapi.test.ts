@@ -138,6 +138,8 @@ describe("GET /openapi.json", () => {
       "/v1/namespaces/{namespace}/agents/{name}",
       "/v1/namespaces/{namespace}/harnesssessions/{name}",
       "/v1/namespaces/{namespace}/harnesssessions/{name}/requests",
+      "/v1/namespaces/{namespace}/harnesssessions/{name}/openai/v1/chat/completions",
+      "/v1/namespaces/{namespace}/harnesssessions/{name}/openai/v1/models",
       "/v1/namespaces/{namespace}/harnesssessions/{name}/workspace/files",
       "/v1/namespaces/{namespace}/harnesssessions/{name}/workspace/files/{path}",
       "/v1/namespaces/{namespace}/harnesssessions/{name}/workspace:archive",

@@ -9,6 +9,13 @@ import {
   HarnessSession,
   HarnessSessionInput,
 } from "../../contracts/harness-session.ts";
+import {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionRequest,
+  ModelList,
+  OpenAIErrorBody,
+} from "../../contracts/openai-chat.ts";
 import { API_VERSION, AgentRuntime, AgentView, AgentWrite } from "../../contracts/resources.ts";
 import {
   RestoreRequest,
@@ -114,6 +121,11 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.HarnessRequest = schemaOf(HarnessRequest, "input");
   schemas.HarnessReply = schemaOf(HarnessReply, "output");
   schemas.StreamEvent = schemaOf(StreamEvent, "output");
+  schemas.ChatCompletionRequest = schemaOf(ChatCompletionRequest, "input");
+  schemas.ChatCompletion = schemaOf(ChatCompletion, "output");
+  schemas.ChatCompletionChunk = schemaOf(ChatCompletionChunk, "output");
+  schemas.ModelList = schemaOf(ModelList, "output");
+  schemas.OpenAIError = schemaOf(OpenAIErrorBody, "output");
   schemas.AgentRunInput = schemaOf(AgentRunInput, "input");
   schemas.AgentRun = schemaOf(AgentRun, "output");
   schemas.Frame = schemaOf(Frame, "output");
@@ -277,6 +289,48 @@ function resourcePaths(): Record<string, JsonObject> {
         }),
         ...errors,
       },
+    },
+  };
+  // A session's OpenAI-compatible API (issue 41): its errors are in OpenAI's shape.
+  const openAIErrors = {
+    "4XX": {
+      description: "OpenAI's error shape; code is the gRPC canonical code",
+      content: json(ref("OpenAIError")),
+    },
+    "5XX": {
+      description: "OpenAI's error shape; code is the gRPC canonical code",
+      content: json(ref("OpenAIError")),
+    },
+  };
+  paths["/v1/namespaces/{namespace}/harnesssessions/{name}/openai/v1/chat/completions"] = {
+    parameters: [nsParam, nameParam],
+    post: {
+      operationId: "createChatCompletion",
+      tags: ["harnesssessions"],
+      description:
+        "Scope: session:<ns>/<name>:chat or namespace:<ns>:edit. OpenAI's Chat Completions API over the session's request relay (same accounting, audit, auto-resume and limits as …/requests). The last user message is the turn sent to the agent; earlier messages are the client's view and are not sent (the session keeps its own conversation). Content: a string or text parts; n must be 1; model is echoed, the Agent's model answers. stream: true answers data: <chat.completion.chunk> events, the usage chunk when stream_options.include_usage, then data: [DONE].",
+      requestBody: { required: true, content: json(ref("ChatCompletionRequest")) },
+      responses: {
+        "200": {
+          description:
+            "a chat.completion, or (stream: true) chat.completion.chunk events ending data: [DONE]",
+          content: {
+            "application/json": { schema: ref("ChatCompletion") },
+            "text/event-stream": { schema: ref("ChatCompletionChunk") },
+          },
+        },
+        ...openAIErrors,
+      },
+    },
+  };
+  paths["/v1/namespaces/{namespace}/harnesssessions/{name}/openai/v1/models"] = {
+    parameters: [nsParam, nameParam],
+    get: {
+      operationId: "listSessionModels",
+      tags: ["harnesssessions"],
+      description:
+        "Scope: session:<ns>/<name>:chat or namespace:<ns>:edit. The one model the session answers as: its name.",
+      responses: { "200": ok("the session as a model", ref("ModelList")), ...openAIErrors },
     },
   };
   paths["/v1/namespaces/{namespace}/agentruns"] = {

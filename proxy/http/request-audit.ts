@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import { ResultRecord, StreamEvent } from "../../contracts/adapter.ts";
 import { ErrorCode } from "../../contracts/errors.ts";
 import type { Audit, AuditRecord } from "../observability/audit.ts";
-import { AUDITED_REPLY, AUDITED_REQUEST_ID } from "../observability/audited-request.ts";
+import { AUDITED_REPLY, AUDITED_REQUEST_ID, AUDITED_STREAM_END } from "../observability/audited-request.ts";
 import type { ProxiedOutcome } from "../observability/metrics.ts";
 import { SseSplitter } from "../relay/sse-splitter.ts";
 
@@ -20,9 +20,10 @@ type Ending = Pick<AuditRecord, "outcome" | "code" | "usage" | "request_id">;
 
 /**
  * Audits every reply of `POST …/harnesssessions/{name}/requests` from what the proxy answered
- * (its documented reply shapes, contracts/harness-session.ts), so the relay needs no change: a
- * JSON reply when it is complete, a streamed one when its last event has passed (or the client
- * went away). Mount it on that route after authentication.
+ * (its documented reply shapes, contracts/harness-session.ts): a JSON reply when it is complete,
+ * a streamed one when its last event has passed (or the client went away). Mount it on that
+ * route after authentication, and on `…/openai/v1/chat/completions`, whose replies the relay
+ * marks in our shape (observability/audited-request.ts).
  */
 export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
   return async (c, next) => {
@@ -51,8 +52,13 @@ export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
         duration_ms: performance.now() - started,
       });
     if (response.headers.get("content-type")?.startsWith("text/event-stream") && response.body) {
+      // The relay's mark of how the stream ended, when its events are not in our shape.
+      const marked = () => {
+        const end = c.get(AUDITED_STREAM_END);
+        return end ? endingOfEvent(end.body) : undefined;
+      };
       c.res = new Response(
-        watchStream(response.body, (ending) => done(ending, true)),
+        watchStream(response.body, marked, (ending) => done(ending, true)),
         response,
       );
       return;
@@ -105,7 +111,11 @@ function outcomeOfCode(code: ErrorCode | undefined, status: number): ProxiedOutc
  * `result` or `error` event decides the ending, reported once when the stream ends or is
  * cancelled (a client that left before the result is a cancelled request).
  */
-function watchStream(body: ReadableStream<Uint8Array>, end: (ending: Ending) => void): ReadableStream {
+function watchStream(
+  body: ReadableStream<Uint8Array>,
+  marked: () => Ending | undefined,
+  end: (ending: Ending) => void,
+): ReadableStream {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const splitter = new SseSplitter();
@@ -114,7 +124,7 @@ function watchStream(body: ReadableStream<Uint8Array>, end: (ending: Ending) => 
   const report = (fallback: Ending) => {
     if (reported) return;
     reported = true;
-    end(ending ?? fallback);
+    end(ending ?? marked() ?? fallback);
   };
   const inspect = (chunk: Uint8Array) => {
     for (const data of splitter.push(decoder.decode(chunk, { stream: true }))) {
@@ -124,25 +134,7 @@ function watchStream(body: ReadableStream<Uint8Array>, end: (ending: Ending) => 
       } catch {
         continue;
       }
-      const event = StreamEvent.safeParse(json);
-      if (event.success) {
-        if (event.data.type === "result")
-          ending = {
-            outcome: event.data.result.outcome,
-            usage: event.data.result.usage,
-            request_id: event.data.result.id,
-          };
-        continue;
-      }
-      const error = json as { code?: unknown };
-      const code = ErrorCode.safeParse(error?.code);
-      if (code.success)
-        ending = {
-          outcome: outcomeOfCode(code.data, 200),
-          code: code.data,
-          usage: undefined,
-          request_id: undefined,
-        };
+      ending = endingOfEvent(json) ?? ending;
     }
   };
   return new ReadableStream<Uint8Array>({
@@ -166,4 +158,20 @@ function watchStream(body: ReadableStream<Uint8Array>, end: (ending: Ending) => 
       await reader.cancel(reason);
     },
   });
+}
+
+/** The ending one event of our stream says: its result record, or its error's code; else none. */
+function endingOfEvent(json: unknown): Ending | undefined {
+  const event = StreamEvent.safeParse(json);
+  if (event.success)
+    return event.data.type === "result"
+      ? {
+          outcome: event.data.result.outcome,
+          usage: event.data.result.usage,
+          request_id: event.data.result.id,
+        }
+      : undefined;
+  const code = ErrorCode.safeParse((json as { code?: unknown } | null)?.code);
+  if (!code.success) return undefined;
+  return { outcome: outcomeOfCode(code.data, 200), code: code.data, usage: undefined, request_id: undefined };
 }

@@ -164,6 +164,9 @@ const ROUTES: readonly Route[] = [
   { method: "DELETE", path: `${NS}/harnesssessions/gone`, allowed: EDIT },
   { method: "POST", path: `${NS}/harnesssessions/s/requests`, body: {}, allowed: CHAT },
   { method: "POST", path: `${NS}/harnesssessions/s/requests/r1/cancel`, allowed: CHAT },
+  // The session's OpenAI-compatible API (issue 41): a chat token is enough, as for `…/requests`.
+  { method: "POST", path: `${NS}/harnesssessions/s/openai/v1/chat/completions`, body: {}, allowed: CHAT },
+  { method: "GET", path: `${NS}/harnesssessions/s/openai/v1/models`, allowed: CHAT },
   { method: "POST", path: `${NS}/agentruns`, body: {}, allowed: EDIT },
   // A session token reads its own HarnessSession's workspace (issue 18), writes none.
   { method: "GET", path: `${NS}/harnesssessions/s/workspace/files`, allowed: READ_SESSION },
@@ -230,8 +233,10 @@ describe("auth matrix: every client route × every kind of caller", () => {
         );
         seen[caller] = r.status === 401 || r.status === 403 ? r.status : "allowed";
         want[caller] = expected(route, caller);
-        if (r.status === 401) expect(r.body.code).toBe("UNAUTHENTICATED");
-        if (r.status === 403) expect(r.body.code).toBe("PERMISSION_DENIED");
+        // The OpenAI-compatible routes answer in OpenAI's shape, our code in `error.code`.
+        const code = route.path.includes("/openai/") ? r.body.error?.code : r.body.code;
+        if (r.status === 401) expect(code).toBe("UNAUTHENTICATED");
+        if (r.status === 403) expect(code).toBe("PERMISSION_DENIED");
         // Allowed calls were refused for their content, never served something of another caller.
         if (seen[caller] === "allowed") expect(r.status, JSON.stringify(r.body)).toBeLessThan(500);
       }

@@ -52,6 +52,13 @@ export const ROUTE_RULES: readonly Rule[] = [
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/requests/[^/]+/cancel`, sessionNeed("chat")),
   rule("POST", `namespaces/${SEGMENT}/agentruns`, namespaceNeed("edit")),
+  // A session's OpenAI-compatible API (issue 41): a chat with the session, as `…/requests`.
+  rule(
+    "POST",
+    `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/openai/v1/chat/completions`,
+    sessionNeed("chat"),
+  ),
+  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/openai/v1/models`, sessionNeed("chat")),
   // SessionSnapshots (issue 38): taken, restored, exported, imported and deleted with the
   // namespace's edit (an export carries the agent's whole conversation); listed and read with view.
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/[^/]+:(?:snapshot|restore)`, namespaceNeed("edit")),

@@ -13,12 +13,20 @@ export const AUDITED_REQUEST_ID = "auditedRequestId" as const;
  */
 export const AUDITED_REPLY = "auditedReply" as const;
 
+/**
+ * How a streamed reply ended, as our own stream says it (`{type: "result", result}` or an error
+ * body): the audit reads it when the stream's events are in another shape (OpenAI's chunks).
+ */
+export const AUDITED_STREAM_END = "auditedStreamEnd" as const;
+
 declare module "hono" {
   interface ContextVariableMap {
     /** The request id the relay gave a proxied request (markAuditedRequest). */
     auditedRequestId: string;
     /** The JSON body of the relay's answer (markAuditedReply). */
     auditedReply: { body: unknown };
+    /** How the relay's streamed answer ended (markAuditedStreamEnd). */
+    auditedStreamEnd: { body: unknown };
   }
 }
 
@@ -30,4 +38,9 @@ export function markAuditedRequest(c: Context, requestId: string): void {
 /** Called by the relay with the JSON body it answers with (relay/request-relay.ts). */
 export function markAuditedReply(c: Context, body: unknown): void {
   c.set(AUDITED_REPLY, { body });
+}
+
+/** Called by the relay when a streamed answer ends, with its last event in our shape (relay/relay-flight.ts). */
+export function markAuditedStreamEnd(c: Context, body: unknown): void {
+  c.set(AUDITED_STREAM_END, { body });
 }

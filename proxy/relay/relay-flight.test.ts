@@ -1,6 +1,6 @@
 import { SSEStreamingApi } from "hono/streaming";
 import { describe, expect, it } from "vitest";
-import { sseEvent } from "./relay-flight.ts";
+import { sseEvent } from "./reply-format.ts";
 
 /** What Hono's own `writeSSE` puts on the wire for one event. */
 async function honoFrame(event: string, data: string): Promise<string> {

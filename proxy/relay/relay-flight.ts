@@ -8,9 +8,10 @@ import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { type RequestOutcome, ResultRecord, StreamEvent, type Usage } from "../../contracts/adapter.ts";
 import { type ApiErrorBody, ErrorCode, httpStatusOf } from "../../contracts/errors.ts";
 import { type InboxEvent, REPLY_TOO_LARGE, RelayInbox } from "./relay-inbox.ts";
-import { markAuditedReply } from "../observability/audited-request.ts";
+import { markAuditedReply, markAuditedStreamEnd } from "../observability/audited-request.ts";
 import { SseSplitter } from "./sse-splitter.ts";
 import { claimedUsage, GatewayTally } from "./gateway-tally.ts";
+import type { ReplyShape } from "./reply-format.ts";
 import type { WorkspaceRecord } from "../store/store.ts";
 import type { RequestRelayOptions } from "./request-relay.ts";
 
@@ -32,6 +33,8 @@ type FlightTarget = {
   requestId: string;
   relayId: string;
   workspace: WorkspaceRecord;
+  /** The reply's shape (reply-format.ts): ours on `…/requests`, OpenAI's on its route. */
+  reply: ReplyShape;
   /** Called once the request is settled (its per-token slot is given back). */
   onSettled?: () => void;
 };
@@ -134,8 +137,11 @@ export class Flight {
       if (record?.success) {
         this.#result = record.data;
         // The whole reply is here: the runner sent the gateway's reports of it before its end.
-        const [reply, status] = resultResponse(this.#t.requestId, this.#tally.served(record.data));
+        const served = this.#tally.served(record.data);
+        const [reply, status] = resultResponse(this.#t.requestId, served);
+        // The audit reads our own shape whatever the client is answered with.
         markAuditedReply(this.#c, reply);
+        if (served.outcome === "succeeded") return this.#c.json(this.#t.reply.whole(served) as object, 200);
         return this.#c.json(reply, status);
       }
       return this.#errorResponse(adapterError(status, parsed));
@@ -192,12 +198,14 @@ export class Flight {
     const splitter = new SseSplitter();
     // The `result` event waits for the relay's end: the gateway's usage of the request's model
     // calls is known by then (the runner sends it before the final chunk), not before.
-    const result = () =>
-      this.#result ? sseEvent("result", { type: "result", result: this.#tally.served(this.#result) }) : "";
+    const shape = this.#t.reply;
+    const result = () => (this.#result ? this.#tally.served(this.#result) : undefined);
     try {
       for (let event: InboxEvent = first; ; ) {
         if (event.kind === "error") {
-          await sse.write(result() + sseEvent("error", await this.#explain(event.error)));
+          const error = await this.#explain(event.error);
+          markAuditedStreamEnd(this.#c, error);
+          await sse.write(shape.error(error, result()));
           return;
         }
         // The events of every relayed chunk already here leave in one write (one syscall, one
@@ -211,12 +219,16 @@ export class Flight {
             const parsed = StreamEvent.safeParse(parseJson(data));
             if (!parsed.success) continue; // not part of the contract: never forwarded
             if (parsed.data.type === "result") this.#result = parsed.data.result;
-            else text += sseEvent(parsed.data.type, parsed.data);
+            else text += shape.event(parsed.data);
           }
           done = pending.done;
           pending = done ? undefined : this.#inbox.ready();
         }
-        if (done) text += result();
+        if (done) {
+          const served = result();
+          if (served) markAuditedStreamEnd(this.#c, { type: "result", result: served });
+          text += shape.end(served);
+        }
         if (text !== "") await sse.write(text);
         if (done) return;
         // A failure already here is written next; else wait for the next chunk.
@@ -343,11 +355,6 @@ function adapterError(status: number | undefined, body: unknown): ApiErrorBody {
   if (code.success && code.data !== "UNAUTHENTICATED")
     return { code: code.data, message: `the agent refused the request: ${String(b?.message ?? code.data)}` };
   return { code: "UNAVAILABLE", message: `the agent answered HTTP ${status ?? "?"} without a result` };
-}
-
-/** One SSE event as `writeSSE` frames it: JSON has no line breaks, so its data is one line. */
-export function sseEvent(event: string, data: unknown): string {
-  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 function parseJson(text: string): unknown {

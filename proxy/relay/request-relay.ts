@@ -1,18 +1,19 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context } from "hono";
 import { CodedError } from "../../contracts/errors.ts";
-import { HARNESS_SESSION_KIND, HarnessRequest } from "../../contracts/harness-session.ts";
+import { HARNESS_SESSION_KIND, type HarnessRequest } from "../../contracts/harness-session.ts";
 import type { AutoResumer, AwakeSession } from "../harness/auto-resumer.ts";
 import { readyOf } from "../harness/harness-status.ts";
 import type { Logger } from "../observability/log.ts";
 import { markAuditedRequest } from "../observability/audited-request.ts";
-import { parseInput, parseJsonBody } from "../lifecycle/request-body.ts";
+import { parseJsonBody } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 import type { GatewayUsageReport } from "../../contracts/runner-protocol.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { Store, WorkspaceRecord } from "../store/store.ts";
 import { CANCEL_TIMEOUT_MS, Flight, type RelaySettings } from "./relay-flight.ts";
+import { nativeFormat, type ReplyFormat, type ReplyShape } from "./reply-format.ts";
 import type { BoundedCaller, CallerBounds } from "../lifecycle/caller-bounds.ts";
 import type { NamespaceBounds } from "../lifecycle/namespace-bounds.ts";
 
@@ -87,7 +88,16 @@ export class RequestRelay {
     };
   }
 
-  async relay(c: Context, namespace: string, name: string): Promise<Response> {
+  /**
+   * @param format how the body asks and the reply answers (reply-format.ts); everything else is
+   * the same whatever the format. @default nativeFormat (`…/requests`)
+   */
+  async relay(
+    c: Context,
+    namespace: string,
+    name: string,
+    format: ReplyFormat = nativeFormat,
+  ): Promise<Response> {
     const text = await readLimited(c.req.raw, this.#o.bodyMaxBytes);
     if (text === undefined)
       return c.json(
@@ -98,7 +108,7 @@ export class RequestRelay {
         },
         413,
       );
-    const request = parseInput(HarnessRequest, parseJsonBody(text), "request");
+    const { request, reply } = format(parseJsonBody(text));
     const requestId = request.id ?? `req-${randomBytes(8).toString("hex")}`;
     markAuditedRequest(c, requestId);
     let record = await this.#o.harness.getHarnessSession(namespace, name);
@@ -118,7 +128,7 @@ export class RequestRelay {
           workspace = await this.#workspaceOf(record);
         }
       }
-      return await this.#admit(c, record, workspace, request, requestId, slot);
+      return await this.#admit(c, record, workspace, request, requestId, reply, slot);
     } finally {
       // Admitted (activeRequests holds the session awake from here) or refused.
       awake?.release();
@@ -132,6 +142,7 @@ export class RequestRelay {
     workspace: WorkspaceRecord | undefined,
     request: HarnessRequest,
     requestId: string,
+    reply: ReplyShape,
     slot: { release: () => void; flying: boolean },
   ): Promise<Response> {
     const { namespace, name } = record;
@@ -169,6 +180,7 @@ export class RequestRelay {
       requestId,
       relayId,
       workspace,
+      reply,
       onSettled: slot.release,
     });
     slot.flying = true;

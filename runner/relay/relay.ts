@@ -8,8 +8,13 @@
 import { StringDecoder } from "node:string_decoder";
 import { request } from "undici";
 import { CodedError } from "../../contracts/errors.ts";
+import { OpenAIChatReply, openAIChatRequest } from "./openai-chat-exchange.ts";
 
-export type RelayTarget = { endpoint: string; token: string };
+/**
+ * Where a relay goes: the adapter's endpoint and token, and, for a harness of the `openai-chat`
+ * session contract (issue 41), that protocol (openai-chat-exchange.ts translates both ways).
+ */
+export type RelayTarget = { endpoint: string; token: string; protocol?: "openai-chat" | undefined };
 export type RelayRequest = { id: string; input: string; stream: boolean };
 export type ChunkSink = {
   chunk(data: string, done: boolean, status?: number): void;
@@ -39,10 +44,14 @@ export class Relays {
     this.#inflight.set(relayId, { controller, target, requestId: req.id });
     const timer = setTimeout(() => controller.abort(new Error("relay timed out")), timeoutMs);
     try {
-      const res = await request(`http://${target.endpoint}/v1/requests`, {
+      const exchange = target.protocol === "openai-chat" ? new OpenAIChatReply(req) : undefined;
+      const { path, body } = exchange
+        ? openAIChatRequest(req)
+        : { path: "/v1/requests", body: JSON.stringify(req) };
+      const res = await request(`http://${target.endpoint}${path}`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${target.token}` },
-        body: JSON.stringify(req),
+        body,
         signal: controller.signal,
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
@@ -55,8 +64,10 @@ export class Relays {
       let held: string | undefined;
       // A character split between two pieces is decoded whole, in the later one.
       const decoder = new StringDecoder("utf8");
+      const status = exchange ? exchange.status(res.statusCode) : res.statusCode;
       const send = (data: string, done: boolean) => {
-        sink.chunk(data, done, first ? res.statusCode : undefined);
+        if (data === "" && !done && !first) return;
+        sink.chunk(data, done, first ? status : undefined);
         first = false;
       };
       for await (const piece of res.body) {
@@ -69,7 +80,8 @@ export class Relays {
             { limit_bytes: replyMaxBytes },
           );
         }
-        const text = decoder.write(piece as Buffer);
+        const decoded = decoder.write(piece as Buffer);
+        const text = exchange ? exchange.piece(decoded) : decoded;
         if (req.stream) send(text, false);
         else {
           if (held !== undefined) send(held, false);
@@ -78,8 +90,9 @@ export class Relays {
         while (sink.buffered() > HIGH_WATER_BYTES && !controller.signal.aborted)
           await new Promise((r) => setTimeout(r, 10));
       }
-      send((held ?? "") + decoder.end(), true);
-      return { status: res.statusCode };
+      const tail = decoder.end();
+      send((held ?? "") + (exchange ? exchange.piece(tail) + exchange.end() : tail), true);
+      return { status };
     } finally {
       clearTimeout(timer);
       this.#inflight.delete(relayId);
@@ -90,14 +103,16 @@ export class Relays {
   async cancel(relayId: string): Promise<boolean> {
     const r = this.#inflight.get(relayId);
     if (!r) return false;
-    await request(`http://${r.target.endpoint}/v1/requests/${encodeURIComponent(r.requestId)}/cancel`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${r.target.token}` },
-      headersTimeout: 5000,
-      bodyTimeout: 5000,
-    })
-      .then((res) => res.body.dump())
-      .catch(() => undefined);
+    // The openai-chat contract has no cancel of its own: dropping the connection is all there is.
+    if (r.target.protocol !== "openai-chat")
+      await request(`http://${r.target.endpoint}/v1/requests/${encodeURIComponent(r.requestId)}/cancel`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${r.target.token}` },
+        headersTimeout: 5000,
+        bodyTimeout: 5000,
+      })
+        .then((res) => res.body.dump())
+        .catch(() => undefined);
     r.controller.abort(new Error("cancelled"));
     return true;
   }
