@@ -31,6 +31,7 @@ import { snapshot } from "./commands/snapshot.ts";
 import { snapshots } from "./commands/snapshots.ts";
 import { stop } from "./commands/stop.ts";
 import { token } from "./commands/token.ts";
+import { top } from "./commands/top.ts";
 import { undrain } from "./commands/undrain.ts";
 import { wake } from "./commands/wake.ts";
 
@@ -49,6 +50,7 @@ const COMMANDS: readonly Command[] = [
   send,
   cp,
   diff,
+  top,
   snapshot,
   snapshots,
   fork,

@@ -5,6 +5,7 @@ import type { Frame } from "../contracts/compass.ts";
 import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
 import type { HarnessReply, HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
 import type { API_VERSION } from "../contracts/resources.ts";
+import type { SessionMetricsReply } from "../contracts/session-metrics.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
@@ -230,6 +231,18 @@ export class AgentSessionsClient {
    */
   openAIBaseUrl(namespace: string, name: string): string {
     return `${this.baseUrl}${resourcePath("harnesssessions", namespace, name)}/openai/v1`;
+  }
+
+  /**
+   * `GET …/harnesssessions/{name}/metrics` (issue 40): what the session's workload uses now, read
+   * from its engine (takes about a second: the CPU is measured over one). FAILED_PRECONDITION when it
+   * has no running workload.
+   */
+  sessionMetrics(namespace: string, name: string): Promise<SessionMetricsReply> {
+    return this.#json(
+      "GET",
+      `${resourcePath("harnesssessions", namespace, name)}/metrics`,
+    ) as Promise<SessionMetricsReply>;
   }
 
   /** `POST …/requests/{id}/cancel`. */

@@ -244,6 +244,11 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
    * restores, and brings it back, which resumes the conversation the snapshot holds.
    */
   z.object({ kind: z.literal("snapshot_restore"), container_name: z.string(), source: SnapshotStorage }),
+  /**
+   * What the workload uses now (contracts/session-metrics.ts), read from the engine; a paused
+   * workload is not thawed for it. FAILED_PRECONDITION when it is not running.
+   */
+  z.object({ kind: z.literal("session_metrics"), container_name: z.string() }),
   /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
   z.object({
     kind: z.literal("run_once"),

@@ -1,3 +1,4 @@
+import { SessionMetrics } from "./session-metrics.ts";
 import { z } from "zod";
 import { Usage } from "./adapter.ts";
 import { SessionState } from "./compass.ts";
@@ -105,6 +106,7 @@ export const SnapshotWriteChunkResult = z.looseObject({
   size_bytes: z.number().int().nonnegative().optional(),
 });
 export const SnapshotRestoreResult = z.looseObject({});
+export const SessionMetricsResult = z.looseObject({ metrics: SessionMetrics });
 
 export const CommandResultSchemas = {
   provision: ProvisionResult,
@@ -131,5 +133,6 @@ export const CommandResultSchemas = {
   snapshot_read: SnapshotReadResult,
   snapshot_write: SnapshotWriteChunkResult,
   snapshot_restore: SnapshotRestoreResult,
+  session_metrics: SessionMetricsResult,
 } as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
 export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

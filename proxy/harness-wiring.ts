@@ -1,3 +1,4 @@
+import { SessionMetricsReader } from "./harness/session-metrics.ts";
 import type { Admission } from "./lifecycle/admission.ts";
 import { AgentRuns } from "./harness/agent-runs.ts";
 import { AutoResumer } from "./harness/auto-resumer.ts";
@@ -180,6 +181,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   return {
     routes: {
       sessions,
+      metrics: new SessionMetricsReader({ harness, store, runners }),
       snapshots: new SessionSnapshots({
         harness,
         store,

@@ -310,6 +310,8 @@ export class Runner {
       case "snapshot_read":
       case "snapshot_write":
       case "snapshot_restore":
+      // An observation: a frozen workload is measured as it is (no CPU, its memory kept).
+      case "session_metrics":
         return undefined;
       default:
         return command.container_name;
@@ -503,6 +505,8 @@ export class Runner {
         return this.#snapshots.write(command);
       case "snapshot_restore":
         return this.#operations.run(command.container_name, () => this.#snapshots.restore(command));
+      case "session_metrics":
+        return { metrics: await this.#driver.metrics(command.container_name, signal) };
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);

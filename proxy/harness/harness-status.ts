@@ -1,5 +1,5 @@
-import type { SessionState } from "../../contracts/compass.ts";
 import { expiryOf } from "../../contracts/session-expiry.ts";
+import type { SessionState } from "../../contracts/compass.ts";
 import type { ApiErrorBody } from "../../contracts/errors.ts";
 import {
   type Condition,

@@ -1,3 +1,5 @@
+import { CodedError } from "../../contracts/errors.ts";
+import type { SessionMetricsReader } from "../harness/session-metrics.ts";
 import { Hono } from "hono";
 import { RequestId } from "../../contracts/harness-session.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
@@ -19,6 +21,8 @@ export type HarnessRoutesOptions = {
   rebind?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>;
   /** SessionSnapshots (snapshot-routes.ts); absent: no such routes. */
   snapshots?: SessionSnapshots;
+  /** `GET …/harnesssessions/{name}/metrics` (issue 40); absent: no such route. */
+  metrics?: SessionMetricsReader;
 };
 
 /**
@@ -43,6 +47,10 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
     .get("/:ns/harnesssessions/:name", async (c) =>
       c.json(await sessions.get(ns(c.req.param("ns")), name(c.req.param("name")))),
     )
+    .get("/:ns/harnesssessions/:name/metrics", async (c) => {
+      if (!options.metrics) throw new CodedError("UNIMPLEMENTED", "this server reads no session metrics");
+      return c.json(await options.metrics.read(ns(c.req.param("ns")), name(c.req.param("name"))));
+    })
     .put("/:ns/harnesssessions/:name", async (c) => {
       const { session, created } = await sessions.put(
         ns(c.req.param("ns")),

@@ -1,3 +1,4 @@
+import { SessionMetricsReply } from "../../contracts/session-metrics.ts";
 import { z } from "zod";
 import { Frame } from "../../contracts/compass.ts";
 import { StreamEvent } from "../../contracts/adapter.ts";
@@ -125,6 +126,7 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.ChatCompletion = schemaOf(ChatCompletion, "output");
   schemas.ChatCompletionChunk = schemaOf(ChatCompletionChunk, "output");
   schemas.ModelList = schemaOf(ModelList, "output");
+  schemas.SessionMetrics = schemaOf(SessionMetricsReply, "output");
   schemas.OpenAIError = schemaOf(OpenAIErrorBody, "output");
   schemas.AgentRunInput = schemaOf(AgentRunInput, "input");
   schemas.AgentRun = schemaOf(AgentRun, "output");
@@ -331,6 +333,16 @@ function resourcePaths(): Record<string, JsonObject> {
       description:
         "Scope: session:<ns>/<name>:chat or namespace:<ns>:edit. The one model the session answers as: its name.",
       responses: { "200": ok("the session as a model", ref("ModelList")), ...openAIErrors },
+    },
+  };
+  paths["/v1/namespaces/{namespace}/harnesssessions/{name}/metrics"] = {
+    parameters: [nsParam, nameParam],
+    get: {
+      operationId: "readSessionMetrics",
+      tags: ["harnesssessions"],
+      description:
+        "Scope: namespace:<ns>:view or session:<ns>/<name>:view (or chat). What the session's workload uses now, read from the engine (CPU over about a second, memory, network, volume); not activity. 412 FAILED_PRECONDITION when it has no running workload.",
+      responses: { "200": ok("the session's metrics", ref("SessionMetrics")), ...errors },
     },
   };
   paths["/v1/namespaces/{namespace}/agentruns"] = {

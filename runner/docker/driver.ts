@@ -17,6 +17,8 @@
  * container, a runner that restarted since, a pack that cannot be judged in process — takes the
  * full path through `pulumi up`.
  */
+import type { SessionMetrics } from "../../contracts/session-metrics.ts";
+import { dockerSessionMetrics } from "./metrics.ts";
 import type Docker from "dockerode";
 import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { CodedError, parseOrThrow } from "../../contracts/errors.ts";
@@ -412,6 +414,10 @@ export class DockerDriver implements EngineDriver {
 
   isPaused(containerName: string): Promise<boolean> {
     return containerPaused(this.#docker, containerName);
+  }
+
+  metrics(containerName: string, signal?: AbortSignal): Promise<SessionMetrics> {
+    return dockerSessionMetrics(this.#docker, containerName, signal);
   }
 
   async remove(containerName: string): Promise<void> {

@@ -95,3 +95,46 @@ export async function startAgentExec(
     exited,
   };
 }
+
+/** Output kept from a short command (`execOutput`), each stream at most this many characters. */
+const SHORT_OUTPUT_CHARS = 64 * 1024;
+
+/**
+ * A short command in the (running) container, as its user, to its end: its stdout and stderr (each
+ * bounded) and exit code. Aborting `signal` ends the exec stream.
+ */
+export async function execOutput(
+  docker: Docker,
+  containerName: string,
+  argv: string[],
+  signal?: AbortSignal,
+): Promise<{ stdout: string; stderr: string; exitCode: number | null }> {
+  const exec = await docker
+    .getContainer(containerName)
+    .exec({ Cmd: argv, AttachStdout: true, AttachStderr: true });
+  const stream = await exec.start({ hijack: true, stdin: false });
+  signal?.addEventListener("abort", () => stream.destroy(), { once: true });
+  const collect = () => {
+    const sink = new PassThrough();
+    let text = "";
+    sink.on("data", (chunk: Buffer) => {
+      if (text.length < SHORT_OUTPUT_CHARS) text += chunk.toString("utf8");
+    });
+    return { sink, text: () => text.slice(0, SHORT_OUTPUT_CHARS) };
+  };
+  const out = collect();
+  const err = collect();
+  docker.modem.demuxStream(stream, out.sink, err.sink);
+  await new Promise<void>((resolve) => {
+    stream.once("end", resolve);
+    stream.once("close", resolve);
+    stream.once("error", () => resolve());
+  });
+  let { ExitCode, Running } = await exec.inspect();
+  // The stream can end a moment before the engine records the exit.
+  for (let i = 0; Running && i < 50; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    ({ ExitCode, Running } = await exec.inspect());
+  }
+  return { stdout: out.text(), stderr: err.text(), exitCode: ExitCode ?? null };
+}

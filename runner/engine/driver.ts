@@ -8,6 +8,7 @@
 import type { Writable } from "node:stream";
 import type { SessionSpec, SnapshotStorage } from "../../contracts/session-spec.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import type { SessionMetrics } from "../../contracts/session-metrics.ts";
 import type { WorkspaceEntry } from "../../contracts/workspace-files.ts";
 
 /** A one-shot (v1alpha1) run, as the server asks for it. */
@@ -171,6 +172,12 @@ export interface EngineDriver {
   isPaused(containerName: string): Promise<boolean>;
   /** The workload's memory usage in bytes as the engine counts it; undefined when it cannot tell. */
   memoryBytes(containerName: string): Promise<number | undefined>;
+  /**
+   * What the workload uses now (metrics.ts of each engine; contracts/session-metrics.ts): CPU over
+   * a window of about a second, memory, network, volume. A paused workload is measured frozen,
+   * never thawed. FAILED_PRECONDITION when it is not running.
+   */
+  metrics(containerName: string, signal?: AbortSignal): Promise<SessionMetrics>;
   /** Observes unexpected workload exits (crash, OOM, removal, engine restart). */
   watch(onExit: (containerName: string, reason: ExitReason, detail: string) => void): Promise<() => void>;
   /** host:port of the adapter for relayed requests. */

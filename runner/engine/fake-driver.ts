@@ -8,6 +8,7 @@
  * engine would. What outlives one runner process (the running workloads, the stacks' adapter
  * tokens) is a `FakeMachine` that several drivers may share.
  */
+import type { SessionMetrics } from "../../contracts/session-metrics.ts";
 import { CodedError } from "../../contracts/errors.ts";
 import { type SessionSpec, type SnapshotStorage, workloadName } from "../../contracts/session-spec.ts";
 import type {
@@ -281,6 +282,20 @@ export class FakeDriver implements EngineDriver {
 
   async isPaused(containerName: string): Promise<boolean> {
     return this.machine.paused.has(containerName);
+  }
+
+  async metrics(containerName: string): Promise<SessionMetrics> {
+    if (!this.machine.running.has(containerName))
+      throw new CodedError("FAILED_PRECONDITION", `workspace ${containerName} has no running container`);
+    const now = new Date().toISOString();
+    return {
+      since: now,
+      sampledAt: now,
+      cpu: { cores: 0.25, limitCores: 0.5, windowMs: 1000 },
+      memory: { bytes: (await this.memoryBytes(containerName)) ?? 0, limitBytes: 512 * 1024 * 1024 },
+      network: { rxBytes: 1000, txBytes: 2000 },
+      volume: { usedBytes: 4096 },
+    };
   }
 
   async memoryBytes(containerName: string): Promise<number | undefined> {

@@ -28,6 +28,8 @@
  * at once, recorded behind). Anything else — a changed spec or credentials, an object gone, a
  * runner that restarted since, a failed recording — takes the full path through `pulumi up`.
  */
+import type { SessionMetrics } from "../../contracts/session-metrics.ts";
+import { podMetrics } from "./metrics.ts";
 import {
   AppsV1Api,
   CoreV1Api,
@@ -850,6 +852,10 @@ export class KubernetesDriver implements EngineDriver {
 
   async memoryBytes(): Promise<number | undefined> {
     return undefined;
+  }
+
+  async metrics(containerName: string, signal?: AbortSignal): Promise<SessionMetrics> {
+    return podMetrics(this.#exec, containerName, await this.#readyPod(containerName), signal);
   }
 
   async isPaused(): Promise<boolean> {

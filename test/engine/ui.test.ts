@@ -196,6 +196,15 @@ describe("web UI in headless Chromium (real system)", () => {
     await shot("3-chat");
   });
 
+  it("measures what the session's workload uses now, against its limits", async () => {
+    await page.click("#metrics-refresh");
+    await expect
+      .poll(() => page.textContent('[data-metric="memory"]'), { timeout: 15_000 })
+      .toMatch(/^\d+\.\d MiB of 512\.0 MiB$/);
+    expect(await page.textContent('[data-metric="cpu (cores)"]')).toMatch(/^\d\.\d{3} of 0\.5$/);
+    expect(await page.textContent("#metrics-error")).toBe("");
+  });
+
   it("shows the workspace: the checkout's tree, a file's text, and the diff of a change made in it", async () => {
     const files = (name: string) => page.locator(`#ws-files tr[data-file="${name}"]`);
     const view = () => page.textContent("#ws-view");

@@ -356,8 +356,46 @@ function select(name: string): void {
   state.selected = name;
   showError("chat-error");
   render();
+  void measure(name);
   field(form("chat-form"), "input").focus();
 }
+
+/** Reads what the session's workload uses now (`GET …/metrics`, about a second) into "Usage now". */
+async function measure(name: string): Promise<void> {
+  const s = state.sessions.find((x) => x.metadata.name === name);
+  showError("metrics-error");
+  if (!s || (s.status.phase !== "Ready" && s.status.phase !== "Paused")) {
+    $("sel-metrics").replaceChildren(
+      el("dt", { textContent: "—" }),
+      el("dd", { className: "muted", textContent: "no running workload to measure" }),
+    );
+    return;
+  }
+  try {
+    const { metrics: m } = await api().sessionMetrics(NS, name);
+    if (state.selected !== name) return; // another session was selected meanwhile
+    const of = (used: string, limit: string | undefined) => (limit ? `${used} of ${limit}` : used);
+    const rows = [
+      ["cpu (cores)", of(m.cpu.cores.toFixed(3), m.cpu.limitCores?.toString())],
+      ["memory", of(mib(m.memory.bytes), m.memory.limitBytes ? mib(m.memory.limitBytes) : undefined)],
+      ["network in/out", `${mib(m.network.rxBytes)} / ${mib(m.network.txBytes)}`],
+      ["volume used", m.volume ? mib(m.volume.usedBytes) : "—"],
+      ["running since", new Date(m.since).toLocaleString()],
+    ];
+    $("sel-metrics").replaceChildren(
+      ...rows.flatMap(([k = "", v = ""]) => [
+        el("dt", { textContent: k }),
+        el("dd", { textContent: v, dataset: { metric: k } }),
+      ]),
+    );
+  } catch (error) {
+    showError("metrics-error", error);
+  }
+}
+
+const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+
+$("metrics-refresh").addEventListener("click", () => void measure(state.selected ?? ""));
 
 function transcriptOf(name: string): Message[] {
   let t = state.transcripts.get(name);
