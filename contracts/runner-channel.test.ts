@@ -1,10 +1,10 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { inProcessLink } from "./runner-channel.ts";
+import { inProcessLink, type LinkChannel } from "./runner-channel.ts";
 
-function collect(end: { onMessage(listener: (text: string) => void): void }): string[] {
+function collect(end: LinkChannel): string[] {
   const got: string[] = [];
-  end.onMessage((text) => got.push(text));
+  end.onMessage((text) => got.push(text as string));
   return got;
 }
 
@@ -55,7 +55,7 @@ describe("the in-process runner link", () => {
     const { runner, server } = inProcessLink();
     const atServer: string[] = [];
     server.onMessage((text) => {
-      atServer.push(text);
+      atServer.push(text as string);
       if (atServer.length === 2) server.pause();
     });
     for (const m of ["a", "b", "c", "d"]) runner.send(m);

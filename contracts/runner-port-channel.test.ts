@@ -19,9 +19,9 @@ function link(): { runner: LinkChannel; server: LinkChannel } {
   return { runner: portChannel(channel.port1), server: portChannel(channel.port2) };
 }
 
-function collect(end: { onMessage(listener: (text: string) => void): void }): string[] {
+function collect(end: LinkChannel): string[] {
   const got: string[] = [];
-  end.onMessage((text) => got.push(text));
+  end.onMessage((text) => got.push(text as string));
   return got;
 }
 
@@ -79,7 +79,7 @@ describe("the runner link over a MessagePort", () => {
     const { runner, server } = link();
     const atServer: string[] = [];
     server.onMessage((text) => {
-      atServer.push(text);
+      atServer.push(text as string);
       if (atServer.length === 2) server.pause();
     });
     for (const m of ["a", "b", "c", "d"]) runner.send(m);
