@@ -23,6 +23,21 @@ describe("the in-process runner link", () => {
     expect(atRunner).toEqual(["welcome"]);
   });
 
+  it("hands binary frames over as they are, in order with envelopes, counted in bytes (PROTOCOL.md §9)", async () => {
+    const { runner, server } = inProcessLink();
+    const got: (string | Uint8Array)[] = [];
+    server.onMessage((m) => got.push(m));
+    const frame = Buffer.from([1, 1, 0, 1, 0x61, 9, 9]);
+    runner.send("before");
+    runner.send(frame);
+    runner.send("after");
+    expect(runner.bufferedAmount).toBe(6 + 7 + 5);
+    await nextTurn();
+    expect(got).toEqual(["before", frame, "after"]);
+    expect(got[1]).toBe(frame);
+    expect(runner.bufferedAmount).toBe(0);
+  });
+
   it("counts what the peer has not taken in the sender's bufferedAmount, in bytes", async () => {
     const { runner, server } = inProcessLink();
     collect(server);
