@@ -1,10 +1,10 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { inProcessLink } from "./runner-channel.ts";
+import { inProcessLink, type LinkChannel } from "./runner-channel.ts";
 
-function collect(end: { onMessage(listener: (text: string) => void): void }): string[] {
+function collect(end: LinkChannel): string[] {
   const got: string[] = [];
-  end.onMessage((text) => got.push(text));
+  end.onMessage((text) => got.push(text as string));
   return got;
 }
 
@@ -21,6 +21,21 @@ describe("the in-process runner link", () => {
     await nextTurn();
     expect(atServer).toEqual(["hello", "frame 1"]);
     expect(atRunner).toEqual(["welcome"]);
+  });
+
+  it("hands binary frames over as they are, in order with envelopes, counted in bytes (PROTOCOL.md §9)", async () => {
+    const { runner, server } = inProcessLink();
+    const got: (string | Uint8Array)[] = [];
+    server.onMessage((m) => got.push(m));
+    const frame = Buffer.from([1, 1, 0, 1, 0x61, 9, 9]);
+    runner.send("before");
+    runner.send(frame);
+    runner.send("after");
+    expect(runner.bufferedAmount).toBe(6 + 7 + 5);
+    await nextTurn();
+    expect(got).toEqual(["before", frame, "after"]);
+    expect(got[1]).toBe(frame);
+    expect(runner.bufferedAmount).toBe(0);
   });
 
   it("counts what the peer has not taken in the sender's bufferedAmount, in bytes", async () => {
@@ -55,7 +70,7 @@ describe("the in-process runner link", () => {
     const { runner, server } = inProcessLink();
     const atServer: string[] = [];
     server.onMessage((text) => {
-      atServer.push(text);
+      atServer.push(text as string);
       if (atServer.length === 2) server.pause();
     });
     for (const m of ["a", "b", "c", "d"]) runner.send(m);

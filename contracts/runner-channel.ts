@@ -1,7 +1,7 @@
 /**
  * The runner link's transport when server and runner share a process (`serve` with its embedded
- * runner): the same envelopes as on the WebSocket (proxy/PROTOCOL.md), as the same JSON text,
- * handed over in memory instead of through a loopback socket. Each side validates on send and on
+ * runner): the same envelopes as on the WebSocket (proxy/PROTOCOL.md), as the same JSON text
+ * (and the same binary frames, as bytes), handed over in memory instead of through a loopback socket. Each side validates on send and on
  * receive exactly as over the WebSocket; only the socket is gone (its syscalls, framing, masking
  * and the wake-ups of a second read). Standalone runners keep the WebSocket.
  *
@@ -14,6 +14,14 @@
  */
 import type { ApiErrorBody } from "./errors.ts";
 
+/** One message of the link: an envelope's JSON text, or a binary frame's bytes. */
+export type LinkMessage = string | Uint8Array;
+
+/** Its size in bytes, as a socket's buffer would count it. */
+export function linkMessageBytes(message: LinkMessage): number {
+  return typeof message === "string" ? Buffer.byteLength(message) : message.byteLength;
+}
+
 /** WebSocket's code for a link that ended without a close frame (RFC 6455 §7.1.5). */
 export const CLOSED_ABNORMALLY = 1006;
 
@@ -25,13 +33,17 @@ export interface LinkChannel {
   readonly bufferedAmount: number;
   /** Whether this end has stopped taking messages (they wait, counted in the peer's `bufferedAmount`). */
   readonly isPaused: boolean;
-  /** Hand one envelope (JSON text) to the peer; dropped once the link is closed. */
-  send(text: string): void;
+  /**
+   * Hand one message to the peer: an envelope (JSON text) or a binary frame
+   * (contracts/runner-binary.ts; handed over as it is, so the sender lets go of it). Dropped once
+   * the link is closed.
+   */
+  send(message: LinkMessage): void;
   pause(): void;
   resume(): void;
   /** Close the link: both ends see `close(code, reason)`, after what was sent before it. */
   close(code: number, reason: string): void;
-  onMessage(listener: (text: string) => void): void;
+  onMessage(listener: (message: LinkMessage) => void): void;
   onClose(listener: (code: number, reason: string) => void): void;
 }
 
@@ -57,17 +69,17 @@ type CloseListener = (code: number, reason: string) => void;
 
 /** One direction of the link: messages in order, their bytes, who takes them. */
 class Direction {
-  #queue: string[] = [];
+  #queue: LinkMessage[] = [];
   #sizes: number[] = [];
   #head = 0;
   bytes = 0;
   paused = false;
   #scheduled = false;
-  listener: ((text: string) => void) | undefined;
+  listener: ((message: LinkMessage) => void) | undefined;
 
-  push(text: string): void {
-    const size = Buffer.byteLength(text);
-    this.#queue.push(text);
+  push(message: LinkMessage): void {
+    const size = linkMessageBytes(message);
+    this.#queue.push(message);
     this.#sizes.push(size);
     this.bytes += size;
     this.schedule();
@@ -87,10 +99,10 @@ class Direction {
   /** Hand waiting messages over, in order, until the receiver pauses. */
   deliver(): void {
     while (this.#head < this.#queue.length && !this.paused) {
-      const text = this.#queue[this.#head] as string;
+      const message = this.#queue[this.#head] as LinkMessage;
       this.bytes -= this.#sizes[this.#head] as number;
       this.#head += 1;
-      this.listener?.(text);
+      this.listener?.(message);
     }
     if (this.#head === this.#queue.length) this.drop();
     else if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
@@ -142,8 +154,8 @@ export function inProcessLink(): { runner: LinkChannel; server: LinkChannel } {
     get isPaused() {
       return incoming.paused;
     },
-    send(text) {
-      if (open) out.push(text);
+    send(message) {
+      if (open) out.push(message);
     },
     pause() {
       incoming.paused = true;

@@ -19,9 +19,9 @@ function link(): { runner: LinkChannel; server: LinkChannel } {
   return { runner: portChannel(channel.port1), server: portChannel(channel.port2) };
 }
 
-function collect(end: { onMessage(listener: (text: string) => void): void }): string[] {
+function collect(end: LinkChannel): string[] {
   const got: string[] = [];
-  end.onMessage((text) => got.push(text));
+  end.onMessage((text) => got.push(text as string));
   return got;
 }
 
@@ -47,6 +47,29 @@ describe("the runner link over a MessagePort", () => {
     expect(atServer.slice(0, 3)).toEqual(["hello", "frame 1", "frame 2"]);
     expect(atServer[501]).toBe("frame 501");
     expect(atRunner).toEqual(["welcome"]);
+  });
+
+  it("carries binary frames between envelopes in order, moving a frame's own memory and copying a pooled one (PROTOCOL.md §9)", async () => {
+    const { runner, server } = link();
+    const got: (string | Uint8Array)[] = [];
+    server.onMessage((m) => got.push(m));
+    const owned = Buffer.allocUnsafeSlow(1000).fill(7);
+    const pooled = Buffer.from("small, in Node's shared pool");
+    expect(pooled.buffer.byteLength).toBeGreaterThan(pooled.length);
+    runner.send("before");
+    runner.send(owned);
+    runner.send(pooled);
+    runner.send("after");
+    expect(runner.bufferedAmount).toBe(6 + 1000 + pooled.length + 5);
+    await settle(() => got.length === 4);
+    expect(got[0]).toBe("before");
+    expect(Buffer.from(got[1] as Uint8Array).equals(Buffer.alloc(1000, 7))).toBe(true);
+    expect(Buffer.from(got[2] as Uint8Array).toString()).toBe("small, in Node's shared pool");
+    expect(got[3]).toBe("after");
+    // Transferred: the sender no longer holds the frame's memory; the pool it shares is intact.
+    expect(owned.buffer.byteLength).toBe(0);
+    expect(pooled.toString()).toBe("small, in Node's shared pool");
+    await settle(() => runner.bufferedAmount === 0);
   });
 
   it("counts what the peer has not taken in the sender's bufferedAmount, in bytes, until the peer takes it", async () => {
@@ -79,7 +102,7 @@ describe("the runner link over a MessagePort", () => {
     const { runner, server } = link();
     const atServer: string[] = [];
     server.onMessage((text) => {
-      atServer.push(text);
+      atServer.push(text as string);
       if (atServer.length === 2) server.pause();
     });
     for (const m of ["a", "b", "c", "d"]) runner.send(m);

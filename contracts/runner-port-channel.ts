@@ -1,7 +1,8 @@
 /**
  * The runner link's transport when server and runner run on different threads of one process
  * (`serve` with its embedded runner in a worker thread): one end of a LinkChannel
- * (contracts/runner-channel.ts) over a `MessagePort`, the same envelopes as the same JSON text.
+ * (contracts/runner-channel.ts) over a `MessagePort`, the same envelopes as the same JSON text,
+ * binary frames (contracts/runner-binary.ts) as Uint8Arrays whose memory is transferred.
  *
  * The channel's semantics hold across the threads: messages arrive in order and never within the
  * sender's call (a port delivers in a later turn; what one turn sends goes in one post); a
@@ -12,7 +13,7 @@
  * close with 1006.
  */
 import type { MessagePort } from "node:worker_threads";
-import { CLOSED_ABNORMALLY, type LinkChannel } from "./runner-channel.ts";
+import { CLOSED_ABNORMALLY, type LinkChannel, type LinkMessage, linkMessageBytes } from "./runner-channel.ts";
 
 /** How long a close waits for the peer to take it (a WebSocket's closing handshake, shorter). */
 const CLOSE_GRACE_MS = 5_000;
@@ -28,7 +29,7 @@ const ACK_BYTES = 64 * 1024;
 
 /** What goes over the port: messages with their sizes, bytes taken, a close. */
 type PortFrame =
-  | { k: "m"; texts: string[]; sizes: number[]; ack: number }
+  | { k: "m"; texts: LinkMessage[]; sizes: number[]; ack: number }
   | { k: "a"; bytes: number }
   | { k: "c"; code: number; reason: string };
 
@@ -38,13 +39,15 @@ export function portChannel(port: MessagePort): LinkChannel {
   /** Bytes sent and not yet acknowledged by the peer. */
   let buffered = 0;
   let paused = false;
-  let listener: ((text: string) => void) | undefined;
+  let listener: ((message: LinkMessage) => void) | undefined;
   const closes: ((code: number, reason: string) => void)[] = [];
   /** Sent in this turn, posted together. */
-  let outTexts: string[] = [];
+  let outTexts: LinkMessage[] = [];
   let outSizes: number[] = [];
+  /** The memory of this turn's binary frames that owned it whole: moved to the peer, not copied. */
+  let outTransfer: ArrayBuffer[] = [];
   /** Received and not yet taken (the receiver paused, or a turn has not come). */
-  let inTexts: string[] = [];
+  let inTexts: LinkMessage[] = [];
   let inSizes: number[] = [];
   let inHead = 0;
   let taken = 0;
@@ -54,15 +57,18 @@ export function portChannel(port: MessagePort): LinkChannel {
   /** This end's own close, while its peer may already be gone. */
   let closing: { code: number; reason: string } | undefined;
 
-  const post = (frame: PortFrame) => port.postMessage(frame);
+  const post = (frame: PortFrame, transfer: ArrayBuffer[] = []) =>
+    transfer.length > 0 ? port.postMessage(frame, transfer) : port.postMessage(frame);
   const flush = () => {
     if (outTexts.length === 0) return;
     // The bytes this end took ride along: no post of their own when it answers in the same turn.
     const frame: PortFrame = { k: "m", texts: outTexts, sizes: outSizes, ack: taken };
+    const transfer = outTransfer;
     taken = 0;
     outTexts = [];
     outSizes = [];
-    post(frame);
+    outTransfer = [];
+    post(frame, transfer);
   };
   /** A standalone acknowledgement, when no message of this end carried it in time. */
   let ackTimer: NodeJS.Timeout | undefined;
@@ -88,10 +94,10 @@ export function portChannel(port: MessagePort): LinkChannel {
     // Held until a listener is set: the end is made before its user attaches (the dial's answer
     // comes on another port than the link's first messages).
     while (inHead < inTexts.length && !paused && listener) {
-      const text = inTexts[inHead] as string;
+      const message = inTexts[inHead] as LinkMessage;
       taken += inSizes[inHead] as number;
       inHead += 1;
-      listener?.(text);
+      listener?.(message);
     }
     if (inHead === inTexts.length) {
       inTexts = [];
@@ -134,7 +140,7 @@ export function portChannel(port: MessagePort): LinkChannel {
         // Also after this end's own close, until the peer has taken it: what the peer sent before
         // it saw the close is still taken (a WebSocket's closing handshake).
         for (let i = 0; i < frame.texts.length; i += 1) {
-          inTexts.push(frame.texts[i] as string);
+          inTexts.push(frame.texts[i] as LinkMessage);
           inSizes.push(frame.sizes[i] as number);
         }
         // A port's message is already a later turn than the sender's call: taken at once unless
@@ -163,12 +169,21 @@ export function portChannel(port: MessagePort): LinkChannel {
     get isPaused() {
       return paused;
     },
-    send(text) {
+    send(message) {
       if (!open) return;
-      const size = Buffer.byteLength(text);
+      const size = linkMessageBytes(message);
       buffered += size;
       if (outTexts.length === 0) queueMicrotask(flush);
-      outTexts.push(text);
+      if (
+        typeof message !== "string" &&
+        ownsWhole(message) &&
+        !outTransfer.includes(message.buffer as ArrayBuffer)
+      ) {
+        // Transferred, not cloned: the frame's memory moves to the other thread (the sender lets
+        // go of a message it sent). A view of shared memory (a pooled Buffer) is cloned instead.
+        outTransfer.push(message.buffer as ArrayBuffer);
+      }
+      outTexts.push(message);
       outSizes.push(size);
     },
     pause() {
@@ -196,4 +211,14 @@ export function portChannel(port: MessagePort): LinkChannel {
       closes.push(next);
     },
   };
+}
+
+/** Whether `bytes` is the whole of a plain ArrayBuffer, so transferring it detaches nothing else. */
+function ownsWhole(bytes: Uint8Array): boolean {
+  return (
+    bytes.buffer instanceof ArrayBuffer &&
+    bytes.byteOffset === 0 &&
+    bytes.byteLength === bytes.buffer.byteLength &&
+    bytes.byteLength > 0
+  );
 }

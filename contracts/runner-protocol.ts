@@ -60,6 +60,14 @@ export const GatewayGrant = z.object({
 });
 export type GatewayGrant = z.infer<typeof GatewayGrant>;
 
+/**
+ * What one end of the link takes beyond the base protocol, announced in `hello` (the runner) and
+ * `welcome` (the server); a feature is used only when both announced it. Unknown names are ignored.
+ * Absent: none (an older peer).
+ */
+export const LinkCapabilities = z.array(z.string().max(64)).max(32);
+export type LinkCapabilities = z.infer<typeof LinkCapabilities>;
+
 /** What the server asks a runner to do. */
 export const RunnerCommand = z.discriminatedUnion("kind", [
   z.object({
@@ -164,7 +172,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
   /**
    * Streams a file's bytes (`what: file`), a tar of a path (`what: archive`) or a git diff of the
    * checkout at `path` against the commit it was seeded from (`what: diff`) as `relay_chunk`s of
-   * base64 under `relay_id`, each at most WORKSPACE_CHUNK_BYTES raw; past `max_bytes` it stops
+   * base64 under `relay_id` (binary frames when both ends take them, contracts/runner-binary.ts),
+   * each at most WORKSPACE_CHUNK_BYTES raw; past `max_bytes` it stops
    * with RESOURCE_EXHAUSTED. Answers `{size}` once the last chunk left.
    */
   z.object({
@@ -193,6 +202,12 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     upload_id: z.string().regex(/^[A-Za-z0-9-]{8,64}$/),
     seq: z.number().int().nonnegative(),
     data: z.string().max(2 * 1024 * 1024),
+    /**
+     * The piece's bytes came raw in the binary frame just before this command, named by its
+     * command id (contracts/runner-binary.ts), and `data` is empty. Sent only to a runner that
+     * announced binary frames.
+     */
+    data_frame: z.literal(true).optional(),
     done: z.boolean(),
     abort: z.boolean().optional(),
   }),
@@ -214,7 +229,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("snapshot_delete"), target: SnapshotStorage }),
   /**
    * Streams a tar of the snapshot's files, every entry under `volume/`, as `relay_chunk`s of
-   * base64 under `relay_id` (each at most WORKSPACE_CHUNK_BYTES raw); past `max_bytes` it stops
+   * base64 under `relay_id` (or binary frames, as `workspace_read`'s; each at most
+   * WORKSPACE_CHUNK_BYTES raw); past `max_bytes` it stops
    * with RESOURCE_EXHAUSTED. Answers `{size}` once the last chunk left.
    */
   z.object({
@@ -235,6 +251,12 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     upload_id: z.string().regex(/^[A-Za-z0-9-]{8,64}$/),
     seq: z.number().int().nonnegative(),
     data: z.string().max(2 * 1024 * 1024),
+    /**
+     * The piece's bytes came raw in the binary frame just before this command, named by its
+     * command id (contracts/runner-binary.ts), and `data` is empty. Sent only to a runner that
+     * announced binary frames.
+     */
+    data_frame: z.literal(true).optional(),
     done: z.boolean(),
     abort: z.boolean().optional(),
   }),
@@ -280,6 +302,8 @@ export const ServerToRunner = z.discriminatedUnion("type", [
        * (PROTOCOL.md §2): it keeps it (0600) and presents it instead of that token from then on.
        */
       credential: z.string().min(16).max(256).optional(),
+      /** What the server takes and sends beyond the base protocol (e.g. binary frames). */
+      capabilities: LinkCapabilities.optional(),
     }),
   }),
   z.object({
@@ -349,6 +373,8 @@ export const RunnerToServer = z.discriminatedUnion("type", [
       engine: z.enum(["docker", "kubernetes"]),
       /** The runner's authoritative set: the server reconciles to it on every (re)attach. */
       sessions: z.array(RunnerSessionReport),
+      /** What the runner takes and sends beyond the base protocol (e.g. binary frames). */
+      capabilities: LinkCapabilities.optional(),
     }),
   }),
   z.object({

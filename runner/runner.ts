@@ -22,7 +22,8 @@ import { Relays } from "./relay/relay.ts";
 import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
-import { WorkspaceCommands } from "./relay/workspace-commands.ts";
+import { type ChunkSink, WorkspaceCommands } from "./relay/workspace-commands.ts";
+import { BinaryKind, encodeBinaryFrame } from "../contracts/runner-binary.ts";
 import { SnapshotCommands } from "./relay/snapshot-commands.ts";
 import { SnapshotGate } from "./relay/snapshot-gate.ts";
 import type { Usage } from "../contracts/adapter.ts";
@@ -184,7 +185,7 @@ export class Runner {
         // Each session with whether its workload is frozen now (the server follows it on attach).
         sessions: () =>
           this.sessions.report().map((s) => ({ ...s, paused: this.#paused.has(s.container_name) })),
-        command: (c, signal) => this.#run(c, signal),
+        command: (c, signal, bulk) => this.#run(c, signal, bulk),
         log,
       },
     );
@@ -269,10 +270,10 @@ export class Runner {
    * (provision, scale_down, remove) run to their end, since a Pulumi update stopped midway leaves
    * its stack locked and half applied.
    */
-  async #run(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>> {
+  async #run(command: RunnerCommand, signal: AbortSignal, bulk?: Buffer): Promise<Record<string, unknown>> {
     const started = Date.now();
     try {
-      const result = await this.#dispatch(command, signal);
+      const result = await this.#dispatch(command, signal, bulk);
       // `warm_pools` comes every few seconds and changes nothing most times: not logged. A
       // relayed request is audited by the server, one line each: here only when it failed.
       if (command.kind !== "warm_pools" && command.kind !== "relay")
@@ -318,20 +319,34 @@ export class Runner {
     }
   }
 
-  /** Where a download's pieces go: `relay_chunk`s of `relayId` on the link, paced by its buffer. */
-  #chunksOf(relayId: string) {
+  /**
+   * Where a download's pieces go: binary frames of `relayId` when the server takes them
+   * (PROTOCOL.md §9), else base64 `relay_chunk`s; paced by the link's buffer either way.
+   */
+  #chunksOf(relayId: string): ChunkSink {
     return {
-      chunk: (data: string, done: boolean) =>
+      chunk: (data: Buffer, done: boolean) => {
+        if (
+          this.link.binary &&
+          this.link.sendBinary(encodeBinaryFrame(BinaryKind.relayChunk, relayId, data, done))
+        )
+          return;
         this.link.send({
           version: RUNNER_PROTOCOL_VERSION,
           type: "relay_chunk",
-          payload: { relay_id: relayId, data, done },
-        }),
+          payload: { relay_id: relayId, data: data.toString("base64"), done },
+        });
+      },
       buffered: () => this.link.bufferedAmount,
     };
   }
 
-  async #dispatch(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>> {
+  /** `bulk`: an upload piece's bytes that came in a binary frame (PROTOCOL.md §9). */
+  async #dispatch(
+    command: RunnerCommand,
+    signal: AbortSignal,
+    bulk?: Buffer,
+  ): Promise<Record<string, unknown>> {
     const frozen = this.#workloadOf(command);
     if (frozen !== undefined && (await this.#paused.thaw(frozen)))
       this.#log("info", "paused workload thawed", { container_name: frozen, for: command.kind });
@@ -491,7 +506,7 @@ export class Runner {
       case "workspace_read":
         return this.#workspace.read(command, this.#chunksOf(command.relay_id), signal);
       case "workspace_write":
-        return this.#workspace.write(command);
+        return this.#workspace.write(command, bulk);
       case "workspace_delete":
         return this.#workspace.delete(command);
       case "snapshot_take":
@@ -502,7 +517,7 @@ export class Runner {
       case "snapshot_read":
         return this.#snapshots.read(command, this.#chunksOf(command.relay_id), signal);
       case "snapshot_write":
-        return this.#snapshots.write(command);
+        return this.#snapshots.write(command, bulk);
       case "snapshot_restore":
         return this.#operations.run(command.container_name, () => this.#snapshots.restore(command));
       case "session_metrics":

@@ -28,8 +28,9 @@ export class ProvisionRecorder implements RunnerDirectory {
     runnerId: string,
     command: C,
     timeoutMs?: number,
+    bulk?: Uint8Array,
   ): Promise<CommandOutcome<C>> {
-    const outcome = await this.#inner.command(runnerId, command, timeoutMs);
+    const outcome = await this.#inner.command(runnerId, command, timeoutMs, bulk);
     if ((command.kind === "provision" || command.kind === "claim_warm") && outcome.ok) {
       const result = outcome.result as { container_name?: string; resolved_image_digest?: string };
       // A warm-pool claim names its container in the result.

@@ -7,8 +7,23 @@ import type { RunnerRecord } from "../store/store.ts";
 export type Outcome<T> = { ok: true; result: T } | { ok: false; error: ApiErrorBody };
 /** What a runner command returns, typed by its kind. */
 export type CommandOutcome<C extends RunnerCommand> = Outcome<CommandResultOf<C["kind"]>>;
-/** One piece of a relayed reply, as the runner sends it (PROTOCOL.md `relay_chunk`). */
-export type RelayChunk = { relay_id: string; data: string; done: boolean; status?: number | undefined };
+/**
+ * One piece of a relayed reply, as the runner sends it (PROTOCOL.md `relay_chunk`): `data` text
+ * (an agent's reply) or base64 (a download's bytes), or, from a binary frame (PROTOCOL.md §9),
+ * the raw `bytes` with `data` empty. `chunkBytes` reads a download's piece either way.
+ */
+export type RelayChunk = {
+  relay_id: string;
+  data: string;
+  done: boolean;
+  status?: number | undefined;
+  bytes?: Buffer | undefined;
+};
+
+/** A download's piece as bytes, whichever way it came (binary frame or base64). */
+export function chunkBytes(chunk: RelayChunk): Buffer {
+  return chunk.bytes ?? Buffer.from(chunk.data, "base64");
+}
 
 /**
  * What the lifecycle needs of the runner link: the port (RunnerHub, runners/, implements it; this
@@ -19,9 +34,14 @@ export interface RunnerDirectory {
   connectedRunners(): RunnerRecord[];
   isConnected(runnerId: string): boolean;
   /** Never throws: failures are `{ok: false, error}` values with a gRPC code. */
+  /**
+   * `bulk`: an upload piece's bytes for a `workspace_write` or `snapshot_write` whose `data` is
+   * empty; the link carries them raw when the runner takes binary frames, else as base64.
+   */
   command<C extends RunnerCommand>(
     runnerId: string,
     command: C,
     timeoutMs?: number,
+    bulk?: Uint8Array,
   ): Promise<CommandOutcome<C>>;
 }

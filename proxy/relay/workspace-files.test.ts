@@ -24,7 +24,7 @@ function fakeRunner() {
       listeners.set(id, l);
       return () => listeners.delete(id);
     },
-    async command(_runner: string, c: RunnerCommand) {
+    async command(_runner: string, c: RunnerCommand, _timeoutMs?: number, bulk?: Uint8Array) {
       commands.push(c);
       switch (c.kind) {
         case "workspace_list":
@@ -65,7 +65,9 @@ function fakeRunner() {
             staged.delete(c.upload_id);
             return { ok: true, result: { size: 0 } };
           }
-          const data = Buffer.from(c.data, "base64");
+          // The hub carries `bulk` raw or as base64 (runner-connection.ts); here it comes as given.
+          expect(c.data).toBe("");
+          const data = Buffer.from(bulk ?? new Uint8Array());
           expect(data.length).toBeLessThanOrEqual(WORKSPACE_CHUNK_BYTES);
           const all = Buffer.concat([staged.get(c.upload_id) ?? Buffer.alloc(0), data]);
           staged.set(c.upload_id, all);

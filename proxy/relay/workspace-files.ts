@@ -10,7 +10,7 @@ import {
   type WorkspaceWriteResult,
   confineWorkspacePath,
 } from "../../contracts/workspace-files.ts";
-import type { CommandOutcome } from "../lifecycle/runner-directory.ts";
+import { chunkBytes, type CommandOutcome } from "../lifecycle/runner-directory.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
 import { attachmentDisposition } from "./content-disposition.ts";
@@ -155,7 +155,8 @@ export class WorkspaceFilesRelay {
       if (ended) return;
       started("chunk");
       try {
-        if (chunk.data) controller.enqueue(Buffer.from(chunk.data, "base64"));
+        const bytes = chunkBytes(chunk);
+        if (bytes.length > 0) controller.enqueue(bytes);
         if (chunk.done) {
           ended = true;
           controller.close();
@@ -208,13 +209,14 @@ export class WorkspaceFilesRelay {
     const declared = Number(c.req.header("content-length") ?? Number.NaN);
     if (declared > max) return tooLarge(c, max);
     const uploadId = randomUUID();
-    const piece = (seq: number, data: Buffer, done: boolean): RunnerCommand => ({
+    const piece = (seq: number, done: boolean): RunnerCommand => ({
       kind: "workspace_write",
       container_name: target.container_name,
       path,
       upload_id: uploadId,
       seq,
-      data: data.toString("base64"),
+      // The bytes go beside the command (`bulk`): raw in a binary frame, or base64 for an older runner.
+      data: "",
       done,
     });
     let seq = 0;
@@ -227,7 +229,8 @@ export class WorkspaceFilesRelay {
       pendingBytes = 0;
       const r = await this.#command(
         target,
-        piece(seq, data, done) as Extract<RunnerCommand, { kind: "workspace_write" }>,
+        piece(seq, done) as Extract<RunnerCommand, { kind: "workspace_write" }>,
+        data,
       );
       seq += 1;
       return r;
@@ -235,7 +238,7 @@ export class WorkspaceFilesRelay {
     const abort = async () => {
       if (seq > 0)
         await this.#o.runners.command(target.runner_id, {
-          ...piece(seq, Buffer.alloc(0), false),
+          ...piece(seq, false),
           abort: true,
         } as RunnerCommand);
     };
@@ -271,8 +274,9 @@ export class WorkspaceFilesRelay {
   async #command<C extends Extract<RunnerCommand, { kind: `workspace_${string}` }>>(
     target: WorkspaceTarget,
     command: C,
+    bulk?: Uint8Array,
   ): Promise<Extract<CommandOutcome<C>, { ok: true }>["result"]> {
-    const outcome = await this.#o.runners.command(target.runner_id, command, COMMAND_TIMEOUT_MS);
+    const outcome = await this.#o.runners.command(target.runner_id, command, COMMAND_TIMEOUT_MS, bulk);
     if (!outcome.ok) throw this.#failure(target, outcome.error);
     return outcome.result;
   }

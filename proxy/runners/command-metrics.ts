@@ -14,9 +14,10 @@ export function timeRunnerCommands(hub: RunnerHub, metrics: Metrics): void {
     runnerId: string,
     command: C,
     timeoutMs?: number,
+    bulk?: Uint8Array,
   ): Promise<CommandOutcome<C>> => {
     const started = performance.now();
-    const outcome = await send(runnerId, command, timeoutMs);
+    const outcome = await send(runnerId, command, timeoutMs, bulk);
     metrics.recordRunnerCommand(
       command.kind,
       outcome.ok ? "OK" : outcome.error.code,

@@ -9,7 +9,7 @@ function recordingSocket(sent: ServerToRunner[]): RunnerSocket {
     closable: true,
     isPaused: false,
     send: (text, done) => {
-      sent.push(JSON.parse(text) as ServerToRunner);
+      sent.push(JSON.parse(text as string) as ServerToRunner);
       done();
     },
     close: () => {},

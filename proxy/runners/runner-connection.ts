@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { BinaryKind, encodeBinaryFrame } from "../../contracts/runner-binary.ts";
 import { describeZodError, type ApiErrorBody } from "../../contracts/errors.ts";
 import {
   type CommandResult,
@@ -33,6 +34,11 @@ export class RunnerConnection {
   available = false;
   /** Its sessions were marked DISCONNECTED and its commands failed (once). */
   detached = false;
+  /**
+   * Its `hello` announced binary frames (contracts/runner-binary.ts): bulk bytes go to it raw and
+   * may come from it raw. Otherwise (an older runner) they go as base64 in the envelopes.
+   */
+  binary = false;
   lastSeenAt: number;
   readonly #pending = new Map<string, Pending>();
 
@@ -72,8 +78,16 @@ export class RunnerConnection {
     });
   }
 
-  /** Send a command and wait for its `result`, the deadline, or the link's loss. */
-  async request(command: RunnerCommand, timeoutMs: number): Promise<Outcome<Record<string, unknown>>> {
+  /**
+   * Send a command and wait for its `result`, the deadline, or the link's loss. `bulk`: an
+   * upload piece's bytes (`workspace_write`, `snapshot_write`, whose `data` is then empty): a
+   * binary frame before the command when the runner takes them, else base64 in `data`.
+   */
+  async request(
+    command: RunnerCommand,
+    timeoutMs: number,
+    bulk?: Uint8Array,
+  ): Promise<Outcome<Record<string, unknown>>> {
     const commandId = randomUUID();
     const reply = new Promise<Outcome<Record<string, unknown>>>((resolve) => {
       const timer = setTimeout(() => {
@@ -95,10 +109,18 @@ export class RunnerConnection {
       }, timeoutMs);
       this.#pending.set(commandId, { kind: command.kind, resolve, timer });
     });
+    let carried = command;
+    if (bulk !== undefined && (command.kind === "workspace_write" || command.kind === "snapshot_write")) {
+      if (this.binary && this.socket.open) {
+        // Ahead of its command, in order on every transport: the runner holds it for that command.
+        this.socket.send(encodeBinaryFrame(BinaryKind.commandData, commandId, bulk), () => {});
+        carried = { ...command, data: "", data_frame: true };
+      } else carried = { ...command, data: Buffer.from(bulk).toString("base64") };
+    }
     const sent = await this.send({
       version: RUNNER_PROTOCOL_VERSION,
       type: "command",
-      payload: { command_id: commandId, command, deadline_ms: timeoutMs },
+      payload: { command_id: commandId, command: carried, deadline_ms: timeoutMs },
     });
     if (!sent.ok) this.#settle(commandId, sent);
     return reply;

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { type RawData, WebSocketServer } from "ws";
+import { BINARY_FRAMES_CAPABILITY, BinaryKind, decodeBinaryFrame } from "../../contracts/runner-binary.ts";
 import { type ApiErrorBody, describeZodError, httpStatusOf } from "../../contracts/errors.ts";
 import {
   type Admission,
@@ -161,7 +162,15 @@ export class RunnerHub {
     // Commands another replica forwards for a runner attached here run on its link here.
     this.#cluster.serveForwarded(async ({ runnerId, command, timeoutMs, onChunk }) => {
       const relayId = relayIdOf(command);
-      const unsubscribe = relayId !== undefined ? this.onRelayChunk(relayId, onChunk) : undefined;
+      // The replicas speak JSON: a binary frame's bytes go on as base64.
+      const unsubscribe =
+        relayId !== undefined
+          ? this.onRelayChunk(relayId, (chunk) =>
+              onChunk(
+                chunk.bytes ? { ...chunk, data: chunk.bytes.toString("base64"), bytes: undefined } : chunk,
+              ),
+            )
+          : undefined;
       try {
         return await this.#commandHere(runnerId, command, timeoutMs);
       } finally {
@@ -300,16 +309,21 @@ export class RunnerHub {
     runnerId: string,
     command: C,
     timeoutMs: number = this.#commandTimeoutMs,
+    bulk?: Uint8Array,
   ): Promise<CommandOutcome<C>> {
     const remote = this.#connections.get(runnerId)?.available
       ? undefined
       : this.#cluster.remoteLinks().get(runnerId);
-    if (remote === undefined) return this.#commandHere(runnerId, command, timeoutMs);
+    if (remote === undefined) return this.#commandHere(runnerId, command, timeoutMs, bulk);
     // Attached to another replica: the command runs there, its relay chunks come back here.
     const relayId = relayIdOf(command);
     const outcome = await this.#cluster.forward(remote.replicaId, {
       runnerId,
-      command,
+      // The replicas speak JSON: an upload piece's bytes go as base64.
+      command:
+        bulk !== undefined && (command.kind === "workspace_write" || command.kind === "snapshot_write")
+          ? { ...command, data: Buffer.from(bulk).toString("base64") }
+          : command,
       timeoutMs,
       onChunk: (chunk) => {
         if (relayId !== undefined && chunk.relay_id === relayId) this.#relays.get(relayId)?.(chunk);
@@ -323,6 +337,7 @@ export class RunnerHub {
     runnerId: string,
     command: C,
     timeoutMs: number,
+    bulk?: Uint8Array,
   ): Promise<CommandOutcome<C>> {
     const connection = this.#connections.get(runnerId);
     if (!connection?.available)
@@ -331,7 +346,7 @@ export class RunnerHub {
     const relayId = relayIdOf(command);
     if (relayId !== undefined) this.#relayRunners.set(relayId, runnerId);
     if (command.kind === "relay") this.#relayWorkspaces.set(command.relay_id, command.container_name);
-    const outcome = await connection.request(command, timeoutMs);
+    const outcome = await connection.request(command, timeoutMs, bulk);
     if (relayId !== undefined && this.#relayRunners.get(relayId) === runnerId) {
       this.#relayRunners.delete(relayId);
       this.#relayWorkspaces.delete(relayId);
@@ -439,8 +454,41 @@ export class RunnerHub {
       this.#inboxes.add(tail);
       void tail.then(() => this.#inboxes.delete(tail));
     };
+    /** PROTOCOL.md §9: a download's piece as raw bytes, from a runner that announced them. */
+    const onBinary = (data: RawData): void => {
+      const bytes = Array.isArray(data)
+        ? Buffer.concat(data)
+        : data instanceof ArrayBuffer
+          ? Buffer.from(data)
+          : data;
+      const parsed = connection.binary
+        ? decodeBinaryFrame(bytes)
+        : { ok: false as const, reason: "binary frames from a runner that did not announce them" };
+      if (parsed.ok && parsed.frame.kind !== BinaryKind.relayChunk) {
+        this.#log("warn", "runner link: invalid message", {
+          reason: "binary frame: command data from a runner",
+        });
+        return;
+      }
+      if (!parsed.ok) {
+        this.#log("warn", "runner link: invalid message", { reason: parsed.reason });
+        return;
+      }
+      const { id: relayId, data: chunk, done } = parsed.frame;
+      const owner = this.#relayRunners.get(relayId);
+      if (owner === undefined || owner !== connection.runner?.runner_id) {
+        this.#log("warn", "runner sent a relay chunk for a request not sent to it; dropped", {
+          runner_id: connection.runner?.runner_id,
+          relay_id: relayId,
+        });
+        return;
+      }
+      this.#relays.get(relayId)?.({ relay_id: relayId, data: "", bytes: chunk, done });
+    };
     const onMessage = (data: RawData | string, isBinary: boolean) => {
       connection.lastSeenAt = Date.now();
+      // Only after hello: before it a binary message is as invalid as any other non-hello.
+      if (isBinary && connection.helloSeen && typeof data !== "string") return onBinary(data);
       const message = parseEnvelope(data, isBinary);
       if (!message.ok) {
         this.#log("warn", "runner link: invalid message", { reason: message.reason });
@@ -466,6 +514,7 @@ export class RunnerHub {
             return;
           }
           connection.helloSeen = true;
+          connection.binary = envelope.payload.capabilities?.includes(BINARY_FRAMES_CAPABILITY) === true;
           clearTimeout(helloTimer);
           enqueue("attach", async () => {
             try {
@@ -653,6 +702,7 @@ export class RunnerHub {
         payload: {
           runner_id: id,
           heartbeat_ms: this.#heartbeatMs,
+          capabilities: [BINARY_FRAMES_CAPABILITY],
           ...(issuedCredential !== undefined ? { credential: issuedCredential } : {}),
         },
       });

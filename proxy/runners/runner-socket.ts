@@ -1,18 +1,22 @@
 /**
  * What the hub needs of a runner's link, whatever carries it: the runner's WebSocket, or the
  * in-process channel of `serve`'s embedded runner (contracts/runner-channel.ts). Both carry the
- * same envelopes as JSON text and are parsed, validated and accounted the same way.
+ * same envelopes as JSON text (and binary frames as bytes) and are parsed, validated and
+ * accounted the same way.
  */
 import type { RawData, WebSocket } from "ws";
-import { CLOSED_ABNORMALLY, type LinkChannel } from "../../contracts/runner-channel.ts";
+import { CLOSED_ABNORMALLY, type LinkChannel, type LinkMessage } from "../../contracts/runner-channel.ts";
 
 export type RunnerSocket = {
   /** Messages may be sent (a WebSocket's `OPEN`). */
   readonly open: boolean;
   /** Still open or opening: a `close` has something to close. */
   readonly closable: boolean;
-  /** Send one envelope; `done` once it left (or could not). */
-  send(text: string, done: (error?: Error) => void): void;
+  /**
+   * Send one envelope (text) or binary frame (bytes, contracts/runner-binary.ts; let go of once
+   * sent); `done` once it left (or could not).
+   */
+  send(message: LinkMessage, done: (error?: Error) => void): void;
   close(code: number, reason: string): void;
   /** End it at once, no close handshake (a peer presumed dead). */
   terminate(): void;
@@ -40,7 +44,7 @@ export function webSocketRunnerSocket(ws: WebSocket, events: RunnerSocketEvents)
     get closable() {
       return ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING;
     },
-    send: (text, done) => ws.send(text, done),
+    send: (message, done) => ws.send(message, { binary: typeof message !== "string" }, done),
     close: (code, reason) => ws.close(code, reason),
     terminate: () => ws.terminate(),
     pause: () => ws.pause(),
@@ -52,7 +56,11 @@ export function webSocketRunnerSocket(ws: WebSocket, events: RunnerSocketEvents)
 }
 
 export function channelRunnerSocket(channel: LinkChannel, events: RunnerSocketEvents): RunnerSocket {
-  channel.onMessage((text) => events.message(text, false));
+  channel.onMessage((message) =>
+    typeof message === "string"
+      ? events.message(message, false)
+      : events.message(Buffer.from(message.buffer, message.byteOffset, message.byteLength), true),
+  );
   channel.onClose((code) => events.close(code));
   return {
     get open() {
@@ -61,8 +69,8 @@ export function channelRunnerSocket(channel: LinkChannel, events: RunnerSocketEv
     get closable() {
       return channel.open;
     },
-    send: (text, done) => {
-      channel.send(text);
+    send: (message, done) => {
+      channel.send(message);
       done();
     },
     close: (code, reason) => channel.close(code, reason),

@@ -24,6 +24,8 @@ export type FakeRunnerOptions = {
   /** Answer pings (turn off to test missed heartbeats). @default true */
   answerPings?: boolean;
   handler?: CommandHandler;
+  /** Announced in its hello (PROTOCOL.md §9: `binary_frames`). @default none (an older runner) */
+  capabilities?: string[];
 };
 
 /** A provision answered as done: the workload at `endpoint`, running the image by `digest`. */
@@ -62,6 +64,8 @@ export class FakeRunner {
   readonly ws: WebSocket;
   readonly commands: RunnerCommand[] = [];
   readonly received: ServerToRunner[] = [];
+  /** Binary frames the server sent it, in order, and how many envelopes had come before each. */
+  readonly binary: { bytes: Buffer; after: number }[] = [];
   runnerId = "";
   /** The credential the server issued in `welcome` (a runner that registered with the runner token). */
   issuedCredential: string | undefined;
@@ -96,10 +100,15 @@ export class FakeRunner {
             labels: options.labels ?? {},
             engine: options.engine ?? "docker",
             sessions: options.sessions ?? [],
+            ...(options.capabilities ? { capabilities: options.capabilities } : {}),
           },
         }),
       );
-      ws.on("message", (data) => {
+      ws.on("message", (data, isBinary) => {
+        if (isBinary) {
+          runner.binary.push({ bytes: data as Buffer, after: runner.received.length });
+          return;
+        }
         const message = ServerToRunner.parse(JSON.parse(String(data)));
         runner.received.push(message);
         runner.#onMessage(message);

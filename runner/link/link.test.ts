@@ -205,7 +205,7 @@ describe("the runner's command deadlines (PROTOCOL.md §7)", () => {
             const pair = inProcessLink();
             server = pair.server;
             pair.server.onMessage((text) => {
-              const message = JSON.parse(text) as RunnerToServer;
+              const message = JSON.parse(text as string) as RunnerToServer;
               sent.push(message);
               if (message.type === "hello") {
                 pair.server.send(
@@ -261,5 +261,146 @@ describe("the runner's command deadlines (PROTOCOL.md §7)", () => {
     await vi.waitFor(() => expect(resultOf(sent, "c2")).toBeDefined(), { timeout: 2000 });
     expect(seen[0]?.aborted).toBe(true);
     expect(resultOf(sent, "c2")).toMatchObject({ ok: false, error: { code: "CANCELLED" } });
+  });
+});
+
+describe("binary frames on the runner's side (PROTOCOL.md §9)", () => {
+  const cleanups: (() => void)[] = [];
+  afterEach(() => {
+    for (const c of cleanups.splice(0)) c();
+  });
+
+  /** A runner link welcomed in process by a fake server announcing `capabilities`; what each end got. */
+  async function welcomedBy(capabilities: string[] | undefined) {
+    const { inProcessLink } = await import("../../contracts/runner-channel.ts");
+    const sent: RunnerToServer[] = [];
+    const binary: Uint8Array[] = [];
+    const bulks: (Buffer | undefined)[] = [];
+    let server: import("../../contracts/runner-channel.ts").LinkChannel | undefined;
+    let link!: RunnerLink;
+    await new Promise<void>((resolve) => {
+      link = new RunnerLink(
+        {
+          serverUrl: "http://127.0.0.1:1",
+          token: "runner-token-0123456789",
+          name: "r",
+          engine: "docker",
+          capacity: 1,
+          labels: {},
+          dial: async () => {
+            const pair = inProcessLink();
+            server = pair.server;
+            pair.server.onMessage((message) => {
+              if (typeof message !== "string") return void binary.push(message);
+              const parsed = JSON.parse(message) as RunnerToServer;
+              sent.push(parsed);
+              if (parsed.type === "hello")
+                pair.server.send(
+                  JSON.stringify({
+                    version: RUNNER_PROTOCOL_VERSION,
+                    type: "welcome",
+                    payload: {
+                      runner_id: "id-r",
+                      heartbeat_ms: 60_000,
+                      ...(capabilities ? { capabilities } : {}),
+                    },
+                  }),
+                );
+            });
+            return { ok: true, channel: pair.runner };
+          },
+        },
+        {
+          sessions: () => [],
+          command: async (_c, _signal, bulk) => {
+            bulks.push(bulk);
+            return { size: bulk?.length ?? 0 };
+          },
+          log: () => {},
+        },
+      );
+      link.start();
+      cleanups.push(() => link.close());
+      const wait = setInterval(() => {
+        if (link.attached) {
+          clearInterval(wait);
+          resolve();
+        }
+      }, 2);
+    });
+    const send = (message: string | Uint8Array) => server?.send(message);
+    return { link, sent, binary, bulks, send };
+  }
+  const write = (commandId: string, dataFrame: boolean) =>
+    JSON.stringify({
+      version: RUNNER_PROTOCOL_VERSION,
+      type: "command",
+      payload: {
+        command_id: commandId,
+        command: {
+          kind: "workspace_write",
+          container_name: "c",
+          path: "f",
+          upload_id: "upload-0001",
+          seq: 0,
+          data: dataFrame ? "" : Buffer.from("b64").toString("base64"),
+          ...(dataFrame ? { data_frame: true } : {}),
+          done: true,
+        },
+      },
+    });
+  const resultOf = (sent: RunnerToServer[], id: string) =>
+    sent.find((m) => m.type === "result" && m.payload.command_id === id)?.payload;
+
+  it("announces them in its hello, and sends raw only after a welcome that announced them too", async () => {
+    const { BINARY_FRAMES_CAPABILITY, BinaryKind, encodeBinaryFrame } = await import(
+      "../../contracts/runner-binary.ts"
+    );
+    const old = await welcomedBy(undefined);
+    expect(old.sent[0]).toMatchObject({
+      type: "hello",
+      payload: { capabilities: [BINARY_FRAMES_CAPABILITY] },
+    });
+    expect(old.link.binary).toBe(false);
+    expect(old.link.sendBinary(encodeBinaryFrame(BinaryKind.relayChunk, "r1", Buffer.from("x")))).toBe(false);
+    const current = await welcomedBy([BINARY_FRAMES_CAPABILITY]);
+    expect(current.link.binary).toBe(true);
+    expect(current.link.sendBinary(encodeBinaryFrame(BinaryKind.relayChunk, "r1", Buffer.from("x")))).toBe(
+      true,
+    );
+    await vi.waitFor(() => expect(current.binary).toHaveLength(1));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(old.binary).toHaveLength(0);
+  });
+
+  it("hands a piece's raw bytes to the command that follows its frame; without the frame INVALID_ARGUMENT", async () => {
+    const { BINARY_FRAMES_CAPABILITY, BinaryKind, encodeBinaryFrame } = await import(
+      "../../contracts/runner-binary.ts"
+    );
+    const s = await welcomedBy([BINARY_FRAMES_CAPABILITY]);
+    s.send(encodeBinaryFrame(BinaryKind.commandData, "c1", Buffer.from("raw bytes")));
+    s.send(write("c1", true));
+    await vi.waitFor(() => expect(resultOf(s.sent, "c1")).toBeDefined());
+    expect(resultOf(s.sent, "c1")).toMatchObject({ ok: true, result: { size: 9 } });
+    expect(s.bulks[0]?.toString()).toBe("raw bytes");
+    s.send(write("c2", true));
+    await vi.waitFor(() => expect(resultOf(s.sent, "c2")).toBeDefined());
+    expect(resultOf(s.sent, "c2")).toMatchObject({ ok: false, error: { code: "INVALID_ARGUMENT" } });
+    // A malformed frame is dropped; the link goes on, and base64 pieces still work.
+    s.send(Buffer.from([1, 2, 0]));
+    s.send(write("c3", false));
+    await vi.waitFor(() => expect(resultOf(s.sent, "c3")).toBeDefined());
+    expect(resultOf(s.sent, "c3")).toMatchObject({ ok: true });
+    expect(s.bulks).toHaveLength(2);
+    expect(s.bulks[1]).toBeUndefined();
+  });
+
+  it("drops binary frames from a server that did not announce them", async () => {
+    const { BinaryKind, encodeBinaryFrame } = await import("../../contracts/runner-binary.ts");
+    const s = await welcomedBy(undefined);
+    s.send(encodeBinaryFrame(BinaryKind.commandData, "c1", Buffer.from("raw bytes")));
+    s.send(write("c1", true));
+    await vi.waitFor(() => expect(resultOf(s.sent, "c1")).toBeDefined());
+    expect(resultOf(s.sent, "c1")).toMatchObject({ ok: false, error: { code: "INVALID_ARGUMENT" } });
   });
 });

@@ -11,6 +11,7 @@
  * same hello, welcome, backlog, close and redial; only the loopback socket is gone.
  */
 import type { Socket } from "node:net";
+import { CodedError } from "../../contracts/errors.ts";
 import WebSocket from "ws";
 import {
   type CommandResult,
@@ -22,7 +23,13 @@ import {
   ServerToRunner,
 } from "../../contracts/runner-protocol.ts";
 import type { Logger } from "../../contracts/log.ts";
-import { CLOSED_ABNORMALLY, type InProcessDial, type LinkChannel } from "../../contracts/runner-channel.ts";
+import {
+  CLOSED_ABNORMALLY,
+  type InProcessDial,
+  type LinkChannel,
+  type LinkMessage,
+} from "../../contracts/runner-channel.ts";
+import { BINARY_FRAMES_CAPABILITY, BinaryKind, decodeBinaryFrame } from "../../contracts/runner-binary.ts";
 import { LinkWatchdog } from "./watchdog.ts";
 import { RunnerCredential } from "./credential.ts";
 import { RunningCommands } from "./running-commands.ts";
@@ -57,8 +64,11 @@ export type LinkOptions = {
 
 export type LinkHandlers = {
   sessions(): RunnerSessionReport[];
-  /** `signal` aborts past the command's deadline or on the server's `cancel` (running-commands.ts). */
-  command(command: RunnerCommand, signal: AbortSignal): Promise<Record<string, unknown>>;
+  /**
+   * `signal` aborts past the command's deadline or on the server's `cancel` (running-commands.ts).
+   * `bulk`: an upload piece's bytes that came in a binary frame (the command's `data_frame`).
+   */
+  command(command: RunnerCommand, signal: AbortSignal, bulk?: Buffer): Promise<Record<string, unknown>>;
   log: Logger;
 };
 
@@ -68,8 +78,8 @@ type Outgoing = Exclude<RunnerToServer, { type: "hello" }>;
 type Transport = {
   readonly open: boolean;
   readonly bufferedAmount: number;
-  /** Sends one envelope (text). */
-  send(text: string): void;
+  /** Sends one envelope (text) or binary frame (bytes, let go of once sent). */
+  send(message: LinkMessage): void;
   close(code: number, reason: string): void;
   /**
    * Drops the connection without a closing handshake (a silent server would never answer one),
@@ -83,6 +93,9 @@ type Transport = {
 export function backoffDelay(attempt: number, baseMs: number, maxMs: number, random = Math.random): number {
   return Math.floor(random() * Math.min(maxMs, baseMs * 2 ** attempt));
 }
+
+/** Upload pieces whose command has not come yet, at most (each at most WORKSPACE_CHUNK_BYTES). */
+const MAX_WAITING_BULK = 16;
 
 export class RunnerLink {
   readonly #o: Required<Omit<LinkOptions, "credentialFile" | "dial">>;
@@ -103,6 +116,10 @@ export class RunnerLink {
   #dropped = 0;
   /** Commands under way, each under its deadline (running-commands.ts). */
   readonly #running = new RunningCommands();
+  /** The server's welcome announced binary frames (PROTOCOL.md §9). */
+  #peerBinary = false;
+  /** Upload pieces' bytes that came in binary frames, by the command id that follows each. */
+  readonly #bulk = new Map<string, Buffer>();
   runnerId: string | undefined;
 
   constructor(options: LinkOptions, handlers: LinkHandlers) {
@@ -142,6 +159,22 @@ export class RunnerLink {
 
   get attached(): boolean {
     return this.#attached;
+  }
+
+  /** Whether bulk bytes go as binary frames now: attached, and the server takes them. */
+  get binary(): boolean {
+    return this.#attached && this.#peerBinary && this.#transport?.open === true;
+  }
+
+  /**
+   * Sends one binary frame (contracts/runner-binary.ts) now; false when it cannot (detached, or a
+   * server without binary frames): the caller's command fails with the link then anyway, so a
+   * frame is never queued for the next attach.
+   */
+  sendBinary(frame: Buffer): boolean {
+    if (!this.binary || !this.#transport) return false;
+    this.#transport.send(frame);
+    return true;
   }
 
   /** Sends now, or queues while detached. Validated before it leaves. */
@@ -186,7 +219,7 @@ export class RunnerLink {
        * relayed reply's last chunk and its command's result cost one syscall and one wake-up of
        * the server, not one each. Nothing waits: the socket is uncorked on the next tick.
        */
-      send(text) {
+      send(message) {
         // ws keeps its socket private; without one (not connected) it is a plain send.
         const socket = (ws as unknown as { _socket?: Socket | null })._socket;
         if (socket && corked !== socket) {
@@ -197,14 +230,16 @@ export class RunnerLink {
             socket.uncork();
           });
         }
-        ws.send(text);
+        ws.send(message, { binary: typeof message !== "string" });
       },
       close: (code, reason) => ws.close(code, reason),
       terminate: () => ws.terminate(),
     };
     this.#transport = transport;
     ws.on("open", () => this.#opened(transport));
-    ws.on("message", (data) => this.#onMessage(transport, String(data)));
+    ws.on("message", (data, isBinary) =>
+      isBinary ? this.#onBinary(data as Buffer) : this.#onMessage(transport, String(data)),
+    );
     ws.on("unexpected-response", (_req, res) => {
       this.#refused(res.statusCode ?? 0);
       // With this listener ws leaves the socket CONNECTING; end it so `close` redials.
@@ -228,7 +263,9 @@ export class RunnerLink {
         const channel = outcome.channel;
         const transport = channelTransport(channel);
         this.#transport = transport;
-        channel.onMessage((text) => this.#onMessage(transport, text));
+        channel.onMessage((message) =>
+          typeof message === "string" ? this.#onMessage(transport, message) : this.#onBinary(message),
+        );
         channel.onClose((code, reason) => this.#lost(code, reason));
         if (this.#closed) channel.close(1000, "runner shutting down");
         else this.#opened(transport);
@@ -252,6 +289,7 @@ export class RunnerLink {
         labels: this.#o.labels,
         engine: this.#o.engine,
         sessions: this.#h.sessions(),
+        capabilities: [BINARY_FRAMES_CAPABILITY],
       },
     };
     transport.send(JSON.stringify(RunnerToServer.parse(hello)));
@@ -276,6 +314,8 @@ export class RunnerLink {
     this.#watchdog?.stop();
     this.#watchdog = undefined;
     this.#attached = false;
+    this.#peerBinary = false;
+    this.#bulk.clear();
     this.#transport = undefined;
     if (this.#closed) return;
     // 4003: this runner's name is bound to another credential, or its credential was revoked.
@@ -320,6 +360,7 @@ export class RunnerLink {
             );
         }
         this.runnerId = message.payload.runner_id;
+        this.#peerBinary = message.payload.capabilities?.includes(BINARY_FRAMES_CAPABILITY) === true;
         this.#attached = true;
         this.#watch(transport, message.payload.heartbeat_ms);
         const queued = this.#queue;
@@ -347,8 +388,17 @@ export class RunnerLink {
         return;
       case "command": {
         const { command_id, command, deadline_ms } = message.payload;
+        const bulk = this.#bulk.get(command_id);
+        this.#bulk.delete(command_id);
         this.#running
-          .run(command_id, command, deadline_ms, (c, signal) => this.#h.command(c, signal))
+          .run(command_id, command, deadline_ms, async (c, signal) => {
+            if ("data_frame" in c && c.data_frame && bulk === undefined)
+              throw new CodedError(
+                "INVALID_ARGUMENT",
+                `the ${c.kind} piece's bytes did not come: no binary frame named command ${command_id} before it`,
+              );
+            return this.#h.command(c, signal, bulk);
+          })
           .then(
             (result) => this.#result({ command_id, ok: true, result }),
             (error: unknown) => {
@@ -368,6 +418,33 @@ export class RunnerLink {
         throw new Error(`unhandled ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /**
+   * PROTOCOL.md §9: an upload piece's bytes, held for the command that follows it. A frame that
+   * does not parse, of another kind, or from a server that did not announce them, is dropped and
+   * logged, as an invalid envelope is.
+   */
+  #onBinary(bytes: Uint8Array): void {
+    this.#watchdog?.heard();
+    const parsed = this.#peerBinary
+      ? decodeBinaryFrame(bytes)
+      : { ok: false as const, reason: "binary frame from a server that did not announce them" };
+    if (!parsed.ok || parsed.frame.kind !== BinaryKind.commandData) {
+      this.#h.log("error", "invalid message from server", {
+        error: parsed.ok ? "binary frame: a relay chunk from the server" : parsed.reason,
+      });
+      return;
+    }
+    // Its command comes next on the same link; a few at most wait (one per upload in flight).
+    if (this.#bulk.size >= MAX_WAITING_BULK) {
+      const oldest = this.#bulk.keys().next().value as string;
+      this.#bulk.delete(oldest);
+      this.#h.log("error", "invalid message from server", {
+        error: "binary frames without their commands; the oldest dropped",
+      });
+    }
+    this.#bulk.set(parsed.frame.id, parsed.frame.data);
   }
 
   /** PROTOCOL.md §4: a server silent for 3 of its heartbeat intervals is dropped, and redialled. */
@@ -398,7 +475,7 @@ function channelTransport(channel: LinkChannel): Transport {
     get bufferedAmount() {
       return channel.bufferedAmount;
     },
-    send: (text) => channel.send(text),
+    send: (message) => channel.send(message),
     close: (code, reason) => channel.close(code, reason),
   };
 }

@@ -1,6 +1,6 @@
 /**
- * A download relayed to the server as base64 `relay_chunk`s of at most WORKSPACE_CHUNK_BYTES raw
- * bytes each (PROTOCOL.md), paced by the link's send buffer: above the high-water mark the source
+ * A download relayed to the server in pieces of at most WORKSPACE_CHUNK_BYTES bytes each (binary
+ * frames, or base64 `relay_chunk`s for a server without them: the sink decides; PROTOCOL.md), paced by the link's send buffer: above the high-water mark the source
  * is not read. Past `maxBytes` it stops with RESOURCE_EXHAUSTED; `signal` (the command's deadline
  * or the server's cancel) stops it too. Used by workspace reads and snapshot reads.
  */
@@ -12,7 +12,8 @@ import { WORKSPACE_CHUNK_BYTES } from "../../contracts/workspace-files.ts";
 const SEND_HIGH_WATER_BYTES = 4 * 1024 * 1024;
 
 export type ChunkSink = {
-  chunk(data: string, done: boolean): void;
+  /** One piece (the sink owns it from here) and whether it is the last. */
+  chunk(data: Buffer, done: boolean): void;
   buffered(): number;
 };
 
@@ -37,7 +38,7 @@ export async function sendChunked(
       signal?.throwIfAborted();
       await sleep(5);
     }
-    sink.chunk(Buffer.concat(pending).toString("base64"), false);
+    sink.chunk(pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending), false);
     pending = [];
     pendingBytes = 0;
   };
@@ -61,7 +62,7 @@ export async function sendChunked(
       }
     }
     await flush();
-    sink.chunk("", true);
+    sink.chunk(Buffer.alloc(0), true);
     return size;
   } finally {
     // Aborted, the source may be stuck inside a read its engine is ending: not waited for.

@@ -78,9 +78,10 @@ export class SnapshotCommands {
     return {};
   }
 
-  async write(c: Of<"snapshot_write">): Promise<Record<string, unknown>> {
+  /** `bulk`: the piece's bytes when they came in a binary frame (else base64 in `data`). */
+  async write(c: Of<"snapshot_write">, bulk?: Buffer): Promise<Record<string, unknown>> {
     const engine = this.#engine(c.kind);
-    const staging = await this.#uploads.piece(c, c.target.storage, () => this.#admit());
+    const staging = await this.#uploads.piece(c, c.target.storage, () => this.#admit(), bulk);
     if (!staging) return { size: 0 };
     if (!c.done) return { size: staging.size };
     try {

@@ -37,17 +37,19 @@ export class StagedUploads<K> {
   }
 
   /**
-   * Takes one piece of an upload for `key`: undefined when it aborts the upload (dropped), else the
+   * Takes one piece of an upload for `key` (its bytes `bulk` when they came in a binary frame):
+   * undefined when it aborts the upload (dropped), else the
    * staging with its size so far. `admit` runs before a new upload is counted (it throws when
    * there is no room); a piece out of order or for another key is FAILED_PRECONDITION.
    */
-  async piece(c: UploadPiece, key: K, admit: () => void): Promise<Staged<K> | undefined> {
+  async piece(c: UploadPiece, key: K, admit: () => void, bulk?: Buffer): Promise<Staged<K> | undefined> {
     let staging = this.#uploads.get(c.upload_id);
     if (c.abort) {
       if (staging) await this.drop(c.upload_id);
       return undefined;
     }
-    const data = Buffer.from(c.data, "base64");
+    // Raw from a binary frame (PROTOCOL.md §9), else base64 in the command.
+    const data = bulk ?? Buffer.from(c.data, "base64");
     if (data.length > WORKSPACE_CHUNK_BYTES)
       throw new CodedError(
         "INVALID_ARGUMENT",

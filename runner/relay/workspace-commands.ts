@@ -93,10 +93,14 @@ export class WorkspaceCommands {
     return { size: await sendChunked(source, c.max_bytes, sink, signal) };
   }
 
-  async write(c: Of<"workspace_write">): Promise<Record<string, unknown>> {
+  /** `bulk`: the piece's bytes when they came in a binary frame (else base64 in `data`). */
+  async write(c: Of<"workspace_write">, bulk?: Buffer): Promise<Record<string, unknown>> {
     const engine = this.#engine(c.path);
-    const staging = await this.#uploads.piece(c, { containerName: c.container_name, path: c.path }, () =>
-      this.#admit(c.container_name),
+    const staging = await this.#uploads.piece(
+      c,
+      { containerName: c.container_name, path: c.path },
+      () => this.#admit(c.container_name),
+      bulk,
     );
     if (!staging) return { size: 0 };
     if (!c.done) return { size: staging.size };

@@ -3,6 +3,7 @@
  * a real system, beside baselines measured in the same run.
  *
  *   node test/bench/snapshot-bench.ts [runs=5] [--engine docker|kubernetes] [--files 500] [--mb 50]
+ *     [--checkout DIR]  (the server and runner of another checkout: the code before a change)
  *     (the test bed must be up: scripts/testbed up)
  *
  * One system (`serve --no-runner` and a `runner --engine E`), the reference runtime and the
@@ -16,16 +17,26 @@
  *   import    PUT …/archive → its 201 (the imported snapshot Ready)
  * Baselines, same run: a new session with an empty volume → Ready (what a fork adds to it), a
  * stop → resume of the session (what a restore adds to it), and the files API's own archive of
- * the same workspace (`GET …/workspace:archive`, the export path without the snapshot).
+ * the same workspace (`GET …/workspace:archive`, the export path without the snapshot). On
+ * Docker also the engine floor: the runner's own engine read of the same snapshot
+ * (DockerSnapshots.read) and write of that tar into a new storage (DockerSnapshots.write), called
+ * from here with no server, runner link or gzip: what export + import can reach at best. Beside
+ * each export and import, the CPU seconds the server and the runner processes spent on it (from
+ * /proc: a figure the machine's other load does not inflate as it does wall time).
  * Status is polled every 20 ms. p50 is nearest-rank.
  */
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 import type { ModelServer } from "../fixtures/model-server.ts";
 import { type Json, startSessionModelServer, System } from "../support/system.ts";
 import { applyTestbedEnv } from "../support/testbed.ts";
 import { p50 } from "./stats.ts";
+import { snapshotStorageName } from "../../contracts/session-snapshot.ts";
+import { DockerSnapshots } from "../../runner/docker/snapshots.ts";
+import { dockerClient } from "../support/session-harness.ts";
+import { builtImage } from "../support/testbed.ts";
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -33,6 +44,8 @@ const { positionals, values } = parseArgs({
     engine: { type: "string", default: "docker" },
     files: { type: "string", default: "500" },
     mb: { type: "string", default: "50" },
+    /** Run the server and runner of another checkout (e.g. /work/main: the code before a change). */
+    checkout: { type: "string" },
   },
 });
 const runs = Number(positionals[0] ?? 5);
@@ -54,7 +67,7 @@ const PREFIX = `sb-${randomBytes(2).toString("hex")}`;
 const POLL_MS = 20;
 const TIMEOUT_MS = 300_000;
 
-const system = new System(undefined, { BENCH_MODEL_KEY: "bench" });
+const system = new System(undefined, { BENCH_MODEL_KEY: "bench" }, values.checkout);
 let model: ModelServer | undefined;
 const samples = {
   snapshot: [] as number[],
@@ -66,7 +79,55 @@ const samples = {
   emptyCreate: [] as number[],
   stopResume: [] as number[],
   filesArchiveMBs: [] as number[],
+  floorMBs: [] as number[],
+  floorReadMBs: [] as number[],
+  floorWriteMBs: [] as number[],
+  exportCpu: [] as { server: number; runner: number }[],
+  importCpu: [] as { server: number; runner: number }[],
 };
+
+/** CPU seconds (user + system) process `pid` has spent (Linux /proc; fields 14 and 15, 100 Hz). */
+function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+const cpuNow = () => ({
+  server: cpuSeconds(system.server?.child.pid),
+  runner: cpuSeconds(system.runner?.child.pid),
+});
+const cpuSince = (before: { server: number; runner: number }) => {
+  const now = cpuNow();
+  return { server: now.server - before.server, runner: now.runner - before.runner };
+};
+
+/** Docker: the snapshot's storage read and written again by the engine path the runner uses, here. */
+async function engineFloor(snap: string, i: number): Promise<void> {
+  const snapshots = new DockerSnapshots(dockerClient(), builtImage("base-image").image);
+  const target = (name: string) => ({
+    storage: snapshotStorageName("default", name),
+    namespace: "default",
+    name,
+  });
+  let t0 = performance.now();
+  const chunks: Buffer[] = [];
+  for await (const chunk of await snapshots.read(target(snap), 1024 * 1024 * 1024)) chunks.push(chunk);
+  const tar = Buffer.concat(chunks);
+  const readMs = performance.now() - t0;
+  const copy = target(`${PREFIX}-floor${i}`);
+  t0 = performance.now();
+  await snapshots.write(copy, {
+    size: tar.length,
+    open: async function* () {
+      for (let o = 0; o < tar.length; o += 1024 * 1024) yield tar.subarray(o, o + 1024 * 1024);
+    },
+  });
+  const writeMs = performance.now() - t0;
+  await snapshots.remove(copy);
+  samples.floorReadMBs.push(mbs(sizeBytes, readMs));
+  samples.floorWriteMBs.push(mbs(sizeBytes, writeMs));
+  samples.floorMBs.push(mbs(sizeBytes, readMs + writeMs));
+}
 let sizeBytes = 0;
 
 async function must(method: string, path: string, body?: unknown): Promise<Json> {
@@ -139,12 +200,17 @@ async function run(i: number, source: string): Promise<void> {
   await must("POST", `${SESSIONS}/${source}:restore`, { snapshot: snap });
   samples.restore.push(await reach(source, "Ready", t0));
 
+  let cpu = cpuNow();
   t0 = performance.now();
   const archive = await bytes("GET", `${SNAPSHOTS}/${snap}/archive`);
   const exportMs = performance.now() - t0;
+  samples.exportCpu.push(cpuSince(cpu));
+  cpu = cpuNow();
   t0 = performance.now();
   await bytes("PUT", `${SNAPSHOTS}/${PREFIX}-i${i}/archive`, archive);
   const importMs = performance.now() - t0;
+  samples.importCpu.push(cpuSince(cpu));
+  if (engine === "docker") await engineFloor(snap, i);
   samples.exportMBs.push(mbs(sizeBytes, exportMs));
   samples.importMBs.push(mbs(sizeBytes, importMs));
   samples.bothMBs.push(mbs(sizeBytes, exportMs + importMs));
@@ -214,10 +280,19 @@ try {
   console.log(
     `| export (GET archive) | ${r(p50(samples.exportMBs))} | files API archive of the workspace: ${r(p50(samples.filesArchiveMBs))} |`,
   );
-  console.log(`| import (PUT archive → Ready) | ${r(p50(samples.importMBs))} | |`);
-  console.log(`| export + import | ${r(p50(samples.bothMBs))} | |`);
+  const floor = engine === "docker";
   console.log(
-    `\ncommand: node test/bench/snapshot-bench.ts ${runs} --engine ${engine} --files ${fileCount} --mb ${totalBytes / 1e6}`,
+    `| import (PUT archive → Ready) | ${r(p50(samples.importMBs))} | ${floor ? `engine floor, write of the tar alone: ${r(p50(samples.floorWriteMBs))}` : ""} |`,
+  );
+  console.log(
+    `| export + import | ${r(p50(samples.bothMBs))} | ${floor ? `engine floor, read + write alone (no server, link or gzip): ${r(p50(samples.floorMBs))}; read alone ${r(p50(samples.floorReadMBs))}` : ""} |`,
+  );
+  const cpuOf = (v: { server: number; runner: number }[]) =>
+    `server ${p50(v.map((c) => c.server)).toFixed(2)} s, runner ${p50(v.map((c) => c.runner)).toFixed(2)} s`;
+  console.log(`| CPU of an export (p50) | ${cpuOf(samples.exportCpu)} | |`);
+  console.log(`| CPU of an import (p50) | ${cpuOf(samples.importCpu)} | |`);
+  console.log(
+    `\ncommand: node test/bench/snapshot-bench.ts ${runs} --engine ${engine} --files ${fileCount} --mb ${totalBytes / 1e6}${values.checkout ? ` --checkout ${values.checkout}` : ""}`,
   );
 } finally {
   await system.stop().catch(() => undefined);
