@@ -26,6 +26,9 @@ session, three for the time a turn takes (a session has half a CPU; see 7.-9. be
 7. TLS contexts: built once per setting, not three times a model call.
 8. The cost estimate's price list: fetched in the background, not before a turn's answer.
 9. The first turn's imports: made once the session is open, not in the first request.
+10. Tool modules: only those of the session's toolsets are imported at start (hermes_tools.py).
+11. Plugins: with the default toolsets (file, terminal: Hermes' own modules) no plugin is
+    discovered or loaded (`HERMES_SAFE_MODE`, below).
 
 Run with the venv's interpreter: /opt/hermes/bin/python /app/runtimes/hermes/hermes_acp.py
 """
@@ -38,6 +41,25 @@ import os
 import threading
 import time
 
+import hermes_tools
+
+_TOOLSETS = [t.strip() for t in os.environ.get("HERMES_TOOLSETS", "file,terminal").split(",") if t.strip()]
+
+# 10. and 11., before Hermes is imported: its `model_tools` discovers tools and plugins at import.
+# 11. Hermes' safe mode (its `--safe-mode`, hermes-agent 0.19.0) skips three things at start:
+# plugin discovery, shell hooks from config.yaml and MCP servers from config.yaml. The adapter
+# writes config.yaml with neither hooks nor MCP servers (runtimes/hermes/hermes-agent.ts), and
+# the plugins discovery would load are the bundled backends of the browser, web, image and video
+# generation, dashboard auth and Spotify tools (~0.2 s of CPU at every start; one, dashboard
+# auth, hashes a password with scrypt at import) and lazy platform adapters (gateway chats);
+# other plugins load only when config.yaml enables them, which it does not. None serves the file
+# or terminal toolsets, so with only those a session loses nothing; another toolset (e.g. web,
+# whose search backends are plugins) keeps the plugins.
+if set(_TOOLSETS) <= {"file", "terminal"}:
+    os.environ["HERMES_SAFE_MODE"] = "1"
+# 10. The tool modules of other toolsets register tools no session is given (1.).
+hermes_tools.restrict_discovery(_TOOLSETS)
+
 import acp_adapter.events as _events
 import acp_adapter.server as _server
 import acp_adapter.session as _session
@@ -46,8 +68,6 @@ import agent.ssl_verify as _ssl_verify
 import agent.usage_pricing as _usage_pricing
 import httpx
 import run_agent as _run_agent
-
-_TOOLSETS = [t.strip() for t in os.environ.get("HERMES_TOOLSETS", "file,terminal").split(",") if t.strip()]
 
 
 def _allowlisted_toolsets(toolsets=None, mcp_server_names=None):
