@@ -31,6 +31,7 @@ session, three for the time a turn takes (a session has half a CPU; see 7.-9. be
     discovered or loaded (`HERMES_SAFE_MODE`, below).
 12. Garbage collection: off while Hermes loads, then what it loaded is frozen out of the
     collector's way (below).
+13. The Ollama probe at every agent start: skipped where its answer is known (below).
 
 Run with the venv's interpreter: /opt/hermes/bin/python /app/runtimes/hermes/hermes_acp.py
 """
@@ -52,6 +53,7 @@ import json
 import os
 import threading
 import time
+import urllib.parse
 
 import hermes_tools
 
@@ -73,6 +75,7 @@ if set(_TOOLSETS) <= {"file", "terminal"}:
 hermes_tools.restrict_discovery(_TOOLSETS)
 
 import acp_adapter.events as _events
+import agent.agent_init as _agent_init
 import acp_adapter.server as _server
 import acp_adapter.session as _session
 import agent.model_metadata as _model_metadata
@@ -205,6 +208,26 @@ def _resolve_httpx_verify(*, ca_bundle=None, ssl_verify=None, base_url=""):
 
 
 _ssl_verify.resolve_httpx_verify = _resolve_httpx_verify
+
+# 13. At every agent start (a session's open, so every resume) Hermes asks whether its endpoint
+# is an Ollama, to send Ollama's `num_ctx` with each chat request if so: five GETs one after the
+# other (LM Studio's /api/v1/models, Ollama's /api/tags, llama.cpp's /v1/props and /props, vLLM's
+# /version, at the endpoint's root: its path less `/v1`), ~0.2-0.3 s on a session's half CPU. A
+# session's endpoint is always the runner's model gateway (runner/gateway/session-gateway.ts sets
+# MODEL_BASE_URL), with the Agent's endpoint's path, and the gateway forwards nothing outside that
+# path: with a path ending in `/v1`, Ollama's /api/tags is outside, refused, so the answer is
+# always "not Ollama" and `num_ctx` never sent. That answer is given here without the GETs (the
+# model's requests recorded before and after: the same); any other path is probed as before.
+_stock_query_ollama_num_ctx = _agent_init.query_ollama_num_ctx
+
+
+def _query_ollama_num_ctx(model, base_url, api_key=""):
+    if urllib.parse.urlsplit(base_url or "").path.rstrip("/").endswith("/v1"):
+        return None
+    return _stock_query_ollama_num_ctx(model, base_url, api_key=api_key)
+
+
+_agent_init.query_ollama_num_ctx = _query_ollama_num_ctx
 
 
 def _in_spare_time():
