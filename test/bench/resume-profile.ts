@@ -11,14 +11,20 @@
  * runner's own account of the commands the resume made it run (its `command done` log lines:
  * `stop` and `scale_down` for the stop; `provision` = the fast path's container up to its
  * adapter's first answer, `start` = the harness exec'd until its session says READY, `probe`),
- * so the server's share is what is left. Status is polled every 20 ms. p50 is nearest-rank.
+ * so the server's share is what is left; and the container's own CPU time from its start to just
+ * after the first answer (all its processes: adapter, agent, exec'd agent; cgroup v1 cpuacct, as the
+ * test bed's dockerd has) and how long its CPU quota held it back meanwhile (cpu.stat
+ * `throttled_time`): figures a loaded machine changes less than the wall times. Status is polled
+ * every 20 ms. p50 is nearest-rank.
  * `--settled` waits, before the stop and before the resume, for the runner's background
  * recordings to finish (test/bench/settle.ts), as the settled mode of session-bench.ts does.
  * test/bench/live-bench.ts runs it (`profileResume`) for issue 37's whole table.
  */
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
+import { dockerClient } from "../support/session-harness.ts";
 import { type Json, startSessionModelServer, System } from "../support/system.ts";
 import { applyTestbedEnv, builtImage, runtimeImagePart } from "../support/testbed.ts";
 import { settled } from "./settle.ts";
@@ -27,7 +33,16 @@ import { p50 } from "./stats.ts";
 const NS = "/v1/namespaces/default";
 const columns = ["stop", "scale_down", "provision", "start", "probe"] as const;
 
-export type ResumeRun = { stop: number; ready: number; answer: number; commands: Record<string, number> };
+export type ResumeRun = {
+  stop: number;
+  ready: number;
+  answer: number;
+  commands: Record<string, number>;
+  /** The container's CPU time (all its processes) from its start to just after the first answer, ms. */
+  cpu: number;
+  /** How long its CPU quota held it back (cgroup `throttled_time`) in that time, ms. */
+  throttled: number;
+};
 export type ResumeProfile = { runtime: string; settled: boolean; rows: ResumeRun[] };
 
 /** The runner's `command done` durations (ms) by kind, logged since `from` (a log length). */
@@ -39,6 +54,21 @@ function commandsSince(system: System, from: number): Record<string, number> {
     if (entry.kind && typeof entry.ms === "number") took[entry.kind] = (took[entry.kind] ?? 0) + entry.ms;
   }
   return took;
+}
+
+/**
+ * The container's CPU time and its time held back by the quota since it started (cgroup v1, as
+ * on the test bed's dockerd: cpuacct.usage and cpu.stat), ms; NaN where those files are not.
+ */
+function containerCpu(id: string): { cpu: number; throttled: number } {
+  try {
+    const usage = Number(readFileSync(`/sys/fs/cgroup/cpuacct/docker/${id}/cpuacct.usage`, "utf8"));
+    const stat = readFileSync(`/sys/fs/cgroup/cpu/docker/${id}/cpu.stat`, "utf8");
+    const throttled = Number(/^throttled_time (\d+)$/m.exec(stat)?.[1] ?? Number.NaN);
+    return { cpu: usage / 1e6, throttled: throttled / 1e6 };
+  } catch {
+    return { cpu: Number.NaN, throttled: Number.NaN };
+  }
 }
 
 /**
@@ -78,6 +108,7 @@ export async function profileResume(options: {
     throw new Error(`${name} did not reach ${phase}`);
   };
   const rows: ResumeRun[] = [];
+  const docker = dockerClient();
   const model = await startSessionModelServer("docker");
   try {
     await system.startServer();
@@ -119,7 +150,10 @@ export async function profileResume(options: {
       });
       if (res.status !== 200) throw new Error(`request: HTTP ${res.status} ${await res.text()}`);
       await res.text();
-      rows.push({ stop, ready, answer: performance.now() - t0, commands: commandsSince(system, mark) });
+      const answer = performance.now() - t0;
+      const container: string = (await must("GET", url)).status.containerName;
+      const { cpu, throttled } = containerCpu((await docker.getContainer(container).inspect()).Id);
+      rows.push({ stop, ready, answer, commands: commandsSince(system, mark), cpu, throttled });
       options.onRun?.(i + 1);
     }
     await system.call("DELETE", url);
@@ -138,6 +172,8 @@ export function resumeP50(profile: ResumeProfile): ResumeRun {
     ready: p50(rows.map((r) => r.ready)),
     answer: p50(rows.map((r) => r.answer)),
     commands: Object.fromEntries(columns.map((c) => [c, p50(rows.map((r) => r.commands[c] ?? 0))])),
+    cpu: p50(rows.map((r) => r.cpu)),
+    throttled: p50(rows.map((r) => r.throttled)),
   };
 }
 
@@ -148,12 +184,12 @@ export function printResumeProfile(profile: ResumeProfile): void {
     `\n${profile.runtime} on Docker, stop then resume ${mode}, ${profile.rows.length} runs (p50 last)\n`,
   );
   console.log(
-    `| run | stop → Stopped | resume → Ready | resume → first answer | ${columns.map((c) => `runner ${c}`).join(" | ")} |`,
+    `| run | stop → Stopped | resume → Ready | resume → first answer | ${columns.map((c) => `runner ${c}`).join(" | ")} | container CPU | held by its quota |`,
   );
-  console.log(`|---|---|---|---|${columns.map(() => "---|").join("")}`);
+  console.log(`|---|---|---|---|${columns.map(() => "---|").join("")}---|---|`);
   const line = (label: string, r: ResumeRun) =>
     console.log(
-      `| ${label} | ${f(r.stop)} | ${f(r.ready)} | ${f(r.answer)} | ${columns.map((c) => f(r.commands[c] ?? 0)).join(" | ")} |`,
+      `| ${label} | ${f(r.stop)} | ${f(r.ready)} | ${f(r.answer)} | ${columns.map((c) => f(r.commands[c] ?? 0)).join(" | ")} | ${f(r.cpu)} | ${f(r.throttled)} |`,
     );
   for (const [i, r] of profile.rows.entries()) line(String(i + 1), r);
   line("p50", resumeP50(profile));
