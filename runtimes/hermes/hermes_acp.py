@@ -26,9 +26,25 @@ session, three for the time a turn takes (a session has half a CPU; see 7.-9. be
 7. TLS contexts: built once per setting, not three times a model call.
 8. The cost estimate's price list: fetched in the background, not before a turn's answer.
 9. The first turn's imports: made once the session is open, not in the first request.
+10. Tool modules: only those of the session's toolsets are imported at start (hermes_tools.py).
+11. Plugins: with the default toolsets (file, terminal: Hermes' own modules) no plugin is
+    discovered or loaded (`HERMES_SAFE_MODE`, below).
+12. Garbage collection: off while Hermes loads, then what it loaded is frozen out of the
+    collector's way (below).
+13. The Ollama probe at every agent start: skipped where its answer is known (below).
 
 Run with the venv's interpreter: /opt/hermes/bin/python /app/runtimes/hermes/hermes_acp.py
 """
+
+# 12. The cyclic garbage collector, while Hermes loads (~200,000 objects: modules, classes, the
+# OpenAI SDK's and ACP's pydantic models), ran again and again over objects that all live as long
+# as the process: ~0.1-0.2 s of a start's ~1 s of CPU (measured in the image at --cpus 0.5), and
+# each later full collection scanned them again (0.12 s). It is off until the first turn's imports
+# are done (9.), then those objects are frozen (`gc.freeze`: never scanned again; of them a full
+# collection found ~700 garbage, kept) and it is on again for everything after.
+import gc
+
+gc.disable()
 
 import asyncio
 import concurrent.futures
@@ -37,8 +53,29 @@ import json
 import os
 import threading
 import time
+import urllib.parse
+
+import hermes_tools
+
+_TOOLSETS = [t.strip() for t in os.environ.get("HERMES_TOOLSETS", "file,terminal").split(",") if t.strip()]
+
+# 10. and 11., before Hermes is imported: its `model_tools` discovers tools and plugins at import.
+# 11. Hermes' safe mode (its `--safe-mode`, hermes-agent 0.19.0) skips three things at start:
+# plugin discovery, shell hooks from config.yaml and MCP servers from config.yaml. The adapter
+# writes config.yaml with neither hooks nor MCP servers (runtimes/hermes/hermes-agent.ts), and
+# the plugins discovery would load are the bundled backends of the browser, web, image and video
+# generation, dashboard auth and Spotify tools (~0.2 s of CPU at every start; one, dashboard
+# auth, hashes a password with scrypt at import) and lazy platform adapters (gateway chats);
+# other plugins load only when config.yaml enables them, which it does not. None serves the file
+# or terminal toolsets, so with only those a session loses nothing; another toolset (e.g. web,
+# whose search backends are plugins) keeps the plugins.
+if set(_TOOLSETS) <= {"file", "terminal"}:
+    os.environ["HERMES_SAFE_MODE"] = "1"
+# 10. The tool modules of other toolsets register tools no session is given (1.).
+hermes_tools.restrict_discovery(_TOOLSETS)
 
 import acp_adapter.events as _events
+import agent.agent_init as _agent_init
 import acp_adapter.server as _server
 import acp_adapter.session as _session
 import agent.model_metadata as _model_metadata
@@ -46,8 +83,6 @@ import agent.ssl_verify as _ssl_verify
 import agent.usage_pricing as _usage_pricing
 import httpx
 import run_agent as _run_agent
-
-_TOOLSETS = [t.strip() for t in os.environ.get("HERMES_TOOLSETS", "file,terminal").split(",") if t.strip()]
 
 
 def _allowlisted_toolsets(toolsets=None, mcp_server_names=None):
@@ -174,6 +209,26 @@ def _resolve_httpx_verify(*, ca_bundle=None, ssl_verify=None, base_url=""):
 
 _ssl_verify.resolve_httpx_verify = _resolve_httpx_verify
 
+# 13. At every agent start (a session's open, so every resume) Hermes asks whether its endpoint
+# is an Ollama, to send Ollama's `num_ctx` with each chat request if so: five GETs one after the
+# other (LM Studio's /api/v1/models, Ollama's /api/tags, llama.cpp's /v1/props and /props, vLLM's
+# /version, at the endpoint's root: its path less `/v1`), ~0.2-0.3 s on a session's half CPU. A
+# session's endpoint is always the runner's model gateway (runner/gateway/session-gateway.ts sets
+# MODEL_BASE_URL), with the Agent's endpoint's path, and the gateway forwards nothing outside that
+# path: with a path ending in `/v1`, Ollama's /api/tags is outside, refused, so the answer is
+# always "not Ollama" and `num_ctx` never sent. That answer is given here without the GETs (the
+# model's requests recorded before and after: the same); any other path is probed as before.
+_stock_query_ollama_num_ctx = _agent_init.query_ollama_num_ctx
+
+
+def _query_ollama_num_ctx(model, base_url, api_key=""):
+    if urllib.parse.urlsplit(base_url or "").path.rstrip("/").endswith("/v1"):
+        return None
+    return _stock_query_ollama_num_ctx(model, base_url, api_key=api_key)
+
+
+_agent_init.query_ollama_num_ctx = _query_ollama_num_ctx
+
 
 def _in_spare_time():
     """Lowers the calling thread's priority to the lowest (on Linux nice is per thread): the
@@ -274,9 +329,24 @@ def _warm_up(endpoint):
             importlib.import_module(name)
         except Exception:  # an optional module of another version: the turn imports what it needs
             pass
+    _collect_again()
     _warmed.set_result(None)
     if endpoint is not None:
         _endpoint_model_metadata_for_pricing(*endpoint)
+
+
+def _collect_again():
+    """12.: what is loaded so far is frozen, and the collector on again (once)."""
+    with _warm_lock:
+        if not gc.isenabled():
+            gc.freeze()
+            gc.enable()
+
+
+# Should no session ever be opened (no warm-up), the collector is on again anyway.
+_collect_anyway = threading.Timer(60.0, _collect_again)
+_collect_anyway.daemon = True
+_collect_anyway.start()
 
 
 def _start_warm_up(endpoint):

@@ -12,7 +12,8 @@
 # Layout (runtimes/hermes/hermes-agent.ts relies on it):
 #   /usr/bin/python3.11                       Debian's Python 3.11 (+ its stdlib, sqlite3, readline)
 #   /opt/hermes                               a venv of that Python: pyvenv.cfg, bin/python,
-#                                             lib/python3.11/site-packages (hermes-agent and deps)
+#                                             lib/python3.11/site-packages (hermes-agent and deps),
+#                                             agent-sessions-tool-modules.json (hermes_tools.py)
 #   /usr/local/bin/node                       Node 24 (runs the adapter)
 #   /app/{runtimes/hermes,runtimes/kit,contracts}
 TB_HERMES_IMAGE_REPO=$TB_REGISTRY/agent-sessions/hermes
@@ -92,6 +93,13 @@ USER $TB_SESSION_UID:$TB_SESSION_UID
 COPY node/ /usr/local/bin/
 COPY app/ /app/
 ENV NODE_ENV=production PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# Which tool module registers which tool, found by Hermes' own discovery: a session imports only
+# those of its toolsets (runtimes/hermes/hermes_tools.py). Throwaway HERMES_HOME as above.
+USER 0:0
+RUN HOME=/tmp/check HERMES_HOME=/tmp/check /opt/hermes/bin/python /app/runtimes/hermes/hermes_tools.py \
+      --write-index /opt/hermes/agent-sessions-tool-modules.json && \
+    rm -rf /tmp/check && test -z "\$(ls -A /workspace)"
+USER $TB_SESSION_UID:$TB_SESSION_UID
 WORKDIR /workspace
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/node", "/app/runtimes/hermes/adapter-main.ts"]
