@@ -54,13 +54,15 @@ describe("a snapshot copy pod on Kubernetes", () => {
     );
   });
 
-  it("the copy pod mounts only the two PVCs, the source read-only, and has no token or network", async () => {
+  it("the copy pod mounts only the two PVCs, the source read-only, and a scratch /tmp in memory; no token or network", async () => {
     expect(pod.spec.automountServiceAccountToken).toBe(false);
     expect(pod.spec.securityContext.runAsUser).toBe(65532);
     expect(pod.spec.volumes).toEqual([
       { name: "v0", persistentVolumeClaim: { claimName: "as-team-s-workspace", readOnly: true } },
       { name: "v1", persistentVolumeClaim: { claimName: "ss-team--before-refactor", readOnly: false } },
+      { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "64Mi" } },
     ]);
+    expect(pod.spec.containers[0]?.volumeMounts.at(-1)).toEqual({ name: "tmp", mountPath: "/tmp" });
     // Its own NetworkPolicy selects it, and only it.
     expect(policy.metadata.name).toBe(pod.metadata.name);
     expect(policy.spec.podSelector.matchLabels).toEqual({

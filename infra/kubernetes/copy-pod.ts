@@ -6,7 +6,7 @@
  * The copy pod is hardened like a session pod (infra/kubernetes/hardening.ts: Pod Security
  * `restricted`, no service-account token, uid 65532, read-only root, every capability dropped),
  * runs the runner's git image idling until the runner execs its copy, mounts nothing but the PVCs
- * it copies between, and is selected by a NetworkPolicy of its own (same name, made before it and
+ * it copies between and a small scratch `/tmp` in memory, and is selected by a NetworkPolicy of its own (same name, made before it and
  * deleted with it, so nothing of a copy outlives it) that allows no traffic either way: it needs
  * no network.
  *
@@ -65,17 +65,24 @@ export function copyPodManifest(options: {
           workingDir: "/",
           securityContext: hardenedContainerSecurityContext(),
           resources: { requests: { cpu: "10m", memory: "32Mi" }, limits: { cpu: "1", memory: "256Mi" } },
-          volumeMounts: options.mounts.map((m, i) => ({
-            name: `v${i}`,
-            mountPath: m.mountPath,
-            readOnly: m.readOnly,
-          })),
+          volumeMounts: [
+            ...options.mounts.map((m, i) => ({
+              name: `v${i}`,
+              mountPath: m.mountPath,
+              readOnly: m.readOnly,
+            })),
+            { name: "tmp", mountPath: "/tmp" },
+          ],
         },
       ],
-      volumes: options.mounts.map((m, i) => ({
-        name: `v${i}`,
-        persistentVolumeClaim: { claimName: m.claimName, readOnly: m.readOnly },
-      })),
+      volumes: [
+        ...options.mounts.map((m, i) => ({
+          name: `v${i}`,
+          persistentVolumeClaim: { claimName: m.claimName, readOnly: m.readOnly },
+        })),
+        // A restore's lists of the two trees (runner/engine/volume-sync-script.ts); past it, the full replace.
+        { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "64Mi" } },
+      ],
     },
   };
 }

@@ -210,9 +210,12 @@ export class HarnessController {
           record ? "FAILED_PRECONDITION" : "NOT_FOUND",
           `HarnessSession ${namespace}/${name} ${record ? "is being deleted" : "not found"}`,
         );
+      const t0 = performance.now();
       await check(record);
       const session = await this.#reconciler.session(record);
+      const t1 = performance.now();
       await this.#reconciler.stop(record, session, HarnessReasons.Restoring, { settlesGeneration: false });
+      const t2 = performance.now();
       const stopped = (await this.#o.harness.getHarnessSession(namespace, name)) ?? record;
       if (stopped.phase !== "Stopped")
         throw new CodedError(
@@ -220,6 +223,7 @@ export class HarnessController {
           `HarnessSession ${namespace}/${name} could not be stopped for the restore (${readyOf(stopped.conditions)?.message ?? stopped.phase}); nothing was restored`,
         );
       await restoreVolume(stopped);
+      const t3 = performance.now();
       if (stopped.spec.desiredState === "stopped") {
         await this.#reconciler.observe(stopped, {
           conditions: withReady(
@@ -237,6 +241,14 @@ export class HarnessController {
         // desiredState paused: frozen again by the reconcile that follows.
         if (stopped.spec.desiredState === "paused") this.enqueue(namespace, name);
       }
+      this.#o.log("debug", "restore timings", {
+        namespace,
+        name,
+        check_ms: Math.round(t1 - t0),
+        stop_ms: Math.round(t2 - t1),
+        volume_ms: Math.round(t3 - t2),
+        back_ms: Math.round(performance.now() - t3),
+      });
       return (await this.#o.harness.getHarnessSession(namespace, name)) ?? stopped;
     });
   }

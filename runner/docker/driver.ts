@@ -151,16 +151,29 @@ export class DockerDriver implements EngineDriver {
    * A first create on the engine at once (runner/docker/fast-create.ts: judged by the policy pack
    * in process first), then recorded by the stack's own `up` in the background.
    */
-  async #fastCreate(containerName: string, spec: SessionSpec, secrets: Secrets, key: string) {
+  async #fastCreate(
+    containerName: string,
+    spec: SessionSpec,
+    secrets: Secrets,
+    key: string,
+    beforeContainer?: Promise<void>,
+  ) {
     const parsed = parseOrThrow(SessionSpec, { ...spec, replicas: 1 }, "session spec");
     const done = this.#stacks.markRecording(parsed.namespace, parsed.name);
-    const running = await fastCreateDocker(
-      this.#docker,
-      this.#stacks,
-      parsed,
-      secrets,
-      (level, msg, fields) => this.#log(level, msg, { container: containerName, ...fields }),
-    );
+    let running: Awaited<ReturnType<typeof fastCreateDocker>>;
+    try {
+      running = await fastCreateDocker(
+        this.#docker,
+        this.#stacks,
+        parsed,
+        secrets,
+        (level, msg, fields) => this.#log(level, msg, { container: containerName, ...fields }),
+        { beforeContainer },
+      );
+    } catch (error) {
+      done();
+      throw error;
+    }
     if (!running) {
       done();
       return undefined;
@@ -189,17 +202,29 @@ export class DockerDriver implements EngineDriver {
     }
     // A fork's volume is made and seeded before anything mounts it (the agent reads its files
     // when it starts); the provider adopts it. Once: a volume already there is never seeded again.
-    const seededSnapshot = await this.snapshots.seed(forkSpec);
+    // The copy runs while the rest is prepared (judged, its network made); the container that
+    // mounts the volume is made only once it ended.
+    const seeding = await this.snapshots.seed(forkSpec);
     // The seed is the provision's, never the workload's: kept out of the stack and the record key.
     const { seedSnapshot: _seed, ...spec } = forkSpec;
-    const result = await this.#provision(containerName, spec, secrets);
-    return seededSnapshot ? { ...result, seededSnapshot } : result;
+    let result: ProvisionResult;
+    try {
+      result = await this.#provision(containerName, spec, secrets, seeding?.copied);
+      await seeding?.copied;
+    } catch (error) {
+      // Never answered while the copy still runs: a retried provision finds it ended.
+      await seeding?.copied.catch(() => undefined);
+      throw error;
+    }
+    return seeding ? { ...result, seededSnapshot: seeding.storage } : result;
   }
 
+  /** `seeded`: a fork's copy into the volume, which must have ended before anything mounts it. */
   async #provision(
     containerName: string,
     spec: SessionSpec,
     secrets: ProvisionSecrets,
+    seeded?: Promise<void>,
   ): Promise<ProvisionResult> {
     this.#placements.set(containerName, { namespace: spec.namespace, name: spec.name });
     // Never waits for the recording of an earlier operation (runner/engine/fast-path.ts).
@@ -213,14 +238,16 @@ export class DockerDriver implements EngineDriver {
       last?.key === key &&
       (heal || (last.replicas === 0 && !(await this.#exists(containerName))))
     ) {
+      await seeded;
       const fast = await this.#fastResume(containerName, spec, secrets, key, heal);
       if (fast) return this.#seeded(fast, spec, secrets);
     }
     // A first create (no stack yet, nothing recorded here): made at once, recorded behind.
     if (this.#createsFast && !last && !(await this.#stacks.exists(spec.namespace, spec.name))) {
-      const fast = await this.#fastCreate(containerName, spec, secrets, key);
+      const fast = await this.#fastCreate(containerName, spec, secrets, key, seeded);
       if (fast) return this.#seeded(fast, spec, secrets);
     }
+    await seeded;
     this.#records.forget(containerName);
     await this.#forgetLostContainer(containerName, spec);
     this.#endpoints.delete(containerName);
@@ -429,8 +456,9 @@ export class DockerDriver implements EngineDriver {
       return;
     }
     // A pending recording is dropped; one running finishes first (under the stack's lock anyway).
+    // A snapshot copy container still being removed would keep the session's volume in use.
     this.#records.forget(containerName);
-    await this.settled(containerName);
+    await Promise.all([this.settled(containerName), this.snapshots.copiesRemoved()]);
     const destroy = () =>
       this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {
         if ((e as { code?: string }).code !== "NOT_FOUND") throw e;

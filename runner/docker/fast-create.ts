@@ -54,8 +54,14 @@ export async function fastCreateDocker(
   specInput: SessionSpec,
   secrets: Secrets,
   log: DriverLog,
-  readyTimeoutMs = 60_000,
+  options: {
+    /** Awaited before the container (the one mount of the volume) is made: a fork's seed copy. */
+    beforeContainer?: Promise<void> | undefined;
+    /** @default 60000 */
+    readyTimeoutMs?: number;
+  } = {},
 ): Promise<RunningContainer | undefined> {
+  const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
   const spec = parseOrThrow(SessionSpec, { ...specInput, replicas: 1 }, "session spec");
   const judge = async (gateway: string) => {
     const violations = await stacks.judge(
@@ -87,6 +93,8 @@ export async function fastCreateDocker(
     return undefined;
   }
   if (!(await judge(network.gateway))) return undefined;
+  // Its failure is the provision's (the volume was not seeded), never a reason for the full path.
+  await options.beforeContainer;
   try {
     return await ensureSessionContainer(
       docker,

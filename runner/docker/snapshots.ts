@@ -30,6 +30,7 @@ import { sessionVolumeInputs } from "../../infra/docker/provider/session-network
 import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
+import { REPLACE_FUNCTION, VOLUME_SYNC_SCRIPT } from "../engine/volume-sync-script.ts";
 import {
   assertImage,
   type ShortLivedRun,
@@ -55,11 +56,20 @@ cp -a /source/. /workspace/
 set -- /workspace
 ${SIZE_OF}`;
 
-/** restore and a fork's seed: the target emptied, then the snapshot (read-only at /source) copied in. */
+/** a fork's seed: the target (made just now) emptied, then the snapshot (read-only at /source) copied in. */
 const REPLACE_SCRIPT = `set -e
 find /workspace -mindepth 1 -type d ! -perm -u=w -exec chmod u+w {} +
 find /workspace -mindepth 1 -delete
 cp -a /source/. /workspace/`;
+
+/**
+ * restore: the volume made what the snapshot (read-only at /source) holds, only what differs
+ * removed and copied (runner/engine/volume-sync-script.ts; its text is the script's `$1`).
+ */
+const RESTORE_SCRIPT = `set -e
+VOLUME_SYNC=$1
+${REPLACE_FUNCTION}
+replace /source /workspace /tmp`;
 
 /**
  * write: the tar on stdin extracted into /workspace, only its `volume/…` entries (the server
@@ -82,6 +92,8 @@ export class DockerSnapshots implements SessionSnapshots {
   readonly #log: DriverLog;
   /** The background `upSnapshot` recording each storage, until it settles. */
   readonly #recordings = new Map<string, Promise<unknown>>();
+  /** Copy containers being removed behind the answer of their copy (`remove` never rejects). */
+  readonly #removals = new Set<Promise<void>>();
 
   /** `stacks`: where snapshot stacks are recorded; without one (a test) only the engine is used. */
   constructor(docker: Docker, gitImage: string | undefined, stacks?: SnapshotStacks, log?: DriverLog) {
@@ -123,8 +135,9 @@ export class DockerSnapshots implements SessionSnapshots {
   }
 
   async remove(target: SnapshotStorage): Promise<boolean> {
-    // A recording under way finishes first: its `up` would otherwise declare it again.
-    await this.#recordings.get(target.storage);
+    // A recording under way finishes first: its `up` would otherwise declare it again. A copy
+    // container still mounting the volume would keep it in use.
+    await Promise.all([this.#recordings.get(target.storage), this.copiesRemoved()]);
     const destroyed = this.#stacks
       ? await this.#stacks.destroySnapshot(target.namespace, target.name)
       : false;
@@ -248,10 +261,18 @@ export class DockerSnapshots implements SessionSnapshots {
     if (!(await volumeExists(this.#docker, volume)))
       throw new CodedError("NOT_FOUND", `workspace ${containerName} has no volume to restore`);
     await this.#mustExist(source);
-    await this.#copy(image, containerName, "restore", REPLACE_SCRIPT, [
-      { volume: source.storage, target: "/source", readOnly: true },
-      { volume, target: "/workspace", readOnly: false },
-    ]);
+    await this.#copy(
+      image,
+      containerName,
+      "restore",
+      RESTORE_SCRIPT,
+      [
+        { volume: source.storage, target: "/source", readOnly: true },
+        { volume, target: "/workspace", readOnly: false },
+      ],
+      undefined,
+      [VOLUME_SYNC_SCRIPT],
+    );
   }
 
   /**
@@ -259,15 +280,18 @@ export class DockerSnapshots implements SessionSnapshots {
    * does not exist yet, the volume is made (labelled with the storage it is seeded from; the
    * provider adopts it, session-network.ts) and the snapshot copied in before any container of
    * the session mounts it, so the agent finds its files and conversation when it starts. A volume
-   * already there is never copied into again (a resume). Resolves to the storage the volume was
-   * seeded from when that is the spec's seed (now, or by an earlier provision whose answer the
-   * server may not have taken: said again, like a seeded commit), else undefined. A failed copy
-   * removes the volume again, so a retried provision seeds anew.
+   * already there is never copied into again (a resume). Resolves once the volume is there, to
+   * the storage the volume was seeded from when that is the spec's seed (now, or by an earlier
+   * provision whose answer the server may not have taken: said again, like a seeded commit), else
+   * undefined; with `copied`, which settles when the copy has ended: the caller prepares the rest
+   * of the workload meanwhile and mounts the volume only after it. A failed copy removes the
+   * volume again (then `copied` rejects), so a retried provision seeds anew.
    */
-  async seed(spec: SessionSpec): Promise<string | undefined> {
+  async seed(spec: SessionSpec): Promise<{ storage: string; copied: Promise<void> } | undefined> {
     const source = spec.seedSnapshot;
     if (!source) return undefined;
     const inputs = sessionVolumeInputs(spec);
+    const image = this.#image("seed a fork from a snapshot");
     const existing = await this.#docker
       .getVolume(inputs.name)
       .inspect()
@@ -275,29 +299,44 @@ export class DockerSnapshots implements SessionSnapshots {
         if (error.statusCode === 404) return undefined;
         throw error;
       });
-    if (existing) return existing.Labels?.[SEEDED_FROM_LABEL] === source.storage ? source.storage : undefined;
-    const image = this.#image("seed a fork from a snapshot");
+    if (existing)
+      return existing.Labels?.[SEEDED_FROM_LABEL] === source.storage
+        ? { storage: source.storage, copied: Promise.resolve() }
+        : undefined;
     await this.#mustExist(source);
     // Labels beyond the declared ones: the provider adopts a volume that is ours (managed-by).
     await this.#docker.createVolume({
       Name: inputs.name,
       Labels: { ...inputs.labels, [SEEDED_FROM_LABEL]: source.storage },
     });
-    try {
-      await this.#copy(image, inputs.name.replace(/-workspace$/, ""), "seed", REPLACE_SCRIPT, [
-        { volume: source.storage, target: "/source", readOnly: true },
-        { volume: inputs.name, target: "/workspace", readOnly: false },
-      ]);
-    } catch (error) {
-      await removeVolume(this.#docker, inputs.name);
-      throw error;
-    }
-    return source.storage;
+    const copied = this.#copy(image, inputs.name.replace(/-workspace$/, ""), "seed", REPLACE_SCRIPT, [
+      { volume: source.storage, target: "/source", readOnly: true },
+      { volume: inputs.name, target: "/workspace", readOnly: false },
+    ]).then(
+      () => undefined,
+      async (error: unknown) => {
+        await removeVolume(this.#docker, inputs.name);
+        throw error;
+      },
+    );
+    // Awaited by the caller; a failure before it is (it is busy elsewhere) is not unhandled.
+    copied.catch(() => undefined);
+    return { storage: source.storage, copied };
   }
 
-  /** Settles once every recording started so far has (tests; a runner stopping). */
+  /** Settles once every recording and copy container removal started so far has (tests; a runner stopping). */
   async settled(): Promise<void> {
-    await Promise.all([...this.#recordings.values()]);
+    await Promise.all([...this.#recordings.values(), this.copiesRemoved()]);
+  }
+
+  /** Settles once every copy container being removed behind an answer is gone (never rejects). */
+  async copiesRemoved(): Promise<void> {
+    await Promise.all([...this.#removals]);
+  }
+
+  #removeBehind(removal: Promise<void>): void {
+    this.#removals.add(removal);
+    void removal.finally(() => this.#removals.delete(removal));
   }
 
   /** The snapshot's stack records the volume already made (the provider adopts it), never delaying the answer. */
@@ -352,20 +391,38 @@ export class DockerSnapshots implements SessionSnapshots {
     script: string,
     mounts: Mount[],
     signal?: AbortSignal,
+    args: string[] = [],
   ): Promise<string> {
-    const run = await this.#start(image, base, what, script, mounts);
+    const began = performance.now();
+    const run = await this.#start(image, base, what, script, mounts, false, args);
+    const started = performance.now();
     const stop = () => void run.remove();
     if (signal?.aborted) stop();
     signal?.addEventListener("abort", stop, { once: true });
+    let done = false;
     try {
       const out = collect(run.stdout);
       const code = await withTimeout(run.exit, COPY_TIMEOUT_MS);
       signal?.throwIfAborted();
       if (code !== 0) throw copyFailed(what, mounts.at(-1)?.volume ?? base, code, run.stderr());
-      return await out;
+      const text = await out;
+      // Nothing but a fallback's notice is written there by a copy that ended well.
+      if (run.stderr().trim())
+        this.#log("warn", "snapshot copy notice", { what, stderr: run.stderr().trim().slice(0, 300) });
+      done = true;
+      return text;
     } finally {
       signal?.removeEventListener("abort", stop);
-      await run.remove();
+      this.#log("info", "snapshot copy done", {
+        what,
+        start_ms: Math.round(started - began),
+        run_ms: Math.round(performance.now() - started),
+      });
+      // A copy that ended well is removed behind the answer (what mounts its volumes next waits
+      // for nothing of it; a removal of those volumes waits for it: `#copiesRemoved`); a failed
+      // one before the error goes (its caller removes the volume it wrote next).
+      if (done) this.#removeBehind(run.remove());
+      else await run.remove();
     }
   }
 
@@ -377,10 +434,11 @@ export class DockerSnapshots implements SessionSnapshots {
     script: string,
     mounts: Mount[],
     stdin = false,
+    args: string[] = [],
   ): Promise<ShortLivedRun> {
     return startShortLived(
       this.#docker,
-      copyContainerOptions(image, base, what, script, mounts, stdin),
+      copyContainerOptions(image, base, what, script, mounts, stdin, args),
       stdin,
     );
   }
@@ -394,11 +452,12 @@ function copyContainerOptions(
   script: string,
   mounts: Mount[],
   stdin = false,
+  args: string[] = [],
 ): Docker.ContainerCreateOptions {
   return {
     name: `${base}-snap-${what}-${randomBytes(3).toString("hex")}`,
     Image: image,
-    Entrypoint: ["/bin/sh", "-c", script, "sh"],
+    Entrypoint: ["/bin/sh", "-c", script, "sh", ...args],
     Cmd: [],
     User: "65532:65532",
     WorkingDir: "/tmp",
@@ -414,7 +473,8 @@ function copyContainerOptions(
         Target: m.target,
         ReadOnly: m.readOnly,
       })),
-      tmpMiB: 16,
+      // A restore's lists of the two trees (volume-sync-script.ts); past it, the full replace.
+      tmpMiB: 64,
       memoryMiB: 256,
       pids: 64,
     }),

@@ -48,6 +48,7 @@ import {
 } from "../../infra/kubernetes/snapshot-manifest.ts";
 import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
+import { REPLACE_FUNCTION, VOLUME_SYNC_SCRIPT } from "../engine/volume-sync-script.ts";
 import { type ExecStream, openStdin, type PodExec } from "./exec.ts";
 import { PodFailures } from "./pod-failure.ts";
 import { isApiStatus } from "./pod-watch.ts";
@@ -93,26 +94,25 @@ const FROM = "/from";
 const TO = "/to";
 const VOLUME = "/volume";
 
-/**
- * Empties the volume at `$1` (its entries; the root is the provisioner's). A directory left
- * unwritable by its owner is made writable first.
- */
-const EMPTY = `empty() {
-  ( cd "$1" && find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + ) 2>/dev/null ||
-  ( cd "$1" && chmod -R u+rwx . && find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + )
-}`;
 /** Prints the apparent size of every regular file under `$1`, one a line (summed by the runner). */
 const SIZES = `sizes() { find "$1" -type f -printf '%s\\n'; }`;
 
 /** `sh -c` scripts run in the copy pod. */
 const SCRIPTS = {
-  /** Copies FROM's entries into TO, TO emptied first when `$1` is "replace". */
+  /**
+   * Copies FROM's entries into TO; when `$1` is "replace", TO is made what FROM holds, only what
+   * differs removed and copied (runner/engine/volume-sync-script.ts, whose text is `$2`).
+   */
   copy: `set -eu
-${EMPTY}
+VOLUME_SYNC=$2
+${REPLACE_FUNCTION}
 ${SIZES}
-[ "$1" = replace ] && empty ${TO}
-cd ${FROM}
-find . -mindepth 1 -maxdepth 1 -exec cp -a -t ${TO} -- {} +
+if [ "$1" = replace ]; then
+  replace ${FROM} ${TO} /tmp
+else
+  cd ${FROM}
+  find . -mindepth 1 -maxdepth 1 -exec cp -a -t ${TO} -- {} +
+fi
 sizes ${TO}`,
   /**
    * A tar of the volume, every entry under `volume/`: regular files, directories and symlinks only
@@ -484,7 +484,13 @@ export class KubernetesSnapshots implements SessionSnapshots {
     }
     try {
       return summedSizes(
-        await this.#run(pod.name, [SCRIPTS.copy, mode], `copying snapshot ${target.name}`, undefined, signal),
+        await this.#run(
+          pod.name,
+          [SCRIPTS.copy, mode, VOLUME_SYNC_SCRIPT],
+          `copying snapshot ${target.name}`,
+          undefined,
+          signal,
+        ),
       );
     } finally {
       await pod.remove();
@@ -524,6 +530,9 @@ export class KubernetesSnapshots implements SessionSnapshots {
         this.#log("warn", `${what} failed`, { exit: code, stderr: run.stderr().slice(0, 1000) });
         throw new CodedError("INTERNAL", `${what} failed in its copy pod (exit ${code})`);
       }
+      // Nothing but a fallback's notice (volume-sync-script.ts) is written there by a copy that ended well.
+      if (run.stderr().trim())
+        this.#log("warn", `${what}: notice`, { stderr: run.stderr().trim().slice(0, 300) });
       return Buffer.concat(chunks).toString("utf8");
     } finally {
       signal?.removeEventListener("abort", onAbort);

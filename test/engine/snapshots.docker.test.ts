@@ -134,9 +134,17 @@ function forkSpec(seed?: SnapshotStorage, name = forkSession): SessionSpec {
   });
 }
 
+/** What the driver warned of (a restore's sync that fell back to the full replace says so). */
+const warnings: string[] = [];
+
 beforeAll(async () => {
   ({ manager: stacks } = await stackManagerFor(join(dataDir, "runner")));
-  driver = new DockerDriver(docker, stacks, { gitImage });
+  driver = new DockerDriver(docker, stacks, {
+    gitImage,
+    log: (level, msg, fields) => {
+      if (level !== "info") warnings.push(`${msg} ${JSON.stringify(fields)}`);
+    },
+  });
   upDriver = new DockerDriver(docker, stacks, { gitImage, fastPath: false });
   // A session's volume as its stack makes it (labelled), filled as its agent would.
   await docker.createVolume({
@@ -278,9 +286,12 @@ describe("snapshots on Docker (real dockerd)", () => {
   });
 
   it("restore returns a changed session volume to the snapshot: what came after is gone", async () => {
+    warnings.length = 0;
     await driver.snapshots.restore(volumeContainer, taken);
     const restored = await listing(`${volumeContainer}-workspace`);
     expect(restored).toBe(original);
+    // By the sync (only what differs), not its fallback (runner/engine/volume-sync-script.ts).
+    expect(warnings).toEqual([]);
     expect(restored).not.toContain("later.txt");
     expect(await inVolume(`${volumeContainer}-workspace`, "cat /workspace/notes/deep/er/a.txt", true)).toBe(
       "hello",

@@ -50,8 +50,11 @@ let snapshots: KubernetesSnapshots;
 
 /** The snapshot stacks' recordings that failed (the driver logs them; the answer never waits for them). */
 const recordingFailures: string[] = [];
+/** A copy's notices: a restore's or a seed's sync that fell back to the full replace says so. */
+const copyNotices: string[] = [];
 const driverLog: DriverLog = (level, msg, fields) => {
   if (msg === "recording a snapshot's stack failed") recordingFailures.push(JSON.stringify(fields));
+  if (msg.endsWith(": notice")) copyNotices.push(`${msg} ${JSON.stringify(fields)}`);
   if (level === "warn" || level === "error")
     console.log(`driver ${level}: ${msg} ${JSON.stringify(fields ?? {})}`);
 };
@@ -247,15 +250,20 @@ describe("snapshots on Kubernetes", () => {
     expect(await codeOf(snapshots.restore(container, storage("first")))).toBe("FAILED_PRECONDITION");
     expect(await listing(original)).toContain("f 644 65532 6 later.txt ");
     await driver.scaleDown(container);
+    copyNotices.length = 0;
     await snapshots.restore(container, storage("first"));
+    // By the sync (only what differs), not its fallback (runner/engine/volume-sync-script.ts).
+    expect(copyNotices).toEqual([]);
     await driver.provision(container, spec(original), secrets);
     expect(await listing(original)).toEqual(before);
   }, 240_000);
 
   it("a provision with seedSnapshot starts with the snapshot's files, once", async () => {
     const forkContainer = workloadName(sessionNamespace, fork);
+    copyNotices.length = 0;
     const result = await driver.provision(forkContainer, spec(fork, storage("imported")), secrets);
     expect(result.seededSnapshot).toBe(storage("imported").storage);
+    expect(copyNotices).toEqual([]);
     expect(await listing(fork)).toEqual(before);
     // Diverged: a file written in the fork is not in the original.
     await sh(fork, "echo mine > /workspace/fork-only.txt");
