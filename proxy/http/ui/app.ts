@@ -639,14 +639,19 @@ function showView(title: string, text: string, cut: boolean): void {
   $("ws-view").hidden = false;
 }
 
+/** The latest listing asked for: an answer to an earlier one (a refresh overtaken by a click) is dropped. */
+let listingSeq = 0;
+
 /** Lists the pane's directory of the selected session's workspace. */
 async function listWorkspace(path = state.ws.path): Promise<void> {
   const name = state.ws.session;
   if (!name) return;
+  const seq = ++listingSeq;
   showError("ws-error");
   try {
     const listing = await api().listWorkspaceFiles(NS, name, path);
-    if (state.ws.session !== name) return; // another session was selected meanwhile
+    // Another session was selected, or another directory asked for, meanwhile.
+    if (state.ws.session !== name || seq !== listingSeq) return;
     state.ws.path = listing.path;
     $("ws-path").textContent = listing.path ? `/workspace/${listing.path}` : "/workspace";
     ($("ws-up") as HTMLButtonElement).disabled = listing.path === "";
@@ -655,7 +660,7 @@ async function listWorkspace(path = state.ws.path): Promise<void> {
     );
     $("ws-files").replaceChildren(...entries.map((e) => workspaceRow(name, listing.path, e)));
   } catch (error) {
-    if (state.ws.session === name) showError("ws-error", error);
+    if (state.ws.session === name && seq === listingSeq) showError("ws-error", error);
   }
 }
 
