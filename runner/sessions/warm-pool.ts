@@ -245,7 +245,8 @@ export class WarmPool {
         adapterToken,
         ...(want.gateway ? { gateway: want.gateway } : {}),
       });
-      await this.#o.agents.prestart(containerName, spec.agentCommand);
+      // An openai-chat runtime (spec.session) has no agent to start ahead: its workload is all of it.
+      if (!spec.session) await this.#o.agents.prestart(containerName, spec.agentCommand);
       this.#busy.delete(containerName);
       this.#ready.push({
         pool: want.pool,
