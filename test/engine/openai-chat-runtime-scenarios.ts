@@ -6,7 +6,8 @@
  * `session: {protocol: "openai-chat", port}`, and the loopback model server, which answers from
  * the whole conversation a harness sends it. Created, asked, streamed, asked through the official
  * `openai` client on the session's OpenAI endpoint, stopped and resumed with the conversation
- * kept (on the session's volume), deleted. Bad `session` declarations are refused.
+ * kept (on the session's volume), reached again after a runner restart, paused and woken (Docker:
+ * the paused tier), deleted. Bad `session` declarations are refused.
  */
 import { randomBytes } from "node:crypto";
 import OpenAI from "openai";
@@ -95,7 +96,7 @@ export function openAIChatRuntimeScenarios(options: OpenAIChatRuntimeScenarioOpt
       expect((await system.call("GET", `${NS}/agentruntimes/${RUNTIME}`)).status).toBe(404);
     });
 
-    it("created, asked, streamed, asked by the openai client, stopped and resumed with its conversation, deleted", async () => {
+    it("created, asked, streamed, asked by the openai client, stopped and resumed with its conversation", async () => {
       const put = await system.call(
         "PUT",
         `${NS}/agentruntimes/${RUNTIME}`,
@@ -191,8 +192,35 @@ export function openAIChatRuntimeScenarios(options: OpenAIChatRuntimeScenarioOpt
       const recalled = await ask("what token did I give you?");
       expect(recalled.status, JSON.stringify(recalled.body)).toBe(200);
       expect(recalled.body.output).toBe(`The token is ${TOKEN}.`);
+    });
 
-      // Deleted: gone.
+    it("a runner killed and started again still reaches it: its port and protocol are not lost, nor its conversation", async () => {
+      await system.kill("runner");
+      await system.startRunner(["--engine", options.engine]);
+      await phase("Ready");
+      const recalled = await ask("what token did I give you?");
+      expect(recalled.status, JSON.stringify(recalled.body)).toBe(200);
+      expect(recalled.body.output).toBe(`The token is ${TOKEN}.`);
+    });
+
+    if (options.engine === "docker")
+      it("paused (the workload frozen), a request wakes it and the harness answers", async () => {
+        const paused = await system.call("PATCH", `${SESSIONS}/${NAME}`, {
+          spec: { desiredState: "paused" },
+        });
+        expect(paused.status, JSON.stringify(paused.body)).toBe(200);
+        await phase("Paused");
+        const woken = await ask("what token did I give you?");
+        expect(woken.status, JSON.stringify(woken.body)).toBe(200);
+        expect(woken.body.output).toBe(`The token is ${TOKEN}.`);
+        const running = await system.call("PATCH", `${SESSIONS}/${NAME}`, {
+          spec: { desiredState: "running" },
+        });
+        expect(running.status).toBe(200);
+        await phase("Ready");
+      });
+
+    it("deleted: gone", async () => {
       const deleted = await system.call("DELETE", `${SESSIONS}/${NAME}`);
       expect([200, 202], JSON.stringify(deleted.body)).toContain(deleted.status);
       await until(
