@@ -720,8 +720,10 @@ export class KubernetesDriver implements EngineDriver {
     const cached = this.#endpoints.get(containerName);
     if (cached) return cached;
     const { endpoint } = await this.#stacks.outputs(p.namespace, p.name).catch(async (e: unknown) => {
-      // A fast create whose recording a restart cut short: the Service is there, the stack is not.
-      if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+      // A fast create whose recording a restart cut short: the Service is there, the stack is not
+      // (NOT_FOUND), or not its outputs yet (INVALID_ARGUMENT: the first `up` was killed midway).
+      const code = (e as { code?: string }).code;
+      if (code !== "NOT_FOUND" && code !== "INVALID_ARGUMENT") throw e;
       const service = await this.#core
         .readNamespacedService({ name: containerName, namespace: this.namespace })
         .catch(() => undefined);

@@ -1,7 +1,8 @@
 /**
  * The runtime image of test/fixtures/openai-chat-harness.ts: a harness that speaks only the
- * `openai-chat` session contract (issue 41). Built FROM the test bed's reference image (for its
- * Node and its non-root user, nothing of our adapter is run) with the harness as its entrypoint,
+ * `openai-chat` session contract (issue 41). Built FROM the test bed's reference image for its
+ * Node, busybox and non-root user, with its /app (our adapter, the reference agent) removed and
+ * the harness as its entrypoint,
  * listening on OPENAI_CHAT_FIXTURE_PORT, and pushed to the test bed's registry: its digest-pinned
  * name is what an AgentRuntime approves. Tagged by the hash of the harness and the base image, so
  * a rerun builds nothing new.
@@ -24,10 +25,14 @@ export function openAIChatFixtureImage(): string {
   const source = readFileSync(join(repoRoot, HARNESS));
   const dockerfile = [
     `FROM ${base.image}`,
-    "COPY openai-chat-harness.ts /app/openai-chat-harness.ts",
+    // Nothing of ours stays in it: no adapter, no reference agent for a start to execute.
+    "USER 0:0",
+    'RUN ["/bin/rm", "-rf", "/app"]',
+    "USER 65532:65532",
+    "COPY openai-chat-harness.ts /harness/openai-chat-harness.ts",
     `ENV HARNESS_PORT=${OPENAI_CHAT_FIXTURE_PORT} HARNESS_DATA_DIR=/workspace`,
     `EXPOSE ${OPENAI_CHAT_FIXTURE_PORT}`,
-    'ENTRYPOINT ["/bin/node", "/app/openai-chat-harness.ts"]',
+    'ENTRYPOINT ["/bin/node", "/harness/openai-chat-harness.ts"]',
     "",
   ].join("\n");
   const tag = createHash("sha256").update(dockerfile).update(source).digest("hex").slice(0, 16);
