@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { describeIssue, issueField } from "./issue-message.ts";
-import { AgentSpec, AgentView, AgentWrite, API_VERSION } from "./resources.ts";
+import { parseOrThrow } from "./errors.ts";
+import { AgentRuntimeSpec, AgentSpec, AgentView, AgentWrite, API_VERSION } from "./resources.ts";
 
 const model = { baseUrl: "http://10.213.0.1:11434/v1", name: "tiny" };
 
@@ -64,5 +65,38 @@ describe("AgentSpec limits", () => {
     [{ tokensPerHour: 5 }, "limits.tokensPerHour: is not a field"],
   ])("refuses %j", (limits, expected) => {
     expect(refusal({ runtimeRef: "r", limits })).toContain(expected);
+  });
+});
+
+describe("AgentRuntimeSpec session (an openai-chat runtime, issue 41)", () => {
+  const image = `127.0.0.1:5000/x@sha256:${"a".repeat(64)}`;
+  const parse = (session: unknown) => {
+    try {
+      return parseOrThrow(AgentRuntimeSpec, { image, contract: "v1alpha2", session }, "spec");
+    } catch (error) {
+      return (error as Error).message;
+    }
+  };
+
+  it("takes openai-chat on a port the harness can listen on", () => {
+    expect(parse({ protocol: "openai-chat", port: 9090 })).toMatchObject({
+      session: { protocol: "openai-chat", port: 9090 },
+    });
+    expect(parse({ protocol: "openai-chat", port: 1024 })).toMatchObject({ session: { port: 1024 } });
+    expect(parse({ protocol: "openai-chat", port: 65535 })).toMatchObject({ session: { port: 65535 } });
+  });
+
+  it("refuses another protocol, a port out of range or not an integer, a missing port or an unknown field, naming it", () => {
+    expect(parse({ protocol: "sympozium", port: 9090 })).toBe(
+      'invalid spec: session.protocol: must be "openai-chat" (leave session out for our adapter contract)',
+    );
+    for (const port of [0, 80, 1023, 65536, 9090.5, "9090"])
+      expect(parse({ protocol: "openai-chat", port })).toBe(
+        "invalid spec: session.port: must be an integer from 1024 to 65535",
+      );
+    expect(parse({ protocol: "openai-chat" })).toBe("invalid spec: session.port: is required");
+    expect(parse({ protocol: "openai-chat", port: 9090, path: "/x" })).toMatch(
+      /^invalid spec: session\.path: /,
+    );
   });
 });

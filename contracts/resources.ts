@@ -1,5 +1,12 @@
 import { z } from "zod";
-import { AgentCommand, DigestPinnedImage, DnsLabel, EgressRule, RuntimeContract } from "./session-spec.ts";
+import {
+  AgentCommand,
+  DigestPinnedImage,
+  DnsLabel,
+  EgressRule,
+  RuntimeContract,
+  SessionProtocol,
+} from "./session-spec.ts";
 
 /**
  * The namespaced resources of `/v1/namespaces/{ns}/…`, kubectl-style manifests:
@@ -58,6 +65,11 @@ export const AgentRuntimeSpec = z.strictObject({
    * absent: no pool.
    */
   warmPool: z.strictObject({ size: z.number().int().min(0).max(16) }).optional(),
+  /**
+   * `{protocol: "openai-chat", port}`: the image speaks Sympozium's openai-chat session contract
+   * instead of our adapter's (issue 41; contracts/session-spec.ts SessionProtocol). Absent: ours.
+   */
+  session: SessionProtocol.optional(),
 });
 export type AgentRuntimeSpec = z.infer<typeof AgentRuntimeSpec>;
 

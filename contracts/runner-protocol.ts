@@ -4,7 +4,14 @@ import { Usage } from "./adapter.ts";
 import { ApiErrorBody } from "./errors.ts";
 import { AgentLimits } from "./resources.ts";
 import { RunnerLabels, RunnerName } from "./runners.ts";
-import { AgentCommand, DigestPinnedImage, EgressRule, SessionSpec, SnapshotStorage } from "./session-spec.ts";
+import {
+  AgentCommand,
+  DigestPinnedImage,
+  EgressRule,
+  SessionProtocolName,
+  SessionSpec,
+  SnapshotStorage,
+} from "./session-spec.ts";
 import { SeededCommit } from "./workspace-repo.ts";
 
 /**
@@ -40,8 +47,21 @@ export const RunnerSessionReport = z.object({
 });
 export type RunnerSessionReport = z.infer<typeof RunnerSessionReport>;
 
-/** What a runner keeps of a session across its own restart: the report and the agent's command. */
-export const SavedRunnerSession = RunnerSessionReport.extend({ command: AgentCommand.optional() });
+/**
+ * How an agent session runs in its workspace: `exec`, the runtime's agent command started in the
+ * workload (our adapter contract); `none`, nothing to start: the workload's own process is the
+ * whole harness (an `openai-chat` runtime, contracts/session-spec.ts SessionProtocol), the
+ * session READY while it runs.
+ */
+export const AgentMode = z.enum(["exec", "none"]);
+export type AgentMode = z.infer<typeof AgentMode>;
+
+/** What a runner keeps of a session across its own restart: the report and the agent's command (or mode). */
+export const SavedRunnerSession = RunnerSessionReport.extend({
+  command: AgentCommand.optional(),
+  /** Absent: `exec`. */
+  mode: AgentMode.optional(),
+});
 export type SavedRunnerSession = z.infer<typeof SavedRunnerSession>;
 
 /**
@@ -86,6 +106,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     resume: z.boolean(),
     /** The runtime's agent command (SessionSpec.agentCommand); absent: the reference agent. */
     command: AgentCommand.optional(),
+    /** Absent: `exec`. `none` for a runtime with `spec.session` (no agent to start). */
+    mode: AgentMode.optional(),
   }),
   z.object({ kind: z.literal("stop"), session_id: z.string() }),
   z.object({ kind: z.literal("send"), session_id: z.string(), line: z.string().max(64 * 1024) }),
@@ -113,6 +135,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     container_name: z.string(),
     relay_id: z.string(),
     request: z.object({ id: z.string(), input: z.string(), stream: z.boolean() }),
+    /** The workspace's session protocol (SessionSpec.session); absent: our adapter contract. */
+    protocol: SessionProtocolName.optional(),
     timeout_ms: z.number().int().positive(),
     /** Bytes of the adapter's reply the runner relays at most; past it the relay ends RESOURCE_EXHAUSTED. */
     reply_max_bytes: z
@@ -127,7 +151,12 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
    * recovers it from the workspace's stack), resolves its endpoint and asks its readiness
    * endpoint. The server reports a HarnessSession Ready only after one succeeded.
    */
-  z.object({ kind: z.literal("probe"), container_name: z.string() }),
+  z.object({
+    kind: z.literal("probe"),
+    container_name: z.string(),
+    /** As `relay`'s: an `openai-chat` harness is asked `GET /healthz`, ours `GET /readyz`. */
+    protocol: SessionProtocolName.optional(),
+  }),
   z.object({
     kind: z.literal("cancel_relay"),
     container_name: z.string(),

@@ -35,6 +35,33 @@ export const DigestPinnedImage = z
 export const RuntimeContract = z.enum(["v1alpha1", "v1alpha2"]);
 export type RuntimeContract = z.infer<typeof RuntimeContract>;
 
+/**
+ * A runtime that speaks Sympozium's `openai-chat` session contract instead of our adapter's
+ * (issue 41): its image serves `GET /healthz` and `POST /v1/chat/completions` on `port`, and is
+ * started with SYMPOZIUM_HARNESS_CONTRACT_VERSION=v1alpha2. The runner probes and relays to it
+ * in that contract (runner/relay/openai-chat-exchange.ts); everything else about a session is
+ * the same.
+ */
+export const SessionProtocolName = z.literal("openai-chat", {
+  error: 'must be "openai-chat" (leave session out for our adapter contract)',
+});
+export const SessionProtocol = z.strictObject({
+  protocol: SessionProtocolName,
+  /** The harness runs as a non-root user with no capabilities: it cannot listen below 1024. */
+  port: z
+    .number({ error: "must be an integer from 1024 to 65535" })
+    .int({ error: "must be an integer from 1024 to 65535" })
+    .min(1024, { error: "must be an integer from 1024 to 65535" })
+    .max(65535, { error: "must be an integer from 1024 to 65535" }),
+});
+export type SessionProtocol = z.infer<typeof SessionProtocol>;
+
+/** The variable an openai-chat harness is started with, and its value. */
+export const HARNESS_CONTRACT_ENV = {
+  name: "SYMPOZIUM_HARNESS_CONTRACT_VERSION",
+  value: "v1alpha2",
+} as const;
+
 /** An argv: the executable, then its arguments. */
 export const AgentCommand = z.array(z.string().min(1).max(4096)).min(1).max(64);
 export type AgentCommand = z.infer<typeof AgentCommand>;
@@ -112,6 +139,8 @@ export const SessionSpec = z.object({
    * Absent: the reference agent.
    */
   agentCommand: AgentCommand.optional(),
+  /** The runtime's `spec.session`: absent, our adapter contract on ADAPTER_PORT. */
+  session: SessionProtocol.optional(),
   /**
    * Ports no egress may open, on any address: the server's own and the control plane's. The
    * runner hands them to the policy pack on every `up` (stacks/policy-pack-config.ts).

@@ -18,7 +18,7 @@ import { AgentSessions } from "./sessions/agent-sessions.ts";
 import type { RunnerConfig } from "./config.ts";
 import type { EngineDriver } from "./engine/driver.ts";
 import { RunnerLink } from "./link/link.ts";
-import { Relays } from "./relay/relay.ts";
+import { type RelayTarget, Relays } from "./relay/relay.ts";
 import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
@@ -41,8 +41,8 @@ export type Log = Logger;
 export const jsonLog = jsonLogger;
 
 export type RunnerOptions = {
-  /** Asks an adapter whether it takes requests (`probe`). @default probeAdapter (GET /readyz) */
-  probeAdapter?: (endpoint: string) => Promise<void>;
+  /** Asks an adapter whether it takes requests (`probe`), on `path`. @default probeAdapter (GET /readyz) */
+  probeAdapter?: (endpoint: string, path?: string) => Promise<void>;
   /**
    * Dial the server in process instead of over a WebSocket to `serverUrl` (`serve`'s embedded
    * runner; contracts/runner-channel.ts). @default undefined (the WebSocket)
@@ -95,7 +95,7 @@ export class Runner {
   /** What the gateway counted for each one-shot run in progress. */
   readonly #runUsage = new Map<string, { input: number; output: number; calls: number; reported: number }>();
   readonly #config: RunnerConfig;
-  readonly #probeAdapter: (endpoint: string) => Promise<void>;
+  readonly #probeAdapter: (endpoint: string, path?: string) => Promise<void>;
 
   constructor(
     config: RunnerConfig,
@@ -106,7 +106,8 @@ export class Runner {
     this.#driver = driver;
     this.#config = config;
     this.#routes = new GatewayRoutes({ file: join(config.dataDir, "gateway-routes.json") });
-    this.#probeAdapter = options.probeAdapter ?? probeAdapter;
+    this.#probeAdapter =
+      options.probeAdapter ?? ((endpoint, path) => probeAdapter(endpoint, undefined, path));
     this.#log = log;
     this.#workspace = new WorkspaceCommands(
       driver.workspace,
@@ -387,7 +388,12 @@ export class Runner {
             `workspace ${command.container_name} is an unclaimed warm-pool entry`,
           );
         return {
-          state: await this.sessions.start(command.session_id, command.container_name, command.command),
+          state: await this.sessions.start(
+            command.session_id,
+            command.container_name,
+            command.command,
+            command.mode,
+          ),
         };
       case "stop":
         return { state: await this.sessions.stop(command.session_id) };
@@ -429,9 +435,9 @@ export class Runner {
       case "relay": {
         // Waits while a snapshot of the workspace is taken; counted in flight from here.
         const leave = await this.#snapshotGate.enter(command.container_name, signal);
-        let target: { endpoint: string; token: string };
+        let target: RelayTarget;
         try {
-          target = await this.#relayTarget(command.container_name);
+          target = await this.#relayTarget(command.container_name, command.protocol);
         } catch (error) {
           leave();
           throw error;
@@ -469,7 +475,8 @@ export class Runner {
       }
       case "probe": {
         const { endpoint } = await this.#relayTarget(command.container_name);
-        await this.#probeAdapter(endpoint);
+        // An openai-chat harness answers `GET /healthz` (contracts/session-spec.ts SessionProtocol).
+        await this.#probeAdapter(endpoint, command.protocol === "openai-chat" ? "/healthz" : undefined);
         return { endpoint };
       }
       case "cancel_relay":
@@ -606,8 +613,8 @@ export class Runner {
     });
   }
 
-  /** Where a relayed request goes: the adapter's endpoint and the token it wants. */
-  async #relayTarget(containerName: string): Promise<{ endpoint: string; token: string }> {
+  /** Where a relayed request goes: the adapter's endpoint, the token it wants, the protocol it speaks. */
+  async #relayTarget(containerName: string, protocol?: "openai-chat"): Promise<RelayTarget> {
     const token = await this.#tokenOf(containerName);
     if (!token)
       throw new CodedError(
@@ -616,7 +623,7 @@ export class Runner {
       );
     const endpoint = await this.#driver.endpoint(containerName);
     if (!endpoint) throw new CodedError("FAILED_PRECONDITION", `workspace ${containerName} is not running`);
-    return { endpoint, token };
+    return { endpoint, token, ...(protocol ? { protocol } : {}) };
   }
 
   /** The workspace's adapter token: the one it was provisioned with, else its stack's (read once). */

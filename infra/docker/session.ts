@@ -111,7 +111,7 @@ export class DockerSession extends pulumi.ComponentResource {
         { parent: this, dependsOn: [volume] },
       );
       this.resolvedImageDigest = container.resolvedImageDigest;
-      this.endpoint = pulumi.interpolate`${container.ipAddress}:${ADAPTER_PORT}`;
+      this.endpoint = pulumi.interpolate`${container.ipAddress}:${spec.session?.port ?? ADAPTER_PORT}`;
     } else {
       // Stopped: no container. The digest is the pinned one (what a resume will run).
       this.resolvedImageDigest = pulumi.output(spec.image.split("@")[1] ?? "");

@@ -9,7 +9,12 @@
  */
 import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { ADAPTER_CONTAINER, WORKSPACE_CONTAINER, WORKSPACE_SCRATCH } from "../../contracts/session-pod.ts";
-import { Labels, type SessionSpec, workloadName } from "../../contracts/session-spec.ts";
+import {
+  HARNESS_CONTRACT_ENV,
+  Labels,
+  type SessionSpec,
+  workloadName,
+} from "../../contracts/session-spec.ts";
 import { hardenedContainerSecurityContext, hardenedPodSpec } from "./hardening.ts";
 
 /**
@@ -67,14 +72,29 @@ export function sessionSelector(spec: Pick<SessionSpec, "namespace" | "name">): 
   return { [Labels.session]: spec.name, [Labels.namespace]: spec.namespace, [Labels.component]: "session" };
 }
 
+/**
+ * The port the session's container listens on: our adapter's, or an `openai-chat` harness's own
+ * (`spec.session.port`). The Service keeps ADAPTER_PORT and targets it, so the runner's endpoint
+ * through the ClusterIP is the same for both contracts.
+ */
+export function harnessPort(spec: Pick<SessionSpec, "session">): number {
+  return spec.session?.port ?? ADAPTER_PORT;
+}
+
+/** The path its readiness is asked on: `/readyz` (ours), `/healthz` (an `openai-chat` harness). */
+export function readyPath(spec: Pick<SessionSpec, "session">): string {
+  return spec.session ? "/healthz" : "/readyz";
+}
+
 /** The adapter container's env: the spec's, the adapter's settings, each credential from the Secret. */
 export function adapterEnv(spec: SessionSpec, credentialNames: readonly string[]) {
   const secretName = sessionObjectNames(spec).secret;
   return [
     ...Object.entries(spec.env).map(([k, v]) => ({ name: k, value: v })),
-    { name: "ADAPTER_PORT", value: String(ADAPTER_PORT) },
+    { name: "ADAPTER_PORT", value: String(harnessPort(spec)) },
     { name: "ADAPTER_STREAMING", value: String(spec.streaming) },
     { name: "AGENT_WORKSPACE", value: "/workspace" },
+    ...(spec.session ? [{ name: HARNESS_CONTRACT_ENV.name, value: HARNESS_CONTRACT_ENV.value }] : []),
     ...[...credentialNames, "ADAPTER_TOKEN"].map((k) => ({
       name: k,
       valueFrom: { secretKeyRef: { name: secretName, key: k } },
@@ -152,19 +172,19 @@ export function sessionManifests(
               image: spec.image,
               imagePullPolicy: "IfNotPresent",
               env,
-              ports: [{ name: "adapter", containerPort: ADAPTER_PORT, protocol: "TCP" }],
+              ports: [{ name: "adapter", containerPort: harnessPort(spec), protocol: "TCP" }],
               securityContext: hardenedContainerSecurityContext(),
               resources: {
                 requests: { cpu: cpuRequestOf(spec.resources.cpu), memory: `${spec.resources.memoryMiB}Mi` },
                 limits: { cpu: spec.resources.cpu, memory: `${spec.resources.memoryMiB}Mi` },
               },
               readinessProbe: {
-                httpGet: { path: "/readyz", port: ADAPTER_PORT },
+                httpGet: { path: readyPath(spec), port: harnessPort(spec) },
                 periodSeconds: 1,
                 failureThreshold: 3,
               },
               livenessProbe: {
-                httpGet: { path: "/healthz", port: ADAPTER_PORT },
+                httpGet: { path: "/healthz", port: harnessPort(spec) },
                 periodSeconds: 10,
                 failureThreshold: 3,
               },
@@ -192,7 +212,7 @@ export function sessionManifests(
     spec: {
       type: "ClusterIP",
       selector,
-      ports: [{ name: "adapter", port: ADAPTER_PORT, targetPort: ADAPTER_PORT, protocol: "TCP" }],
+      ports: [{ name: "adapter", port: ADAPTER_PORT, targetPort: harnessPort(spec), protocol: "TCP" }],
     },
   };
 
@@ -213,7 +233,7 @@ export function sessionManifests(
     spec: {
       podSelector: { matchLabels: selector },
       policyTypes: ["Ingress", "Egress"],
-      ingress: [{ from: runnerPeers, ports: [{ port: ADAPTER_PORT, protocol: "TCP" }] }],
+      ingress: [{ from: runnerPeers, ports: [{ port: harnessPort(spec), protocol: "TCP" }] }],
       egress: [
         {
           to: [{ namespaceSelector: {} }],

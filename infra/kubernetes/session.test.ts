@@ -148,6 +148,34 @@ describe("KubernetesSession component", () => {
     });
   });
 
+  it("an openai-chat harness: its port in the pod and the policy, /healthz for readiness, the contract version set, the Service's port kept", async () => {
+    recorded.length = 0;
+    const spec = SessionSpec.parse({
+      namespace: "default",
+      name: "epsilon",
+      engine: "kubernetes",
+      image,
+      contract: "v1alpha2",
+      session: { protocol: "openai-chat", port: 9090 },
+    });
+    const s = new mod.KubernetesSession("epsilon", { spec, credentials: {}, adapterToken: "tok" });
+    expect(await outputValue(s.endpoint)).toBe("10.0.0.42:8080");
+    await new Promise((r) => setTimeout(r, 50));
+    const byType = Object.fromEntries(custom(recorded).map((r) => [r.type, r.inputs as Obj]));
+    const c = byType["kubernetes:apps/v1:Deployment"]!.spec.template.spec.containers[0];
+    expect(c.ports).toEqual([{ name: "adapter", containerPort: 9090, protocol: "TCP" }]);
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/healthz", port: 9090 });
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: 9090 });
+    expect(c.env).toContainEqual({ name: "SYMPOZIUM_HARNESS_CONTRACT_VERSION", value: "v1alpha2" });
+    expect(c.env).toContainEqual({ name: "ADAPTER_PORT", value: "9090" });
+    expect(byType["kubernetes:core/v1:Service"]!.spec.ports).toEqual([
+      { name: "adapter", port: 8080, targetPort: 9090, protocol: "TCP" },
+    ]);
+    expect(byType["kubernetes:networking.k8s.io/v1:NetworkPolicy"]!.spec.ingress[0].ports).toEqual([
+      { port: 9090, protocol: "TCP" },
+    ]);
+  });
+
   it("without one, the pod is the adapter alone, as before", async () => {
     recorded.length = 0;
     const spec = SessionSpec.parse({

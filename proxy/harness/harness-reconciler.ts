@@ -685,7 +685,11 @@ export class HarnessReconciler {
       };
     const outcome = await this.#o.runners.command(
       workspace.runner_id,
-      { kind: "probe", container_name: workspace.container_name },
+      {
+        kind: "probe",
+        container_name: workspace.container_name,
+        ...(workspace.spec.session ? { protocol: workspace.spec.session.protocol } : {}),
+      },
       this.#o.probeTimeoutMs,
     );
     return outcome.ok ? { ok: true } : { ok: false, error: outcome.error };

@@ -63,6 +63,14 @@ describe("session spec from an Agent and its runtime", () => {
     expect(build(runtime()).agentCommand).toBeUndefined();
   });
 
+  it("keeps the runtime's openai-chat session declaration; none declared: our adapter contract", () => {
+    const build = (rt: AgentRuntime) =>
+      buildSessionSpec({ namespace: "default", name: "w", engine: "docker", agent: agent(), runtime: rt });
+    const session = { protocol: "openai-chat" as const, port: 9090 };
+    expect(build(runtime({ session })).session).toEqual(session);
+    expect(build(runtime()).session).toBeUndefined();
+  });
+
   it("refuses v1alpha1 and unapproved runtimes", () => {
     expect(() => assertSessionRuntime(runtime({ contract: "v1alpha1" }))).toThrow(/v1alpha2/);
     expect(() =>

@@ -68,6 +68,7 @@ export function buildSessionSpec(input: {
     contract: runtime.spec.contract,
     streaming: runtime.spec.capabilities.includes("streaming"),
     ...(runtime.spec.agent ? { agentCommand: runtime.spec.agent.command } : {}),
+    ...(runtime.spec.session ? { session: runtime.spec.session } : {}),
     egress: agent.spec.egress,
     ...(repo ? { repo } : {}),
     forbiddenEgressPorts: egress.forbiddenPorts,

@@ -166,6 +166,8 @@ export class Sessions {
       resume: resumeId !== undefined || options.resume === true,
       // The runtime's agent, fixed with its image when the workspace was made.
       command: workspace.spec.agentCommand ?? [...REFERENCE_AGENT_COMMAND],
+      // An openai-chat runtime's workload is the whole harness: no agent to start in it.
+      ...(workspace.spec.session ? { mode: "none" as const } : {}),
     });
     if (!outcome.ok) {
       // A lost link leaves the session DISCONNECTED for the reattach window to settle; only a

@@ -96,6 +96,7 @@ export class Flight {
           container_name: workspace.container_name,
           relay_id: relayId,
           request,
+          ...(workspace.spec.session ? { protocol: workspace.spec.session.protocol } : {}),
           timeout_ms: timeoutMs,
           reply_max_bytes: this.#o.replyMaxBytes,
         },

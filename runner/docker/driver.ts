@@ -135,7 +135,7 @@ export class DockerDriver implements EngineDriver {
       });
       return undefined;
     }
-    const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
+    const endpoint = `${running.ipAddress}:${parsed.session?.port ?? ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
     // A heal's stack still holds the lost container: refreshed first, the `up` adopts the new one.
     this.#records.record(
@@ -178,7 +178,7 @@ export class DockerDriver implements EngineDriver {
       done();
       return undefined;
     }
-    const endpoint = `${running.ipAddress}:${ADAPTER_PORT}`;
+    const endpoint = `${running.ipAddress}:${parsed.session?.port ?? ADAPTER_PORT}`;
     this.#endpoints.set(containerName, endpoint);
     this.#records.record(
       containerName,
@@ -344,8 +344,12 @@ export class DockerDriver implements EngineDriver {
     const running = await this.#runningContainer(containerName);
     // The session network is named after the workload (infra/docker/provider/session-network.ts).
     const ip = running?.NetworkSettings.Networks[`${containerName}-net`]?.IPAddress;
+    // The port the adapter was started on (containerEnv: an openai-chat harness's own).
+    const port = running?.Config.Env?.find((e) => e.startsWith("ADAPTER_PORT="))?.slice(
+      "ADAPTER_PORT=".length,
+    );
     const endpoint = ip
-      ? `${ip}:${ADAPTER_PORT}`
+      ? `${ip}:${port ?? ADAPTER_PORT}`
       : (await this.#stacks.outputs(p.namespace, p.name)).endpoint;
     if (endpoint) this.#endpoints.set(containerName, endpoint);
     return endpoint;

@@ -13,11 +13,14 @@
 import { request } from "undici";
 import { CodedError } from "../../contracts/errors.ts";
 
-/** @default timeoutMs 5000 */
-export async function probeAdapter(endpoint: string, timeoutMs = 5_000): Promise<void> {
+/**
+ * `path`: `/readyz` for our adapter contract, `/healthz` for an `openai-chat` harness.
+ * @default timeoutMs 5000, path "/readyz"
+ */
+export async function probeAdapter(endpoint: string, timeoutMs = 5_000, path = "/readyz"): Promise<void> {
   let status: number;
   try {
-    const res = await request(`http://${endpoint}/readyz`, {
+    const res = await request(`http://${endpoint}${path}`, {
       method: "GET",
       reset: true,
       headersTimeout: timeoutMs,

@@ -57,7 +57,7 @@ import { noGitImage } from "../engine/repo-scripts.ts";
 import { isApiStatus, type OnExit, watchPodExits } from "./pod-watch.ts";
 import { intactSessionService, scaleDeployment, serviceRoutesTo } from "./scale.ts";
 import { fastCreateKubernetes, fastCreateManifests, releaseRunnerFields } from "./fast-create.ts";
-import { sessionResources } from "../../infra/kubernetes/manifests.ts";
+import { harnessPort, readyPath, sessionResources } from "../../infra/kubernetes/manifests.ts";
 import { PodFailures } from "./pod-failure.ts";
 import { probeAdapter } from "../engine/adapter-probe.ts";
 import {
@@ -109,7 +109,7 @@ export type KubernetesDriverOptions = {
   /** A first create takes the fast path too (runner/kubernetes/fast-create.ts). @default true */
   fastCreate?: boolean;
   /** How a fast create or heal asks the adapter whether it serves (tests replace it). @default probeAdapter */
-  probeAdapter?: (endpoint: string, timeoutMs: number) => Promise<void>;
+  probeAdapter?: (endpoint: string, timeoutMs: number, path?: string) => Promise<void>;
   log?: DriverLog;
 };
 
@@ -168,7 +168,7 @@ export class KubernetesDriver implements EngineDriver {
   readonly snapshots: KubernetesSnapshots | undefined;
   readonly #fastPath: boolean;
   readonly #createsFast: boolean;
-  readonly #probeAdapter: (endpoint: string, timeoutMs: number) => Promise<void>;
+  readonly #probeAdapter: (endpoint: string, timeoutMs: number, path?: string) => Promise<void>;
   readonly #log: DriverLog;
   /** What each workspace's stack records, and the background `up`s recording fast-path changes. */
   readonly #records: FastPathRecords;
@@ -292,7 +292,7 @@ export class KubernetesDriver implements EngineDriver {
       // The `up` does not await the rollout (skipAwait, infra/kubernetes/manifests.ts): the pod
       // Ready and the adapter served through its ClusterIP are waited for here.
       await this.#waitReady(containerName);
-      const endpoint = outputs.endpoint && (await this.#waitServing(containerName, outputs.endpoint));
+      const endpoint = outputs.endpoint && (await this.#waitServing(containerName, outputs.endpoint, spec));
       if (endpoint) this.#endpoints.set(containerName, endpoint);
       // Once, before any agent session starts in it: a seeded checkout is never fetched again.
       const seededCommit = await this.workspace?.seed(containerName, spec, secrets.repoCredentials ?? {});
@@ -339,7 +339,7 @@ export class KubernetesDriver implements EngineDriver {
     let endpoint: string;
     try {
       await this.#waitReady(containerName, FAST_POLL_MS);
-      endpoint = await this.#waitServing(containerName, `${clusterIP}:${ADAPTER_PORT}`);
+      endpoint = await this.#waitServing(containerName, `${clusterIP}:${ADAPTER_PORT}`, spec);
     } catch (error) {
       // The Deployment asks for 1 and the stack says 0: unknown now, the next operation reconciles.
       done();
@@ -400,7 +400,7 @@ export class KubernetesDriver implements EngineDriver {
     const clusterIP = service?.spec?.clusterIP;
     if (!clusterIP || deployment?.spec?.replicas !== 1) return undefined;
     await this.#waitReady(containerName, FAST_POLL_MS);
-    const endpoint = await this.#waitServing(containerName, `${clusterIP}:${ADAPTER_PORT}`);
+    const endpoint = await this.#waitServing(containerName, `${clusterIP}:${ADAPTER_PORT}`, spec);
     this.#endpoints.set(containerName, endpoint);
     return { containerName, endpoint, resolvedImageDigest: spec.image.split("@")[1] ?? "" };
   }
@@ -445,7 +445,7 @@ export class KubernetesDriver implements EngineDriver {
         namespace: this.namespace,
       });
       await this.#waitReady(containerName, FAST_POLL_MS);
-      endpoint = await this.#waitServing(containerName, `${service.spec?.clusterIP}:${ADAPTER_PORT}`);
+      endpoint = await this.#waitServing(containerName, `${service.spec?.clusterIP}:${ADAPTER_PORT}`, spec);
     } catch (error) {
       // Made but not Ready: the recording still declares what was made, so a remove finds it all.
       this.#records.record(containerName, { key, replicas: 1 }, (r) => this.#record(spec, secrets, r), done);
@@ -485,21 +485,26 @@ export class KubernetesDriver implements EngineDriver {
    * adapter at: the ClusterIP's; the pod's own when the route does not serve by the deadline while
    * the pod answers directly (seen once in CI on 1.20: after a second pod deletion the ClusterIP
    * answered HTTP 404 for minutes while the new pod was Ready); the ClusterIP's again, with a
-   * warning, when neither answers.
+   * warning, when neither answers. An `openai-chat` harness (`spec.session`) is asked `/healthz`,
+   * on its own port at the pod's address (the Service maps ADAPTER_PORT to it).
    */
-  async #waitServing(containerName: string, endpoint: string): Promise<string> {
+  async #waitServing(
+    containerName: string,
+    endpoint: string,
+    spec: Pick<SessionSpec, "session">,
+  ): Promise<string> {
     await this.#waitRouted(containerName);
     const deadline = new AwakeDeadline(SERVE_SETTLE_MS);
     for (;;) {
       try {
-        await this.#probeAdapter(endpoint, 1_000);
+        await this.#probeAdapter(endpoint, 1_000, readyPath(spec));
         return endpoint;
       } catch (error) {
         if (deadline.passed()) {
           const podIP = (await this.#readyPod(containerName).catch(() => undefined))?.status?.podIP;
-          const direct = podIP ? `${podIP}:${ADAPTER_PORT}` : undefined;
+          const direct = podIP ? `${podIP}:${harnessPort(spec)}` : undefined;
           const answer = direct
-            ? await this.#probeAdapter(direct, 1_000).then(
+            ? await this.#probeAdapter(direct, 1_000, readyPath(spec)).then(
                 () => undefined,
                 (e: Error) => e.message.slice(0, 200),
               )
@@ -717,8 +722,10 @@ export class KubernetesDriver implements EngineDriver {
     const cached = this.#endpoints.get(containerName);
     if (cached) return cached;
     const { endpoint } = await this.#stacks.outputs(p.namespace, p.name).catch(async (e: unknown) => {
-      // A fast create whose recording a restart cut short: the Service is there, the stack is not.
-      if ((e as { code?: string }).code !== "NOT_FOUND") throw e;
+      // A fast create whose recording a restart cut short: the Service is there, the stack is not
+      // (NOT_FOUND), or not its outputs yet (INVALID_ARGUMENT: the first `up` was killed midway).
+      const code = (e as { code?: string }).code;
+      if (code !== "NOT_FOUND" && code !== "INVALID_ARGUMENT") throw e;
       const service = await this.#core
         .readNamespacedService({ name: containerName, namespace: this.namespace })
         .catch(() => undefined);

@@ -110,6 +110,29 @@ describe("the runner's session set", () => {
     ]);
   });
 
+  it("mode none (an openai-chat runtime) execs nothing: READY while the workload runs, ERRORED when it exits, stopped and restored without an exec", async () => {
+    const driver = fakeDriver(new Set(["c3"]));
+    const { events, states } = recorder();
+    const sessions = new AgentSessions(driver, events);
+    expect(await sessions.start("s1", "c1", undefined, "none")).toBe("READY");
+    expect(driver.starts).toEqual([]);
+    expect(() => sessions.send("s1", "{}")).toThrow(/not READY/);
+    await expect(sessions.start("s3", "c3", undefined, "none")).rejects.toMatchObject({ code: "NOT_FOUND" });
+    const file = tempFile();
+    file.save(sessions.saved());
+    expect(file.load()).toMatchObject([{ session_id: "s1", state: "READY", mode: "none" }]);
+    // After a runner restart: READY again, still no exec.
+    const restarted = new AgentSessions(fakeDriver(), recorder().events);
+    expect(await restarted.restore(file.load())).toEqual([]);
+    expect(restarted.report()).toEqual([{ session_id: "s1", container_name: "c1", state: "READY" }]);
+    sessions.workloadExited("c1", "ContainerExited", "exit 1");
+    expect(sessions.report()).toEqual([
+      { session_id: "s1", container_name: "c1", state: "ERRORED", reason: "ContainerExited" },
+    ]);
+    expect(await restarted.stop("s1")).toBe("STOPPED");
+    expect(states).toEqual(["s1:READY", "s1:ERRORED"]);
+  });
+
   it("send: NOT_FOUND for a session it does not hold, FAILED_PRECONDITION for one not READY", async () => {
     const driver = fakeDriver();
     const sessions = new AgentSessions(driver, recorder().events);

@@ -7,7 +7,7 @@ import { type AgentFrame, parseAgentLine, type SessionState } from "../../contra
 import { CodedError } from "../../contracts/errors.ts";
 import type { Logger } from "../../contracts/log.ts";
 import { REFERENCE_AGENT_COMMAND } from "../../contracts/resources.ts";
-import type { RunnerSessionReport, SavedRunnerSession } from "../../contracts/runner-protocol.ts";
+import type { AgentMode, RunnerSessionReport, SavedRunnerSession } from "../../contracts/runner-protocol.ts";
 import { SessionReasons } from "../../contracts/session-reasons.ts";
 import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./agent-stdout.ts";
 import type { AgentProcess, EngineDriver, ExitReason } from "../engine/driver.ts";
@@ -36,6 +36,8 @@ type Entry = {
   reason?: string;
   /** The argv the agent was started with (the runtime's agent command). */
   command: string[];
+  /** `none`: no agent process, the workload is the harness (contracts/runner-protocol.ts AgentMode). */
+  mode: AgentMode;
   process?: AgentProcess;
   deliberate: boolean;
   /** The deliberate stop under way, which every further stop of the session waits for. */
@@ -109,7 +111,7 @@ export class AgentSessions {
   saved(): SavedRunnerSession[] {
     return [...this.#entries.values()]
       .filter((e) => e.state !== "STOPPED")
-      .map((e) => ({ ...reportOf(e), command: e.command }));
+      .map((e) => ({ ...reportOf(e), command: e.command, ...(e.mode === "none" ? { mode: e.mode } : {}) }));
   }
 
   #live(containerName: string): Entry | undefined {
@@ -148,6 +150,7 @@ export class AgentSessions {
         containerName: s.container_name,
         state: "ERRORED",
         command: s.command ?? DEFAULT_AGENT_COMMAND,
+        mode: s.mode ?? "exec",
         ...(reason !== undefined ? { reason } : {}),
         deliberate: false,
         startedAt: Date.now(),
@@ -165,7 +168,9 @@ export class AgentSessions {
             return;
           case "restart-agent":
             try {
-              await around(s.container_name, () => this.start(s.session_id, s.container_name, s.command));
+              await around(s.container_name, () =>
+                this.start(s.session_id, s.container_name, s.command, s.mode),
+              );
             } catch (error) {
               // The workload went between the check and the exec: the same as not running.
               if ((error as { code?: unknown }).code === "NOT_FOUND")
@@ -184,11 +189,16 @@ export class AgentSessions {
     return failed;
   }
 
-  /** Starts the agent; resolves READY once the agent's first frame arrives. */
+  /**
+   * Starts the agent; resolves READY once the agent's first frame arrives. Mode `none` starts
+   * nothing: READY when the workload runs (its readiness was probed by the provision), ERRORED
+   * when it exits (the engine watcher, `workloadExited`); NOT_FOUND when it does not run.
+   */
   async start(
     sessionId: string,
     containerName: string,
     command: string[] = DEFAULT_AGENT_COMMAND,
+    mode: AgentMode = "exec",
   ): Promise<SessionState> {
     const live = this.#live(containerName);
     if (live && live.sessionId !== sessionId)
@@ -197,6 +207,7 @@ export class AgentSessions {
         `workspace ${containerName} already runs session ${live.sessionId}`,
       );
     if (live) return live.state;
+    if (mode === "none") return this.#startWithoutAgent(sessionId, containerName, command);
     const warm = this.#warm.get(containerName);
     if (warm) return this.#adopt(sessionId, containerName, warm);
     const entry: Entry = {
@@ -204,6 +215,7 @@ export class AgentSessions {
       containerName,
       state: "STARTING",
       command,
+      mode,
       deliberate: false,
       startedAt: Date.now(),
     };
@@ -246,6 +258,27 @@ export class AgentSessions {
       );
     }
     throw new CodedError("FAILED_PRECONDITION", `agent in ${containerName} exited during start`);
+  }
+
+  async #startWithoutAgent(
+    sessionId: string,
+    containerName: string,
+    command: string[],
+  ): Promise<SessionState> {
+    if (!(await this.#driver.isRunning(containerName)))
+      throw new CodedError("NOT_FOUND", `workspace ${containerName} is not running`);
+    const entry: Entry = {
+      sessionId,
+      containerName,
+      state: "STARTING",
+      command,
+      mode: "none",
+      deliberate: false,
+      startedAt: Date.now(),
+    };
+    this.#entries.set(sessionId, entry);
+    this.#set(entry, "READY");
+    return "READY";
   }
 
   /**
@@ -307,6 +340,7 @@ export class AgentSessions {
       containerName,
       state: "STARTING",
       command: warm.command,
+      mode: "exec",
       process: warm.process,
       deliberate: false,
       startedAt: Date.now(),

@@ -112,6 +112,27 @@ describe("the runner's warm pool", () => {
     ]);
   });
 
+  it("an openai-chat runtime's pool: entries provisioned with nothing pre-started, kept, handed out, and the session READY without an exec", async () => {
+    const { engine, pool, sessions } = setUp();
+    pool.start();
+    const harness = SessionSpec.parse({
+      ...template("ns"),
+      session: { protocol: "openai-chat", port: 9090 },
+    });
+    pool.configure([{ ...config("ns/o", 2), template: harness }]);
+    await pool.settled();
+    expect(pool.readyCounts()).toEqual({ "ns/o": 2 });
+    expect(engine.starts).toEqual([]);
+    // Not taken for entries that lost their agent: still both there after another round.
+    pool.configure([{ ...config("ns/o", 2), template: harness }]);
+    await pool.settled();
+    expect(pool.readyCounts()).toEqual({ "ns/o": 2 });
+    expect(engine.provisions).toHaveLength(2);
+    const entry = pool.claim("ns/o", "f1");
+    expect(await sessions.start("s1", entry.containerName, undefined, "none")).toBe("READY");
+    expect(engine.starts).toEqual([]);
+  });
+
   it("destroys entries of pools no longer asked for, of an older fingerprint, or beyond the size", async () => {
     const { engine, pool } = setUp();
     pool.start();

@@ -141,6 +141,15 @@ export class WarmPool {
    * Takes one ready entry of `pool` made from `fingerprint`, whose agent still runs; it leaves
    * the pool for good. NOT_FOUND when there is none (the caller provisions the slow way).
    */
+  /**
+   * Whether an entry may still be handed out: its pre-started agent runs. An openai-chat runtime's
+   * entry (`spec.session`) has none: it counts as alive, and a start in a workload that died
+   * meanwhile answers NOT_FOUND (runner/sessions/agent-sessions.ts, mode none).
+   */
+  #alive(entry: { containerName: string; spec: SessionSpec }): boolean {
+    return entry.spec.session !== undefined || this.#o.agents.hasWarm(entry.containerName);
+  }
+
   claim(pool: string, fingerprint: string): WarmEntry {
     for (;;) {
       const index = this.#ready.findIndex((e) => e.pool === pool && e.fingerprint === fingerprint);
@@ -150,7 +159,7 @@ export class WarmPool {
       }
       const [entry] = this.#ready.splice(index, 1);
       if (!entry) continue;
-      if (!this.#o.agents.hasWarm(entry.containerName)) {
+      if (!this.#alive(entry)) {
         // Its agent (or container) died while it waited: never hand that out.
         this.#o.log("warn", "warm pool: entry lost its agent; destroying it", {
           container: entry.containerName,
@@ -203,7 +212,7 @@ export class WarmPool {
       return (
         !want ||
         want.fingerprint !== e.fingerprint ||
-        !this.#o.agents.hasWarm(e.containerName) ||
+        !this.#alive(e) ||
         this.#ready.filter((r) => r.pool === e.pool).length > want.size
       );
     });
@@ -245,7 +254,8 @@ export class WarmPool {
         adapterToken,
         ...(want.gateway ? { gateway: want.gateway } : {}),
       });
-      await this.#o.agents.prestart(containerName, spec.agentCommand);
+      // An openai-chat runtime (spec.session) has no agent to start ahead: its workload is all of it.
+      if (!spec.session) await this.#o.agents.prestart(containerName, spec.agentCommand);
       this.#busy.delete(containerName);
       this.#ready.push({
         pool: want.pool,

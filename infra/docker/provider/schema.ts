@@ -69,6 +69,8 @@ export interface ContainerInputs {
   labels: Record<string, string>;
   /** Port the adapter listens on inside the container. */
   adapterPort: number;
+  /** Its readiness path; absent: `/readyz` (our adapter contract). An openai-chat harness: `/healthz`. */
+  readyPath?: string;
 }
 
 export interface ContainerOutputs extends ContainerInputs {

@@ -33,6 +33,19 @@ function inputs(overrides: Partial<ContainerInputs> = {}): ContainerInputs {
 }
 
 describe("the one session-container builder", () => {
+  it("an openai-chat harness: its own port, readiness on /healthz, the contract version in its env; ours unchanged", () => {
+    const harness = SessionSpec.parse({ ...spec, session: { protocol: "openai-chat", port: 9090 } });
+    expect(containerSpecInputs(harness)).toMatchObject({ adapterPort: 9090, readyPath: "/healthz" });
+    expect(containerEnv(harness, "172.30.0.1")).toMatchObject({
+      ADAPTER_PORT: "9090",
+      SYMPOZIUM_HARNESS_CONTRACT_VERSION: "v1alpha2",
+    });
+    // Our adapter's container is declared as before (its spec hash, hence no replacement).
+    expect(containerSpecInputs(spec).adapterPort).toBe(8080);
+    expect("readyPath" in containerSpecInputs(spec)).toBe(false);
+    expect(containerEnv(spec, "172.30.0.1")).not.toHaveProperty("SYMPOZIUM_HARNESS_CONTRACT_VERSION");
+  });
+
   it("names the workspace volume, the session network and the gateway the program declares", () => {
     const i = inputs();
     expect(i.name).toBe("as-team-chat");

@@ -8,7 +8,12 @@
 import { createHmac } from "node:crypto";
 import type Docker from "dockerode";
 import { ADAPTER_PORT } from "../../../contracts/adapter.ts";
-import { Labels, type SessionSpec, workloadName } from "../../../contracts/session-spec.ts";
+import {
+  HARNESS_CONTRACT_ENV,
+  Labels,
+  type SessionSpec,
+  workloadName,
+} from "../../../contracts/session-spec.ts";
 import { viaGateway } from "./gateway-url.ts";
 import { CONTAINER_LOG_CONFIG } from "./log-limits.ts";
 import type { ContainerInputs, MountInput } from "./schema.ts";
@@ -57,7 +62,9 @@ export function containerSpecInputs(spec: SessionSpec): SpecInputs {
     nanoCpus: Math.round(cpuCores(spec.resources.cpu) * 1e9),
     pidsLimit: spec.resources.pids,
     labels: sessionLabels(spec),
-    adapterPort: ADAPTER_PORT,
+    adapterPort: spec.session?.port ?? ADAPTER_PORT,
+    // An openai-chat harness answers /healthz only (contracts/session-spec.ts SessionProtocol).
+    ...(spec.session ? { readyPath: "/healthz" } : {}),
   };
 }
 
@@ -65,9 +72,10 @@ export function containerSpecInputs(spec: SessionSpec): SpecInputs {
 export function containerEnv(spec: SessionSpec, gateway: string): Record<string, string> {
   return {
     ...Object.fromEntries(Object.entries(spec.env).map(([k, v]) => [k, viaGateway(v, spec.egress, gateway)])),
-    ADAPTER_PORT: String(ADAPTER_PORT),
+    ADAPTER_PORT: String(spec.session?.port ?? ADAPTER_PORT),
     ADAPTER_STREAMING: String(spec.streaming),
     AGENT_WORKSPACE: "/workspace",
+    ...(spec.session ? { [HARNESS_CONTRACT_ENV.name]: HARNESS_CONTRACT_ENV.value } : {}),
   };
 }
 
@@ -159,14 +167,14 @@ async function pullIfMissing(docker: Docker, image: string): Promise<void> {
   }
 }
 
-async function waitReady(ip: string, port: number, timeoutMs: number): Promise<void> {
+async function waitReady(ip: string, port: number, timeoutMs: number, path = "/readyz"): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = "";
   while (Date.now() < deadline) {
     try {
-      const res = await fetch(`http://${ip}:${port}/readyz`, { signal: AbortSignal.timeout(1000) });
+      const res = await fetch(`http://${ip}:${port}${path}`, { signal: AbortSignal.timeout(1000) });
       if (res.ok) return;
-      last = `readyz answered ${res.status}`;
+      last = `${path} answered ${res.status}`;
     } catch (error) {
       last = (error as Error).message;
     }
@@ -216,7 +224,8 @@ export async function ensureSessionContainer(
       const { running: _running, ...adopted } = await describe(docker, existing, inputs);
       // A paused container (the paused tier, runner/docker/pause.ts) was Ready when it was frozen
       // and cannot answer until woken: it is the declared container as it is, adopted unprobed.
-      if (!found.State.Paused) await waitReady(adopted.ipAddress, inputs.adapterPort, readyTimeoutMs);
+      if (!found.State.Paused)
+        await waitReady(adopted.ipAddress, inputs.adapterPort, readyTimeoutMs, inputs.readyPath);
       return adopted;
     }
     if (options.adoptOnly) throw notAsDeclared(inputs.name);
@@ -231,7 +240,7 @@ export async function ensureSessionContainer(
   try {
     await container.start();
     const made = await describe(docker, container, inputs);
-    await waitReady(made.ipAddress, inputs.adapterPort, readyTimeoutMs);
+    await waitReady(made.ipAddress, inputs.adapterPort, readyTimeoutMs, inputs.readyPath);
     return {
       containerId: made.containerId,
       ipAddress: made.ipAddress,
