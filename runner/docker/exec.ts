@@ -130,11 +130,18 @@ export async function execOutput(
     stream.once("close", resolve);
     stream.once("error", () => resolve());
   });
+  return { stdout: out.text(), stderr: err.text(), exitCode: await execExitCode(exec) };
+}
+
+/**
+ * An ended exec's exit code as the engine records it: its stream can end a moment before the
+ * engine does (asked again every 20 ms, up to a second); null when it still runs or never said.
+ */
+export async function execExitCode(exec: Docker.Exec): Promise<number | null> {
   let { ExitCode, Running } = await exec.inspect();
-  // The stream can end a moment before the engine records the exit.
   for (let i = 0; Running && i < 50; i++) {
     await new Promise((r) => setTimeout(r, 20));
     ({ ExitCode, Running } = await exec.inspect());
   }
-  return { stdout: out.text(), stderr: err.text(), exitCode: ExitCode ?? null };
+  return ExitCode ?? null;
 }

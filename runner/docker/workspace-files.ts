@@ -27,6 +27,7 @@ import type { WorkspaceFiles, WorkspaceUpload } from "../engine/driver.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
 import { checkedRead, filesError, filesScript } from "../engine/workspace-files-script.ts";
 import { type ListedEntry, workspaceListing } from "../engine/workspace-listing.ts";
+import { execExitCode } from "./exec.ts";
 import { runGit, workspaceRepoDiff } from "./repo-seed.ts";
 import { CodedError } from "../../contracts/errors.ts";
 
@@ -201,13 +202,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
       }
     }
     await done;
-    let { ExitCode, Running } = await exec.inspect();
-    // The stream can end a moment before the engine records the exit.
-    for (let i = 0; Running && i < 50; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      ({ ExitCode, Running } = await exec.inspect());
-    }
-    const error = filesError(ExitCode, stderr, path);
+    const error = filesError(await execExitCode(exec), stderr, path);
     if (error) throw error;
   }
 
