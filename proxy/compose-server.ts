@@ -12,6 +12,7 @@ import { type RunningHarness, startHarness } from "./harness-wiring.ts";
 import { Lifecycle } from "./lifecycle/lifecycle.ts";
 import { jsonLogger, type Logger } from "./observability/log.ts";
 import { type ServerMetrics, startMetrics } from "./metrics-wiring.ts";
+import { SessionSeries } from "./observability/session-series.ts";
 import { NamespaceQuotas, sessionKey } from "./lifecycle/namespace-quotas.ts";
 import { ProvisionRecorder } from "./lifecycle/provision-recorder.ts";
 import { GatewayAccounting } from "./harness/gateway-accounting.ts";
@@ -223,6 +224,18 @@ export async function composeServer(
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
       cluster,
     });
+    const metricsReader = harness.routes.metrics;
+    if (config.sessionSeries.intervalMs > 0 && metricsReader) {
+      const series = new SessionSeries({
+        registry: observability.metrics.registry,
+        list: async () => await harnessStore.listHarnessSessions(),
+        read: (namespace, name) => metricsReader.read(namespace, name),
+        ...config.sessionSeries,
+        log,
+      });
+      series.start();
+      shutdown.signal.addEventListener("abort", () => void series.stop());
+    }
     // A runner attaching or undrained may take work that waits for one (Pending HarnessSessions).
     const placeWaiting = harness.resyncUnsettled;
     // The paused tier: an agent message or a files call wakes a Paused HarnessSession first.

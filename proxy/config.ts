@@ -160,6 +160,19 @@ export const ServerEnv = z.object({
   /** Serve `GET /metrics` without the admin token (a scraper on a trusted network). @default false */
   AGENT_SESSIONS_METRICS_PUBLIC: z.stringbool().default(false),
   /**
+   * Per-session series on `GET /metrics` (`agent_sessions_session_*{namespace,name}`): every this
+   * many ms each Ready or Paused session's metrics are read of its engine (observability/session-series.ts);
+   * 0 leaves them out. @default 0
+   */
+  AGENT_SESSIONS_SESSION_SERIES_MS: Int(0)
+    .default(0)
+    .refine(
+      (ms) => ms === 0 || ms >= 1_000,
+      "0 (off) or at least 1000 ms: each read takes the engine about a second",
+    ),
+  /** Sessions with per-session series at most (the first by namespace and name); the rest are counted in `agent_sessions_session_series_omitted`. @default 200 */
+  AGENT_SESSIONS_SESSION_SERIES_MAX: Int(1).default(200),
+  /**
    * The server environment variables an Agent credential's `secretRef.env` may name,
    * comma-separated: names and/or prefixes ending in `*` (never AGENT_SESSIONS_*). @default none
    */
@@ -253,6 +266,8 @@ export type ServerSettings = {
   restartPolicy: RestartPolicy;
   /** AGENT_SESSIONS_METRICS_PUBLIC: `GET /metrics` without a token. */
   metricsPublic: boolean;
+  /** AGENT_SESSIONS_SESSION_SERIES_MS and _MAX: per-session series (0 ms: off). */
+  sessionSeries: { intervalMs: number; maxSessions: number };
   /** AGENT_SESSIONS_CREDENTIAL_ENV: variables offered to sessions as credential sources. */
   credentialEnv: string[];
   /** AGENT_SESSIONS_EGRESS_DENY */
@@ -377,6 +392,10 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
       resetAfterMs: env.AGENT_SESSIONS_RESTART_RESET_MS,
     },
     metricsPublic: env.AGENT_SESSIONS_METRICS_PUBLIC,
+    sessionSeries: {
+      intervalMs: env.AGENT_SESSIONS_SESSION_SERIES_MS,
+      maxSessions: env.AGENT_SESSIONS_SESSION_SERIES_MAX,
+    },
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
     egressDeny: env.AGENT_SESSIONS_EGRESS_DENY,
     egressAllow: env.AGENT_SESSIONS_EGRESS_ALLOW,

@@ -4,7 +4,8 @@
  * …/harnesssessions/{name}/metrics`: the limits the session was given; CPU rising under a busy loop
  * in the session; memory rising under an allocation; the volume's bytes rising with a file; a chat
  * token of the session may read them, one of another session may not; a stopped session is a 412
- * naming its phase, an unknown one a 404.
+ * naming its phase, an unknown one a 404. With `AGENT_SESSIONS_SESSION_SERIES_MS` set, `GET /metrics`
+ * carries each Ready session's series under its namespace and name, and drops a stopped one's.
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -57,6 +58,14 @@ export function sessionMetricsScenarios(options: MetricsScenarioOptions): void {
     );
   }
 
+  async function scrape(): Promise<string> {
+    const res = await fetch(`${system.url}/metrics`, {
+      headers: { authorization: `Bearer ${system.adminToken}` },
+    });
+    expect(res.status).toBe(200);
+    return res.text();
+  }
+
   async function chatToken(name: string): Promise<string> {
     const t = await call("POST", "/v1/tokens", {
       name: `m-${name}-${randomBytes(3).toString("hex")}`,
@@ -70,7 +79,8 @@ export function sessionMetricsScenarios(options: MetricsScenarioOptions): void {
     model = await startSessionModelServer(options.engine);
     process.env.E2E_MODEL_KEY = `sk-e2e-${randomBytes(12).toString("hex")}`;
     probe = options.engine === "docker" ? dockerProbe() : await kubernetesProbe();
-    system = new System();
+    // Per-session Prometheus series on, sampled every 2 s (off by default).
+    system = new System(undefined, { AGENT_SESSIONS_SESSION_SERIES_MS: "2000" });
     await system.startServer();
     await system.startRunner(["--engine", options.engine]);
     const put = await call("PUT", `${NS}/agents/assistant`, modelAgent("assistant", model));
@@ -162,6 +172,18 @@ export function sessionMetricsScenarios(options: MetricsScenarioOptions): void {
       expect(foreign.status).toBe(403);
       expect(foreign.body.code).toBe("PERMISSION_DENIED");
 
+      // The per-session series: both sessions' limits under their names on the server's /metrics.
+      const limitOf = (session: string) =>
+        `agent_sessions_session_memory_limit_bytes{namespace="default",name="${session}"} ${512 * MiB}`;
+      await until(
+        "both sessions' series on /metrics",
+        async () => {
+          const text = await scrape();
+          return text.includes(limitOf(name)) && text.includes(limitOf(other)) ? text : undefined;
+        },
+        30_000,
+      );
+
       const stop = await call("PATCH", `${SESSIONS}/${other}`, { spec: { desiredState: "stopped" } });
       expect(stop.status).toBe(200);
       await phase(other, "Stopped");
@@ -171,6 +193,19 @@ export function sessionMetricsScenarios(options: MetricsScenarioOptions): void {
       expect(stopped.body.message).toMatch(/is Stopped: it has no running workload/);
       const unknown = await metrics(n("no-such-session"));
       expect(unknown.status).toBe(404);
+      // A stopped session's series leave /metrics at the next pass; the running one's stay.
+      const after = await until(
+        "the stopped session's series gone",
+        async () => {
+          const text = await scrape();
+          return text.includes(limitOf(other)) ? undefined : text;
+        },
+        30_000,
+      );
+      expect(after).toContain(limitOf(name));
+      expect(after).toMatch(
+        new RegExp(`agent_sessions_session_cpu_cores\\{namespace="default",name="${name}"\\} [0-9.]+`),
+      );
     }, 600_000);
   });
 }
