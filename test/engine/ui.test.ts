@@ -3,8 +3,12 @@
  * flags the machine docs list) against a real system: `serve --no-runner`, a `runner`, real
  * dockerd and Pulumi, the reference image talking to the loopback model server. Everything is
  * done through the page: paste the token, create a session (its workspace a checkout of the test
- * bed's fixture repository), watch it become Ready without a reload, chat with a streamed reply,
- * browse its workspace and see a change's diff, stop it, delete it. Screenshots go to /tmp/ui-*.png.
+ * bed's fixture repository), watch it become Ready without a reload, chat with a streamed reply
+ * (markdown rendered safely, Shift+Enter lines, Cancel), browse its workspace and see a change's
+ * diff, a pi session's tool calls as they happen, Resume on a Failed session, the Agents page
+ * (a write-only credential kept across an edit), runtimes and runners, snapshots, the layout at
+ * 1400, 1000 and 390 px, stop it, delete it, and no console error in all of it. Screenshots go to
+ * /tmp/ui-*.png (/tmp/ui-width-1400.png and /tmp/ui-width-390.png: the widths).
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -21,6 +25,9 @@ const NS = "/v1/namespaces/default";
 const NAME = "ui-chat";
 /** The fork the page makes of NAME's snapshot: the name its prompt proposes. */
 const FORK = `${NAME}-fork`;
+/** A pi session (tool calls) and one that fails on its binding (Resume on Failed). */
+const PI = "ui-pi";
+const BROKEN = "ui-broken";
 const CHROMIUM = "/usr/bin/chromium";
 const SECRET = `sk-ui-${randomBytes(12).toString("hex")}`;
 /** The test bed's git server (`scripts/testbed up git`): the session's workspace is a checkout of its fixture. */
@@ -34,6 +41,8 @@ let model: ModelServer;
 let browser: BrowserContext;
 let page: Page;
 let profile = "";
+/** What the page logged as errors (console and uncaught), with where: none is expected. */
+const consoleErrors: string[] = [];
 /** Phases the page showed for the session, in order, read while it was open (never reloaded). */
 const phasesSeen: string[] = [];
 
@@ -89,6 +98,10 @@ beforeAll(async () => {
     ],
   });
   page = browser.pages()[0] ?? (await browser.newPage());
+  page.on("console", (message) => {
+    if (message.type() === "error") consoleErrors.push(`${message.text()} (${message.location().url})`);
+  });
+  page.on("pageerror", (error) => consoleErrors.push(`uncaught: ${error.message}`));
   // Every confirm is accepted; a prompt takes the value the page proposes (a fork's name).
   page.on(
     "dialog",
@@ -107,6 +120,8 @@ afterAll(async () => {
   if (profile) rmSync(profile, { recursive: true, force: true });
   await system?.call("DELETE", `${NS}/harnesssessions/${NAME}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/harnesssessions/${FORK}`).catch(() => undefined);
+  await system?.call("DELETE", `${NS}/harnesssessions/${PI}`).catch(() => undefined);
+  await system?.call("DELETE", `${NS}/harnesssessions/${BROKEN}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/sessionsnapshots/ui-snap`).catch(() => undefined);
   await system?.stop();
   await model?.close();
@@ -121,19 +136,32 @@ describe("web UI in headless Chromium (real system)", () => {
     const js = await fetch(`${system.url}/ui/app.js`);
     expect(js.headers.get("content-type")).toContain("javascript");
     expect((await fetch(`${system.url}${NS}/harnesssessions`)).status).toBe(401);
+    // The tab's icon is served (a browser asks for it by itself: a 404 is a console error).
+    const icon = await fetch(`${system.url}/favicon.ico`);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get("content-type")).toBe("image/svg+xml");
   });
 
   it("refuses a wrong token and connects with the admin token, which it never shows", async () => {
     await page.goto(`${system.url}/ui`);
+    // Before a token: the page says where the token is.
+    expect(await page.isVisible("#login")).toBe(true);
+    expect(await page.textContent("#login")).toContain(".data/admin-token");
     await page.fill("#token", "not-the-token");
     await page.click("#token-form button");
     await expect.poll(() => page.textContent("#global-error")).toContain("refused");
+    // The refused token's 401 is the one error this test provokes on purpose.
+    consoleErrors.length = 0;
     await page.fill("#token", system.adminToken);
     await page.click("#token-form button");
     await page.waitForSelector("#app:not([hidden])");
     await page.waitForSelector("#live.on", { timeout: 10_000 });
     expect(await page.evaluate(() => sessionStorage.getItem("agent-sessions.token"))).toBe(system.adminToken);
     expect(await page.content()).not.toContain(system.adminToken);
+    expect(await page.isHidden("#login")).toBe(true);
+    // No sessions yet: the page says what to do next.
+    await expect.poll(() => page.isVisible("#empty")).toBe(true);
+    expect(await page.textContent("#empty")).toContain("Create one below");
     await watchPhases();
   });
 
@@ -153,8 +181,8 @@ describe("web UI in headless Chromium (real system)", () => {
   });
 
   it("chats: the reply streams in through the proxy and the status follows live", async () => {
-    await page.fill('#chat-form input[name="input"]', "remember kiwi-7");
-    await page.click("#chat-form button");
+    await page.fill('#chat-form textarea[name="input"]', "remember kiwi-7");
+    await page.click("#send");
     const reply = page.locator('#transcript .msg.assistant[data-done="true"] .text').first();
     await expect.poll(() => reply.textContent(), { timeout: 30_000 }).toBe("OK, I will remember kiwi-7.");
     const history = page.locator("#history tr").first();
@@ -170,8 +198,8 @@ describe("web UI in headless Chromium (real system)", () => {
 
     // A slow reply: the page shows part of it before the end (delta by delta, not at once).
     const words = "one two three four five six seven eight nine ten";
-    await page.fill('#chat-form input[name="input"]', `[slow] ${words}`);
-    await page.click("#chat-form button");
+    await page.fill('#chat-form textarea[name="input"]', `[slow] ${words}`);
+    await page.click("#send");
     const streaming = page.locator('#transcript .msg.assistant[data-done="false"] .text');
     await expect
       .poll(
@@ -194,6 +222,45 @@ describe("web UI in headless Chromium (real system)", () => {
     await expect.poll(() => row().locator('[data-field="requests"]').textContent()).toBe("2");
     await expect.poll(() => page.textContent('[data-field="active"]')).toBe("0");
     await shot("3-chat");
+  });
+
+  it("renders the agent's markdown as markup, never as HTML, keeps Shift+Enter lines, and cancels a slow request", async () => {
+    const input = '#chat-form textarea[name="input"]';
+    // Two lines (Shift+Enter), then Enter sends: the model echoes them, markdown and an HTML tag.
+    await page.fill(input, "");
+    await page.type(input, "**bold** and `code`");
+    await page.keyboard.press("Shift+Enter");
+    await page.type(input, "<img src=x onerror=alert(1)> [site](https://example.com)");
+    await page.keyboard.press("Enter");
+    const reply = page.locator('#transcript .msg.assistant[data-done="true"] .text').last();
+    await expect.poll(() => reply.locator("strong").count(), { timeout: 30_000 }).toBe(1);
+    expect(await reply.locator("strong").textContent()).toBe("bold");
+    expect(await reply.locator("code").textContent()).toBe("code");
+    expect(await reply.locator("a").getAttribute("href")).toBe("https://example.com");
+    expect(await reply.locator("a").getAttribute("rel")).toBe("noopener noreferrer");
+    // The tag is text on the page, not an element.
+    expect(await reply.locator("img").count()).toBe(0);
+    expect(await reply.textContent()).toContain("<img src=x onerror=alert(1)>");
+    const sent = page.locator("#transcript .msg.user .text").last();
+    expect(await sent.textContent()).toBe(
+      "**bold** and `code`\n<img src=x onerror=alert(1)> [site](https://example.com)",
+    );
+
+    // Cancel: a slow reply is cut short from the page; its outcome says so.
+    await page.fill(input, "[slow] a b c d e f g h i j k l m n o p q r s t u v w x y z");
+    await page.click("#send");
+    await page.waitForSelector("#cancel:not([hidden])");
+    expect(await page.isDisabled("#send")).toBe(true);
+    await page.waitForSelector('#transcript .msg.assistant[data-done="false"]');
+    await page.click("#cancel");
+    await expect
+      .poll(() => page.locator("#history tr").first().locator('[data-field="outcome"]').textContent(), {
+        timeout: 30_000,
+      })
+      .toBe("cancelled");
+    await page.waitForSelector("#cancel[hidden]", { state: "attached" });
+    expect(await page.isEnabled("#send")).toBe(true);
+    await expect.poll(() => page.textContent('[data-field="active"]'), { timeout: 10_000 }).toBe("0");
   });
 
   it("measures what the session's workload uses now, against its limits", async () => {
@@ -244,6 +311,132 @@ describe("web UI in headless Chromium (real system)", () => {
     await shot("3c-workspace");
   });
 
+  it("shows a pi session's tool calls as they happen, and the file the tool wrote without a click", async () => {
+    const pi = await system.call(
+      "PUT",
+      `${NS}/agents/pi-assistant`,
+      modelAgent("pi-assistant", model, { runtimeRef: "pi", secretEnv: "E2E_UI_MODEL_KEY" }),
+    );
+    expect([200, 201]).toContain(pi.status);
+    const created = await system.call("PUT", `${NS}/harnesssessions/${PI}`, {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: PI },
+      spec: { agentRef: "pi-assistant", runtimeRef: "pi" },
+    });
+    expect([200, 201]).toContain(created.status);
+    const piRow = page.locator(`tr[data-session="${PI}"]`);
+    await expect
+      .poll(() => piRow.locator('[data-field="phase"]').textContent(), { timeout: 180_000, interval: 250 })
+      .toBe("Ready");
+    await piRow.locator("td.name a").click();
+    await expect.poll(() => page.textContent("#sel-name")).toBe(PI);
+    await page.fill(
+      '#chat-form textarea[name="input"]',
+      "write file notes.txt with content hello from the ui",
+    );
+    await page.click("#send");
+    const tool = page.locator('#transcript .msg.assistant .tool[data-tool="write"]').last();
+    await expect.poll(() => tool.getAttribute("data-done"), { timeout: 60_000 }).toBe("true");
+    expect(await tool.textContent()).toBe("⚙ write");
+    await expect
+      .poll(() => page.locator("#history tr").first().locator('[data-field="outcome"]').textContent(), {
+        timeout: 60_000,
+      })
+      .toBe("succeeded");
+    // The pane lists what the tool wrote without a click (it is listed again after each request).
+    await page.waitForSelector('#ws-files tr[data-file="notes.txt"]', { timeout: 15_000 });
+    await shot("3d-tool-calls");
+  });
+
+  it("offers Resume on a Failed session, and selecting it shows none of the other session's files", async () => {
+    const failed = await system.call("PUT", `${NS}/harnesssessions/${BROKEN}`, {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: BROKEN },
+      spec: { agentRef: "no-such-agent", runtimeRef: "reference" },
+    });
+    expect([200, 201]).toContain(failed.status);
+    const brokenRow = page.locator(`tr[data-session="${BROKEN}"]`);
+    await expect
+      .poll(() => brokenRow.locator('[data-field="phase"]').textContent(), { timeout: 60_000, interval: 250 })
+      .toBe("Failed");
+    expect(await brokenRow.locator("button", { hasText: "Resume" }).count()).toBe(1);
+    // The pi session's workspace is on screen; selecting the Failed one clears it.
+    expect(await page.locator("#ws-files tr").count()).toBeGreaterThan(0);
+    await brokenRow.locator("td.name a").click();
+    await expect.poll(() => page.textContent("#sel-name")).toBe(BROKEN);
+    expect(await page.locator("#ws-files tr").count()).toBe(0);
+    expect(await page.textContent("#ws-note")).toContain("Failed: resume it");
+    expect(await page.textContent("#ws-error")).toBe("");
+    // Resume makes a new generation: the controller tries again (and fails again: no such Agent).
+    const before = (await system.call("GET", `${NS}/harnesssessions/${BROKEN}`)).body.metadata.generation;
+    await brokenRow.locator("button", { hasText: "Resume" }).click();
+    await expect
+      .poll(
+        async () => (await system.call("GET", `${NS}/harnesssessions/${BROKEN}`)).body.metadata.generation,
+        {
+          timeout: 10_000,
+        },
+      )
+      .toBeGreaterThan(before);
+    await row().locator("td.name a").click();
+  });
+
+  it("lists Agents, creates one with a write-only credential and edits it keeping the value; lists runtimes and runners", async () => {
+    const secret = `sk-agent-${randomBytes(8).toString("hex")}`;
+    await page.click('nav a[data-page="agents"]');
+    await page.waitForSelector("#page-agents:not([hidden])");
+    expect(await page.isHidden("#app")).toBe(true);
+    const assistant = page.locator('#agents tr[data-agent="assistant"]');
+    await expect
+      .poll(() => assistant.locator('[data-field="credentials"]').textContent())
+      .toBe("MODEL_API_KEY (from $E2E_UI_MODEL_KEY)");
+    await system.call("DELETE", `${NS}/agents/ui-agent`); // a retry's
+    await page.click("#agents-new");
+    await page.fill('#agent-form input[name="name"]', "ui-agent");
+    await page.selectOption('#agent-form select[name="runtime"]', "reference");
+    await page.fill('#agent-form input[name="baseUrl"]', model.url);
+    await page.fill('#agent-form input[name="model"]', "tiny");
+    await page.fill('#agent-form textarea[name="egress"]', `${BRIDGE_IP}/32:${model.port}`);
+    await page.fill('#agent-credentials input[name="cred-name"]', "MODEL_API_KEY");
+    await page.fill('#agent-credentials input[name="cred-value"]', secret);
+    await page.click('#agent-form button[type="submit"]');
+    const made = page.locator('#agents tr[data-agent="ui-agent"]');
+    await expect
+      .poll(() => made.locator('[data-field="credentials"]').textContent(), { timeout: 10_000 })
+      .toBe("MODEL_API_KEY (set)");
+    expect(await page.textContent("#agent-form-error")).toBe("");
+    const stored = await system.call("GET", `${NS}/agents/ui-agent`);
+    expect(stored.body.spec.credentials).toEqual([{ name: "MODEL_API_KEY", valueSet: true }]);
+    expect(JSON.stringify(stored.body)).not.toContain(secret);
+    // Edit: another model name; the credential's value is left empty, so the stored one is kept.
+    await made.locator("button", { hasText: "Edit" }).click();
+    expect(await page.inputValue('#agent-credentials input[name="cred-value"]')).toBe("");
+    await page.fill('#agent-form input[name="model"]', "tiny-2");
+    await page.click('#agent-form button[type="submit"]');
+    await expect
+      .poll(async () => (await system.call("GET", `${NS}/agents/ui-agent`)).body.spec.model.name, {
+        timeout: 10_000,
+      })
+      .toBe("tiny-2");
+    expect((await system.call("GET", `${NS}/agents/ui-agent`)).body.spec.credentials).toEqual([
+      { name: "MODEL_API_KEY", valueSet: true },
+    ]);
+    expect(await page.content()).not.toContain(secret);
+    await shot("9-agents");
+
+    await page.click('nav a[data-page="runtimes"]');
+    const reference = page.locator('#runtimes tr[data-runtime="reference"]');
+    await expect.poll(() => reference.locator('[data-field="approved"]').textContent()).toBe("approved");
+    await page.click('nav a[data-page="runners"]');
+    const runner = page.locator("#runners tr[data-runner]").first();
+    await expect.poll(() => runner.locator('[data-field="state"]').textContent()).toBe("attached");
+    await shot("10-runners");
+    await page.click('nav a[data-page="sessions"]');
+    await page.waitForSelector("#app:not([hidden])");
+  });
+
   it("logs in with a session-scoped token: chats with its session and cannot list or touch another", async () => {
     const minted = await system.call("POST", "/v1/tokens", {
       name: "ui-chat-browser",
@@ -261,8 +454,8 @@ describe("web UI in headless Chromium (real system)", () => {
       await expect.poll(() => chatPage.locator("tr[data-session]").count()).toBe(1);
       expect(await chatPage.locator(`tr[data-session="${NAME}"] button`).count()).toBe(0);
       expect(await chatPage.isHidden("#create")).toBe(true);
-      await chatPage.fill('#chat-form input[name="input"]', "remember plum-3");
-      await chatPage.click("#chat-form button");
+      await chatPage.fill('#chat-form textarea[name="input"]', "remember plum-3");
+      await chatPage.click("#send");
       const reply = chatPage.locator('#transcript .msg.assistant[data-done="true"] .text').first();
       await expect.poll(() => reply.textContent(), { timeout: 30_000 }).toBe("OK, I will remember plum-3.");
       // Its own session's workspace is open to it.
@@ -351,6 +544,28 @@ describe("web UI in headless Chromium (real system)", () => {
     await shot("8-restored");
   });
 
+  it("fits 1400 px, 1000 px and a phone's 390 px: nothing cut off, nothing wider than the screen", async () => {
+    const overflow = () =>
+      page.evaluate(
+        `document.documentElement.scrollWidth - document.documentElement.clientWidth`,
+      ) as Promise<number>;
+    /** What sticks out past the screen's right edge (the message of a failure). */
+    const wide = () =>
+      page.evaluate(`[...document.querySelectorAll("body *")]
+        .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1 && e.offsetParent !== null)
+        .slice(0, 5).map((e) => e.tagName + (e.id ? "#" + e.id : "") + "." + e.className).join(", ")`) as Promise<string>;
+    for (const width of [1400, 1000, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForTimeout(200); // a layout pass
+      expect(await overflow(), `page overflow at ${width} px: ${await wide()}`).toBeLessThanOrEqual(0);
+      const del = await row().locator("button", { hasText: "Delete" }).boundingBox();
+      // The session's Delete button is on screen (at 390 px its table scrolls inside its section).
+      if (width >= 1000) expect((del?.x ?? width) + (del?.width ?? 0)).toBeLessThanOrEqual(width);
+      await page.screenshot({ path: `/tmp/ui-width-${width}.png`, fullPage: true });
+    }
+    await page.setViewportSize({ width: 1280, height: 860 });
+  });
+
   it("stops the session and shows Stopped, then deletes it", async () => {
     await row().locator("button", { hasText: "Stop" }).click();
     await expect.poll(() => rowPhase().textContent(), { timeout: 120_000, interval: 250 }).toBe("Stopped");
@@ -361,5 +576,9 @@ describe("web UI in headless Chromium (real system)", () => {
     await expect.poll(() => row().count(), { timeout: 180_000, interval: 250 }).toBe(0);
     expect((await system.call("GET", `${NS}/harnesssessions/${NAME}`)).status).toBe(404);
     await shot("5-deleted");
+  });
+
+  it("logged no console error in any of the flows above", () => {
+    expect(consoleErrors).toEqual([]);
   });
 });

@@ -12,25 +12,25 @@ import type { Usage } from "../../../contracts/adapter.ts";
 import type { DesiredState, HarnessSession } from "../../../contracts/harness-session.ts";
 import type { SessionSnapshot } from "../../../contracts/session-snapshot.ts";
 import type { WorkspaceEntry } from "../../../contracts/workspace-files.ts";
+import { type PageContext, showAgents, showRunners, showRuntimes, wireAgentForm } from "./catalog-pages.ts";
+import { $, el, errorText, field, form, showError } from "./dom.ts";
+import { renderMarkdown } from "./markdown.ts";
 import { tokenToUse } from "./token-handover.ts";
 
 const TOKEN_KEY = "agent-sessions.token";
 let NS = "default";
 
 type Role = "edit" | "view" | "chat";
-type Message = { who: "user" | "assistant"; text: string; done: boolean; failed?: boolean };
-type Sent = { id: string; input: string; outcome: string; usage: Usage | undefined };
-
-const $ = (id: string): HTMLElement => {
-  const node = document.getElementById(id);
-  if (!node) throw new Error(`the page has no #${id}`);
-  return node;
+/** A tool call the agent made while answering, as its streamed reply said (runtimes declaring `tools`). */
+type ToolCall = { id: string; name: string; done: boolean; failed: boolean };
+type Message = {
+  who: "user" | "assistant";
+  text: string;
+  done: boolean;
+  failed?: boolean;
+  tools?: ToolCall[];
 };
-const form = (id: string) => $(id) as HTMLFormElement;
-const field = <T extends HTMLInputElement | HTMLSelectElement = HTMLInputElement>(
-  f: HTMLFormElement,
-  name: string,
-) => f.elements.namedItem(name) as T;
+type Sent = { id: string; input: string; outcome: string; usage: Usage | undefined };
 
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) ?? "",
@@ -45,9 +45,15 @@ const state = {
   /** Per session: the transcript shown in the chat pane. */
   transcripts: new Map<string, Message[]>(),
   busy: new Set<string>(),
+  /** Per session: the id of the request this page has in flight (what Cancel cancels). */
+  inFlight: new Map<string, string>(),
   events: undefined as AbortController | undefined,
   /** What the token may do here: "edit" (create, stop, delete, chat), "view" (read), "chat" (its session). */
   role: "edit" as Role,
+  /** The admin token: every namespace, the runners. */
+  admin: false,
+  /** Each namespace the token's scopes name, with its widest role there. */
+  roles: new Map<string, Role>(),
   /** With a session token: the one session it opens. */
   only: undefined as string | undefined,
   /** The workspace pane: whose workspace it shows and the directory listed ("" is /workspace). */
@@ -67,6 +73,23 @@ function api(): AgentSessionsClient {
  * The namespace, role and session the token's scopes give this page (the widest one wins).
  * Parsed here rather than with contracts/access.ts' parseScope: that module reaches node:crypto.
  */
+/** Each namespace the token's scopes name, with the widest role it has there. */
+function namespacesOf(scopes: string[]): Map<string, Role> {
+  const rank: Record<Role, number> = { chat: 0, view: 1, edit: 2 };
+  const roles = new Map<string, Role>();
+  for (const [kind, target = "", role] of scopes.map((x) => x.split(":"))) {
+    const [ns, r]: [string | undefined, Role | undefined] =
+      kind === "namespace" && (role === "edit" || role === "view")
+        ? [target, role]
+        : kind === "session"
+          ? [target.split("/")[0], "chat"]
+          : [undefined, undefined];
+    const had = ns === undefined ? undefined : roles.get(ns);
+    if (ns && r && (had === undefined || rank[r] > rank[had])) roles.set(ns, r);
+  }
+  return roles;
+}
+
 function accessOf(scopes: string[]): { namespace: string; role: Role; only: string | undefined } {
   if (scopes.includes("admin")) return { namespace: "default", role: "edit", only: undefined };
   const parsed = scopes.map((s) => s.split(":"));
@@ -81,32 +104,6 @@ function accessOf(scopes: string[]): { namespace: string; role: Role; only: stri
 }
 
 const refused = (error: unknown) => error instanceof ClientError && error.code === "UNAUTHENTICATED";
-
-function errorText(error: unknown): string {
-  if (error instanceof ClientError) return `${error.code}: ${error.message}`;
-  return error instanceof Error ? error.message : String(error);
-}
-
-type Props<K extends keyof HTMLElementTagNameMap> = Partial<Omit<HTMLElementTagNameMap[K], "dataset">> & {
-  dataset?: Record<string, string>;
-};
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  props: Props<K> = {},
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  const { dataset, ...rest } = props;
-  if (dataset) Object.assign(node.dataset, dataset);
-  for (const [k, v] of Object.entries(rest)) if (v !== undefined) Object.assign(node, { [k]: v });
-  node.append(...children);
-  return node;
-}
-
-function showError(where: string, error?: unknown): void {
-  $(where).textContent = error === undefined ? "" : errorText(error);
-}
 
 // ---- sessions ----
 
@@ -144,6 +141,15 @@ function refreshSoon(): void {
   void refresh();
   setTimeout(refresh, 400);
   setTimeout(refresh, 1500);
+}
+
+/** `42s`, `5m`, `3h`, `2d` since `iso` (kubectl's AGE). */
+function ago(iso: string): string {
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172_800) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86_400)}d`;
 }
 
 const settled = (s: HarnessSession) =>
@@ -200,13 +206,16 @@ function actions(name: string, session: HarnessSession, busy: boolean): (Node | 
     });
   const desired = session.spec.desiredState;
   const paused = desired === "paused" || session.status.phase === "Paused";
-  // Running: pause or stop; paused: wake or stop; stopped: resume.
+  // Running: pause or stop; paused: wake or stop; stopped: resume; failed: resume (a new
+  // generation: the controller tries again) or stop.
   const toggles =
     desired === "stopped"
       ? [button("Resume", "running")]
-      : paused
-        ? [button("Wake", "running"), " ", button("Stop", "stopped")]
-        : [button("Pause", "paused"), " ", button("Stop", "stopped")];
+      : session.status.phase === "Failed"
+        ? [button("Resume", "running"), " ", button("Stop", "stopped")]
+        : paused
+          ? [button("Wake", "running"), " ", button("Stop", "stopped")]
+          : [button("Pause", "paused"), " ", button("Stop", "stopped")];
   const del = el("button", {
     type: "button",
     className: "danger",
@@ -238,9 +247,9 @@ function render(): void {
           },
         }),
       ),
-      el("td", { textContent: s.spec.agentRef }),
-      el("td", { textContent: s.spec.runtimeRef }),
-      el("td", { textContent: s.spec.desiredState }),
+      el("td", { className: "wide", textContent: s.spec.agentRef }),
+      el("td", { className: "wide", textContent: s.spec.runtimeRef }),
+      el("td", { className: "wide", textContent: s.spec.desiredState }),
       el(
         "td",
         { title: readyCondition(s)?.message ?? "" },
@@ -249,11 +258,23 @@ function render(): void {
         el("span", { className: "tier", textContent: tierOf(s), dataset: { field: "tier" } }),
       ),
       el("td", { textContent: String(s.status.requestCount), dataset: { field: "requests" } }),
+      el("td", {
+        className: "age",
+        textContent: ago(s.metadata.creationTimestamp),
+        title: new Date(s.metadata.creationTimestamp).toLocaleString(),
+        dataset: { field: "age" },
+      }),
+      el("td", {
+        className: "age",
+        textContent: s.status.lastActivityTime ? ago(s.status.lastActivityTime) : "—",
+        dataset: { field: "activity" },
+      }),
       el("td", { className: "actions" }, ...actions(name, s, busy)),
     );
     body.append(row);
   }
   $("empty").hidden = state.sessions.length > 0;
+  $("empty-edit").hidden = state.role !== "edit";
   renderDetail();
 }
 
@@ -427,7 +448,16 @@ function renderTranscript(name: string): void {
           className: "who",
           textContent: m.who === "user" ? "you" : `agent${m.done ? "" : " …"}`,
         }),
-        el("span", { className: "text", textContent: m.text }),
+        ...(m.tools ?? []).map((t) =>
+          el("span", {
+            className: `tool${t.failed ? " failed" : ""}`,
+            textContent: `⚙ ${t.name}${t.done ? (t.failed ? " failed" : "") : " …"}`,
+            dataset: { tool: t.name, done: String(t.done) },
+          }),
+        ),
+        m.who === "assistant"
+          ? el("div", { className: "text md" }, ...renderMarkdown(document, m.text))
+          : el("span", { className: "text", textContent: m.text }),
       ),
     ),
   );
@@ -480,17 +510,30 @@ function renderDetail(): void {
   );
   renderTranscript(name);
   if (state.ws.session !== name) {
+    // Another session: nothing of the previous one's workspace stays on screen.
     state.ws = { session: name, path: "", phase: s.status.phase };
     closeView();
-    void listWorkspace();
+    $("ws-files").replaceChildren();
+    $("ws-path").textContent = "/workspace";
+    showError("ws-error");
+    if (hasWorkspace(s)) void listWorkspace();
   } else if (state.ws.phase !== s.status.phase) {
     // A workspace made or brought back (Ready) is listed again without a click.
     state.ws.phase = s.status.phase;
     if (s.status.phase === "Ready") void listWorkspace();
   }
+  $("ws-note").textContent = hasWorkspace(s)
+    ? ""
+    : s.status.phase === "Pending"
+      ? "The workspace is listed once the session is Ready."
+      : `The session is ${s.status.phase}: resume it to browse its workspace.`;
   renderSnapshots(s);
-  const sendButton = form("chat-form").querySelector("button");
-  if (sendButton) sendButton.disabled = s.status.phase !== "Ready";
+  // A request wakes a Paused session and auto-resumes a stopped one: only a session that cannot
+  // answer (Failed, being deleted) or one already busy with this page's request refuses Send.
+  const sending = state.inFlight.has(name);
+  ($("send") as HTMLButtonElement).disabled =
+    sending || s.status.phase === "Failed" || s.metadata.deletionTimestamp !== undefined;
+  $("cancel").hidden = !sending;
 }
 
 // ---- snapshots pane: take one, list the session's, fork one, restore to one, delete one ----
@@ -639,6 +682,16 @@ function showView(title: string, text: string, cut: boolean): void {
   $("ws-view").hidden = false;
 }
 
+/** Whether the session's workspace can be listed now (its workload runs or is frozen). */
+const hasWorkspace = (s: HarnessSession) => s.status.phase === "Ready" || s.status.phase === "Paused";
+
+// The workspace of the selected session is listed again every 10 s while the page is seen.
+setInterval(() => {
+  const s = state.sessions.find((x) => x.metadata.name === state.ws.session);
+  if (s && s.status.phase === "Ready" && !$("app").hidden && document.visibilityState === "visible")
+    void listWorkspace();
+}, 10_000);
+
 /** The latest listing asked for: an answer to an earlier one (a refresh overtaken by a click) is dropped. */
 let listingSeq = 0;
 
@@ -647,6 +700,9 @@ async function listWorkspace(path = state.ws.path): Promise<void> {
   const name = state.ws.session;
   if (!name) return;
   const seq = ++listingSeq;
+  // The directory asked for last is the pane's from now on: a refresh (after a request, every
+  // 10 s) lists it, not the one on screen before the click.
+  state.ws.path = path;
   showError("ws-error");
   try {
     const listing = await api().listWorkspaceFiles(NS, name, path);
@@ -713,7 +769,7 @@ async function viewDiff(): Promise<void> {
 async function send(event: SubmitEvent): Promise<void> {
   event.preventDefault();
   const name = state.selected;
-  const inputField = field(form("chat-form"), "input");
+  const inputField = field<HTMLTextAreaElement>(form("chat-form"), "input");
   const input = inputField.value;
   if (!name || !input.trim()) return;
   inputField.value = "";
@@ -721,17 +777,31 @@ async function send(event: SubmitEvent): Promise<void> {
   const id = `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
   const transcript = transcriptOf(name);
   transcript.push({ who: "user", text: input, done: true });
-  const reply: Message = { who: "assistant", text: "", done: false, failed: false };
+  const reply: Message = { who: "assistant", text: "", done: false, failed: false, tools: [] };
   transcript.push(reply);
   const entry: Sent = { id, input, outcome: "in flight", usage: undefined };
   const history = state.history.get(name) ?? [];
   history.unshift(entry);
   state.history.set(name, history);
+  state.inFlight.set(name, id);
   renderDetail();
   try {
     for await (const message of api().sendStreaming(NS, name, input, { id })) {
       if (message.type === "delta") {
         reply.text += message.text;
+      } else if (message.type === "tool") {
+        const calls = reply.tools ?? [];
+        const call = calls.find((t) => t.id === message.call_id);
+        if (!call)
+          calls.push({
+            id: message.call_id,
+            name: message.name,
+            done: message.phase === "end",
+            failed: Boolean(message.is_error),
+          });
+        else if (message.phase === "end")
+          Object.assign(call, { done: true, failed: Boolean(message.is_error) });
+        reply.tools = calls;
       } else if (message.type === "result") {
         const { result } = message;
         entry.outcome = result.outcome;
@@ -752,13 +822,31 @@ async function send(event: SubmitEvent): Promise<void> {
     showError("chat-error", error);
   } finally {
     reply.done = true;
+    if (state.inFlight.get(name) === id) state.inFlight.delete(name);
   }
   renderDetail();
+  // What the agent did to its workspace shows without a click.
+  if (state.ws.session === name) void listWorkspace();
   await refresh();
+}
+
+/** Cancels the request this page has in flight to the selected session; its reply ends `cancelled`. */
+async function cancelRequest(): Promise<void> {
+  const name = state.selected;
+  const id = name ? state.inFlight.get(name) : undefined;
+  if (!name || !id) return;
+  showError("chat-error");
+  try {
+    await api().cancel(NS, name, id);
+  } catch (error) {
+    showError("chat-error", error);
+  }
 }
 
 /** The outcome a refused request's error carries (`details.result.outcome`), else "failed". */
 function failedOutcome(error: unknown): string {
+  // Cancelled (from this page's Cancel, or another client's): the stream ends with CANCELLED.
+  if (error instanceof ClientError && error.code === "CANCELLED") return "cancelled";
   const result = error instanceof ClientError ? error.details?.result : undefined;
   const outcome = (result as { outcome?: unknown } | undefined)?.outcome;
   return typeof outcome === "string" ? outcome : "failed";
@@ -809,14 +897,18 @@ function setLive(on: boolean): void {
 async function connect(): Promise<void> {
   const client = new AgentSessionsClient({ baseUrl: window.location.origin, token: state.token });
   let access: ReturnType<typeof accessOf>;
+  let scopes: string[];
   try {
-    access = accessOf((await client.whoami()).scopes);
+    scopes = (await client.whoami()).scopes;
+    access = accessOf(scopes);
   } catch (error) {
     return disconnect(refused(error) ? "the token was refused" : errorText(error));
   }
   state.client = client;
   NS = access.namespace;
   state.role = access.role;
+  state.admin = scopes.includes("admin");
+  state.roles = namespacesOf(scopes);
   state.only = access.only;
   if (state.only) state.selected = state.only;
   $("namespace").textContent = NS;
@@ -825,12 +917,85 @@ async function connect(): Promise<void> {
   $("token-form").hidden = true;
   $("forget").hidden = false;
   $("app").hidden = false;
+  $("login").hidden = true;
+  setupNamespaces();
+  $("nav").hidden = state.only !== undefined;
+  $("nav-runners").hidden = !state.admin;
   showError("global-error");
   const choices =
     state.role === "edit" ? loadChoices().catch((e) => showError("create-error", e)) : undefined;
   await Promise.all([refresh(), choices]);
   void follow(client);
+  showPage();
 }
+
+// ---- pages and namespaces ----
+
+const PAGES = ["sessions", "agents", "runtimes", "runners"] as const;
+type Page = (typeof PAGES)[number];
+
+function pageContext(): PageContext | undefined {
+  return state.client
+    ? { client: state.client, namespace: NS, role: state.role, admin: state.admin }
+    : undefined;
+}
+
+/** Shows the page the URL's fragment names (`#agents`…; sessions otherwise) and loads it. */
+function showPage(): void {
+  if (!state.client) return;
+  const wanted = window.location.hash.slice(1) as Page;
+  const page: Page = PAGES.includes(wanted) && state.only === undefined ? wanted : "sessions";
+  $("app").hidden = page !== "sessions";
+  for (const p of PAGES.slice(1)) $(`page-${p}`).hidden = p !== page;
+  for (const a of $("nav").querySelectorAll("a")) a.classList.toggle("current", a.dataset.page === page);
+  const ctx = pageContext();
+  if (!ctx) return;
+  if (page === "agents") void showAgents(ctx);
+  else if (page === "runtimes") void showRuntimes(ctx);
+  else if (page === "runners") void showRunners(ctx);
+}
+
+/**
+ * The namespace switcher: an admin may type any namespace (the ones seen are offered); a token
+ * scoped to several namespaces picks one of them; a token of one namespace sees its name only.
+ */
+function setupNamespaces(): void {
+  const select = $("namespace-select") as HTMLSelectElement;
+  const input = $("namespace-input") as HTMLInputElement;
+  const several = [...state.roles.keys()].filter((ns) => state.roles.get(ns) !== "chat");
+  select.hidden = state.admin || several.length < 2;
+  input.hidden = !state.admin;
+  $("namespace").hidden = !select.hidden || !input.hidden;
+  if (!select.hidden) {
+    select.replaceChildren(...several.map((ns) => el("option", { value: ns, textContent: ns })));
+    select.value = NS;
+  }
+  if (!input.hidden) input.value = NS;
+}
+
+function switchNamespace(ns: string): void {
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns) || ns === NS || ns.length > 63) return;
+  NS = ns;
+  state.role = state.admin ? "edit" : (state.roles.get(ns) ?? "view");
+  state.selected = undefined;
+  state.sessions = [];
+  state.snapshots = [];
+  state.ws = { session: undefined, path: "", phase: undefined };
+  $("namespace").textContent = NS;
+  $("create").hidden = state.role !== "edit";
+  if (state.role === "edit") void loadChoices().catch((e) => showError("create-error", e));
+  void refresh();
+  showPage();
+}
+
+$("namespace-select").addEventListener("change", (e) =>
+  switchNamespace((e.target as HTMLSelectElement).value),
+);
+$("namespace-input").addEventListener("change", (e) =>
+  switchNamespace((e.target as HTMLInputElement).value.trim()),
+);
+window.addEventListener("hashchange", () => showPage());
+wireAgentForm(pageContext);
 
 function disconnect(why?: string): void {
   state.events?.abort();
@@ -841,6 +1006,9 @@ function disconnect(why?: string): void {
   $("token-form").hidden = false;
   $("forget").hidden = true;
   $("app").hidden = true;
+  for (const p of PAGES.slice(1)) $(`page-${p}`).hidden = true;
+  $("nav").hidden = true;
+  $("login").hidden = false;
   $("live").className = "live off";
   $("live").textContent = "events: not connected";
   showError("global-error", why === undefined ? undefined : new Error(why));
@@ -856,6 +1024,14 @@ form("token-form").addEventListener("submit", (event) => {
 $("forget").addEventListener("click", () => disconnect());
 form("create-form").addEventListener("submit", (event) => void create(event));
 form("chat-form").addEventListener("submit", (event) => void send(event));
+// Enter sends, Shift+Enter starts a new line.
+field<HTMLTextAreaElement>(form("chat-form"), "input").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    form("chat-form").requestSubmit();
+  }
+});
+$("cancel").addEventListener("click", () => void cancelRequest());
 form("snapshot-form").addEventListener("submit", (event) => void takeSnapshot(event));
 $("ws-refresh").addEventListener("click", () => void listWorkspace());
 $("ws-up").addEventListener(
