@@ -2,7 +2,8 @@
  * The HTTP side of a v1alpha2 adapter (contracts/adapter.ts), shared by every runtime the project
  * ships (directly, or through runtimes/kit/adapter-entry.ts): readiness and liveness, the
  * bearer-authenticated request endpoint with bounded body and time, one result record per request
- * (kept in memory and appended to `<workspace>/results.ndjson` on the session volume), cancellation
+ * (kept in memory and appended to `<workspace>/results.ndjson` on the session volume), the
+ * session's transcript beside it (`<workspace>/.transcript.json`: transcript.ts), cancellation
  * of one request, streaming only when the runtime declares it, and graceful shutdown on SIGTERM.
  * What answers a request is the runtime's `AgentHandler`.
  *
@@ -23,6 +24,7 @@ import {
   type StreamEvent,
   type Usage,
 } from "../../contracts/adapter.ts";
+import { TranscriptFile } from "./transcript.ts";
 
 export type ToolStreamEvent = Omit<Extract<StreamEvent, { type: "tool" }>, "type">;
 
@@ -93,6 +95,7 @@ export function startAdapterServer(options: AdapterServerOptions): Server {
   mkdirSync(options.workspace, { recursive: true });
   const inflight = new Map<string, AbortController>();
   const results = new Map<string, ResultRecord>();
+  const transcript = new TranscriptFile(options.workspace);
   const exit = options.exit ?? ((code: number) => process.exit(code));
   let draining = false;
   /** Why the agent did not start, once it did not. */
@@ -149,6 +152,8 @@ export function startAdapterServer(options: AdapterServerOptions): Server {
     });
     const startedAt = new Date().toISOString();
     const writeEvent = (event: StreamEvent) => res.write(`data: ${JSON.stringify(event)}\n\n`);
+    /** The tools called while answering, for the transcript. */
+    const tools: { call: string; name: string; failed: boolean }[] = [];
     if (request.stream)
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store" });
     let result: ResultRecord;
@@ -159,7 +164,13 @@ export function startAdapterServer(options: AdapterServerOptions): Server {
         ...(request.stream
           ? {
               onDelta: (text: string) => writeEvent({ type: "delta", text }),
-              onTool: (event: ToolStreamEvent) => writeEvent({ type: "tool", ...event }),
+              onTool: (event: ToolStreamEvent) => {
+                const seen = tools.find((t) => t.call === event.call_id);
+                if (!seen)
+                  tools.push({ call: event.call_id, name: event.name, failed: Boolean(event.is_error) });
+                else if (event.phase === "end") seen.failed = Boolean(event.is_error);
+                writeEvent({ type: "tool", ...event });
+              },
             }
           : {}),
       });
@@ -188,6 +199,15 @@ export function startAdapterServer(options: AdapterServerOptions): Server {
       clearTimeout(timer);
       inflight.delete(request.id);
     }
+    transcript.add({
+      id: result.id,
+      at: result.finished_at ?? new Date().toISOString(),
+      input: request.input,
+      outcome: result.outcome,
+      ...(result.output !== undefined ? { output: result.output } : {}),
+      ...(result.error !== undefined ? { error: result.error } : {}),
+      ...(tools.length ? { tools: tools.map(({ name, failed }) => ({ name, failed })) } : {}),
+    });
     if (request.stream) {
       writeEvent({ type: "result", result });
       res.end();

@@ -55,6 +55,11 @@ async function watchPhases(): Promise<void> {
   await page.exposeFunction("reportPhase", (phase: string) => {
     if (phasesSeen.at(-1) !== phase) phasesSeen.push(phase);
   });
+  await observePhases();
+}
+
+/** Installs the page's observer of the phase badge (again after a reload). */
+async function observePhases(): Promise<void> {
   // Runs in the page (a string: this file is typed for Node, not the DOM).
   await page.evaluate(`(() => {
     const look = () => {
@@ -261,6 +266,21 @@ describe("web UI in headless Chromium (real system)", () => {
     await page.waitForSelector("#cancel[hidden]", { state: "attached" });
     expect(await page.isEnabled("#send")).toBe(true);
     await expect.poll(() => page.textContent('[data-field="active"]'), { timeout: 10_000 }).toBe("0");
+  });
+
+  it("keeps the transcript across a reload: the session's own record, read back from its volume", async () => {
+    await page.reload();
+    await page.waitForSelector("#app:not([hidden])");
+    await observePhases();
+    await row().locator("td.name a").click();
+    const said = page.locator("#transcript .msg.user .text");
+    await expect.poll(() => said.first().textContent(), { timeout: 15_000 }).toBe("remember kiwi-7");
+    const answers = page.locator("#transcript .msg.assistant .text");
+    expect(await answers.first().textContent()).toBe("OK, I will remember kiwi-7.");
+    // The markdown reply is rendered again; the cancelled turn says so.
+    expect(await page.locator("#transcript .msg.assistant strong").first().textContent()).toBe("bold");
+    expect(await answers.last().textContent()).toContain("[cancelled");
+    expect(await said.count()).toBe(4);
   });
 
   it("measures what the session's workload uses now, against its limits", async () => {

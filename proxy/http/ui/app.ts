@@ -11,6 +11,8 @@ import { AgentSessionsClient, ClientError } from "../../../client/index.ts";
 import type { Usage } from "../../../contracts/adapter.ts";
 import type { DesiredState, HarnessSession } from "../../../contracts/harness-session.ts";
 import type { SessionSnapshot } from "../../../contracts/session-snapshot.ts";
+import type { Transcript } from "../../../contracts/session-transcript.ts";
+import { TRANSCRIPT_FILE } from "../../../contracts/transcript-file.ts";
 import type { WorkspaceEntry } from "../../../contracts/workspace-files.ts";
 import { type PageContext, showAgents, showRunners, showRuntimes, wireAgentForm } from "./catalog-pages.ts";
 import { $, el, errorText, field, form, showError } from "./dom.ts";
@@ -45,6 +47,8 @@ const state = {
   /** Per session: the transcript shown in the chat pane. */
   transcripts: new Map<string, Message[]>(),
   busy: new Set<string>(),
+  /** Sessions whose transcript file was read (or found absent) since the page opened or restored them. */
+  transcriptRead: new Set<string>(),
   /** Per session: the id of the request this page has in flight (what Cancel cancels). */
   inFlight: new Map<string, string>(),
   events: undefined as AbortController | undefined,
@@ -427,6 +431,52 @@ function transcriptOf(name: string): Message[] {
   return t;
 }
 
+/**
+ * The session's own transcript (`/workspace/.transcript.json`, kept by its adapter on the volume:
+ * contracts/session-transcript.ts), read once when the page shows the session: what was said
+ * before a reload, or in another tab, is on screen again. Turns this page already shows (by
+ * request id) are not repeated. A session without the file (no request yet, a runtime that keeps
+ * none) shows what this page sent.
+ */
+async function loadTranscript(name: string): Promise<void> {
+  state.transcriptRead.add(name);
+  let file: Transcript;
+  try {
+    // Asked for only when there (a session without a request yet has none: no 404 in the console;
+    // what this page sends from then on it shows itself).
+    const root = await api().listWorkspaceFiles(NS, name, "");
+    if (!root.entries.some((e) => e.name === TRANSCRIPT_FILE && e.type === "file")) return;
+    const { text } = await readText(
+      await api().downloadWorkspace(NS, name, TRANSCRIPT_FILE),
+      4 * 1024 * 1024,
+    );
+    file = JSON.parse(text) as Transcript;
+    if (!Array.isArray(file.turns)) return;
+  } catch {
+    return; // no file yet, or not JSON: nothing to add
+  }
+  const shown = new Set((state.history.get(name) ?? []).map((h) => h.id));
+  const earlier: Message[] = file.turns
+    .filter((t) => typeof t?.id === "string" && !shown.has(t.id))
+    .flatMap((t) => [
+      { who: "user" as const, text: String(t.input ?? ""), done: true },
+      {
+        who: "assistant" as const,
+        text: `${t.output ?? ""}${t.outcome !== "succeeded" ? `\n[${t.outcome}${t.error ? `: ${t.error}` : ""}]` : ""}`,
+        done: true,
+        failed: t.outcome !== "succeeded",
+        tools: (t.tools ?? []).map((x, i) => ({
+          id: String(i),
+          name: String(x.name),
+          done: true,
+          failed: Boolean(x.failed),
+        })),
+      },
+    ]);
+  state.transcripts.set(name, [...earlier, ...transcriptOf(name)]);
+  if (state.selected === name) renderTranscript(name);
+}
+
 function usageText(usage: Usage | undefined): string {
   if (!usage) return "";
   if (usage === "unavailable") return "unavailable";
@@ -508,6 +558,7 @@ function renderDetail(): void {
       ),
     ),
   );
+  if (!state.transcriptRead.has(name) && hasWorkspace(s)) void loadTranscript(name);
   renderTranscript(name);
   if (state.ws.session !== name) {
     // Another session: nothing of the previous one's workspace stays on screen.
@@ -639,7 +690,10 @@ async function restoreSnapshot(session: string, snapshot: string): Promise<void>
     return;
   await snapshotAction(session, async () => {
     await api().restore(NS, session, snapshot);
+    // The snapshot's transcript comes back with its volume: read again once the session is back.
     state.transcripts.delete(session);
+    state.history.delete(session);
+    state.transcriptRead.delete(session);
   });
 }
 
@@ -653,7 +707,10 @@ async function deleteSnapshot(snapshot: string): Promise<void> {
 const joinPath = (dir: string, name: string) => (dir ? `${dir}/${name}` : name);
 
 /** A stream's text, cut at VIEW_MAX_BYTES (the rest is not read). */
-async function readText(stream: ReadableStream<Uint8Array>): Promise<{ text: string; cut: boolean }> {
+async function readText(
+  stream: ReadableStream<Uint8Array>,
+  max = VIEW_MAX_BYTES,
+): Promise<{ text: string; cut: boolean }> {
   const reader = stream.getReader();
   const decoder = new TextDecoder();
   let text = "";
@@ -663,9 +720,9 @@ async function readText(stream: ReadableStream<Uint8Array>): Promise<{ text: str
     if (done) return { text: text + decoder.decode(), cut: false };
     bytes += value.byteLength;
     text += decoder.decode(value, { stream: true });
-    if (bytes > VIEW_MAX_BYTES) {
+    if (bytes > max) {
       await reader.cancel();
-      return { text: text.slice(0, VIEW_MAX_BYTES), cut: true };
+      return { text: text.slice(0, max), cut: true };
     }
   }
 }
