@@ -99,4 +99,23 @@ describe("AgentRuntimeSpec session (an openai-chat runtime, issue 41)", () => {
       /^invalid spec: session\.path: /,
     );
   });
+
+  it("refuses a one-shot contract or an agent command beside it, naming the field", () => {
+    const session = { protocol: "openai-chat", port: 9090 };
+    const refused = (spec: Record<string, unknown>) => {
+      try {
+        parseOrThrow(AgentRuntimeSpec, { image, contract: "v1alpha2", session, ...spec }, "spec");
+        return "accepted";
+      } catch (error) {
+        return (error as Error).message;
+      }
+    };
+    expect(refused({ contract: "v1alpha1" })).toMatch(
+      /^invalid spec: contract: must be v1alpha2 with session/,
+    );
+    expect(refused({ agent: { command: ["/bin/agent"] } })).toMatch(
+      /^invalid spec: agent: must be absent with session/,
+    );
+    expect(refused({})).toBe("accepted");
+  });
 });

@@ -37,40 +37,58 @@ export const REFERENCE_AGENT_COMMAND: readonly string[] = ["/bin/node", "/app/ru
 export const RuntimeCapability = z.enum(["streaming", "tools", "resume"]);
 export type RuntimeCapability = z.infer<typeof RuntimeCapability>;
 
-export const AgentRuntimeSpec = z.strictObject({
-  image: DigestPinnedImage,
-  /** v1alpha1 runtimes stay one-shot; only v1alpha2 runtimes can back a session. */
-  contract: RuntimeContract,
-  capabilities: z.array(RuntimeCapability).default([]),
-  /**
-   * Ignored, never stored: approval is the operator's configuration (AGENT_SESSIONS_APPROVED_REGISTRIES,
-   * AGENT_SESSIONS_APPROVED_RUNTIMES), read back as `status.approved`. Accepted so older manifests
-   * still apply.
-   */
-  approved: z.boolean().optional(),
-  /**
-   * The one-shot entry a v1alpha1 runtime's AgentRun executes (contracts/agent-run.ts); default:
-   * the image's entrypoint. Sessions (v1alpha2) ignore it.
-   */
-  command: z.array(z.string().min(1).max(4096)).min(1).max(64).optional(),
-  /**
-   * The runtime's agent for seed-004 sessions (StartAgentSession): `command` is the argv the
-   * runner executes inside the workload over a long-lived exec stream (compass.v1 on stdout, JSON
-   * commands on stdin). Default: the reference agent (`/bin/node /app/runtimes/reference/agent.ts`).
-   */
-  agent: z.strictObject({ command: AgentCommand }).optional(),
-  /**
-   * Workspaces kept provisioned ahead, per Agent bound to this runtime (runner/sessions/warm-pool.ts):
-   * a new workspace of such an Agent claims one instead of waiting for a Pulumi `up`. 0 or
-   * absent: no pool.
-   */
-  warmPool: z.strictObject({ size: z.number().int().min(0).max(16) }).optional(),
-  /**
-   * `{protocol: "openai-chat", port}`: the image speaks Sympozium's openai-chat session contract
-   * instead of our adapter's (issue 41; contracts/session-spec.ts SessionProtocol). Absent: ours.
-   */
-  session: SessionProtocol.optional(),
-});
+export const AgentRuntimeSpec = z
+  .strictObject({
+    image: DigestPinnedImage,
+    /** v1alpha1 runtimes stay one-shot; only v1alpha2 runtimes can back a session. */
+    contract: RuntimeContract,
+    capabilities: z.array(RuntimeCapability).default([]),
+    /**
+     * Ignored, never stored: approval is the operator's configuration (AGENT_SESSIONS_APPROVED_REGISTRIES,
+     * AGENT_SESSIONS_APPROVED_RUNTIMES), read back as `status.approved`. Accepted so older manifests
+     * still apply.
+     */
+    approved: z.boolean().optional(),
+    /**
+     * The one-shot entry a v1alpha1 runtime's AgentRun executes (contracts/agent-run.ts); default:
+     * the image's entrypoint. Sessions (v1alpha2) ignore it.
+     */
+    command: z.array(z.string().min(1).max(4096)).min(1).max(64).optional(),
+    /**
+     * The runtime's agent for seed-004 sessions (StartAgentSession): `command` is the argv the
+     * runner executes inside the workload over a long-lived exec stream (compass.v1 on stdout, JSON
+     * commands on stdin). Default: the reference agent (`/bin/node /app/runtimes/reference/agent.ts`).
+     */
+    agent: z.strictObject({ command: AgentCommand }).optional(),
+    /**
+     * Workspaces kept provisioned ahead, per Agent bound to this runtime (runner/sessions/warm-pool.ts):
+     * a new workspace of such an Agent claims one instead of waiting for a Pulumi `up`. 0 or
+     * absent: no pool.
+     */
+    warmPool: z.strictObject({ size: z.number().int().min(0).max(16) }).optional(),
+    /**
+     * `{protocol: "openai-chat", port}`: the image speaks Sympozium's openai-chat session contract
+     * instead of our adapter's (issue 41; contracts/session-spec.ts SessionProtocol). Absent: ours.
+     */
+    session: SessionProtocol.optional(),
+  })
+  .superRefine((spec, ctx) => {
+    // An openai-chat harness backs sessions, and nothing is exec'd in it (start.mode none).
+    if (spec.session && spec.contract !== "v1alpha2")
+      ctx.addIssue({
+        code: "custom",
+        path: ["contract"],
+        message:
+          "must be v1alpha2 with session: an openai-chat harness backs sessions (v1alpha1 runtimes are one-shot)",
+      });
+    if (spec.session && spec.agent)
+      ctx.addIssue({
+        code: "custom",
+        path: ["agent"],
+        message:
+          "must be absent with session: nothing is executed in an openai-chat harness, the runner talks to its port",
+      });
+  });
 export type AgentRuntimeSpec = z.infer<typeof AgentRuntimeSpec>;
 
 /** Set by the server on every read from its configuration; ignored on input. */
