@@ -169,11 +169,18 @@ export const MCPServerWrite = MCPServer.extend({ spec: mcpServerSpec(McpCredenti
 export type MCPServerWrite = z.infer<typeof MCPServerWrite>;
 
 /** An MCPServer as the API answers it: credentials write-only (`valueSet: true`, never the value). */
-export type MCPServerView = Omit<MCPServer, "spec"> & {
-  spec: Omit<MCPServerSpec, "credentials"> & {
-    credentials: (Omit<McpCredential, "value"> & { valueSet?: true })[];
-  };
-};
+export const MCPServerView = MCPServer.extend({
+  spec: mcpServerSpec(
+    z.strictObject({
+      name: CredentialName,
+      header: McpHeaderName,
+      prefix: z.string().max(64).optional(),
+      secretRef: z.strictObject({ env: z.string() }).optional(),
+      valueSet: z.literal(true).optional(),
+    }),
+  ),
+});
+export type MCPServerView = z.infer<typeof MCPServerView>;
 
 export function redactedMcpServer(server: MCPServer): MCPServerView {
   const credentials = server.spec.credentials.map(({ value, ...rest }) =>
