@@ -120,9 +120,17 @@ export function mcpToolsScenarios(options: McpToolsScenarioOptions): void {
     return { token: value("MCP_GATEWAY_TOKEN"), url: servers[SERVER] ?? "" };
   }
 
+  /** The gateway's address, as the runner logged it when it started (the session's URL names its side of the network). */
+  function gatewayAddress(): string {
+    const logs = (system.runner?.logs ?? []).join("");
+    const address = logs.match(/model gateway listening[^\n]*"address":"([\d.]+:\d+)"/)?.[1];
+    if (!address) throw new Error("the runner did not log its gateway's address");
+    return address;
+  }
+
   /** One JSON-RPC request to the gateway's MCP path, as a session's own code could send it. */
   async function rpc(access: { token: string; url: string }, method: string, params: unknown = {}) {
-    const res = await fetch(access.url, {
+    const res = await fetch(`http://${gatewayAddress()}${new URL(access.url).pathname}`, {
       method: "POST",
       headers: {
         authorization: `Bearer ${access.token}`,
