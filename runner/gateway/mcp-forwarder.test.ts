@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MCP_TOKEN_ENV, type McpServerGrant } from "../../contracts/mcp.ts";
 import { type McpFixture, startMcpFixture } from "../../test/fixtures/mcp-server.ts";
 import { type Gateway, startGateway } from "./gateway.ts";
-import type { McpToolCallReport } from "./mcp-forwarder.ts";
+import { MCP_ANSWER_MAX_BYTES, type McpToolCallReport } from "./mcp-forwarder.ts";
 import { GatewayRoutes } from "./routes.ts";
 
 const SECRET = "mcp-secret-value-123";
@@ -137,5 +137,81 @@ describe("the gateway's MCP path (a real MCP server built with the official SDK)
     });
     expect(res.status).toBe(401);
     expect(routes.get("ws-1")?.mcp).toBeUndefined();
+  });
+});
+
+describe("the gateway's bounds on an MCP call", () => {
+  let gateway: Gateway;
+  let token: string;
+  const calls: McpToolCallReport[] = [];
+  let upstream: import("node:http").Server;
+  const held: import("node:http").ServerResponse[] = [];
+
+  beforeAll(async () => {
+    const { createServer } = await import("node:http");
+    // A server that never answers a call of `slow`, and answers `huge` with more than the bound.
+    upstream = createServer(async (req, res) => {
+      const pieces: Buffer[] = [];
+      for await (const piece of req) pieces.push(piece as Buffer);
+      const body = JSON.parse(Buffer.concat(pieces).toString("utf8")) as {
+        id: number;
+        params?: { name?: string };
+      };
+      if (body.params?.name === "slow") return void held.push(res);
+      const text = "x".repeat(MCP_ANSWER_MAX_BYTES + 1024);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: body.id, result: { content: [{ type: "text", text }] } }));
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const port = (upstream.address() as import("node:net").AddressInfo).port;
+    const routes = new GatewayRoutes();
+    const route = routes.ensure("ws-2", undefined, {}, [
+      { name: "bounded", url: `http://127.0.0.1:${port}/mcp`, deny: [], headers: {}, timeout_ms: 1_000 },
+    ]);
+    token = route.tokens[MCP_TOKEN_ENV] ?? "";
+    gateway = await startGateway({
+      host: "127.0.0.1",
+      port: 0,
+      routes,
+      events: {
+        onUsage: () => undefined,
+        onRefused: () => undefined,
+        onToolCall: (_r, call) => calls.push(call),
+      },
+    });
+  });
+
+  afterAll(async () => {
+    for (const res of held) res.destroy();
+    await gateway?.close();
+    await new Promise<void>((resolve) => upstream?.close(() => resolve()));
+  });
+
+  const call = (tool: string) =>
+    fetch(gateway.mcpUrlFor("bounded"), {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 7,
+        method: "tools/call",
+        params: { name: tool, arguments: {} },
+      }),
+    });
+
+  it("a call past the server's timeout ends with 504 and a JSON-RPC error, reported as timeout", async () => {
+    const res = await call("slow");
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as { id: number; error: { message: string } };
+    expect(body.id).toBe(7);
+    expect(body.error.message).toContain('MCP server "bounded" did not answer within 1 s');
+    expect(calls.find((c) => c.tool === "slow")?.outcome).toBe("timeout");
+  });
+
+  it("an answer past the size bound is cut, reported as an error", async () => {
+    const res = await call("huge");
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain("was cut off");
+    expect(calls.find((c) => c.tool === "huge")?.outcome).toBe("error");
   });
 });
