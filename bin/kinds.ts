@@ -10,6 +10,9 @@ const ALIASES: Record<string, CliKind> = {
   art: "agentruntimes",
   agents: "agents",
   agent: "agents",
+  mcpservers: "mcpservers",
+  mcpserver: "mcpservers",
+  mcp: "mcpservers",
   harnesssessions: "harnesssessions",
   harnesssession: "harnesssessions",
   hs: "harnesssessions",
@@ -23,7 +26,7 @@ const ALIASES: Record<string, CliKind> = {
 };
 
 export const KIND_NAMES =
-  "agentruntimes (art), agents, harnesssessions (hs), sessionsnapshots (snapshots), sessions";
+  "agentruntimes (art), agents, mcpservers (mcp), harnesssessions (hs), sessionsnapshots (snapshots), sessions";
 
 /** The kind a KIND argument names (any case, singular, plural or short). */
 export function parseKind(text: string): CliKind {
@@ -37,6 +40,7 @@ export function objectRef(plural: CliKind, name: string): string {
   const singular = {
     agentruntimes: "agentruntime",
     agents: "agent",
+    mcpservers: "mcpserver",
     harnesssessions: "harnesssession",
     sessionsnapshots: "sessionsnapshot",
     sessions: "session",

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Agent } from "../contracts/resources.ts";
-import { age, describeResource, table } from "./render.ts";
+import { redactedMcpServer } from "../contracts/mcp.ts";
+import { age, describeResource, resourceTable, table } from "./render.ts";
 
 describe("render", () => {
   it("pads table columns to the widest cell", () => {
@@ -41,5 +42,24 @@ describe("render", () => {
     expect(text).not.toContain("sk-very-secret");
     expect(text).toContain("value: (literal, hidden)");
     expect(text).toContain("env: SERVER_ENV");
+  });
+
+  it("get mcpservers shows the URL, the tool lists and how many credentials, never a value", () => {
+    const server = redactedMcpServer({
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "MCPServer",
+      metadata: { name: "tools", namespace: "default" },
+      spec: {
+        url: "http://10.0.0.1:9000/mcp",
+        toolsAllow: ["add", "echo"],
+        toolsDeny: ["rm"],
+        credentials: [{ name: "t", header: "Authorization", value: "very-secret" }],
+      },
+    });
+    const text = resourceTable("mcpservers", [server]);
+    expect(text).toMatch(/^NAME\s+URL\s+ALLOW\s+DENY\s+CREDENTIALS\s+TIMEOUT\s+AGE/);
+    expect(text).toMatch(/tools\s+http:\/\/10\.0\.0\.1:9000\/mcp\s+add,echo\s+rm\s+1\s+60s/);
+    expect(text).not.toContain("very-secret");
+    expect(describeResource("MCPServer", server)).not.toContain("very-secret");
   });
 });

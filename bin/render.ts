@@ -1,6 +1,7 @@
 import { stringify } from "yaml";
 import type { AgentSessionStatus } from "../contracts/rpc.ts";
 import type { HarnessSession } from "../contracts/harness-session.ts";
+import type { MCPServerView } from "../contracts/mcp.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import { UsageError } from "./cli-context.ts";
@@ -40,7 +41,7 @@ export function formatData(value: unknown, format: "json" | "yaml"): string {
   return format === "json" ? JSON.stringify(value, null, 2) : stringify(value).trimEnd();
 }
 
-type AnyResource = AgentRuntime | Agent | HarnessSession | SessionSnapshot;
+type AnyResource = AgentRuntime | Agent | MCPServerView | HarnessSession | SessionSnapshot;
 
 /** The rows of `get KIND` as a table. */
 export function resourceTable(kind: CliKind, items: readonly unknown[]): string {
@@ -66,6 +67,19 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
           a.spec.model?.name ?? "<none>",
           String(a.spec.credentials.length),
           age(a.metadata.creationTimestamp),
+        ]),
+      );
+    case "mcpservers":
+      return table(
+        ["NAME", "URL", "ALLOW", "DENY", "CREDENTIALS", "TIMEOUT", "AGE"],
+        (items as MCPServerView[]).map((m) => [
+          m.metadata.name,
+          m.spec.url ?? "<none>",
+          m.spec.toolsAllow ? m.spec.toolsAllow.join(",") || "<none>" : "<all>",
+          m.spec.toolsDeny.join(",") || "<none>",
+          String(m.spec.credentials.length),
+          m.spec.timeout ?? "60s",
+          age(m.metadata.creationTimestamp),
         ]),
       );
     case "harnesssessions":

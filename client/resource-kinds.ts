@@ -1,12 +1,14 @@
 import type { z } from "zod";
 import type { HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
 import type { Agent, AgentInput, AgentRuntime, AgentRuntimeInput } from "../contracts/resources.ts";
+import type { MCPServerInput, MCPServerView } from "../contracts/mcp.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 
 /** The namespaced kinds of `/v1/namespaces/{ns}/{plural}`: what a PUT takes and a GET returns. */
 export type ResourceTypes = {
   agentruntimes: { input: AgentRuntimeInput; output: AgentRuntime };
   agents: { input: AgentInput; output: Agent };
+  mcpservers: { input: MCPServerInput; output: MCPServerView };
   harnesssessions: { input: z.input<typeof HarnessSessionInput>; output: HarnessSession };
   /** Made by `…/harnesssessions/{name}:snapshot` or an archive import, never by PUT of a manifest. */
   sessionsnapshots: { input: never; output: SessionSnapshot };
@@ -17,6 +19,7 @@ export type ResourcePlural = keyof ResourceTypes;
 export const PLURAL_OF_KIND = {
   AgentRuntime: "agentruntimes",
   Agent: "agents",
+  MCPServer: "mcpservers",
   HarnessSession: "harnesssessions",
 } as const satisfies Record<string, ResourcePlural>;
 export type ManifestKind = keyof typeof PLURAL_OF_KIND;
@@ -24,6 +27,7 @@ export type ManifestKind = keyof typeof PLURAL_OF_KIND;
 export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind | "SessionSnapshot"> = {
   agentruntimes: "AgentRuntime",
   agents: "Agent",
+  mcpservers: "MCPServer",
   harnesssessions: "HarnessSession",
   sessionsnapshots: "SessionSnapshot",
 };

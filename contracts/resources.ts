@@ -7,6 +7,7 @@ import {
   RuntimeContract,
   SessionProtocol,
 } from "./session-spec.ts";
+import { AgentMcpServers, MCPServer } from "./mcp.ts";
 
 /**
  * The namespaced resources of `/v1/namespaces/{ns}/…`, kubectl-style manifests:
@@ -32,9 +33,10 @@ export const REFERENCE_AGENT_COMMAND: readonly string[] = ["/bin/node", "/app/ru
 /**
  * What a runtime declares it can do beyond the contract's baseline: `streaming` (streamed replies),
  * `tools` (the agent calls tools inside its workspace and streams `tool` events), `resume` (its
- * conversation survives a restart of the workload: it is kept on the session volume).
+ * conversation survives a restart of the workload: it is kept on the session volume), `mcp` (its
+ * agent calls the tools of the Agent's MCP servers through the runner's gateway, contracts/mcp.ts).
  */
-export const RuntimeCapability = z.enum(["streaming", "tools", "resume"]);
+export const RuntimeCapability = z.enum(["streaming", "tools", "resume", "mcp"]);
 export type RuntimeCapability = z.infer<typeof RuntimeCapability>;
 
 export const AgentRuntimeSpec = z
@@ -179,6 +181,11 @@ export const AgentSpec = z.strictObject({
   limits: AgentLimits.optional(),
   /** Destinations the session may reach (the model endpoint at least). */
   egress: z.array(EgressRule).max(32).default([]),
+  /**
+   * MCPServers of the Agent's namespace its sessions may use, through the runner's gateway only
+   * (contracts/mcp.ts); each may narrow the server's tool lists, never widen them.
+   */
+  mcpServers: AgentMcpServers.optional(),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
@@ -236,10 +243,11 @@ export type AgentWrite = z.infer<typeof AgentWrite>;
 export const ResourceKinds = {
   agentruntimes: { kind: "AgentRuntime", schema: AgentRuntime },
   agents: { kind: "Agent", schema: Agent },
+  mcpservers: { kind: "MCPServer", schema: MCPServer },
 } as const;
 export type ResourcePlural = keyof typeof ResourceKinds;
 export type ResourceKind = (typeof ResourceKinds)[ResourcePlural]["kind"];
-export type Resource = AgentRuntime | Agent;
+export type Resource = AgentRuntime | Agent | MCPServer;
 
 /** `name` (namespace `default`) or `namespace/name`, as in the RPCs' `agent_ref`. */
 export function parseAgentRef(ref: string): { namespace: string; name: string } {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { GatewayToolCall, McpServerGrant } from "./mcp.ts";
 import { AgentFrame, SessionState } from "./compass.ts";
 import { Usage } from "./adapter.ts";
 import { ApiErrorBody } from "./errors.ts";
@@ -98,6 +99,8 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     adapter_token: z.string(),
     /** The Agent's model, for the gateway; absent: the Agent has no model (nothing to reach). */
     gateway: GatewayGrant.optional(),
+    /** The Agent's MCP servers, for the gateway (contracts/mcp.ts); absent: none. */
+    mcp: z.array(McpServerGrant).max(16).optional(),
   }),
   z.object({
     kind: z.literal("start"),
@@ -447,6 +450,12 @@ export const RunnerToServer = z.discriminatedUnion("type", [
     version: z.literal(RUNNER_PROTOCOL_VERSION),
     type: z.literal("gateway_refused"),
     payload: GatewayRefusal,
+  }),
+  /** One MCP tool call a session made through the runner's gateway (allowed or refused: contracts/mcp.ts). */
+  z.object({
+    version: z.literal(RUNNER_PROTOCOL_VERSION),
+    type: z.literal("gateway_tool_call"),
+    payload: GatewayToolCall,
   }),
 ]);
 export type RunnerToServer = z.infer<typeof RunnerToServer>;

@@ -36,7 +36,7 @@ export function startMetrics(options: {
         labels,
         report.report.usage === "unavailable" ? undefined : report.report.usage,
       );
-    else metrics.recordGatewayRefusal(labels, report.refusal.reason);
+    else if (report.kind === "refused") metrics.recordGatewayRefusal(labels, report.refusal.reason);
   });
   return { metrics };
 }

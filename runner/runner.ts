@@ -2,6 +2,7 @@
  * A runner: the link to the server, the engine driver, and the authoritative set of agent
  * sessions. Owns every container and stack operation; the server only asks.
  */
+import type { McpToolCallReport } from "./gateway/mcp-forwarder.ts";
 import { KeyedMutex } from "../contracts/keyed-mutex.ts";
 import { join } from "node:path";
 import { CodedError } from "../contracts/errors.ts";
@@ -362,6 +363,7 @@ export class Runner {
             command.spec,
             command.credentials,
             command.gateway,
+            command.mcp,
           );
           return this.#driver.provision(command.container_name, s.spec, {
             credentials: s.credentials,
@@ -565,6 +567,14 @@ export class Runner {
           version: RUNNER_PROTOCOL_VERSION,
           type: "gateway_refused",
           payload: { container_name: route.key, agent: route.grant.agent, ...refusal },
+        });
+      },
+      onToolCall: (route: GatewayRoute, call: McpToolCallReport) => {
+        if (route.key.startsWith("run:")) return;
+        this.link.send({
+          version: RUNNER_PROTOCOL_VERSION,
+          type: "gateway_tool_call",
+          payload: { container_name: route.key, agent: route.grant?.agent ?? "", ...call },
         });
       },
     };

@@ -56,7 +56,8 @@ export const SHIPPED_RUNTIMES = [
     name: "compass",
     summary: "our agent on the Oh My Pi SDK, run by Bun",
     contract: "v1alpha2",
-    capabilities: ["streaming", "tools", "resume"],
+    // mcp: the Agent's MCP servers' tools as its own, through the gateway (runtimes/kit/mcp-client.ts).
+    capabilities: ["streaming", "tools", "resume", "mcp"],
     agentCommand: ["/usr/local/bin/bun", "/app/runtimes/compass/agent.ts"],
     imageSetting: "AGENT_SESSIONS_COMPASS_IMAGE",
     testbedImage: "compass-image",
@@ -66,7 +67,8 @@ export const SHIPPED_RUNTIMES = [
     summary: "Hermes (`hermes acp`) behind a v1alpha2 adapter",
     contract: "v1alpha2",
     // Its conversation is Hermes' state.db on the session volume, loaded again on resume.
-    capabilities: ["streaming", "tools", "resume"],
+    // mcp: the Agent's MCP servers' tools in Hermes' registry, through the gateway (hermes_mcp.py).
+    capabilities: ["streaming", "tools", "resume", "mcp"],
     agentCommand: ["/usr/local/bin/node", "/app/runtimes/hermes/agent.ts"],
     imageSetting: "AGENT_SESSIONS_HERMES_IMAGE",
     testbedImage: "hermes-image",

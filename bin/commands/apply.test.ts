@@ -25,10 +25,18 @@ describe("readManifests", () => {
     expect(read[2]?.source).toBe("stdin document 1");
   });
 
+  it("routes an MCPServer manifest to mcpservers", () => {
+    const read = readManifests(
+      ["-"],
+      () => "kind: MCPServer\nmetadata: {name: tools}\nspec: {url: http://10.0.0.1/mcp}\n",
+    );
+    expect(read.map((m) => `${m.manifest.kind}/${m.manifest.metadata.name}`)).toEqual(["MCPServer/tools"]);
+  });
+
   it("refuses, as usage errors, what cannot be routed: bad YAML, unknown kinds, no name", () => {
     expect(() => readManifests(["-"], () => "kind: [\n")).toThrow(/stdin document 1 is not valid YAML/);
     expect(() => readManifests(["-"], () => "kind: Pod\nmetadata: {name: p}\n")).toThrow(
-      /kind must be one of AgentRuntime, Agent, HarnessSession, got Pod/,
+      /kind must be one of AgentRuntime, Agent, MCPServer, HarnessSession, got Pod/,
     );
     expect(() => readManifests(["-"], () => "kind: Agent\n")).toThrow(/metadata.name is required/);
     expect(() => readManifests(["-"], () => "- a\n- b\n")).toThrow(/is not a manifest/);

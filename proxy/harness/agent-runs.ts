@@ -78,6 +78,13 @@ export class AgentRuns {
         `Agent ${namespace}/${agent.metadata.name}`,
         "FAILED_PRECONDITION",
       );
+    // MCP servers reach sessions only (docs/mcp.md): a run would silently go without the tools.
+    if ((agent.spec.mcpServers?.length ?? 0) > 0)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `Agent ${namespace}/${agent.metadata.name} binds MCP servers, which only sessions get (through the runner's gateway); one-shot AgentRuns do not — use a HarnessSession`,
+        { reason: "McpUnsupported" },
+      );
     const credentials = resolveCredentials(agent, this.#o.secretEnv ?? {});
     // A run takes a place of its runner's capacity like a workspace, and a draining runner none.
     const load = await this.#o.store.countWorkspacesByRunner();

@@ -1,7 +1,7 @@
 import { ATTACHED_STATES } from "../lifecycle/session-states.ts";
 import type { SessionJournal } from "../lifecycle/session-journal.ts";
 import type { Logger } from "../observability/log.ts";
-import type { GatewayReport } from "../lifecycle/gateway-reports.ts";
+import { agentLabels, type GatewayReport } from "../lifecycle/gateway-reports.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
 
@@ -58,12 +58,49 @@ export class GatewayAccounting {
         });
         return;
       }
+      case "tool":
+        return this.#toolCall(report);
       default: {
         const exhaustive: never = report;
         return exhaustive;
       }
     }
   };
+
+  /**
+   * An MCP tool call (issue 39): an `audit` log line (who, which server and tool, how it ended,
+   * how long; never its arguments or result) and a compass.v1 `tool` frame on the agent session's
+   * events (`source: "mcp"`), which the web UI shows beside the agent's own tool calls.
+   */
+  async #toolCall(report: Extract<GatewayReport, { kind: "tool" }>): Promise<void> {
+    const { call, workspace } = report;
+    const labels = agentLabels(workspace);
+    const message = call.message === undefined ? {} : { message: withoutGatewayTokens(call.message) };
+    this.#o.log("info", "audit", {
+      kind: "mcp_tool_call",
+      namespace: labels.namespace,
+      agent: labels.agent,
+      container_name: workspace.container_name,
+      server: call.server,
+      tool: call.tool,
+      outcome: call.outcome,
+      duration_ms: Math.round(call.duration_ms),
+    });
+    const sessionId = await this.#sessionOf(workspace.container_name);
+    if (sessionId === undefined) return;
+    await this.#o.journal.append(sessionId, {
+      type: "tool",
+      payload: {
+        source: "mcp",
+        server: call.server,
+        name: call.tool,
+        tool: call.tool,
+        outcome: call.outcome,
+        duration_ms: Math.round(call.duration_ms),
+        ...message,
+      },
+    });
+  }
 
   /** The agent session the workspace runs (else its latest): the one whose events a client follows. */
   async #sessionOf(containerName: string): Promise<string | undefined> {

@@ -321,8 +321,10 @@ export class HarnessController {
    * manifest directory applied session first). Sessions failed for another reason stay settled.
    * Returns once each retry is queued; never throws (failures are logged).
    */
-  async rebind(kind: "Agent" | "AgentRuntime", namespace: string, name: string): Promise<void> {
+  async rebind(kind: "Agent" | "AgentRuntime" | "MCPServer", namespace: string, name: string): Promise<void> {
     const names = (record: HarnessRecord) =>
+      // An MCPServer is named by Agents, not by sessions: every session failed on a binding is retried.
+      kind === "MCPServer" ||
       // An unset runtimeRef is its Agent's, unknown here: retried too (only binding failures are).
       (kind === "Agent" ? record.spec.agentRef : (record.spec.runtimeRef ?? name)) === name;
     let records: HarnessRecord[];

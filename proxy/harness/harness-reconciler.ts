@@ -1,4 +1,5 @@
 import { type ApiErrorBody, CodedError, ErrorCode } from "../../contracts/errors.ts";
+import { mcpGrantsOf } from "../lifecycle/mcp-servers.ts";
 import { type KeyedLocks, processLocks } from "../lifecycle/keyed-mutex.ts";
 import {
   type HarnessReason,
@@ -841,6 +842,7 @@ export class HarnessReconciler {
         admission: this.#o.admission,
       });
       resolveCredentials(agent, this.#o.secretEnv);
+      await mcpGrantsOf(this.#o.store, agent, runtime, this.#o.admission, this.#o.secretEnv);
     } catch (error) {
       return { ok: false, message: errorBody(error).message };
     }

@@ -18,6 +18,7 @@ import {
   OpenAIErrorBody,
 } from "../../contracts/openai-chat.ts";
 import { API_VERSION, AgentRuntime, AgentView, AgentWrite } from "../../contracts/resources.ts";
+import { MCPServerView, MCPServerWrite } from "../../contracts/mcp.ts";
 import {
   RestoreRequest,
   SessionSnapshot,
@@ -67,6 +68,8 @@ const RESOURCES = [
   // Credentials are write-only: the answer says `valueSet: true` where a literal value is stored,
   // and a PUT may send `valueSet: true` back to keep it.
   { plural: "agents", kind: "Agent", input: AgentWrite, output: AgentView, patch: false },
+  // MCP servers for sessions (issue 39): Streamable HTTP only; credentials write-only like an Agent's.
+  { plural: "mcpservers", kind: "MCPServer", input: MCPServerWrite, output: MCPServerView, patch: false },
   {
     plural: "harnesssessions",
     kind: "HarnessSession",

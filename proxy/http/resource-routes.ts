@@ -19,6 +19,8 @@ import { createOnly } from "./create-only.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 import { offeredCredential } from "../lifecycle/session-spec-builder.ts";
+import { MCPServerWrite, redactedMcpServer } from "../../contracts/mcp.ts";
+import { assertMcpServerAdmitted, keptMcpCredentials } from "../lifecycle/mcp-servers.ts";
 
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
@@ -37,7 +39,11 @@ export function resourceRoutes(options: {
    */
   secretEnv?: Readonly<Record<string, string | undefined>>;
   /** Told each one written: sessions that failed on a reference to it are retried (issue 34). */
-  onWritten?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>;
+  onWritten?: (
+    kind: "Agent" | "AgentRuntime" | "MCPServer",
+    namespace: string,
+    name: string,
+  ) => Promise<void>;
 }): Hono {
   const { store, admission, onWritten } = options;
   const secretEnv = options.secretEnv ?? {};
@@ -58,11 +64,12 @@ export function resourceRoutes(options: {
    */
   const shown = (resource: Resource): unknown => {
     if (resource.kind === "Agent") return redactedAgent(resource);
+    if (resource.kind === "MCPServer") return redactedMcpServer(resource);
     const { approved: _ignored, ...spec } = resource.spec;
     return { ...resource, spec, status: admission.runtimes.verdict(resource) };
   };
 
-  app.get("/:ns/:plural{(?:agentruntimes|agents)}", async (c) => {
+  app.get("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}", async (c) => {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
     const list = `${c.req.param("plural")}/${namespace}`;
     const query = listQuery(list, { limit: c.req.query("limit"), continue: c.req.query("continue") });
@@ -73,7 +80,7 @@ export function resourceRoutes(options: {
     return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, metadata, items: page.items.map(shown) });
   });
 
-  app.get("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
+  app.get("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const resource = await store.getResource(kind, namespace, name);
@@ -81,15 +88,17 @@ export function resourceRoutes(options: {
     return c.json(shown(resource));
   });
 
-  app.put("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
+  app.put("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
     const ifAbsent = createOnly(c);
     const body = withPathMetadata(await readJson(c), namespace, name);
-    const resource =
+    const resource: Resource =
       kind === "Agent"
         ? await keptCredentials(store, parseInput(AgentWrite, body, kind))
-        : parseInput(schema, body, kind);
+        : kind === "MCPServer"
+          ? await keptMcpCredentials(store, parseInput(MCPServerWrite, body, kind))
+          : parseInput(schema, body, kind);
     if (resource.metadata.name !== name || resource.metadata.namespace !== namespace)
       throw new CodedError(
         "INVALID_ARGUMENT",
@@ -102,6 +111,7 @@ export function resourceRoutes(options: {
         admission.egress.assertModelAllowed(resource.spec.model.baseUrl, `Agent ${namespace}/${name}`);
       assertCredentialsOffered(resource, secretEnv);
     }
+    if (resource.kind === "MCPServer") assertMcpServerAdmitted(resource, admission, secretEnv);
     await assertWarmPoolQuota(store, admission, resource);
     const { resource: stored, created } = await store.putResource(stripped(resource), { ifAbsent });
     if (ifAbsent && !created) throw alreadyExists(kind, namespace, name);
@@ -109,7 +119,7 @@ export function resourceRoutes(options: {
     return c.json(shown(stored), created ? 201 : 200);
   });
 
-  app.delete("/:ns/:plural{(?:agentruntimes|agents)}/:name", async (c) => {
+  app.delete("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const deleted = await store.deleteResource(kind, namespace, name);
@@ -194,6 +204,7 @@ function assertCredentialsOffered(agent: Agent, offered: Readonly<Record<string,
 async function assertWarmPoolQuota(store: Store, admission: Admission, written: Resource): Promise<void> {
   const namespace = written.metadata.namespace;
   const quotas = admission.quotas;
+  if (written.kind === "MCPServer") return;
   if (!quotas || quotas.limit("warmPoolEntries", namespace) === undefined) return;
   const agents = (await store.listResources("Agent", namespace)) as Agent[];
   const runtimes = (await store.listResources("AgentRuntime", namespace)) as AgentRuntime[];

@@ -186,25 +186,47 @@ export class EgressGuard {
     owner: string,
     code: "INVALID_ARGUMENT" | "FAILED_PRECONDITION" = "INVALID_ARGUMENT",
   ): void {
-    const url = new URL(baseUrl);
-    const field = "spec.model.baseUrl";
+    this.assertGatewayUpstreamAllowed(baseUrl, owner, {
+      code,
+      field: "spec.model.baseUrl",
+      what: "its model",
+      credential: "the Agent's credential",
+    });
+  }
+
+  /**
+   * A destination the runner's gateway connects to with a credential (a model endpoint, an MCP
+   * server's URL: contracts/mcp.ts): allowed like an egress rule, named by an IPv4 address.
+   */
+  assertGatewayUpstreamAllowed(
+    target: string,
+    owner: string,
+    options: {
+      code: "INVALID_ARGUMENT" | "FAILED_PRECONDITION";
+      field: string;
+      what: string;
+      credential: string;
+    },
+  ): void {
+    const { code, field, what, credential } = options;
+    const url = new URL(target);
     const host = url.hostname;
     if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(host))
       throw new CodedError(
         "INVALID_ARGUMENT",
-        `${owner}: ${field} must name its host by an IPv4 address the operator allows (AGENT_SESSIONS_EGRESS_ALLOW), not "${host}": the model gateway connects there with the Agent's credential`,
+        `${owner}: ${field} must name its host by an IPv4 address the operator allows (AGENT_SESSIONS_EGRESS_ALLOW), not "${host}": the gateway connects there with ${credential}`,
         { reason: "EgressForbidden", field_violations: [{ field, description: "not an IPv4 address" }] },
       );
     const rule = { cidr: `${host}/32`, port: Number(url.port || (url.protocol === "https:" ? 443 : 80)) };
     const forbidden = egressRuleProblem(rule, this.forbidden);
     if (forbidden)
-      throw new CodedError(code, `${owner} may not reach its model: ${field}: ${forbidden}`, {
+      throw new CodedError(code, `${owner} may not reach ${what}: ${field}: ${forbidden}`, {
         reason: "EgressForbidden",
         field_violations: [{ field, description: forbidden }],
       });
     const outside = this.outsideAllowed(rule);
     if (outside)
-      throw new CodedError("FAILED_PRECONDITION", `${owner} may not reach its model: ${field}: ${outside}`, {
+      throw new CodedError("FAILED_PRECONDITION", `${owner} may not reach ${what}: ${field}: ${outside}`, {
         reason: "EgressNotAllowed",
         setting: "AGENT_SESSIONS_EGRESS_ALLOW",
         field_violations: [{ field, description: outside }],

@@ -1,3 +1,4 @@
+import type { GatewayToolCall } from "../../contracts/mcp.ts";
 import type { GatewayRefusal, GatewayUsageReport } from "../../contracts/runner-protocol.ts";
 import { parseAgentRef } from "../../contracts/resources.ts";
 import type { WorkspaceRecord } from "../store/store.ts";
@@ -9,7 +10,9 @@ import type { WorkspaceRecord } from "../store/store.ts";
  */
 export type GatewayReport =
   | { kind: "usage"; workspace: WorkspaceRecord; report: GatewayUsageReport }
-  | { kind: "refused"; workspace: WorkspaceRecord; refusal: GatewayRefusal };
+  | { kind: "refused"; workspace: WorkspaceRecord; refusal: GatewayRefusal }
+  /** One MCP tool call through the gateway (issue 39), allowed or refused. */
+  | { kind: "tool"; workspace: WorkspaceRecord; call: GatewayToolCall };
 
 /** Told of every accepted report, in the order its runner sent them. */
 export type GatewayReportListener = (report: GatewayReport) => Promise<void> | void;

@@ -95,7 +95,7 @@ export class WarmPools {
    * now, so an entry made from an older version is never claimed.
    */
   async target(agent: Agent, runtime: AgentRuntime): Promise<WarmTarget | undefined> {
-    if ((runtime.spec.warmPool?.size ?? 0) === 0) return undefined;
+    if ((runtime.spec.warmPool?.size ?? 0) === 0 || hasMcpServers(agent)) return undefined;
     const pool = poolKey(agent);
     const runner = this.#runners.connectedRunners().find((r) => r.runner_id === this.#holders.get(pool));
     if (!runner) return undefined;
@@ -132,7 +132,7 @@ export class WarmPools {
     const entriesOf = new Map<string, number>();
     for (const agent of (await this.#store.listResources("Agent", undefined)) as Agent[]) {
       const runtime = runtimes.get(`${agent.metadata.namespace}/${agent.spec.runtimeRef}`);
-      if (!runtime) continue;
+      if (!runtime || hasMcpServers(agent)) continue;
       const pool = poolKey(agent);
       const size = this.#withinQuota(agent, runtime.spec.warmPool?.size ?? 0, entriesOf);
       if (size === 0) continue;
@@ -252,4 +252,12 @@ export function fingerprintOf(
   return createHash("sha256")
     .update(JSON.stringify(gateway === undefined ? [template, sorted] : [template, sorted, gateway]))
     .digest("hex");
+}
+
+/**
+ * An Agent binding MCP servers gets no warm pool (yet): its grants are resolved at each provision
+ * (proxy/lifecycle/mcp-servers.ts), and a pool entry would hold them from before.
+ */
+function hasMcpServers(agent: Agent): boolean {
+  return (agent.spec.mcpServers?.length ?? 0) > 0;
 }

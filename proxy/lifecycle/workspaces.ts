@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { mcpGrantsOf } from "./mcp-servers.ts";
 import type { z } from "zod";
 import { CodedError } from "../../contracts/errors.ts";
 import { type Agent, type AgentRuntime, parseAgentRef } from "../../contracts/resources.ts";
@@ -184,6 +185,7 @@ export class Workspaces {
       }
       const { namespace } = parseAgentRef(agentRef);
       const credentials = resolveCredentials(agent, this.#secretEnv);
+      const mcp = await mcpGrantsOf(this.#store, agent, runtime, this.#admission, this.#secretEnv);
       let runner: RunnerRecord;
       let spec: SessionSpec;
       let workspace: WorkspaceRecord;
@@ -263,6 +265,7 @@ export class Workspaces {
         credentials,
         adapter_token: workspace.adapter_token,
         ...gatewayFieldOf(agent),
+        ...(mcp.length > 0 ? { mcp } : {}),
       });
       if (!outcome.ok) {
         await this.#store.updateWorkspace(workspace.container_name, { status: "failed" });

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import type { GatewayToolCall } from "../../contracts/mcp.ts";
 import type { Duplex } from "node:stream";
 import { type RawData, WebSocketServer } from "ws";
 import { BINARY_FRAMES_CAPABILITY, BinaryKind, decodeBinaryFrame } from "../../contracts/runner-binary.ts";
@@ -603,6 +604,12 @@ export class RunnerHub {
           enqueue("gateway_refused", () => this.#gatewayReport(runnerId, { kind: "refused", refusal }));
           return;
         }
+        case "gateway_tool_call": {
+          const call = envelope.payload;
+          const runnerId = connection.runner?.runner_id;
+          enqueue("gateway_tool_call", () => this.#gatewayReport(runnerId, { kind: "tool", call }));
+          return;
+        }
         default: {
           const exhaustive: never = envelope;
           return exhaustive;
@@ -630,23 +637,32 @@ export class RunnerHub {
    */
   async #gatewayReport(
     runnerId: string | undefined,
-    message: { kind: "usage"; report: GatewayUsageReport } | { kind: "refused"; refusal: GatewayRefusal },
+    message:
+      | { kind: "usage"; report: GatewayUsageReport }
+      | { kind: "refused"; refusal: GatewayRefusal }
+      | { kind: "tool"; call: GatewayToolCall },
   ): Promise<void> {
     const containerName =
-      message.kind === "usage" ? message.report.container_name : message.refusal.container_name;
+      message.kind === "usage"
+        ? message.report.container_name
+        : message.kind === "refused"
+          ? message.refusal.container_name
+          : message.call.container_name;
     const workspace = await this.#store.getWorkspace(containerName);
     if (!workspace || workspace.runner_id !== runnerId) {
       this.#log("warn", "runner reported gateway use for a workspace not placed on it; dropped", {
         runner_id: runnerId,
         container_name: containerName,
-        type: message.kind === "usage" ? "gateway_usage" : "gateway_refused",
+        type: `gateway_${message.kind === "tool" ? "tool_call" : message.kind}`,
       });
       return;
     }
     const report: GatewayReport =
       message.kind === "usage"
         ? { kind: "usage", workspace, report: message.report }
-        : { kind: "refused", workspace, refusal: message.refusal };
+        : message.kind === "refused"
+          ? { kind: "refused", workspace, refusal: message.refusal }
+          : { kind: "tool", workspace, call: message.call };
     for (const listener of this.#gatewayListeners) {
       try {
         await listener(report);

@@ -17,6 +17,7 @@ import { AgentBudgets } from "./budgets.ts";
 import { checkCall } from "./call-body.ts";
 import { clientHeaders, presentedTokens, upstreamHeaders } from "./headers.ts";
 import { JsonReplyWatcher, type ReplyWatcher, SseReplyWatcher } from "./provider-usage.ts";
+import { MCP_PATH_PREFIX, McpForwarder, type McpEvents } from "./mcp-forwarder.ts";
 import type { GatewayRoute, GatewayRoutes } from "./routes.ts";
 
 /**
@@ -27,13 +28,15 @@ export type GatewayEvents = {
   /** Once per forwarded model call (a POST), before the client's response ends. */
   onUsage(route: GatewayRoute, report: { model: string; usage: Usage }): void;
   onRefused(route: GatewayRoute, refusal: { reason: GatewayRefusal["reason"]; message: string }): void;
-};
+} & Partial<McpEvents>;
 
 export type Gateway = {
   host: string;
   port: number;
   /** The gateway's URL for a session whose Agent's endpoint is `upstream`: the same path, here. */
   baseUrlFor(upstream: string): string;
+  /** The gateway's URL of an MCP server of a session (mcp-forwarder.ts): `/mcp/<name>`. */
+  mcpUrlFor(server: string): string;
   close(): Promise<void>;
 };
 
@@ -67,8 +70,14 @@ export async function startGateway(options: {
     options.events,
     new AgentBudgets({ file: options.budgetsFile }),
   );
+  const mcp = new McpForwarder(options.routes, {
+    onToolCall: (route, call) => options.events.onToolCall?.(route, call),
+  });
   const server = createServer((req, res) => {
-    forwarder.handle(req, res).catch(() => {
+    const handled = (req.url ?? "").startsWith(MCP_PATH_PREFIX)
+      ? mcp.handle(req, res)
+      : forwarder.handle(req, res);
+    handled.catch(() => {
       // The client went away, or a bug of ours (or a throwing callback): a 500 or a cut reply, never a secret.
       if (res.destroyed) return;
       if (!res.headersSent) sendError(res, 500, "api_error", "gateway_error", "The model gateway failed.");
@@ -88,12 +97,14 @@ export async function startGateway(options: {
     host: options.host,
     port,
     baseUrlFor: (upstream) => `http://${hostInUrl}:${port}${upstreamPath(new URL(upstream))}`,
+    mcpUrlFor: (name) => `http://${hostInUrl}:${port}${MCP_PATH_PREFIX}${name}`,
     close: async () => {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       });
       await forwarder.close();
+      await mcp.close();
     },
   };
 }

@@ -9,6 +9,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { MCP_TOKEN_ENV, McpServerGrant } from "../../contracts/mcp.ts";
 import { GatewayGrant } from "../../contracts/runner-protocol.ts";
 import { writePrivateFile } from "./private-file.ts";
 
@@ -25,8 +26,10 @@ export type GatewayRoute = {
   grant: GatewayGrant | undefined;
   /** Credential name -> real value (never leaves the runner). */
   credentials: Record<string, string>;
-  /** Credential name -> this route's gateway token. */
+  /** Credential name -> this route's gateway token (MCP_GATEWAY_TOKEN: the session's MCP token, no value behind it). */
   tokens: Record<string, string>;
+  /** The Agent's MCP servers (mcp-forwarder.ts), their credential headers included; absent: none. */
+  mcp?: McpServerGrant[];
   /**
    * Its workload is stopped: its tokens are refused and no credential value is kept; the next
    * `ensure` (the resume's provision) takes them up again, so the resumed workload's environment
@@ -40,6 +43,7 @@ const GatewayRouteRecord = z.object({
   grant: GatewayGrant.optional(),
   credentials: z.record(z.string(), z.string()),
   tokens: z.record(z.string(), z.string().startsWith(GATEWAY_TOKEN_PREFIX)),
+  mcp: z.array(McpServerGrant).optional(),
   suspended: z.boolean().optional(),
 });
 const RoutesFile = z.object({ version: z.literal(1), routes: z.array(GatewayRouteRecord) });
@@ -90,12 +94,27 @@ export class GatewayRoutes {
    * credential name added gets a token, one removed loses its token. New key: a token per
    * credential name.
    */
-  ensure(key: string, grant: GatewayGrant | undefined, credentials: Record<string, string>): GatewayRoute {
+  ensure(
+    key: string,
+    grant: GatewayGrant | undefined,
+    credentials: Record<string, string>,
+    mcp: readonly McpServerGrant[] = [],
+  ): GatewayRoute {
     const previous = this.#routes.get(key);
     const tokens: Record<string, string> = {};
-    for (const name of Object.keys(credentials)) tokens[name] = previous?.tokens[name] ?? newGatewayToken();
+    const names = Object.keys(credentials).filter((name) => name !== MCP_TOKEN_ENV);
+    // The session's MCP token stands for no value: the model path swaps it for nothing.
+    if (mcp.length > 0) names.push(MCP_TOKEN_ENV);
+    for (const name of names) tokens[name] = previous?.tokens[name] ?? newGatewayToken();
     if (previous && !previous.suspended) this.#forgetTokens(previous);
-    const route: GatewayRoute = { key, grant, credentials: { ...credentials }, tokens };
+    const { [MCP_TOKEN_ENV]: _none, ...values } = credentials;
+    const route: GatewayRoute = {
+      key,
+      grant,
+      credentials: values,
+      tokens,
+      ...(mcp.length > 0 ? { mcp: [...mcp] } : {}),
+    };
     this.#put(route);
     this.#save();
     return route;
@@ -113,7 +132,8 @@ export class GatewayRoutes {
     const route = this.#routes.get(key);
     if (!route || route.suspended) return;
     this.#forgetTokens(route);
-    this.#routes.set(key, { ...route, credentials: {}, suspended: true });
+    const { mcp: _forgotten, ...kept } = route;
+    this.#routes.set(key, { ...kept, credentials: {}, suspended: true });
     this.#save();
   }
 

@@ -8,6 +8,7 @@
  * when it ends.
  */
 import { CodedError } from "../../contracts/errors.ts";
+import { MCP_SERVERS_ENV, type McpServerGrant } from "../../contracts/mcp.ts";
 import type { GatewayGrant, RunnerCommand } from "../../contracts/runner-protocol.ts";
 import type { EgressRule, SessionSpec } from "../../contracts/session-spec.ts";
 import type { Gateway } from "./gateway.ts";
@@ -54,12 +55,20 @@ export class SessionGateway {
     spec: SessionSpec,
     credentials: Record<string, string>,
     grant: GatewayGrant | undefined,
+    mcp: readonly McpServerGrant[] = [],
   ): GatewaySecrets {
     const gateway = this.#require(grant, spec.env.MODEL_BASE_URL);
-    const route = this.#routes.ensure(key, grant, credentials);
+    if (mcp.length > 0 && !gateway)
+      throw new CodedError(
+        "FAILED_PRECONDITION",
+        `this runner serves no gateway, and a session reaches MCP servers only through one: ${this.#missing}`,
+      );
+    const route = this.#routes.ensure(key, grant, credentials, mcp);
     const repo = spec.repo?.credential;
+    let through = gateway && grant ? this.#through(spec, gateway, grant) : withoutModelUrl(spec);
+    if (gateway && mcp.length > 0) through = withMcp(through, gateway, mcp);
     return {
-      spec: gateway && grant ? this.#through(spec, gateway, grant) : withoutModelUrl(spec),
+      spec: through,
       credentials: { ...route.tokens },
       repoCredentials: repo && credentials[repo] !== undefined ? { [repo]: credentials[repo] } : {},
     };
@@ -117,6 +126,19 @@ function gatewayRule(gateway: Gateway): EgressRule {
 
 function withRule(egress: readonly EgressRule[], rule: EgressRule): EgressRule[] {
   return egress.some((r) => r.cidr === rule.cidr && r.port === rule.port) ? [...egress] : [...egress, rule];
+}
+
+/**
+ * The session's MCP servers: `MCP_SERVERS` (JSON `{<name>: <gateway URL>}`) and the egress rule to
+ * the gateway; never a server's own URL (the session has no route to it) nor its credentials.
+ */
+function withMcp(spec: SessionSpec, gateway: Gateway, mcp: readonly McpServerGrant[]): SessionSpec {
+  const urls = Object.fromEntries(mcp.map((server) => [server.name, gateway.mcpUrlFor(server.name)]));
+  return {
+    ...spec,
+    env: { ...spec.env, [MCP_SERVERS_ENV]: JSON.stringify(urls) },
+    egress: withRule(spec.egress, gatewayRule(gateway)),
+  };
 }
 
 function withoutModelUrl(spec: SessionSpec): SessionSpec {

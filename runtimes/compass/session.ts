@@ -15,7 +15,7 @@ import { buildModel } from "@oh-my-pi/pi-catalog/build";
 import { type MessageUsage, NO_MODEL, summedUsage, type TurnOptions, type TurnOutcome } from "../kit/turn.ts";
 import { confinement } from "./confine.ts";
 import type { CompassSettings } from "./settings.ts";
-import { compassTools } from "./tools.ts";
+import { compassTools, mcpTools } from "./tools.ts";
 
 const SYSTEM_PROMPT =
   "You are compass, a coding agent working in /workspace. Use the tools to read, write and edit files and to run commands there.";
@@ -58,6 +58,8 @@ export class CompassSession {
   readonly #settings: CompassSettings;
   readonly #file: string;
   readonly #agent: Agent | undefined;
+  /** The MCP servers' tools were added (once, at the first turn: listing them is a network call). */
+  #mcpAdded = false;
 
   constructor(settings: CompassSettings, name: string) {
     this.#settings = settings;
@@ -93,6 +95,18 @@ export class CompassSession {
     const agent = this.#agent;
     if (!agent) return { outcome: "failed", error: NO_MODEL, text: "" };
     if (options.signal?.aborted) return { outcome: "cancelled", text: "" };
+    const mcp = this.#settings.mcp;
+    if (mcp && !this.#mcpAdded) {
+      try {
+        agent.setTools([...agent.state.tools, ...(await mcpTools(mcp))]);
+        this.#mcpAdded = true;
+      } catch (error) {
+        // The turn goes on without them; the next one asks again.
+        process.stderr.write(
+          `compass: the MCP servers' tools could not be listed: ${(error as Error).message}\n`,
+        );
+      }
+    }
     let text = "";
     let messageHasText = false;
     const usages: MessageUsage[] = [];

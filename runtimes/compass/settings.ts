@@ -5,6 +5,7 @@
  * workspace whose `.compass/` keeps the conversations.
  */
 import { join } from "node:path";
+import { type McpSettings, mcpSettings } from "../kit/mcp-client.ts";
 import { TOOL_NAMES, type ToolName } from "./tools.ts";
 
 export type CompassSettings = {
@@ -14,6 +15,8 @@ export type CompassSettings = {
   model?: { baseUrl: string; name: string };
   apiKey?: string;
   tools: ToolName[];
+  /** The Agent's MCP servers behind the runner's gateway (MCP_SERVERS, MCP_GATEWAY_TOKEN); absent: none. */
+  mcp?: McpSettings;
 };
 
 export function compassSettings(source: NodeJS.ProcessEnv = process.env): CompassSettings {
@@ -35,5 +38,6 @@ export function compassSettings(source: NodeJS.ProcessEnv = process.env): Compas
       : {}),
     ...(source.MODEL_API_KEY ? { apiKey: source.MODEL_API_KEY } : {}),
     tools: [...new Set(tools)] as ToolName[],
+    ...(mcpSettings(source) ? { mcp: mcpSettings(source) } : {}),
   };
 }

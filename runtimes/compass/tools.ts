@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { type } from "@oh-my-pi/omptype";
 import type { AgentTool, AgentToolResult } from "@oh-my-pi/pi-agent-core";
+import { type McpSettings, sessionMcpTools } from "../kit/mcp-client.ts";
 import { type Confinement, confinedPath } from "./confine.ts";
 
 export const TOOL_NAMES = ["read", "write", "edit", "bash"] as const;
@@ -190,4 +191,24 @@ function runBash(
       else resolve(text(body));
     });
   });
+}
+
+/**
+ * The tools of the Agent's MCP servers (issue 39), named `<server>_<tool>`, each a call through the
+ * runner's gateway (runtimes/kit/mcp-client.ts): the gateway listed only the allowed ones, and a
+ * call it refuses (or the server fails) is thrown, which the SDK hands the model as a tool error.
+ */
+export async function mcpTools(settings: McpSettings): Promise<AgentTool[]> {
+  return (await sessionMcpTools(settings)).map(({ name, tool, client }) => ({
+    name,
+    label: `${tool.server}: ${tool.name}`,
+    description: tool.description || `MCP tool ${tool.name} of server ${tool.server}.`,
+    intent: "omit",
+    parameters: tool.inputSchema as unknown as AgentTool["parameters"],
+    execute: async (_id, params, signal) => {
+      const result = await client.callTool(tool.name, (params ?? {}) as Record<string, unknown>, signal);
+      if (result.isError) throw new Error(result.text);
+      return text(result.text);
+    },
+  }));
 }

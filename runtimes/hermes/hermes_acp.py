@@ -85,8 +85,21 @@ import httpx
 import run_agent as _run_agent
 
 
+# 14. MCP (issue 39): the Agent's MCP servers' tools, through the runner's gateway only
+# (hermes_mcp.py), in toolsets `mcp-<server>` beside $HERMES_TOOLSETS. Listed once, at start.
+import hermes_mcp
+
+try:
+    _MCP_TOOLSETS = hermes_mcp.register_gateway_tools()
+except Exception as _error:  # the session runs without them, and says so on stderr
+    import sys
+
+    print("hermes: the MCP servers' tools could not be listed: %s" % _error, file=sys.stderr)
+    _MCP_TOOLSETS = []
+
+
 def _allowlisted_toolsets(toolsets=None, mcp_server_names=None):
-    return list(_TOOLSETS)
+    return list(_TOOLSETS) + list(_MCP_TOOLSETS)
 
 
 _session._expand_acp_enabled_toolsets = _allowlisted_toolsets

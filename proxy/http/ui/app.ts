@@ -46,6 +46,8 @@ const state = {
   history: new Map<string, Sent[]>(),
   /** Per session: the transcript shown in the chat pane. */
   transcripts: new Map<string, Message[]>(),
+  /** Per agent session id: the MCP tool calls its events carried since this page connected, newest first. */
+  toolCalls: new Map<string, ToolCallRow[]>(),
   busy: new Set<string>(),
   /** Sessions whose transcript file was read (or found absent) since the page opened or restored them. */
   transcriptRead: new Set<string>(),
@@ -63,6 +65,11 @@ const state = {
   /** The workspace pane: whose workspace it shows and the directory listed ("" is /workspace). */
   ws: { session: undefined as string | undefined, path: "", phase: undefined as string | undefined },
 };
+
+/** One MCP tool call through the gateway (a `tool` frame with `source: "mcp"`, docs/mcp.md). */
+type ToolCallRow = { server: string; tool: string; outcome: string; durationMs: number; at: string };
+/** Tool calls kept per session in the page. */
+const TOOL_CALLS_KEPT = 50;
 
 /** At most this much of a file (or a diff) is shown in the page. */
 const VIEW_MAX_BYTES = 256 * 1024;
@@ -546,6 +553,7 @@ function renderDetail(): void {
       el("dd", { textContent: v, dataset: { field: k } }),
     ]),
   );
+  renderToolCalls(st.sessionId);
   $("history").replaceChildren(
     ...(state.history.get(name) ?? []).map((h) =>
       el(
@@ -933,6 +941,7 @@ async function follow(client: AgentSessionsClient): Promise<void> {
       });
       for await (const message of events) {
         if (message.kind === "frame" && message.frame.type === "status") refreshSoon();
+        if (message.kind === "frame" && message.frame.type === "tool") noteToolCall(message.frame);
       }
     } catch (error) {
       if (refused(error)) return disconnect("the token was refused");
@@ -942,6 +951,40 @@ async function follow(client: AgentSessionsClient): Promise<void> {
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 10_000);
   }
+}
+
+/** An MCP tool call of a session's events, shown in its detail (others are the agent's own tools, in its transcript). */
+function noteToolCall(frame: { session_id: string; ts: string; payload: Record<string, unknown> }): void {
+  const p = frame.payload;
+  if (p.source !== "mcp") return;
+  const rows = state.toolCalls.get(frame.session_id) ?? [];
+  rows.unshift({
+    server: String(p.server ?? ""),
+    tool: String(p.tool ?? ""),
+    outcome: String(p.outcome ?? ""),
+    durationMs: Number(p.duration_ms ?? 0),
+    at: frame.ts,
+  });
+  state.toolCalls.set(frame.session_id, rows.slice(0, TOOL_CALLS_KEPT));
+  const selected = state.sessions.find((x) => x.metadata.name === state.selected);
+  if (selected?.status.sessionId === frame.session_id) renderToolCalls(frame.session_id);
+}
+
+function renderToolCalls(sessionId: string | undefined): void {
+  const rows = sessionId === undefined ? [] : (state.toolCalls.get(sessionId) ?? []);
+  $("tool-calls").replaceChildren(
+    ...rows.map((r) =>
+      el(
+        "tr",
+        {},
+        el("td", { textContent: new Date(r.at).toLocaleTimeString() }),
+        el("td", { textContent: r.server }),
+        el("td", { textContent: r.tool }),
+        el("td", { textContent: r.outcome, dataset: { field: "outcome" } }),
+        el("td", { textContent: `${Math.round(r.durationMs)} ms` }),
+      ),
+    ),
+  );
 }
 
 function setLive(on: boolean): void {
