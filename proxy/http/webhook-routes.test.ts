@@ -215,4 +215,32 @@ describe("Webhook delivery", () => {
     ]);
     expect(JSON.stringify(deliveries.body)).not.toContain("whsec_");
   }, 60_000);
+
+  it("a session deleted by its ttl sends expired, then deleted with reason Expired", async () => {
+    const r = await receiver();
+    servers.push(r.server);
+    const created = await t.call(
+      "PUT",
+      `${HOOKS}/ends`,
+      hook("ends", { url: r.url, events: ["expired", "deleted"], secret: SECRET }),
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    await t.runner();
+    const put = await t.call("PUT", `${SESSIONS}/brief`, {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: "brief" },
+      spec: { agentRef: "alice", runtimeRef: "reference", ttl: "2s" },
+    });
+    expect(put.status).toBe(201);
+    const got = await until("expired and deleted", () => (r.got.length >= 2 ? r.got : undefined), 20_000);
+    const payloads = got.map(
+      (g) => new Verifier(SECRET).verify(g.body, g.headers as Record<string, string>) as Json,
+    );
+    expect(payloads.map((p) => [p.type, p.data.reason])).toEqual([
+      ["expired", "Expired"],
+      ["deleted", "Expired"],
+    ]);
+    expect(payloads[0].data.message).toMatch(/spec.ttl 2s/);
+  }, 30_000);
 });
