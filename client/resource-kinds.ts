@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
 import type { Agent, AgentInput, AgentRuntime, AgentRuntimeInput } from "../contracts/resources.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
+import type { Webhook, WebhookInput } from "../contracts/webhook.ts";
 
 /** The namespaced kinds of `/v1/namespaces/{ns}/{plural}`: what a PUT takes and a GET returns. */
 export type ResourceTypes = {
@@ -10,6 +11,8 @@ export type ResourceTypes = {
   harnesssessions: { input: z.input<typeof HarnessSessionInput>; output: HarnessSession };
   /** Made by `…/harnesssessions/{name}:snapshot` or an archive import, never by PUT of a manifest. */
   sessionsnapshots: { input: never; output: SessionSnapshot };
+  /** `spec.secret` is write-only: only a create answer may carry it (a generated one, shown once). */
+  webhooks: { input: WebhookInput; output: Webhook };
 };
 export type ResourcePlural = keyof ResourceTypes;
 
@@ -18,6 +21,7 @@ export const PLURAL_OF_KIND = {
   AgentRuntime: "agentruntimes",
   Agent: "agents",
   HarnessSession: "harnesssessions",
+  Webhook: "webhooks",
 } as const satisfies Record<string, ResourcePlural>;
 export type ManifestKind = keyof typeof PLURAL_OF_KIND;
 
@@ -26,6 +30,7 @@ export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind | "SessionSnaps
   agents: "Agent",
   harnesssessions: "HarnessSession",
   sessionsnapshots: "SessionSnapshot",
+  webhooks: "Webhook",
 };
 
 /** A list answer: `{apiVersion, kind: "<Kind>List", metadata: {continue?}, items}` (one page). */
