@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net";
 import { Webhook as Verifier } from "standardwebhooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { until } from "../../test/support/until.ts";
+import type { Logger } from "../observability/log.ts";
 import { startTestServer, type TestServer } from "../testing/test-server.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, read by assertions
@@ -45,10 +46,16 @@ const hook = (name: string, spec: Record<string, unknown>) => ({
 
 let t: TestServer;
 const servers: Server[] = [];
+const logLines: string[] = [];
+const log: Logger = (level, msg, fields) => {
+  logLines.push(JSON.stringify({ level, msg, ...fields }));
+};
 beforeEach(async () => {
-  t = await startTestServer({
-    webhooks: { egressAllow: ["127.0.0.1/32"], attemptsMax: 4, retryBaseMs: 50, timeoutMs: 2_000 },
-  });
+  logLines.length = 0;
+  t = await startTestServer(
+    { webhooks: { egressAllow: ["127.0.0.1/32"], attemptsMax: 4, retryBaseMs: 50, timeoutMs: 2_000 } },
+    { log },
+  );
 });
 afterEach(async () => {
   await t.close();
@@ -242,5 +249,76 @@ describe("Webhook delivery", () => {
       ["deleted", "Expired"],
     ]);
     expect(payloads[0].data.message).toMatch(/spec.ttl 2s/);
+  }, 30_000);
+
+  it("never puts the secret in a log line, an answer or an error, even when delivery fails", async () => {
+    const r = await receiver([500, 500, 500, 500]);
+    servers.push(r.server);
+    const answers: string[] = [];
+    const put = await t.call(
+      "PUT",
+      `${HOOKS}/sink`,
+      hook("sink", { url: r.url, events: ["created"], secret: SECRET }),
+    );
+    answers.push(JSON.stringify(put.body));
+    const refused = await t.call(
+      "PUT",
+      `${HOOKS}/sink`,
+      hook("sink", { url: "http://169.254.169.254/", events: ["created"], secret: SECRET }),
+    );
+    expect(refused.status).toBe(400);
+    answers.push(JSON.stringify(refused.body));
+    await t.runner();
+    await t.call("PUT", `${SESSIONS}/quiet`, {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: "quiet" },
+      spec: { agentRef: "alice", runtimeRef: "reference" },
+    });
+    await until("gave up", () => logLines.find((l) => l.includes("webhook delivery gave up")), 20_000);
+    for (const path of [HOOKS, `${HOOKS}/sink`, `${HOOKS}/sink/deliveries`])
+      answers.push(JSON.stringify((await t.call("GET", path)).body));
+    const secretText = SECRET.slice("whsec_".length);
+    for (const text of [...answers, ...logLines]) {
+      expect(text).not.toContain(secretText);
+      expect(text).not.toContain(SECRET);
+    }
+    expect(r.got).toHaveLength(4);
+  }, 30_000);
+
+  it("a receiver that never answers does not hold the session: it is Ready and Stopped while the first delivery hangs", async () => {
+    const hanging: IncomingHttpHeaders[] = [];
+    const server = createServer((req) => {
+      hanging.push(req.headers); // never answered
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    servers.push(server);
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    expect(
+      (await t.call("PUT", `${HOOKS}/slow`, hook("slow", { url, events: ["created", "ready", "stopped"] })))
+        .status,
+    ).toBe(201);
+    await t.runner();
+    const manifest = (desiredState: string) => ({
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: "unhindered" },
+      spec: { agentRef: "alice", runtimeRef: "reference", desiredState },
+    });
+    expect((await t.call("PUT", `${SESSIONS}/unhindered`, manifest("running"))).status).toBe(201);
+    await until("Ready", async () =>
+      (await t.call("GET", `${SESSIONS}/unhindered`)).body.status?.phase === "Ready" ? true : undefined,
+    );
+    expect((await t.call("PUT", `${SESSIONS}/unhindered`, manifest("stopped"))).status).toBe(200);
+    await until("Stopped", async () =>
+      (await t.call("GET", `${SESSIONS}/unhindered`)).body.status?.phase === "Stopped" ? true : undefined,
+    );
+    // Only the first message (created) was attempted: the later events wait in their lane, the
+    // session did not wait for any of them.
+    expect(hanging.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(hanging.map((h) => h["webhook-id"])).size).toBe(1);
+    const deliveries = await t.call("GET", `${HOOKS}/slow/deliveries`);
+    expect((deliveries.body.items as Json[]).filter((d) => d.outcome === "succeeded")).toEqual([]);
+    server.closeAllConnections();
   }, 30_000);
 });

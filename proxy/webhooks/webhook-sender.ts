@@ -1,7 +1,7 @@
 import type { LookupAddress } from "node:dns";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import type { LookupFunction } from "node:net";
+import { isIP, type LookupFunction } from "node:net";
 import type { WebhookEgress } from "./webhook-egress.ts";
 
 /** One attempt's answer: a 2xx, or the status or error that makes it a failure (values, never thrown). */
@@ -45,7 +45,10 @@ export function webhookSender(egress: WebhookEgress, timeoutMs: number): SendWeb
           method: "POST",
           headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
           lookup: pinnedLookup(checked.addresses),
-          ...(target.protocol === "https:" ? { servername: target.hostname } : {}),
+          // SNI names a host, never an address (RFC 6066 §3).
+          ...(target.protocol === "https:" && isIP(target.hostname) === 0
+            ? { servername: target.hostname }
+            : {}),
         },
         (res: IncomingMessage) => {
           let read = 0;
