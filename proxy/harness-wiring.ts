@@ -241,7 +241,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       stopFollowingLease?.();
       controller.close();
       await idle.stop();
-      await dispatcher.close();
+      dispatcher.close();
     },
   };
 }

@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net";
 import { Webhook as Verifier } from "standardwebhooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { until } from "../../test/support/until.ts";
+import { defaultHandler } from "../testing/fake-runner.ts";
 import type { Logger } from "../observability/log.ts";
 import { startTestServer, type TestServer } from "../testing/test-server.ts";
 
@@ -320,5 +321,41 @@ describe("Webhook delivery", () => {
     const deliveries = await t.call("GET", `${HOOKS}/slow/deliveries`);
     expect((deliveries.body.items as Json[]).filter((d) => d.outcome === "succeeded")).toEqual([]);
     server.closeAllConnections();
+  }, 30_000);
+
+  it("a snapshot taken of a session sends snapshot.ready naming it", async () => {
+    const r = await receiver();
+    servers.push(r.server);
+    expect(
+      (
+        await t.call(
+          "PUT",
+          `${HOOKS}/snaps`,
+          hook("snaps", { url: r.url, events: ["snapshot.ready"], secret: SECRET }),
+        )
+      ).status,
+    ).toBe(201);
+    await t.runner({
+      handler: (command) =>
+        command.kind === "snapshot_take" ? { ok: true, result: { size_bytes: 77 } } : defaultHandler(command),
+    });
+    await t.call("PUT", `${SESSIONS}/kept`, {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: "kept" },
+      spec: { agentRef: "alice", runtimeRef: "reference" },
+    });
+    await until("Ready", async () =>
+      (await t.call("GET", `${SESSIONS}/kept`)).body.status?.phase === "Ready" ? true : undefined,
+    );
+    const taken = await t.call("POST", `${SESSIONS}/kept:snapshot`, { name: "kept-1" });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(201);
+    const delivery = await until("snapshot.ready", () => r.got[0], 20_000);
+    expect(
+      new Verifier(SECRET).verify(delivery.body, delivery.headers as Record<string, string>),
+    ).toMatchObject({
+      type: "snapshot.ready",
+      data: { session: { name: "kept" }, snapshot: "kept-1", reason: "SnapshotReady" },
+    });
   }, 30_000);
 });

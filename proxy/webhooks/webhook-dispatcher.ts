@@ -123,10 +123,12 @@ export class WebhookDispatcher {
     while (this.#running.size > 0) await Promise.all([...this.#running]);
   }
 
-  /** Stops: no more attempts; what waits is dropped. */
-  async close(): Promise<void> {
+  /**
+   * Stops: no more attempts; what waits is dropped. Does not wait for an attempt in flight (it
+   * ends at its own timeout): a slow receiver never holds a server's shutdown.
+   */
+  close(): void {
     this.#abort.abort();
-    await Promise.allSettled([...this.#running]);
   }
 
   async #drain(key: string): Promise<void> {
