@@ -33,6 +33,12 @@ export const WebhookEvent = z.enum([
 ]);
 export type WebhookEvent = z.infer<typeof WebhookEvent>;
 
+/**
+ * Webhooks one namespace may have at most: each session transition is fanned out to each of them,
+ * so their number bounds what one transition costs. One more is RESOURCE_EXHAUSTED (429).
+ */
+export const WEBHOOKS_PER_NAMESPACE_MAX = 32;
+
 /** Standard Webhooks' symmetric secrets: `whsec_` and the base64 of 24 to 64 random bytes. */
 export const WebhookSecret = z.string().refine(
   (text) => {

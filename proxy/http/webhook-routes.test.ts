@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net";
 import { Webhook as Verifier } from "standardwebhooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { until } from "../../test/support/until.ts";
+import { WEBHOOKS_PER_NAMESPACE_MAX } from "../../contracts/webhook.ts";
 import { defaultHandler } from "../testing/fake-runner.ts";
 import type { Logger } from "../observability/log.ts";
 import { startTestServer, type TestServer } from "../testing/test-server.ts";
@@ -117,6 +118,29 @@ describe("Webhook resources", () => {
       expect(JSON.stringify(answer.body)).not.toContain("hunter2");
     }
     expect((await t.call("GET", `${HOOKS}/bad`)).status).toBe(404);
+    // A namespace holds at most WEBHOOKS_PER_NAMESPACE_MAX: one more is 429, replacing one is fine.
+    for (let i = 0; i < WEBHOOKS_PER_NAMESPACE_MAX; i++)
+      expect(
+        (
+          await t.call(
+            "PUT",
+            `${HOOKS}/h${i}`,
+            hook(`h${i}`, { url: "https://93.184.215.14/", events: ["ready"] }),
+          )
+        ).status,
+      ).toBe(201);
+    const over = await t.call(
+      "PUT",
+      `${HOOKS}/one-more`,
+      hook("one-more", { url: "https://93.184.215.14/", events: ["ready"] }),
+    );
+    expect(over.status).toBe(429);
+    expect(over.body.code).toBe("RESOURCE_EXHAUSTED");
+    expect((await t.call("GET", `${HOOKS}/one-more`)).status).toBe(404);
+    expect(
+      (await t.call("PUT", `${HOOKS}/h0`, hook("h0", { url: "https://93.184.215.14/", events: ["failed"] })))
+        .status,
+    ).toBe(200);
     const metadata = await t.call("GET", `${HOOKS}/bad/deliveries`);
     expect(metadata.status).toBe(404);
   });

@@ -4,6 +4,7 @@ import { API_VERSION } from "../../contracts/resources.ts";
 import {
   type StoredWebhook,
   WEBHOOK_KIND,
+  WEBHOOKS_PER_NAMESPACE_MAX,
   Webhook,
   type WebhookDeliveryList,
   type WebhookPayload,
@@ -79,6 +80,15 @@ export class Webhooks {
       );
     const existing = await this.#store.getResource(WEBHOOK_KIND, namespace, name);
     if (existing && ifAbsent) throw alreadyExists(WEBHOOK_KIND, namespace, name);
+    if (!existing) {
+      const count = (await this.#store.listResources(WEBHOOK_KIND, namespace)).length;
+      if (count >= WEBHOOKS_PER_NAMESPACE_MAX)
+        throw new CodedError(
+          "RESOURCE_EXHAUSTED",
+          `namespace ${namespace} has ${count} Webhooks, the most it may have (${WEBHOOKS_PER_NAMESPACE_MAX}); delete one first`,
+          { limit: WEBHOOKS_PER_NAMESPACE_MAX },
+        );
+    }
     const generated = written.spec.secret === undefined && !existing;
     const secret = written.spec.secret ?? existing?.spec.secret ?? generateWebhookSecret();
     const { creationTimestamp: _ignored, ...metadata } = written.metadata;
