@@ -34,6 +34,7 @@ import { token } from "./commands/token.ts";
 import { top } from "./commands/top.ts";
 import { undrain } from "./commands/undrain.ts";
 import { wake } from "./commands/wake.ts";
+import { webhook } from "./commands/webhook.ts";
 
 const COMMANDS: readonly Command[] = [
   serve,
@@ -63,6 +64,7 @@ const COMMANDS: readonly Command[] = [
   drain,
   undrain,
   token,
+  webhook,
 ];
 
 const GLOBAL_HELP = `global flags:

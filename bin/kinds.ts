@@ -23,10 +23,13 @@ const ALIASES: Record<string, CliKind> = {
   snapshots: "sessionsnapshots",
   snapshot: "sessionsnapshots",
   snap: "sessionsnapshots",
+  webhooks: "webhooks",
+  webhook: "webhooks",
+  wh: "webhooks",
 };
 
 export const KIND_NAMES =
-  "agentruntimes (art), agents, mcpservers (mcp), harnesssessions (hs), sessionsnapshots (snapshots), sessions";
+  "agentruntimes (art), agents, mcpservers (mcp), harnesssessions (hs), sessionsnapshots (snapshots), webhooks (wh), sessions";
 
 /** The kind a KIND argument names (any case, singular, plural or short). */
 export function parseKind(text: string): CliKind {
@@ -43,6 +46,7 @@ export function objectRef(plural: CliKind, name: string): string {
     mcpservers: "mcpserver",
     harnesssessions: "harnesssession",
     sessionsnapshots: "sessionsnapshot",
+    webhooks: "webhook",
     sessions: "session",
   }[plural];
   return `${singular}/${name}`;

@@ -4,6 +4,7 @@ import type { HarnessSession } from "../contracts/harness-session.ts";
 import type { MCPServerView } from "../contracts/mcp.ts";
 import type { Agent, AgentRuntime } from "../contracts/resources.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
+import type { Webhook } from "../contracts/webhook.ts";
 import { UsageError } from "./cli-context.ts";
 import type { CliKind } from "./kinds.ts";
 
@@ -41,7 +42,7 @@ export function formatData(value: unknown, format: "json" | "yaml"): string {
   return format === "json" ? JSON.stringify(value, null, 2) : stringify(value).trimEnd();
 }
 
-type AnyResource = AgentRuntime | Agent | MCPServerView | HarnessSession | SessionSnapshot;
+type AnyResource = AgentRuntime | Agent | MCPServerView | HarnessSession | SessionSnapshot | Webhook;
 
 /** The rows of `get KIND` as a table. */
 export function resourceTable(kind: CliKind, items: readonly unknown[]): string {
@@ -109,6 +110,16 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
           s.status.engine ?? "<none>",
           s.status.runner ?? "<none>",
           age(s.metadata.creationTimestamp),
+        ]),
+      );
+    case "webhooks":
+      return table(
+        ["NAME", "URL", "EVENTS", "AGE"],
+        (items as Webhook[]).map((w) => [
+          w.metadata.name,
+          w.spec.url,
+          w.spec.events.join(","),
+          age(w.metadata.creationTimestamp),
         ]),
       );
     case "sessions":

@@ -7,6 +7,7 @@ import type { HarnessReply, HarnessSession, HarnessSessionInput } from "../contr
 import type { API_VERSION } from "../contracts/resources.ts";
 import type { SessionMetricsReply } from "../contracts/session-metrics.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
+import type { WebhookDeliveryList } from "../contracts/webhook.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
 import { ClientError } from "./client-error.ts";
@@ -243,6 +244,17 @@ export class AgentSessionsClient {
       "GET",
       `${resourcePath("harnesssessions", namespace, name)}/metrics`,
     ) as Promise<SessionMetricsReply>;
+  }
+
+  /**
+   * `GET …/webhooks/{name}/deliveries`: the Webhook's recent delivery attempts, newest first (status
+   * code or error, duration, attempt number, outcome).
+   */
+  webhookDeliveries(namespace: string, name: string): Promise<WebhookDeliveryList> {
+    return this.#json(
+      "GET",
+      `${resourcePath("webhooks", namespace, name)}/deliveries`,
+    ) as Promise<WebhookDeliveryList>;
   }
 
   /** `POST …/requests/{id}/cancel`. */

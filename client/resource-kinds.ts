@@ -3,6 +3,7 @@ import type { HarnessSession, HarnessSessionInput } from "../contracts/harness-s
 import type { Agent, AgentInput, AgentRuntime, AgentRuntimeInput } from "../contracts/resources.ts";
 import type { MCPServerInput, MCPServerView } from "../contracts/mcp.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
+import type { Webhook, WebhookInput } from "../contracts/webhook.ts";
 
 /** The namespaced kinds of `/v1/namespaces/{ns}/{plural}`: what a PUT takes and a GET returns. */
 export type ResourceTypes = {
@@ -12,6 +13,8 @@ export type ResourceTypes = {
   harnesssessions: { input: z.input<typeof HarnessSessionInput>; output: HarnessSession };
   /** Made by `…/harnesssessions/{name}:snapshot` or an archive import, never by PUT of a manifest. */
   sessionsnapshots: { input: never; output: SessionSnapshot };
+  /** `spec.secret` is write-only: only a create answer may carry it (a generated one, shown once). */
+  webhooks: { input: WebhookInput; output: Webhook };
 };
 export type ResourcePlural = keyof ResourceTypes;
 
@@ -21,6 +24,7 @@ export const PLURAL_OF_KIND = {
   Agent: "agents",
   MCPServer: "mcpservers",
   HarnessSession: "harnesssessions",
+  Webhook: "webhooks",
 } as const satisfies Record<string, ResourcePlural>;
 export type ManifestKind = keyof typeof PLURAL_OF_KIND;
 
@@ -30,6 +34,7 @@ export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind | "SessionSnaps
   mcpservers: "MCPServer",
   harnesssessions: "HarnessSession",
   sessionsnapshots: "SessionSnapshot",
+  webhooks: "Webhook",
 };
 
 /** A list answer: `{apiVersion, kind: "<Kind>List", metadata: {continue?}, items}` (one page). */

@@ -221,6 +221,7 @@ export async function composeServer(
       autoResumeTimeoutMs: config.autoResumeTimeoutMs,
       restartPolicy: config.restartPolicy,
       snapshotArchiveMaxBytes: config.snapshotArchiveMaxBytes,
+      webhooks: config.webhooks,
       onIdleSweep: (seconds) => observability.metrics.recordIdleSweep(seconds),
       cluster,
     });

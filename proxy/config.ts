@@ -16,6 +16,7 @@ import { NamespaceLimitList, type NamespaceLimits, type QuotaKind } from "./life
 import type { RestartPolicy } from "./harness/restart-policy.ts";
 import { ApprovedRegistryList, ApprovedRuntimeList } from "./lifecycle/runtime-approval.ts";
 import { DatabaseUrl } from "./store/database-url.ts";
+import { WebhookEgressAllowList } from "./webhooks/webhook-egress.ts";
 import {
   SHIPPED_RUNTIMES,
   type ShippedImageSetting,
@@ -191,6 +192,18 @@ export const ServerEnv = z.object({
    */
   AGENT_SESSIONS_EGRESS_ALLOW: EgressAllowList.default([]),
   /**
+   * Addresses webhook receivers may have although the webhook egress guard refuses them (loopback,
+   * link-local, metadata: proxy/webhooks/webhook-egress.ts), comma-separated IPv4 or IPv6 CIDRs
+   * or addresses, e.g. `127.0.0.1/32` for a receiver on the server's host. @default none
+   */
+  AGENT_SESSIONS_WEBHOOK_EGRESS_ALLOW: WebhookEgressAllowList.default([]),
+  /** Attempts to deliver one webhook message at most, the first included. @default 8 */
+  AGENT_SESSIONS_WEBHOOK_ATTEMPTS_MAX: Int(1).max(30).default(8),
+  /** The wait after a webhook delivery's first failed attempt, doubled after each further one (at most 60 s). @default 1000 */
+  AGENT_SESSIONS_WEBHOOK_RETRY_BASE_MS: Int(1).default(1_000),
+  /** How long one webhook attempt may take (connect, send, answer). @default 10000 */
+  AGENT_SESSIONS_WEBHOOK_TIMEOUT_MS: Int(1).default(10_000),
+  /**
    * Registry hosts (`host[:port]`) runtime images may come from, comma-separated: a runtime whose
    * image comes from elsewhere is not approved. @default 127.0.0.1:5000
    */
@@ -274,6 +287,8 @@ export type ServerSettings = {
   egressDeny: EgressDeny[];
   /** AGENT_SESSIONS_EGRESS_ALLOW */
   egressAllow: EgressAllow[];
+  /** AGENT_SESSIONS_WEBHOOK_*: webhook delivery (proxy/webhooks/). */
+  webhooks: { egressAllow: string[]; attemptsMax: number; retryBaseMs: number; timeoutMs: number };
   /** AGENT_SESSIONS_APPROVED_REGISTRIES. @default ["127.0.0.1:5000"] (lifecycle/runtime-approval.ts) */
   approvedRegistries?: string[];
   /** AGENT_SESSIONS_APPROVED_RUNTIMES. @default ["*"] (lifecycle/runtime-approval.ts) */
@@ -399,6 +414,12 @@ function settingsOf(env: z.infer<typeof ServerEnv>): ServerSettings {
     credentialEnv: env.AGENT_SESSIONS_CREDENTIAL_ENV,
     egressDeny: env.AGENT_SESSIONS_EGRESS_DENY,
     egressAllow: env.AGENT_SESSIONS_EGRESS_ALLOW,
+    webhooks: {
+      egressAllow: env.AGENT_SESSIONS_WEBHOOK_EGRESS_ALLOW,
+      attemptsMax: env.AGENT_SESSIONS_WEBHOOK_ATTEMPTS_MAX,
+      retryBaseMs: env.AGENT_SESSIONS_WEBHOOK_RETRY_BASE_MS,
+      timeoutMs: env.AGENT_SESSIONS_WEBHOOK_TIMEOUT_MS,
+    },
     ...(env.AGENT_SESSIONS_APPROVED_REGISTRIES
       ? { approvedRegistries: env.AGENT_SESSIONS_APPROVED_REGISTRIES }
       : {}),

@@ -24,6 +24,12 @@ import type { RestartPolicy } from "./harness/restart-policy.ts";
 import type { Workspaces } from "./lifecycle/workspaces.ts";
 import type { ReplicaCluster } from "./cluster/replica-cluster.ts";
 import type { RunnerSessionReport } from "../contracts/runner-protocol.ts";
+import type { StoredFrame } from "./store/store.ts";
+import { observedHarnessStore } from "./webhooks/session-transitions.ts";
+import { WebhookDispatcher } from "./webhooks/webhook-dispatcher.ts";
+import { WebhookEgress } from "./webhooks/webhook-egress.ts";
+import { webhookSender } from "./webhooks/webhook-sender.ts";
+import { Webhooks } from "./webhooks/webhooks.ts";
 
 export type HarnessWiringOptions = {
   /** HarnessSessions' tables (in the server's one database). */
@@ -67,6 +73,8 @@ export type HarnessWiringOptions = {
    * @default this process alone
    */
   cluster?: Pick<ReplicaCluster, "locks" | "leads" | "onLeadership">;
+  /** Webhook delivery (AGENT_SESSIONS_WEBHOOK_*). @default no address allowed past the guard; 8 attempts, 1 s back-off base, 10 s per attempt */
+  webhooks?: { egressAllow: string[]; attemptsMax: number; retryBaseMs: number; timeoutMs: number };
 };
 
 export type RunningHarness = {
@@ -88,7 +96,22 @@ export type RunningHarness = {
 export async function startHarness(options: HarnessWiringOptions): Promise<RunningHarness> {
   const { store, runners, log } = options;
   const { requestTimeoutMs } = options;
-  const harness = options.harnessStore;
+  // Webhooks (issue 40) are told of every transition the controllers write, off their path.
+  const webhookSettings = options.webhooks ?? {
+    egressAllow: [],
+    attemptsMax: 8,
+    retryBaseMs: 1_000,
+    timeoutMs: 10_000,
+  };
+  const egress = new WebhookEgress(webhookSettings.egressAllow);
+  const dispatcher = new WebhookDispatcher({
+    send: webhookSender(egress, webhookSettings.timeoutMs),
+    log,
+    attemptsMax: webhookSettings.attemptsMax,
+    retryBaseMs: webhookSettings.retryBaseMs,
+  });
+  const webhooks = new Webhooks({ store, egress, dispatcher, log });
+  const harness = observedHarnessStore(options.harnessStore, (transition) => webhooks.notify(transition));
   const quotas = options.admission?.quotas;
   // A HarnessSession counts toward its namespace's sessions from its creation (namespace-quotas.ts).
   quotas?.addSessionSource(async (namespace) =>
@@ -119,7 +142,10 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   const leads = () => options.cluster?.leads() ?? true;
   // Every replica's bus carries every frame: the lease holder alone reacts to status frames.
   const unsubscribe = options.bus.subscribe((frame) => {
-    if (leads()) controller.onFrame(frame);
+    if (!leads()) return;
+    controller.onFrame(frame);
+    const snapshot = snapshotTaken(frame);
+    if (snapshot) notifySnapshot(harness, webhooks, snapshot, log);
   });
   // A replica taking the lease over catches up with what its previous holder may have missed.
   const stopFollowingLease = options.cluster?.onLeadership((leading) => {
@@ -182,6 +208,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     routes: {
       sessions,
       metrics: new SessionMetricsReader({ harness, store, runners }),
+      webhooks,
       snapshots: new SessionSnapshots({
         harness,
         store,
@@ -214,6 +241,50 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       stopFollowingLease?.();
       controller.close();
       await idle.stop();
+      dispatcher.close();
     },
   };
+}
+
+type SnapshotTaken = { namespace: string; name: string; snapshot: string; message: string; time: string };
+
+/** A `Snapshotted` event on a session's stream (session-snapshots.ts): a snapshot of it is Ready. */
+function snapshotTaken(stored: StoredFrame): SnapshotTaken | undefined {
+  const { frame } = stored;
+  if (frame.type !== "log") return undefined;
+  const payload = frame.payload as {
+    event?: unknown;
+    snapshot?: unknown;
+    message?: unknown;
+    harness_session?: { namespace?: unknown; name?: unknown };
+  };
+  const session = payload.harness_session;
+  if (payload.event !== "Snapshotted" || typeof payload.snapshot !== "string") return undefined;
+  if (typeof session?.namespace !== "string" || typeof session.name !== "string") return undefined;
+  return {
+    namespace: session.namespace,
+    name: session.name,
+    snapshot: payload.snapshot,
+    message: typeof payload.message === "string" ? payload.message : `snapshot ${payload.snapshot} taken`,
+    time: frame.ts,
+  };
+}
+
+/** Tell the session's Webhooks of a snapshot taken (`snapshot.ready`); in the background. */
+function notifySnapshot(harness: HarnessStore, webhooks: Webhooks, taken: SnapshotTaken, log: Logger): void {
+  harness
+    .getHarnessSession(taken.namespace, taken.name)
+    .then((record) => {
+      if (!record) return;
+      webhooks.notify({
+        event: "snapshot.ready",
+        session: { namespace: record.namespace, name: record.name, uid: record.uid },
+        phase: record.phase,
+        reason: "SnapshotReady",
+        message: taken.message,
+        time: taken.time,
+        snapshot: taken.snapshot,
+      });
+    })
+    .catch((error: unknown) => log("error", "snapshot webhook not queued", { error: String(error) }));
 }

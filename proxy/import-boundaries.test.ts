@@ -12,9 +12,10 @@ const PROXY = dirname(fileURLToPath(import.meta.url));
 
 /** The folders each concept may import from, besides itself, contracts/ and packages. */
 const ALLOWED: Record<string, readonly string[]> = {
-  http: ["harness", "relay", "lifecycle", "runners", "observability", "store"],
+  http: ["harness", "relay", "lifecycle", "runners", "observability", "store", "webhooks"],
   harness: ["lifecycle", "observability", "store"],
   relay: ["harness", "lifecycle", "observability", "store"],
+  webhooks: ["harness", "lifecycle", "observability", "store"],
   lifecycle: ["observability", "store"],
   runners: ["cluster", "lifecycle", "observability", "store"],
   cluster: ["lifecycle", "observability", "store"],

@@ -54,7 +54,7 @@ async function applyOne(
   ctx: CliContext,
   manifest: Manifest,
   mode: Mode,
-): Promise<{ ref: string; action: string; namespace: string }> {
+): Promise<{ ref: string; action: string; namespace: string; secret?: string }> {
   const plural = PLURAL_OF_KIND[manifest.kind];
   const given = manifest.metadata.namespace;
   if (ctx.explicitNamespace && given && given !== ctx.explicitNamespace)
@@ -65,12 +65,16 @@ async function applyOne(
   const body = { ...manifest, metadata: { ...manifest.metadata, namespace } };
   // The server validates the whole manifest; the CLI only routes it.
   let created = true;
-  if (mode === "create") await ctx.client.create(plural, body as never);
-  else ({ created } = await ctx.client.put(plural, body as never));
+  let answer: unknown;
+  if (mode === "create") answer = await ctx.client.create(plural, body as never);
+  else ({ created, resource: answer } = await ctx.client.put(plural, body as never));
+  // A Webhook created without a secret answers the one generated for it, this once (issue 40).
+  const secret = (answer as { spec?: { secret?: unknown } } | undefined)?.spec?.secret;
   return {
     ref: objectRef(plural, manifest.metadata.name),
     action: created ? "created" : "configured",
     namespace,
+    ...(manifest.kind === "Webhook" && typeof secret === "string" ? { secret } : {}),
   };
 }
 
@@ -110,9 +114,14 @@ export async function applyManifests(argv: string[], mode: Mode, usage: string):
             namespace: result.namespace,
             name: manifest.metadata.name,
             action: result.action,
+            ...(result.secret !== undefined ? { secret: result.secret } : {}),
           }),
         );
       else if (!ctx.quiet) ctx.out(`${result.ref} ${result.action}`);
+      if (result.secret !== undefined && !ctx.json) {
+        ctx.note(`${result.ref}: its signing secret was generated and is shown once, on the next line`);
+        ctx.out(result.secret);
+      }
       if (manifest.kind === "HarnessSession") {
         const spec = manifest.spec as { desiredState?: string } | undefined;
         const target = spec?.desiredState === "stopped" ? "Stopped" : "Ready";

@@ -14,6 +14,7 @@ import type { EventBus } from "../lifecycle/event-bus.ts";
 import { eventRoutes } from "./event-stream.ts";
 import { type HarnessRoutesOptions, harnessRoutes } from "./harness-routes.ts";
 import { snapshotRoutes } from "./snapshot-routes.ts";
+import { webhookRoutes } from "./webhook-routes.ts";
 import type { RpcHandlers } from "../lifecycle/lifecycle.ts";
 import { type Logger, silentLogger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
@@ -202,6 +203,7 @@ export function buildApp(options: AppOptions): Hono {
   if (options.runnerAdmin)
     app.route("/v1/runners", runnerRoutes({ ...options.runnerAdmin, store: options.store, log }));
   if (options.harness?.snapshots) app.route("/v1/namespaces", snapshotRoutes(options.harness.snapshots));
+  if (options.harness?.webhooks) app.route("/v1/namespaces", webhookRoutes(options.harness.webhooks));
   if (options.harness) {
     app.route("/v1/namespaces", harnessRoutes(options.harness));
     app.route("/v1/namespaces", openAIRoutes(options.harness));

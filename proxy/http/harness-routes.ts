@@ -1,3 +1,4 @@
+import type { Webhooks } from "../webhooks/webhooks.ts";
 import { CodedError } from "../../contracts/errors.ts";
 import type { SessionMetricsReader } from "../harness/session-metrics.ts";
 import { Hono } from "hono";
@@ -23,6 +24,8 @@ export type HarnessRoutesOptions = {
   snapshots?: SessionSnapshots;
   /** `GET …/harnesssessions/{name}/metrics` (issue 40); absent: no such route. */
   metrics?: SessionMetricsReader;
+  /** Webhooks (webhook-routes.ts); absent: no such routes. */
+  webhooks?: Webhooks;
 };
 
 /**

@@ -206,4 +206,22 @@ describe("GET /openapi.json", () => {
       new Set([true, false]),
     );
   });
+
+  it("describes Webhooks: their paths, the events a spec may name, and the deliveries list", () => {
+    const base = "/v1/namespaces/{namespace}/webhooks";
+    expect(Object.keys(paths()[`${base}/{name}`] ?? {})).toEqual(
+      expect.arrayContaining(["get", "put", "delete"]),
+    );
+    expect(paths()[`${base}/{name}/deliveries`]?.get?.operationId).toBe("listWebhookDeliveries");
+    const input = schemas().WebhookInput as JsonObject;
+    const hook = {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Webhook",
+      metadata: { name: "portal" },
+      spec: { url: "https://93.184.215.14/hooks", events: ["ready", "snapshot.ready"] },
+    };
+    expect(validates(input, hook)).toBe(true);
+    expect(validates(input, { ...hook, spec: { ...hook.spec, events: ["readyy"] } })).toBe(false);
+    expect(schemas().WebhookDeliveryList).toBeDefined();
+  });
 });

@@ -1,4 +1,5 @@
 import { SessionMetricsReply } from "../../contracts/session-metrics.ts";
+import { Webhook, WebhookDeliveryList } from "../../contracts/webhook.ts";
 import { z } from "zod";
 import { Frame } from "../../contracts/compass.ts";
 import { StreamEvent } from "../../contracts/adapter.ts";
@@ -160,6 +161,19 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.TokenInfo = schemaOf(TokenInfo, "output");
   schemas.TokenList = schemaOf(TokenList, "output");
   schemas.WhoAmI = schemaOf(WhoAmI, "output");
+  schemas.Webhook = schemaOf(Webhook, "output");
+  schemas.WebhookInput = schemaOf(Webhook, "input");
+  schemas.WebhookList = {
+    type: "object",
+    properties: {
+      apiVersion: { type: "string", const: API_VERSION },
+      kind: { type: "string", const: "WebhookList" },
+      metadata: schemaOf(ListMetadata, "output"),
+      items: { type: "array", items: ref("Webhook") },
+    },
+    required: ["apiVersion", "kind", "items"],
+  };
+  schemas.WebhookDeliveryList = schemaOf(WebhookDeliveryList, "output");
   return schemas;
 }
 
@@ -771,6 +785,60 @@ function snapshotPaths(): Record<string, JsonObject> {
   };
 }
 
+/** Webhooks (issue 40; docs/webhooks.md): signed lifecycle deliveries and their recent attempts. */
+function webhookPaths(): Record<string, JsonObject> {
+  const base = "/v1/namespaces/{namespace}/webhooks";
+  const view = "Scope: namespace:<ns>:view or :edit (a chat token can do nothing with Webhooks).";
+  const edit = "Scope: namespace:<ns>:edit (a chat token can do nothing with Webhooks).";
+  return {
+    [base]: {
+      parameters: [nsParam],
+      get: {
+        operationId: "listWebhooks",
+        tags: ["webhooks"],
+        parameters: pageParams,
+        description: `No answer carries a secret. ${view}`,
+        responses: { "200": ok("a page of webhooks, by name", ref("WebhookList")), ...errors },
+      },
+    },
+    [`${base}/{name}`]: {
+      parameters: [nsParam, nameParam],
+      get: {
+        operationId: "getWebhook",
+        tags: ["webhooks"],
+        description: `spec.secret is write-only: never answered. ${view}`,
+        responses: { "200": ok("the webhook", ref("Webhook")), ...errors },
+      },
+      put: {
+        operationId: "putWebhook",
+        tags: ["webhooks"],
+        description: `Creates (201) or replaces (200). spec.url's resolved addresses must pass the webhook egress guard (no loopback, link-local or metadata addresses unless AGENT_SESSIONS_WEBHOOK_EGRESS_ALLOW lists them), else 400 naming spec.url; an unknown event or a secret not of the form whsec_<base64 of 24-64 bytes> is 400; nothing is stored. Without spec.secret a create generates one and answers it in spec.secret this once; a replace keeps the stored one. \`If-None-Match: *\` only creates. ${edit}`,
+        requestBody: { required: true, content: json(ref("WebhookInput")) },
+        responses: {
+          "200": ok("the webhook, replaced (no secret)", ref("Webhook")),
+          "201": ok("the webhook, created (a generated secret shown once)", ref("Webhook")),
+          ...errors,
+        },
+      },
+      delete: {
+        operationId: "deleteWebhook",
+        tags: ["webhooks"],
+        description: `Deleted with the messages still waiting for it and its delivery history. ${edit}`,
+        responses: { "200": ok("the deleted webhook", ref("Webhook")), ...errors },
+      },
+    },
+    [`${base}/{name}/deliveries`]: {
+      parameters: [nsParam, nameParam],
+      get: {
+        operationId: "listWebhookDeliveries",
+        tags: ["webhooks"],
+        description: `Recent delivery attempts, newest first (bounded; kept by the server process that delivered them, since it started). ${view}`,
+        responses: { "200": ok("recent attempts", ref("WebhookDeliveryList")), ...errors },
+      },
+    },
+  };
+}
+
 /**
  * The OpenAPI 3.1 document of the HTTP API (`GET /openapi.json`), generated from the zod
  * contracts so it cannot drift from what the server parses.
@@ -792,6 +860,7 @@ export function buildOpenApiDocument(): JsonObject {
       ...resourcePaths(),
       ...workspacePaths(),
       ...snapshotPaths(),
+      ...webhookPaths(),
       ...runnerPaths(),
       ...tokenPaths(),
     },

@@ -69,6 +69,13 @@ export const ROUTE_RULES: readonly Rule[] = [
   rule("DELETE", `namespaces/${SEGMENT}/sessionsnapshots/[^/]+`, namespaceNeed("edit")),
   rule("GET", `namespaces/${SEGMENT}/sessionsnapshots/[^/]+/archive`, namespaceNeed("edit")),
   rule("PUT", `namespaces/${SEGMENT}/sessionsnapshots/[^/]+/archive`, namespaceNeed("edit")),
+  // Webhooks (issue 40): written and deleted with the namespace's edit, read (never their secret)
+  // and their deliveries listed with view; a session's chat token does nothing with them.
+  rule("GET", `namespaces/${SEGMENT}/webhooks`, namespaceNeed("view")),
+  rule("GET", `namespaces/${SEGMENT}/webhooks/[^/]+`, namespaceNeed("view")),
+  rule("GET", `namespaces/${SEGMENT}/webhooks/[^/]+/deliveries`, namespaceNeed("view")),
+  rule("PUT", `namespaces/${SEGMENT}/webhooks/[^/]+`, namespaceNeed("edit")),
+  rule("DELETE", `namespaces/${SEGMENT}/webhooks/[^/]+`, namespaceNeed("edit")),
   // A HarnessSession's workspace files: read with the namespace's view or the session's chat (a
   // session token reads its own workspace, issue 18), written with the namespace's edit only.
   rule(

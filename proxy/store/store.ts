@@ -1,6 +1,7 @@
 import type { Frame, FrameType, SessionState } from "../../contracts/compass.ts";
 import type { Resource, ResourceKind } from "../../contracts/resources.ts";
 import type { SESSION_SNAPSHOT_KIND, SessionSnapshot } from "../../contracts/session-snapshot.ts";
+import type { StoredWebhook, WEBHOOK_KIND } from "../../contracts/webhook.ts";
 import type { Engine, SessionSpec } from "../../contracts/session-spec.ts";
 
 /**
@@ -123,10 +124,10 @@ export interface Store {
 /**
  * What the resources table keeps, one row a `(kind, namespace, name)`: the kinds served by
  * resource-routes.ts and SessionSnapshots (issue 38: their status is the server's, written
- * with the same put).
+ * with the same put) and Webhooks (issue 40: their secret kept in the body, never answered).
  */
-export type StoredKind = ResourceKind | typeof SESSION_SNAPSHOT_KIND;
-export type StoredResource = Resource | SessionSnapshot;
+export type StoredKind = ResourceKind | typeof SESSION_SNAPSHOT_KIND | typeof WEBHOOK_KIND;
+export type StoredResource = Resource | SessionSnapshot | StoredWebhook;
 export type StoredOf<K extends StoredKind> = Extract<StoredResource, { kind: K }>;
 
 /** Thrown when a uniqueness constraint refuses a write; tell it apart by `name`. */
