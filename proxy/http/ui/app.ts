@@ -14,7 +14,15 @@ import type { SessionSnapshot } from "../../../contracts/session-snapshot.ts";
 import type { Transcript } from "../../../contracts/session-transcript.ts";
 import { TRANSCRIPT_FILE } from "../../../contracts/transcript-file.ts";
 import type { WorkspaceEntry } from "../../../contracts/workspace-files.ts";
-import { type PageContext, showAgents, showRunners, showRuntimes, wireAgentForm } from "./catalog-pages.ts";
+import {
+  type PageContext,
+  showAgents,
+  showRunners,
+  showRuntimes,
+  showWebhooks,
+  wireAgentForm,
+  wireWebhookForm,
+} from "./catalog-pages.ts";
 import { $, el, errorText, field, form, showError } from "./dom.ts";
 import { renderMarkdown } from "./markdown.ts";
 import { tokenToUse } from "./token-handover.ts";
@@ -1031,7 +1039,7 @@ async function connect(): Promise<void> {
 
 // ---- pages and namespaces ----
 
-const PAGES = ["sessions", "agents", "runtimes", "runners"] as const;
+const PAGES = ["sessions", "agents", "runtimes", "webhooks", "runners"] as const;
 type Page = (typeof PAGES)[number];
 
 function pageContext(): PageContext | undefined {
@@ -1052,6 +1060,7 @@ function showPage(): void {
   if (!ctx) return;
   if (page === "agents") void showAgents(ctx);
   else if (page === "runtimes") void showRuntimes(ctx);
+  else if (page === "webhooks") void showWebhooks(ctx);
   else if (page === "runners") void showRunners(ctx);
 }
 
@@ -1096,6 +1105,7 @@ $("namespace-input").addEventListener("change", (e) =>
 );
 window.addEventListener("hashchange", () => showPage());
 wireAgentForm(pageContext);
+wireWebhookForm(pageContext);
 
 function disconnect(why?: string): void {
   state.events?.abort();

@@ -1,10 +1,12 @@
 // The web UI's pages around sessions: Agents (list; create and edit with credentials write-only),
-// AgentRuntimes (what each image is, whether it is approved) and runners (admin only: where
-// sessions run, drain and undrain). Each page reads the public API through the typed client.
+// AgentRuntimes (what each image is, whether it is approved), Webhooks (create with the secret
+// shown once, delete, recent deliveries) and runners (admin only: where sessions run, drain and
+// undrain). Each page reads the public API through the typed client.
 
 import type { AgentSessionsClient } from "../../../client/index.ts";
 import type { Agent, AgentInput, AgentRuntime } from "../../../contracts/resources.ts";
 import type { RunnerInfo } from "../../../contracts/runners.ts";
+import type { Webhook } from "../../../contracts/webhook.ts";
 import { $, el, field, form, showError } from "./dom.ts";
 
 export type PageContext = {
@@ -293,4 +295,154 @@ export async function showRunners(ctx: PageContext): Promise<void> {
       ),
     ),
   );
+}
+
+// ---- Webhooks ----
+
+/**
+ * The events a Webhook may ask for (contracts/webhook.ts WebhookEvent, kept as plain values here so
+ * the page does not bundle zod; catalog-pages.test.ts checks they agree).
+ */
+export const WEBHOOK_EVENTS = [
+  "created",
+  "ready",
+  "paused",
+  "stopped",
+  "evicted",
+  "failed",
+  "restarted",
+  "expired",
+  "deleted",
+  "snapshot.ready",
+] as const;
+
+export async function showWebhooks(ctx: PageContext): Promise<void> {
+  showError("webhooks-error");
+  $("webhooks-new").hidden = ctx.role !== "edit";
+  let hooks: Webhook[] = [];
+  try {
+    hooks = await ctx.client.listAll("webhooks", ctx.namespace);
+  } catch (error) {
+    showError("webhooks-error", error);
+  }
+  $("no-webhooks").hidden = hooks.length > 0;
+  $("webhooks").replaceChildren(
+    ...hooks.map((h) =>
+      el(
+        "tr",
+        { dataset: { webhook: h.metadata.name } },
+        el("td", { className: "name", textContent: h.metadata.name }),
+        el("td", { className: "wide", textContent: h.spec.url }),
+        el("td", { textContent: h.spec.events.join(", ") }),
+        el(
+          "td",
+          { className: "actions" },
+          el("button", {
+            type: "button",
+            textContent: "Deliveries",
+            onclick: () => void showDeliveries(ctx, h.metadata.name),
+          }),
+          ...(ctx.role === "edit"
+            ? [
+                " ",
+                el("button", {
+                  type: "button",
+                  className: "danger",
+                  textContent: "Delete",
+                  onclick: async () => {
+                    if (
+                      !window.confirm(`Delete webhook ${h.metadata.name}? Its receiver is told nothing more.`)
+                    )
+                      return;
+                    try {
+                      await ctx.client.delete("webhooks", ctx.namespace, h.metadata.name);
+                    } catch (error) {
+                      showError("webhooks-error", error);
+                    }
+                    await showWebhooks(ctx);
+                  },
+                }),
+              ]
+            : []),
+        ),
+      ),
+    ),
+  );
+}
+
+/** The recent delivery attempts of one Webhook, newest first. */
+async function showDeliveries(ctx: PageContext, name: string): Promise<void> {
+  showError("webhooks-error");
+  $("deliveries-title").textContent = `Deliveries of ${name}`;
+  $("deliveries-pane").hidden = false;
+  try {
+    const { items } = await ctx.client.webhookDeliveries(ctx.namespace, name);
+    $("no-deliveries").hidden = items.length > 0;
+    $("deliveries").replaceChildren(
+      ...items.map((d) =>
+        el(
+          "tr",
+          { dataset: { delivery: d.id, attempt: String(d.attempt) } },
+          el("td", { textContent: new Date(d.time).toLocaleString() }),
+          el("td", { textContent: d.type }),
+          el("td", { textContent: d.session.name }),
+          el("td", { textContent: String(d.attempt) }),
+          el("td", { textContent: d.statusCode !== undefined ? String(d.statusCode) : (d.error ?? "—") }),
+          el("td", { textContent: d.outcome, dataset: { field: "outcome" } }),
+        ),
+      ),
+    );
+  } catch (error) {
+    showError("webhooks-error", error);
+  }
+}
+
+/** Creates the Webhook the form describes; a generated secret is shown once, under the form. */
+async function createWebhook(ctx: PageContext): Promise<void> {
+  const f = form("webhook-form");
+  showError("webhook-form-error");
+  $("webhook-secret").hidden = true;
+  const events = WEBHOOK_EVENTS.filter(
+    (e) => (f.querySelector(`input[value="${e}"]`) as HTMLInputElement).checked,
+  );
+  const secret = field(f, "secret").value.trim();
+  try {
+    const made = await ctx.client.create("webhooks", {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "Webhook",
+      metadata: { name: field(f, "name").value.trim(), namespace: ctx.namespace },
+      spec: { url: field(f, "url").value.trim(), events, ...(secret ? { secret } : {}) },
+    });
+    field(f, "secret").value = "";
+    if (!secret && made.spec.secret) {
+      $("webhook-secret-value").textContent = made.spec.secret;
+      $("webhook-secret").hidden = false;
+    }
+    field(f, "name").value = "";
+    await showWebhooks(ctx);
+  } catch (error) {
+    showError("webhook-form-error", error);
+  }
+}
+
+export function wireWebhookForm(ctx: () => PageContext | undefined): void {
+  $("webhook-events").replaceChildren(
+    ...WEBHOOK_EVENTS.map((e) =>
+      el(
+        "label",
+        { className: "check" },
+        el("input", { type: "checkbox", value: e, checked: ["ready", "stopped", "failed"].includes(e) }),
+        e,
+      ),
+    ),
+  );
+  $("webhooks-new").addEventListener("click", () => {
+    form("webhook-form").hidden = false;
+    field(form("webhook-form"), "name").focus();
+  });
+  form("webhook-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const c = ctx();
+    if (c) void createWebhook(c);
+  });
 }
