@@ -7,6 +7,7 @@ import {
   RuntimeContract,
   SessionProtocol,
 } from "./session-spec.ts";
+import { AgentSkills, SkillPackSpec } from "./skill-pack.ts";
 
 /**
  * The namespaced resources of `/v1/namespaces/{ns}/…`, kubectl-style manifests:
@@ -161,6 +162,8 @@ export const AgentSpec = z.strictObject({
   limits: AgentLimits.optional(),
   /** Destinations the session may reach (the model endpoint at least). */
   egress: z.array(EgressRule).max(32).default([]),
+  /** SkillPacks in the Agent's namespace its sessions get at `/skills/<pack>/<skill>.md` (issue 39). */
+  skills: AgentSkills.optional(),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
@@ -214,14 +217,24 @@ export const AgentWrite = Agent.extend({
 });
 export type AgentWrite = z.infer<typeof AgentWrite>;
 
+/** Markdown skills for an Agent's sessions (contracts/skill-pack.ts). */
+export const SkillPack = z.strictObject({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal("SkillPack"),
+  metadata: ObjectMeta,
+  spec: SkillPackSpec,
+});
+export type SkillPack = z.infer<typeof SkillPack>;
+
 /** The kinds served under `/v1/namespaces/{ns}/{plural}`, keyed by plural. */
 export const ResourceKinds = {
   agentruntimes: { kind: "AgentRuntime", schema: AgentRuntime },
   agents: { kind: "Agent", schema: Agent },
+  skillpacks: { kind: "SkillPack", schema: SkillPack },
 } as const;
 export type ResourcePlural = keyof typeof ResourceKinds;
 export type ResourceKind = (typeof ResourceKinds)[ResourcePlural]["kind"];
-export type Resource = AgentRuntime | Agent;
+export type Resource = AgentRuntime | Agent | SkillPack;
 
 /** `name` (namespace `default`) or `namespace/name`, as in the RPCs' `agent_ref`. */
 export function parseAgentRef(ref: string): { namespace: string; name: string } {

@@ -321,8 +321,11 @@ export class HarnessController {
    * manifest directory applied session first). Sessions failed for another reason stay settled.
    * Returns once each retry is queued; never throws (failures are logged).
    */
-  async rebind(kind: "Agent" | "AgentRuntime", namespace: string, name: string): Promise<void> {
+  async rebind(kind: "Agent" | "AgentRuntime" | "SkillPack", namespace: string, name: string): Promise<void> {
     const names = (record: HarnessRecord) =>
+      // A SkillPack is named by Agents, unknown here: every binding failure of the namespace is
+      // retried, as one of an unset runtimeRef (its Agent's) is.
+      kind === "SkillPack" ||
       // An unset runtimeRef is its Agent's, unknown here: retried too (only binding failures are).
       (kind === "Agent" ? record.spec.agentRef : (record.spec.runtimeRef ?? name)) === name;
     let records: HarnessRecord[];
