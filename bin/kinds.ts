@@ -10,6 +10,9 @@ const ALIASES: Record<string, CliKind> = {
   art: "agentruntimes",
   agents: "agents",
   agent: "agents",
+  skillpacks: "skillpacks",
+  skillpack: "skillpacks",
+  sp: "skillpacks",
   harnesssessions: "harnesssessions",
   harnesssession: "harnesssessions",
   hs: "harnesssessions",
@@ -23,7 +26,7 @@ const ALIASES: Record<string, CliKind> = {
 };
 
 export const KIND_NAMES =
-  "agentruntimes (art), agents, harnesssessions (hs), sessionsnapshots (snapshots), sessions";
+  "agentruntimes (art), agents, skillpacks (sp), harnesssessions (hs), sessionsnapshots (snapshots), sessions";
 
 /** The kind a KIND argument names (any case, singular, plural or short). */
 export function parseKind(text: string): CliKind {
@@ -37,6 +40,7 @@ export function objectRef(plural: CliKind, name: string): string {
   const singular = {
     agentruntimes: "agentruntime",
     agents: "agent",
+    skillpacks: "skillpack",
     harnesssessions: "harnesssession",
     sessionsnapshots: "sessionsnapshot",
     sessions: "session",

@@ -1,7 +1,7 @@
 import { stringify } from "yaml";
 import type { AgentSessionStatus } from "../contracts/rpc.ts";
 import type { HarnessSession } from "../contracts/harness-session.ts";
-import type { Agent, AgentRuntime } from "../contracts/resources.ts";
+import type { Agent, AgentRuntime, SkillPack } from "../contracts/resources.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import { UsageError } from "./cli-context.ts";
 import type { CliKind } from "./kinds.ts";
@@ -40,7 +40,7 @@ export function formatData(value: unknown, format: "json" | "yaml"): string {
   return format === "json" ? JSON.stringify(value, null, 2) : stringify(value).trimEnd();
 }
 
-type AnyResource = AgentRuntime | Agent | HarnessSession | SessionSnapshot;
+type AnyResource = AgentRuntime | Agent | SkillPack | HarnessSession | SessionSnapshot;
 
 /** The rows of `get KIND` as a table. */
 export function resourceTable(kind: CliKind, items: readonly unknown[]): string {
@@ -66,6 +66,15 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
           a.spec.model?.name ?? "<none>",
           String(a.spec.credentials.length),
           age(a.metadata.creationTimestamp),
+        ]),
+      );
+    case "skillpacks":
+      return table(
+        ["NAME", "SKILLS", "AGE"],
+        (items as SkillPack[]).map((p) => [
+          p.metadata.name,
+          p.spec.skills.map((s) => s.name).join(","),
+          age(p.metadata.creationTimestamp),
         ]),
       );
     case "harnesssessions":

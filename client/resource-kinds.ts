@@ -1,12 +1,20 @@
 import type { z } from "zod";
 import type { HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
-import type { Agent, AgentInput, AgentRuntime, AgentRuntimeInput } from "../contracts/resources.ts";
+import type {
+  Agent,
+  AgentInput,
+  AgentRuntime,
+  AgentRuntimeInput,
+  SkillPack,
+} from "../contracts/resources.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 
 /** The namespaced kinds of `/v1/namespaces/{ns}/{plural}`: what a PUT takes and a GET returns. */
 export type ResourceTypes = {
   agentruntimes: { input: AgentRuntimeInput; output: AgentRuntime };
   agents: { input: AgentInput; output: Agent };
+  /** Markdown skills an Agent's sessions get read-only at /skills (issue 39). */
+  skillpacks: { input: z.input<typeof SkillPack>; output: SkillPack };
   harnesssessions: { input: z.input<typeof HarnessSessionInput>; output: HarnessSession };
   /** Made by `…/harnesssessions/{name}:snapshot` or an archive import, never by PUT of a manifest. */
   sessionsnapshots: { input: never; output: SessionSnapshot };
@@ -17,6 +25,7 @@ export type ResourcePlural = keyof ResourceTypes;
 export const PLURAL_OF_KIND = {
   AgentRuntime: "agentruntimes",
   Agent: "agents",
+  SkillPack: "skillpacks",
   HarnessSession: "harnesssessions",
 } as const satisfies Record<string, ResourcePlural>;
 export type ManifestKind = keyof typeof PLURAL_OF_KIND;
@@ -24,6 +33,7 @@ export type ManifestKind = keyof typeof PLURAL_OF_KIND;
 export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind | "SessionSnapshot"> = {
   agentruntimes: "AgentRuntime",
   agents: "Agent",
+  skillpacks: "SkillPack",
   harnesssessions: "HarnessSession",
   sessionsnapshots: "SessionSnapshot",
 };

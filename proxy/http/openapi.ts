@@ -17,7 +17,7 @@ import {
   ModelList,
   OpenAIErrorBody,
 } from "../../contracts/openai-chat.ts";
-import { API_VERSION, AgentRuntime, AgentView, AgentWrite } from "../../contracts/resources.ts";
+import { API_VERSION, AgentRuntime, AgentView, AgentWrite, SkillPack } from "../../contracts/resources.ts";
 import {
   RestoreRequest,
   SessionSnapshot,
@@ -67,6 +67,9 @@ const RESOURCES = [
   // Credentials are write-only: the answer says `valueSet: true` where a literal value is stored,
   // and a PUT may send `valueSet: true` back to keep it.
   { plural: "agents", kind: "Agent", input: AgentWrite, output: AgentView, patch: false },
+  // Markdown only: Sympozium's sidecar, hostAccess, rbac, clusterRBAC, runtimeRequirements are
+  // refused (400 INVALID_ARGUMENT naming the invariant; contracts/skill-pack.ts).
+  { plural: "skillpacks", kind: "SkillPack", input: SkillPack, output: SkillPack, patch: false },
   {
     plural: "harnesssessions",
     kind: "HarnessSession",
