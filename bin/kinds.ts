@@ -13,6 +13,9 @@ const ALIASES: Record<string, CliKind> = {
   mcpservers: "mcpservers",
   mcpserver: "mcpservers",
   mcp: "mcpservers",
+  skillpacks: "skillpacks",
+  skillpack: "skillpacks",
+  sp: "skillpacks",
   harnesssessions: "harnesssessions",
   harnesssession: "harnesssessions",
   hs: "harnesssessions",
@@ -29,7 +32,7 @@ const ALIASES: Record<string, CliKind> = {
 };
 
 export const KIND_NAMES =
-  "agentruntimes (art), agents, mcpservers (mcp), harnesssessions (hs), sessionsnapshots (snapshots), webhooks (wh), sessions";
+  "agentruntimes (art), agents, mcpservers (mcp), skillpacks (sp), harnesssessions (hs), sessionsnapshots (snapshots), webhooks (wh), sessions";
 
 /** The kind a KIND argument names (any case, singular, plural or short). */
 export function parseKind(text: string): CliKind {
@@ -44,6 +47,7 @@ export function objectRef(plural: CliKind, name: string): string {
     agentruntimes: "agentruntime",
     agents: "agent",
     mcpservers: "mcpserver",
+    skillpacks: "skillpack",
     harnesssessions: "harnesssession",
     sessionsnapshots: "sessionsnapshot",
     webhooks: "webhook",

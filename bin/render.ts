@@ -2,7 +2,7 @@ import { stringify } from "yaml";
 import type { AgentSessionStatus } from "../contracts/rpc.ts";
 import type { HarnessSession } from "../contracts/harness-session.ts";
 import type { MCPServerView } from "../contracts/mcp.ts";
-import type { Agent, AgentRuntime } from "../contracts/resources.ts";
+import type { Agent, AgentRuntime, SkillPack } from "../contracts/resources.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { Webhook } from "../contracts/webhook.ts";
 import { UsageError } from "./cli-context.ts";
@@ -42,7 +42,14 @@ export function formatData(value: unknown, format: "json" | "yaml"): string {
   return format === "json" ? JSON.stringify(value, null, 2) : stringify(value).trimEnd();
 }
 
-type AnyResource = AgentRuntime | Agent | MCPServerView | HarnessSession | SessionSnapshot | Webhook;
+type AnyResource =
+  | AgentRuntime
+  | Agent
+  | MCPServerView
+  | SkillPack
+  | HarnessSession
+  | SessionSnapshot
+  | Webhook;
 
 /** The rows of `get KIND` as a table. */
 export function resourceTable(kind: CliKind, items: readonly unknown[]): string {
@@ -81,6 +88,15 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
           String(m.spec.credentials.length),
           m.spec.timeout ?? "60s",
           age(m.metadata.creationTimestamp),
+        ]),
+      );
+    case "skillpacks":
+      return table(
+        ["NAME", "SKILLS", "AGE"],
+        (items as SkillPack[]).map((p) => [
+          p.metadata.name,
+          p.spec.skills.map((s) => s.name).join(","),
+          age(p.metadata.creationTimestamp),
         ]),
       );
     case "harnesssessions":

@@ -1,6 +1,12 @@
 import type { z } from "zod";
 import type { HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
-import type { Agent, AgentInput, AgentRuntime, AgentRuntimeInput } from "../contracts/resources.ts";
+import type {
+  Agent,
+  AgentInput,
+  AgentRuntime,
+  AgentRuntimeInput,
+  SkillPack,
+} from "../contracts/resources.ts";
 import type { MCPServerInput, MCPServerView } from "../contracts/mcp.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { Webhook, WebhookInput } from "../contracts/webhook.ts";
@@ -10,6 +16,8 @@ export type ResourceTypes = {
   agentruntimes: { input: AgentRuntimeInput; output: AgentRuntime };
   agents: { input: AgentInput; output: Agent };
   mcpservers: { input: MCPServerInput; output: MCPServerView };
+  /** Markdown skills an Agent's sessions get read-only at /skills (issue 39). */
+  skillpacks: { input: z.input<typeof SkillPack>; output: SkillPack };
   harnesssessions: { input: z.input<typeof HarnessSessionInput>; output: HarnessSession };
   /** Made by `…/harnesssessions/{name}:snapshot` or an archive import, never by PUT of a manifest. */
   sessionsnapshots: { input: never; output: SessionSnapshot };
@@ -23,6 +31,7 @@ export const PLURAL_OF_KIND = {
   AgentRuntime: "agentruntimes",
   Agent: "agents",
   MCPServer: "mcpservers",
+  SkillPack: "skillpacks",
   HarnessSession: "harnesssessions",
   Webhook: "webhooks",
 } as const satisfies Record<string, ResourcePlural>;
@@ -32,6 +41,7 @@ export const KIND_OF_PLURAL: Record<ResourcePlural, ManifestKind | "SessionSnaps
   agentruntimes: "AgentRuntime",
   agents: "Agent",
   mcpservers: "MCPServer",
+  skillpacks: "SkillPack",
   harnesssessions: "HarnessSession",
   sessionsnapshots: "SessionSnapshot",
   webhooks: "Webhook",

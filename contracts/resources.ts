@@ -8,6 +8,7 @@ import {
   SessionProtocol,
 } from "./session-spec.ts";
 import { AgentMcpServers, MCPServer } from "./mcp.ts";
+import { AgentSkills, SkillPackSpec } from "./skill-pack.ts";
 
 /**
  * The namespaced resources of `/v1/namespaces/{ns}/…`, kubectl-style manifests:
@@ -186,6 +187,8 @@ export const AgentSpec = z.strictObject({
    * (contracts/mcp.ts); each may narrow the server's tool lists, never widen them.
    */
   mcpServers: AgentMcpServers.optional(),
+  /** SkillPacks in the Agent's namespace its sessions get at `/skills/<pack>/<skill>.md` (issue 39). */
+  skills: AgentSkills.optional(),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
@@ -239,15 +242,25 @@ export const AgentWrite = Agent.extend({
 });
 export type AgentWrite = z.infer<typeof AgentWrite>;
 
+/** Markdown skills for an Agent's sessions (contracts/skill-pack.ts). */
+export const SkillPack = z.strictObject({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal("SkillPack"),
+  metadata: ObjectMeta,
+  spec: SkillPackSpec,
+});
+export type SkillPack = z.infer<typeof SkillPack>;
+
 /** The kinds served under `/v1/namespaces/{ns}/{plural}`, keyed by plural. */
 export const ResourceKinds = {
   agentruntimes: { kind: "AgentRuntime", schema: AgentRuntime },
   agents: { kind: "Agent", schema: Agent },
   mcpservers: { kind: "MCPServer", schema: MCPServer },
+  skillpacks: { kind: "SkillPack", schema: SkillPack },
 } as const;
 export type ResourcePlural = keyof typeof ResourceKinds;
 export type ResourceKind = (typeof ResourceKinds)[ResourcePlural]["kind"];
-export type Resource = AgentRuntime | Agent | MCPServer;
+export type Resource = AgentRuntime | Agent | MCPServer | SkillPack;
 
 /** `name` (namespace `default`) or `namespace/name`, as in the RPCs' `agent_ref`. */
 export function parseAgentRef(ref: string): { namespace: string; name: string } {

@@ -117,6 +117,18 @@ export const SnapshotStackSpec = z.object({
 });
 export type SnapshotStackSpec = z.infer<typeof SnapshotStackSpec>;
 
+/**
+ * One skill as a session spec carries it (`skills` below; the SkillPack kind: contracts/skill-pack.ts): its pack, its
+ * name and what the runtime shows the agent. Mounted at `/skills/<pack>/<name>.md`.
+ */
+export const SessionSkill = z.strictObject({
+  pack: DnsLabel,
+  name: DnsLabel,
+  description: z.string().max(1024),
+  content: z.string().min(1),
+});
+export type SessionSkill = z.infer<typeof SessionSkill>;
+
 export const SessionSpec = z.object({
   namespace: DnsLabel,
   name: DnsLabel,
@@ -160,6 +172,12 @@ export const SessionSpec = z.object({
    * The provision answers `seeded_snapshot` when it copied it; the server sends it no more after.
    */
   seedSnapshot: SnapshotStorage.optional(),
+  /**
+   * The Agent's skills (its SkillPacks', in order), mounted read-only at `/skills/<pack>/<name>.md`
+   * (contracts/skill-pack.ts). Absent when it has none: a spec without skills is what it was
+   * before (its stack and spec hash unchanged).
+   */
+  skills: z.array(SessionSkill).min(1).max(64).optional(),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z

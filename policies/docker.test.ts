@@ -129,6 +129,31 @@ describe("a Docker container", () => {
     expect(violations.some((v) => v.message.includes("engine socket"))).toBe(true);
   });
 
+  describe("the skills mount (issue 39)", () => {
+    const skills = {
+      type: "volume",
+      source: "agent-sessions-demo-skills",
+      target: "/skills",
+      readOnly: true,
+    } as const;
+
+    it("the container's own skills volume, read-only at /skills, violates nothing", async () => {
+      expect(await violatedByContainer((c) => c.mounts.push({ ...skills }))).toEqual([]);
+    });
+
+    it.each([
+      ["mounted writable", { ...skills, readOnly: false }],
+      ["mounted elsewhere", { ...skills, target: "/workspace/skills" }],
+      ["another session's skills volume", { ...skills, source: "agent-sessions-other-skills" }],
+      ["the workspace at /skills", { ...skills, source: "agent-sessions-demo-workspace" }],
+      ["a tmpfs at /skills", { type: "tmpfs", target: "/skills" }],
+      ["a bind under /skills", { type: "bind", source: "/etc", target: "/skills/etc", readOnly: true }],
+    ] as const)("the skills mount %s violates narrowed-mounts", async (_, mount) => {
+      const violations = await resourceViolations(dockerContainer((c) => c.mounts.push({ ...mount })));
+      expect(violations.map((v) => v.policy)).toContain("narrowed-mounts");
+    });
+  });
+
   it("a credential in env violates no-literal-credentials-in-env", async () => {
     const violated = await violatedByContainer((c) => {
       c.env.GITHUB_TOKEN = "ghp_literal";

@@ -62,6 +62,7 @@ export const KubeKinds = {
   ),
   Service: kind<k8s.core.v1.ServiceArgs>("kubernetes:core/v1:Service"),
   Secret: kind<k8s.core.v1.SecretArgs>("kubernetes:core/v1:Secret"),
+  ConfigMap: kind<k8s.core.v1.ConfigMapArgs>("kubernetes:core/v1:ConfigMap"),
   NetworkPolicy: kind<k8s.networking.v1.NetworkPolicyArgs>("kubernetes:networking.k8s.io/v1:NetworkPolicy"),
   Deployment: kind<k8s.apps.v1.DeploymentArgs>("kubernetes:apps/v1:Deployment"),
   StatefulSet: kind<k8s.apps.v1.StatefulSetArgs>("kubernetes:apps/v1:StatefulSet"),

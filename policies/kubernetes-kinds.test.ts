@@ -11,6 +11,7 @@ const classes: Record<keyof typeof KubeKinds, unknown> = {
   PersistentVolumeClaim: k8s.core.v1.PersistentVolumeClaim,
   Service: k8s.core.v1.Service,
   Secret: k8s.core.v1.Secret,
+  ConfigMap: k8s.core.v1.ConfigMap,
   NetworkPolicy: k8s.networking.v1.NetworkPolicy,
   Deployment: k8s.apps.v1.Deployment,
   StatefulSet: k8s.apps.v1.StatefulSet,

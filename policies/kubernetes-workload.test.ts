@@ -125,6 +125,57 @@ describe.each<[string, Workload]>([
     });
   });
 
+  describe("the skills mount (issue 39)", () => {
+    const withSkills = (change: (spec: PodSpec) => void = () => undefined) =>
+      workload((spec) => {
+        spec.volumes!.push({
+          name: "skills",
+          configMap: { name: "demo-skills", defaultMode: 0o444, items: [{ key: "p.s.md", path: "p/s.md" }] },
+        });
+        agent(spec).volumeMounts!.push({ name: "skills", mountPath: "/skills", readOnly: true });
+        change(spec);
+      });
+
+    it("a configMap named skills, 0444, mounted read-only at /skills, violates nothing", async () => {
+      expect(await violatedBy(withSkills())).toEqual([]);
+    });
+
+    it.each<[string, (spec: PodSpec) => void]>([
+      [
+        "mounted writable",
+        (spec) => {
+          agent(spec).volumeMounts!.at(-1)!.readOnly = false;
+        },
+      ],
+      [
+        "mounted elsewhere",
+        (spec) => {
+          agent(spec).volumeMounts!.at(-1)!.mountPath = "/workspace/skills";
+        },
+      ],
+      [
+        "mode 0644",
+        (spec) => {
+          (spec.volumes!.at(-1)!.configMap as { defaultMode: number }).defaultMode = 0o644;
+        },
+      ],
+      [
+        "an executable item",
+        (spec) => {
+          (spec.volumes!.at(-1)!.configMap as { items: { mode?: number }[] }).items[0]!.mode = 0o555;
+        },
+      ],
+      [
+        "the workspace at /skills",
+        (spec) => {
+          agent(spec).volumeMounts!.push({ name: "workspace", mountPath: "/skills/w" });
+        },
+      ],
+    ])("the skills mount %s violates narrowed-mounts", async (_, change) => {
+      expect(await violatedBy(withSkills(change))).toEqual(["narrowed-mounts"]);
+    });
+  });
+
   describe("container security", () => {
     it("a privileged container violates no-privileged-containers", async () => {
       const violated = await violatedBy(

@@ -118,6 +118,34 @@ describe("mounts-only-stack-volumes", () => {
   });
 });
 
+describe("mounts-only-stack-volumes and skills (issue 39)", () => {
+  it("the container's own skills volume, read-only at /skills, is no stack Volume and violates nothing", async () => {
+    const withSkills = dockerContainer((c) => {
+      c.mounts.push({
+        type: "volume",
+        source: "agent-sessions-demo-skills",
+        target: "/skills",
+        readOnly: true,
+      });
+    });
+    expect(await violatedByStack([dockerVolume(), dockerNetwork(), withSkills])).toEqual([]);
+  });
+
+  it("another container's skills volume violates it", async () => {
+    const borrowing = dockerContainer((c) => {
+      c.mounts.push({
+        type: "volume",
+        source: "agent-sessions-other-skills",
+        target: "/skills",
+        readOnly: true,
+      });
+    });
+    expect(await violatedByStack([dockerVolume(), dockerNetwork(), borrowing])).toContain(
+      "mounts-only-stack-volumes",
+    );
+  });
+});
+
 describe("docker-container-on-stack-network", () => {
   it.each([
     ["the default bridge", "bridge"],

@@ -1,5 +1,6 @@
 import type { PolicyResource, StackValidationPolicy } from "@pulumi/policy";
 import { DockerTypes } from "../infra/docker/provider/schema.ts";
+import { SKILLS_TARGET, skillsVolumeName } from "../infra/docker/provider/session-skills.ts";
 import { type DockerContainer, KubeKinds, namespaceOf, podTemplateOf, propsOf } from "./judged-resources.ts";
 
 /**
@@ -41,9 +42,22 @@ export const mountsOnlyStackVolumes: StackValidationPolicy = {
         return claim === undefined ? [] : [`${namespaceOf(resource)}/${claim.metadata?.name}`];
       }),
     );
+    const configMaps = new Set(
+      args.resources.flatMap((resource) => {
+        const map = propsOf(resource, KubeKinds.ConfigMap);
+        return map === undefined ? [] : [`${namespaceOf(resource)}/${map.metadata?.name}`];
+      }),
+    );
     for (const resource of args.resources) {
       const spec = podTemplateOf(resource)?.spec;
       for (const volume of spec?.volumes ?? []) {
+        const mapName = volume.configMap?.name;
+        if (mapName !== undefined && !configMaps.has(`${namespaceOf(resource)}/${mapName}`)) {
+          report(
+            `${resource.name} mounts ConfigMap "${mapName}", which is not a ConfigMap of this stack`,
+            resource.urn,
+          );
+        }
         const claimName = volume.persistentVolumeClaim?.claimName;
         if (claimName !== undefined && !claims.has(`${namespaceOf(resource)}/${claimName}`)) {
           report(
@@ -59,8 +73,18 @@ export const mountsOnlyStackVolumes: StackValidationPolicy = {
     );
     for (const [resource, container] of dockerContainers(args.resources)) {
       for (const mount of container.mounts ?? []) {
-        // An anonymous volume (no source) is created fresh for this container alone.
-        if (mount.type === "volume" && mount.source !== undefined && !volumes.has(mount.source)) {
+        // An anonymous volume (no source) is created fresh for this container alone; the
+        // container's own skills volume, read-only at /skills, is made with it (session-skills.ts).
+        const ownSkills =
+          mount.source === skillsVolumeName(container.name ?? "") &&
+          mount.target === SKILLS_TARGET &&
+          mount.readOnly === true;
+        if (
+          mount.type === "volume" &&
+          mount.source !== undefined &&
+          !volumes.has(mount.source) &&
+          !ownSkills
+        ) {
           report(
             `container ${resource.name} mounts volume "${mount.source}", which is not a Volume of this stack`,
             resource.urn,

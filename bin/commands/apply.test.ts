@@ -36,7 +36,7 @@ describe("readManifests", () => {
   it("refuses, as usage errors, what cannot be routed: bad YAML, unknown kinds, no name", () => {
     expect(() => readManifests(["-"], () => "kind: [\n")).toThrow(/stdin document 1 is not valid YAML/);
     expect(() => readManifests(["-"], () => "kind: Pod\nmetadata: {name: p}\n")).toThrow(
-      /kind must be one of AgentRuntime, Agent, MCPServer, HarnessSession, Webhook, got Pod/,
+      /kind must be one of AgentRuntime, Agent, MCPServer, SkillPack, HarnessSession, Webhook, got Pod/,
     );
     expect(() => readManifests(["-"], () => "kind: Agent\n")).toThrow(/metadata.name is required/);
     expect(() => readManifests(["-"], () => "- a\n- b\n")).toThrow(/is not a manifest/);

@@ -6,7 +6,7 @@ import { parseKind } from "../kinds.ts";
 import { formatData, parseOutput, resourceTable } from "../render.ts";
 
 const USAGE =
-  "get KIND [NAME] [-n NAMESPACE] [-o table|json|yaml]   (KIND: agentruntimes|art, agents, mcpservers|mcp, harnesssessions|hs, sessionsnapshots|snapshots, webhooks|wh, sessions)";
+  "get KIND [NAME] [-n NAMESPACE] [-o table|json|yaml]   (KIND: agentruntimes|art, agents, mcpservers|mcp, skillpacks|sp, harnesssessions|hs, sessionsnapshots|snapshots, webhooks|wh, sessions)";
 
 /** `get`: one object or the list of a kind; `sessions` are the agent sessions of GetAgentStatus. */
 export const get: Command = {

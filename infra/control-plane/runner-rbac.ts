@@ -16,7 +16,12 @@ const READ = ["get", "list", "watch"];
 export function runnerRules(sessionsNamespace: string): PolicyRule[] {
   return [
     // The session stack's objects (Pulumi creates, server-side-applies, scales and destroys them).
-    { apiGroups: [""], resources: ["persistentvolumeclaims", "services", "secrets"], verbs: MANAGE },
+    // ConfigMaps: a session's skills (issue 39).
+    {
+      apiGroups: [""],
+      resources: ["persistentvolumeclaims", "services", "secrets", "configmaps"],
+      verbs: MANAGE,
+    },
     { apiGroups: ["apps"], resources: ["deployments"], verbs: MANAGE },
     { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: MANAGE },
     // The driver lists and watches session pods (readiness, exits). The provider's await logic

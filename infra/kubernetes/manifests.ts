@@ -15,6 +15,7 @@ import {
   type SessionSpec,
   workloadName,
 } from "../../contracts/session-spec.ts";
+import { SKILLS_DIR, SKILLS_VOLUME, skillFileContent, skillFilePath } from "../../contracts/skill-pack.ts";
 import { hardenedContainerSecurityContext, hardenedPodSpec } from "./hardening.ts";
 
 /**
@@ -64,7 +65,12 @@ function workspaceSidecar(image: string) {
 /** The names of a session's objects (the Deployment, Service and NetworkPolicy share the workload's). */
 export function sessionObjectNames(spec: Pick<SessionSpec, "namespace" | "name">) {
   const base = workloadName(spec.namespace, spec.name);
-  return { workload: base, secret: `${base}-credentials`, pvc: `${base}-workspace` };
+  return {
+    workload: base,
+    secret: `${base}-credentials`,
+    pvc: `${base}-workspace`,
+    skills: `${base}-skills`,
+  };
 }
 
 /** The labels selecting a session's pods (the Deployment's, the Service's, the NetworkPolicy's). */
@@ -148,6 +154,21 @@ export function sessionManifests(
 
   const env = adapterEnv(spec, credentialNames);
 
+  // The session's skills (issue 39): a ConfigMap of the stack, one key a skill
+  // (`<pack>.<skill>.md`: a key holds no `/`, and DNS labels no `.`), projected read-only at
+  // /skills/<pack>/<skill>.md, 0444. Absent without skills: such a session's objects are as before.
+  const skills = spec.skills ?? [];
+  const skillKey = (s: { pack: string; name: string }) => `${s.pack}.${s.name}.md`;
+  const configMap =
+    skills.length === 0
+      ? undefined
+      : {
+          apiVersion: "v1" as const,
+          kind: "ConfigMap" as const,
+          metadata: meta(names.skills),
+          data: Object.fromEntries(skills.map((s) => [skillKey(s), skillFileContent(s)])),
+        };
+
   const deployment = {
     apiVersion: "apps/v1" as const,
     kind: "Deployment" as const,
@@ -191,6 +212,7 @@ export function sessionManifests(
               volumeMounts: [
                 { name: "workspace", mountPath: "/workspace" },
                 { name: "tmp", mountPath: "/tmp" },
+                ...(configMap ? [{ name: SKILLS_VOLUME, mountPath: SKILLS_DIR, readOnly: true }] : []),
               ],
             },
             ...(workspaceImage ? [workspaceSidecar(workspaceImage)] : []),
@@ -199,6 +221,18 @@ export function sessionManifests(
             { name: "workspace", persistentVolumeClaim: { claimName: names.pvc } },
             { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "64Mi" } },
             ...(workspaceImage ? [{ name: "workspace-scratch", emptyDir: { sizeLimit: "256Mi" } }] : []),
+            ...(configMap
+              ? [
+                  {
+                    name: SKILLS_VOLUME,
+                    configMap: {
+                      name: names.skills,
+                      defaultMode: 0o444,
+                      items: skills.map((s) => ({ key: skillKey(s), path: skillFilePath(s) })),
+                    },
+                  },
+                ]
+              : []),
           ],
         },
       },
@@ -250,7 +284,7 @@ export function sessionManifests(
     },
   };
 
-  return { secret, pvc, deployment, service, networkPolicy };
+  return { secret, pvc, deployment, service, networkPolicy, ...(configMap ? { configMap } : {}) };
 }
 
 export type SessionManifests = ReturnType<typeof sessionManifests>;
@@ -271,5 +305,8 @@ export function sessionResources(spec: SessionSpec, m: SessionManifests) {
       name: `${spec.name}-network-policy`,
       props: m.networkPolicy,
     },
+    ...(m.configMap
+      ? [{ type: "kubernetes:core/v1:ConfigMap", name: `${spec.name}-skills`, props: m.configMap }]
+      : []),
   ];
 }

@@ -201,4 +201,36 @@ describe("cpuRequestOf", () => {
     expect(cpuRequestOf("1.5")).toBe("150m");
     expect(cpuRequestOf("50m")).toBe("10m");
   });
+
+  it("a session with skills gets a ConfigMap of the stack, mounted read-only at /skills with mode 0444 (issue 39)", async () => {
+    recorded.length = 0;
+    const spec = SessionSpec.parse({
+      namespace: "default",
+      name: "skilled",
+      engine: "kubernetes",
+      image,
+      contract: "v1alpha2",
+      skills: [{ pack: "tips", name: "greeting", description: "How to greet", content: "# Greeting" }],
+    });
+    new mod.KubernetesSession("skilled", { spec, credentials: {}, adapterToken: "tok" });
+    await new Promise((r) => setTimeout(r, 50));
+    const map = recorded.find((r) => r.type === "kubernetes:core/v1:ConfigMap")?.inputs as Obj;
+    expect(map.metadata.name).toBe("as-default-skilled-skills");
+    expect(map.data["tips.greeting.md"]).toContain("# Greeting");
+    const deployment = recorded.find((r) => r.type === "kubernetes:apps/v1:Deployment")?.inputs as Obj;
+    const pod = deployment.spec.template.spec;
+    expect(pod.volumes).toContainEqual({
+      name: "skills",
+      configMap: {
+        name: "as-default-skilled-skills",
+        defaultMode: 0o444,
+        items: [{ key: "tips.greeting.md", path: "tips/greeting.md" }],
+      },
+    });
+    expect(pod.containers[0].volumeMounts).toContainEqual({
+      name: "skills",
+      mountPath: "/skills",
+      readOnly: true,
+    });
+  });
 });

@@ -56,6 +56,9 @@ export class KubernetesSession extends pulumi.ComponentResource {
       protect: false,
     });
 
+    // Declared before the Deployment is rolled: its pod mounts it (issue 39).
+    const skills = m.configMap ? new k8s.core.v1.ConfigMap(`${name}-skills`, m.configMap, child) : undefined;
+
     const pod = m.deployment.spec.template.spec;
     const [adapter, ...sidecars] = pod.containers;
     if (!adapter) throw new Error("the session pod has no adapter container");
@@ -77,7 +80,7 @@ export class KubernetesSession extends pulumi.ComponentResource {
           },
         },
       },
-      { ...child, dependsOn: [secret, pvc] },
+      { ...child, dependsOn: [secret, pvc, ...(skills ? [skills] : [])] },
     );
 
     const service = new k8s.core.v1.Service(`${name}-service`, m.service, child);

@@ -321,10 +321,16 @@ export class HarnessController {
    * manifest directory applied session first). Sessions failed for another reason stay settled.
    * Returns once each retry is queued; never throws (failures are logged).
    */
-  async rebind(kind: "Agent" | "AgentRuntime" | "MCPServer", namespace: string, name: string): Promise<void> {
+  async rebind(
+    kind: "Agent" | "AgentRuntime" | "MCPServer" | "SkillPack",
+    namespace: string,
+    name: string,
+  ): Promise<void> {
     const names = (record: HarnessRecord) =>
-      // An MCPServer is named by Agents, not by sessions: every session failed on a binding is retried.
+      // An MCPServer or a SkillPack is named by Agents, unknown here: every session failed on a
+      // binding in the namespace is retried, as one of an unset runtimeRef (its Agent's) is.
       kind === "MCPServer" ||
+      kind === "SkillPack" ||
       // An unset runtimeRef is its Agent's, unknown here: retried too (only binding failures are).
       (kind === "Agent" ? record.spec.agentRef : (record.spec.runtimeRef ?? name)) === name;
     let records: HarnessRecord[];

@@ -30,6 +30,7 @@ import {
   buildSessionSpec,
   resolveCredentials,
 } from "../lifecycle/session-spec-builder.ts";
+import { agentSkillPacks } from "../lifecycle/skill-packs.ts";
 import { isLive } from "../lifecycle/session-states.ts";
 import type { Sessions } from "../lifecycle/sessions.ts";
 import type { HarnessRecord, HarnessStore, ObservedPatch } from "../store/harness-store.ts";
@@ -839,6 +840,7 @@ export class HarnessReconciler {
         engine: "docker",
         agent,
         runtime,
+        skillPacks: await agentSkillPacks(this.#o.store, agent),
         admission: this.#o.admission,
       });
       resolveCredentials(agent, this.#o.secretEnv);

@@ -19,7 +19,11 @@ export type HarnessRoutesOptions = {
    * Told each Agent or AgentRuntime written (resource-routes.ts): the sessions naming it that
    * failed on their binding are retried (HarnessController.rebind).
    */
-  rebind?: (kind: "Agent" | "AgentRuntime" | "MCPServer", namespace: string, name: string) => Promise<void>;
+  rebind?: (
+    kind: "Agent" | "AgentRuntime" | "MCPServer" | "SkillPack",
+    namespace: string,
+    name: string,
+  ) => Promise<void>;
   /** SessionSnapshots (snapshot-routes.ts); absent: no such routes. */
   snapshots?: SessionSnapshots;
   /** `GET …/harnesssessions/{name}/metrics` (issue 40); absent: no such route. */

@@ -18,7 +18,7 @@ import {
   ModelList,
   OpenAIErrorBody,
 } from "../../contracts/openai-chat.ts";
-import { API_VERSION, AgentRuntime, AgentView, AgentWrite } from "../../contracts/resources.ts";
+import { API_VERSION, AgentRuntime, AgentView, AgentWrite, SkillPack } from "../../contracts/resources.ts";
 import { MCPServerView, MCPServerWrite } from "../../contracts/mcp.ts";
 import {
   RestoreRequest,
@@ -71,6 +71,9 @@ const RESOURCES = [
   { plural: "agents", kind: "Agent", input: AgentWrite, output: AgentView, patch: false },
   // MCP servers for sessions (issue 39): Streamable HTTP only; credentials write-only like an Agent's.
   { plural: "mcpservers", kind: "MCPServer", input: MCPServerWrite, output: MCPServerView, patch: false },
+  // Markdown only: Sympozium's sidecar, hostAccess, rbac, clusterRBAC, runtimeRequirements are
+  // refused (400 INVALID_ARGUMENT naming the invariant; contracts/skill-pack.ts).
+  { plural: "skillpacks", kind: "SkillPack", input: SkillPack, output: SkillPack, patch: false },
   {
     plural: "harnesssessions",
     kind: "HarnessSession",

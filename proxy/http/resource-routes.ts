@@ -7,9 +7,11 @@ import {
   AgentWrite,
   API_VERSION,
   type Resource,
+  type ResourceKind,
   type ResourcePlural,
   ResourceKinds,
 } from "../../contracts/resources.ts";
+import { privilegedSkillPackFields, SKILL_PACK_INVARIANT } from "../../contracts/skill-pack.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
 import type { Admission } from "../lifecycle/admission.ts";
 import { listQuery, pageOf } from "../lifecycle/pagination.ts";
@@ -23,11 +25,13 @@ import { MCPServerWrite, redactedMcpServer } from "../../contracts/mcp.ts";
 import { assertMcpServerAdmitted, keptMcpCredentials } from "../lifecycle/mcp-servers.ts";
 
 /**
- * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents}[/{name}]`:
+ * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents|skillpacks}[/{name}]`:
  * PUT creates or replaces (201 on create), GET reads one or lists a page (`?limit=&continue=`,
  * by name; `metadata.continue` names the next page), DELETE removes. An Agent whose egress
  * reaches a forbidden destination is INVALID_ARGUMENT, one outside the operator's allow-list
- * (AGENT_SESSIONS_EGRESS_ALLOW) FAILED_PRECONDITION, each naming every rule (egress-guard.ts).
+ * (AGENT_SESSIONS_EGRESS_ALLOW) FAILED_PRECONDITION, each naming every rule (egress-guard.ts). A
+ * SkillPack asking for privileged execution (Sympozium's sidecar, host access, RBAC) is
+ * INVALID_ARGUMENT naming the invariant it breaks (contracts/skill-pack.ts), and nothing is stored.
  */
 export function resourceRoutes(options: {
   store: Store;
@@ -39,11 +43,7 @@ export function resourceRoutes(options: {
    */
   secretEnv?: Readonly<Record<string, string | undefined>>;
   /** Told each one written: sessions that failed on a reference to it are retried (issue 34). */
-  onWritten?: (
-    kind: "Agent" | "AgentRuntime" | "MCPServer",
-    namespace: string,
-    name: string,
-  ) => Promise<void>;
+  onWritten?: (kind: ResourceKind, namespace: string, name: string) => Promise<void>;
 }): Hono {
   const { store, admission, onWritten } = options;
   const secretEnv = options.secretEnv ?? {};
@@ -65,11 +65,12 @@ export function resourceRoutes(options: {
   const shown = (resource: Resource): unknown => {
     if (resource.kind === "Agent") return redactedAgent(resource);
     if (resource.kind === "MCPServer") return redactedMcpServer(resource);
+    if (resource.kind === "SkillPack") return resource;
     const { approved: _ignored, ...spec } = resource.spec;
     return { ...resource, spec, status: admission.runtimes.verdict(resource) };
   };
 
-  app.get("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}", async (c) => {
+  app.get("/:ns/:plural{(?:agentruntimes|agents|mcpservers|skillpacks)}", async (c) => {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
     const list = `${c.req.param("plural")}/${namespace}`;
     const query = listQuery(list, { limit: c.req.query("limit"), continue: c.req.query("continue") });
@@ -80,7 +81,7 @@ export function resourceRoutes(options: {
     return c.json({ apiVersion: API_VERSION, kind: `${kind}List`, metadata, items: page.items.map(shown) });
   });
 
-  app.get("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}/:name", async (c) => {
+  app.get("/:ns/:plural{(?:agentruntimes|agents|mcpservers|skillpacks)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const resource = await store.getResource(kind, namespace, name);
@@ -88,11 +89,12 @@ export function resourceRoutes(options: {
     return c.json(shown(resource));
   });
 
-  app.put("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}/:name", async (c) => {
+  app.put("/:ns/:plural{(?:agentruntimes|agents|mcpservers|skillpacks)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind, schema } = target(c.req.param("ns"), c.req.param("plural"), name);
     const ifAbsent = createOnly(c);
     const body = withPathMetadata(await readJson(c), namespace, name);
+    if (kind === "SkillPack") assertUnprivileged(body, namespace, name);
     const resource: Resource =
       kind === "Agent"
         ? await keptCredentials(store, parseInput(AgentWrite, body, kind))
@@ -119,7 +121,7 @@ export function resourceRoutes(options: {
     return c.json(shown(stored), created ? 201 : 200);
   });
 
-  app.delete("/:ns/:plural{(?:agentruntimes|agents|mcpservers)}/:name", async (c) => {
+  app.delete("/:ns/:plural{(?:agentruntimes|agents|mcpservers|skillpacks)}/:name", async (c) => {
     const name = c.req.param("name");
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"), name);
     const deleted = await store.deleteResource(kind, namespace, name);
@@ -198,10 +200,29 @@ function assertCredentialsOffered(agent: Agent, offered: Readonly<Record<string,
 }
 
 /**
+ * A SkillPack is Markdown only: Sympozium's fields for privileged execution (a sidecar with host
+ * access, host networking or PID, privileged, RBAC or cluster RBAC, a Secret, volumes; another
+ * image) are INVALID_ARGUMENT naming the invariant and every such field, before anything is stored.
+ */
+function assertUnprivileged(body: unknown, namespace: string, name: string): void {
+  const fields = privilegedSkillPackFields(body);
+  if (fields.length === 0) return;
+  throw new CodedError(
+    "INVALID_ARGUMENT",
+    `invalid SkillPack ${namespace}/${name}: ${fields.join(", ")} refused for sessions; ${SKILL_PACK_INVARIANT}`,
+    {
+      reason: "PrivilegedSkillPack",
+      field_violations: fields.map((field) => ({ field, description: SKILL_PACK_INVARIANT })),
+    },
+  );
+}
+
+/**
  * A write that would give the namespace's warm pools more entries than its quota is refused
  * (RESOURCE_EXHAUSTED) before it is stored; one that adds none never is.
  */
 async function assertWarmPoolQuota(store: Store, admission: Admission, written: Resource): Promise<void> {
+  if (written.kind === "SkillPack") return;
   const namespace = written.metadata.namespace;
   const quotas = admission.quotas;
   if (written.kind === "MCPServer") return;

@@ -1,9 +1,10 @@
 import { CodedError } from "../../contracts/errors.ts";
-import type { Agent, AgentRuntime } from "../../contracts/resources.ts";
+import type { Agent, AgentRuntime, SkillPack } from "../../contracts/resources.ts";
 import { type Engine, SessionSpec } from "../../contracts/session-spec.ts";
 import { repoEgressProblem, type SeedRepo } from "../../contracts/workspace-repo.ts";
 import { type Admission, defaultAdmission } from "./admission.ts";
 import { namespacedOfferKey, SERVER_SETTINGS_PREFIX } from "./credential-env.ts";
+import { sessionSkills } from "./skill-packs.ts";
 
 /**
  * A runtime may back a session only when approved (by the operator's configuration) and declaring the session contract v1alpha2
@@ -47,8 +48,11 @@ export function buildSessionSpec(input: {
   admission?: Admission;
   /** The repository the workspace is seeded from; reachable under the Agent's egress, its credential the Agent's. */
   repo?: SeedRepo | undefined;
+  /** The Agent's SkillPacks (agentSkillPacks), mounted at /skills. @default none */
+  skillPacks?: readonly SkillPack[];
 }): SessionSpec {
   const { agent, runtime, repo } = input;
+  const skills = sessionSkills(input.skillPacks ?? []);
   const { egress } = input.admission ?? defaultAdmission();
   const agentRef = `${agent.metadata.namespace}/${agent.metadata.name}`;
   egress.assertAllowed(agent.spec.egress, `Agent ${agentRef}`, "FAILED_PRECONDITION");
@@ -72,6 +76,7 @@ export function buildSessionSpec(input: {
     egress: agent.spec.egress,
     ...(repo ? { repo } : {}),
     forbiddenEgressPorts: egress.forbiddenPorts,
+    ...(skills ? { skills } : {}),
     env,
   });
   if (!parsed.success)

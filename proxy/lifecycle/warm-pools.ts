@@ -193,6 +193,9 @@ export class WarmPools {
 
   /** The pool of an Agent as its runner gets it; undefined when the Agent cannot have sessions. */
   #config(agent: Agent, runtime: AgentRuntime, runner: RunnerRecord): PoolConfig | undefined {
+    // Skills are mounted when a workspace is made (issue 39): a pool entry made ahead would lack
+    // them, so an Agent with skills has no pool and its workspaces take the ordinary path.
+    if ((agent.spec.skills ?? []).length > 0) return undefined;
     try {
       assertSessionRuntime(runtime, this.#admission);
       const template = buildSessionSpec({

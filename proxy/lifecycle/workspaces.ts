@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mcpGrantsOf } from "./mcp-servers.ts";
 import type { z } from "zod";
 import { CodedError } from "../../contracts/errors.ts";
-import { type Agent, type AgentRuntime, parseAgentRef } from "../../contracts/resources.ts";
+import { type Agent, type AgentRuntime, parseAgentRef, type SkillPack } from "../../contracts/resources.ts";
 import type {
   ProvisionAgentWorkspaceRequest,
   ProvisionAgentWorkspaceResponse,
@@ -21,6 +21,7 @@ import type { RunnerDirectory } from "./runner-directory.ts";
 import type { SessionJournal } from "./session-journal.ts";
 import { type Admission, defaultAdmission } from "./admission.ts";
 import { assertSessionRuntime, buildSessionSpec, resolveCredentials } from "./session-spec-builder.ts";
+import { agentSkillPacks } from "./skill-packs.ts";
 import { LIVE_STATES } from "./session-states.ts";
 import { SingleFlight } from "./single-flight.ts";
 import type { WarmPools } from "./warm-pools.ts";
@@ -164,7 +165,7 @@ export class Workspaces {
     }
 
     // From here on something is provisioned: every check that can refuse comes first.
-    const { agent, runtime } = await this.#resolveAgent(agentRef);
+    const { agent, runtime, skillPacks } = await this.#resolveAgent(agentRef);
     // A new workspace takes a place of its namespace's session quota, refused before anything is made.
     const release = existing
       ? undefined
@@ -210,6 +211,7 @@ export class Workspaces {
             engine: runner.engine,
             agent,
             runtime,
+            skillPacks,
             admission: this.#admission,
             // Seeded once: a re-provision names the repository it was seeded from (a no-op then).
             repo: request.repo ? seedRepoOf(request.repo) : existing.spec.repo,
@@ -238,6 +240,7 @@ export class Workspaces {
               engine: chosen.engine,
               agent,
               runtime,
+              skillPacks,
               admission: this.#admission,
               repo: request.repo ? seedRepoOf(request.repo) : undefined,
             }),
@@ -356,8 +359,10 @@ export class Workspaces {
     });
   }
 
-  /** The Agent and its runtime, or the reason no session can be provisioned for it. */
-  async #resolveAgent(agentRef: string): Promise<{ agent: Agent; runtime: AgentRuntime }> {
+  /** The Agent, its runtime and SkillPacks, or the reason no session can be provisioned for it. */
+  async #resolveAgent(
+    agentRef: string,
+  ): Promise<{ agent: Agent; runtime: AgentRuntime; skillPacks: SkillPack[] }> {
     const { namespace, name } = parseAgentRef(agentRef);
     const agent = (await this.#store.getResource("Agent", namespace, name)) as Agent | undefined;
     if (!agent) throw new CodedError("NOT_FOUND", `Agent ${agentRef} not found`);
@@ -371,7 +376,7 @@ export class Workspaces {
         { reason: "RuntimeNotFound" },
       );
     assertSessionRuntime(runtime, this.#admission);
-    return { agent, runtime };
+    return { agent, runtime, skillPacks: await agentSkillPacks(this.#store, agent) };
   }
 
   /**

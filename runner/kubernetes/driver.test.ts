@@ -272,6 +272,8 @@ describe("removing a workspace whose stack does not hold its objects (a runner r
   const everything = [
     `/api/v1${base}/persistentvolumeclaims/${name}-workspace`,
     `/api/v1${base}/secrets/${name}-credentials`,
+    // Its skills (issue 39), if it had any: gone already is no error.
+    `/api/v1${base}/configmaps/${name}-skills`,
     `/api/v1${base}/services/${name}`,
     `/apis/apps/v1${base}/deployments/${name}`,
     `/apis/networking.k8s.io/v1${base}/networkpolicies/${name}`,
@@ -313,7 +315,7 @@ describe("removing a workspace whose stack does not hold its objects (a runner r
     }
   }
 
-  it("deletes its Deployment, Service, NetworkPolicy, Secret and PVC all the same", async () => {
+  it("deletes its Deployment, Service, NetworkPolicy, Secret, PVC and skills ConfigMap all the same", async () => {
     expect(await removeWith([pvc])).toEqual(everything);
   });
 

@@ -900,6 +900,7 @@ export class KubernetesDriver implements EngineDriver {
       () => this.#core.deleteNamespacedSecret({ name: `${containerName}-credentials`, namespace }),
       () =>
         this.#core.deleteNamespacedPersistentVolumeClaim({ name: `${containerName}-workspace`, namespace }),
+      () => this.#core.deleteNamespacedConfigMap({ name: `${containerName}-skills`, namespace }),
     ];
     for (const remove of deletes)
       await remove().catch((e: unknown) => {

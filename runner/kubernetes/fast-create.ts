@@ -53,8 +53,16 @@ export async function fastCreateKubernetes(
   const namespace = spec.kubernetes.namespace;
   const apply = { fieldManager: RUNNER_FIELD_MANAGER, force: true };
   const ssa = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
-  const { secret, pvc, service, networkPolicy, deployment } = m;
+  const { secret, pvc, service, networkPolicy, deployment, configMap } = m;
   await Promise.all([
+    ...(configMap
+      ? [
+          apis.core.patchNamespacedConfigMap(
+            { name: configMap.metadata.name, namespace, body: configMap, ...apply },
+            ssa,
+          ),
+        ]
+      : []),
     apis.core.patchNamespacedSecret({ name: secret.metadata.name, namespace, body: secret, ...apply }, ssa),
     apis.core.patchNamespacedPersistentVolumeClaim(
       { name: pvc.metadata.name, namespace, body: pvc, ...apply },

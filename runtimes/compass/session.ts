@@ -13,6 +13,7 @@ import { Agent, type AgentEvent, type AgentMessage } from "@oh-my-pi/pi-agent-co
 import { streamSimple } from "@oh-my-pi/pi-ai";
 import { buildModel } from "@oh-my-pi/pi-catalog/build";
 import { type MessageUsage, NO_MODEL, summedUsage, type TurnOptions, type TurnOutcome } from "../kit/turn.ts";
+import { sessionSkillFiles, skillsPrompt } from "../kit/skills.ts";
 import { confinement } from "./confine.ts";
 import type { CompassSettings } from "./settings.ts";
 import { compassTools, mcpTools } from "./tools.ts";
@@ -80,7 +81,8 @@ export class CompassSession {
     } as Parameters<typeof buildModel>[0]);
     this.#agent = new Agent({
       initialState: {
-        systemPrompt: [SYSTEM_PROMPT],
+        // The session's skills (issue 39): the SDK has no skills mechanism of its own.
+        systemPrompt: [SYSTEM_PROMPT, ...[skillsPrompt(sessionSkillFiles())].filter(Boolean)],
         model,
         tools: compassTools(settings.tools, confinement(settings.workspace)),
         messages: this.#load(),

@@ -8,6 +8,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { sessionSkillFiles, skillsPrompt } from "../kit/skills.ts";
 import { AcpClient } from "./acp-client.ts";
 
 /** Where the image installs Hermes' venv and our launcher (scripts/testbed.d/hermes-image.sh). */
@@ -115,6 +116,8 @@ export async function startHermes(
     HOME: settings.workspace,
     PYTHONDONTWRITEBYTECODE: "1",
     PYTHONUNBUFFERED: "1",
+    // The session's skills (issue 39), appended to Hermes' system prompt by hermes_acp.py (12.).
+    AGENT_SESSIONS_SKILLS_PROMPT: skillsPrompt(sessionSkillFiles()),
   };
   // The runner's token for this adapter is not the agent's business (its terminal sees its env).
   delete env.ADAPTER_TOKEN;

@@ -32,6 +32,9 @@ session, three for the time a turn takes (a session has half a CPU; see 7.-9. be
 12. Garbage collection: off while Hermes loads, then what it loaded is frozen out of the
     collector's way (below).
 13. The Ollama probe at every agent start: skipped where its answer is known (below).
+14. Skills (issue 39): the session's skills, mounted read-only at /skills, are listed in the system
+    prompt ($AGENT_SESSIONS_SKILLS_PROMPT, written by hermes-agent.ts): Hermes' own skills index
+    needs its skills toolset (skill_manage writes skills), which a session does not get.
 
 Run with the venv's interpreter: /opt/hermes/bin/python /app/runtimes/hermes/hermes_acp.py
 """
@@ -342,10 +345,30 @@ def _warm_up(endpoint):
             importlib.import_module(name)
         except Exception:  # an optional module of another version: the turn imports what it needs
             pass
+    _with_session_skills()
     _collect_again()
     _warmed.set_result(None)
     if endpoint is not None:
         _endpoint_model_metadata_for_pricing(*endpoint)
+
+
+def _with_session_skills():
+    """14.: the session's skills after Hermes' stable system prompt (a turn waits for the warm-up)."""
+    skills = os.environ.get("AGENT_SESSIONS_SKILLS_PROMPT", "")
+    if not skills:
+        return
+    system_prompt = importlib.import_module("agent.system_prompt")
+    stock = system_prompt.build_system_prompt_parts
+    if getattr(stock, "_agent_sessions_skills", False):
+        return
+
+    def with_skills(agent, system_message=None):
+        parts = stock(agent, system_message=system_message)
+        parts["stable"] = "\n\n".join(p for p in (parts.get("stable", ""), skills) if p)
+        return parts
+
+    with_skills._agent_sessions_skills = True
+    system_prompt.build_system_prompt_parts = with_skills
 
 
 def _collect_again():

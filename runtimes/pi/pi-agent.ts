@@ -6,6 +6,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { sessionSkillFiles } from "../kit/skills.ts";
 import { PiRpcClient } from "./rpc-client.ts";
 
 /** Where the image installs pi (scripts/testbed.d/pi-image.sh). */
@@ -95,10 +96,14 @@ export async function startPi(
       sessionId,
       "--tools",
       settings.tools,
-      // Only what the image ships: no discovered extensions, skills, templates, themes or
-      // context files, and no project-local settings the agent itself could have written.
+      // Only what the image ships and the session's own skills: no discovered extensions, skills,
+      // templates, themes or context files, and no project-local settings the agent itself could
+      // have written.
       "--no-extensions",
       "--no-skills",
+      // The session's skills, read-only at /skills (issue 39): pi lists each by name,
+      // description and path in its system prompt and reads one when a task calls for it.
+      ...sessionSkillFiles().flatMap((skill) => ["--skill", skill.path]),
       "--no-prompt-templates",
       "--no-themes",
       "--no-context-files",

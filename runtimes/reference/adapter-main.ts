@@ -19,6 +19,7 @@ import { adapterTokenOutOfEnvironment } from "../kit/adapter-token.ts";
 // every module imported above it twice.
 adapterTokenOutOfEnvironment();
 const { adapterEnv, startAdapterServer } = await import("../kit/adapter-server.ts");
+const { sessionSkillFiles, skillsPrompt } = await import("../kit/skills.ts");
 
 const adapter = adapterEnv();
 const env = {
@@ -27,6 +28,8 @@ const env = {
   model: process.env.MODEL_NAME ?? "reference-model",
 };
 const conversationFile = `${adapter.workspace}/conversation.json`;
+/** The session's skills (runtimes/kit/skills.ts), told to the model as a system message; none: no message. */
+const skills = skillsPrompt(sessionSkillFiles());
 
 type Message = { role: "user" | "assistant" | "system"; content: string };
 function loadConversation(): Message[] {
@@ -139,7 +142,8 @@ startAdapterServer({
   },
   async handle(input, { signal, onDelta }) {
     const messages: Message[] = [...loadConversation(), { role: "user", content: input }];
-    const reply = await callModel(messages, signal, onDelta);
+    const system: Message[] = skills ? [{ role: "system", content: skills }] : [];
+    const reply = await callModel([...system, ...messages], signal, onDelta);
     writeFileSync(
       conversationFile,
       JSON.stringify([...messages, { role: "assistant", content: reply.text }]),

@@ -12,6 +12,7 @@ import Docker from "dockerode";
 import { removeBridgeRules } from "./host-isolation.ts";
 import { type ContainerInputs, DockerTypes, type NetworkInputs, type VolumeInputs } from "./schema.ts";
 import { ensureSessionContainer, removeSessionContainer } from "./session-container.ts";
+import { removeSkillsVolume } from "./session-skills.ts";
 import { bridgeOf, ensureSessionNetwork, ensureSessionVolume } from "./session-network.ts";
 
 export { containerCreateOptions } from "./session-container.ts";
@@ -207,6 +208,9 @@ export class DockerSessionProvider implements provider.Provider {
         case DockerTypes.container:
           // Already gone (the runner's fast path stopped it, or it was removed outside): no error.
           await removeSessionContainer(this.#docker, id);
+          // Its skills volume goes with it (session-skills.ts).
+          if (props.skills !== undefined && typeof props.name === "string")
+            await removeSkillsVolume(this.#docker, props.name);
           return;
         default:
           throw new Error(`unknown resource type in ${urn}`);

@@ -71,6 +71,12 @@ export interface ContainerInputs {
   adapterPort: number;
   /** Its readiness path; absent: `/readyz` (our adapter contract). An openai-chat harness: `/healthz`. */
   readyPath?: string;
+  /**
+   * The session's skills (issue 39), `<pack>/<skill>.md` and its Markdown: the files of the
+   * container's own skills volume (`<name>-skills`, session-skills.ts), which is mounted
+   * read-only at /skills. Absent when the session has none.
+   */
+  skills?: { path: string; content: string }[];
 }
 
 export interface ContainerOutputs extends ContainerInputs {

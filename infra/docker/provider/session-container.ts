@@ -16,7 +16,9 @@ import {
 } from "../../../contracts/session-spec.ts";
 import { viaGateway } from "./gateway-url.ts";
 import { CONTAINER_LOG_CONFIG } from "./log-limits.ts";
+import { skillFileContent, skillFilePath } from "../../../contracts/skill-pack.ts";
 import type { ContainerInputs, MountInput } from "./schema.ts";
+import { fillSkillsVolume, SKILLS_TARGET, skillsVolumeName } from "./session-skills.ts";
 
 /**
  * The label that carries a keyed hash of everything a container was made from (secrets
@@ -47,6 +49,9 @@ export function containerSpecInputs(spec: SessionSpec): SpecInputs {
     { type: "volume", source: `${base}-workspace`, target: "/workspace" },
     { type: "tmpfs", target: "/tmp", sizeBytes: 64 * 1024 * 1024 },
   ];
+  // The container's own skills volume, read-only (the policy pack accepts exactly this mount).
+  if (spec.skills)
+    mounts.push({ type: "volume", source: skillsVolumeName(base), target: SKILLS_TARGET, readOnly: true });
   return {
     name: base,
     image: spec.image,
@@ -65,6 +70,14 @@ export function containerSpecInputs(spec: SessionSpec): SpecInputs {
     adapterPort: spec.session?.port ?? ADAPTER_PORT,
     // An openai-chat harness answers /healthz only (contracts/session-spec.ts SessionProtocol).
     ...(spec.session ? { readyPath: "/healthz" } : {}),
+    ...(spec.skills
+      ? {
+          skills: spec.skills.map((skill) => ({
+            path: skillFilePath(skill),
+            content: skillFileContent(skill),
+          })),
+        }
+      : {}),
   };
 }
 
@@ -233,6 +246,7 @@ export async function ensureSessionContainer(
   }
   if (options.adoptOnly) throw notAsDeclared(inputs.name);
   await pullIfMissing(docker, inputs.image);
+  if (inputs.skills) await fillSkillsVolume(docker, inputs);
   const env = [...Object.entries(inputs.env), ...Object.entries(inputs.secretEnv ?? {})].map(
     ([k, v]) => `${k}=${v}`,
   );
