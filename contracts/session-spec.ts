@@ -160,6 +160,16 @@ export const SessionSpec = z.object({
    * The provision answers `seeded_snapshot` when it copied it; the server sends it no more after.
    */
   seedSnapshot: SnapshotStorage.optional(),
+  /**
+   * A HarnessSession's declared ports (contracts/session-ports.ts checks them): the runner relays
+   * to these only, and on Kubernetes the Service exposes them and the NetworkPolicy admits them
+   * from the runner. Absent (not empty) when none, so a session without ports keeps its stack
+   * config and spec hash.
+   */
+  ports: z
+    .array(z.object({ port: z.number().int().min(1024).max(65535), name: DnsLabel }))
+    .max(8)
+    .optional(),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z

@@ -16,6 +16,7 @@ import type { Logger } from "./observability/log.ts";
 import { sessionKey } from "./lifecycle/namespace-quotas.ts";
 import type { ProvisionRecorder } from "./lifecycle/provision-recorder.ts";
 import { type RelayLink, RequestRelay } from "./relay/request-relay.ts";
+import { PortRelay } from "./relay/port-relay.ts";
 import type { SessionJournal } from "./lifecycle/session-journal.ts";
 import type { Sessions } from "./lifecycle/sessions.ts";
 import type { HarnessStore } from "./store/harness-store.ts";
@@ -150,6 +151,13 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   await controller.recover();
   await controller.resync(false);
   idle.start();
+  const autoResume = new AutoResumer({
+    harness,
+    controller,
+    journal: options.journal,
+    log,
+    timeoutMs: options.autoResumeTimeoutMs,
+  });
   const relay = new RequestRelay({
     harness,
     store,
@@ -170,13 +178,17 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       "requests in flight",
       "AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX",
     ),
-    autoResume: new AutoResumer({
-      harness,
-      controller,
-      journal: options.journal,
-      log,
-      timeoutMs: options.autoResumeTimeoutMs,
-    }),
+    autoResume,
+  });
+  // A session's declared ports (issue 40): woken and resumed like requests, counted as them.
+  const ports = new PortRelay({
+    harness,
+    store,
+    runners,
+    log,
+    timeoutMs: requestTimeoutMs,
+    replyMaxBytes: options.replyMaxBytes,
+    autoResume,
   });
   return {
     routes: {
@@ -193,6 +205,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       }),
       rebind: (kind, namespace, name) => controller.rebind(kind, namespace, name),
       relay,
+      ports,
       runs: new AgentRuns({
         store,
         runners,

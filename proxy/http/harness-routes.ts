@@ -9,6 +9,7 @@ import type { SessionSnapshots } from "../harness/session-snapshots.ts";
 import { parseInput, readJson } from "../lifecycle/request-body.ts";
 import { createOnly } from "./create-only.ts";
 import type { RequestRelay } from "../relay/request-relay.ts";
+import type { PortRelay } from "../relay/port-relay.ts";
 
 export type HarnessRoutesOptions = {
   sessions: HarnessSessions;
@@ -21,6 +22,8 @@ export type HarnessRoutesOptions = {
   rebind?: (kind: "Agent" | "AgentRuntime", namespace: string, name: string) => Promise<void>;
   /** SessionSnapshots (snapshot-routes.ts); absent: no such routes. */
   snapshots?: SessionSnapshots;
+  /** A session's declared ports (issue 40; port-routes.ts); absent: no such routes. */
+  ports?: PortRelay;
   /** `GET …/harnesssessions/{name}/metrics` (issue 40); absent: no such route. */
   metrics?: SessionMetricsReader;
 };

@@ -59,6 +59,15 @@ export const ROUTE_RULES: readonly Rule[] = [
     sessionNeed("chat"),
   ),
   rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/openai/v1/models`, sessionNeed("chat")),
+  // A session's declared port (issue 40), any method: the port's own scope, the session's chat or
+  // the namespace's edit (never its view: a port may write). The handler refuses undeclared ports.
+  rule("*", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/ports/${SEGMENT}(?:/.*)?`, (g) => ({
+    kind: "session",
+    namespace: ns(g),
+    name: name(g),
+    action: "port",
+    port: portOf(g[2]),
+  })),
   // What a session's workload uses (issue 40): read with the namespace's view or the session's own.
   rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/metrics`, sessionNeed("view")),
   // SessionSnapshots (issue 38): taken, restored, exported, imported and deleted with the
@@ -98,7 +107,7 @@ export const ROUTE_RULES: readonly Rule[] = [
 export function needOf(method: string, path: string): Need | "authenticated" | "owner" {
   const m = method === "HEAD" ? "GET" : method;
   for (const r of ROUTE_RULES) {
-    if (r.method !== m) continue;
+    if (r.method !== m && r.method !== "*") continue;
     const match = r.pattern.exec(path);
     if (match) return r.need(match.slice(1));
   }
@@ -131,7 +140,7 @@ export function authorizeRoute(options: AuthorizeRouteOptions = {}): MiddlewareH
         httpStatusOf.PERMISSION_DENIED as 403,
       );
     if (need.kind !== "session" || !options.sessionUid) return next();
-    const wide = principal.scopes.filter((s) => s.kind !== "session");
+    const wide = principal.scopes.filter((s) => s.kind !== "session" && s.kind !== "port");
     if (allows(wide, need)) return next();
     const uid = await options.sessionUid(need.namespace, need.name);
     if (uid === undefined || allows(principal.scopes, { ...need, uid })) return next();
@@ -154,6 +163,11 @@ export function permissionDenied(principal: Principal, what: string, need: Need)
     `token ${principal.name} may not ${what}: it needs scope ${wanted.join(" or ")}`,
     { required_scopes: wanted },
   );
+}
+
+/** A port segment's number; anything else is no port (NaN: no port scope grants it). */
+function portOf(segment: string | undefined): number {
+  return /^[1-9][0-9]{0,4}$/.test(segment ?? "") ? Number(segment) : Number.NaN;
 }
 
 function decode(segment: string | undefined): string {

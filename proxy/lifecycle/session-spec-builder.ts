@@ -47,6 +47,8 @@ export function buildSessionSpec(input: {
   admission?: Admission;
   /** The repository the workspace is seeded from; reachable under the Agent's egress, its credential the Agent's. */
   repo?: SeedRepo | undefined;
+  /** A HarnessSession's declared ports (spec.ports); absent or empty: none. */
+  ports?: SessionSpec["ports"] | undefined;
 }): SessionSpec {
   const { agent, runtime, repo } = input;
   const { egress } = input.admission ?? defaultAdmission();
@@ -71,6 +73,7 @@ export function buildSessionSpec(input: {
     ...(runtime.spec.session ? { session: runtime.spec.session } : {}),
     egress: agent.spec.egress,
     ...(repo ? { repo } : {}),
+    ...(input.ports?.length ? { ports: input.ports } : {}),
     forbiddenEgressPorts: egress.forbiddenPorts,
     env,
   });
