@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { allows, type Need, scopesGranting } from "../../contracts/access.ts";
+import { allows, formatScope, type Need, scopesGranting } from "../../contracts/access.ts";
 import { CodedError, httpStatusOf } from "../../contracts/errors.ts";
 import { HARNESS_SESSION_KIND } from "../../contracts/harness-session.ts";
 import type { Principal } from "./api-tokens.ts";
@@ -133,6 +133,16 @@ export function authorizeRoute(options: AuthorizeRouteOptions = {}): MiddlewareH
   return async (c, next) => {
     const need = needOf(c.req.method, c.req.path);
     const principal = c.get("principal");
+    // A token of port scopes only (issue 40) reaches its ports and says who it is; no event
+    // stream, no RPC, not even an empty answer.
+    if ((need === "authenticated" || need === "owner") && c.req.path !== "/v1/whoami" && portsOnly(principal))
+      return c.json(
+        new CodedError(
+          "PERMISSION_DENIED",
+          `token ${principal.name} opens session ports only (${principal.scopes.map(formatScope).join(", ")}): it may not ${c.req.method} ${c.req.path}`,
+        ).toBody(),
+        httpStatusOf.PERMISSION_DENIED as 403,
+      );
     if (need === "authenticated" || need === "owner") return next();
     if (!allows(principal.scopes, need))
       return c.json(
@@ -163,6 +173,10 @@ export function permissionDenied(principal: Principal, what: string, need: Need)
     `token ${principal.name} may not ${what}: it needs scope ${wanted.join(" or ")}`,
     { required_scopes: wanted },
   );
+}
+
+function portsOnly(principal: Principal): boolean {
+  return principal.scopes.length > 0 && principal.scopes.every((s) => s.kind === "port");
 }
 
 /** A port segment's number; anything else is no port (NaN: no port scope grants it). */
