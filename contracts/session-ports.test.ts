@@ -42,6 +42,9 @@ describe("spec.ports", () => {
     expect(issues([{ port: 3000, name: "Web" }])[0]).toMatch(/^0\.name: must be a DNS label/);
     expect(issues([{ port: 3000, name: "a-very-long-port-name" }])[0]).toMatch(/at most 15/);
     expect(issues([{ port: 3000, name: "web", extra: 1 }])[0]).toMatch(/extra/);
+    expect(issues([{ port: 3000, name: "adapter" }])).toEqual([
+      "0.name: must not be adapter (the adapter's port is named so)",
+    ]);
     const nine = Array.from({ length: SESSION_PORTS_MAX + 1 }, (_, i) => ({ port: 3000 + i, name: `p${i}` }));
     expect(issues(nine)).toEqual([": at most 8 ports"]);
   });

@@ -36,7 +36,10 @@ export const SessionPort = z.strictObject({
     error: `must not be the adapter's own port ${ADAPTER_PORT}`,
   }),
   /** A DNS label: it names the port in the Kubernetes Service and in links. */
-  name: DnsLabel.max(15, { error: "must be at most 15 characters (a Kubernetes port name)" }),
+  name: DnsLabel.max(15, { error: "must be at most 15 characters (a Kubernetes port name)" }).refine(
+    (n) => n !== "adapter",
+    { error: "must not be adapter (the adapter's port is named so)" },
+  ),
 });
 export type SessionPort = z.infer<typeof SessionPort>;
 
