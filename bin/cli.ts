@@ -34,6 +34,7 @@ import { token } from "./commands/token.ts";
 import { top } from "./commands/top.ts";
 import { undrain } from "./commands/undrain.ts";
 import { wake } from "./commands/wake.ts";
+import { portToken } from "./commands/port-token.ts";
 
 const COMMANDS: readonly Command[] = [
   serve,
@@ -46,6 +47,7 @@ const COMMANDS: readonly Command[] = [
   resume,
   pause,
   wake,
+  portToken,
   del,
   send,
   cp,

@@ -1,3 +1,4 @@
+import { portPath } from "../contracts/session-ports.ts";
 import type { z } from "zod";
 import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../contracts/access.ts";
 import type { StreamEvent } from "../contracts/adapter.ts";
@@ -231,6 +232,33 @@ export class AgentSessionsClient {
    */
   openAIBaseUrl(namespace: string, name: string): string {
     return `${this.baseUrl}${resourcePath("harnesssessions", namespace, name)}/openai/v1`;
+  }
+
+  /**
+   * Where a session's declared port is reached (issue 40): `…/harnesssessions/{name}/ports/{port}`
+   * followed by `path` (the session's own path and query, from `/`). Any method, HTTP or WebSocket
+   * (`ws:` for `http:`), with a token that opens the port: its own port scope, the session's chat,
+   * the namespace's edit or admin.
+   */
+  portUrl(namespace: string, name: string, port: number, path = "/"): string {
+    return `${this.baseUrl}${portPath(namespace, name, port)}${path.startsWith("/") ? path : `/${path}`}`;
+  }
+
+  /**
+   * `POST …/harnesssessions/{name}/porttokens` (issue 40): a short-lived token of that one port's
+   * scope (default 15m, at most 24h), its secret answered this once with the port's URL. Minted
+   * with the session's chat token, the namespace's edit or admin.
+   */
+  createPortToken(
+    namespace: string,
+    name: string,
+    port: number,
+    options: { ttl?: string } = {},
+  ): Promise<CreatedToken & { url: string }> {
+    return this.#json("POST", `${resourcePath("harnesssessions", namespace, name)}/porttokens`, {
+      port,
+      ...(options.ttl !== undefined ? { ttl: options.ttl } : {}),
+    }) as Promise<CreatedToken & { url: string }>;
   }
 
   /**

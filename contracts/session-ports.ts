@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ADAPTER_PORT } from "./adapter.ts";
+import { parseDuration } from "./duration.ts";
 import { DnsLabel } from "./session-spec.ts";
 
 /**
@@ -65,6 +66,30 @@ export type SessionPorts = z.infer<typeof SessionPorts>;
 export function portPath(namespace: string, name: string, port: number): string {
   return `/v1/namespaces/${encodeURIComponent(namespace)}/harnesssessions/${encodeURIComponent(name)}/ports/${port}`;
 }
+
+export const PORT_TOKEN_TTL_DEFAULT = "15m";
+export const PORT_TOKEN_TTL_MAX_MS = 24 * 3_600_000;
+
+/**
+ * `POST …/harnesssessions/{name}/porttokens` (what the UI calls for a preview link): a token of
+ * the port's scope alone, short-lived. Minted with the session's chat, the namespace's edit or
+ * admin: tokens that open the session's ports already.
+ */
+export const PortTokenRequest = z.strictObject({
+  port: PortNumber,
+  /** @default 15m; at most 24h */
+  ttl: z
+    .string()
+    .refine(
+      (text) => {
+        const ms = parseDuration(text);
+        return ms !== undefined && ms > 0 && ms <= PORT_TOKEN_TTL_MAX_MS;
+      },
+      { error: "must be a duration such as 5m or 1h, more than 0 and up to 24h" },
+    )
+    .default(PORT_TOKEN_TTL_DEFAULT),
+});
+export type PortTokenRequest = z.infer<typeof PortTokenRequest>;
 
 /** The route's pattern: namespace, session, port, then the session's own path (may be empty). */
 export const PORT_ROUTE = /^\/v1\/namespaces\/([^/]+)\/harnesssessions\/([^/]+)\/ports\/([^/]+)(\/.*)?$/;

@@ -208,7 +208,8 @@ export function buildApp(options: AppOptions): Hono {
   if (options.harness) {
     app.route("/v1/namespaces", harnessRoutes(options.harness));
     app.route("/v1/namespaces", openAIRoutes(options.harness));
-    if (options.harness.ports) app.route("/v1/namespaces", portRoutes(options.harness.ports, audit));
+    if (options.harness.ports)
+      app.route("/v1/namespaces", portRoutes(options.harness.ports, audit, apiTokens));
   }
   if (options.workspaceFiles) {
     app.route("/v1/namespaces", harnessWorkspaceRoutes(options.workspaceFiles));

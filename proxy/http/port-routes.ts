@@ -1,8 +1,17 @@
 import { Hono } from "hono";
 import { CodedError } from "../../contracts/errors.ts";
-import { passedHeaders, PORT_REQUEST_BODY_MAX_BYTES, PORT_ROUTE } from "../../contracts/session-ports.ts";
+import { randomBytes } from "node:crypto";
+import { scopeOf } from "../../contracts/access.ts";
+import {
+  PORT_REQUEST_BODY_MAX_BYTES,
+  PORT_ROUTE,
+  PortTokenRequest,
+  passedHeaders,
+  portPath,
+} from "../../contracts/session-ports.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
-import { parseInput } from "../lifecycle/request-body.ts";
+import { parseInput, readJson } from "../lifecycle/request-body.ts";
+import type { ApiTokens } from "./api-tokens.ts";
 import type { Audit } from "../observability/audit.ts";
 import { PortRelay } from "../relay/port-relay.ts";
 import { acceptPortSocket, upgradeOf } from "./port-socket.ts";
@@ -15,9 +24,10 @@ export const PORT_PATH = PORT_ROUTE;
  * that declared port of the session (relay/port-relay.ts) with the rest of the path and the
  * query; the caller's `authorization` never passes. Audited once the reply ended, like
  * `…/requests`. A WebSocket upgrade of the same path is the server's `upgrade` handler's
- * (port-socket.ts), never this route's.
+ * (port-socket.ts), never this route's. `POST …/harnesssessions/{name}/porttokens` `{port, ttl?}`
+ * mints a short-lived token of that port's scope alone (a preview link's), answered with its URL.
  */
-export function portRoutes(relay: PortRelay, audit: Audit): Hono {
+export function portRoutes(relay: PortRelay, audit: Audit, tokens: ApiTokens): Hono {
   const ns = (raw: string) => parseInput(DnsLabel, raw, "namespace", { in: "path", name: "namespace" });
   const name = (raw: string) => parseInput(DnsLabel, raw, "name", { in: "path", name: "name" });
   const handler = async (c: import("hono").Context) => {
@@ -86,6 +96,19 @@ export function portRoutes(relay: PortRelay, audit: Audit): Hono {
     }
   };
   return new Hono()
+    .post("/:ns/harnesssessions/:name/porttokens", async (c) => {
+      const namespace = ns(c.req.param("ns"));
+      const session = name(c.req.param("name"));
+      const request = parseInput(PortTokenRequest, await readJson(c), "port token request");
+      await relay.declared(namespace, session, String(request.port));
+      const created = await tokens.create({
+        name: `port-${request.port}-${randomBytes(6).toString("hex")}`,
+        scopes: [scopeOf.port(namespace, session, request.port)],
+        ttl: request.ttl,
+      });
+      const url = new URL(c.req.url);
+      return c.json({ ...created, url: `${url.origin}${portPath(namespace, session, request.port)}/` }, 201);
+    })
     .all("/:ns/harnesssessions/:name/ports/:port", handler)
     .all("/:ns/harnesssessions/:name/ports/:port/*", handler);
 }

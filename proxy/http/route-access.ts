@@ -68,6 +68,8 @@ export const ROUTE_RULES: readonly Rule[] = [
     action: "port",
     port: portOf(g[2]),
   })),
+  // A short-lived token of one of its ports (a preview link): by whoever opens its ports already.
+  rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/porttokens`, sessionNeed("chat")),
   // What a session's workload uses (issue 40): read with the namespace's view or the session's own.
   rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/metrics`, sessionNeed("view")),
   // SessionSnapshots (issue 38): taken, restored, exported, imported and deleted with the
