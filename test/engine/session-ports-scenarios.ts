@@ -8,12 +8,14 @@
  * (out of range, the adapter's port, duplicated) is a 400 that changes nothing; port traffic
  * counts as the session's activity.
  */
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 import type { ModelServer } from "../fixtures/model-server.ts";
-import { dockerProbe, type EngineProbe, kubernetesProbe } from "../support/engine-probes.ts";
+import { dockerProbe, type EngineProbe, kubectl, kubernetesProbe } from "../support/engine-probes.ts";
 import { type Json, System, startSessionModelServer, until, writeLogTails } from "../support/system.ts";
 
 export type PortsScenarioOptions = {
@@ -27,6 +29,7 @@ const SESSIONS = `${NS}/harnesssessions`;
 const READY_MS = 300_000;
 const WEB = 3000;
 const OTHER = 3001;
+const execFileAsync = promisify(execFile);
 
 /**
  * A tiny HTTP + WebSocket server for the session's Node (no packages in the image): HTTP answers
@@ -251,6 +254,82 @@ export function sessionPortsScenarios(options: PortsScenarioOptions): void {
       const after = await call("GET", `${SESSIONS}/${name}`);
       expect(after.body.status.requestCount).toBeGreaterThanOrEqual(4);
       expect(after.body.status.lastRequestId).toMatch(/^port-300[01]-/);
+
+      // A preview link's token, minted by the session's own chat token (what the UI holds):
+      // short-lived, with the port's URL; the CLI mints the same.
+      const chatToken = await call("POST", "/v1/tokens", {
+        name: `c-${name}-${randomBytes(3).toString("hex")}`,
+        scopes: [`session:default/${name}:chat`],
+      });
+      expect(chatToken.status).toBe(201);
+      const minted = await call(
+        "POST",
+        `${SESSIONS}/${name}/porttokens`,
+        { port: WEB, ttl: "5m" },
+        chat.body.token,
+      );
+      expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+      expect(minted.body.scopes).toEqual([`session:default/${name}:port:${WEB}`]);
+      expect(Date.parse(minted.body.expiresAt) - Date.now()).toBeLessThanOrEqual(5 * 60_000);
+      expect(minted.body.url).toBe(portUrl(name, WEB));
+      const viaLink = await fetch(`${minted.body.url}page`, {
+        headers: { authorization: `Bearer ${minted.body.token}` },
+      });
+      expect(viaLink.status).toBe(200);
+      expect(((await viaLink.json()) as Json).url).toBe("/page");
+      const undeclaredToken = await call(
+        "POST",
+        `${SESSIONS}/${name}/porttokens`,
+        { port: 3002 },
+        chat.body.token,
+      );
+      expect(undeclaredToken.status).toBe(404);
+      const cli = await system.runCli([
+        "port-token",
+        name,
+        String(OTHER),
+        "--ttl",
+        "2m",
+        "--server",
+        system.url,
+        "--token",
+        chatToken.body.token,
+      ]);
+      expect(cli.code, cli.stderr).toBe(0);
+      const [cliUrl, cliToken] = cli.stdout.trim().split("\n").slice(-2);
+      expect(cliUrl).toBe(portUrl(name, OTHER));
+      const viaCli = await fetch(`${cliUrl}`, { headers: { authorization: `Bearer ${cliToken}` } });
+      expect(((await viaCli.json()) as Json).port).toBe(OTHER);
+
+      if (options.engine === "kubernetes") {
+        // The session's network rules know its ports: the Service exposes them, the NetworkPolicy
+        // admits the runner to the adapter's and exactly these.
+        const objects = async (kind: string) =>
+          JSON.parse(
+            (
+              await execFileAsync(kubectl(), ["-n", "agent-sessions", "get", kind, workload, "-o", "json"], {
+                encoding: "utf8",
+              })
+            ).stdout,
+          );
+        const service = await objects("service");
+        expect(service.spec.ports.map((p: Json) => p.port).sort()).toEqual([WEB, OTHER, 8080].sort());
+        const policy = await objects("networkpolicy");
+        expect(policy.spec.ingress).toHaveLength(1);
+        expect(policy.spec.ingress[0].ports.map((p: Json) => p.port).sort()).toEqual(
+          [WEB, OTHER, 8080].sort(),
+        );
+      } else {
+        // A Paused session (Docker's freezer) is woken by its port's traffic and answers.
+        const paused = await call("PATCH", `${SESSIONS}/${name}`, { spec: { desiredState: "paused" } });
+        expect(paused.status).toBe(200);
+        await phase(name, "Paused");
+        const woken = await fetch(portUrl(name, WEB, "/after-pause"), { headers: auth });
+        expect(woken.status).toBe(200);
+        expect(((await woken.json()) as Json).url).toBe("/after-pause");
+        const status = (await call("GET", `${SESSIONS}/${name}`)).body.status;
+        expect(status.lastRequestId).toMatch(/^port-3000-/);
+      }
     }, 600_000);
 
     it("bad ports are a 400 naming the field, and change nothing", async () => {
