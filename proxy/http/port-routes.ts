@@ -38,12 +38,13 @@ export function portRoutes(relay: PortRelay, audit: Audit, tokens: ApiTokens): H
     const { record, port } = await relay.declared(namespace, session, c.req.param("port") ?? "");
     const body = upgradeOf(c) ? Buffer.alloc(0) : await PortRelay.readBody(c.req.raw);
     if (body === "too-large")
-      throw new CodedError(
-        "RESOURCE_EXHAUSTED",
-        `the request body exceeds ${PORT_REQUEST_BODY_MAX_BYTES} bytes`,
+      return c.json(
         {
-          limit_bytes: PORT_REQUEST_BODY_MAX_BYTES,
+          code: "RESOURCE_EXHAUSTED",
+          message: `the request body exceeds ${PORT_REQUEST_BODY_MAX_BYTES} bytes`,
+          details: { limit_bytes: PORT_REQUEST_BODY_MAX_BYTES },
         },
+        413,
       );
     const url = new URL(c.req.url);
     const path = `${match?.[4] ?? "/"}${url.search}`;

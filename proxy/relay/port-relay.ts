@@ -45,6 +45,10 @@ export type PortSocketPeer = {
 };
 
 const DEFAULT_SOCKET_MAX_MS = 3_600_000;
+
+/** The policy every port reply carries: its own opaque origin, scripts and forms allowed. */
+export const PORT_REPLY_SANDBOX =
+  "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads";
 const SOCKET_COMMAND_TIMEOUT_MS = 30_000;
 
 /**
@@ -190,8 +194,12 @@ export class PortRelay {
       { highWaterMark: 0 },
     );
     let onHead: (head: { status: number; headers: PortHeaders }) => void = () => {};
+    let headSeen = false;
     const head = new Promise<{ status: number; headers: PortHeaders }>((resolve) => {
-      onHead = resolve;
+      onHead = (h) => {
+        headSeen = true;
+        resolve(h);
+      };
     });
     const unsubscribe = this.#o.runners.onRelayChunk(relayId, (chunk: RelayChunk) => {
       if (chunk.status !== undefined) {
@@ -237,6 +245,12 @@ export class PortRelay {
         await admitted.finish("failed");
         throw new CodedError(first.error.code, `port ${port}: ${first.error.message}`, first.error.details);
       }
+      // The head always comes before the result on one link: a runner that answered without one
+      // is out of protocol.
+      if (!headSeen) {
+        await admitted.finish("failed");
+        throw new CodedError("INTERNAL", `port ${port}: the runner answered without the reply's status`);
+      }
     }
     const settled = outcome.then(async (o) => {
       request.signal.removeEventListener("abort", onAbort);
@@ -255,7 +269,13 @@ export class PortRelay {
     });
     const { status, headers } = "ok" in first ? await head : first;
     const out = new Headers();
-    for (const [key, value] of headers) out.append(key, value);
+    for (const [key, value] of headers) if (key !== "set-cookie") out.append(key, value);
+    // The session's page is served from the API's origin: a sandbox without allow-same-origin
+    // makes it an opaque origin of its own (W3C CSP3 `sandbox`, HTML's iframe sandbox flags), so
+    // its scripts can never read what the origin keeps (the web UI's token) nor call the API as
+    // it. Both this and a policy of the session's own are enforced. Its cookies are dropped: the
+    // origin is not the session's to set them on.
+    out.append("content-security-policy", PORT_REPLY_SANDBOX);
     // A body-less status cannot carry one (fetch's Response refuses it).
     const bodyless = status === 204 || status === 304 || request.method === "HEAD";
     if (bodyless) void body.cancel().catch(() => undefined);

@@ -185,6 +185,8 @@ export function sessionPortsScenarios(options: PortsScenarioOptions): void {
         60_000,
       );
       expect(first.headers.get("x-served-by")).toBe(`port-${WEB}`);
+      // Served from the API's origin, the session's page is sandboxed into an origin of its own.
+      expect(first.headers.get("content-security-policy")).toMatch(/^sandbox allow-scripts/);
       const seen = (await first.json()) as Json;
       expect(seen).toMatchObject({ port: WEB, method: "GET", url: "/hello?x=1&y=two", probe: "yes" });
       // The caller's token is the proxy's: never passed to the session.
