@@ -1,4 +1,3 @@
-import { portPath } from "../contracts/session-ports.ts";
 import type { z } from "zod";
 import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../contracts/access.ts";
 import type { StreamEvent } from "../contracts/adapter.ts";
@@ -241,7 +240,9 @@ export class AgentSessionsClient {
    * the namespace's edit or admin.
    */
   portUrl(namespace: string, name: string, port: number, path = "/"): string {
-    return `${this.baseUrl}${portPath(namespace, name, port)}${path.startsWith("/") ? path : `/${path}`}`;
+    // Not contracts/session-ports.ts's portPath: the client is bundled for the browser (the UI).
+    const base = `${this.baseUrl}${resourcePath("harnesssessions", namespace, name)}/ports/${port}`;
+    return `${base}${path.startsWith("/") ? path : `/${path}`}`;
   }
 
   /**
