@@ -158,6 +158,17 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     log,
     timeoutMs: options.autoResumeTimeoutMs,
   });
+  // Port traffic (issue 40) counts as requests in flight: one bound for both.
+  const perToken = new CallerBounds(
+    options.requestsPerTokenMax,
+    "requests in flight",
+    "AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX",
+  );
+  const perNamespace = new NamespaceBounds(
+    options.requestsPerNamespaceMax,
+    "requests in flight",
+    "AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX",
+  );
   const relay = new RequestRelay({
     harness,
     store,
@@ -168,16 +179,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     replyMaxBytes: options.replyMaxBytes,
     // Ready means serving: a request the runner could not relay has the session probed again.
     onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
-    perToken: new CallerBounds(
-      options.requestsPerTokenMax,
-      "requests in flight",
-      "AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX",
-    ),
-    perNamespace: new NamespaceBounds(
-      options.requestsPerNamespaceMax,
-      "requests in flight",
-      "AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX",
-    ),
+    perToken,
+    perNamespace,
     autoResume,
   });
   // A session's declared ports (issue 40): woken and resumed like requests, counted as them.
@@ -189,6 +192,8 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     timeoutMs: requestTimeoutMs,
     replyMaxBytes: options.replyMaxBytes,
     autoResume,
+    perToken,
+    perNamespace,
   });
   return {
     routes: {

@@ -16,7 +16,7 @@ type PortCommand = Extract<RunnerCommand, { kind: "port_request" }>;
 let t: TestServer;
 let runner: FakeRunner;
 /** What the fake runner does with a `port_request`; the default answers like a small web server. */
-let onPort: (command: PortCommand, runner: FakeRunner) => Reply;
+let onPort: (command: PortCommand, runner: FakeRunner) => Reply | Promise<Reply>;
 
 const answer = (command: PortCommand, r: FakeRunner): Reply => {
   const send = (payload: Record<string, unknown>) =>
@@ -73,7 +73,7 @@ async function readySession(ports: unknown): Promise<Json> {
 const portCommands = () => runner.commands.filter((c) => c.kind === "port_request") as PortCommand[];
 
 beforeEach(async () => {
-  t = await startTestServer({ requestTimeoutMs: 1_500, idleCheckMs: 100 });
+  t = await startTestServer({ requestTimeoutMs: 1_500, idleCheckMs: 100, requestsPerTokenMax: 1 });
   onPort = answer;
   runner = await t.runner({
     handler: (command) => {
@@ -187,5 +187,31 @@ describe("a session's port through the proxy", () => {
       });
       expect(refused.status, JSON.stringify(request)).toBe(status);
     }
+  });
+
+  it("counts against the token's requests in flight, like a request: one more is 429 until it ends", async () => {
+    await readySession([{ port: 3000, name: "web" }]);
+    const minted = (await (
+      await call("POST", `${BASE}/web/porttokens`, JSON.stringify({ port: 3000 }), {
+        "content-type": "application/json",
+      })
+    ).json()) as Json;
+    let finish: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    onPort = async (command, r) => {
+      await held;
+      return answer(command, r);
+    };
+    const auth = { authorization: `Bearer ${minted.token}` };
+    const first = fetch(`${minted.url}slow`, { headers: auth });
+    await until("the first in flight", () => portCommands().length === 1 || undefined);
+    const second = await fetch(`${minted.url}other`, { headers: auth });
+    expect(second.status, await second.clone().text()).toBe(429);
+    finish();
+    expect((await first).status).toBe(201);
+    const third = await fetch(`${minted.url}again`, { headers: auth });
+    expect(third.status).toBe(201);
   });
 });

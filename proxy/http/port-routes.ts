@@ -54,6 +54,7 @@ export function portRoutes(relay: PortRelay, audit: Audit, tokens: ApiTokens): H
       record,
       port,
       upgrade ? new AbortController().signal : c.req.raw.signal,
+      principal,
     );
     const done = (outcome: "succeeded" | "failed" | "cancelled" | "rejected", code?: CodedError["code"]) =>
       audit({

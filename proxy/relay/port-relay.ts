@@ -4,6 +4,8 @@ import { HARNESS_SESSION_KIND } from "../../contracts/harness-session.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import { PORT_REQUEST_BODY_MAX_BYTES, type PortHeaders } from "../../contracts/session-ports.ts";
 import type { AutoResumer } from "../harness/auto-resumer.ts";
+import type { BoundedCaller, CallerBounds } from "../lifecycle/caller-bounds.ts";
+import type { NamespaceBounds } from "../lifecycle/namespace-bounds.ts";
 import { readyOf } from "../harness/harness-status.ts";
 import { chunkBytes, type CommandOutcome, type RelayChunk } from "../lifecycle/runner-directory.ts";
 import type { Logger } from "../observability/log.ts";
@@ -24,6 +26,9 @@ export type PortRelayOptions = {
   socketMaxMs?: number;
   /** Wakes a Paused session and auto-resumes an idle-stopped one with spec.autoResume. */
   autoResume?: AutoResumer | undefined;
+  /** Requests in flight per token and per namespace, shared with the request relay. @default unbounded */
+  perToken?: CallerBounds | undefined;
+  perNamespace?: NamespaceBounds | undefined;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -61,7 +66,8 @@ const SOCKET_COMMAND_TIMEOUT_MS = 30_000;
  * socket holds it awake like a request in flight) and audited (`request_id` `port-<port>-…`).
  */
 export class PortRelay {
-  readonly #o: Required<Omit<PortRelayOptions, "autoResume">> & { autoResume?: AutoResumer | undefined };
+  readonly #o: Required<Omit<PortRelayOptions, "autoResume" | "perToken" | "perNamespace">> &
+    Pick<PortRelayOptions, "autoResume" | "perToken" | "perNamespace">;
 
   constructor(options: PortRelayOptions) {
     this.#o = { socketMaxMs: DEFAULT_SOCKET_MAX_MS, now: () => new Date(), ...options };
@@ -96,11 +102,25 @@ export class PortRelay {
   }
 
   /** Ready (woken or resumed first when it may be), counted as a request in flight. */
-  async admit(record: HarnessRecord, port: number, signal: AbortSignal): Promise<AdmittedPort> {
+  async admit(
+    record: HarnessRecord,
+    port: number,
+    signal: AbortSignal,
+    caller?: BoundedCaller | undefined,
+  ): Promise<AdmittedPort> {
     const requestId = `port-${port}-${randomBytes(6).toString("hex")}`;
     let current = record;
     let release: (() => void) | undefined;
+    // The token's and the namespace's slots, held until the traffic is settled (429 past them).
+    const releaseToken = this.#o.perToken?.acquire(caller) ?? (() => {});
+    let releaseSlots = releaseToken;
+    let admitted = false;
     try {
+      const releaseNamespace = this.#o.perNamespace?.acquire(caller, [record.namespace]) ?? (() => {});
+      releaseSlots = () => {
+        releaseNamespace();
+        releaseToken();
+      };
       if (current.phase !== "Ready" && this.#o.autoResume) {
         const awake = await this.#o.autoResume.awaitReady(current, requestId, signal);
         if (awake) {
@@ -129,6 +149,7 @@ export class PortRelay {
         throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
       }
       let settled = false;
+      admitted = true;
       return {
         record: current,
         runnerId: workspace.runner_id,
@@ -138,6 +159,7 @@ export class PortRelay {
         finish: async (outcome) => {
           if (settled) return;
           settled = true;
+          releaseSlots();
           await this.#o.harness
             .finishRequest({
               namespace,
@@ -159,6 +181,7 @@ export class PortRelay {
       };
     } finally {
       release?.();
+      if (!admitted) releaseSlots();
     }
   }
 
