@@ -111,7 +111,13 @@ export async function acceptPortSocket(
     maxPayload: PORT_SOCKET_MESSAGE_MAX_BYTES,
     handleProtocols: () => session.protocol ?? false,
   });
+  // A client handshake ws refuses (a malformed upgrade: it answers 400 itself) never calls back:
+  // the session's socket is not left open for it.
+  const abandoned = setTimeout(() => {
+    if (!client) session.close(1001, "the client's handshake failed");
+  }, 10_000);
   wss.handleUpgrade(request, upgrade.socket, upgrade.head, (ws) => {
+    clearTimeout(abandoned);
     client = ws;
     for (const m of early.splice(0))
       ws.send(m.kind === "text" ? m.data.toString("utf8") : m.data, { binary: m.kind === "binary" });
