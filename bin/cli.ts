@@ -35,6 +35,7 @@ import { top } from "./commands/top.ts";
 import { undrain } from "./commands/undrain.ts";
 import { wake } from "./commands/wake.ts";
 import { webhook } from "./commands/webhook.ts";
+import { portToken } from "./commands/port-token.ts";
 
 const COMMANDS: readonly Command[] = [
   serve,
@@ -47,6 +48,7 @@ const COMMANDS: readonly Command[] = [
   resume,
   pause,
   wake,
+  portToken,
   del,
   send,
   cp,

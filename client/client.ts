@@ -235,6 +235,35 @@ export class AgentSessionsClient {
   }
 
   /**
+   * Where a session's declared port is reached (issue 40): `…/harnesssessions/{name}/ports/{port}`
+   * followed by `path` (the session's own path and query, from `/`). Any method, HTTP or WebSocket
+   * (`ws:` for `http:`), with a token that opens the port: its own port scope, the session's chat,
+   * the namespace's edit or admin.
+   */
+  portUrl(namespace: string, name: string, port: number, path = "/"): string {
+    // Not contracts/session-ports.ts's portPath: the client is bundled for the browser (the UI).
+    const base = `${this.baseUrl}${resourcePath("harnesssessions", namespace, name)}/ports/${port}`;
+    return `${base}${path.startsWith("/") ? path : `/${path}`}`;
+  }
+
+  /**
+   * `POST …/harnesssessions/{name}/porttokens` (issue 40): a short-lived token of that one port's
+   * scope (default 15m, at most 24h), its secret answered this once with the port's URL. Minted
+   * with the session's chat token, the namespace's edit or admin.
+   */
+  createPortToken(
+    namespace: string,
+    name: string,
+    port: number,
+    options: { ttl?: string } = {},
+  ): Promise<CreatedToken & { url: string }> {
+    return this.#json("POST", `${resourcePath("harnesssessions", namespace, name)}/porttokens`, {
+      port,
+      ...(options.ttl !== undefined ? { ttl: options.ttl } : {}),
+    }) as Promise<CreatedToken & { url: string }>;
+  }
+
+  /**
    * `GET …/harnesssessions/{name}/metrics` (issue 40): what the session's workload uses now, read
    * from its engine (takes about a second: the CPU is measured over one). FAILED_PRECONDITION when it
    * has no running workload.

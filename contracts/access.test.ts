@@ -149,3 +149,69 @@ describe("CreateTokenRequest", () => {
     expect(CreateTokenRequest.safeParse(body).success).toBe(false);
   });
 });
+
+describe("port scopes (issue 40)", () => {
+  it("parses session:<ns>/<name>:port:<port> for 1024-65535 only, and formats it back", () => {
+    expect(parseScope("session:team-a/web:port:3000")).toEqual({
+      kind: "port",
+      namespace: "team-a",
+      name: "web",
+      port: 3000,
+    });
+    expect(formatScope(parsed("session:team-a/web:port:65535"))).toBe("session:team-a/web:port:65535");
+    for (const bad of [
+      "session:team-a/web:port:80",
+      "session:team-a/web:port:1023",
+      "session:team-a/web:port:65536",
+      "session:team-a/web:port:03000",
+      "session:team-a/web:port:",
+      "session:team-a/web:port:3000:chat",
+      "session:team-a/web:ports:3000",
+    ]) {
+      expect(parseScope(bad), bad).toBeUndefined();
+      expect(Scope.safeParse(bad).success, bad).toBe(false);
+    }
+  });
+
+  it("opens exactly its port of its session: no other port, session, action or namespace need", () => {
+    const port = parsed("session:team-a/web:port:3000");
+    const portNeed = (name: string, p: number): Extract<Need, { kind: "session" }> => ({
+      kind: "session",
+      namespace: "team-a",
+      name,
+      action: "port",
+      port: p,
+    });
+    expect(grants(port, portNeed("web", 3000))).toBe(true);
+    expect(grants(port, portNeed("web", 3001))).toBe(false);
+    expect(grants(port, portNeed("other", 3000))).toBe(false);
+    expect(
+      grants(port, { kind: "session", namespace: "team-b", name: "web", action: "port", port: 3000 }),
+    ).toBe(false);
+    for (const action of ["view", "chat"] as const)
+      expect(grants(port, { kind: "session", namespace: "team-a", name: "web", action })).toBe(false);
+    expect(grants(port, { kind: "namespace", namespace: "team-a", action: "view" })).toBe(false);
+    expect(grants(port, { kind: "admin" })).toBe(false);
+    // Bound to the session's uid at issue time, like a chat scope.
+    if (port.kind !== "port") throw new Error("not a port scope");
+    expect(grants({ ...port, uid: "u1" }, { ...portNeed("web", 3000), uid: "u2" })).toBe(false);
+  });
+
+  it("a port need is granted by admin, the namespace's edit and the session's chat, never by view", () => {
+    const need: Need = { kind: "session", namespace: "team-a", name: "web", action: "port", port: 3000 };
+    expect(allows([parsed("admin")], need)).toBe(true);
+    expect(allows([parsed("namespace:team-a:edit")], need)).toBe(true);
+    expect(allows([parsed("session:team-a/web:chat")], need)).toBe(true);
+    expect(allows([parsed("namespace:team-a:view")], need)).toBe(false);
+    expect(allows([parsed("session:team-a/other:chat")], need)).toBe(false);
+    expect(scopesGranting(need)).toEqual([
+      "session:team-a/web:port:3000",
+      "session:team-a/web:chat",
+      "namespace:team-a:edit",
+    ]);
+  });
+
+  it("a token of port scopes only gets the session-token default lifetime", () => {
+    expect(CreateTokenRequest.safeParse({ name: "p", scopes: ["session:a/b:port:3000"] }).success).toBe(true);
+  });
+});

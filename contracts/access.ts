@@ -12,13 +12,22 @@ import { DnsLabel } from "./session-spec.ts";
  * - `namespace:<ns>:view`: read them (status, workspace files, the namespace's events); no writes,
  *   no chat.
  * - `session:<ns>/<name>:chat`: send requests to that one HarnessSession, cancel them, follow its
- *   events, read its status and its workspace files; nothing else.
+ *   events, read its status and its workspace files, reach its declared ports; nothing else.
+ * - `session:<ns>/<name>:port:<port>`: reach that one declared port of that one HarnessSession
+ *   (`…/harnesssessions/{name}/ports/{port}/…`, HTTP and WebSocket; issue 40); nothing else: not
+ *   another port, not its requests, status, events or files, no other route.
  *
  * The strings are a fixed interface (scripts build them): never change their grammar.
  */
 const LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?";
 const NAMESPACE_SCOPE = new RegExp(`^namespace:(${LABEL}):(edit|view)$`);
 const SESSION_SCOPE = new RegExp(`^session:(${LABEL})/(${LABEL}):chat$`);
+const PORT_SCOPE = new RegExp(`^session:(${LABEL})/(${LABEL}):port:([1-9][0-9]{3,4})$`);
+
+/** The ports a port scope may name (contracts/session-ports.ts PortNumber). */
+function isPortNumber(port: number): boolean {
+  return Number.isInteger(port) && port >= 1024 && port <= 65535;
+}
 
 export type ParsedScope =
   | { kind: "admin" }
@@ -34,6 +43,14 @@ export type ParsedScope =
        * session deleted and re-created under the same name is not the token's.
        */
       uid?: string | undefined;
+    }
+  | {
+      kind: "port";
+      namespace: string;
+      name: string;
+      port: number;
+      /** As a chat scope's: the session's uid at issue time (never part of the scope string). */
+      uid?: string | undefined;
     };
 
 /** What a scope string grants, or undefined when it is not one. */
@@ -44,6 +61,9 @@ export function parseScope(text: string): ParsedScope | undefined {
   const session = SESSION_SCOPE.exec(text);
   if (session)
     return { kind: "session", namespace: session[1] as string, name: session[2] as string, role: "chat" };
+  const port = PORT_SCOPE.exec(text);
+  if (port && isPortNumber(Number(port[3])))
+    return { kind: "port", namespace: port[1] as string, name: port[2] as string, port: Number(port[3]) };
   return undefined;
 }
 
@@ -51,7 +71,8 @@ export const Scope = z
   .string()
   .max(160)
   .refine((text) => parseScope(text) !== undefined, {
-    message: "must be admin, namespace:<ns>:edit, namespace:<ns>:view or session:<ns>/<name>:chat",
+    message:
+      "must be admin, namespace:<ns>:edit, namespace:<ns>:view, session:<ns>/<name>:chat or session:<ns>/<name>:port:<port> (1024-65535)",
   });
 export type Scope = z.infer<typeof Scope>;
 
@@ -60,6 +81,7 @@ export const scopeOf = {
   admin: (): Scope => "admin",
   namespace: (namespace: string, role: "edit" | "view"): Scope => `namespace:${namespace}:${role}`,
   session: (namespace: string, name: string): Scope => `session:${namespace}/${name}:chat`,
+  port: (namespace: string, name: string, port: number): Scope => `session:${namespace}/${name}:port:${port}`,
 };
 
 /** The scope string of a parsed scope (parseScope's inverse). */
@@ -71,6 +93,8 @@ export function formatScope(scope: ParsedScope): Scope {
       return scopeOf.namespace(scope.namespace, scope.role);
     case "session":
       return scopeOf.session(scope.namespace, scope.name);
+    case "port":
+      return scopeOf.port(scope.namespace, scope.name, scope.port);
     default: {
       const unreachable: never = scope;
       return unreachable;
@@ -87,8 +111,10 @@ export type WhoAmI = z.infer<typeof WhoAmI>;
  * - `admin`: only `admin`.
  * - `namespace`: `view` is granted by the namespace's view or edit; `edit` by edit only.
  * - `session`: `view` (read status, follow events) by the namespace's view or edit or the
- *   session's chat; `chat` (send, cancel) by the namespace's edit or the session's chat.
- * `admin` grants everything.
+ *   session's chat; `chat` (send, cancel) by the namespace's edit or the session's chat; `port`
+ *   (reach declared port `port`) by the namespace's edit, the session's chat or that port's own
+ *   scope, and by nothing else (the namespace's view does not: a port may write).
+ * `admin` grants everything. A port scope grants only its port.
  */
 export type Need =
   | { kind: "admin" }
@@ -97,7 +123,9 @@ export type Need =
       kind: "session";
       namespace: string;
       name: string;
-      action: "view" | "chat";
+      action: "view" | "chat" | "port";
+      /** `action: port`: which port. */
+      port?: number | undefined;
       /** The session's `metadata.uid` now, when known: a chat token bound to another uid is refused. */
       uid?: string | undefined;
     };
@@ -106,11 +134,13 @@ export function grants(scope: ParsedScope, need: Need): boolean {
   if (scope.kind === "admin") return true;
   if (need.kind === "admin") return false;
   if (scope.kind === "namespace") {
-    // Reading needs view or edit; anything else (edit, chat) needs edit.
+    // Reading needs view or edit; anything else (edit, chat, a port) needs edit.
     return scope.namespace === need.namespace && (need.action === "view" || scope.role === "edit");
   }
   // A session scope grants nothing namespace-wide.
   if (need.kind !== "session") return false;
+  // A port scope grants its one port and nothing else.
+  if (scope.kind === "port" && (need.action !== "port" || need.port !== scope.port)) return false;
   return (
     scope.namespace === need.namespace &&
     scope.name === need.name &&
@@ -133,6 +163,12 @@ export function scopesGranting(need: Need): Scope[] {
         ? [scopeOf.namespace(need.namespace, "view"), scopeOf.namespace(need.namespace, "edit")]
         : [scopeOf.namespace(need.namespace, "edit")];
     case "session":
+      if (need.action === "port")
+        return [
+          ...(need.port !== undefined ? [scopeOf.port(need.namespace, need.name, need.port)] : []),
+          scopeOf.session(need.namespace, need.name),
+          scopeOf.namespace(need.namespace, "edit"),
+        ];
       return need.action === "view"
         ? [
             scopeOf.session(need.namespace, need.name),

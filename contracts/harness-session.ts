@@ -5,6 +5,7 @@ import { API_VERSION, ObjectMeta } from "./resources.ts";
 import { RunnerSelector } from "./runners.ts";
 import { DnsLabel, type Engine } from "./session-spec.ts";
 import { SessionExpiresAt, SessionTtl } from "./session-expiry.ts";
+import { SessionPorts } from "./session-ports.ts";
 import { SessionSource } from "./session-snapshot.ts";
 import { WorkspaceRepo } from "./workspace-repo.ts";
 
@@ -83,6 +84,13 @@ export const HarnessSessionSpec = z.strictObject({
   ttl: SessionTtl.optional(),
   /** Delete the session at this RFC 3339 time, at most 366 days ahead; not with ttl. @default never */
   expiresAt: SessionExpiresAt.optional(),
+  /**
+   * Ports a process in the session listens on, reached only through the proxy at
+   * `…/harnesssessions/{name}/ports/{port}/…` with a token that opens them (issue 40;
+   * contracts/session-ports.ts): at most 8, 1024-65535, never the adapter's port, no port or name
+   * twice. Immutable (the session's network rules are made with them). @default none
+   */
+  ports: SessionPorts.optional(),
 });
 export type HarnessSessionSpec = z.infer<typeof HarnessSessionSpec>;
 
@@ -91,6 +99,7 @@ export const IMMUTABLE_SPEC_FIELDS = [
   "agentRef",
   "runtimeRef",
   "source",
+  "ports",
 ] as const satisfies (keyof HarnessSessionSpec)[];
 
 /** What PUT accepts. `status` (e.g. from a GET round trip) is ignored; server-set metadata too. */

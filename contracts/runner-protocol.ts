@@ -14,6 +14,7 @@ import {
   SnapshotStorage,
 } from "./session-spec.ts";
 import { SeededCommit } from "./workspace-repo.ts";
+import { PortHeaders } from "./session-ports.ts";
 
 /**
  * The runner link (see proxy/PROTOCOL.md): a WebSocket the runner dials OUT to
@@ -303,6 +304,66 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
    * workload is not thawed for it. FAILED_PRECONDITION when it is not running.
    */
   z.object({ kind: z.literal("session_metrics"), container_name: z.string() }),
+  /**
+   * One HTTP request to a declared port of the workspace's session (issue 40; contracts/session-ports.ts).
+   * The runner relays only to a port the workspace was provisioned with, never the adapter's, at the
+   * workload's own address; the reply comes back as `relay_chunk`s under `relay_id`: the first
+   * (an envelope) carries `status` and `headers`, the body follows as bytes (binary frames when both
+   * ends take them, else base64), the last with `done`. Past `reply_max_bytes` it stops,
+   * RESOURCE_EXHAUSTED. Answers `{status}` once the last chunk left.
+   */
+  z.object({
+    kind: z.literal("port_request"),
+    container_name: z.string(),
+    port: z.number().int().min(1024).max(65535),
+    relay_id: z.string(),
+    method: z.string().regex(/^[A-Z]{1,16}$/),
+    /** The path and query the session sees, from `/`. */
+    path: z.string().startsWith("/").max(8192),
+    headers: PortHeaders,
+    /** The request body, base64 (at most PORT_REQUEST_BODY_MAX_BYTES raw); absent: none. */
+    body: z
+      .string()
+      .max(6 * 1024 * 1024)
+      .optional(),
+    timeout_ms: z.number().int().positive(),
+    reply_max_bytes: z
+      .number()
+      .int()
+      .positive()
+      .max(1024 * 1024 * 1024),
+  }),
+  /**
+   * A WebSocket to a declared port (issue 40): the runner opens it at `path`; once open it sends a
+   * `relay_chunk` with `status: 101` (and the subprotocol chosen in `headers`), then each message
+   * from the session as a `relay_chunk` with `message` (its kind) and `data` base64. A refusal of
+   * the upgrade ends the command with the session's HTTP status in the error. The command's
+   * result `{code, reason}` comes when the socket closed (either side), after a `done` chunk.
+   */
+  z.object({
+    kind: z.literal("port_socket"),
+    container_name: z.string(),
+    port: z.number().int().min(1024).max(65535),
+    relay_id: z.string(),
+    path: z.string().startsWith("/").max(8192),
+    headers: PortHeaders,
+    protocols: z.array(z.string().max(128)).max(16).default([]),
+  }),
+  /** One message of the client's to an open port socket (`relay_id`); answered once sent. */
+  z.object({
+    kind: z.literal("port_socket_send"),
+    relay_id: z.string(),
+    message: z.enum(["text", "binary"]),
+    /** base64, at most PORT_SOCKET_MESSAGE_MAX_BYTES raw. */
+    data: z.string().max(2 * 1024 * 1024),
+  }),
+  /** The client closed its side: the runner closes the session's socket with the code given. */
+  z.object({
+    kind: z.literal("port_socket_close"),
+    relay_id: z.string(),
+    code: z.number().int().min(1000).max(4999).optional(),
+    reason: z.string().max(123).optional(),
+  }),
   /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
   z.object({
     kind: z.literal("run_once"),
@@ -432,6 +493,10 @@ export const RunnerToServer = z.discriminatedUnion("type", [
       data: z.string(),
       done: z.boolean(),
       status: z.number().int().optional(),
+      /** A port relay's (issue 40): the session's reply headers, on the chunk carrying `status`. */
+      headers: PortHeaders.optional(),
+      /** A port socket's (issue 40): one message from the session, `data` base64. */
+      message: z.enum(["text", "binary"]).optional(),
     }),
   }),
   z.object({

@@ -134,5 +134,9 @@ export const CommandResultSchemas = {
   snapshot_write: SnapshotWriteChunkResult,
   snapshot_restore: SnapshotRestoreResult,
   session_metrics: SessionMetricsResult,
+  port_request: z.object({ status: z.number().int() }),
+  port_socket: z.object({ code: z.number().int().optional(), reason: z.string().optional() }),
+  port_socket_send: z.object({}),
+  port_socket_close: z.object({ closed: z.boolean() }),
 } as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
 export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

@@ -178,6 +178,16 @@ export const SessionSpec = z.object({
    * before (its stack and spec hash unchanged).
    */
   skills: z.array(SessionSkill).min(1).max(64).optional(),
+  /**
+   * A HarnessSession's declared ports (contracts/session-ports.ts checks them): the runner relays
+   * to these only, and on Kubernetes the Service exposes them and the NetworkPolicy admits them
+   * from the runner. Absent (not empty) when none, so a session without ports keeps its stack
+   * config and spec hash.
+   */
+  ports: z
+    .array(z.object({ port: z.number().int().min(1024).max(65535), name: DnsLabel }))
+    .max(8)
+    .optional(),
   /** Plain environment for the adapter (model URL, model name). Credentials go in stack secrets. */
   env: z.record(z.string().regex(/^[A-Z_][A-Z0-9_]*$/), z.string().max(4096)).default({}),
   kubernetes: z

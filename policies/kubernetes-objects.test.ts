@@ -189,3 +189,59 @@ describe("a NetworkPolicy's egress", () => {
     ).toEqual([]);
   });
 });
+
+describe("a session's ports (issue 40)", () => {
+  const ports = { "session-ports-declared": { harnessPorts: [8080], declaredPorts: [3000] } };
+
+  it("a Service and NetworkPolicy naming the adapter's port and a declared one pass", async () => {
+    const withDeclared = service((s) => {
+      s.spec!.ports = [
+        { name: "adapter", port: 8080, targetPort: 8080 },
+        { name: "web", port: 3000, targetPort: 3000 },
+      ];
+    });
+    const admitted = networkPolicy((p) => {
+      p.spec!.ingress![0]!.ports = [
+        { protocol: "TCP", port: 8080 },
+        { protocol: "TCP", port: 3000 },
+      ];
+    });
+    expect(await violatedBy(withDeclared, ports)).toEqual([]);
+    expect(await violatedBy(admitted, ports)).toEqual([]);
+  });
+
+  it("a Service port that is not declared violates session-ports-declared", async () => {
+    const undeclared = service((s) => {
+      s.spec!.ports = [
+        { name: "adapter", port: 8080, targetPort: 8080 },
+        { name: "web", port: 3001, targetPort: 3001 },
+      ];
+    });
+    expect(await violatedBy(undeclared, ports)).toEqual(["session-ports-declared"]);
+    // Declared on the Service's side, another port behind it.
+    const retargeted = service((s) => {
+      s.spec!.ports = [{ name: "web", port: 3000, targetPort: 22 }];
+    });
+    expect(await violatedBy(retargeted, ports)).toEqual(["session-ports-declared"]);
+  });
+
+  it("a NetworkPolicy admitting an undeclared port, a range or every port violates session-ports-declared", async () => {
+    for (const change of [
+      (p: NonNullable<Parameters<Parameters<typeof networkPolicy>[0] & object>[0]>) => {
+        p.spec!.ingress![0]!.ports = [{ protocol: "TCP", port: 3001 }];
+      },
+      (p: NonNullable<Parameters<Parameters<typeof networkPolicy>[0] & object>[0]>) => {
+        p.spec!.ingress![0]!.ports = [{ protocol: "TCP", port: 3000, endPort: 3005 }];
+      },
+      (p: NonNullable<Parameters<Parameters<typeof networkPolicy>[0] & object>[0]>) => {
+        delete p.spec!.ingress![0]!.ports;
+      },
+    ])
+      expect(await violatedBy(networkPolicy(change), ports)).toEqual(["session-ports-declared"]);
+    // Without the session's config the pack knows only the adapter's port: 3000 is refused too.
+    const declared = networkPolicy((p) => {
+      p.spec!.ingress![0]!.ports = [{ protocol: "TCP", port: 3000 }];
+    });
+    expect(await violatedBy(declared)).toEqual(["session-ports-declared"]);
+  });
+});

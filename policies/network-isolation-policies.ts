@@ -8,7 +8,12 @@ import {
   validateKinds,
 } from "./judged-resources.ts";
 import { selects } from "./label-selector.ts";
-import { forbiddenEgressPortsOf, forbiddenEgressPortsSchema } from "./policy-config.ts";
+import {
+  forbiddenEgressPortsOf,
+  forbiddenEgressPortsSchema,
+  sessionPortsOf,
+  sessionPortsSchema,
+} from "./policy-config.ts";
 
 /**
  * What a session can reach over the network, and who can reach it. Kubernetes: every session pod
@@ -118,6 +123,46 @@ export const ingressFromScopedPeers: ResourceValidationPolicy = {
               peer.namespaceSelector
                 ? `${where} peer ${p} admits every pod of the namespaces its namespaceSelector picks`
                 : `${where} peer ${p} admits every pod of the namespace (empty podSelector)`,
+            );
+        }
+      }
+    },
+  }),
+};
+
+export const sessionPortsDeclared: ResourceValidationPolicy = {
+  name: "session-ports-declared",
+  description:
+    "A session's Service and its NetworkPolicy's ingress name only the harness's own port and the " +
+    "session's declared ports (HarnessSession spec.ports; config harnessPorts, declaredPorts), as " +
+    "explicit numbers: nothing else of the session is reachable, not even from the runner.",
+  configSchema: sessionPortsSchema,
+  validateResource: validateKinds({
+    service: (service, report, args) => {
+      const allowed = sessionPortsOf(args);
+      for (const [index, p] of (service.spec?.ports ?? []).entries()) {
+        const port = numericPort(p.port);
+        const target = p.targetPort === undefined ? port : numericPort(p.targetPort);
+        for (const [what, value, raw] of [
+          ["port", port, p.port],
+          ["targetPort", target, p.targetPort],
+        ] as const)
+          if (value === undefined || !allowed.includes(value))
+            report(
+              `Service port ${index} has ${what} ${String(raw)}, not a declared session port (${allowed.join(", ")})`,
+            );
+      }
+    },
+    networkPolicy: (policy, report, args) => {
+      const allowed = sessionPortsOf(args);
+      for (const [index, rule] of (policy.spec?.ingress ?? []).entries()) {
+        const ports = rule.ports ?? [];
+        if (ports.length === 0) report(`ingress rule ${index} admits every port (no "ports")`);
+        for (const { port, endPort } of ports) {
+          const first = numericPort(port);
+          if (first === undefined || endPort !== undefined || !allowed.includes(first))
+            report(
+              `ingress rule ${index} admits port ${String(port ?? "(all)")}${endPort !== undefined ? `-${endPort}` : ""}, not a declared session port (${allowed.join(", ")})`,
             );
         }
       }

@@ -39,6 +39,40 @@ export const forbiddenEgressPortsSchema: PolicyConfigSchema = {
   },
 };
 
+/**
+ * The ports a session's Service and NetworkPolicy may open (issue 40): the harness's own
+ * (`harnessPorts`, the adapter's 8080 and a runtime's `spec.session.port`) and the session's
+ * declared `spec.ports` (`declaredPorts`). The runner fills both in on every `up`.
+ * @default harnessPorts [8080], declaredPorts []
+ */
+export const sessionPortsSchema: PolicyConfigSchema = {
+  properties: {
+    harnessPorts: {
+      type: "array",
+      items: { type: "integer", minimum: 1, maximum: 65535 },
+      default: [8080],
+      description: "The harness's own ports (the adapter's, a runtime's session port).",
+    },
+    declaredPorts: {
+      type: "array",
+      items: { type: "integer", minimum: 1, maximum: 65535 },
+      default: [],
+      description: "The session's declared ports (HarnessSession spec.ports).",
+    },
+  },
+};
+
+const SessionPortsConfig = z.object({
+  harnessPorts: z.array(z.int().min(1).max(65535)).default(() => [8080]),
+  declaredPorts: z.array(z.int().min(1).max(65535)).default(() => []),
+});
+
+/** Every port a session's Service and NetworkPolicy ingress may name. */
+export function sessionPortsOf(args: ConfigSource): number[] {
+  const config = SessionPortsConfig.parse(args.getConfig());
+  return [...config.harnessPorts, ...config.declaredPorts];
+}
+
 const ApprovedRegistries = z.object({
   approvedRegistries: z
     .array(z.string().min(1))

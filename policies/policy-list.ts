@@ -16,6 +16,7 @@ import {
   ingressFromScopedPeers,
   networkPolicySelectsEverySessionPod,
   serviceClusterIpOnly,
+  sessionPortsDeclared,
 } from "./network-isolation-policies.ts";
 import { dockerContainerOnStackNetwork, mountsOnlyStackVolumes } from "./stack-policies.ts";
 
@@ -41,6 +42,7 @@ export const policies: Policies = [
   serviceClusterIpOnly,
   egressExcludesControlPlanePorts,
   ingressFromScopedPeers,
+  sessionPortsDeclared,
   dockerInternalNetwork,
   networkPolicySelectsEverySessionPod,
   dockerContainerOnStackNetwork,

@@ -16,6 +16,7 @@ import type { Logger } from "./observability/log.ts";
 import { sessionKey } from "./lifecycle/namespace-quotas.ts";
 import type { ProvisionRecorder } from "./lifecycle/provision-recorder.ts";
 import { type RelayLink, RequestRelay } from "./relay/request-relay.ts";
+import { PortRelay } from "./relay/port-relay.ts";
 import type { SessionJournal } from "./lifecycle/session-journal.ts";
 import type { Sessions } from "./lifecycle/sessions.ts";
 import type { HarnessStore } from "./store/harness-store.ts";
@@ -176,6 +177,24 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
   await controller.recover();
   await controller.resync(false);
   idle.start();
+  const autoResume = new AutoResumer({
+    harness,
+    controller,
+    journal: options.journal,
+    log,
+    timeoutMs: options.autoResumeTimeoutMs,
+  });
+  // Port traffic (issue 40) counts as requests in flight: one bound for both.
+  const perToken = new CallerBounds(
+    options.requestsPerTokenMax,
+    "requests in flight",
+    "AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX",
+  );
+  const perNamespace = new NamespaceBounds(
+    options.requestsPerNamespaceMax,
+    "requests in flight",
+    "AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX",
+  );
   const relay = new RequestRelay({
     harness,
     store,
@@ -186,23 +205,21 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     replyMaxBytes: options.replyMaxBytes,
     // Ready means serving: a request the runner could not relay has the session probed again.
     onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
-    perToken: new CallerBounds(
-      options.requestsPerTokenMax,
-      "requests in flight",
-      "AGENT_SESSIONS_REQUESTS_PER_TOKEN_MAX",
-    ),
-    perNamespace: new NamespaceBounds(
-      options.requestsPerNamespaceMax,
-      "requests in flight",
-      "AGENT_SESSIONS_REQUESTS_PER_NAMESPACE_MAX",
-    ),
-    autoResume: new AutoResumer({
-      harness,
-      controller,
-      journal: options.journal,
-      log,
-      timeoutMs: options.autoResumeTimeoutMs,
-    }),
+    perToken,
+    perNamespace,
+    autoResume,
+  });
+  // A session's declared ports (issue 40): woken and resumed like requests, counted as them.
+  const ports = new PortRelay({
+    harness,
+    store,
+    runners,
+    log,
+    timeoutMs: requestTimeoutMs,
+    replyMaxBytes: options.replyMaxBytes,
+    autoResume,
+    perToken,
+    perNamespace,
   });
   return {
     routes: {
@@ -220,6 +237,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       }),
       rebind: (kind, namespace, name) => controller.rebind(kind, namespace, name),
       relay,
+      ports,
       runs: new AgentRuns({
         store,
         runners,

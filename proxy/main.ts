@@ -6,6 +6,7 @@ import { composeServer, type ServerOverrides } from "./compose-server.ts";
 import { parseConfig, type ServerConfig } from "./config.ts";
 import { RUNNER_CONNECT_PATH } from "./runners/runner-hub.ts";
 import { issueRunnerCredential } from "./runners/runner-identity.ts";
+import { isPortUpgrade, portUpgrade } from "./http/port-socket.ts";
 
 export type StartServerOptions = ServerOverrides;
 
@@ -56,7 +57,11 @@ export async function startServer(
     await closed;
   };
   try {
-    listening.on("upgrade", (request, socket, head) => hub.handleUpgrade(request, socket, head));
+    // A session's port (issue 40) through the app (port-socket.ts); anything else is a runner's link.
+    const toPort = portUpgrade(composed.app);
+    listening.on("upgrade", (request, socket, head) =>
+      isPortUpgrade(request.url) ? toPort(request, socket, head) : hub.handleUpgrade(request, socket, head),
+    );
     await new Promise<void>((resolve, reject) => {
       listening.once("error", reject);
       listening.listen(config.port, config.host, () => {

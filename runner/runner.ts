@@ -20,6 +20,7 @@ import type { RunnerConfig } from "./config.ts";
 import type { EngineDriver } from "./engine/driver.ts";
 import { RunnerLink } from "./link/link.ts";
 import { type RelayTarget, Relays } from "./relay/relay.ts";
+import { type PortSink, PortRelays } from "./relay/port-relay.ts";
 import { CREDENTIAL_FILE_NAME } from "./link/credential.ts";
 import { SESSION_FILE_NAME, SessionFile } from "./sessions/session-file.ts";
 import { WARM_POOL_FILE_NAME, WarmPool } from "./sessions/warm-pool.ts";
@@ -57,6 +58,7 @@ export class Runner {
   readonly #driver: EngineDriver;
   readonly #log: Log;
   readonly #relays = new Relays();
+  readonly #ports = new PortRelays();
   /**
    * Adapter tokens by workspace, from the provision command (the runner holds them, never
    * clients); after a restart of this process, read back from the workspace's stack once
@@ -278,7 +280,8 @@ export class Runner {
       const result = await this.#dispatch(command, signal, bulk);
       // `warm_pools` comes every few seconds and changes nothing most times: not logged. A
       // relayed request is audited by the server, one line each: here only when it failed.
-      if (command.kind !== "warm_pools" && command.kind !== "relay")
+      // Port traffic (issue 40) likewise: the server audits it.
+      if (command.kind !== "warm_pools" && command.kind !== "relay" && !command.kind.startsWith("port_"))
         this.#log("info", "command done", { kind: command.kind, ms: Date.now() - started });
       return result;
     } catch (error) {
@@ -315,6 +318,9 @@ export class Runner {
       case "snapshot_restore":
       // An observation: a frozen workload is measured as it is (no CPU, its memory kept).
       case "session_metrics":
+      // A port socket's messages: its workload was thawed when it opened.
+      case "port_socket_send":
+      case "port_socket_close":
         return undefined;
       default:
         return command.container_name;
@@ -343,6 +349,26 @@ export class Runner {
     };
   }
 
+  /**
+   * Where a port relay's reply goes (issue 40): its head and socket messages as `relay_chunk`
+   * envelopes, body bytes like a download's (#chunksOf).
+   */
+  #portSink(relayId: string): PortSink {
+    const bytes = this.#chunksOf(relayId);
+    const envelope = (payload: Record<string, unknown>) =>
+      this.link.send({
+        version: RUNNER_PROTOCOL_VERSION,
+        type: "relay_chunk",
+        payload: { relay_id: relayId, data: "", done: false, ...payload },
+      });
+    return {
+      head: (status, headers) => envelope({ status, headers }),
+      bytes: (data, done) => bytes.chunk(data, done),
+      message: (message, data) => envelope({ message, data: data.toString("base64") }),
+      buffered: bytes.buffered,
+    };
+  }
+
   /** `bulk`: an upload piece's bytes that came in a binary frame (PROTOCOL.md §9). */
   async #dispatch(
     command: RunnerCommand,
@@ -356,6 +382,7 @@ export class Runner {
       case "provision": {
         this.#tokenLookups.delete(command.container_name);
         this.#tokens.set(command.container_name, command.adapter_token);
+        this.#ports.declare(command.container_name, command.spec.ports);
         const r = await this.#operations.run(command.container_name, async () => {
           await this.#paused.thaw(command.container_name); // a pause queued ahead of it
           const s = this.#gateway.forWorkspace(
@@ -488,6 +515,7 @@ export class Runner {
       case "claim_warm": {
         const entry = this.#pool.claim(command.pool, command.fingerprint);
         this.#tokens.set(entry.containerName, entry.adapterToken);
+        this.#ports.declare(entry.containerName, entry.spec.ports);
         return {
           container_name: entry.containerName,
           spec: entry.spec,
@@ -531,6 +559,21 @@ export class Runner {
         return this.#operations.run(command.container_name, () => this.#snapshots.restore(command));
       case "session_metrics":
         return { metrics: await this.#driver.metrics(command.container_name, signal) };
+      case "port_request": {
+        const { endpoint } = await this.#relayTarget(command.container_name);
+        const address = this.#ports.target(command.container_name, endpoint, command.port);
+        return this.#ports.request(address, command, this.#portSink(command.relay_id), signal);
+      }
+      case "port_socket": {
+        const { endpoint } = await this.#relayTarget(command.container_name);
+        const address = this.#ports.target(command.container_name, endpoint, command.port);
+        return this.#ports.socket(address, command, this.#portSink(command.relay_id), signal);
+      }
+      case "port_socket_send":
+        await this.#ports.send(command.relay_id, command.message, Buffer.from(command.data, "base64"));
+        return {};
+      case "port_socket_close":
+        return { closed: this.#ports.close(command.relay_id, command.code, command.reason) };
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);

@@ -6,10 +6,13 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { ADAPTER_PORT } from "../contracts/adapter.ts";
 import type { SessionSpec } from "../contracts/session-spec.ts";
 
 /** Name of the pack's policy that takes the ports (policies/network-isolation-policies.ts). */
 export const EGRESS_PORTS_POLICY = "egress-excludes-control-plane-ports";
+/** The pack's policy that takes the session's ports (issue 40). */
+export const SESSION_PORTS_POLICY = "session-ports-declared";
 
 export type PolicyPackConfigInput = {
   /** The packs attached (stack options `policyPacks`). */
@@ -21,8 +24,11 @@ export type PolicyPackConfigInput = {
   /** Where the generated files go. */
   dir: string;
   stackName: string;
-  spec: Pick<SessionSpec, "forbiddenEgressPorts">;
+  spec: PackSpec;
 };
+
+/** What of a session's spec the pack's config is made from. */
+type PackSpec = Pick<SessionSpec, "forbiddenEgressPorts"> & Partial<Pick<SessionSpec, "ports" | "session">>;
 
 /** One config file per pack, in pack order: ours generated, the others as the operator gave them. */
 export function policyPackConfigsFor(input: PolicyPackConfigInput): string[] {
@@ -48,7 +54,7 @@ export function policyPackConfigsFor(input: PolicyPackConfigInput): string[] {
  */
 export function ourPackConfig(
   operatorFile: string | undefined,
-  spec: Pick<SessionSpec, "forbiddenEgressPorts">,
+  spec: PackSpec,
 ): Record<string, Record<string, unknown>> {
   const base = (operatorFile ? readJsonObject(operatorFile) : {}) as Record<string, Record<string, unknown>>;
   const policy = (base[EGRESS_PORTS_POLICY] ?? {}) as { forbiddenPorts?: unknown };
@@ -56,7 +62,16 @@ export function ourPackConfig(
     ? policy.forbiddenPorts.filter((p): p is number => Number.isInteger(p))
     : [];
   const forbiddenPorts = [...new Set([...given, ...spec.forbiddenEgressPorts])].sort((a, b) => a - b);
-  return { ...base, [EGRESS_PORTS_POLICY]: { ...policy, forbiddenPorts } };
+  // The session's ports (issue 40): its own, never widened by an operator's file.
+  const sessionPorts = {
+    harnessPorts: [...new Set([ADAPTER_PORT, spec.session?.port ?? ADAPTER_PORT])],
+    declaredPorts: (spec.ports ?? []).map((p) => p.port),
+  };
+  return {
+    ...base,
+    [EGRESS_PORTS_POLICY]: { ...policy, forbiddenPorts },
+    [SESSION_PORTS_POLICY]: sessionPorts,
+  };
 }
 
 function emptyConfig(dir: string): string {

@@ -466,7 +466,7 @@ export class StackManager {
   /** The pack's config for this stack: the operator's files plus the spec's forbidden egress ports. */
   #policyPackConfigs(
     stackName: string,
-    spec: Pick<SessionSpec, "forbiddenEgressPorts">,
+    spec: Pick<SessionSpec, "forbiddenEgressPorts" | "ports" | "session">,
   ): { policyPackConfigs?: string[] } {
     const configs = policyPackConfigsFor({
       packs: this.options.policyPacks,

@@ -18,7 +18,8 @@ function tokenTable(items: readonly TokenInfo[]): string {
  * `token`: scoped API tokens (admin). `create` prints the new token alone on the last line of
  * stdout (shown once; the server keeps only its hash); `list` shows names, scopes and expiry;
  * `revoke NAME` stops it at once. Scopes: admin, namespace:<ns>:edit, namespace:<ns>:view,
- * session:<ns>/<name>:chat (1 h unless --ttl says otherwise).
+ * session:<ns>/<name>:chat, session:<ns>/<name>:port:<port> (session ones 1 h unless --ttl says
+ * otherwise; `port-token` mints a port's without admin).
  */
 export const token: Command = {
   name: "token",

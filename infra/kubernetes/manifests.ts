@@ -193,7 +193,10 @@ export function sessionManifests(
               image: spec.image,
               imagePullPolicy: "IfNotPresent",
               env,
-              ports: [{ name: "adapter", containerPort: harnessPort(spec), protocol: "TCP" }],
+              ports: [
+                { name: "adapter", containerPort: harnessPort(spec), protocol: "TCP" },
+                ...declaredPorts(spec).map((p) => ({ name: p.name, containerPort: p.port, protocol: "TCP" })),
+              ],
               securityContext: hardenedContainerSecurityContext(),
               resources: {
                 requests: { cpu: cpuRequestOf(spec.resources.cpu), memory: `${spec.resources.memoryMiB}Mi` },
@@ -246,7 +249,17 @@ export function sessionManifests(
     spec: {
       type: "ClusterIP",
       selector,
-      ports: [{ name: "adapter", port: ADAPTER_PORT, targetPort: harnessPort(spec), protocol: "TCP" }],
+      ports: [
+        { name: "adapter", port: ADAPTER_PORT, targetPort: harnessPort(spec), protocol: "TCP" },
+        // The session's declared ports (issue 40), on the same numbers: the runner reaches each at
+        // the Service's address, as it reaches the adapter.
+        ...declaredPorts(spec).map((p) => ({
+          name: p.name,
+          port: p.port,
+          targetPort: p.port,
+          protocol: "TCP",
+        })),
+      ],
     },
   };
 
@@ -267,7 +280,16 @@ export function sessionManifests(
     spec: {
       podSelector: { matchLabels: selector },
       policyTypes: ["Ingress", "Egress"],
-      ingress: [{ from: runnerPeers, ports: [{ port: harnessPort(spec), protocol: "TCP" }] }],
+      // From the runner only: the harness's port and the session's declared ports, nothing else.
+      ingress: [
+        {
+          from: runnerPeers,
+          ports: [
+            { port: harnessPort(spec), protocol: "TCP" },
+            ...declaredPorts(spec).map((p) => ({ port: p.port, protocol: "TCP" })),
+          ],
+        },
+      ],
       egress: [
         {
           to: [{ namespaceSelector: {} }],
@@ -288,6 +310,11 @@ export function sessionManifests(
 }
 
 export type SessionManifests = ReturnType<typeof sessionManifests>;
+
+/** A HarnessSession's declared ports (spec.ports, issue 40); none for a session without. */
+export function declaredPorts(spec: SessionSpec): { port: number; name: string }[] {
+  return spec.ports ?? [];
+}
 
 /**
  * The objects as the policy pack is shown them in an `up`: the Pulumi type token, the resource's

@@ -511,6 +511,7 @@ export class HarnessReconciler {
           ...(wantsPausedTier(record.spec) ? { engines: PAUSED_TIER_PLACEMENT } : {}),
           // A fork not seeded yet: on the runner holding its snapshot, seeded from it.
           ...(seed ? { seed } : {}),
+          ...(record.spec.ports?.length ? { ports: record.spec.ports } : {}),
         },
       ));
     } catch (error) {

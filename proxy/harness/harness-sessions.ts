@@ -16,7 +16,7 @@ import { formatLabels, selectorMatches } from "../../contracts/runners.ts";
 import type { Engine } from "../../contracts/session-spec.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { ListMetadata } from "../../contracts/pagination.ts";
-import { type Agent, API_VERSION } from "../../contracts/resources.ts";
+import { type Agent, type AgentRuntime, API_VERSION } from "../../contracts/resources.ts";
 import { sessionStackName } from "../../contracts/session-spec.ts";
 import type { HarnessController } from "./harness-controller.ts";
 import { usableSnapshot } from "./snapshot-usable.ts";
@@ -286,7 +286,31 @@ export class HarnessSessions {
       );
     const repo = spec.workspace?.repo;
     if (repo) assertRepoAdmitted(repo, agent, "spec.workspace.repo");
+    await this.#assertPortsFree(namespace, spec);
     return spec;
+  }
+
+  /**
+   * A declared port is never the runtime's own session port (`spec.session.port`, an
+   * `openai-chat` harness's): that one answers the runner only, like the adapter's.
+   */
+  async #assertPortsFree(namespace: string, spec: HarnessSessionSpec): Promise<void> {
+    if (!spec.ports?.length || spec.runtimeRef === undefined) return;
+    const runtime = (await this.#store.getResource("AgentRuntime", namespace, spec.runtimeRef)) as
+      | AgentRuntime
+      | undefined;
+    const own = runtime?.spec.session?.port;
+    const index = own === undefined ? -1 : spec.ports.findIndex((p) => p.port === own);
+    if (index < 0) return;
+    throw new CodedError(
+      "INVALID_ARGUMENT",
+      `invalid ${HARNESS_SESSION_KIND}: spec.ports[${index}].port ${own} is the session port of AgentRuntime ${namespace}/${spec.runtimeRef}; declare another port`,
+      {
+        field_violations: [
+          { field: `spec.ports[${index}].port`, description: "must not be the runtime's session port" },
+        ],
+      },
+    );
   }
 
   /**
@@ -374,15 +398,17 @@ export class HarnessSessions {
 }
 
 /**
- * agentRef, runtimeRef and source are fixed once set: a change is INVALID_ARGUMENT, naming the
- * field. An unset runtimeRef (a session applied before its Agent) may still be set; an unset
- * source may not (a session is a fork from its creation or never).
+ * agentRef, runtimeRef, source and ports are fixed once set: a change is INVALID_ARGUMENT, naming
+ * the field. An unset runtimeRef (a session applied before its Agent) may still be set; an unset
+ * source or ports may not (a session is a fork from its creation or never; its network rules are
+ * made with its ports).
  */
 export function assertImmutable(previous: HarnessSessionSpec, next: HarnessSessionSpec): void {
   const text = (v: unknown) => (v === undefined ? "unset" : typeof v === "string" ? v : JSON.stringify(v));
   const changed = IMMUTABLE_SPEC_FIELDS.filter(
     (field) =>
-      (previous[field] !== undefined || field === "source") && text(previous[field]) !== text(next[field]),
+      (previous[field] !== undefined || field === "source" || field === "ports") &&
+      text(previous[field]) !== text(next[field]),
   );
   if (changed.length === 0) return;
   throw new CodedError(

@@ -76,7 +76,11 @@ export class ApiTokens {
       const parsed = parseScope(s);
       if (!parsed) return [];
       const uid = record.session_uids?.[s];
-      return [parsed.kind === "session" && uid !== undefined ? { ...parsed, uid } : parsed];
+      return [
+        (parsed.kind === "session" || parsed.kind === "port") && uid !== undefined
+          ? { ...parsed, uid }
+          : parsed,
+      ];
     });
     return {
       ok: true,
@@ -92,7 +96,10 @@ export class ApiTokens {
   async create(body: unknown): Promise<CreatedToken> {
     const store = this.#tokenStore();
     const request = parseInput(CreateTokenRequest, body, "token request");
-    const sessionOnly = request.scopes.every((s) => parseScope(s)?.kind === "session");
+    const sessionOnly = request.scopes.every((s) => {
+      const kind = parseScope(s)?.kind;
+      return kind === "session" || kind === "port";
+    });
     const ttl = request.ttl ?? (sessionOnly ? DEFAULT_SESSION_TOKEN_TTL : undefined);
     const sessionUids = await this.#bindSessions(request.scopes);
     const now = this.#now();
@@ -140,8 +147,8 @@ export class ApiTokens {
   }
 
   /**
-   * Each chat scope's session uid now. A session that does not exist is NOT_FOUND: a token for it
-   * could not be bound, and would open whatever session is later created under that name.
+   * Each chat or port scope's session uid now. A session that does not exist is NOT_FOUND: a token
+   * for it could not be bound, and would open whatever session is later created under that name.
    */
   async #bindSessions(scopes: readonly string[]): Promise<Record<string, string> | undefined> {
     const lookup = this.#options.sessionUid;
@@ -149,12 +156,12 @@ export class ApiTokens {
     const uids: Record<string, string> = {};
     for (const text of scopes) {
       const scope = parseScope(text);
-      if (scope?.kind !== "session") continue;
+      if (scope?.kind !== "session" && scope?.kind !== "port") continue;
       const uid = await lookup(scope.namespace, scope.name);
       if (uid === undefined)
         throw new CodedError(
           "NOT_FOUND",
-          `${HARNESS_SESSION_KIND} ${scope.namespace}/${scope.name} not found: a chat token is bound to the session it is issued for, so create the session first`,
+          `${HARNESS_SESSION_KIND} ${scope.namespace}/${scope.name} not found: a ${scope.kind === "port" ? "port" : "chat"} token is bound to the session it is issued for, so create the session first`,
         );
       uids[text] = uid;
     }

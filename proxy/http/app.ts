@@ -22,6 +22,7 @@ import { metricsRoute } from "./metrics-route.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { OPENAI_CHAT_PATH, openAIErrors, openAIRoutes } from "./openai-routes.ts";
 import { auditProxiedRequests } from "./request-audit.ts";
+import { PORT_PATH, portRoutes } from "./port-routes.ts";
 import { securityHeaders } from "./security-headers.ts";
 import { resourceRoutes } from "./resource-routes.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
@@ -176,12 +177,14 @@ export function buildApp(options: AppOptions): Hono {
     PROXIED_REQUEST_PATH.test(c.req.path) ||
     OPENAI_CHAT_PATH.test(c.req.path) ||
     WORKSPACE_FILES_PATH.test(c.req.path) ||
-    SNAPSHOT_ARCHIVE_PATH.test(c.req.path)
+    SNAPSHOT_ARCHIVE_PATH.test(c.req.path) ||
+    PORT_PATH.test(c.req.path)
       ? next()
       : limitBody(c, next),
   );
   if (options.metrics) app.use("/v1/rpc/:method", rpcMetrics(options.metrics));
-  const auditProxied = auditProxiedRequests(options.audit ?? createAudit(log, options.metrics));
+  const audit = options.audit ?? createAudit(log, options.metrics);
+  const auditProxied = auditProxiedRequests(audit);
   app.use("/v1/namespaces/:ns/harnesssessions/:name/requests", auditProxied);
   app.use("/v1/namespaces/:ns/harnesssessions/:name/openai/v1/chat/completions", auditProxied);
   app.get("/v1/whoami", (c) => {
@@ -207,6 +210,8 @@ export function buildApp(options: AppOptions): Hono {
   if (options.harness) {
     app.route("/v1/namespaces", harnessRoutes(options.harness));
     app.route("/v1/namespaces", openAIRoutes(options.harness));
+    if (options.harness.ports)
+      app.route("/v1/namespaces", portRoutes(options.harness.ports, audit, apiTokens));
   }
   if (options.workspaceFiles) {
     app.route("/v1/namespaces", harnessWorkspaceRoutes(options.workspaceFiles));

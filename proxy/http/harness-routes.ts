@@ -10,6 +10,7 @@ import type { SessionSnapshots } from "../harness/session-snapshots.ts";
 import { parseInput, readJson } from "../lifecycle/request-body.ts";
 import { createOnly } from "./create-only.ts";
 import type { RequestRelay } from "../relay/request-relay.ts";
+import type { PortRelay } from "../relay/port-relay.ts";
 
 export type HarnessRoutesOptions = {
   sessions: HarnessSessions;
@@ -26,6 +27,8 @@ export type HarnessRoutesOptions = {
   ) => Promise<void>;
   /** SessionSnapshots (snapshot-routes.ts); absent: no such routes. */
   snapshots?: SessionSnapshots;
+  /** A session's declared ports (issue 40; port-routes.ts); absent: no such routes. */
+  ports?: PortRelay;
   /** `GET …/harnesssessions/{name}/metrics` (issue 40); absent: no such route. */
   metrics?: SessionMetricsReader;
   /** Webhooks (webhook-routes.ts); absent: no such routes. */

@@ -1,3 +1,4 @@
+import { PortTokenRequest } from "../../contracts/session-ports.ts";
 import { SessionMetricsReply } from "../../contracts/session-metrics.ts";
 import { Webhook, WebhookDeliveryList } from "../../contracts/webhook.ts";
 import { z } from "zod";
@@ -846,6 +847,59 @@ function webhookPaths(): Record<string, JsonObject> {
  * The OpenAPI 3.1 document of the HTTP API (`GET /openapi.json`), generated from the zod
  * contracts so it cannot drift from what the server parses.
  */
+/** A session's declared ports (issue 40): the relay to a port and the port token a preview link takes. */
+function portPaths(): Record<string, JsonObject> {
+  const portParam = {
+    name: "port",
+    in: "path",
+    required: true,
+    schema: { type: "integer", minimum: 1024, maximum: 65535 },
+    description: "one of the session's spec.ports",
+  };
+  const pathParam = {
+    name: "path",
+    in: "path",
+    required: true,
+    schema: { type: "string" },
+    description: "the session's own path (may hold /), passed with the query",
+  };
+  const relayed = (method: string) => ({
+    operationId: `${method}SessionPort`,
+    tags: ["harnesssessions"],
+    description:
+      "Scope: session:<ns>/<name>:port:<port> (that port only), session:<ns>/<name>:chat or namespace:<ns>:edit. Relayed to a declared port of the session (spec.ports) through its runner: method, path, query, headers (not authorization, nor hop-by-hop ones) and body (at most 4 MiB) passed; the reply streamed back with its status and headers. A WebSocket upgrade of the same URL is relayed too (messages of at most 1 MiB each way). Counts as the session's activity (a Paused session is woken, an idle-stopped one with spec.autoResume resumed first) and is audited. 404 for a port not declared; 503 when nothing listens on it.",
+    responses: { default: { description: "the session's own answer" }, ...errors },
+  });
+  const operations = Object.fromEntries(
+    ["get", "post", "put", "patch", "delete"].map((m) => [m, relayed(m)]),
+  );
+  return {
+    "/v1/namespaces/{namespace}/harnesssessions/{name}/ports/{port}/{path}": {
+      parameters: [nsParam, nameParam, portParam, pathParam],
+      ...operations,
+    },
+    "/v1/namespaces/{namespace}/harnesssessions/{name}/porttokens": {
+      parameters: [nsParam, nameParam],
+      post: {
+        operationId: "createPortToken",
+        tags: ["harnesssessions"],
+        description:
+          "Scope: session:<ns>/<name>:chat or namespace:<ns>:edit. A token of scope session:<ns>/<name>:port:<port> alone (a preview link's), short-lived (ttl default 15m, at most 24h), answered once with the port's URL. 404 for a port not declared.",
+        requestBody: { required: true, content: json(schemaOf(PortTokenRequest, "input")) },
+        responses: {
+          "201": ok("the token (shown once) and the port's URL", {
+            allOf: [
+              ref("CreatedToken"),
+              { type: "object", properties: { url: { type: "string" } }, required: ["url"] },
+            ],
+          }),
+          ...errors,
+        },
+      },
+    },
+  };
+}
+
 export function buildOpenApiDocument(): JsonObject {
   return {
     openapi: "3.1.0",
@@ -864,6 +918,7 @@ export function buildOpenApiDocument(): JsonObject {
       ...workspacePaths(),
       ...snapshotPaths(),
       ...webhookPaths(),
+      ...portPaths(),
       ...runnerPaths(),
       ...tokenPaths(),
     },

@@ -121,6 +121,9 @@ beforeAll(async () => {
   tokens.chat = await createToken("chat", ["session:team-a/s:chat"]);
   tokens.otherNamespace = await createToken("other-namespace", ["namespace:team-b:edit"]);
   tokens.otherSession = await createToken("other-session", ["session:team-a/other:chat"]);
+  // Port tokens (issue 40): each opens one port of s and nothing else.
+  tokens.port = await createToken("port", ["session:team-a/s:port:3000"]);
+  tokens.otherPort = await createToken("other-port", ["session:team-a/s:port:3001"]);
   tokens.expired = await createToken("expired", ["namespace:team-a:edit"], "1ms");
   tokens.revoked = await createToken("revoked", ["namespace:team-a:edit"]);
   expect((await call("DELETE", "/v1/tokens/revoked", ADMIN_TOKEN)).status).toBe(200);
@@ -142,12 +145,14 @@ const CHAT = ["admin", "edit", "chat"];
 const READ_SESSION = ["admin", "edit", "view", "chat"];
 const ADMIN = ["admin"];
 const ANY = ["admin", "edit", "view", "chat", "otherNamespace", "otherSession"];
+/** A declared port of s (issue 40): its own port token, the session's chat, the namespace's edit. */
+const PORT = ["admin", "edit", "chat", "port"];
 const NS = "/v1/namespaces/team-a";
 
 // Bodies are invalid or name nothing that exists: an allowed call answers 400/404 and changes nothing.
 const ROUTES: readonly Route[] = [
   { method: "GET", path: "/v1/events?session_id=none", allowed: ANY },
-  { method: "GET", path: "/v1/whoami", allowed: ANY },
+  { method: "GET", path: "/v1/whoami", allowed: [...ANY, "port", "otherPort"] },
   { method: "GET", path: `${NS}/agents`, allowed: VIEW },
   { method: "GET", path: `${NS}/agents/x`, allowed: VIEW },
   { method: "PUT", path: `${NS}/agents/x`, body: {}, allowed: EDIT },
@@ -168,6 +173,15 @@ const ROUTES: readonly Route[] = [
   { method: "POST", path: `${NS}/harnesssessions/s/openai/v1/chat/completions`, body: {}, allowed: CHAT },
   { method: "GET", path: `${NS}/harnesssessions/s/openai/v1/models`, allowed: CHAT },
   { method: "POST", path: `${NS}/agentruns`, body: {}, allowed: EDIT },
+  // A session's port (issue 40), any method; s declares none, so an allowed call is a 404.
+  { method: "GET", path: `${NS}/harnesssessions/s/ports/3000/`, allowed: PORT },
+  { method: "POST", path: `${NS}/harnesssessions/s/ports/3000/a/b?c=d`, body: {}, allowed: PORT },
+  { method: "DELETE", path: `${NS}/harnesssessions/s/ports/3000`, allowed: PORT },
+  {
+    method: "GET",
+    path: `${NS}/harnesssessions/other/ports/3000/`,
+    allowed: ["admin", "edit", "otherSession"],
+  },
   // A session token reads its own HarnessSession's workspace (issue 18), writes none.
   { method: "GET", path: `${NS}/harnesssessions/s/workspace/files`, allowed: READ_SESSION },
   { method: "GET", path: `${NS}/harnesssessions/s/workspace/files/a.txt`, allowed: READ_SESSION },
@@ -206,6 +220,8 @@ const CALLERS = [
   "chat",
   "otherNamespace",
   "otherSession",
+  "port",
+  "otherPort",
   "expired",
   "revoked",
   "unknown",
@@ -464,7 +480,8 @@ describe("auth matrix: RPCs and RPC workspaces × every kind of caller, by ownin
 
   function outcomeOf(route: OwnedRoute, caller: (typeof CALLERS)[number]): Outcome {
     if (["none", "expired", "revoked", "unknown", "malformed"].includes(caller)) return 401;
-    if (caller === "runner") return 403;
+    // A port token is refused by its kind (issue 40): no RPC, no files, whatever they name.
+    if (caller === "runner" || caller === "port" || caller === "otherPort") return 403;
     if (route.allowed.includes(caller)) return route.idempotent ? "absent" : "allowed";
     return route.readers.includes(caller) ? 403 : "absent";
   }

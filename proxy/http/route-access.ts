@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { allows, type Need, scopesGranting } from "../../contracts/access.ts";
+import { allows, formatScope, type Need, scopesGranting } from "../../contracts/access.ts";
 import { CodedError, httpStatusOf } from "../../contracts/errors.ts";
 import { HARNESS_SESSION_KIND } from "../../contracts/harness-session.ts";
 import type { Principal } from "./api-tokens.ts";
@@ -59,6 +59,17 @@ export const ROUTE_RULES: readonly Rule[] = [
     sessionNeed("chat"),
   ),
   rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/openai/v1/models`, sessionNeed("chat")),
+  // A session's declared port (issue 40), any method: the port's own scope, the session's chat or
+  // the namespace's edit (never its view: a port may write). The handler refuses undeclared ports.
+  rule("*", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/ports/${SEGMENT}(?:/.*)?`, (g) => ({
+    kind: "session",
+    namespace: ns(g),
+    name: name(g),
+    action: "port",
+    port: portOf(g[2]),
+  })),
+  // A short-lived token of one of its ports (a preview link): by whoever opens its ports already.
+  rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/porttokens`, sessionNeed("chat")),
   // What a session's workload uses (issue 40): read with the namespace's view or the session's own.
   rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/metrics`, sessionNeed("view")),
   // SessionSnapshots (issue 38): taken, restored, exported, imported and deleted with the
@@ -105,7 +116,7 @@ export const ROUTE_RULES: readonly Rule[] = [
 export function needOf(method: string, path: string): Need | "authenticated" | "owner" {
   const m = method === "HEAD" ? "GET" : method;
   for (const r of ROUTE_RULES) {
-    if (r.method !== m) continue;
+    if (r.method !== m && r.method !== "*") continue;
     const match = r.pattern.exec(path);
     if (match) return r.need(match.slice(1));
   }
@@ -131,6 +142,16 @@ export function authorizeRoute(options: AuthorizeRouteOptions = {}): MiddlewareH
   return async (c, next) => {
     const need = needOf(c.req.method, c.req.path);
     const principal = c.get("principal");
+    // A token of port scopes only (issue 40) reaches its ports and says who it is; no event
+    // stream, no RPC, not even an empty answer.
+    if ((need === "authenticated" || need === "owner") && c.req.path !== "/v1/whoami" && portsOnly(principal))
+      return c.json(
+        new CodedError(
+          "PERMISSION_DENIED",
+          `token ${principal.name} opens session ports only (${principal.scopes.map(formatScope).join(", ")}): it may not ${c.req.method} ${c.req.path}`,
+        ).toBody(),
+        httpStatusOf.PERMISSION_DENIED as 403,
+      );
     if (need === "authenticated" || need === "owner") return next();
     if (!allows(principal.scopes, need))
       return c.json(
@@ -138,7 +159,7 @@ export function authorizeRoute(options: AuthorizeRouteOptions = {}): MiddlewareH
         httpStatusOf.PERMISSION_DENIED as 403,
       );
     if (need.kind !== "session" || !options.sessionUid) return next();
-    const wide = principal.scopes.filter((s) => s.kind !== "session");
+    const wide = principal.scopes.filter((s) => s.kind !== "session" && s.kind !== "port");
     if (allows(wide, need)) return next();
     const uid = await options.sessionUid(need.namespace, need.name);
     if (uid === undefined || allows(principal.scopes, { ...need, uid })) return next();
@@ -161,6 +182,15 @@ export function permissionDenied(principal: Principal, what: string, need: Need)
     `token ${principal.name} may not ${what}: it needs scope ${wanted.join(" or ")}`,
     { required_scopes: wanted },
   );
+}
+
+function portsOnly(principal: Principal): boolean {
+  return principal.scopes.length > 0 && principal.scopes.every((s) => s.kind === "port");
+}
+
+/** A port segment's number; anything else is no port (NaN: no port scope grants it). */
+function portOf(segment: string | undefined): number {
+  return /^[1-9][0-9]{0,4}$/.test(segment ?? "") ? Number(segment) : Number.NaN;
 }
 
 function decode(segment: string | undefined): string {

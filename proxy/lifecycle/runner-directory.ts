@@ -18,6 +18,10 @@ export type RelayChunk = {
   done: boolean;
   status?: number | undefined;
   bytes?: Buffer | undefined;
+  /** A port relay's head (issue 40): the session's reply headers. */
+  headers?: [string, string][] | undefined;
+  /** A port socket's message from the session (issue 40), `data` base64. */
+  message?: "text" | "binary" | undefined;
 };
 
 /** A download's piece as bytes, whichever way it came (binary frame or base64). */

@@ -50,6 +50,8 @@ export function buildSessionSpec(input: {
   repo?: SeedRepo | undefined;
   /** The Agent's SkillPacks (agentSkillPacks), mounted at /skills. @default none */
   skillPacks?: readonly SkillPack[];
+  /** A HarnessSession's declared ports (spec.ports); absent or empty: none. */
+  ports?: SessionSpec["ports"] | undefined;
 }): SessionSpec {
   const { agent, runtime, repo } = input;
   const skills = sessionSkills(input.skillPacks ?? []);
@@ -75,6 +77,7 @@ export function buildSessionSpec(input: {
     ...(runtime.spec.session ? { session: runtime.spec.session } : {}),
     egress: agent.spec.egress,
     ...(repo ? { repo } : {}),
+    ...(input.ports?.length ? { ports: input.ports } : {}),
     forbiddenEgressPorts: egress.forbiddenPorts,
     ...(skills ? { skills } : {}),
     env,

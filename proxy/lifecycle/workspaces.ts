@@ -37,6 +37,8 @@ type ProvisionRequest = Omit<z.infer<typeof ProvisionAgentWorkspaceRequest>, "wo
   engines?: EngineRequirement;
   /** A fork's seed: placed on its runner, `spec.seedSnapshot` sent (placement.ts ForkSeed). */
   seed?: ForkSeed;
+  /** A HarnessSession's declared ports (spec.ports): in its spec, for the runner and the network rules. */
+  ports?: SessionSpec["ports"];
 };
 type ProvisionResponse = z.infer<typeof ProvisionAgentWorkspaceResponse>;
 
@@ -118,7 +120,7 @@ export class Workspaces {
      * `engines`: a new workspace goes only to a runner of one (a HarnessSession in the paused tier);
      * `seed`: a fork's, seeded from its snapshot on the runner holding it.
      */
-    placement: { engines?: EngineRequirement; seed?: ForkSeed } = {},
+    placement: { engines?: EngineRequirement; seed?: ForkSeed; ports?: SessionSpec["ports"] } = {},
   ): Promise<ProvisionResponse> {
     const { name: workstream, repo } = workstreamParts(input.workstream);
     const request: ProvisionRequest = {
@@ -127,6 +129,7 @@ export class Workspaces {
       ...(repo ? { repo } : {}),
       ...(placement.engines ? { engines: placement.engines } : {}),
       ...(placement.seed ? { seed: placement.seed } : {}),
+      ...(placement.ports?.length ? { ports: placement.ports } : {}),
     };
     const { namespace, name } = parseAgentRef(request.agent_ref);
     const agentRef = `${namespace}/${name}`;
@@ -175,7 +178,8 @@ export class Workspaces {
         );
     try {
       // A warm entry holds no checkout nor a fork's seed: those are provisioned the slow way.
-      if (!existing && !request.repo && !request.seed) {
+      // Nor declared ports (a warm entry's network rules know none).
+      if (!existing && !request.repo && !request.seed && !request.ports) {
         const claimed = await this.#placing.run("placement", () =>
           this.#fromWarmPool(agentRef, request, agent, runtime),
         );
@@ -215,6 +219,7 @@ export class Workspaces {
             admission: this.#admission,
             // Seeded once: a re-provision names the repository it was seeded from (a no-op then).
             repo: request.repo ? seedRepoOf(request.repo) : existing.spec.repo,
+            ports: request.ports,
           }),
         );
         workspace =
@@ -243,6 +248,7 @@ export class Workspaces {
               skillPacks,
               admission: this.#admission,
               repo: request.repo ? seedRepoOf(request.repo) : undefined,
+              ports: request.ports,
             }),
           );
           const inserted = await this.#insert({

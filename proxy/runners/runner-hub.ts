@@ -859,9 +859,16 @@ export class RunnerHub {
   }
 }
 
-/** The relay id of a command whose answer streams back as `relay_chunk`s (a relay, a download, a snapshot export). */
+/**
+ * The relay id of a command whose answer streams back as `relay_chunk`s (a relay, a download, a
+ * snapshot export, a port's reply or socket).
+ */
 function relayIdOf(command: RunnerCommand): string | undefined {
-  return command.kind === "relay" || command.kind === "workspace_read" || command.kind === "snapshot_read"
+  return command.kind === "relay" ||
+    command.kind === "workspace_read" ||
+    command.kind === "snapshot_read" ||
+    command.kind === "port_request" ||
+    command.kind === "port_socket"
     ? command.relay_id
     : undefined;
 }

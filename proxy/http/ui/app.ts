@@ -397,7 +397,47 @@ function select(name: string): void {
   showError("chat-error");
   render();
   void measure(name);
+  renderPorts(name);
   field(form("chat-form"), "input").focus();
+}
+
+/**
+ * The session's declared ports (issue 40), each with a button minting a 15-minute token of that
+ * port alone (`POST …/porttokens`): shown once with the port's URL, for a preview (`Authorization:
+ * Bearer …`). The UI's own token never leaves this page.
+ */
+function renderPorts(name: string): void {
+  const s = state.sessions.find((x) => x.metadata.name === name);
+  showError("ports-error");
+  const ports = s?.spec.ports ?? [];
+  if (ports.length === 0) {
+    $("sel-ports").replaceChildren(
+      el("dt", { textContent: "—" }),
+      el("dd", { className: "muted", textContent: "none declared" }),
+    );
+    return;
+  }
+  $("sel-ports").replaceChildren(
+    ...ports.flatMap((p) => {
+      const shown = el("dd", { dataset: { port: String(p.port) } });
+      const mint = el("button", { type: "button", textContent: "Preview token (15m)" });
+      mint.addEventListener("click", () => {
+        showError("ports-error");
+        api()
+          .createPortToken(NS, name, p.port, { ttl: "15m" })
+          .then((created) =>
+            shown.replaceChildren(
+              el("code", { textContent: created.url }),
+              el("br", {}),
+              el("code", { textContent: created.token, title: `expires ${created.expiresAt ?? "never"}` }),
+            ),
+          )
+          .catch((error: unknown) => showError("ports-error", error));
+      });
+      shown.replaceChildren(mint);
+      return [el("dt", { textContent: `${p.name} (${p.port})` }), shown];
+    }),
+  );
 }
 
 /** Reads what the session's workload uses now (`GET …/metrics`, about a second) into "Usage now". */
