@@ -83,12 +83,14 @@ export class AgentSessionsClient {
   async put<P extends ResourcePlural>(
     plural: P,
     manifest: ResourceTypes[P]["input"],
-  ): Promise<{ resource: ResourceTypes[P]["output"]; created: boolean }> {
+  ): Promise<{ resource: ResourceTypes[P]["output"]; created: boolean; unchanged: boolean }> {
     const { namespace = "default", name } = manifest.metadata;
     const response = await this.#send("PUT", resourcePath(plural, namespace, name), manifest);
     return {
       resource: (await response.json()) as ResourceTypes[P]["output"],
       created: response.status === 201,
+      // The server stored nothing new: the same object was there (its generation did not move).
+      unchanged: response.headers.get("x-agent-sessions-write") === "unchanged",
     };
   }
 
@@ -501,6 +503,35 @@ export class AgentSessionsClient {
       name: string;
       revoked: true;
     }>;
+  }
+
+  /**
+   * Every namespace's objects of a kind (`GET /v1/{plural}`, page after page): needs the admin
+   * scope. Snapshots are listed per namespace only.
+   */
+  async listAllNamespaces<P extends Exclude<ResourcePlural, "sessionsnapshots">>(
+    plural: P,
+    pageSize?: number,
+  ): Promise<ResourceTypes[P]["output"][]> {
+    const items: ResourceTypes[P]["output"][] = [];
+    let next: string | undefined;
+    do {
+      const query = new URLSearchParams();
+      if (pageSize !== undefined) query.set("limit", String(pageSize));
+      if (next !== undefined) query.set("continue", next);
+      const page = (await this.#json(
+        "GET",
+        `/v1/${plural}${query.size > 0 ? `?${query}` : ""}`,
+      )) as ResourceList<ResourceTypes[P]["output"]>;
+      items.push(...page.items);
+      next = page.metadata?.continue;
+    } while (next !== undefined);
+    return items;
+  }
+
+  /** `GET /v1/version`: the server's version, API version and Node version. */
+  version(): Promise<{ version: string; apiVersion: string; node: string }> {
+    return this.#json("GET", "/v1/version") as Promise<{ version: string; apiVersion: string; node: string }>;
   }
 
   /** `GET /v1/whoami`: the token's name, id and scopes. */

@@ -65,11 +65,13 @@ async function applyOne(
   const body = { ...manifest, metadata: { ...manifest.metadata, namespace } };
   // The server validates the whole manifest; the CLI only routes it.
   let created = true;
+  let unchanged = false;
   if (mode === "create") await ctx.client.create(plural, body as never);
-  else ({ created } = await ctx.client.put(plural, body as never));
+  else ({ created, unchanged } = await ctx.client.put(plural, body as never));
   return {
     ref: objectRef(plural, manifest.metadata.name),
-    action: created ? "created" : "configured",
+    // kubectl's words: "unchanged" when the server had this very object (nothing written, no new generation).
+    action: created ? "created" : unchanged ? "unchanged" : "configured",
     namespace,
   };
 }
@@ -79,6 +81,20 @@ export const apply: Command = {
   name: "apply",
   usage: USAGE,
   summary: "create or replace resources from YAML manifests (multi-document)",
+  description: `Creates or replaces each document of the files, in order (any kind: AgentRuntime, Agent,
+HarnessSession, …). Each prints "KIND/NAME created", "configured" (replaced) or "unchanged" (the
+server had this very object: nothing written, the generation stays). A failed document does not
+stop the others; the exit code is the first failure's.`,
+  flags: [
+    ["-f, --filename FILE", "a YAML file (several documents separated by ---); - reads stdin; repeatable"],
+    ["--wait", "then wait until each HarnessSession is Ready (or Stopped when desiredState: stopped)"],
+    ["--timeout DURATION", "how long --wait waits (default 10m)"],
+  ],
+  examples: [
+    "agent-sessions apply -f session.yaml               # create or replace",
+    "agent-sessions apply -f session.yaml --wait         # and wait until it is Ready",
+    "cat all.yaml | agent-sessions apply -f - -n team-a  # every document into namespace team-a",
+  ],
   run: (argv) => applyManifests(argv, "apply", USAGE),
 };
 

@@ -19,6 +19,19 @@ export const events: Command = {
   name: "events",
   usage: USAGE,
   summary: "follow session frames (status changes, messages, …) live",
+  flags: [
+    ["-f, --follow", "follow the live stream (required); Ctrl-C ends"],
+    [
+      "--session NAME",
+      "one HarnessSession's frames (by name, in -n NAMESPACE), or an agent session id (ses-\u2026)",
+    ],
+    ["--since EVENT_ID", "replay the retained frames after EVENT_ID first (0: all retained)"],
+  ],
+  examples: [
+    "agent-sessions events -f                          # every session you may see",
+    "agent-sessions events -f --session coding         # one HarnessSession by name",
+    "agent-sessions events -f --session coding --since 0   # its retained history first",
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {
       follow: { type: "boolean", short: "f", default: false },

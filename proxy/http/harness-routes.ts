@@ -8,6 +8,7 @@ import type { HarnessSessions } from "../harness/harness-sessions.ts";
 import type { SessionSnapshots } from "../harness/session-snapshots.ts";
 import { parseInput, readJson } from "../lifecycle/request-body.ts";
 import { createOnly } from "./create-only.ts";
+import { WRITE_RESULT_HEADER } from "../lifecycle/unchanged-write.ts";
 import type { RequestRelay } from "../relay/request-relay.ts";
 
 export type HarnessRoutesOptions = {
@@ -52,12 +53,13 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
       return c.json(await options.metrics.read(ns(c.req.param("ns")), name(c.req.param("name"))));
     })
     .put("/:ns/harnesssessions/:name", async (c) => {
-      const { session, created } = await sessions.put(
+      const { session, created, unchanged } = await sessions.put(
         ns(c.req.param("ns")),
         name(c.req.param("name")),
         await readJson(c),
         { ifAbsent: createOnly(c) },
       );
+      c.header(WRITE_RESULT_HEADER, created ? "created" : unchanged ? "unchanged" : "configured");
       return c.json(session, created ? 201 : 200);
     })
     .patch("/:ns/harnesssessions/:name", async (c) =>

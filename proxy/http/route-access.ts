@@ -40,6 +40,7 @@ const rule = (method: string, path: string, need: Rule["need"]): Rule => ({
 export const ROUTE_RULES: readonly Rule[] = [
   rule("GET", "events", () => "authenticated"),
   rule("GET", "whoami", () => "authenticated"),
+  rule("GET", "version", () => "authenticated"),
   rule("GET", `namespaces/${SEGMENT}/${RESOURCE}`, namespaceNeed("view")),
   rule("GET", `namespaces/${SEGMENT}/${RESOURCE}/${SEGMENT}`, namespaceNeed("view")),
   rule("PUT", `namespaces/${SEGMENT}/${RESOURCE}/${SEGMENT}`, namespaceNeed("edit")),
