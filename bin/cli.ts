@@ -32,6 +32,7 @@ import { snapshot } from "./commands/snapshot.ts";
 import { snapshots } from "./commands/snapshots.ts";
 import { stop } from "./commands/stop.ts";
 import { token } from "./commands/token.ts";
+import { logs } from "./commands/logs.ts";
 import { top } from "./commands/top.ts";
 import { undrain } from "./commands/undrain.ts";
 import { version } from "./commands/version.ts";
@@ -50,6 +51,7 @@ const COMMANDS: readonly Command[] = [
   wake,
   del,
   send,
+  logs,
   cp,
   diff,
   top,

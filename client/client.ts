@@ -6,6 +6,7 @@ import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-co
 import type { HarnessReply, HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
 import type { API_VERSION } from "../contracts/resources.ts";
 import type { SessionMetricsReply } from "../contracts/session-metrics.ts";
+import type { LogLine, SessionLogsReply } from "../contracts/session-logs.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
 import type { RunnerInfo, RunnerList, RunnerTokenIssued, RunnerTokenRevoked } from "../contracts/runners.ts";
@@ -38,6 +39,11 @@ export type EventMessage =
 export type EventsOptions = {
   /** Follow one session (event ids are its seq); else every session (global frame ids). */
   sessionId?: string | undefined;
+  /**
+   * Follow one HarnessSession by name: the frames of every agent session its workspace ran
+   * (across restarts), its PhaseChanged and RequestFinished events among them; global frame ids.
+   */
+  harnessSession?: { namespace: string; name: string } | undefined;
   /** Resume after this event id; without it the stream starts with the next frame. */
   lastEventId?: string | undefined;
   signal?: AbortSignal | undefined;
@@ -247,6 +253,52 @@ export class AgentSessionsClient {
     ) as Promise<SessionMetricsReply>;
   }
 
+  /**
+   * `GET …/harnesssessions/{name}/logs` (issue 42): the last lines of what the runner saw of the
+   * session's processes (the workload's output and its agent's stderr), secrets redacted.
+   */
+  sessionLogs(namespace: string, name: string, options: SessionLogsOptions = {}): Promise<SessionLogsReply> {
+    return this.#json(
+      "GET",
+      `${resourcePath("harnesssessions", namespace, name)}/logs${logsQuery(options)}`,
+    ) as Promise<SessionLogsReply>;
+  }
+
+  /**
+   * `GET …/logs?follow=true`: the tail, then new lines as they come, until the signal aborts (the
+   * generator then ends) or the server ends the stream (an `error` event throws).
+   */
+  async *followSessionLogs(
+    namespace: string,
+    name: string,
+    options: SessionLogsOptions & { signal?: AbortSignal } = {},
+  ): AsyncGenerator<LogLine> {
+    let response: Response;
+    try {
+      response = await this.#send(
+        "GET",
+        `${resourcePath("harnesssessions", namespace, name)}/logs${logsQuery({ ...options, follow: true })}`,
+        undefined,
+        options.signal,
+        { accept: "text/event-stream" },
+      );
+    } catch (error) {
+      if (options.signal?.aborted) return;
+      throw error;
+    }
+    if (!response.body) return;
+    try {
+      for await (const message of readSse(response.body)) {
+        const data = parseJson(message.data) as Record<string, unknown>;
+        if (message.event === "error") throw errorFromBody(data, undefined);
+        if (message.event === "logs") yield* (data as SessionLogsReply).lines;
+      }
+    } catch (error) {
+      if (options.signal?.aborted) return;
+      throw error;
+    }
+  }
+
   /** `POST …/requests/{id}/cancel`. */
   cancel(namespace: string, name: string, id: string): Promise<{ id: string; cancelling: true }> {
     return this.#json(
@@ -266,7 +318,13 @@ export class AgentSessionsClient {
     let delay = options.reconnectDelayMs ?? 500;
     let lastEventId = options.lastEventId;
     let failures = 0;
-    const query = options.sessionId ? `?session_id=${encodeURIComponent(options.sessionId)}` : "";
+    const params = new URLSearchParams();
+    if (options.sessionId) params.set("session_id", options.sessionId);
+    if (options.harnessSession) {
+      params.set("namespace", options.harnessSession.namespace);
+      params.set("name", options.harnessSession.name);
+    }
+    const query = params.size > 0 ? `?${params}` : "";
     while (!options.signal?.aborted) {
       let response: Response;
       try {
@@ -616,6 +674,25 @@ export class AgentSessionsClient {
 function resourcePath(plural: ResourcePlural, namespace: string, name?: string): string {
   const base = `/v1/namespaces/${encodeURIComponent(namespace)}/${plural}`;
   return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+}
+
+/** Options of `sessionLogs`: the last `tailLines` lines after `sinceTime`, at most `limitBytes`. */
+export type SessionLogsOptions = {
+  /** @default 500 (the server's) */
+  tailLines?: number;
+  /** @default 1 MiB (the server's) */
+  limitBytes?: number;
+  /** RFC 3339. */
+  sinceTime?: string;
+};
+
+function logsQuery(options: SessionLogsOptions & { follow?: boolean }): string {
+  const query = new URLSearchParams();
+  if (options.tailLines !== undefined) query.set("tailLines", String(options.tailLines));
+  if (options.limitBytes !== undefined) query.set("limitBytes", String(options.limitBytes));
+  if (options.sinceTime !== undefined) query.set("sinceTime", options.sinceTime);
+  if (options.follow) query.set("follow", "true");
+  return query.size > 0 ? `?${query}` : "";
 }
 
 function workspacePath(namespace: string, name: string): string {

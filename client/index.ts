@@ -7,6 +7,7 @@ export {
   type RpcRequest,
   type RpcResponse,
   type SendOptions,
+  type SessionLogsOptions,
 } from "./client.ts";
 export { ClientError } from "./client-error.ts";
 export {

@@ -300,6 +300,17 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
    * workload is not thawed for it. FAILED_PRECONDITION when it is not running.
    */
   z.object({ kind: z.literal("session_metrics"), container_name: z.string() }),
+  /**
+   * The session's logs (contracts/session-logs.ts): the workload's output as the engine keeps it
+   * and the runner's ring of the agent's stderr, merged by time, the last `tail_lines` after
+   * `since_time`, secrets redacted. An observation: a paused workload is not thawed for it.
+   */
+  z.object({
+    kind: z.literal("session_logs"),
+    container_name: z.string(),
+    tail_lines: z.number().int().min(0).max(10_000),
+    since_time: z.string().optional(),
+  }),
   /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
   z.object({
     kind: z.literal("run_once"),

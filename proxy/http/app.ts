@@ -224,6 +224,9 @@ export function buildApp(options: AppOptions): Hono {
   const events: Parameters<typeof eventRoutes>[0] = {
     store: options.store,
     bus: options.bus,
+    ...(harnessStore
+      ? { harnessSession: (ns: string, n: string) => harnessStore.getHarnessSession(ns, n) }
+      : {}),
     visibilityOf: (principal) => sessionVisibility(options.store, principal, options.harnessStore),
     revalidate: async (authorization) => (await apiTokens.authenticate(authorization)).ok,
     onRevoked: (listener) => apiTokens.onRevoked(listener),

@@ -1,5 +1,7 @@
 import { CodedError } from "../../contracts/errors.ts";
 import type { SessionMetricsReader } from "../harness/session-metrics.ts";
+import type { SessionLogsReader } from "../harness/session-logs.ts";
+import { sessionLogsRoute } from "./session-logs-route.ts";
 import { Hono } from "hono";
 import { RequestId } from "../../contracts/harness-session.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
@@ -24,6 +26,8 @@ export type HarnessRoutesOptions = {
   snapshots?: SessionSnapshots;
   /** `GET …/harnesssessions/{name}/metrics` (issue 40); absent: no such route. */
   metrics?: SessionMetricsReader;
+  /** `GET …/harnesssessions/{name}/logs` (issue 42); absent: no such route. */
+  logs?: SessionLogsReader;
 };
 
 /**
@@ -51,6 +55,10 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
     .get("/:ns/harnesssessions/:name/metrics", async (c) => {
       if (!options.metrics) throw new CodedError("UNIMPLEMENTED", "this server reads no session metrics");
       return c.json(await options.metrics.read(ns(c.req.param("ns")), name(c.req.param("name"))));
+    })
+    .get("/:ns/harnesssessions/:name/logs", async (c) => {
+      if (!options.logs) throw new CodedError("UNIMPLEMENTED", "this server reads no session logs");
+      return sessionLogsRoute(c, options.logs, ns(c.req.param("ns")), name(c.req.param("name")));
     })
     .put("/:ns/harnesssessions/:name", async (c) => {
       const { session, created, unchanged } = await sessions.put(

@@ -342,8 +342,33 @@ describe("agent-sessions CLI: a session (real runner)", () => {
     const replay = background(["events", "--follow", "--session", sessionId, "--since", "0"]);
     await until("the replay", () => replay.lines().length >= 4, 30_000);
     expect(await replay.interrupt()).toBe(0);
-    // id, time, session, type, payload — from the session's first frame on.
-    expect(replay.lines()[0]).toMatch(new RegExp(`^\\s+1  \\S+  ${sessionId}  status\\s+\\{"state":`));
+    // id, time, the HarnessSession by name, type, payload — from the session's first frame on.
+    expect(replay.lines()[0]).toMatch(/^\s+1 {2}\S+ {2}default\/cli-chat {2}status\s+\{"state":/);
+  });
+
+  it("events --session NAME follows a HarnessSession by name: its phase changes and request outcomes too", async () => {
+    const follow = background(["events", "--follow", "--session", "cli-chat", "--json"]);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await cli(["send", "cli-chat", "by name?", "--no-stream"])).code).toBe(0);
+    expect((await cli(["stop", "cli-chat", "--timeout", "4m"])).code).toBe(0);
+    await until(
+      "RequestFinished and PhaseChanged to Stopped",
+      () => {
+        const payloads = follow.lines().map((l) => (JSON.parse(l) as Json).payload);
+        return (
+          payloads.some((p) => p?.event === "RequestFinished" && p.outcome === "succeeded") &&
+          payloads.some((p) => p?.event === "PhaseChanged" && p.phase === "Stopped")
+        );
+      },
+      60_000,
+    );
+    expect(await follow.interrupt()).toBe(0);
+    for (const line of follow.lines())
+      expect((JSON.parse(line) as Json).harness_session).toBe("default/cli-chat");
+    const unknown = await cli(["events", "--follow", "--session", "nobody"]);
+    expect(unknown.code).toBe(3);
+    expect(unknown.stderr).toContain("agent-sessions get hs -n default");
+    expect((await cli(["resume", "cli-chat", "--timeout", "4m"])).code).toBe(0);
   });
 
   it("delete tears the session down; afterwards it is not found (exit 3)", async () => {
