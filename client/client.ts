@@ -3,7 +3,13 @@ import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../con
 import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
-import type { HarnessReply, HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
+import type {
+  HarnessPhase,
+  HarnessReply,
+  HarnessSession,
+  HarnessSessionInput,
+} from "../contracts/harness-session.ts";
+import { type WaitForOptions, waitFor } from "./wait-for.ts";
 import type { API_VERSION } from "../contracts/resources.ts";
 import type { SessionMetricsReply } from "../contracts/session-metrics.ts";
 import type { LogLine, SessionLogsReply } from "../contracts/session-logs.ts";
@@ -585,6 +591,19 @@ export class AgentSessionsClient {
       next = page.metadata?.continue;
     } while (next !== undefined);
     return items;
+  }
+
+  /**
+   * Waits until the HarnessSession settled in `phase` (its latest spec observed): resolves with
+   * it; Failed instead is FAILED_PRECONDITION, the deadline DEADLINE_EXCEEDED (client/wait-for.ts).
+   */
+  waitFor(
+    namespace: string,
+    name: string,
+    phase: HarnessPhase,
+    options: WaitForOptions = {},
+  ): Promise<HarnessSession> {
+    return waitFor(this, namespace, name, phase, options);
   }
 
   /** `GET /v1/version`: the server's version, API version and Node version. */
