@@ -1,7 +1,7 @@
 /**
  * Builds the installable client (`npm pack` in client/ runs it as `prepack`): the client's modules
  * and every module of `contracts/` they import (followed transitively, types included), staged
- * under client/.build with their relative layout, compiled by tsc to ESM with `.d.ts` into
+ * in a `.build` folder beside this file with their relative layout, compiled by tsc to ESM with `.d.ts` into
  * client/dist (`dist/client/index.js` is the entry). The repository keeps importing the `.ts`
  * sources as they are; only the package carries the copy, so nothing it ships imports outside it.
  */
