@@ -6,11 +6,28 @@ import { ClientError } from "../client/client-error.ts";
 import type { ErrorCode } from "../contracts/errors.ts";
 
 /**
- * Exit codes scripts can rely on: 0 ok, 1 a server-side (or unexpected) failure, 2 a usage
- * error (bad flags, unreadable or invalid input), 3 not found, 4 a precondition or conflict
- * (not Ready, exists already, being written concurrently).
+ * Exit codes scripts can rely on (docs/cli.md), one per kind of failure:
+ * 0 ok; 1 a server-side (or unexpected) failure; 2 a usage error (bad flags or arguments,
+ * unreadable or malformed input files); 3 not found; 4 a precondition or conflict (not Ready,
+ * exists already, being written concurrently); 5 permission denied or unauthenticated (no token,
+ * a wrong one, or one without the scope); 6 invalid (the server refused the input:
+ * INVALID_ARGUMENT); 7 unavailable (the server cannot be reached, or it or its runner cannot do
+ * this now: UNAVAILABLE, DEADLINE_EXCEEDED).
  */
-export const ExitCode = { ok: 0, failure: 1, usage: 2, notFound: 3, conflict: 4 } as const;
+export const ExitCode = {
+  ok: 0,
+  failure: 1,
+  usage: 2,
+  notFound: 3,
+  conflict: 4,
+  denied: 5,
+  invalid: 6,
+  unavailable: 7,
+} as const;
+
+/** The exit codes as `help` prints them. */
+export const EXIT_CODES_HELP =
+  "exit codes: 0 ok, 1 server-side failure, 2 usage error, 3 not found, 4 precondition or conflict,\n  5 permission denied or unauthenticated, 6 invalid input (refused by the server), 7 unavailable";
 
 export function exitCodeOf(code: ErrorCode): number {
   switch (code) {
@@ -20,8 +37,14 @@ export function exitCodeOf(code: ErrorCode): number {
     case "ALREADY_EXISTS":
     case "ABORTED":
       return ExitCode.conflict;
+    case "PERMISSION_DENIED":
+    case "UNAUTHENTICATED":
+      return ExitCode.denied;
     case "INVALID_ARGUMENT":
-      return ExitCode.usage;
+      return ExitCode.invalid;
+    case "UNAVAILABLE":
+    case "DEADLINE_EXCEEDED":
+      return ExitCode.unavailable;
     default:
       return ExitCode.failure;
   }
@@ -141,6 +164,25 @@ export function contextFrom(flags: GlobalFlags, env: NodeJS.ProcessEnv = process
   };
 }
 
+/**
+ * The server's messages name HTTP routes (its clients are programs); a person at the CLI is told
+ * the command instead. Each entry: what the server says, and the CLI's words for it.
+ */
+const ROUTE_TO_COMMAND: readonly [RegExp, string][] = [
+  [/DELETE \/v1\/tokens\/([A-Za-z0-9._-]+)/g, "`agent-sessions token revoke $1`"],
+  [
+    /\/v1\/runners\/\{runner\}:drain or :undrain/g,
+    "`agent-sessions drain RUNNER` or `agent-sessions undrain RUNNER`",
+  ],
+];
+
+/** `message` with every HTTP route it names replaced by the CLI command that does the same. */
+export function inCliTerms(message: string): string {
+  let out = message;
+  for (const [route, command] of ROUTE_TO_COMMAND) out = out.replace(route, command);
+  return out;
+}
+
 /** What to do about an API error, said once under its message. */
 export function hintFor(error: ClientError): string | undefined {
   switch (error.code) {
@@ -164,13 +206,14 @@ export function report(thrown: unknown, json: boolean): number {
   const error = thrown instanceof HintedError ? thrown.error : thrown;
   if (error instanceof ClientError) {
     const hint = thrown instanceof HintedError ? thrown.hint : hintFor(error);
+    const message = inCliTerms(error.message);
     const violations = (error.details?.field_violations ?? []) as { field: string; description: string }[];
     if (json)
       process.stderr.write(
-        `${JSON.stringify({ error: { code: error.code, message: error.message, details: error.details, hint } })}\n`,
+        `${JSON.stringify({ error: { code: error.code, message, details: error.details, hint } })}\n`,
       );
     else {
-      let text = `agent-sessions: ${error.code}: ${error.message}\n`;
+      let text = `agent-sessions: ${error.code}: ${message}\n`;
       if (violations.length > 1) for (const v of violations) text += `  ${v.field}: ${v.description}\n`;
       if (hint) text += `  hint: ${hint}\n`;
       process.stderr.write(text);

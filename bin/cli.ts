@@ -2,11 +2,12 @@
  * `agent-sessions`: the server and runner (`serve`, `runner`) and a client of the HTTP API for
  * people and scripts. One command a file under bin/commands/.
  *
- * Exit codes: 0 ok, 1 server-side failure, 2 usage error (flags, input), 3 not found,
- * 4 precondition or conflict.
+ * Global flags may come before or after the command (`agent-sessions --token T get hs` and
+ * `agent-sessions get hs --token T` are the same). Exit codes: bin/cli-context.ts ExitCode.
  */
-import { ExitCode, report } from "./cli-context.ts";
-import type { Command } from "./command.ts";
+import { argvOf } from "./cli-argv.ts";
+import { EXIT_CODES_HELP, ExitCode, report } from "./cli-context.ts";
+import { type Command, commandHelp, flagLines, GLOBAL_FLAGS_HELP } from "./command.ts";
 import { apply } from "./commands/apply.ts";
 import { cp } from "./commands/cp.ts";
 import { create } from "./commands/create.ts";
@@ -31,8 +32,10 @@ import { snapshot } from "./commands/snapshot.ts";
 import { snapshots } from "./commands/snapshots.ts";
 import { stop } from "./commands/stop.ts";
 import { token } from "./commands/token.ts";
+import { logs } from "./commands/logs.ts";
 import { top } from "./commands/top.ts";
 import { undrain } from "./commands/undrain.ts";
+import { version } from "./commands/version.ts";
 import { wake } from "./commands/wake.ts";
 import { webhook } from "./commands/webhook.ts";
 import { portToken } from "./commands/port-token.ts";
@@ -51,6 +54,7 @@ const COMMANDS: readonly Command[] = [
   portToken,
   del,
   send,
+  logs,
   cp,
   diff,
   top,
@@ -67,34 +71,43 @@ const COMMANDS: readonly Command[] = [
   undrain,
   token,
   webhook,
+  version,
 ];
-
-const GLOBAL_HELP = `global flags:
-  --server URL      the server (default $AGENT_SESSIONS_SERVER_URL, else http://127.0.0.1:8787)
-  --token TOKEN     the admin token or a scoped API token (default $AGENT_SESSIONS_TOKEN, else <data-dir>/admin-token)
-  --data-dir DIR    the server's data directory (default ./.data)
-  -n, --namespace   namespace of resources (default "default")
-  -q, --quiet       no progress or confirmations
-  --json            machine-readable output (errors as JSON on stderr)
-exit codes: 0 ok, 1 server-side failure, 2 usage error, 3 not found, 4 precondition or conflict`;
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
-  return `usage: agent-sessions COMMAND [ARGS] [FLAGS]   (agent-sessions COMMAND --help for its flags)
+  return `usage: agent-sessions COMMAND [ARGS] [FLAGS]   (agent-sessions help COMMAND, or COMMAND --help, for its flags and examples)
 
 commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join("\n")}
 
-${GLOBAL_HELP}
+global flags (anywhere on the line):
+${flagLines(GLOBAL_FLAGS_HELP)}
+
+${EXIT_CODES_HELP}
 `;
 }
 
-const [name, ...rest] = process.argv.slice(2);
+const find = (name: string) => COMMANDS.find((c) => c.name === name || c.aliases?.includes(name));
+const { command: name, rest, help: wantsHelp } = argvOf(process.argv.slice(2));
 const wantsJson = rest.includes("--json");
 let exitCode: number = ExitCode.ok;
-if (name === undefined || name === "help" || name === "--help" || name === "-h") process.stdout.write(help());
-else {
-  const command = COMMANDS.find((c) => c.name === name || c.aliases?.includes(name));
+if (name === undefined || (name === "help" && rest.length === 0)) {
+  if (name === undefined && !wantsHelp && rest.length > 0) {
+    process.stderr.write(`agent-sessions: no command given\n${help()}`);
+    exitCode = ExitCode.usage;
+  } else process.stdout.write(help());
+} else if (name === "help" || wantsHelp) {
+  // `help COMMAND` or `COMMAND --help`: the command's whole help.
+  const topic = name === "help" ? rest.find((a) => !a.startsWith("-")) : name;
+  const command = topic === undefined ? undefined : find(topic);
+  if (command) process.stdout.write(commandHelp(command, EXIT_CODES_HELP));
+  else {
+    process.stderr.write(`agent-sessions: unknown command ${topic}\n${help()}`);
+    exitCode = ExitCode.usage;
+  }
+} else {
+  const command = find(name);
   if (!command) {
     process.stderr.write(`agent-sessions: unknown command ${name}\n${help()}`);
     exitCode = ExitCode.usage;

@@ -8,12 +8,22 @@ import type { Webhook } from "../contracts/webhook.ts";
 import { UsageError } from "./cli-context.ts";
 import type { CliKind } from "./kinds.ts";
 
-export type OutputFormat = "table" | "json" | "yaml";
+/**
+ * `-o`: `table` (the default), `wide` (a table with more columns), `name` (`kind/name`, one a
+ * line, for scripts), `json`, `yaml`. Commands list which they take.
+ */
+export type OutputFormat = "table" | "wide" | "name" | "json" | "yaml";
 
-export function parseOutput(text: string | undefined, json: boolean): OutputFormat {
-  if (text === undefined) return json ? "json" : "table";
-  if (text === "table" || text === "json" || text === "yaml") return text;
-  throw new UsageError(`-o must be table, json or yaml, got ${text}`);
+const BASIC_FORMATS = ["table", "json", "yaml"] as const;
+
+export function parseOutput<F extends OutputFormat = (typeof BASIC_FORMATS)[number]>(
+  text: string | undefined,
+  json: boolean,
+  allowed: readonly F[] = BASIC_FORMATS as unknown as readonly F[],
+): F {
+  if (text === undefined) return (json ? "json" : "table") as F;
+  if ((allowed as readonly string[]).includes(text)) return text as F;
+  throw new UsageError(`-o must be ${allowed.slice(0, -1).join(", ")} or ${allowed.at(-1)}, got ${text}`);
 }
 
 /** Columns padded to their widest cell, kubectl-style (3 spaces between columns). */
@@ -51,31 +61,67 @@ type AnyResource =
   | SessionSnapshot
   | Webhook;
 
-/** The rows of `get KIND` as a table. */
-export function resourceTable(kind: CliKind, items: readonly unknown[]): string {
+/** How `get` lays a table out: `-o wide` adds columns, `-A` a NAMESPACE column first. */
+export type TableOptions = { wide?: boolean; namespaces?: boolean };
+
+/** `header`/`rows` with the NAMESPACE column first when `namespaces`. */
+function namespaced(
+  header: string[],
+  rows: { namespace: string; cells: string[] }[],
+  options: TableOptions,
+): string {
+  return options.namespaces
+    ? table(
+        ["NAMESPACE", ...header],
+        rows.map((r) => [r.namespace, ...r.cells]),
+      )
+    : table(
+        header,
+        rows.map((r) => r.cells),
+      );
+}
+
+/** The header and cells of `get KIND` (the wide columns last when `wide`). */
+export function resourceTable(kind: CliKind, items: readonly unknown[], options: TableOptions = {}): string {
+  const wide = options.wide === true;
+  const withWide = (base: string[], extra: string[]) => (wide ? [...base, ...extra] : base);
   switch (kind) {
     case "agentruntimes":
-      return table(
-        ["NAME", "CONTRACT", "STREAMING", "APPROVED", "IMAGE", "AGE"],
-        (items as AgentRuntime[]).map((r) => [
-          r.metadata.name,
-          r.spec.contract,
-          String(r.spec.capabilities.includes("streaming")),
-          r.status ? String(r.status.approved) : "<unknown>",
-          shortImage(r.spec.image),
-          age(r.metadata.creationTimestamp),
-        ]),
+      return namespaced(
+        withWide(["NAME", "CONTRACT", "STREAMING", "APPROVED", "IMAGE", "AGE"], ["CAPABILITIES"]),
+        (items as AgentRuntime[]).map((r) => ({
+          namespace: r.metadata.namespace,
+          cells: withWide(
+            [
+              r.metadata.name,
+              r.spec.contract,
+              String(r.spec.capabilities.includes("streaming")),
+              r.status ? String(r.status.approved) : "<unknown>",
+              wide ? r.spec.image : shortImage(r.spec.image),
+              age(r.metadata.creationTimestamp),
+            ],
+            [r.spec.capabilities.join(",") || "<none>"],
+          ),
+        })),
+        options,
       );
     case "agents":
-      return table(
-        ["NAME", "RUNTIME", "MODEL", "CREDENTIALS", "AGE"],
-        (items as Agent[]).map((a) => [
-          a.metadata.name,
-          a.spec.runtimeRef,
-          a.spec.model?.name ?? "<none>",
-          String(a.spec.credentials.length),
-          age(a.metadata.creationTimestamp),
-        ]),
+      return namespaced(
+        withWide(["NAME", "RUNTIME", "MODEL", "CREDENTIALS", "AGE"], ["MODEL URL", "CREDENTIAL NAMES"]),
+        (items as Agent[]).map((a) => ({
+          namespace: a.metadata.namespace,
+          cells: withWide(
+            [
+              a.metadata.name,
+              a.spec.runtimeRef,
+              a.spec.model?.name ?? "<none>",
+              String(a.spec.credentials.length),
+              age(a.metadata.creationTimestamp),
+            ],
+            [a.spec.model?.baseUrl ?? "<none>", a.spec.credentials.map((c) => c.name).join(",") || "<none>"],
+          ),
+        })),
+        options,
       );
     case "mcpservers":
       return table(
@@ -100,18 +146,35 @@ export function resourceTable(kind: CliKind, items: readonly unknown[]): string 
         ]),
       );
     case "harnesssessions":
-      return table(
-        ["NAME", "AGENT", "DESIRED", "PHASE", "REASON", "REQUESTS", "LAST ACTIVITY", "AGE"],
-        (items as HarnessSession[]).map((s) => [
-          s.metadata.name,
-          s.spec.agentRef,
-          s.spec.desiredState,
-          s.status.phase,
-          s.status.conditions.find((c) => c.type === "Ready")?.reason ?? "",
-          String(s.status.requestCount),
-          s.status.lastActivityTime ? age(s.status.lastActivityTime) : "<none>",
-          age(s.metadata.creationTimestamp),
-        ]),
+      return namespaced(
+        withWide(
+          ["NAME", "AGENT", "DESIRED", "PHASE", "REASON", "REQUESTS", "LAST ACTIVITY", "AGE"],
+          ["RUNTIME", "ACTIVE", "ERRORS", "LAST OUTCOME", "SESSION ID", "RESTARTS"],
+        ),
+        (items as HarnessSession[]).map((s) => ({
+          namespace: s.metadata.namespace,
+          cells: withWide(
+            [
+              s.metadata.name,
+              s.spec.agentRef,
+              s.spec.desiredState,
+              s.status.phase,
+              s.status.conditions.find((c) => c.type === "Ready")?.reason ?? "",
+              String(s.status.requestCount),
+              s.status.lastActivityTime ? age(s.status.lastActivityTime) : "<none>",
+              age(s.metadata.creationTimestamp),
+            ],
+            [
+              s.spec.runtimeRef ?? "<unbound>",
+              String(s.status.activeRequests),
+              String(s.status.errorCount),
+              s.status.lastRequestOutcome ?? "<none>",
+              s.status.sessionId ?? "<none>",
+              String(s.status.restartCount),
+            ],
+          ),
+        })),
+        options,
       );
     case "sessionsnapshots":
       return table(

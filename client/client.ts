@@ -3,9 +3,16 @@ import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../con
 import type { StreamEvent } from "../contracts/adapter.ts";
 import type { Frame } from "../contracts/compass.ts";
 import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
-import type { HarnessReply, HarnessSession, HarnessSessionInput } from "../contracts/harness-session.ts";
+import type {
+  HarnessPhase,
+  HarnessReply,
+  HarnessSession,
+  HarnessSessionInput,
+} from "../contracts/harness-session.ts";
+import { type WaitForOptions, waitFor } from "./wait-for.ts";
 import type { API_VERSION } from "../contracts/resources.ts";
 import type { SessionMetricsReply } from "../contracts/session-metrics.ts";
+import type { LogLine, SessionLogsReply } from "../contracts/session-logs.ts";
 import type { SessionSnapshot } from "../contracts/session-snapshot.ts";
 import type { WebhookDeliveryList } from "../contracts/webhook.ts";
 import type { AgentSessionStatus, Rpc, RpcMethod } from "../contracts/rpc.ts";
@@ -39,6 +46,11 @@ export type EventMessage =
 export type EventsOptions = {
   /** Follow one session (event ids are its seq); else every session (global frame ids). */
   sessionId?: string | undefined;
+  /**
+   * Follow one HarnessSession by name: the frames of every agent session its workspace ran
+   * (across restarts), its PhaseChanged and RequestFinished events among them; global frame ids.
+   */
+  harnessSession?: { namespace: string; name: string } | undefined;
   /** Resume after this event id; without it the stream starts with the next frame. */
   lastEventId?: string | undefined;
   signal?: AbortSignal | undefined;
@@ -84,12 +96,14 @@ export class AgentSessionsClient {
   async put<P extends ResourcePlural>(
     plural: P,
     manifest: ResourceTypes[P]["input"],
-  ): Promise<{ resource: ResourceTypes[P]["output"]; created: boolean }> {
+  ): Promise<{ resource: ResourceTypes[P]["output"]; created: boolean; unchanged: boolean }> {
     const { namespace = "default", name } = manifest.metadata;
     const response = await this.#send("PUT", resourcePath(plural, namespace, name), manifest);
     return {
       resource: (await response.json()) as ResourceTypes[P]["output"],
       created: response.status === 201,
+      // The server stored nothing new: the same object was there (its generation did not move).
+      unchanged: response.headers.get("x-agent-sessions-write") === "unchanged",
     };
   }
 
@@ -286,6 +300,52 @@ export class AgentSessionsClient {
     ) as Promise<WebhookDeliveryList>;
   }
 
+  /**
+   * `GET …/harnesssessions/{name}/logs` (issue 42): the last lines of what the runner saw of the
+   * session's processes (the workload's output and its agent's stderr), secrets redacted.
+   */
+  sessionLogs(namespace: string, name: string, options: SessionLogsOptions = {}): Promise<SessionLogsReply> {
+    return this.#json(
+      "GET",
+      `${resourcePath("harnesssessions", namespace, name)}/logs${logsQuery(options)}`,
+    ) as Promise<SessionLogsReply>;
+  }
+
+  /**
+   * `GET …/logs?follow=true`: the tail, then new lines as they come, until the signal aborts (the
+   * generator then ends) or the server ends the stream (an `error` event throws).
+   */
+  async *followSessionLogs(
+    namespace: string,
+    name: string,
+    options: SessionLogsOptions & { signal?: AbortSignal } = {},
+  ): AsyncGenerator<LogLine> {
+    let response: Response;
+    try {
+      response = await this.#send(
+        "GET",
+        `${resourcePath("harnesssessions", namespace, name)}/logs${logsQuery({ ...options, follow: true })}`,
+        undefined,
+        options.signal,
+        { accept: "text/event-stream" },
+      );
+    } catch (error) {
+      if (options.signal?.aborted) return;
+      throw error;
+    }
+    if (!response.body) return;
+    try {
+      for await (const message of readSse(response.body)) {
+        const data = parseJson(message.data) as Record<string, unknown>;
+        if (message.event === "error") throw errorFromBody(data, undefined);
+        if (message.event === "logs") yield* (data as SessionLogsReply).lines;
+      }
+    } catch (error) {
+      if (options.signal?.aborted) return;
+      throw error;
+    }
+  }
+
   /** `POST …/requests/{id}/cancel`. */
   cancel(namespace: string, name: string, id: string): Promise<{ id: string; cancelling: true }> {
     return this.#json(
@@ -305,7 +365,13 @@ export class AgentSessionsClient {
     let delay = options.reconnectDelayMs ?? 500;
     let lastEventId = options.lastEventId;
     let failures = 0;
-    const query = options.sessionId ? `?session_id=${encodeURIComponent(options.sessionId)}` : "";
+    const params = new URLSearchParams();
+    if (options.sessionId) params.set("session_id", options.sessionId);
+    if (options.harnessSession) {
+      params.set("namespace", options.harnessSession.namespace);
+      params.set("name", options.harnessSession.name);
+    }
+    const query = params.size > 0 ? `?${params}` : "";
     while (!options.signal?.aborted) {
       let response: Response;
       try {
@@ -544,6 +610,48 @@ export class AgentSessionsClient {
     }>;
   }
 
+  /**
+   * Every namespace's objects of a kind (`GET /v1/{plural}`, page after page): needs the admin
+   * scope. Snapshots are listed per namespace only.
+   */
+  async listAllNamespaces<P extends Exclude<ResourcePlural, "sessionsnapshots">>(
+    plural: P,
+    pageSize?: number,
+  ): Promise<ResourceTypes[P]["output"][]> {
+    const items: ResourceTypes[P]["output"][] = [];
+    let next: string | undefined;
+    do {
+      const query = new URLSearchParams();
+      if (pageSize !== undefined) query.set("limit", String(pageSize));
+      if (next !== undefined) query.set("continue", next);
+      const page = (await this.#json(
+        "GET",
+        `/v1/${plural}${query.size > 0 ? `?${query}` : ""}`,
+      )) as ResourceList<ResourceTypes[P]["output"]>;
+      items.push(...page.items);
+      next = page.metadata?.continue;
+    } while (next !== undefined);
+    return items;
+  }
+
+  /**
+   * Waits until the HarnessSession settled in `phase` (its latest spec observed): resolves with
+   * it; Failed instead is FAILED_PRECONDITION, the deadline DEADLINE_EXCEEDED (client/wait-for.ts).
+   */
+  waitFor(
+    namespace: string,
+    name: string,
+    phase: HarnessPhase,
+    options: WaitForOptions = {},
+  ): Promise<HarnessSession> {
+    return waitFor(this, namespace, name, phase, options);
+  }
+
+  /** `GET /v1/version`: the server's version, API version and Node version. */
+  version(): Promise<{ version: string; apiVersion: string; node: string }> {
+    return this.#json("GET", "/v1/version") as Promise<{ version: string; apiVersion: string; node: string }>;
+  }
+
   /** `GET /v1/whoami`: the token's name, id and scopes. */
   whoami(): Promise<WhoAmI> {
     return this.#json("GET", "/v1/whoami") as Promise<WhoAmI>;
@@ -626,6 +734,25 @@ export class AgentSessionsClient {
 function resourcePath(plural: ResourcePlural, namespace: string, name?: string): string {
   const base = `/v1/namespaces/${encodeURIComponent(namespace)}/${plural}`;
   return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+}
+
+/** Options of `sessionLogs`: the last `tailLines` lines after `sinceTime`, at most `limitBytes`. */
+export type SessionLogsOptions = {
+  /** @default 500 (the server's) */
+  tailLines?: number;
+  /** @default 1 MiB (the server's) */
+  limitBytes?: number;
+  /** RFC 3339. */
+  sinceTime?: string;
+};
+
+function logsQuery(options: SessionLogsOptions & { follow?: boolean }): string {
+  const query = new URLSearchParams();
+  if (options.tailLines !== undefined) query.set("tailLines", String(options.tailLines));
+  if (options.limitBytes !== undefined) query.set("limitBytes", String(options.limitBytes));
+  if (options.sinceTime !== undefined) query.set("sinceTime", options.sinceTime);
+  if (options.follow) query.set("follow", "true");
+  return query.size > 0 ? `?${query}` : "";
 }
 
 function workspacePath(namespace: string, name: string): string {

@@ -7,6 +7,7 @@ export {
   type RpcRequest,
   type RpcResponse,
   type SendOptions,
+  type SessionLogsOptions,
 } from "./client.ts";
 export { ClientError } from "./client-error.ts";
 export {
@@ -19,3 +20,7 @@ export {
   type ResourceTypes,
 } from "./resource-kinds.ts";
 export { readSse, type SseMessage } from "./sse.ts";
+export { type WaitForOptions, waitFor } from "./wait-for.ts";
+export type { HarnessPhase, HarnessSession } from "../contracts/harness-session.ts";
+export type { Agent, AgentRuntime } from "../contracts/resources.ts";
+export type { LogLine, SessionLogsReply } from "../contracts/session-logs.ts";

@@ -364,6 +364,17 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
     code: z.number().int().min(1000).max(4999).optional(),
     reason: z.string().max(123).optional(),
   }),
+  /**
+   * The session's logs (contracts/session-logs.ts): the workload's output as the engine keeps it
+   * and the runner's ring of the agent's stderr, merged by time, the last `tail_lines` after
+   * `since_time`, secrets redacted. An observation: a paused workload is not thawed for it.
+   */
+  z.object({
+    kind: z.literal("session_logs"),
+    container_name: z.string(),
+    tail_lines: z.number().int().min(0).max(10_000),
+    since_time: z.string().optional(),
+  }),
   /** A one-shot (v1alpha1) run to completion in a fresh container that is removed afterwards. */
   z.object({
     kind: z.literal("run_once"),

@@ -1,4 +1,5 @@
 import { SessionMetrics } from "./session-metrics.ts";
+import { LogLine } from "./session-logs.ts";
 import { z } from "zod";
 import { Usage } from "./adapter.ts";
 import { SessionState } from "./compass.ts";
@@ -107,6 +108,7 @@ export const SnapshotWriteChunkResult = z.looseObject({
 });
 export const SnapshotRestoreResult = z.looseObject({});
 export const SessionMetricsResult = z.looseObject({ metrics: SessionMetrics });
+export const SessionLogsResult = z.looseObject({ lines: z.array(LogLine), truncated: z.boolean() });
 
 export const CommandResultSchemas = {
   provision: ProvisionResult,
@@ -138,5 +140,6 @@ export const CommandResultSchemas = {
   port_socket: z.object({ code: z.number().int().optional(), reason: z.string().optional() }),
   port_socket_send: z.object({}),
   port_socket_close: z.object({ closed: z.boolean() }),
+  session_logs: SessionLogsResult,
 } as const satisfies Record<RunnerCommand["kind"], z.ZodType>;
 export type CommandResultOf<K extends RunnerCommand["kind"]> = z.infer<(typeof CommandResultSchemas)[K]>;

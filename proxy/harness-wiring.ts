@@ -1,4 +1,5 @@
 import { SessionMetricsReader } from "./harness/session-metrics.ts";
+import { SessionLogsReader } from "./harness/session-logs.ts";
 import type { Admission } from "./lifecycle/admission.ts";
 import { AgentRuns } from "./harness/agent-runs.ts";
 import { AutoResumer } from "./harness/auto-resumer.ts";
@@ -205,6 +206,12 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     replyMaxBytes: options.replyMaxBytes,
     // Ready means serving: a request the runner could not relay has the session probed again.
     onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
+    // Each request's outcome on the session's event stream (issue 42), by name.
+    onRequestFinished: (namespace, name, requestId, outcome) =>
+      void harness.getHarnessSession(namespace, name).then(
+        (record) => record && controller.event(record, "RequestFinished", { request_id: requestId, outcome }),
+        () => undefined,
+      ),
     perToken,
     perNamespace,
     autoResume,
@@ -226,6 +233,7 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
       sessions,
       metrics: new SessionMetricsReader({ harness, store, runners }),
       webhooks,
+      logs: new SessionLogsReader({ harness, store, runners }),
       snapshots: new SessionSnapshots({
         harness,
         store,

@@ -28,6 +28,9 @@ import { type ChunkSink, WorkspaceCommands } from "./relay/workspace-commands.ts
 import { BinaryKind, encodeBinaryFrame } from "../contracts/runner-binary.ts";
 import { SnapshotCommands } from "./relay/snapshot-commands.ts";
 import { SnapshotGate } from "./relay/snapshot-gate.ts";
+import { SessionLogRing } from "./sessions/session-log-ring.ts";
+import { redactLine } from "./sessions/log-redaction.ts";
+import type { LogLine } from "../contracts/session-logs.ts";
 import type { Usage } from "../contracts/adapter.ts";
 import { GATEWAY_BUDGETS_FILE_NAME } from "./gateway/budgets.ts";
 import { type Gateway, startGateway } from "./gateway/gateway.ts";
@@ -56,6 +59,8 @@ export class Runner {
   readonly link: RunnerLink;
   readonly sessions: AgentSessions;
   readonly #driver: EngineDriver;
+  /** Each session's agent stderr and endings, for its logs (issue 42). */
+  readonly #logs = new SessionLogRing();
   readonly #log: Log;
   readonly #relays = new Relays();
   readonly #ports = new PortRelays();
@@ -152,6 +157,7 @@ export class Runner {
         // Agents wait while the way to the server is backed up (a slow server, a lost link).
         congested: () => this.link.backlog > OUTPUT_HIGH_WATER_BYTES,
         log,
+        logs: this.#logs,
       },
     );
     this.#pool = new WarmPool({
@@ -321,6 +327,7 @@ export class Runner {
       // A port socket's messages: its workload was thawed when it opened.
       case "port_socket_send":
       case "port_socket_close":
+      case "session_logs":
         return undefined;
       default:
         return command.container_name;
@@ -383,6 +390,11 @@ export class Runner {
         this.#tokenLookups.delete(command.container_name);
         this.#tokens.set(command.container_name, command.adapter_token);
         this.#ports.declare(command.container_name, command.spec.ports);
+        // Never shown in its logs: what the workspace is given to keep secret.
+        this.#logs.setSecrets(command.container_name, [
+          command.adapter_token,
+          ...Object.values(command.credentials),
+        ]);
         const r = await this.#operations.run(command.container_name, async () => {
           await this.#paused.thaw(command.container_name); // a pause queued ahead of it
           const s = this.#gateway.forWorkspace(
@@ -460,6 +472,7 @@ export class Runner {
         this.sessions.forgetWorkspace(command.container_name);
         this.#tokens.delete(command.container_name);
         this.#seededCommits.delete(command.container_name);
+        this.#logs.forget(command.container_name);
         return { container_name: command.container_name, removed: true };
       case "relay": {
         // Waits while a snapshot of the workspace is taken; counted in flight from here.
@@ -574,11 +587,35 @@ export class Runner {
         return {};
       case "port_socket_close":
         return { closed: this.#ports.close(command.relay_id, command.code, command.reason) };
+      case "session_logs":
+        return this.#sessionLogs(command.container_name, command.tail_lines, command.since_time);
       default: {
         const never: never = command;
         throw new CodedError("INVALID_ARGUMENT", `unknown command ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /**
+   * A session's logs: the workload's output as the engine keeps it (redacted here: the engine
+   * keeps it as written) and the ring of its agent's stderr, merged by time, the last `tailLines`.
+   */
+  async #sessionLogs(
+    containerName: string,
+    tailLines: number,
+    sinceTime: string | undefined,
+  ): Promise<{ lines: LogLine[]; truncated: boolean }> {
+    const secrets = this.#logs.secretsOf(containerName);
+    const workload = (
+      (await this.#driver.workloadLogs?.(containerName, { tailLines, sinceTime }).catch((error: unknown) => {
+        this.#log("warn", "reading a workload's logs failed", { containerName, error: String(error) });
+        return [];
+      })) ?? []
+    ).map((l) => ({ ...l, line: redactLine(l.line, secrets) }));
+    const ring = this.#logs.read(containerName, sinceTime);
+    const merged = [...workload, ...ring.lines].sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0));
+    const tail = merged.slice(Math.max(0, merged.length - tailLines));
+    return { lines: tail, truncated: ring.dropped || tail.length < merged.length };
   }
 
   /**

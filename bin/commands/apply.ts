@@ -66,13 +66,15 @@ async function applyOne(
   // The server validates the whole manifest; the CLI only routes it.
   let created = true;
   let answer: unknown;
+  let unchanged = false;
   if (mode === "create") answer = await ctx.client.create(plural, body as never);
-  else ({ created, resource: answer } = await ctx.client.put(plural, body as never));
+  else ({ created, unchanged, resource: answer } = await ctx.client.put(plural, body as never));
   // A Webhook created without a secret answers the one generated for it, this once (issue 40).
   const secret = (answer as { spec?: { secret?: unknown } } | undefined)?.spec?.secret;
   return {
     ref: objectRef(plural, manifest.metadata.name),
-    action: created ? "created" : "configured",
+    // kubectl's words: "unchanged" when the server had this very object (nothing written, no new generation).
+    action: created ? "created" : unchanged ? "unchanged" : "configured",
     namespace,
     ...(manifest.kind === "Webhook" && typeof secret === "string" ? { secret } : {}),
   };
@@ -83,6 +85,20 @@ export const apply: Command = {
   name: "apply",
   usage: USAGE,
   summary: "create or replace resources from YAML manifests (multi-document)",
+  description: `Creates or replaces each document of the files, in order (any kind: AgentRuntime, Agent,
+HarnessSession, …). Each prints "KIND/NAME created", "configured" (replaced) or "unchanged" (the
+server had this very object: nothing written, the generation stays). A failed document does not
+stop the others; the exit code is the first failure's.`,
+  flags: [
+    ["-f, --filename FILE", "a YAML file (several documents separated by ---); - reads stdin; repeatable"],
+    ["--wait", "then wait until each HarnessSession is Ready (or Stopped when desiredState: stopped)"],
+    ["--timeout DURATION", "how long --wait waits (default 10m)"],
+  ],
+  examples: [
+    "agent-sessions apply -f session.yaml               # create or replace",
+    "agent-sessions apply -f session.yaml --wait         # and wait until it is Ready",
+    "cat all.yaml | agent-sessions apply -f - -n team-a  # every document into namespace team-a",
+  ],
   run: (argv) => applyManifests(argv, "apply", USAGE),
 };
 

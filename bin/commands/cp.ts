@@ -22,6 +22,12 @@ export const cp: Command = {
   name: "cp",
   usage: USAGE,
   summary: "copy a file into or out of a session's /workspace",
+  flags: [["--archive", "copy a directory out as a tar (SESSION:DIR to FILE)"]],
+  examples: [
+    "agent-sessions cp ./a.txt coding:src/a.txt   # into the session's /workspace",
+    "agent-sessions cp coding:src/a.txt -         # to stdout",
+    "agent-sessions cp --archive coding:src ./src.tar",
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, { archive: { type: "boolean", default: false } });
     const [src = "", dst = ""] = positionals(parsed.positionals, ["SRC", "DST"], USAGE);

@@ -9,6 +9,11 @@ export const del: Command = {
   name: "delete",
   usage: USAGE,
   summary: "delete a resource",
+  examples: [
+    "agent-sessions delete hs coding       # its stack and volume go with it",
+    "agent-sessions delete agent alice",
+    "agent-sessions delete snapshot before-refactor",
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [kindText, name = ""] = positionals(parsed.positionals, ["KIND", "NAME"], USAGE);

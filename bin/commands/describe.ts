@@ -11,6 +11,10 @@ export const describe: Command = {
   name: "describe",
   usage: USAGE,
   summary: "show one resource in detail",
+  examples: [
+    "agent-sessions describe hs coding     # spec, status and the conditions table",
+    "agent-sessions describe agent alice   # credentials shown as set, never their values",
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [kindText, name] = positionals(parsed.positionals, ["KIND", "NAME"], USAGE);

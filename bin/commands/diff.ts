@@ -13,6 +13,7 @@ export const diff: Command = {
   name: "diff",
   usage: USAGE,
   summary: "show the git diff of a session's workspace against the repository it was seeded from",
+  examples: ["agent-sessions diff coding"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [session = ""] = positionals(parsed.positionals, ["SESSION"], USAGE);

@@ -10,6 +10,7 @@ export const drain: Command = {
   name: "drain",
   usage: USAGE,
   summary: "stop new placements on a runner (live sessions stay)",
+  examples: ["agent-sessions drain gpu-1"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [name = ""] = positionals(parsed.positionals, ["RUNNER"], USAGE);

@@ -11,6 +11,10 @@ export const exportSnapshot: Command = {
   name: "export",
   usage: USAGE,
   summary: "write a snapshot's archive to a file, for another installation or engine",
+  examples: [
+    "agent-sessions export before-refactor ./snap.tgz",
+    "agent-sessions export before-refactor - | ssh other agent-sessions import before-refactor -",
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [snapshot = "", file = ""] = positionals(parsed.positionals, ["SNAPSHOT", "FILE"], USAGE);

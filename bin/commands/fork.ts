@@ -13,6 +13,11 @@ export const fork: Command = {
   name: "fork",
   usage: USAGE,
   summary: "create a session from a snapshot: its files and conversation, then on its own",
+  flags: [
+    ["--no-wait", "return once the change is accepted, without waiting for the phase"],
+    ["--timeout DURATION", "how long to wait (default 10m); the work goes on server-side after it"],
+  ],
+  examples: ["agent-sessions fork before-refactor try-2"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {
       "no-wait": { type: "boolean", default: false },

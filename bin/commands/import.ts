@@ -15,6 +15,8 @@ export const importSnapshot: Command = {
   name: "import",
   usage: USAGE,
   summary: "make a snapshot from an exported archive (from any installation or engine)",
+  flags: [["--engine docker|kubernetes", "which engine's runner stores it (default: any)"]],
+  examples: ["agent-sessions import before-refactor ./snap.tgz"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, { engine: { type: "string" } });
     const [snapshot = "", file = ""] = positionals(parsed.positionals, ["SNAPSHOT", "FILE"], USAGE);

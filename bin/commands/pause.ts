@@ -9,5 +9,10 @@ export const pause: Command = {
   name: "pause",
   usage: USAGE,
   summary: "pause a HarnessSession: its workload frozen with all its memory (Docker runners)",
+  flags: [
+    ["--no-wait", "return once the change is accepted, without waiting for the phase"],
+    ["--timeout DURATION", "how long to wait (default 10m); the work goes on server-side after it"],
+  ],
+  examples: ["agent-sessions pause coding", "agent-sessions wake coding"],
   run: (argv) => setDesiredState(argv, USAGE, "paused", "pause"),
 };

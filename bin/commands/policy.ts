@@ -175,6 +175,17 @@ export const policy: Command = {
   name: "policy",
   usage: USAGE,
   summary: "check session stacks against the policy pack (pulumi preview --policy-pack)",
+  flags: [
+    ["-s, --stack STACK", "check this stack only; repeatable (default: every session stack)"],
+    ["--backend-url URL", "the Pulumi backend (default: <data-dir>/runner's)"],
+    ["--cwd DIR", "the Pulumi project directory (default: the repository root)"],
+    ["--expect-no-changes", "fail when a stack would change (drift check)"],
+    ["--refresh", "refresh from the engine first (with --expect-no-changes: the engine is as declared)"],
+  ],
+  examples: [
+    "agent-sessions policy check --data-dir .data",
+    "agent-sessions policy check --expect-no-changes --refresh",
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {
       stack: { type: "string", short: "s", multiple: true },

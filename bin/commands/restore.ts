@@ -13,6 +13,11 @@ export const restore: Command = {
   name: "restore",
   usage: USAGE,
   summary: "roll a session back to a snapshot: its files and conversation as they were",
+  flags: [
+    ["--no-wait", "return once the change is accepted, without waiting for the phase"],
+    ["--timeout DURATION", "how long to wait (default 10m); the work goes on server-side after it"],
+  ],
+  examples: ["agent-sessions restore coding before-refactor"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {
       "no-wait": { type: "boolean", default: false },

@@ -8,5 +8,10 @@ export const resume: Command = {
   name: "resume",
   usage: USAGE,
   summary: "resume a stopped (or idle-stopped, or failed) HarnessSession",
+  flags: [
+    ["--no-wait", "return once the change is accepted, without waiting for the phase"],
+    ["--timeout DURATION", "how long to wait (default 10m); the work goes on server-side after it"],
+  ],
+  examples: ["agent-sessions resume coding", "agent-sessions resume coding --no-wait"],
   run: (argv) => setDesiredState(argv, USAGE, "running"),
 };

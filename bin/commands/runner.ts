@@ -17,6 +17,16 @@ export const runner: Command = {
   name: "runner",
   usage: USAGE,
   summary: "start a standalone runner that dials the server",
+  flags: [
+    ["--server URL", "the server to dial (required)"],
+    ["--engine docker|kubernetes", "the engine it drives (default $AGENT_SESSIONS_ENGINE, else docker)"],
+    ["--name NAME", "its name (default: the host name)"],
+    ["--capacity N", "how many live sessions it takes (default 100)"],
+    ["--label KEY=VALUE", "a placement label; repeatable or comma-separated"],
+  ],
+  examples: [
+    "AGENT_SESSIONS_RUNNER_TOKEN=\u2026 agent-sessions runner --server http://10.0.0.5:8787 --label gpu=true",
+  ],
   async run(argv) {
     const { values } = parseCommand(argv, USAGE, {
       engine: { type: "string" },

@@ -29,6 +29,12 @@ export const runners: Command = {
   name: "runners",
   usage: USAGE,
   summary: "list runners: capacity, load, labels, connected, draining",
+  flags: [["-o, --output FORMAT", "table (default), json or yaml"]],
+  examples: [
+    "agent-sessions runners",
+    "agent-sessions runners gpu-1 -o yaml",
+    "agent-sessions runners token create gpu-1   # a new credential, printed once",
+  ],
   async run(argv) {
     if (argv[0] === "token") return runnerToken(argv.slice(1));
     const parsed = parseCommand(argv, USAGE, { output: { type: "string", short: "o" } });

@@ -32,6 +32,14 @@ export const send: Command = {
   name: "send",
   usage: USAGE,
   summary: "send a message to a HarnessSession and print the reply as it streams",
+  flags: [
+    ["--no-stream", "wait for the whole reply (runtimes that do not stream)"],
+    ["--id REQUEST_ID", "the request's id (default: a new one); cancel with it"],
+  ],
+  examples: [
+    'agent-sessions send coding "write notes.txt with hello"',
+    'echo "long prompt" | agent-sessions send coding -',
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {
       "no-stream": { type: "boolean", default: false },

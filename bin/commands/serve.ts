@@ -17,6 +17,15 @@ export const serve: Command = {
   name: "serve",
   usage: USAGE,
   summary: "start the server (and an embedded runner)",
+  flags: [
+    ["--port PORT", "listen port (default 8787, $AGENT_SESSIONS_PORT)"],
+    ["--engine docker|kubernetes", "the embedded runner's engine (default docker)"],
+    ["--no-runner", "no embedded runner: runners dial in (agent-sessions runner)"],
+  ],
+  examples: [
+    "agent-sessions serve",
+    "agent-sessions serve --data-dir /var/lib/agent-sessions --engine kubernetes",
+  ],
   async run(argv) {
     const { values } = parseCommand(argv, USAGE, {
       port: { type: "string" },

@@ -13,6 +13,7 @@ export const snapshot: Command = {
   name: "snapshot",
   usage: USAGE,
   summary: "take a snapshot of a session: its workspace files and its agent's conversation",
+  examples: ["agent-sessions snapshot coding before-refactor"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [session = "", name = ""] = positionals(parsed.positionals, ["SESSION", "NAME"], USAGE);

@@ -9,6 +9,8 @@ export const snapshots: Command = {
   name: "snapshots",
   usage: USAGE,
   summary: "list the snapshots of a namespace, or of one session",
+  flags: [["-o, --output FORMAT", "table (default), json or yaml"]],
+  examples: ["agent-sessions snapshots", "agent-sessions snapshots coding"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, { output: { type: "string", short: "o" } });
     const [session] = positionals(parsed.positionals, ["SESSION"], USAGE, 1);

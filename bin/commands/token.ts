@@ -26,6 +26,20 @@ export const token: Command = {
   aliases: ["tokens"],
   usage: USAGE,
   summary: "create, list and revoke scoped API tokens (admin)",
+  flags: [
+    ["--name NAME", "(create) the token's name"],
+    [
+      "--scope SCOPE",
+      "(create) admin, namespace:NS:edit, namespace:NS:view or session:NS/NAME:chat; repeatable",
+    ],
+    ["--ttl DURATION", "(create) how long it works (e.g. 30m, 7d; session tokens 1h by default)"],
+    ["-o, --output FORMAT", "(list) table (default), json or yaml"],
+  ],
+  examples: [
+    "agent-sessions token create --name ci --scope namespace:default:edit --ttl 7d",
+    "agent-sessions token list",
+    "agent-sessions token revoke ci",
+  ],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {
       name: { type: "string" },

@@ -13,6 +13,8 @@ export const top: Command = {
   name: "top",
   usage: USAGE,
   summary: "show what a session's workload uses now: CPU, memory, network, volume",
+  flags: [["-o, --output json", "the reading as JSON"]],
+  examples: ["agent-sessions top coding"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [session = ""] = positionals(parsed.positionals, ["SESSION"], USAGE);

@@ -10,6 +10,7 @@ export const undrain: Command = {
   name: "undrain",
   usage: USAGE,
   summary: "let a drained runner take new placements again",
+  examples: ["agent-sessions undrain gpu-1"],
   async run(argv) {
     const parsed = parseCommand(argv, USAGE, {});
     const [name = ""] = positionals(parsed.positionals, ["RUNNER"], USAGE);

@@ -8,5 +8,10 @@ export const wake: Command = {
   name: "wake",
   usage: USAGE,
   summary: "wake a paused HarnessSession (desiredState running)",
+  flags: [
+    ["--no-wait", "return once the change is accepted, without waiting for the phase"],
+    ["--timeout DURATION", "how long to wait (default 10m); the work goes on server-side after it"],
+  ],
+  examples: ["agent-sessions wake coding"],
   run: (argv) => setDesiredState(argv, USAGE, "running", "wake"),
 };

@@ -183,7 +183,7 @@ export class HarnessController {
    */
   event(
     record: HarnessRecord,
-    event: SnapshotEvent | "Expired",
+    event: SnapshotEvent | "Expired" | "RequestFinished",
     payload: Record<string, unknown>,
   ): Promise<void> {
     return this.#reconciler.event(record, event, payload);

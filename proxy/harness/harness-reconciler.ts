@@ -82,7 +82,16 @@ export type HarnessReconcilerOptions = {
  * follows `Paused` once the runner read what the frozen workload holds (an engine stats read the
  * pause does not wait for).
  */
-export type PausedTierEvent = "Paused" | "PausedMemory" | "Woken" | "Evicted" | SnapshotEvent | "Expired";
+export type PausedTierEvent =
+  | "Paused"
+  | "PausedMemory"
+  | "Woken"
+  | "Evicted"
+  | SnapshotEvent
+  | "Expired"
+  /** Issue 42: every phase change, and every request's outcome, is an event on the session's stream. */
+  | "PhaseChanged"
+  | "RequestFinished";
 
 /** A snapshot's event on the session it concerns (issue 38): taken of it, or restored into it. */
 export type SnapshotEvent = "Snapshotted" | "Restored";
@@ -868,7 +877,32 @@ export class HarnessReconciler {
   }
 
   async observe(record: HarnessRecord, patch: ObservedPatch): Promise<HarnessRecord> {
-    return (await this.#o.harness.setObserved(record.namespace, record.name, patch)) ?? record;
+    const observed = (await this.#o.harness.setObserved(record.namespace, record.name, patch)) ?? record;
+    if (patch.phase === undefined || patch.phase === record.phase || !this.#o.journal) return observed;
+    if (observed.session_id === undefined) return observed;
+    const ready = observed.conditions.find((c) => c.type === "Ready");
+    const stored = await this.#o.journal
+      .append(observed.session_id, {
+        type: "log",
+        payload: {
+          event: "PhaseChanged" satisfies PausedTierEvent,
+          harness_session: { namespace: observed.namespace, name: observed.name },
+          from: record.phase,
+          phase: observed.phase,
+          ...(ready ? { reason: ready.reason, message: ready.message } : {}),
+        },
+      })
+      .catch(() => undefined);
+    // An exit is known as handled by the session's last seq when it was recorded: this event
+    // moved it on, so the record follows (else the same exit would be handled again).
+    const exit = observed.last_exit;
+    if (stored && exit?.session_id === stored.frame.session_id && exit.seq === stored.frame.seq - 1)
+      return (
+        (await this.#o.harness.setObserved(observed.namespace, observed.name, {
+          last_exit: { ...exit, seq: stored.frame.seq },
+        })) ?? observed
+      );
+    return observed;
   }
 
   now(): string {

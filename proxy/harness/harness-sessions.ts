@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { sameJson } from "../lifecycle/unchanged-write.ts";
 import { CodedError } from "../../contracts/errors.ts";
 import {
   HARNESS_SESSION_KIND,
@@ -77,15 +78,16 @@ export class HarnessSessions {
   }
 
   /** A page of one namespace's, by name (`?limit=&continue=` as they came). */
+  /** One namespace's sessions by name, or (namespace undefined) every namespace's by namespace, name. */
   async list(
-    namespace: string,
+    namespace: string | undefined,
     raw: { limit?: string | undefined; continue?: string | undefined } = {},
   ): Promise<{ apiVersion: string; kind: string; metadata: ListMetadata; items: HarnessSession[] }> {
-    const list = `harnesssessions/${namespace}`;
+    const list = `harnesssessions/${namespace ?? "*"}`;
     const query = listQuery(list, raw);
-    const page = pageOf(list, await this.#harness.listHarnessSessions(namespace, query), query, (r) => [
-      r.name,
-    ]);
+    const page = pageOf(list, await this.#harness.listHarnessSessions(namespace, query), query, (r) =>
+      namespace === undefined ? [r.namespace, r.name] : [r.name],
+    );
     return {
       apiVersion: API_VERSION,
       kind: `${HARNESS_SESSION_KIND}List`,
@@ -104,7 +106,7 @@ export class HarnessSessions {
     body: unknown,
     /** Create only (`If-None-Match: *`): an existing session is ALREADY_EXISTS, left as it is. */
     opts: { ifAbsent?: boolean } = {},
-  ): Promise<{ session: HarnessSession; created: boolean }> {
+  ): Promise<{ session: HarnessSession; created: boolean; unchanged?: boolean }> {
     const input = parseInput(
       HarnessSessionInput,
       withPathMetadata(body, namespace, name),
@@ -116,7 +118,10 @@ export class HarnessSessions {
         `invalid ${HARNESS_SESSION_KIND}: metadata.name and metadata.namespace must match the path (${namespace}/${name})`,
         { field_violations: [{ field: "metadata", description: "must match the path" }] },
       );
-    return this.#write(namespace, name, () => input.spec, { mustNotExist: opts.ifAbsent === true });
+    return this.#write(namespace, name, () => input.spec, {
+      mustNotExist: opts.ifAbsent === true,
+      unchangedIsNoop: true,
+    });
   }
 
   async patch(namespace: string, name: string, body: unknown): Promise<HarnessSession> {
@@ -191,8 +196,8 @@ export class HarnessSessions {
     namespace: string,
     name: string,
     specFor: (current: HarnessRecord | undefined) => HarnessSessionSpec,
-    opts: { mustExist?: boolean; mustNotExist?: boolean } = {},
-  ): Promise<{ session: HarnessSession; created: boolean }> {
+    opts: { mustExist?: boolean; mustNotExist?: boolean; unchangedIsNoop?: boolean } = {},
+  ): Promise<{ session: HarnessSession; created: boolean; unchanged?: boolean }> {
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       const current = await this.#harness.getHarnessSession(namespace, name);
       if (!current && opts.mustExist) throw notFound(namespace, name);
@@ -249,6 +254,11 @@ export class HarnessSessions {
           `${HARNESS_SESSION_KIND} ${namespace}/${name} is being deleted`,
         );
       assertImmutable(current.spec, spec);
+      // The same spec PUT again (an identical `apply`): nothing to do, the generation stays, as
+      // kubectl's "unchanged". A PATCH always writes: `resume` of a Failed session patches the
+      // desiredState it has already, and the new generation is what retries it.
+      if (opts.unchangedIsNoop && sameJson(current.spec, spec))
+        return { session: await this.#shown(current), created: false, unchanged: true };
       const replaced = await this.#harness.replaceHarnessSpec(namespace, name, spec, current.generation);
       if (!replaced) continue;
       this.#controller.enqueue(namespace, name);

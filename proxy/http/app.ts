@@ -25,6 +25,8 @@ import { auditProxiedRequests } from "./request-audit.ts";
 import { PORT_PATH, portRoutes } from "./port-routes.ts";
 import { securityHeaders } from "./security-headers.ts";
 import { resourceRoutes } from "./resource-routes.ts";
+import { clusterListRoutes } from "./cluster-list-routes.ts";
+import { serverVersion } from "./version-route.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { authorizeRoute } from "./route-access.ts";
 import { RpcAccess } from "./rpc-access.ts";
@@ -191,6 +193,7 @@ export function buildApp(options: AppOptions): Hono {
     const { name, id, scopes } = c.get("principal");
     return c.json({ name, id, scopes: scopes.map(formatScope) } satisfies WhoAmI);
   });
+  app.get("/v1/version", (c) => c.json(serverVersion()));
   app.route("/v1/tokens", tokenRoutes(apiTokens));
   const rpcAccess = new RpcAccess({ store: options.store, harness: options.harnessStore });
   app.route("/v1/rpc", rpcRoutes(options.rpc, rpcAccess));
@@ -201,6 +204,14 @@ export function buildApp(options: AppOptions): Hono {
       admission: options.admission ?? defaultAdmission(),
       ...(options.secretEnv ? { secretEnv: options.secretEnv } : {}),
       ...(options.harness?.rebind ? { onWritten: options.harness.rebind } : {}),
+    }),
+  );
+  app.route(
+    "/v1",
+    clusterListRoutes({
+      store: options.store,
+      admission: options.admission ?? defaultAdmission(),
+      sessions: options.harness?.sessions,
     }),
   );
   if (options.runnerAdmin)
@@ -220,6 +231,9 @@ export function buildApp(options: AppOptions): Hono {
   const events: Parameters<typeof eventRoutes>[0] = {
     store: options.store,
     bus: options.bus,
+    ...(harnessStore
+      ? { harnessSession: (ns: string, n: string) => harnessStore.getHarnessSession(ns, n) }
+      : {}),
     visibilityOf: (principal) => sessionVisibility(options.store, principal, options.harnessStore),
     revalidate: async (authorization) => (await apiTokens.authenticate(authorization)).ok,
     onRevoked: (listener) => apiTokens.onRevoked(listener),

@@ -1,3 +1,4 @@
+import { DnsLabel } from "../../contracts/session-spec.ts";
 import { Hono } from "hono";
 import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { z } from "zod";
@@ -13,6 +14,11 @@ import type { SessionVisibility } from "./event-access.ts";
 export type EventStreamOptions = {
   store: Store;
   bus: EventBus;
+  /**
+   * A HarnessSession's record by namespace and name (`?namespace=&name=`: its frames only, across
+   * its restarts, by the workspace it owns). Absent: those parameters are UNIMPLEMENTED.
+   */
+  harnessSession?: (namespace: string, name: string) => Promise<HarnessRef | undefined>;
   /** Comment lines keep idle connections (and proxies) open. @default 15000 */
   keepAliveMs?: number;
   /** A follower further behind than this is cut off; it resumes from the store. @default 10000 */
@@ -63,6 +69,9 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const VISIBILITY_CACHE_MAX = 10_000;
 
 const PAGE = 500;
+
+/** What the event stream needs of a HarnessSession to follow it by name. */
+export type HarnessRef = { container_name?: string | undefined; session_id?: string | undefined };
 const Cursor = z.coerce.number().int().nonnegative();
 const SessionIdParam = z.string().min(1).max(128);
 
@@ -116,13 +125,19 @@ export function eventRoutes(options: EventStreamOptions): Hono {
         : parseInput(Cursor, rawCursor, "Last-Event-ID", cursorSource);
     const principal = c.get("principal") as Principal | undefined;
     const visible = principal ? options.visibilityOf?.(principal) : undefined;
+    const byName = await harnessFilter(c.req.query("namespace"), c.req.query("name"), options, visible);
+    if (byName && sessionId !== undefined)
+      throw new CodedError(
+        "INVALID_ARGUMENT",
+        "follow a session by session_id or by namespace and name, not both",
+      );
     if (
       sessionId !== undefined &&
       (!(await store.getSession(sessionId)) || (visible !== undefined && !(await visible(sessionId))))
     )
       throw new CodedError("NOT_FOUND", `session ${sessionId} not found`);
     // One session's stream was checked above; the stream of everything shows only what the caller may see.
-    const shows = sessionId === undefined ? cachedVisibility(visible) : undefined;
+    const shows = byName ?? (sessionId === undefined ? cachedVisibility(visible) : undefined);
     const keyOf = (f: StoredFrame) => (sessionId === undefined ? f.id : f.frame.seq);
     // Each follower holds a socket, a bus subscription and a queue: their number is bounded, per
     // token and for all tokens together; an admin's are neither (they are the operator's own).
@@ -397,6 +412,43 @@ type SharedRun = {
 };
 
 /** A visibility check that asks once per session (the answer does not change for a session). */
+/**
+ * `?namespace=&name=` (issue 42, `agent-sessions events --session NAME`): the frames of the agent
+ * sessions run in the HarnessSession's workspace (every one across its restarts), and nothing
+ * else. A session the caller may not see is NOT_FOUND, as an unknown one; one not provisioned yet
+ * is followed from when it is (the record is read again for a session id not seen before).
+ */
+async function harnessFilter(
+  rawNamespace: string | undefined,
+  rawName: string | undefined,
+  options: EventStreamOptions,
+  visible: SessionVisibility | undefined,
+): Promise<SessionVisibility | undefined> {
+  if (rawNamespace === undefined && rawName === undefined) return undefined;
+  const namespace = parseInput(DnsLabel, rawNamespace ?? "", "namespace", { in: "query", name: "namespace" });
+  const name = parseInput(DnsLabel, rawName ?? "", "name", { in: "query", name: "name" });
+  if (!options.harnessSession)
+    throw new CodedError("UNIMPLEMENTED", "this server follows no HarnessSession by name");
+  const lookup = options.harnessSession;
+  const notFound = () => new CodedError("NOT_FOUND", `HarnessSession ${namespace}/${name} not found`);
+  let record = await lookup(namespace, name);
+  if (!record) throw notFound();
+  if (visible !== undefined && (record.session_id === undefined || !(await visible(record.session_id))))
+    throw notFound();
+  const known = new Map<string, boolean>();
+  return async (sessionId) => {
+    let answer = known.get(sessionId);
+    if (answer === undefined) {
+      const session = await options.store.getSession(sessionId);
+      if (session && record?.container_name === undefined) record = (await lookup(namespace, name)) ?? record;
+      answer = session !== undefined && session.container_name === record?.container_name;
+      if (known.size >= VISIBILITY_CACHE_MAX) known.clear();
+      known.set(sessionId, answer);
+    }
+    return answer;
+  };
+}
+
 function cachedVisibility(visible: SessionVisibility | undefined): SessionVisibility | undefined {
   if (visible === undefined) return undefined;
   const known = new Map<string, boolean>();

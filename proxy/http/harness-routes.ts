@@ -1,6 +1,8 @@
 import type { Webhooks } from "../webhooks/webhooks.ts";
 import { CodedError } from "../../contracts/errors.ts";
 import type { SessionMetricsReader } from "../harness/session-metrics.ts";
+import type { SessionLogsReader } from "../harness/session-logs.ts";
+import { sessionLogsRoute } from "./session-logs-route.ts";
 import { Hono } from "hono";
 import { RequestId } from "../../contracts/harness-session.ts";
 import { DnsLabel } from "../../contracts/session-spec.ts";
@@ -9,6 +11,7 @@ import type { HarnessSessions } from "../harness/harness-sessions.ts";
 import type { SessionSnapshots } from "../harness/session-snapshots.ts";
 import { parseInput, readJson } from "../lifecycle/request-body.ts";
 import { createOnly } from "./create-only.ts";
+import { WRITE_RESULT_HEADER } from "../lifecycle/unchanged-write.ts";
 import type { RequestRelay } from "../relay/request-relay.ts";
 import type { PortRelay } from "../relay/port-relay.ts";
 
@@ -33,6 +36,8 @@ export type HarnessRoutesOptions = {
   metrics?: SessionMetricsReader;
   /** Webhooks (webhook-routes.ts); absent: no such routes. */
   webhooks?: Webhooks;
+  /** `GET …/harnesssessions/{name}/logs` (issue 42); absent: no such route. */
+  logs?: SessionLogsReader;
 };
 
 /**
@@ -61,13 +66,18 @@ export function harnessRoutes(options: HarnessRoutesOptions): Hono {
       if (!options.metrics) throw new CodedError("UNIMPLEMENTED", "this server reads no session metrics");
       return c.json(await options.metrics.read(ns(c.req.param("ns")), name(c.req.param("name"))));
     })
+    .get("/:ns/harnesssessions/:name/logs", async (c) => {
+      if (!options.logs) throw new CodedError("UNIMPLEMENTED", "this server reads no session logs");
+      return sessionLogsRoute(c, options.logs, ns(c.req.param("ns")), name(c.req.param("name")));
+    })
     .put("/:ns/harnesssessions/:name", async (c) => {
-      const { session, created } = await sessions.put(
+      const { session, created, unchanged } = await sessions.put(
         ns(c.req.param("ns")),
         name(c.req.param("name")),
         await readJson(c),
         { ifAbsent: createOnly(c) },
       );
+      c.header(WRITE_RESULT_HEADER, created ? "created" : unchanged ? "unchanged" : "configured");
       return c.json(session, created ? 201 : 200);
     })
     .patch("/:ns/harnesssessions/:name", async (c) =>

@@ -1,6 +1,7 @@
 import { PortTokenRequest } from "../../contracts/session-ports.ts";
 import { SessionMetricsReply } from "../../contracts/session-metrics.ts";
 import { Webhook, WebhookDeliveryList } from "../../contracts/webhook.ts";
+import { LOG_LIMIT_BYTES_MAX, LOG_TAIL_LINES_MAX, SessionLogsReply } from "../../contracts/session-logs.ts";
 import { z } from "zod";
 import { Frame } from "../../contracts/compass.ts";
 import { StreamEvent } from "../../contracts/adapter.ts";
@@ -135,6 +136,7 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.ChatCompletionChunk = schemaOf(ChatCompletionChunk, "output");
   schemas.ModelList = schemaOf(ModelList, "output");
   schemas.SessionMetrics = schemaOf(SessionMetricsReply, "output");
+  schemas.SessionLogs = schemaOf(SessionLogsReply, "output");
   schemas.OpenAIError = schemaOf(OpenAIErrorBody, "output");
   schemas.AgentRunInput = schemaOf(AgentRunInput, "input");
   schemas.AgentRun = schemaOf(AgentRun, "output");
@@ -364,6 +366,47 @@ function resourcePaths(): Record<string, JsonObject> {
       description:
         "Scope: namespace:<ns>:view or session:<ns>/<name>:view (or chat). What the session's workload uses now, read from the engine (CPU over about a second, memory, network, volume); not activity. 412 FAILED_PRECONDITION when it has no running workload.",
       responses: { "200": ok("the session's metrics", ref("SessionMetrics")), ...errors },
+    },
+  };
+  paths["/v1/namespaces/{namespace}/harnesssessions/{name}/logs"] = {
+    parameters: [nsParam, nameParam],
+    get: {
+      operationId: "readSessionLogs",
+      tags: ["harnesssessions"],
+      description:
+        "Scope: namespace:<ns>:view or session:<ns>/<name>:view (or chat). What the runner saw of the session's processes: the workload's output as the engine keeps it and the agent's stderr, merged by time, secrets redacted. With follow=true, server-sent `logs` events (the tail, then new lines) until the client leaves.",
+      parameters: [
+        {
+          name: "tailLines",
+          in: "query",
+          schema: { type: "integer", minimum: 0, maximum: LOG_TAIL_LINES_MAX, default: 500 },
+        },
+        {
+          name: "limitBytes",
+          in: "query",
+          schema: { type: "integer", minimum: 1, maximum: LOG_LIMIT_BYTES_MAX },
+        },
+        { name: "sinceTime", in: "query", schema: { type: "string", format: "date-time" } },
+        { name: "follow", in: "query", schema: { type: "string", enum: ["true", "false"] } },
+      ],
+      responses: { "200": ok("the session's logs", ref("SessionLogs")), ...errors },
+    },
+  };
+  paths["/v1/version"] = {
+    get: {
+      operationId: "readVersion",
+      description: "Any valid token. The server's version, API version and Node version.",
+      responses: {
+        "200": ok("the versions", {
+          type: "object",
+          properties: {
+            version: { type: "string" },
+            apiVersion: { type: "string" },
+            node: { type: "string" },
+          },
+        }),
+        ...errors,
+      },
     },
   };
   paths["/v1/namespaces/{namespace}/agentruns"] = {

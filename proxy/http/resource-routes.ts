@@ -18,6 +18,7 @@ import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput, readJson, withPathMetadata } from "../lifecycle/request-body.ts";
 import { alreadyExists } from "../lifecycle/already-exists.ts";
 import { createOnly } from "./create-only.ts";
+import { sameJson, WRITE_RESULT_HEADER } from "../lifecycle/unchanged-write.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 import { offeredCredential } from "../lifecycle/session-spec-builder.ts";
@@ -62,13 +63,7 @@ export function resourceRoutes(options: {
    * What a client reads: an AgentRuntime with the approval the operator's configuration gives it;
    * an Agent with its credentials write-only (redactedAgent).
    */
-  const shown = (resource: Resource): unknown => {
-    if (resource.kind === "Agent") return redactedAgent(resource);
-    if (resource.kind === "MCPServer") return redactedMcpServer(resource);
-    if (resource.kind === "SkillPack") return resource;
-    const { approved: _ignored, ...spec } = resource.spec;
-    return { ...resource, spec, status: admission.runtimes.verdict(resource) };
-  };
+  const shown = shownResource(admission);
 
   app.get("/:ns/:plural{(?:agentruntimes|agents|mcpservers|skillpacks)}", async (c) => {
     const { namespace, kind } = target(c.req.param("ns"), c.req.param("plural"));
@@ -114,9 +109,17 @@ export function resourceRoutes(options: {
       assertCredentialsOffered(resource, secretEnv);
     }
     if (resource.kind === "MCPServer") assertMcpServerAdmitted(resource, admission, secretEnv);
+    const toStore = stripped(resource);
+    // The same object again (an identical `apply`): nothing written, nobody told.
+    const before = ifAbsent ? undefined : await store.getResource(kind, namespace, name);
+    if (before && sameJson(withoutTimestamps(before), withoutTimestamps(toStore))) {
+      c.header(WRITE_RESULT_HEADER, "unchanged");
+      return c.json(shown(before), 200);
+    }
     await assertWarmPoolQuota(store, admission, resource);
-    const { resource: stored, created } = await store.putResource(stripped(resource), { ifAbsent });
+    const { resource: stored, created } = await store.putResource(toStore, { ifAbsent });
     if (ifAbsent && !created) throw alreadyExists(kind, namespace, name);
+    c.header(WRITE_RESULT_HEADER, created ? "created" : "configured");
     await onWritten?.(stored.kind, namespace, name);
     return c.json(shown(stored), created ? 201 : 200);
   });
@@ -130,6 +133,20 @@ export function resourceRoutes(options: {
   });
 
   return app;
+}
+
+/**
+ * What a client reads: an AgentRuntime with the approval the operator's configuration gives it;
+ * an Agent with its credentials write-only (redactedAgent).
+ */
+export function shownResource(admission: Admission): (resource: Resource) => unknown {
+  return (resource) => {
+    if (resource.kind === "Agent") return redactedAgent(resource);
+    if (resource.kind === "MCPServer") return redactedMcpServer(resource);
+    if (resource.kind === "SkillPack") return resource;
+    const { approved: _ignored, ...spec } = resource.spec;
+    return { ...resource, spec, status: admission.runtimes.verdict(resource) };
+  };
 }
 
 /**
@@ -239,6 +256,14 @@ async function assertWarmPoolQuota(store: Store, admission: Admission, written: 
       ? warmPoolEntries(replaced(agents, written), runtimes)
       : warmPoolEntries(agents, replaced(runtimes, written));
   if (after > before) quotas.assertRoom("warmPoolEntries", namespace, before, after - before);
+}
+
+/** A resource as written: its `metadata.creationTimestamp` is the store's. */
+function withoutTimestamps(resource: Resource): unknown {
+  const { creationTimestamp: _created, ...metadata } = resource.metadata as Resource["metadata"] & {
+    creationTimestamp?: string;
+  };
+  return { ...resource, metadata };
 }
 
 /**

@@ -40,6 +40,7 @@ const rule = (method: string, path: string, need: Rule["need"]): Rule => ({
 export const ROUTE_RULES: readonly Rule[] = [
   rule("GET", "events", () => "authenticated"),
   rule("GET", "whoami", () => "authenticated"),
+  rule("GET", "version", () => "authenticated"),
   rule("GET", `namespaces/${SEGMENT}/${RESOURCE}`, namespaceNeed("view")),
   rule("GET", `namespaces/${SEGMENT}/${RESOURCE}/${SEGMENT}`, namespaceNeed("view")),
   rule("PUT", `namespaces/${SEGMENT}/${RESOURCE}/${SEGMENT}`, namespaceNeed("edit")),
@@ -72,6 +73,8 @@ export const ROUTE_RULES: readonly Rule[] = [
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/porttokens`, sessionNeed("chat")),
   // What a session's workload uses (issue 40): read with the namespace's view or the session's own.
   rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/metrics`, sessionNeed("view")),
+  // Its logs (issue 42): what the runner saw of its processes, read like its metrics.
+  rule("GET", `namespaces/${SEGMENT}/harnesssessions/${SEGMENT}/logs`, sessionNeed("view")),
   // SessionSnapshots (issue 38): taken, restored, exported, imported and deleted with the
   // namespace's edit (an export carries the agent's whole conversation); listed and read with view.
   rule("POST", `namespaces/${SEGMENT}/harnesssessions/[^/]+:(?:snapshot|restore)`, namespaceNeed("edit")),

@@ -318,6 +318,7 @@ export class Flight {
       usage,
       now: this.#o.now().toISOString(),
     });
+    this.#o.onRequestFinished?.(namespace, name, requestId, outcome);
   }
 }
 

@@ -1,3 +1,4 @@
+import type { RequestOutcome } from "../../contracts/adapter.ts";
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Context } from "hono";
 import { CodedError } from "../../contracts/errors.ts";
@@ -57,6 +58,11 @@ export type RequestRelayOptions = {
    * @default nothing
    */
   onRelayPathFailed?: (namespace: string, name: string) => void;
+  /**
+   * Told once each request is settled, with its outcome (issue 42: request outcomes are events on
+   * the session's stream). @default nothing
+   */
+  onRequestFinished?: (namespace: string, name: string, requestId: string, outcome: RequestOutcome) => void;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -83,6 +89,7 @@ export class RequestRelay {
     this.#perNamespace = perNamespace;
     this.#o = {
       onRelayPathFailed: () => {},
+      onRequestFinished: () => {},
       now: () => new Date(),
       ...rest,
     };

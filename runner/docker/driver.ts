@@ -19,6 +19,8 @@
  */
 import type { SessionMetrics } from "../../contracts/session-metrics.ts";
 import { dockerSessionMetrics } from "./metrics.ts";
+import { dockerWorkloadLogs } from "./logs.ts";
+import type { LogLine } from "../../contracts/session-logs.ts";
 import type Docker from "dockerode";
 import { ADAPTER_PORT } from "../../contracts/adapter.ts";
 import { CodedError, parseOrThrow } from "../../contracts/errors.ts";
@@ -377,10 +379,22 @@ export class DockerDriver implements EngineDriver {
     return info?.State.Running ? info : undefined;
   }
 
-  async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
+  async startAgent(
+    containerName: string,
+    command: string[],
+    output: AgentOutput,
+    stderr?: (chunk: string) => void,
+  ): Promise<AgentProcess> {
     if (!(await isContainerRunning(this.#docker, containerName)))
       throw new CodedError("NOT_FOUND", `workspace ${containerName} has no running container`);
-    return startAgentExec(this.#docker, containerName, command, output);
+    return startAgentExec(this.#docker, containerName, command, output, stderr);
+  }
+
+  workloadLogs(
+    containerName: string,
+    options: { tailLines: number; sinceTime?: string | undefined },
+  ): Promise<LogLine[]> {
+    return dockerWorkloadLogs(this.#docker, containerName, options);
   }
 
   runOnce(command: RunOnceCommand): Promise<RunOnceOutcome> {

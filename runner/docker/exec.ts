@@ -26,6 +26,8 @@ export async function startAgentExec(
   containerName: string,
   command: string[],
   output: AgentOutput,
+  /** The agent's stderr past the PID note, as it comes (the session's logs). */
+  onStderr?: (chunk: string) => void,
 ): Promise<AgentProcess> {
   const container = docker.getContainer(containerName);
   const exec = await container.exec({
@@ -51,7 +53,10 @@ export async function startAgentExec(
   // The agent's stderr is its own log; frames come from stdout only. Its first line is our PID note.
   const agentPid = new AgentPidReader();
   stderr.setEncoding("utf8");
-  stderr.on("data", (chunk: string) => agentPid.feed(chunk));
+  stderr.on("data", (chunk: string) => {
+    agentPid.feed(chunk);
+    onStderr?.(chunk);
+  });
   const exited = new Promise<{ exitCode: number | null }>((resolve) => {
     let done = false;
     const finish = () => {

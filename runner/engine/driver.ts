@@ -9,6 +9,7 @@ import type { Writable } from "node:stream";
 import type { SessionSpec, SnapshotStorage } from "../../contracts/session-spec.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import type { SessionMetrics } from "../../contracts/session-metrics.ts";
+import type { LogLine } from "../../contracts/session-logs.ts";
 import type { WorkspaceEntry } from "../../contracts/workspace-files.ts";
 
 /** A one-shot (v1alpha1) run, as the server asks for it. */
@@ -152,7 +153,22 @@ export interface EngineDriver {
    * Starts the agent over an exec stream, its stdout piped into `output`. Throws a NOT_FOUND
    * CodedError when the workload is gone.
    */
-  startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess>;
+  startAgent(
+    containerName: string,
+    command: string[],
+    output: AgentOutput,
+    /** The agent's stderr as it comes (its own log), for the session's logs. */
+    stderr?: (chunk: string) => void,
+  ): Promise<AgentProcess>;
+  /**
+   * The workload's own output as the engine keeps it (the adapter's or harness's stdout and
+   * stderr), the last `tailLines` lines after `sinceTime`; empty when there is no workload. Absent:
+   * the engine keeps none to read.
+   */
+  workloadLogs?(
+    containerName: string,
+    options: { tailLines: number; sinceTime?: string | undefined },
+  ): Promise<LogLine[]>;
   /** Scale to 0: the workload goes, the volume stays. */
   scaleDown(containerName: string): Promise<void>;
   /** Destroys everything of the session, volume included. */

@@ -30,6 +30,8 @@
  */
 import type { SessionMetrics } from "../../contracts/session-metrics.ts";
 import { podMetrics } from "./metrics.ts";
+import { podWorkloadLogs } from "./logs.ts";
+import type { LogLine } from "../../contracts/session-logs.ts";
 import {
   AppsV1Api,
   CoreV1Api,
@@ -751,7 +753,21 @@ export class KubernetesDriver implements EngineDriver {
     });
   }
 
-  async startAgent(containerName: string, command: string[], output: AgentOutput): Promise<AgentProcess> {
+  async workloadLogs(
+    containerName: string,
+    options: { tailLines: number; sinceTime?: string | undefined },
+  ): Promise<LogLine[]> {
+    // A Ready pod first; else any (a crashing adapter's pod is not Ready, and its log says why).
+    const pods = await this.#sessionPods(containerName);
+    return podWorkloadLogs(this.#core, this.namespace, pods.find(isPodReady) ?? pods[0], options);
+  }
+
+  async startAgent(
+    containerName: string,
+    command: string[],
+    output: AgentOutput,
+    stderr?: (chunk: string) => void,
+  ): Promise<AgentProcess> {
     const pod = await this.#readyPod(containerName);
     const podName = pod?.metadata?.name;
     const container = pod?.spec?.containers.find((c) => c.name === ADAPTER_CONTAINER)?.name;
@@ -760,6 +776,7 @@ export class KubernetesDriver implements EngineDriver {
     return this.#exec.startAgent({ containerName, pod, podName, container }, command, output, {
       isRunning: () => this.isRunning(containerName),
       onOom: () => this.#ooms.set(containerName, Date.now()),
+      ...(stderr ? { onStderr: stderr } : {}),
     });
   }
 

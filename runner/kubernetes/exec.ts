@@ -74,6 +74,8 @@ export type AgentExecHooks = {
   isRunning: () => Promise<boolean>;
   /** The agent ended killed by the OOM killer (told before `exited` resolves). */
   onOom: () => void;
+  /** The agent's stderr as it comes (the session's logs). */
+  onStderr?: (chunk: string) => void;
 };
 
 export class PodExec {
@@ -102,7 +104,10 @@ export class PodExec {
     stdout.pipe(output);
     // The wrapper's first stderr line is the agent's PID (for stop); the rest is the agent's own log.
     const agentPid = new AgentPidReader();
-    stderr.on("data", (chunk: string) => agentPid.feed(chunk));
+    stderr.on("data", (chunk: string) => {
+      agentPid.feed(chunk);
+      hooks.onStderr?.(chunk);
+    });
     let status: V1Status | undefined;
     let ws: Awaited<ReturnType<Exec["exec"]>>;
     try {

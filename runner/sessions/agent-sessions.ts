@@ -12,6 +12,7 @@ import { SessionReasons } from "../../contracts/session-reasons.ts";
 import { AgentStdout, DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./agent-stdout.ts";
 import type { AgentProcess, EngineDriver, ExitReason } from "../engine/driver.ts";
 import { needsWorkloadCheck, restoreAction } from "./restore-plan.ts";
+import type { SessionLogRing } from "./session-log-ring.ts";
 
 export type SessionEvents = {
   frame(sessionId: string, frame: AgentFrame): void;
@@ -26,6 +27,8 @@ export type AgentSessionsOptions = {
   /** True while the way to the server is backed up: agents' output is not read meanwhile. */
   congested?: () => boolean;
   log?: Logger;
+  /** Where each agent's stderr and ending are kept for the session's logs (issue 42). */
+  logs?: SessionLogRing;
 };
 
 type Entry = {
@@ -101,6 +104,12 @@ export class AgentSessions {
       this.#options.log?.("error", "agent output failed", { containerName, error: String(error) }),
     );
     return stdout;
+  }
+
+  /** Where an agent's stderr goes: the session's log ring, when there is one. */
+  #stderrOf(containerName: string): ((chunk: string) => void) | undefined {
+    const logs = this.#options.logs;
+    return logs ? (chunk) => logs.write(containerName, "agent", "stderr", chunk) : undefined;
   }
 
   report(): RunnerSessionReport[] {
@@ -231,14 +240,22 @@ export class AgentSessions {
     });
     let proc: AgentProcess;
     try {
-      proc = await this.#driver.startAgent(containerName, command, stdout);
+      proc = await this.#driver.startAgent(containerName, command, stdout, this.#stderrOf(containerName));
     } catch (error) {
       this.#entries.delete(sessionId);
       this.#events.changed?.();
       throw error;
     }
     entry.process = proc;
-    void proc.exited.then(({ exitCode }) => this.#onAgentExit(entry, exitCode));
+    void proc.exited.then(({ exitCode }) => {
+      this.#options.logs?.note(
+        containerName,
+        "runner",
+        "stderr",
+        `agent ${entry.deliberate ? "stopped" : "exited"}${exitCode === null ? "" : ` with code ${exitCode}`}`,
+      );
+      return this.#onAgentExit(entry, exitCode);
+    });
     const outcome = await Promise.race([
       ready.then(() => "ready" as const),
       proc.exited.then(() => "exited" as const),
@@ -299,7 +316,7 @@ export class AgentSessions {
       else if (held.length < HELD_FRAMES_MAX) held.push(frame);
       firstFrame();
     });
-    const proc = await this.#driver.startAgent(containerName, command, stdout);
+    const proc = await this.#driver.startAgent(containerName, command, stdout, this.#stderrOf(containerName));
     warm = { process: proc, command, held };
     const started = warm;
     void proc.exited.then(() => {

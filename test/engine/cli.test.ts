@@ -2,7 +2,8 @@
  * The `agent-sessions` CLI as people and scripts run it: the real binary against a real server
  * (`serve --no-runner`) and a real runner process, real dockerd and Pulumi, the reference image
  * answering through the proxy against the loopback model server. Exit codes are part of the
- * interface: 0 ok, 1 server-side failure, 2 usage, 3 not found, 4 precondition/conflict.
+ * interface: 0 ok, 1 server-side failure, 2 usage, 3 not found, 4 precondition/conflict,
+ * 5 permission denied/unauthenticated, 6 invalid (refused by the server), 7 unavailable.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -120,7 +121,7 @@ afterAll(async () => {
 });
 
 describe("agent-sessions CLI: resources", () => {
-  it("apply -f puts every document of a multi-document file, then says configured", async () => {
+  it("apply -f puts every document of a multi-document file, then says unchanged (the same manifests again)", async () => {
     const first = await cli(["apply", "-f", manifests]);
     expect(first).toMatchObject({ code: 0, stderr: "" });
     expect(first.stdout).toBe("agent/cli-agent created\nharnesssession/cli-chat created\n");
@@ -132,8 +133,8 @@ describe("agent-sessions CLI: resources", () => {
         .split("\n")
         .map((l) => JSON.parse(l) as Json),
     ).toEqual([
-      { kind: "Agent", namespace: "default", name: "cli-agent", action: "configured" },
-      { kind: "HarnessSession", namespace: "default", name: "cli-chat", action: "configured" },
+      { kind: "Agent", namespace: "default", name: "cli-agent", action: "unchanged" },
+      { kind: "HarnessSession", namespace: "default", name: "cli-chat", action: "unchanged" },
     ]);
   });
 
@@ -180,7 +181,7 @@ describe("agent-sessions CLI: resources", () => {
     expect(run.stdout).toContain("reference");
   });
 
-  it("exit codes: 2 usage, 3 not found, 4 precondition, 1 server unreachable — each saying what to do", async () => {
+  it("exit codes: 2 usage, 3 not found, 6 invalid, 7 server unreachable, 5 unauthenticated — each saying what to do", async () => {
     const unknownKind = await cli(["get", "widgets"]);
     expect(unknownKind.code).toBe(2);
     expect(unknownKind.stderr).toContain("unknown kind widgets; one of agentruntimes");
@@ -189,7 +190,7 @@ describe("agent-sessions CLI: resources", () => {
     const invalid = await cli(["apply", "-f", "-"], {
       input: "apiVersion: agent-sessions.dev/v1alpha1\nkind: Agent\nmetadata: {name: broken}\nspec: {}\n",
     });
-    expect(invalid.code).toBe(2);
+    expect(invalid.code).toBe(6);
     expect(invalid.stderr).toContain("INVALID_ARGUMENT");
     expect(invalid.stderr).toContain("spec.runtimeRef");
     const badYaml = await cli(["apply", "-f", "-"], { input: "kind: [\n" });
@@ -205,14 +206,14 @@ describe("agent-sessions CLI: resources", () => {
     expect(noSession.stderr).toContain("hint: list the sessions with `agent-sessions get hs`");
 
     const unreachable = await cli(["get", "agents", "--server", "http://127.0.0.1:1"]);
-    expect(unreachable.code).toBe(1);
+    expect(unreachable.code).toBe(7);
     expect(unreachable.stderr).toContain(
       "hint: is the server running? start one with `agent-sessions serve`",
     );
     const denied = await cli(["get", "agents"], {
       env: { AGENT_SESSIONS_TOKEN: "not-the-token-0123456789" },
     });
-    expect(denied.code).toBe(1);
+    expect(denied.code).toBe(5);
     expect(denied.stderr).toContain("UNAUTHENTICATED");
     const asJson = await cli(["get", "agent", "nobody", "--json"]);
     expect(JSON.parse(asJson.stderr)).toMatchObject({ error: { code: "NOT_FOUND" } });
@@ -341,8 +342,33 @@ describe("agent-sessions CLI: a session (real runner)", () => {
     const replay = background(["events", "--follow", "--session", sessionId, "--since", "0"]);
     await until("the replay", () => replay.lines().length >= 4, 30_000);
     expect(await replay.interrupt()).toBe(0);
-    // id, time, session, type, payload — from the session's first frame on.
-    expect(replay.lines()[0]).toMatch(new RegExp(`^\\s+1  \\S+  ${sessionId}  status\\s+\\{"state":`));
+    // id, time, the HarnessSession by name, type, payload — from the session's first frame on.
+    expect(replay.lines()[0]).toMatch(/^\s+1 {2}\S+ {2}default\/cli-chat {2}status\s+\{"state":/);
+  });
+
+  it("events --session NAME follows a HarnessSession by name: its phase changes and request outcomes too", async () => {
+    const follow = background(["events", "--follow", "--session", "cli-chat", "--json"]);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await cli(["send", "cli-chat", "by name?", "--no-stream"])).code).toBe(0);
+    expect((await cli(["stop", "cli-chat", "--timeout", "4m"])).code).toBe(0);
+    await until(
+      "RequestFinished and PhaseChanged to Stopped",
+      () => {
+        const payloads = follow.lines().map((l) => (JSON.parse(l) as Json).payload);
+        return (
+          payloads.some((p) => p?.event === "RequestFinished" && p.outcome === "succeeded") &&
+          payloads.some((p) => p?.event === "PhaseChanged" && p.phase === "Stopped")
+        );
+      },
+      60_000,
+    );
+    expect(await follow.interrupt()).toBe(0);
+    for (const line of follow.lines())
+      expect((JSON.parse(line) as Json).harness_session).toBe("default/cli-chat");
+    const unknown = await cli(["events", "--follow", "--session", "nobody"]);
+    expect(unknown.code).toBe(3);
+    expect(unknown.stderr).toContain("agent-sessions get hs -n default");
+    expect((await cli(["resume", "cli-chat", "--timeout", "4m"])).code).toBe(0);
   });
 
   it("delete tears the session down; afterwards it is not found (exit 3)", async () => {
