@@ -127,6 +127,7 @@ afterAll(async () => {
   await system?.call("DELETE", `${NS}/harnesssessions/${FORK}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/harnesssessions/${PI}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/harnesssessions/${BROKEN}`).catch(() => undefined);
+  await system?.call("DELETE", `${NS}/webhooks/ui-hook`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/sessionsnapshots/ui-snap`).catch(() => undefined);
   await system?.stop();
   await model?.close();
@@ -266,6 +267,17 @@ describe("web UI in headless Chromium (real system)", () => {
     await page.waitForSelector("#cancel[hidden]", { state: "attached" });
     expect(await page.isEnabled("#send")).toBe(true);
     await expect.poll(() => page.textContent('[data-field="active"]'), { timeout: 10_000 }).toBe("0");
+  });
+
+  it("shows the session's events as they come and its logs", async () => {
+    // The requests above finished while the page was open: their events are in the pane.
+    await page.waitForSelector('#sel-events li[data-event="RequestFinished"]', { timeout: 15_000 });
+    expect(await page.textContent("#sel-events")).toContain("outcome=succeeded");
+    await page.click("#logs-refresh");
+    await expect
+      .poll(() => page.textContent("#sel-logs"), { timeout: 15_000 })
+      .toMatch(/(workload|agent|runner)\/(stdout|stderr): |\(no lines yet\)/);
+    expect(await page.textContent("#logs-error")).toBe("");
   });
 
   it("keeps the transcript across a reload: the session's own record, read back from its volume", async () => {
@@ -453,6 +465,29 @@ describe("web UI in headless Chromium (real system)", () => {
     const runner = page.locator("#runners tr[data-runner]").first();
     await expect.poll(() => runner.locator('[data-field="state"]').textContent()).toBe("attached");
     await shot("10-runners");
+    await page.click('nav a[data-page="sessions"]');
+    await page.waitForSelector("#app:not([hidden])");
+  });
+
+  it("creates a webhook from its page: the generated secret shown once, the row listed", async () => {
+    await system.call("DELETE", `${NS}/webhooks/ui-hook`); // a retry's
+    await page.click('nav a[data-page="webhooks"]');
+    await page.waitForSelector("#page-webhooks:not([hidden])");
+    await page.click("#webhooks-new");
+    await page.fill('#webhook-form input[name="name"]', "ui-hook");
+    // A receiver on the test bed's bridge (nothing listens: its deliveries fail and are retried).
+    await page.fill('#webhook-form input[name="url"]', `http://${BRIDGE_IP}:9/hooks`);
+    await page.click('#webhook-form button[type="submit"]');
+    await page.waitForSelector("#webhook-secret:not([hidden])");
+    expect(await page.textContent("#webhook-secret-value")).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    const hook = page.locator('#webhooks tr[data-webhook="ui-hook"]');
+    await expect.poll(() => hook.count()).toBe(1);
+    expect(await hook.textContent()).toContain("ready, stopped, failed");
+    // The secret is the create answer's only: GET never returns it.
+    expect(JSON.stringify((await system.call("GET", `${NS}/webhooks/ui-hook`)).body)).not.toContain("whsec_");
+    await hook.locator("button", { hasText: "Deliveries" }).click();
+    await page.waitForSelector("#deliveries-pane:not([hidden])");
+    await shot("11-webhooks");
     await page.click('nav a[data-page="sessions"]');
     await page.waitForSelector("#app:not([hidden])");
   });

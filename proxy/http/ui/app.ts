@@ -56,6 +56,8 @@ const state = {
   transcripts: new Map<string, Message[]>(),
   /** Per agent session id: the MCP tool calls its events carried since this page connected, newest first. */
   toolCalls: new Map<string, ToolCallRow[]>(),
+  /** Per agent session (status.sessionId): its events as the stream brought them, newest first. */
+  eventLog: new Map<string, { at: string; text: string }[]>(),
   busy: new Set<string>(),
   /** Sessions whose transcript file was read (or found absent) since the page opened or restored them. */
   transcriptRead: new Set<string>(),
@@ -398,6 +400,8 @@ function select(name: string): void {
   render();
   void measure(name);
   renderPorts(name);
+  $("sel-logs").textContent = "";
+  void loadLogs(name);
   field(form("chat-form"), "input").focus();
 }
 
@@ -602,6 +606,7 @@ function renderDetail(): void {
     ]),
   );
   renderToolCalls(st.sessionId);
+  renderEvents(st.sessionId);
   $("history").replaceChildren(
     ...(state.history.get(name) ?? []).map((h) =>
       el(
@@ -990,6 +995,7 @@ async function follow(client: AgentSessionsClient): Promise<void> {
       for await (const message of events) {
         if (message.kind === "frame" && message.frame.type === "status") refreshSoon();
         if (message.kind === "frame" && message.frame.type === "tool") noteToolCall(message.frame);
+        if (message.kind === "frame") noteEvent(message.frame);
       }
     } catch (error) {
       if (refused(error)) return disconnect("the token was refused");
@@ -1016,6 +1022,77 @@ function noteToolCall(frame: { session_id: string; ts: string; payload: Record<s
   state.toolCalls.set(frame.session_id, rows.slice(0, TOOL_CALLS_KEPT));
   const selected = state.sessions.find((x) => x.metadata.name === state.selected);
   if (selected?.status.sessionId === frame.session_id) renderToolCalls(frame.session_id);
+}
+
+/** Events kept per agent session for its pane (the newest first). */
+const EVENTS_KEPT = 100;
+
+/**
+ * A session's events as the stream brings them, for its Events pane: status transitions, the
+ * server's events (PhaseChanged, RequestFinished, Snapshotted, Expired…), tool calls and errors;
+ * not the reply text (deltas and messages are the transcript's).
+ */
+function noteEvent(frame: {
+  session_id: string;
+  ts: string;
+  type: string;
+  payload: Record<string, unknown>;
+}): void {
+  const p = frame.payload;
+  const text =
+    frame.type === "status"
+      ? `status ${String(p.state ?? "")}${p.reason ? ` (${String(p.reason)})` : ""}`
+      : frame.type === "log" && typeof p.event === "string"
+        ? `${p.event}${eventDetail(p)}`
+        : frame.type === "tool"
+          ? `tool ${p.server ? `${String(p.server)}/` : ""}${String(p.tool ?? p.name ?? "")} ${String(p.outcome ?? p.phase ?? "")}`.trim()
+          : frame.type === "error"
+            ? `error ${String(p.message ?? p.error ?? "")}`
+            : undefined;
+  if (text === undefined) return;
+  const rows = state.eventLog.get(frame.session_id) ?? [];
+  rows.unshift({ at: frame.ts, text });
+  state.eventLog.set(frame.session_id, rows.slice(0, EVENTS_KEPT));
+  const selected = state.sessions.find((x) => x.metadata.name === state.selected);
+  if (selected?.status.sessionId === frame.session_id) renderEvents(frame.session_id);
+}
+
+/** The parts of a server event worth a line: phase, reason, outcome, request, snapshot. */
+function eventDetail(p: Record<string, unknown>): string {
+  const parts = ["phase", "reason", "outcome", "request_id", "snapshot"]
+    .filter((k) => typeof p[k] === "string" && p[k] !== "")
+    .map((k) => `${k}=${String(p[k])}`);
+  return parts.length ? ` ${parts.join(" ")}` : "";
+}
+
+function renderEvents(sessionId: string | undefined): void {
+  const rows = sessionId === undefined ? [] : (state.eventLog.get(sessionId) ?? []);
+  $("no-events").hidden = rows.length > 0;
+  $("sel-events").replaceChildren(
+    ...rows.map((r) =>
+      el(
+        "li",
+        { dataset: { event: r.text.split(" ")[0] ?? "" } },
+        el("span", { className: "muted", textContent: `${new Date(r.at).toLocaleTimeString()} ` }),
+        r.text,
+      ),
+    ),
+  );
+}
+
+/** The last lines the runner saw of the session's processes (`GET …/logs`), secrets redacted. */
+async function loadLogs(name: string): Promise<void> {
+  showError("logs-error");
+  try {
+    const { lines, truncated } = await api().sessionLogs(NS, name, { tailLines: 200 });
+    if (state.selected !== name) return;
+    $("sel-logs").textContent = lines.length
+      ? (truncated ? "(older lines are gone)\n" : "") +
+        lines.map((l) => `${l.ts.slice(11, 19)} ${l.source}/${l.stream}: ${l.line}`).join("\n")
+      : "(no lines yet)";
+  } catch (error) {
+    if (state.selected === name) showError("logs-error", error);
+  }
 }
 
 function renderToolCalls(sessionId: string | undefined): void {
@@ -1182,6 +1259,9 @@ field<HTMLTextAreaElement>(form("chat-form"), "input").addEventListener("keydown
   }
 });
 $("cancel").addEventListener("click", () => void cancelRequest());
+$("logs-refresh").addEventListener("click", () => {
+  if (state.selected) void loadLogs(state.selected);
+});
 form("snapshot-form").addEventListener("submit", (event) => void takeSnapshot(event));
 $("ws-refresh").addEventListener("click", () => void listWorkspace());
 $("ws-up").addEventListener(
