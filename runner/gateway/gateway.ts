@@ -10,7 +10,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Dispatcher, Pool } from "undici";
+import type { Dispatcher, Pool } from "undici";
 import type { Usage } from "../../contracts/adapter.ts";
 import type { GatewayGrant, GatewayRefusal } from "../../contracts/runner-protocol.ts";
 import { AgentBudgets } from "./budgets.ts";
@@ -19,6 +19,7 @@ import { clientHeaders, presentedTokens, upstreamHeaders } from "./headers.ts";
 import { JsonReplyWatcher, type ReplyWatcher, SseReplyWatcher } from "./provider-usage.ts";
 import { MCP_PATH_PREFIX, McpForwarder, type McpEvents } from "./mcp-forwarder.ts";
 import type { GatewayRoute, GatewayRoutes } from "./routes.ts";
+import { OriginPools, readBody } from "./upstream.ts";
 
 /**
  * What the gateway tells its runner. Called synchronously on the call's path: a callback must not
@@ -118,8 +119,7 @@ class Forwarder {
   readonly #routes: GatewayRoutes;
   readonly #events: GatewayEvents;
   readonly #budgets: AgentBudgets;
-  /** A keep-alive pool per upstream origin. */
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new OriginPools();
 
   constructor(routes: GatewayRoutes, events: GatewayEvents, budgets: AgentBudgets) {
     this.#routes = routes;
@@ -128,9 +128,7 @@ class Forwarder {
   }
 
   async close(): Promise<void> {
-    const pools = [...this.#pools.values()];
-    this.#pools.clear();
-    await Promise.all(pools.map((pool) => pool.destroy()));
+    await this.#pools.close();
   }
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -182,7 +180,7 @@ class Forwarder {
         `The gateway forwards only to the Agent's model endpoint, under ${base || "/"}; ${asked.pathname} is not there.`,
       );
     if (Number(req.headers["content-length"]) > GATEWAY_BODY_MAX_BYTES) return tooLarge(res);
-    const body = await readBody(req);
+    const body = await readBody(req, GATEWAY_BODY_MAX_BYTES);
     if (body === "too large") return tooLarge(res);
     const checked = checkCall(body, grant, asked.pathname);
     if (!checked.ok) {
@@ -232,7 +230,7 @@ class Forwarder {
     });
     let reply: Awaited<ReturnType<Pool["request"]>>;
     try {
-      reply = await this.#pool(upstream.origin).request({
+      reply = await this.#pools.get(upstream.origin).request({
         path: call.path,
         method: (req.method ?? "GET") as Dispatcher.HttpMethod,
         headers: upstreamHeaders(req.headers, route),
@@ -279,41 +277,6 @@ class Forwarder {
       res.destroy();
     }
   }
-
-  #pool(origin: string): Pool {
-    let pool = this.#pools.get(origin);
-    if (!pool) {
-      pool = new Pool(origin, { keepAliveTimeout: 30_000, pipelining: 1 });
-      this.#pools.set(origin, pool);
-    }
-    return pool;
-  }
-}
-
-/** The request body, or "too large" past GATEWAY_BODY_MAX_BYTES. */
-function readBody(req: IncomingMessage): Promise<Buffer | "too large"> {
-  return new Promise((resolve, reject) => {
-    const pieces: Buffer[] = [];
-    let bytes = 0;
-    const onData = (piece: Buffer) => {
-      bytes += piece.length;
-      if (bytes <= GATEWAY_BODY_MAX_BYTES) return void pieces.push(piece);
-      // The rest is read and dropped (not the socket destroyed): the client still gets its 413.
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.resume();
-      pieces.length = 0;
-      resolve("too large");
-    };
-    const onEnd = () => resolve(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces));
-    req.on("data", onData);
-    req.once("end", onEnd);
-    req.once("error", reject);
-    // A client gone before its body ended: settled, so nothing waits for it.
-    req.once("close", () => {
-      if (!req.complete) reject(new Error("the client went away before its request ended"));
-    });
-  });
 }
 
 function tooLarge(res: ServerResponse): undefined {

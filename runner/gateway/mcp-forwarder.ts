@@ -10,7 +10,7 @@
  * duration) to the runner, which sends it up the link (an audit record and a `tool` frame).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type Dispatcher, Pool } from "undici";
+import type { Dispatcher, Pool } from "undici";
 import { type McpCallOutcome, type McpServerGrant, toolAllowed } from "../../contracts/mcp.ts";
 import { presentedTokens } from "./headers.ts";
 import {
@@ -25,6 +25,7 @@ import {
   withEventData,
 } from "./mcp-messages.ts";
 import type { GatewayRoute, GatewayRoutes } from "./routes.ts";
+import { OriginPools, readBody } from "./upstream.ts";
 
 /** The gateway's path of an MCP server: `/mcp/<name>`. */
 export const MCP_PATH_PREFIX = "/mcp/";
@@ -52,7 +53,7 @@ const RETURNED = ["content-type", "mcp-session-id", "mcp-protocol-version", "cac
 export class McpForwarder {
   readonly #routes: GatewayRoutes;
   readonly #events: McpEvents;
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new OriginPools();
 
   constructor(routes: GatewayRoutes, events: McpEvents) {
     this.#routes = routes;
@@ -60,9 +61,7 @@ export class McpForwarder {
   }
 
   async close(): Promise<void> {
-    const pools = [...this.#pools.values()];
-    this.#pools.clear();
-    await Promise.all(pools.map((pool) => pool.destroy()));
+    await this.#pools.close();
   }
 
   /** Answers a request whose path starts with `/mcp/`. */
@@ -97,7 +96,7 @@ export class McpForwarder {
     let request: { id: string | number; method: string; tool?: string } | undefined;
     if (method === "POST") {
       if (Number(req.headers["content-length"]) > MCP_REQUEST_MAX_BYTES) return tooLarge(res);
-      const read = await readBody(req);
+      const read = await readBody(req, MCP_REQUEST_MAX_BYTES);
       if (read === "too large") return tooLarge(res);
       body = read;
       const parsed = readMcpRequest(body);
@@ -186,7 +185,7 @@ export class McpForwarder {
     try {
       let reply: Awaited<ReturnType<Pool["request"]>>;
       try {
-        reply = await this.#pool(upstream.origin).request({
+        reply = await this.#pools.get(upstream.origin).request({
           path: upstream.pathname + upstream.search,
           method: call.method as Dispatcher.HttpMethod,
           headers,
@@ -269,33 +268,6 @@ export class McpForwarder {
       if (timer) clearTimeout(timer);
     }
   }
-
-  #pool(origin: string): Pool {
-    let pool = this.#pools.get(origin);
-    if (!pool) {
-      pool = new Pool(origin, { keepAliveTimeout: 30_000, pipelining: 1 });
-      this.#pools.set(origin, pool);
-    }
-    return pool;
-  }
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer | "too large"> {
-  return new Promise((resolve, reject) => {
-    const pieces: Buffer[] = [];
-    let bytes = 0;
-    const onData = (piece: Buffer) => {
-      bytes += piece.length;
-      if (bytes <= MCP_REQUEST_MAX_BYTES) return void pieces.push(piece);
-      req.off("data", onData);
-      req.resume();
-      pieces.length = 0;
-      resolve("too large");
-    };
-    req.on("data", onData);
-    req.once("end", () => resolve(Buffer.concat(pieces)));
-    req.once("error", reject);
-  });
 }
 
 function tooLarge(res: ServerResponse): void {
