@@ -1018,7 +1018,13 @@ async function follow(client: AgentSessionsClient): Promise<void> {
         onReconnect: () => setLive(false),
       });
       for await (const message of events) {
-        if (message.kind === "frame" && message.frame.type === "status") refreshSoon();
+        // A transition of this namespace's sessions (each frame names its namespace) changes the list.
+        if (
+          message.kind === "frame" &&
+          message.frame.type === "status" &&
+          (message.frame.namespace === undefined || message.frame.namespace === NS)
+        )
+          refreshSoon();
         if (message.kind === "frame" && message.frame.type === "tool") noteToolCall(message.frame);
         if (message.kind === "frame") noteEvent(message.frame);
       }
