@@ -50,6 +50,19 @@ export function exitCodeOf(code: ErrorCode): number {
   }
 }
 
+/**
+ * `AGENT_SESSIONS_WATCH_RESYNC_MS`: how often `get hs -w` lists again beside the event stream
+ * (bin/watch.ts `WATCH_RESYNC_MS`); undefined: its default.
+ */
+export function watchResyncMs(): number | undefined {
+  const raw = process.env.AGENT_SESSIONS_WATCH_RESYNC_MS;
+  if (raw === undefined || raw === "") return undefined;
+  const ms = Number(raw);
+  if (!Number.isInteger(ms) || ms <= 0)
+    throw new UsageError(`AGENT_SESSIONS_WATCH_RESYNC_MS must be a positive whole number of ms, not ${raw}`);
+  return ms;
+}
+
 /** Wrong flags or arguments: printed with the command's usage, exit 2. */
 export class UsageError extends Error {
   override name = "UsageError";

@@ -222,6 +222,7 @@ describe("agent-sessions exit codes and hints", { timeout: 60_000 }, () => {
 });
 
 describe("agent-sessions get -w", { timeout: 60_000 }, () => {
+  // No runner here: no agent session, so no event reports these changes; the resync (set short) finds them.
   it("prints the object, then again when it changes, then its deletion; Ctrl-C ends it with exit 0", async () => {
     await t.put("/v1/namespaces/default/harnesssessions/watched", {
       apiVersion: "agent-sessions.dev/v1alpha1",
@@ -232,7 +233,10 @@ describe("agent-sessions get -w", { timeout: 60_000 }, () => {
     const child: ChildProcess = spawn(
       process.execPath,
       [CLI, "get", "hs", "-w", "-o", "name", "--server", t.server.url, "--token", ADMIN_TOKEN],
-      { env: { ...process.env, AGENT_SESSIONS_TOKEN: "" }, stdio: ["ignore", "pipe", "pipe"] },
+      {
+        env: { ...process.env, AGENT_SESSIONS_TOKEN: "", AGENT_SESSIONS_WATCH_RESYNC_MS: "300" },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
     );
     let stdout = "";
     let stderr = "";

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { CreatedToken, CreateTokenRequest, TokenList, WhoAmI } from "../contracts/access.ts";
 import type { StreamEvent } from "../contracts/adapter.ts";
-import type { Frame } from "../contracts/compass.ts";
+import type { EventFrame } from "../contracts/compass.ts";
 import { type ErrorCode, httpStatusOf, isErrorCode } from "../contracts/error-codes.ts";
 import type {
   HarnessPhase,
@@ -38,9 +38,12 @@ export type ClientOptions = {
   fetch?: typeof fetch;
 };
 
-/** What `events()` yields: a frame with its event id, or a note that retained frames are gone. */
+/**
+ * What `events()` yields: a frame with its event id (named by its session's `namespace` and
+ * HarnessSession `name`), or a note that retained frames are gone.
+ */
 export type EventMessage =
-  | { kind: "frame"; id: string; frame: Frame }
+  | { kind: "frame"; id: string; frame: EventFrame }
   | { kind: "gap"; session_id: string; from_seq: number; to_seq: number };
 
 export type EventsOptions = {
@@ -409,7 +412,7 @@ export class AgentSessionsClient {
             continue;
           }
           if (message.id !== undefined) lastEventId = message.id;
-          yield { kind: "frame", id: message.id ?? "", frame: data as Frame };
+          yield { kind: "frame", id: message.id ?? "", frame: data as EventFrame };
         }
       } catch (error) {
         dropped = error;

@@ -21,6 +21,7 @@ export {
 } from "./resource-kinds.ts";
 export { readSse, type SseMessage } from "./sse.ts";
 export { type WaitForOptions, waitFor } from "./wait-for.ts";
+export type { EventFrame, Frame } from "../contracts/compass.ts";
 export type { HarnessPhase, HarnessSession } from "../contracts/harness-session.ts";
 export type { Agent, AgentRuntime } from "../contracts/resources.ts";
 export type { LogLine, SessionLogsReply } from "../contracts/session-logs.ts";

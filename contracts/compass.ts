@@ -31,6 +31,17 @@ export const Frame = z.object({
 });
 export type Frame = z.infer<typeof Frame>;
 
+/**
+ * A frame as `GET /v1/events` sends it (issue 42): the stored frame and, added by the server,
+ * `namespace` (its session's Agent's) and `name` (the HarnessSession the agent session runs for;
+ * absent for a session opened over the RPC API). Additive: a reader of `Frame` reads it unchanged.
+ */
+export const EventFrame = Frame.extend({
+  namespace: z.string().min(1).optional(),
+  name: z.string().min(1).optional(),
+});
+export type EventFrame = z.infer<typeof EventFrame>;
+
 /** What the agent writes: a frame before the relay assigns the session's seq and id. */
 export const AgentFrame = z.object({
   protocol: z.literal(COMPASS_PROTOCOL),

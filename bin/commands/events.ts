@@ -1,7 +1,8 @@
 import type { Frame } from "../../contracts/compass.ts";
 import { ClientError } from "../../client/client-error.ts";
-import { type CliContext, contextFrom, HintedError, UsageError } from "../cli-context.ts";
+import { contextFrom, HintedError, UsageError } from "../cli-context.ts";
 import { type Command, parseCommand, positionals } from "../command.ts";
+import { harnessSessionOf } from "../watch.ts";
 
 const USAGE = "events --follow [--session NAME|SESSION_ID] [-n NAMESPACE] [--since EVENT_ID]";
 
@@ -12,26 +13,6 @@ export function frameLine(id: string, frame: Frame, session?: string): string {
 
 /** Agent session ids (`ses-…`) are followed as they are; anything else names a HarnessSession. */
 const SESSION_ID = /^ses-[0-9a-f]+$/;
-
-/**
- * HarnessSession names of agent session ids, learnt from the namespace's sessions (their
- * `status.sessionId`) and from events that name their session (`payload.harness_session`).
- */
-function sessionNames(ctx: CliContext): (frame: Frame) => Promise<string | undefined> {
-  const names = new Map<string, string | undefined>();
-  return async (frame) => {
-    const named = (frame.payload as { harness_session?: { namespace: string; name: string } })
-      .harness_session;
-    if (named) names.set(frame.session_id, `${named.namespace}/${named.name}`);
-    if (!names.has(frame.session_id)) {
-      names.set(frame.session_id, undefined); // asked once per id
-      const sessions = await ctx.client.listAll("harnesssessions", ctx.namespace).catch(() => []);
-      for (const s of sessions)
-        if (s.status.sessionId) names.set(s.status.sessionId, `${s.metadata.namespace}/${s.metadata.name}`);
-    }
-    return names.get(frame.session_id);
-  };
-}
 
 /**
  * `events --follow`: compass.v1 frames as they happen, of one session or all, each line naming
@@ -74,7 +55,6 @@ payload. --session NAME follows one HarnessSession (in -n NAMESPACE) across its 
     const ctx = contextFrom(parsed.values);
     const session = parsed.values.session;
     const byName = session !== undefined && !SESSION_ID.test(session);
-    const nameOf = byName ? async () => `${ctx.namespace}/${session}` : sessionNames(ctx);
     const abort = new AbortController();
     const stop = () => abort.abort();
     process.once("SIGINT", stop);
@@ -95,7 +75,7 @@ payload. --session NAME follows one HarnessSession (in -n NAMESPACE) across its 
           ctx.note(`frames ${event.from_seq}..${event.to_seq} of ${event.session_id} are no longer retained`);
           continue;
         }
-        const name = await nameOf(event.frame);
+        const name = harnessSessionOf(event.frame);
         if (ctx.json) ctx.out(JSON.stringify(name ? { ...event.frame, harness_session: name } : event.frame));
         else ctx.out(frameLine(event.id, event.frame, name));
       }

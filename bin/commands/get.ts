@@ -1,10 +1,18 @@
 import { API_VERSION } from "../../contracts/resources.ts";
 import { KIND_OF_PLURAL } from "../../client/index.ts";
-import { type CliContext, contextFrom, UsageError } from "../cli-context.ts";
+import { type CliContext, contextFrom, UsageError, watchResyncMs } from "../cli-context.ts";
 import { type Command, parseCommand, positionals } from "../command.ts";
 import { type CliKind, KIND_NAMES, objectRef, parseKind } from "../kinds.ts";
 import { formatData, type OutputFormat, parseOutput, resourceTable } from "../render.ts";
-import { watchLoop } from "../watch.ts";
+import { ClientError } from "../../client/client-error.ts";
+import {
+  type EventWatchEnd,
+  harnessSessionOf,
+  type WatchReport,
+  WATCH_INTERVAL_MS,
+  watchEvents,
+  watchLoop,
+} from "../watch.ts";
 
 const USAGE = "get KIND [NAME] [-n NAMESPACE | -A] [-o table|wide|name|json|yaml] [-w]";
 
@@ -69,9 +77,48 @@ function render(
 }
 
 /**
+ * `get hs [NAME] -w`: HarnessSessions followed over the event stream (every session the token
+ * may see; the frames name theirs), each one read again when an event of it says it changed.
+ */
+function watchSessionEvents(
+  ctx: CliContext,
+  name: string | undefined,
+  all: boolean,
+  options: WatchReport<unknown> & {
+    initial: readonly unknown[];
+    headerShown: boolean;
+    fetchAll: () => Promise<unknown[]>;
+  },
+): Promise<EventWatchEnd<unknown>> {
+  const watched = (key: string) =>
+    name !== undefined ? key === `${ctx.namespace}/${name}` : all || key.startsWith(`${ctx.namespace}/`);
+  const resync = watchResyncMs();
+  return watchEvents({
+    ...options,
+    ...(resync !== undefined ? { resyncMs: resync } : {}),
+    follow: (signal, onOpen) => ctx.client.events({ signal, onOpen }),
+    keyOfFrame: (frame) => {
+      const key = harnessSessionOf(frame);
+      return key !== undefined && watched(key) ? key : undefined;
+    },
+    fetchOne: async (key) => {
+      const [namespace = "", session = ""] = key.split("/");
+      try {
+        return await ctx.client.get("harnesssessions", namespace, session);
+      } catch (error) {
+        if (error instanceof ClientError && error.code === "NOT_FOUND") return undefined;
+        throw error;
+      }
+    },
+  });
+}
+
+/**
  * `get`: one object or the list of a kind; `sessions` are the agent sessions of GetAgentStatus.
- * `-w` prints what there is, then each object again whenever it changes (polled every second,
- * as the list routes answer; deletions print as `kind/name deleted` on stderr), until Ctrl-C.
+ * `-w` prints what there is, then each object again whenever it changes, until Ctrl-C: the
+ * HarnessSessions as the event stream tells their changes (listed again every 30 s for what no
+ * event reports; polled when the stream is unavailable), other kinds polled every second.
+ * Deletions print as `kind/name deleted` on stderr.
  */
 export const get: Command = {
   name: "get",
@@ -79,7 +126,11 @@ export const get: Command = {
   summary: "list resources or show one (-w to watch them change)",
   description: `Lists the objects of a KIND in the namespace, or shows one by NAME.
 KIND: ${KIND_NAMES}.
-With -w it keeps going: each object is printed again whenever it changes, until Ctrl-C (exit 0).`,
+With -w it keeps going: each object is printed again whenever it changes, until Ctrl-C (exit 0).
+HarnessSessions are watched over the server's event stream (each phase change and request outcome
+reprints the row; everything is listed again every 30 s, AGENT_SESSIONS_WATCH_RESYNC_MS, for changes
+no event reports, such as a session not placed yet); when the stream is unavailable it says so and
+polls every second. Other kinds are polled every second.`,
   flags: [
     ["-o, --output FORMAT", "table (default), wide (more columns), name (kind/name lines), json or yaml"],
     ["-w, --watch", "after the first answer, print each object again when it changes; Ctrl-C ends"],
@@ -123,16 +174,34 @@ With -w it keeps going: each object is printed again whenever it changes, until 
     if (first.rows.length > 0) ctx.out(render(kind, first.rows, format, all, true));
     else if (tableLike)
       ctx.note(`no ${kind} in ${all ? "any namespace" : `namespace ${ctx.namespace}`} yet; watching`);
-    await watchLoop({
-      initial: first.rows,
+    const report = {
       keyOf,
-      fetch: async () => (await fetchRows(ctx, kind, name, all)).rows,
-      changed: (rows, headerShown) => ctx.out(render(kind, rows, format, all, !headerShown && tableLike)),
-      deleted: (row) => ctx.note(`${nameOf(kind, row)} deleted`),
-      onError: (error) =>
+      changed: (rows: unknown[], headerShown: boolean) =>
+        ctx.out(render(kind, rows, format, all, !headerShown && tableLike)),
+      deleted: (row: unknown) => ctx.note(`${nameOf(kind, row)} deleted`),
+      onError: (error: unknown) =>
         ctx.note(`watch: ${error instanceof Error ? error.message : String(error)}; retrying`),
-      headerShown: first.rows.length > 0,
-    });
+    };
+    const fetchAll = async () => (await fetchRows(ctx, kind, name, all)).rows;
+    let initial = first.rows;
+    let headerShown = first.rows.length > 0;
+    if (kind === "harnesssessions") {
+      const end = await watchSessionEvents(ctx, name, all, { ...report, initial, headerShown, fetchAll });
+      if (end.ended === "interrupted") return 0;
+      const { error } = end;
+      // A refused stream (the token expired or lost its scope) is the watch's end: said as any error is.
+      if (
+        error instanceof ClientError &&
+        (error.code === "UNAUTHENTICATED" || error.code === "PERMISSION_DENIED")
+      )
+        throw error;
+      ctx.note(
+        `watch: the event stream is unavailable (${error instanceof Error ? error.message : String(error)}); polling every ${WATCH_INTERVAL_MS / 1000} s instead`,
+      );
+      initial = end.rows;
+      headerShown = end.headerShown;
+    }
+    await watchLoop({ ...report, initial, fetch: fetchAll, headerShown });
     return 0;
   },
 };

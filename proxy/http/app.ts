@@ -8,7 +8,7 @@ import { type Admission, defaultAdmission } from "../lifecycle/admission.ts";
 import { type Audit, createAudit } from "../observability/audit.ts";
 import { ApiTokens } from "./api-tokens.ts";
 import { authenticate } from "./auth.ts";
-import { sessionVisibility } from "./event-access.ts";
+import { sessionLabels, sessionVisibility } from "./event-access.ts";
 import { toErrorResponse } from "./error-response.ts";
 import type { EventBus } from "../lifecycle/event-bus.ts";
 import { eventRoutes } from "./event-stream.ts";
@@ -235,6 +235,7 @@ export function buildApp(options: AppOptions): Hono {
       ? { harnessSession: (ns: string, n: string) => harnessStore.getHarnessSession(ns, n) }
       : {}),
     visibilityOf: (principal) => sessionVisibility(options.store, principal, options.harnessStore),
+    sessionLabel: sessionLabels(options.store, options.harnessStore),
     revalidate: async (authorization) => (await apiTokens.authenticate(authorization)).ok,
     onRevoked: (listener) => apiTokens.onRevoked(listener),
   };

@@ -3,7 +3,7 @@ import { parseScope } from "../../contracts/access.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
-import { sessionVisibility } from "./event-access.ts";
+import { sessionLabels, sessionVisibility } from "./event-access.ts";
 
 /** Agent sessions by id, each in a container; workspaces by container with their workstream. */
 const sessions: Record<string, { agent_ref: string; container_name: string }> = {
@@ -46,5 +46,16 @@ describe("sessionVisibility", () => {
     const seen: string[] = [];
     for (const id of [...Object.keys(sessions), "no-such-session"]) if (await visible(id)) seen.push(id);
     expect(seen).toEqual(["sess-now", "sess-before-restart"]);
+  });
+});
+
+describe("sessionLabels", () => {
+  it("names the HarnessSession of its agent sessions (across restarts), only the namespace of an RPC workspace named harness-<name>", async () => {
+    const label = sessionLabels(store, harness);
+    expect(await label("sess-now")).toEqual({ namespace: "default", name: "s", settled: true });
+    expect(await label("sess-before-restart")).toEqual({ namespace: "default", name: "s", settled: true });
+    expect(await label("sess-rpc")).toEqual({ namespace: "default", settled: true });
+    expect(await label("no-such-session")).toBeUndefined();
+    expect(await sessionLabels(store)("sess-now")).toEqual({ namespace: "default", settled: true });
   });
 });

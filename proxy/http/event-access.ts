@@ -1,4 +1,5 @@
 import { parseAgentRef } from "../../contracts/resources.ts";
+import { harnessWorkstream } from "../harness/harness-reconciler.ts";
 import type { HarnessStore } from "../store/harness-store.ts";
 import type { Store } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
@@ -42,5 +43,38 @@ export function sessionVisibility(
         return true;
     }
     return false;
+  };
+}
+
+/**
+ * Whom a session's frames are about, as the event stream names it (issue 42): the namespace of
+ * its Agent and, for a HarnessSession's agent session (any of its restarts), that HarnessSession's
+ * name. `settled` says the answer cannot change any more; an unsettled one (a HarnessSession not
+ * yet recorded as owning the container, or gone) is asked again for later frames.
+ */
+export type SessionLabel = { namespace: string; name?: string | undefined; settled: boolean };
+
+/**
+ * The label of an agent session: its workspace's workstream `harness-<name>` names a candidate,
+ * which is the session's HarnessSession only when that record names the container (the rule of
+ * rpc-access.ts: an RPC workstream called `harness-…` serves no HarnessSession).
+ */
+export function sessionLabels(
+  store: Store,
+  harness?: HarnessStore | undefined,
+): (sessionId: string) => Promise<SessionLabel | undefined> {
+  const prefix = harnessWorkstream("");
+  return async (sessionId) => {
+    const session = await store.getSession(sessionId);
+    if (!session) return undefined;
+    const { namespace } = parseAgentRef(session.agent_ref);
+    if (!harness) return { namespace, settled: true };
+    const workspace = await store.getWorkspace(session.container_name);
+    if (!workspace?.workstream.startsWith(prefix)) return { namespace, settled: workspace !== undefined };
+    const name = workspace.workstream.slice(prefix.length);
+    const record = await harness.getHarnessSession(namespace, name);
+    if (record && (record.container_name === session.container_name || record.session_id === sessionId))
+      return { namespace, name, settled: true };
+    return { namespace, settled: record?.container_name !== undefined };
   };
 }

@@ -9,7 +9,7 @@ import { NamespaceBounds, scopedNamespaces } from "../lifecycle/namespace-bounds
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { Store, StoredFrame } from "../store/store.ts";
 import type { Principal } from "./api-tokens.ts";
-import type { SessionVisibility } from "./event-access.ts";
+import type { SessionLabel, SessionVisibility } from "./event-access.ts";
 
 export type EventStreamOptions = {
   store: Store;
@@ -19,6 +19,11 @@ export type EventStreamOptions = {
    * its restarts, by the workspace it owns). Absent: those parameters are UNIMPLEMENTED.
    */
   harnessSession?: (namespace: string, name: string) => Promise<HarnessRef | undefined>;
+  /**
+   * Whom a session's frames are about (event-access.ts `sessionLabels`): each frame on the wire
+   * carries its `namespace` and `name` (issue 42). Absent: frames go as stored.
+   */
+  sessionLabel?: (sessionId: string) => Promise<SessionLabel | undefined>;
   /** Comment lines keep idle connections (and proxies) open. @default 15000 */
   keepAliveMs?: number;
   /** A follower further behind than this is cut off; it resumes from the store. @default 10000 */
@@ -105,7 +110,8 @@ export function eventRoutes(options: EventStreamOptions): Hono {
     "AGENT_SESSIONS_EVENT_SUBSCRIBERS_PER_NAMESPACE_MAX",
   );
   let open = 0;
-  const runs = new SharedRuns();
+  const labels = new SessionLabels(options.sessionLabel);
+  const runs = new SharedRuns(labels);
 
   return new Hono().get("/", async (c) => {
     const rawSession = c.req.query("session_id");
@@ -195,7 +201,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
       };
       const unsubscribe = bus.subscribe((f) => {
         if (dropped) return;
-        const bytes = eventData(f).bytes;
+        const bytes = eventData(f, labels).bytes;
         if (queue.length >= maxQueued || queuedBytes + writingBytes + bytes > maxQueuedBytes) {
           drop(f);
           return;
@@ -240,7 +246,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
       try {
         let last = cursor;
         if (cursor !== undefined)
-          last = await sendBacklog(stream, store, { sessionId, cursor, keyOf, shows }, stop.signal);
+          last = await sendBacklog(stream, store, { sessionId, cursor, keyOf, shows, labels }, stop.signal);
         while (!stop.signal.aborted && !dropped) {
           if (queue.length === 0) {
             await new Promise<void>((resolve) => {
@@ -261,6 +267,9 @@ export function eventRoutes(options: EventStreamOptions): Hono {
           writingBytes = queuedBytes;
           queuedBytes = 0;
           const frames = queue.splice(0);
+          // Each frame names its session's namespace and HarnessSession: looked up once per session.
+          const naming = labels.resolve(frames);
+          if (naming) await naming;
           // Followers woken by the same frames write the same bytes: built once, shared.
           const shared = shows === undefined ? runs.get(frames, sessionId === undefined, last) : undefined;
           if (shared !== undefined) {
@@ -274,7 +283,7 @@ export function eventRoutes(options: EventStreamOptions): Hono {
             const key = keyOf(f);
             if (last !== undefined && key <= last) continue;
             if (shows && !(await shows(f.frame.session_id))) continue;
-            chunks.push(sseEvent(key, f));
+            chunks.push(sseEvent(key, f, labels));
             last = key;
           }
           if (chunks.length > 0)
@@ -315,18 +324,81 @@ export function eventRoutes(options: EventStreamOptions): Hono {
 }
 
 /**
+ * The labels of the sessions whose frames go out (issue 42), shared by every follower of this
+ * server: asked once per session (settled answers are kept), and again for an unsettled one.
+ */
+class SessionLabels {
+  readonly #lookup: ((sessionId: string) => Promise<SessionLabel | undefined>) | undefined;
+  readonly #known = new Map<string, SessionLabel | undefined>();
+  readonly #asking = new Map<string, Promise<void>>();
+
+  constructor(lookup: ((sessionId: string) => Promise<SessionLabel | undefined>) | undefined) {
+    this.#lookup = lookup;
+  }
+
+  /** What is known of a session now (undefined: nothing yet, or no lookup). */
+  peek(sessionId: string): SessionLabel | undefined {
+    return this.#known.get(sessionId);
+  }
+
+  /** Ask for the sessions of `frames` not settled yet; undefined when every one is (no await). */
+  resolve(frames: readonly StoredFrame[]): Promise<void> | undefined {
+    const lookup = this.#lookup;
+    if (lookup === undefined) return undefined;
+    const pending: Promise<void>[] = [];
+    for (const { frame } of frames) {
+      const id = frame.session_id;
+      if (this.#known.get(id)?.settled) continue;
+      let asking = this.#asking.get(id);
+      if (asking === undefined) {
+        asking = lookup(id).then(
+          (label) => {
+            this.#asking.delete(id);
+            if (this.#known.size >= VISIBILITY_CACHE_MAX) this.#known.clear();
+            this.#known.set(id, label);
+          },
+          // The store failing: the frame goes without its names, the next one asks again.
+          () => {
+            this.#asking.delete(id);
+          },
+        );
+        this.#asking.set(id, asking);
+      }
+      pending.push(asking);
+    }
+    return pending.length === 0 ? undefined : Promise.all(pending).then(() => undefined);
+  }
+}
+
+/**
  * The SSE `data` of each frame and its size, serialized once however many followers write it,
  * and its events as UTF-8 by event id (the global id or the session's seq: at most two), encoded
- * once too: a follower's write is then a copy of bytes, not an encoding of text.
+ * once too: a follower's write is then a copy of bytes, not an encoding of text. The data names
+ * the session's namespace and HarnessSession as known when it was built; built again once more
+ * is known (a session's first frames may go out before its HarnessSession recorded it).
  */
-type Serialized = { data: string; bytes: number; events?: Map<number, Buffer> };
+type Serialized = {
+  data: string;
+  bytes: number;
+  label: SessionLabel | undefined;
+  events?: Map<number, Buffer>;
+};
 const serialized = new WeakMap<StoredFrame, Serialized>();
 
-function eventData(stored: StoredFrame): Serialized {
+function eventData(stored: StoredFrame, labels: SessionLabels): Serialized {
   let entry = serialized.get(stored);
-  if (entry === undefined) {
-    const data = JSON.stringify(stored.frame);
-    entry = { data, bytes: Buffer.byteLength(data) };
+  const label = labels.peek(stored.frame.session_id);
+  if (entry === undefined || entry.label !== label) {
+    const named =
+      label === undefined
+        ? stored.frame
+        : {
+            ...stored.frame,
+            namespace: label.namespace,
+            ...(label.name !== undefined ? { name: label.name } : {}),
+          };
+    const data = JSON.stringify(named);
+    entry = { data, bytes: Buffer.byteLength(data), label };
     serialized.set(stored, entry);
   }
   return entry;
@@ -336,8 +408,8 @@ function eventData(stored: StoredFrame): Serialized {
  * One server-sent event, as hono's `writeSSE` writes it (`data:` then `id:`). Serialized JSON
  * never holds a raw CR or LF, so the data is one line.
  */
-function sseEvent(id: number, stored: StoredFrame): Buffer {
-  const entry = eventData(stored);
+function sseEvent(id: number, stored: StoredFrame, labels: SessionLabels): Buffer {
+  const entry = eventData(stored, labels);
   entry.events ??= new Map();
   let event = entry.events.get(id);
   if (event === undefined) {
@@ -357,7 +429,12 @@ function sseEvent(id: number, stored: StoredFrame): Buffer {
  */
 class SharedRuns {
   readonly #byFirst = new Map<StoredFrame, SharedRun[]>();
+  readonly #labels: SessionLabels;
   #clearing = false;
+
+  constructor(labels: SessionLabels) {
+    this.#labels = labels;
+  }
 
   /** The run's bytes and last key, or undefined when a frame of it was already sent (`last`). */
   get(
@@ -375,7 +452,7 @@ class SharedRuns {
       // Keys rise along a run (ids and seqs are assigned in publish order); anything else is built per follower.
       for (let i = 1; i < keys.length; i++)
         if ((keys[i] as number) <= (keys[i - 1] as number)) return undefined;
-      const chunks = frames.map((f, i) => sseEvent(keys[i] as number, f));
+      const chunks = frames.map((f, i) => sseEvent(keys[i] as number, f, this.#labels));
       run = {
         last: final,
         count: frames.length,
@@ -472,10 +549,11 @@ async function sendBacklog(
     cursor: number;
     keyOf: (f: StoredFrame) => number;
     shows: SessionVisibility | undefined;
+    labels: SessionLabels;
   },
   signal: AbortSignal,
 ): Promise<number> {
-  const { sessionId, cursor, keyOf, shows } = from;
+  const { sessionId, cursor, keyOf, shows, labels } = from;
   let last = cursor;
   let first = true;
   while (!signal.aborted) {
@@ -487,11 +565,13 @@ async function sendBacklog(
         data: JSON.stringify({ session_id: sessionId, from_seq: last + 1, to_seq: head.frame.seq - 1 }),
       });
     first = false;
+    const naming = labels.resolve(page);
+    if (naming) await naming;
     const chunks: Buffer[] = [];
     for (const f of page) {
       last = keyOf(f);
       if (shows && !(await shows(f.frame.session_id))) continue;
-      chunks.push(sseEvent(last, f));
+      chunks.push(sseEvent(last, f, labels));
     }
     if (chunks.length > 0) await stream.write(Buffer.concat(chunks));
     if (page.length < PAGE) break;

@@ -3,7 +3,7 @@ import { SessionMetricsReply } from "../../contracts/session-metrics.ts";
 import { Webhook, WebhookDeliveryList } from "../../contracts/webhook.ts";
 import { LOG_LIMIT_BYTES_MAX, LOG_TAIL_LINES_MAX, SessionLogsReply } from "../../contracts/session-logs.ts";
 import { z } from "zod";
-import { Frame } from "../../contracts/compass.ts";
+import { EventFrame, Frame } from "../../contracts/compass.ts";
 import { StreamEvent } from "../../contracts/adapter.ts";
 import { AgentRun, AgentRunInput } from "../../contracts/agent-run.ts";
 import { ApiErrorBody } from "../../contracts/errors.ts";
@@ -141,6 +141,7 @@ function componentSchemas(): Record<string, JsonObject> {
   schemas.AgentRunInput = schemaOf(AgentRunInput, "input");
   schemas.AgentRun = schemaOf(AgentRun, "output");
   schemas.Frame = schemaOf(Frame, "output");
+  schemas.EventFrame = schemaOf(EventFrame, "output");
   schemas.RunnerInfo = schemaOf(RunnerInfo, "output");
   schemas.RunnerList = schemaOf(RunnerList, "output");
   schemas.RunnerTokenIssued = schemaOf(RunnerTokenIssued, "output");
@@ -714,16 +715,23 @@ function operationalPaths(): Record<string, JsonObject> {
         operationId: "events",
         tags: ["events"],
         description:
-          "compass.v1 frames (status transitions included) as server-sent events, `data:` one Frame. With session_id the event id is the session's seq, else the store's global frame id. Last-Event-ID (or last_event_id) resumes after that id without loss; without it the stream starts with the next frame. `event: gap` ({session_id, from_seq, to_seq}) names frames already trimmed. A scoped token sees only the sessions it may (a namespace token its namespace's, a session token its session's); another's session_id is 404 like an unknown one.",
+          "compass.v1 frames (status transitions included) as server-sent events, `data:` one EventFrame: the stored Frame plus `namespace` (its session's Agent's) and `name` (the HarnessSession the agent session runs for; absent for a session opened over the RPC API). With session_id the event id is the session's seq, else the store's global frame id. Last-Event-ID (or last_event_id) resumes after that id without loss; without it the stream starts with the next frame. `event: gap` ({session_id, from_seq, to_seq}) names frames already trimmed. A scoped token sees only the sessions it may (a namespace token its namespace's, a session token its session's); another's session_id is 404 like an unknown one.",
         parameters: [
           { name: "session_id", in: "query", schema: { type: "string", minLength: 1, maxLength: 128 } },
+          {
+            name: "namespace",
+            in: "query",
+            description: "with name: one HarnessSession's frames, every agent session it ran",
+            schema: { type: "string" },
+          },
+          { name: "name", in: "query", schema: { type: "string" } },
           { name: "last_event_id", in: "query", schema: { type: "integer", minimum: 0 } },
           { name: "Last-Event-ID", in: "header", schema: { type: "integer", minimum: 0 } },
         ],
         responses: {
           "200": {
             description: "the event stream",
-            content: { "text/event-stream": { schema: ref("Frame") } },
+            content: { "text/event-stream": { schema: ref("EventFrame") } },
           },
           ...errors,
         },

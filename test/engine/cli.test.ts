@@ -46,9 +46,14 @@ function cli(
 }
 
 /** A long-running CLI (events --follow): its output so far, and a Ctrl-C. */
-function background(args: string[]) {
+function background(args: string[], env: Record<string, string> = {}) {
   const child: ChildProcess = spawn(bin, args, {
-    env: { ...process.env, AGENT_SESSIONS_SERVER_URL: system.url, AGENT_SESSIONS_TOKEN: system.adminToken },
+    env: {
+      ...process.env,
+      AGENT_SESSIONS_SERVER_URL: system.url,
+      AGENT_SESSIONS_TOKEN: system.adminToken,
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const out = { stdout: "", stderr: "" };
@@ -346,8 +351,11 @@ describe("agent-sessions CLI: a session (real runner)", () => {
     expect(replay.lines()[0]).toMatch(/^\s+1 {2}\S+ {2}default\/cli-chat {2}status\s+\{"state":/);
   });
 
-  it("events --session NAME follows a HarnessSession by name: its phase changes and request outcomes too", async () => {
+  it("events --session NAME follows a HarnessSession by name: its phase changes and request outcomes too; get -w shows them as rows", async () => {
     const follow = background(["events", "--follow", "--session", "cli-chat", "--json"]);
+    // Over the event stream only (a resync of an hour): every row after the first is an event's.
+    const watch = background(["get", "hs", "cli-chat", "-w"], { AGENT_SESSIONS_WATCH_RESYNC_MS: "3600000" });
+    await until("the watch's first row", () => watch.lines().some((l) => /^cli-chat\s/.test(l)), 30_000);
     await new Promise((r) => setTimeout(r, 1_000));
     expect((await cli(["send", "cli-chat", "by name?", "--no-stream"])).code).toBe(0);
     expect((await cli(["stop", "cli-chat", "--timeout", "4m"])).code).toBe(0);
@@ -363,8 +371,15 @@ describe("agent-sessions CLI: a session (real runner)", () => {
       60_000,
     );
     expect(await follow.interrupt()).toBe(0);
-    for (const line of follow.lines())
+    for (const line of follow.lines()) {
       expect((JSON.parse(line) as Json).harness_session).toBe("default/cli-chat");
+      // The frames name their session themselves (the server adds namespace and name).
+      expect(JSON.parse(line) as Json).toMatchObject({ namespace: "default", name: "cli-chat" });
+    }
+    await until("a Stopped row", () => watch.lines().some((l) => /^cli-chat\s.*\bStopped\b/.test(l)), 30_000);
+    expect(await watch.interrupt()).toBe(0);
+    expect(watch.lines().filter((l) => l.startsWith("NAME ")).length).toBe(1);
+    expect(watch.out.stderr).not.toContain("polling");
     const unknown = await cli(["events", "--follow", "--session", "nobody"]);
     expect(unknown.code).toBe(3);
     expect(unknown.stderr).toContain("agent-sessions get hs -n default");

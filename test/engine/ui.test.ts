@@ -6,7 +6,9 @@
  * bed's fixture repository), watch it become Ready without a reload, chat with a streamed reply
  * (markdown rendered safely, Shift+Enter lines, Cancel), browse its workspace and see a change's
  * diff, a pi session's tool calls as they happen, Resume on a Failed session, the Agents page
- * (a write-only credential kept across an edit), runtimes and runners, snapshots, the layout at
+ * (a write-only credential kept across an edit), runtimes and runners, snapshots, the namespace
+ * switcher (a token of two namespaces, a token of one), a declared port previewed from its button
+ * (a port token minted, the page a tiny server in the session serves shown), the layout at
  * 1400, 1000 and 390 px, stop it, delete it, and no console error in all of it. Screenshots go to
  * /tmp/ui-*.png (/tmp/ui-width-1400.png and /tmp/ui-width-390.png: the widths).
  */
@@ -17,7 +19,8 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ModelServer, startModelServer } from "../fixtures/model-server.ts";
-import { BRIDGE_IP, System, writeLogTails } from "../support/system.ts";
+import { dockerProbe } from "../support/engine-probes.ts";
+import { BRIDGE_IP, System, until, writeLogTails } from "../support/system.ts";
 import { testbedHome } from "../support/testbed.ts";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 
@@ -28,6 +31,19 @@ const FORK = `${NAME}-fork`;
 /** A pi session (tool calls) and one that fails on its binding (Resume on Failed). */
 const PI = "ui-pi";
 const BROKEN = "ui-broken";
+/** A session with a declared port the page previews, and a session of another namespace. */
+const PORTS = "ui-ports";
+const WEB_PORT = 3000;
+const TEAM_B = "/v1/namespaces/team-b";
+const TEAM_B_SESSION = "ui-team-b";
+/** A tiny web page served on a port in the session (its Node, no packages). */
+const WEB_SERVER = `
+const port = Number(process.argv[1]);
+require("http").createServer((q, r) => {
+  r.setHeader("content-type", "text/html; charset=utf-8");
+  r.end("<!doctype html><title>preview</title><h1>Hello from port " + port + "</h1><p id=path>" + q.url.replace(/[<&]/g, "") + "</p>");
+}).listen(port, "0.0.0.0");
+`;
 const CHROMIUM = "/usr/bin/chromium";
 const SECRET = `sk-ui-${randomBytes(12).toString("hex")}`;
 /** The test bed's git server (`scripts/testbed up git`): the session's workspace is a checkout of its fixture. */
@@ -49,6 +65,19 @@ const phasesSeen: string[] = [];
 const row = () => page.locator(`tr[data-session="${NAME}"]`);
 const rowPhase = () => row().locator('[data-field="phase"]');
 const shot = (name: string) => page.screenshot({ path: `/tmp/ui-${name}.png`, fullPage: true });
+
+/** Another tab, logged in by a token handed over in the URL fragment; its console errors count too. */
+async function openPage(url: string): Promise<Page> {
+  const other = await browser.newPage();
+  other.on("console", (message) => {
+    if (message.type() === "error") consoleErrors.push(`${message.text()} (${message.location().url})`);
+  });
+  other.on("pageerror", (error) => consoleErrors.push(`uncaught: ${error.message}`));
+  await other.goto(url);
+  await other.waitForSelector("#app:not([hidden])");
+  await other.waitForSelector("#live.on", { timeout: 10_000 });
+  return other;
+}
 
 /** Watches the session's phase badge in the page and records every change. */
 async function watchPhases(): Promise<void> {
@@ -127,6 +156,8 @@ afterAll(async () => {
   await system?.call("DELETE", `${NS}/harnesssessions/${FORK}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/harnesssessions/${PI}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/harnesssessions/${BROKEN}`).catch(() => undefined);
+  await system?.call("DELETE", `${NS}/harnesssessions/${PORTS}`).catch(() => undefined);
+  await system?.call("DELETE", `${TEAM_B}/harnesssessions/${TEAM_B_SESSION}`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/webhooks/ui-hook`).catch(() => undefined);
   await system?.call("DELETE", `${NS}/sessionsnapshots/ui-snap`).catch(() => undefined);
   await system?.stop();
@@ -535,6 +566,62 @@ describe("web UI in headless Chromium (real system)", () => {
     ).toBe(403);
   });
 
+  it("switches namespaces with a token of two, each showing its own sessions; a token of one has no switcher", async () => {
+    // A session of team-b (stopped: nothing runs; listing it is all this needs).
+    const other = await system.call("PUT", `${TEAM_B}/harnesssessions/${TEAM_B_SESSION}`, {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: TEAM_B_SESSION },
+      spec: { agentRef: "assistant", runtimeRef: "reference", desiredState: "stopped" },
+    });
+    expect([200, 201], JSON.stringify(other.body)).toContain(other.status);
+    const token = async (name: string, scopes: string[]) => {
+      const minted = await system.call("POST", "/v1/tokens", { name, scopes });
+      expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+      return (minted.body as { token: string }).token;
+    };
+    const both = await token("ui-two-namespaces", ["namespace:default:view", "namespace:team-b:view"]);
+    const teamB = await token("ui-one-namespace", ["namespace:team-b:view"]);
+    const rowIn = (p: Page, name: string) => p.locator(`tr[data-session="${name}"]`);
+
+    const twoPage = await openPage(`${system.url}/ui/#token=${both}`);
+    try {
+      expect(await twoPage.isVisible("#namespace-select")).toBe(true);
+      expect(await twoPage.locator("#namespace-select option").allTextContents()).toEqual([
+        "default",
+        "team-b",
+      ]);
+      expect(await twoPage.inputValue("#namespace-select")).toBe("default");
+      await rowIn(twoPage, NAME).waitFor();
+      expect(await rowIn(twoPage, TEAM_B_SESSION).count()).toBe(0);
+      // A view token: no create form, no row actions.
+      expect(await twoPage.isHidden("#create")).toBe(true);
+      await twoPage.selectOption("#namespace-select", "team-b");
+      await rowIn(twoPage, TEAM_B_SESSION).waitFor();
+      expect(await rowIn(twoPage, NAME).count()).toBe(0);
+      expect(
+        await twoPage.textContent(`tr[data-session="${TEAM_B_SESSION}"] [data-field="phase"]`),
+      ).toBeTruthy();
+      await twoPage.screenshot({ path: "/tmp/ui-12-namespace-switched.png", fullPage: true });
+      await twoPage.selectOption("#namespace-select", "default");
+      await rowIn(twoPage, NAME).waitFor();
+      expect(await rowIn(twoPage, TEAM_B_SESSION).count()).toBe(0);
+    } finally {
+      await twoPage.close();
+    }
+
+    const onePage = await openPage(`${system.url}/ui/#token=${teamB}`);
+    try {
+      await rowIn(onePage, TEAM_B_SESSION).waitFor();
+      expect(await onePage.isHidden("#namespace-select")).toBe(true);
+      expect(await onePage.isHidden("#namespace-input")).toBe(true);
+      expect(await onePage.textContent("#namespace")).toBe("team-b");
+      expect(await rowIn(onePage, NAME).count()).toBe(0);
+    } finally {
+      await onePage.close();
+    }
+  });
+
   it("pauses the session and shows the paused tier, then wakes it", async () => {
     await row().locator("button", { hasText: "Pause" }).click();
     await expect.poll(() => rowPhase().textContent(), { timeout: 60_000, interval: 250 }).toBe("Paused");
@@ -619,6 +706,58 @@ describe("web UI in headless Chromium (real system)", () => {
       await page.screenshot({ path: `/tmp/ui-width-${width}.png`, fullPage: true });
     }
     await page.setViewportSize({ width: 1280, height: 860 });
+  });
+
+  it("previews a declared port: its button mints a port token and shows the page the session serves there", async () => {
+    const put = await system.call("PUT", `${NS}/harnesssessions/${PORTS}`, {
+      apiVersion: "agent-sessions.dev/v1alpha1",
+      kind: "HarnessSession",
+      metadata: { name: PORTS },
+      spec: { agentRef: "assistant", runtimeRef: "reference", ports: [{ port: WEB_PORT, name: "web" }] },
+    });
+    expect([200, 201], JSON.stringify(put.body)).toContain(put.status);
+    const ready = await until(
+      `${PORTS} Ready`,
+      async () => {
+        const s = await system.call("GET", `${NS}/harnesssessions/${PORTS}`);
+        return s.body.status?.phase === "Ready" ? s.body : undefined;
+      },
+      300_000,
+    );
+    // A tiny web server in the session (the reference image has Node), as long as the session runs.
+    void dockerProbe()
+      .exec(ready.status.containerName as string, ["node", "-e", WEB_SERVER, String(WEB_PORT)])
+      .catch(() => undefined);
+    const portUrl = `${system.url}${NS}/harnesssessions/${PORTS}/ports/${WEB_PORT}/`;
+    await until(
+      "the session's page answers through the proxy",
+      async () => {
+        const r = await fetch(portUrl, { headers: { authorization: `Bearer ${system.adminToken}` } });
+        return r.status === 200 ? true : undefined;
+      },
+      60_000,
+    );
+    const ports = page.locator(`tr[data-session="${PORTS}"]`);
+    await ports.waitFor();
+    await ports.locator("td.name a").click();
+    await expect.poll(() => page.textContent("#sel-name")).toBe(PORTS);
+    expect(await page.textContent("#sel-ports")).toContain(`web (${WEB_PORT})`);
+    await page.locator("#sel-ports button", { hasText: "Preview" }).click();
+    const preview = page.frameLocator("#sel-ports iframe.preview");
+    await expect
+      .poll(() => preview.locator("h1").textContent(), { timeout: 30_000 })
+      .toBe(`Hello from port ${WEB_PORT}`);
+    expect(await preview.locator("#path").textContent()).toBe("/");
+    // The page runs nothing and reaches nothing of the UI's: a sandboxed frame.
+    expect(await page.locator("#sel-ports iframe.preview").getAttribute("sandbox")).toBe("");
+    // The port's URL and its token, for a portal or curl, shown once.
+    const shown = (await page.textContent("#sel-ports")) ?? "";
+    expect(shown).toContain(`/harnesssessions/${PORTS}/ports/${WEB_PORT}/`);
+    expect(shown).not.toContain(system.adminToken);
+    expect(await page.textContent("#ports-error")).toBe("");
+    await shot("13-port-preview");
+    const gone = await system.call("DELETE", `${NS}/harnesssessions/${PORTS}`);
+    expect(gone.status).toBeLessThan(300);
   });
 
   it("stops the session and shows Stopped, then deletes it", async () => {

@@ -29,12 +29,18 @@ type Exception = {
 const EXCEPTIONS: readonly Exception[] = [
   {
     file: "bin/cli-context.ts",
-    variables: ["AGENT_SESSIONS_SERVER_URL", "AGENT_SESSIONS_TOKEN", "AGENT_SESSIONS_DATA_DIR"],
+    variables: [
+      "AGENT_SESSIONS_SERVER_URL",
+      "AGENT_SESSIONS_TOKEN",
+      "AGENT_SESSIONS_DATA_DIR",
+      "AGENT_SESSIONS_WATCH_RESYNC_MS",
+    ],
     reader: "CLI",
     why:
       "the client commands' globals (defaults of --server, --token, --data-dir): the CLI is a client " +
       "of the server, neither server nor runner, and reads the same names so one exported " +
-      "environment serves the server, its runner and the commands that talk to it",
+      "environment serves the server, its runner and the commands that talk to it; and how often " +
+      "`get hs -w` lists again beside the event stream (a client's own pace)",
   },
   {
     file: "bin/testbed-image.ts",

@@ -407,8 +407,10 @@ function select(name: string): void {
 
 /**
  * The session's declared ports (issue 40), each with a button minting a 15-minute token of that
- * port alone (`POST …/porttokens`): shown once with the port's URL, for a preview (`Authorization:
- * Bearer …`). The UI's own token never leaves this page.
+ * port alone (`POST …/porttokens`): shown once with the port's URL, for a portal or `curl`
+ * (`Authorization: Bearer …`; a plain link cannot carry it), and the port's page previewed here:
+ * fetched with that token and shown in a sandboxed frame (no scripts, no same origin: the
+ * session's page can neither run nor reach the UI's token). The UI's own token never leaves this page.
  */
 function renderPorts(name: string): void {
   const s = state.sessions.find((x) => x.metadata.name === name);
@@ -424,24 +426,47 @@ function renderPorts(name: string): void {
   $("sel-ports").replaceChildren(
     ...ports.flatMap((p) => {
       const shown = el("dd", { dataset: { port: String(p.port) } });
-      const mint = el("button", { type: "button", textContent: "Preview token (15m)" });
+      const mint = el("button", { type: "button", textContent: "Preview (15m token)" });
       mint.addEventListener("click", () => {
         showError("ports-error");
         api()
           .createPortToken(NS, name, p.port, { ttl: "15m" })
-          .then((created) =>
+          .then((created) => {
+            const frame = el("iframe", { className: "preview", title: `port ${p.port} of ${name}` });
+            frame.setAttribute("sandbox", "");
+            frame.hidden = true;
+            const again = el("button", { type: "button", textContent: "Reload preview" });
+            again.addEventListener("click", () => void preview(created.url, created.token, frame));
             shown.replaceChildren(
               el("code", { textContent: created.url }),
               el("br", {}),
               el("code", { textContent: created.token, title: `expires ${created.expiresAt ?? "never"}` }),
-            ),
-          )
+              el("br", {}),
+              again,
+              frame,
+            );
+            return preview(created.url, created.token, frame);
+          })
           .catch((error: unknown) => showError("ports-error", error));
       });
       shown.replaceChildren(mint);
       return [el("dt", { textContent: `${p.name} (${p.port})` }), shown];
     }),
   );
+}
+
+/** The port's page, read with its port token, into the sandboxed frame (an answer other than 2xx: said above it). */
+async function preview(url: string, token: string, frame: HTMLIFrameElement): Promise<void> {
+  showError("ports-error");
+  const reply = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+  const body = await reply.text();
+  if (!reply.ok) {
+    frame.hidden = true;
+    showError("ports-error", new Error(`the port answered ${reply.status}: ${body.slice(0, 200)}`));
+    return;
+  }
+  frame.srcdoc = body;
+  frame.hidden = false;
 }
 
 /** Reads what the session's workload uses now (`GET …/metrics`, about a second) into "Usage now". */
@@ -993,7 +1018,13 @@ async function follow(client: AgentSessionsClient): Promise<void> {
         onReconnect: () => setLive(false),
       });
       for await (const message of events) {
-        if (message.kind === "frame" && message.frame.type === "status") refreshSoon();
+        // A transition of this namespace's sessions (each frame names its namespace) changes the list.
+        if (
+          message.kind === "frame" &&
+          message.frame.type === "status" &&
+          (message.frame.namespace === undefined || message.frame.namespace === NS)
+        )
+          refreshSoon();
         if (message.kind === "frame" && message.frame.type === "tool") noteToolCall(message.frame);
         if (message.kind === "frame") noteEvent(message.frame);
       }
