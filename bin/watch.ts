@@ -14,6 +14,8 @@ export const WATCH_RESYNC_MS = 30_000;
 /** What a watch does with what it finds. */
 export type WatchReport<T> = {
   keyOf: (row: T) => string;
+  /** What is printed of a row: a row is printed again only when this differs (default: its JSON). */
+  lineOf?: (row: T) => string;
   changed: (rows: T[], headerShown: boolean) => void;
   deleted: (row: T) => void;
   onError: (error: unknown) => void;
@@ -27,7 +29,7 @@ class Printed<T> {
 
   constructor(initial: readonly T[], report: WatchReport<T>, headerShown: boolean) {
     this.#report = report;
-    this.#seen = new Map(initial.map((r) => [report.keyOf(r), { row: r, json: JSON.stringify(r) }]));
+    this.#seen = new Map(initial.map((r) => [report.keyOf(r), { row: r, json: this.#lineOf(r) }]));
     this.headerShown = headerShown;
   }
 
@@ -64,8 +66,12 @@ class Printed<T> {
     if (this.#note(key, row)) this.#print([row]);
   }
 
+  #lineOf(row: T): string {
+    return this.#report.lineOf?.(row) ?? JSON.stringify(row);
+  }
+
   #note(key: string, row: T): boolean {
-    const json = JSON.stringify(row);
+    const json = this.#lineOf(row);
     if (this.#seen.get(key)?.json === json) return false;
     this.#seen.set(key, { row, json });
     return true;

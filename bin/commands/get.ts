@@ -176,6 +176,8 @@ polls every second. Other kinds are polled every second.`,
       ctx.note(`no ${kind} in ${all ? "any namespace" : `namespace ${ctx.namespace}`} yet; watching`);
     const report = {
       keyOf,
+      // A status change that changes no printed column (a message, a condition's time) prints nothing.
+      lineOf: (row: unknown) => (tableLike ? render(kind, [row], format, all, false) : JSON.stringify(row)),
       changed: (rows: unknown[], headerShown: boolean) =>
         ctx.out(render(kind, rows, format, all, !headerShown && tableLike)),
       deleted: (row: unknown) => ctx.note(`${nameOf(kind, row)} deleted`),
