@@ -191,3 +191,32 @@ describe("runner config: agent output bounds", () => {
     expect(() => parseRunnerConfig({ ...base, AGENT_SESSIONS_AGENT_OUTPUT_BYTES_PER_SECOND: "x" })).toThrow();
   });
 });
+
+describe("runner config: the startup CPU boost", () => {
+  it("is 2 cores for at most 10 s unless set; 0 or off turns it off", () => {
+    expect(parseRunnerConfig(base).startupBoost).toEqual({ cores: 2, maxMs: 10_000 });
+    expect(
+      parseRunnerConfig({
+        ...base,
+        AGENT_SESSIONS_STARTUP_CPU_BOOST: "1.5",
+        AGENT_SESSIONS_STARTUP_CPU_BOOST_MS: "4000",
+      }).startupBoost,
+    ).toEqual({ cores: 1.5, maxMs: 4000 });
+    expect(parseRunnerConfig({ ...base, AGENT_SESSIONS_STARTUP_CPU_BOOST: "off" }).startupBoost.cores).toBe(
+      0,
+    );
+    expect(parseRunnerConfig({ ...base, AGENT_SESSIONS_STARTUP_CPU_BOOST: "0" }).startupBoost.cores).toBe(0);
+  });
+
+  it("refuses what is not a number of cores or a bound, naming the variable", () => {
+    expect(issuesOf({ ...base, AGENT_SESSIONS_STARTUP_CPU_BOOST: "lots" })).toEqual([
+      'AGENT_SESSIONS_STARTUP_CPU_BOOST: must be a number of cores (e.g. 2 or 1.5), 0 or off, got "lots"',
+    ]);
+    expect(issuesOf({ ...base, AGENT_SESSIONS_STARTUP_CPU_BOOST: "-1" })[0]).toMatch(
+      /^AGENT_SESSIONS_STARTUP_CPU_BOOST: /,
+    );
+    expect(issuesOf({ ...base, AGENT_SESSIONS_STARTUP_CPU_BOOST_MS: "-5" })[0]).toMatch(
+      /^AGENT_SESSIONS_STARTUP_CPU_BOOST_MS: /,
+    );
+  });
+});

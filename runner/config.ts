@@ -5,6 +5,7 @@ import { RunnerLabels, RunnerName } from "../contracts/runners.ts";
 import { DigestPinnedImage } from "../contracts/session-spec.ts";
 import { DEFAULT_OUTPUT_LIMITS, type OutputLimits } from "./sessions/agent-stdout.ts";
 import { DEFAULT_UPLOAD_LIMITS, type UploadLimits } from "./relay/workspace-commands.ts";
+import { DEFAULT_STARTUP_BOOST, type StartupBoostSettings } from "./docker/startup-boost.ts";
 
 /** A host on this machine: 127.0.0.0/8, ::1 or localhost. */
 export function isLoopbackHost(hostname: string): boolean {
@@ -187,6 +188,35 @@ export const RunnerEnv = z
      * least recently paused are stopped (reason Evicted), never a running one. 0: no budget. @default 0
      */
     AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES: z.coerce.number().int().nonnegative().default(0),
+    /**
+     * Cores a session container gets while it starts (a create or a resume, Docker engine), never
+     * above the engine's; back to its declared limit at its harness's first answer, or after
+     * AGENT_SESSIONS_STARTUP_CPU_BOOST_MS. `0` or `off`: no boost. @default 2
+     */
+    AGENT_SESSIONS_STARTUP_CPU_BOOST: z
+      .string()
+      .optional()
+      .transform((value, ctx) => {
+        if (value === undefined) return DEFAULT_STARTUP_BOOST.cores;
+        if (value === "off") return 0;
+        const cores = Number(value);
+        if (!Number.isFinite(cores) || cores < 0 || cores > 1024) {
+          ctx.issues.push({
+            code: "custom",
+            message: `must be a number of cores (e.g. 2 or 1.5), 0 or off, got "${value}"`,
+            input: value,
+          });
+          return z.NEVER;
+        }
+        return cores;
+      }),
+    /** The longest a startup CPU boost lasts, in ms (0: no boost). @default 10000 */
+    AGENT_SESSIONS_STARTUP_CPU_BOOST_MS: z.coerce
+      .number()
+      .int()
+      .nonnegative()
+      .max(600_000)
+      .default(DEFAULT_STARTUP_BOOST.maxMs),
   })
   .superRefine((env, ctx) => {
     const insecure = env.AGENT_SESSIONS_RUNNER_ALLOW_INSECURE
@@ -231,6 +261,8 @@ export type RunnerConfig = {
   uploads: UploadLimits;
   /** AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES: 0 is no budget. */
   pausedMemoryMaxBytes: number;
+  /** AGENT_SESSIONS_STARTUP_CPU_BOOST{,_MS}: cores 0 or maxMs 0 is no boost (Docker engine). */
+  startupBoost: StartupBoostSettings;
   /** AGENT_SESSIONS_GIT_IMAGE */
   gitImage: string | undefined;
   /** AGENT_SESSIONS_FAST_PATH */
@@ -283,6 +315,10 @@ export function parseRunnerConfig(
       uploadIdleMs: env.AGENT_SESSIONS_RUNNER_UPLOAD_IDLE_MS,
     },
     pausedMemoryMaxBytes: env.AGENT_SESSIONS_RUNNER_PAUSED_MEMORY_MAX_BYTES,
+    startupBoost: {
+      cores: env.AGENT_SESSIONS_STARTUP_CPU_BOOST,
+      maxMs: env.AGENT_SESSIONS_STARTUP_CPU_BOOST_MS,
+    },
     gitImage: env.AGENT_SESSIONS_GIT_IMAGE,
     fastPath: env.AGENT_SESSIONS_FAST_PATH,
     fastCreate: env.AGENT_SESSIONS_FAST_CREATE,

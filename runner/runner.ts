@@ -214,6 +214,10 @@ export class Runner {
         errored,
       });
     });
+    // No workload stays above its declared CPU limit past a restart (runner/docker/startup-boost.ts).
+    const reset = (await this.#driver.resetBoosts?.()) ?? [];
+    if (reset.length > 0)
+      this.#log("info", "workloads boosted before the restart put back to their declared CPU", { reset });
     const saved = this.#sessionFile.load();
     // The engine says which workloads are frozen (this runner's previous process froze them):
     // they stay frozen, counted in the paused budget, and the first hello reports them paused, so
@@ -508,6 +512,11 @@ export class Runner {
             },
             command.reply_max_bytes,
           )
+          .then((answered) => {
+            // The harness answered (not an adapter still loading): its startup boost ends.
+            if (answered.status < 500) this.#driver.firstAnswered?.(command.container_name);
+            return answered;
+          })
           .finally(() => {
             leave();
             inFlight.delete(relayId);

@@ -37,6 +37,7 @@ import { startAgentExec } from "./exec.ts";
 import { runOnce } from "./one-shot.ts";
 import { containerMemoryBytes, containerPaused, pauseContainer, unpauseContainer } from "./pause.ts";
 import { seedWorkspaceRepo } from "./repo-seed.ts";
+import { type StartupBoostSettings, StartupBoosts } from "./startup-boost.ts";
 import { DockerSnapshots } from "./snapshots.ts";
 import {
   removeOrphanContainer,
@@ -83,6 +84,8 @@ export class DockerDriver implements EngineDriver {
   readonly #records: FastPathRecords;
 
   readonly #gitImage: string | undefined;
+  /** A session container's CPU raised while it starts (runner/docker/startup-boost.ts). */
+  readonly #boosts: StartupBoosts;
 
   constructor(
     docker: Docker,
@@ -94,6 +97,10 @@ export class DockerDriver implements EngineDriver {
       log?: DriverLog;
       /** The digest-pinned image a workspace is seeded from a repository with (runner/docker/repo-seed.ts). */
       gitImage?: string | undefined;
+      /** The startup CPU boost; none: off. */
+      startupBoost?: StartupBoostSettings;
+      /** Where the boosted containers are kept across restarts (`<data-dir>/startup-boosts.json`). */
+      startupBoostFile?: string | undefined;
     } = {},
   ) {
     this.#docker = docker;
@@ -105,6 +112,26 @@ export class DockerDriver implements EngineDriver {
     this.#fastPath = options.fastPath ?? true;
     this.#createsFast = this.#fastPath && (options.fastCreate ?? true);
     this.#records = new FastPathRecords(this.#log);
+    this.#boosts = new StartupBoosts(docker, options.startupBoost ?? { cores: 0, maxMs: 0 }, {
+      file: options.startupBoostFile,
+      log: this.#log,
+    });
+  }
+
+  /** The boost of a container this driver makes, raised between its create and its start. */
+  #boostOnStart(containerName: string, spec: SessionSpec) {
+    const declared = containerSpecInputs(spec).nanoCpus;
+    return (containerId: string) => this.#boosts.start(containerName, containerId, declared);
+  }
+
+  /** The harness of the workspace gave its first answer: its CPU goes back to the declared limit. */
+  firstAnswered(containerName: string): void {
+    void this.#boosts.end(containerName, "answered");
+  }
+
+  /** Every container a previous process of this runner left boosted, back to its declared limit. */
+  resetBoosts(): Promise<string[]> {
+    return this.#boosts.reset();
   }
 
   /** Resolves when the workspace's last fast-path change is recorded in its stack (at once if none). */
@@ -128,8 +155,10 @@ export class DockerDriver implements EngineDriver {
         this.#docker,
         fastContainerInputs(parsed, secrets, gateway),
         60_000,
+        { beforeStart: this.#boostOnStart(containerName, parsed) },
       );
     } catch (error) {
+      this.#boosts.forget(containerName);
       done();
       this.#log("warn", "fast resume failed; taking the full path", {
         container: containerName,
@@ -170,13 +199,15 @@ export class DockerDriver implements EngineDriver {
         parsed,
         secrets,
         (level, msg, fields) => this.#log(level, msg, { container: containerName, ...fields }),
-        { beforeContainer },
+        { beforeContainer, beforeStart: this.#boostOnStart(containerName, parsed) },
       );
     } catch (error) {
+      this.#boosts.forget(containerName);
       done();
       throw error;
     }
     if (!running) {
+      this.#boosts.forget(containerName);
       done();
       return undefined;
     }
@@ -255,6 +286,8 @@ export class DockerDriver implements EngineDriver {
     this.#endpoints.delete(containerName);
     const outputs = await this.#stacks.up({ ...spec, replicas: 1 }, secrets);
     this.#records.set(containerName, { key, replicas: 1 });
+    // Made by the stack's provider: raised once it runs, when it has just started.
+    await this.#boostJustStarted(containerName, spec);
     if (outputs.endpoint) this.#endpoints.set(containerName, outputs.endpoint);
     // Once, before any agent session starts in it: a seeded checkout is never fetched again.
     return this.#seeded(
@@ -262,6 +295,14 @@ export class DockerDriver implements EngineDriver {
       spec,
       secrets,
     );
+  }
+
+  /** A container the full path made (it started within the boost's bound): boosted for the rest of its start. */
+  async #boostJustStarted(containerName: string, spec: SessionSpec): Promise<void> {
+    if (!this.#boosts.enabled) return;
+    const info = await this.#runningContainer(containerName);
+    if (!info || Date.now() - Date.parse(info.State.StartedAt) > this.#boosts.maxMs) return;
+    await this.#boosts.start(containerName, info.Id, containerSpecInputs(spec).nanoCpus);
   }
 
   /** `provisioned` once the workspace is seeded from `spec.repo`, with the commit a seed now fetched. */
@@ -405,6 +446,8 @@ export class DockerDriver implements EngineDriver {
     const p = await this.#placement(containerName);
     if (!p) throw new CodedError("NOT_FOUND", `workspace ${containerName} not found`);
     this.#endpoints.delete(containerName);
+    // Back to its declared limit first: a stop that fails leaves it running as declared.
+    await this.#boosts.end(containerName);
     const fast = this.#fastPath
       ? async () => {
           const done = this.#stacks.markRecording(p.namespace, p.name);
@@ -445,7 +488,9 @@ export class DockerDriver implements EngineDriver {
     }
   }
 
-  pause(containerName: string): Promise<void> {
+  async pause(containerName: string): Promise<void> {
+    // Frozen at its declared limit (and so woken at it).
+    await this.#boosts.end(containerName);
     return pauseContainer(this.#docker, containerName);
   }
 
@@ -476,6 +521,7 @@ export class DockerDriver implements EngineDriver {
     // A pending recording is dropped; one running finishes first (under the stack's lock anyway).
     // A snapshot copy container still being removed would keep the session's volume in use.
     this.#records.forget(containerName);
+    await this.#boosts.end(containerName);
     await Promise.all([this.settled(containerName), this.snapshots.copiesRemoved()]);
     const destroy = () =>
       this.#stacks.destroy(p.namespace, p.name).catch((e: unknown) => {

@@ -59,6 +59,8 @@ export async function fastCreateDocker(
     beforeContainer?: Promise<void> | undefined;
     /** @default 60000 */
     readyTimeoutMs?: number;
+    /** Called with the container once created, before it starts (the startup CPU boost). */
+    beforeStart?: (containerId: string) => Promise<void>;
   } = {},
 ): Promise<RunningContainer | undefined> {
   const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
@@ -100,6 +102,7 @@ export async function fastCreateDocker(
       docker,
       fastContainerInputs(spec, secrets, network.gateway),
       readyTimeoutMs,
+      options.beforeStart ? { beforeStart: options.beforeStart } : {},
     );
   } catch (error) {
     log("warn", "fast create failed; taking the full path", {

@@ -226,6 +226,16 @@ export interface EngineDriver {
    * workspace's operation lock. Optional.
    */
   recordEngineState?(containerName: string): Promise<void>;
+  /**
+   * The workspace's harness gave its first answer since its workload started (a relayed request
+   * answered): a startup CPU boost ends (runner/docker/startup-boost.ts). Optional.
+   */
+  firstAnswered?(containerName: string): void;
+  /**
+   * Puts every workload a previous process of this runner left with a startup CPU boost back to
+   * its declared limit; the workloads it reset. Optional; the runner calls it when it starts.
+   */
+  resetBoosts?(): Promise<string[]>;
   /** The workspace files API; engines without it answer the `workspace_*` commands UNIMPLEMENTED. */
   readonly workspace?: WorkspaceFiles;
   /** Snapshots; engines without them answer the `snapshot_*` commands UNIMPLEMENTED. */

@@ -2,7 +2,7 @@
  * Where a resume from stopped goes, for one runtime on Docker (issue 37: "profile where pi's 8.1 s
  * goes"), through the HTTP API of a real system, back to back (no settling wait):
  *
- *   node test/bench/resume-profile.ts [runs=3] [--runtime pi] [--settled]
+ *   node test/bench/resume-profile.ts [runs=3] [--runtime pi] [--settled] [--boost off --boost 2 …]
  *     (the test bed must be up: scripts/testbed up node docker pulumi image base-image pi-image)
  *
  * One system (`serve --no-runner` and a `runner --engine docker`), the runtime's image as the test
@@ -18,10 +18,15 @@
  * every 20 ms. p50 is nearest-rank.
  * `--settled` waits, before the stop and before the resume, for the runner's background
  * recordings to finish (test/bench/settle.ts), as the settled mode of session-bench.ts does.
+ * `--boost V` (repeatable): a system whose runner has AGENT_SESSIONS_STARTUP_CPU_BOOST=V (`off`,
+ * cores), one after the other in the same run, with a p50 line of each at the end; the container
+ * CPU and quota columns then show a boosted start using more than its declared 0.5 CPU. Without
+ * it, the runner's default.
  * test/bench/live-bench.ts runs it (`profileResume`) for issue 37's whole table.
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { modelAgent } from "../fixtures/agent-manifest.ts";
 import { dockerClient } from "../support/session-harness.ts";
@@ -43,7 +48,7 @@ export type ResumeRun = {
   /** How long its CPU quota held it back (cgroup `throttled_time`) in that time, ms. */
   throttled: number;
 };
-export type ResumeProfile = { runtime: string; settled: boolean; rows: ResumeRun[] };
+export type ResumeProfile = { runtime: string; settled: boolean; boost?: string; rows: ResumeRun[] };
 
 /** The runner's `command done` durations (ms) by kind, logged since `from` (a log length). */
 function commandsSince(system: System, from: number): Record<string, number> {
@@ -79,6 +84,8 @@ export async function profileResume(options: {
   runs: number;
   runtime: string;
   settle?: boolean;
+  /** AGENT_SESSIONS_STARTUP_CPU_BOOST of the runner; undefined: its default. */
+  boost?: string;
   onRun?: (done: number) => void;
 }): Promise<ResumeProfile> {
   const { runs, runtime } = options;
@@ -89,6 +96,7 @@ export async function profileResume(options: {
   const system = new System(undefined, {
     BENCH_MODEL_KEY: "bench",
     [`AGENT_SESSIONS_${runtime.toUpperCase()}_IMAGE`]: builtImage(imagePart).image,
+    ...(options.boost !== undefined ? { AGENT_SESSIONS_STARTUP_CPU_BOOST: options.boost } : {}),
   });
   const must = async (method: string, path: string, body?: unknown): Promise<Json> => {
     const res = await system.call(method, path, body);
@@ -157,7 +165,12 @@ export async function profileResume(options: {
       options.onRun?.(i + 1);
     }
     await system.call("DELETE", url);
-    return { runtime, settled: settle, rows };
+    return {
+      runtime,
+      settled: settle,
+      ...(options.boost !== undefined ? { boost: options.boost } : {}),
+      rows,
+    };
   } finally {
     await system.stop().catch(() => undefined);
     await model.close();
@@ -180,8 +193,9 @@ export function resumeP50(profile: ResumeProfile): ResumeRun {
 export function printResumeProfile(profile: ResumeProfile): void {
   const f = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
   const mode = profile.settled ? "settled (each after the previous recording)" : "back to back";
+  const boost = profile.boost !== undefined ? `, startup CPU boost ${profile.boost}` : "";
   console.log(
-    `\n${profile.runtime} on Docker, stop then resume ${mode}, ${profile.rows.length} runs (p50 last)\n`,
+    `\n${profile.runtime} on Docker, stop then resume ${mode}${boost}, ${profile.rows.length} runs (p50 last)\n`,
   );
   console.log(
     `| run | stop → Stopped | resume → Ready | resume → first answer | ${columns.map((c) => `runner ${c}`).join(" | ")} | container CPU | held by its quota |`,
@@ -198,18 +212,47 @@ export function printResumeProfile(profile: ResumeProfile): void {
 if (import.meta.main) {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { runtime: { type: "string", default: "pi" }, settled: { type: "boolean", default: false } },
+    options: {
+      runtime: { type: "string", default: "pi" },
+      settled: { type: "boolean", default: false },
+      boost: { type: "string", multiple: true },
+    },
   });
   const runs = Number(positionals[0] ?? 3);
   if (!Number.isInteger(runs) || runs < 1)
     throw new Error(`runs must be a positive integer, got ${positionals[0]}`);
   const runtime = values.runtime;
-  printResumeProfile(
-    await profileResume({
+  const load = () =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ");
+  const profiles: ResumeProfile[] = [];
+  const loads = [load()];
+  for (const boost of values.boost ?? [undefined]) {
+    const profile = await profileResume({
       runs,
       runtime,
       settle: values.settled,
-      onRun: (done) => process.stderr.write(`${runtime}: run ${done}/${runs} done\n`),
-    }),
-  );
+      ...(boost !== undefined ? { boost } : {}),
+      onRun: (done) =>
+        process.stderr.write(`${runtime}${boost ? ` boost ${boost}` : ""}: run ${done}/${runs} done\n`),
+    });
+    printResumeProfile(profile);
+    profiles.push(profile);
+    loads.push(load());
+  }
+  if (profiles.length > 1) {
+    const f = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+    console.log(
+      `\n${runtime}, p50 of ${runs} each, in the order run (load average 1/5/15 min before each and at the end: ${loads.join(" → ")})\n`,
+    );
+    console.log(
+      "| startup CPU boost | resume → Ready | resume → first answer | container CPU | held by its quota |",
+    );
+    console.log("|---|---|---|---|---|");
+    for (const profile of profiles) {
+      const r = resumeP50(profile);
+      console.log(`| ${profile.boost} | ${f(r.ready)} | ${f(r.answer)} | ${f(r.cpu)} | ${f(r.throttled)} |`);
+    }
+  }
 }

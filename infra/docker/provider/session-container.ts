@@ -225,6 +225,11 @@ export async function ensureSessionContainer(
   options: {
     /** Only adopt a running container of these inputs; never remove or make one (a recording). */
     adoptOnly?: boolean;
+    /**
+     * Called with a container this call made, after it is created and before it starts (the
+     * runner's startup CPU boost, runner/docker/startup-boost.ts); not for an adopted one.
+     */
+    beforeStart?: (containerId: string) => Promise<void>;
   } = {},
 ): Promise<RunningContainer> {
   const existing = docker.getContainer(inputs.name);
@@ -252,6 +257,7 @@ export async function ensureSessionContainer(
   );
   const container = await docker.createContainer(containerCreateOptions(inputs, env));
   try {
+    await options.beforeStart?.(container.id);
     await container.start();
     const made = await describe(docker, container, inputs);
     await waitReady(made.ipAddress, inputs.adapterPort, readyTimeoutMs, inputs.readyPath);
