@@ -12,7 +12,7 @@ import { markAuditedReply, markAuditedStreamEnd } from "../observability/audited
 import { SseSplitter } from "./sse-splitter.ts";
 import { claimedUsage, GatewayTally } from "./gateway-tally.ts";
 import type { ReplyShape } from "./reply-format.ts";
-import type { WorkspaceRecord } from "../store/store.ts";
+import type { RelayRoute } from "../store/store.ts";
 import type { RequestRelayOptions } from "./request-relay.ts";
 
 /** The options with their defaults, as a flight uses them. */
@@ -30,9 +30,11 @@ export const CANCEL_TIMEOUT_MS = 10_000;
 type FlightTarget = {
   namespace: string;
   name: string;
+  /** The agent session the request was admitted to (its RequestFinished event goes there). */
+  sessionId: string | undefined;
   requestId: string;
   relayId: string;
-  workspace: WorkspaceRecord;
+  route: RelayRoute;
   /** The reply's shape (reply-format.ts): ours on `…/requests`, OpenAI's on its route. */
   reply: ReplyShape;
   /** Called once the request is settled (its per-token slot is given back). */
@@ -70,7 +72,7 @@ export class Flight {
   }
 
   start(request: { id: string; input: string; stream: boolean }): void {
-    const { workspace, relayId } = this.#t;
+    const { route, relayId } = this.#t;
     // Subscribe before the command leaves: the first chunk may come back at once.
     const chunks = this.#o.runners.onRelayChunk(relayId, (chunk) => this.#inbox.push(chunk));
     const usage = this.#o.runners.onRelayUsage(relayId, (report) => this.#tally.add(report));
@@ -90,13 +92,13 @@ export class Flight {
     const timeoutMs = this.#o.timeoutMs + RUNNER_DEADLINE_GRACE_MS;
     this.#o.runners
       .command(
-        workspace.runner_id,
+        route.runner_id,
         {
           kind: "relay",
-          container_name: workspace.container_name,
+          container_name: route.container_name,
           relay_id: relayId,
           request,
-          ...(workspace.spec.session ? { protocol: workspace.spec.session.protocol } : {}),
+          ...(route.protocol ? { protocol: route.protocol } : {}),
           timeout_ms: timeoutMs,
           reply_max_bytes: this.#o.replyMaxBytes,
         },
@@ -272,13 +274,13 @@ export class Flight {
   #cancelUpstream(why: string): void {
     if (this.#cancelSent || this.#settled) return;
     this.#cancelSent = true;
-    const { workspace, relayId, requestId } = this.#t;
+    const { route, relayId, requestId } = this.#t;
     this.#o.runners
       .command(
-        workspace.runner_id,
+        route.runner_id,
         {
           kind: "cancel_relay",
-          container_name: workspace.container_name,
+          container_name: route.container_name,
           relay_id: relayId,
           request_id: requestId,
         },
@@ -318,7 +320,7 @@ export class Flight {
       usage,
       now: this.#o.now().toISOString(),
     });
-    this.#o.onRequestFinished?.(namespace, name, requestId, outcome);
+    this.#o.onRequestFinished?.({ namespace, name, session_id: this.#t.sessionId }, requestId, outcome);
   }
 }
 

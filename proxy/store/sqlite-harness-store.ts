@@ -4,6 +4,7 @@ import type {
   BeginResult,
   HarnessRecord,
   HarnessRequestRecord,
+  HarnessServing,
   HarnessStore,
   ExpiryCandidate,
   IdleCandidate,
@@ -22,7 +23,7 @@ import {
   type SqliteDatabase,
   storeConnection,
 } from "./sqlite-database.ts";
-import { toHarnessRecord, toHarnessRequest } from "./harness-rows.ts";
+import { toHarnessRecord, toHarnessRequest, toHarnessServing } from "./harness-rows.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS harness_sessions (
@@ -141,6 +142,14 @@ export class SqliteHarnessStore implements HarnessStore {
       name,
     ]);
     return row ? toHarnessRecord(row) : undefined;
+  }
+
+  async getServing(namespace: string, name: string): Promise<HarnessServing | undefined> {
+    const row = this.#db.get(
+      "SELECT phase, container_name, session_id FROM harness_sessions WHERE namespace = ? AND name = ?",
+      [namespace, name],
+    );
+    return row ? toHarnessServing(namespace, name, row) : undefined;
   }
 
   async listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]> {
