@@ -8,7 +8,12 @@ import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { type RequestOutcome, ResultRecord, StreamEvent, type Usage } from "../../contracts/adapter.ts";
 import { type ApiErrorBody, ErrorCode, httpStatusOf } from "../../contracts/errors.ts";
 import { type InboxEvent, REPLY_TOO_LARGE, RelayInbox } from "./relay-inbox.ts";
-import { markAuditedReply, markAuditedStreamEnd } from "../observability/audited-request.ts";
+import {
+  markAuditedReply,
+  markAuditedStreamEnd,
+  markAuditedStreamEndMarked,
+  resultEnding,
+} from "../observability/audited-request.ts";
 import { SseSplitter } from "./sse-splitter.ts";
 import { claimedUsage, GatewayTally } from "./gateway-tally.ts";
 import type { ReplyShape } from "./reply-format.ts";
@@ -142,8 +147,13 @@ export class Flight {
         // The whole reply is here: the runner sent the gateway's reports of it before its end.
         const served = this.#tally.served(record.data);
         const [reply, status] = resultResponse(this.#t.requestId, served);
-        // The audit reads our own shape whatever the client is answered with.
-        markAuditedReply(this.#c, reply);
+        // The audit reads our own shape whatever the client is answered with, and the ending
+        // from the record built here (not parsed again).
+        markAuditedReply(
+          this.#c,
+          reply,
+          resultEnding(served, served.outcome === "succeeded" ? undefined : (reply as ApiErrorBody).code),
+        );
         if (served.outcome === "succeeded") return this.#c.json(this.#t.reply.whole(served) as object, 200);
         return this.#c.json(reply, status);
       }
@@ -165,6 +175,8 @@ export class Flight {
       const first = await this.#inbox.next();
       if (first.kind === "error") return this.#errorResponse(await this.#explain(first.error));
       if (first.status !== 200) return this.#errorResponse(await this.#refusal(first));
+      // Every way the stream ends is marked for the audit (#pipeSse), or it failed or was cancelled.
+      markAuditedStreamEndMarked(this.#c);
       const response = streamSSE(this.#c, (sse) => this.#pipeSse(sse, first));
       handedOver = true;
       return response;
@@ -229,7 +241,7 @@ export class Flight {
         }
         if (done) {
           const served = result();
-          if (served) markAuditedStreamEnd(this.#c, { type: "result", result: served });
+          if (served) markAuditedStreamEnd(this.#c, { type: "result", result: served }, resultEnding(served));
           text += shape.end(served);
         }
         if (text !== "") await sse.write(text);
