@@ -312,7 +312,7 @@ export class SqliteStore implements Store {
 
   async getRelayRoute(containerName: string): Promise<RelayRoute | undefined> {
     const row = this.#db.get(
-      `SELECT runner_id, json_extract(spec, '$.streaming') AS streaming,
+      `SELECT runner_id, agent_ref, json_extract(spec, '$.streaming') AS streaming,
          json_extract(spec, '$.session.protocol') AS protocol FROM workspaces WHERE container_name = ?`,
       [containerName],
     );

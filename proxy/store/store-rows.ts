@@ -59,11 +59,12 @@ export function toWorkspace(row: StoredRow): WorkspaceRecord {
   };
 }
 
-/** A relay route from a narrow row: `runner_id`, `streaming` (JSON true as 1 or true), `protocol`. */
+/** A relay route from a narrow row: `runner_id`, `agent_ref`, `streaming` (JSON true as 1 or true), `protocol`. */
 export function toRelayRoute(containerName: string, row: StoredRow): RelayRoute {
   return {
     container_name: containerName,
     runner_id: String(row.runner_id),
+    agent_ref: String(row.agent_ref),
     streaming: row.streaming === true || Number(row.streaming) === 1,
     protocol: optionalString(row.protocol) as RelayRoute["protocol"],
   };
@@ -74,6 +75,7 @@ export function relayRouteOf(workspace: WorkspaceRecord): RelayRoute {
   return {
     container_name: workspace.container_name,
     runner_id: workspace.runner_id,
+    agent_ref: workspace.agent_ref,
     streaming: workspace.spec.streaming,
     protocol: workspace.spec.session?.protocol,
   };

@@ -171,10 +171,12 @@ export type ClaimResult = { claimed: true } | { claimed: false; existing: Idempo
  * `(agent, workstream)`, placed on one runner.
  */
 export type WorkspaceStatus = "provisioning" | "ready" | "failed";
-/** A workspace as the request relay needs it (Store.getRelayRoute). */
+/** A workspace as the request relay and the gateway's reports need it (Store.getRelayRoute). */
 export type RelayRoute = {
   container_name: string;
   runner_id: string;
+  /** The Agent's `namespace/name`. */
+  agent_ref: string;
   /** The runtime declares streaming (spec.streaming). */
   streaming: boolean;
   /** The runtime's session protocol (spec.session.protocol); absent: our adapter contract. */

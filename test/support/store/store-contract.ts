@@ -81,6 +81,7 @@ export function describeStoreContract(backend: StoreBackend): void {
       expect(await store.getRelayRoute("as-default-w")).toEqual({
         container_name: "as-default-w",
         runner_id: "runner-1",
+        agent_ref: "default/alice",
         streaming: false,
         protocol: undefined,
       });
@@ -96,6 +97,7 @@ export function describeStoreContract(backend: StoreBackend): void {
       expect(await store.getRelayRoute("as-default-chat")).toEqual({
         container_name: "as-default-chat",
         runner_id: "runner-2",
+        agent_ref: "default/alice",
         streaming: true,
         protocol: "openai-chat",
       });
