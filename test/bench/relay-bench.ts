@@ -19,7 +19,7 @@
  * `--baseline-link worker` (or `in-process`, `websocket`) the baseline is that checkout's `serve`
  * with its embedded runner on that link instead (`serve` before and after, in one run).
  * `--serve-node-options`: NODE_OPTIONS of the `serve` processes (the embedded paths' and such a
- * baseline's), e.g. `"--cpu-prof --cpu-prof-dir=/tmp/prof"` (a profile per thread, written when
+ * baseline's), e.g. `--serve-node-options="--cpu-prof --cpu-prof-dir=/tmp/prof"` (a profile per thread, written when
  * the process exits at the end of the run).
  *
  * The system is real: `agent-sessions serve --no-runner` and a separate `agent-sessions runner`
