@@ -206,11 +206,14 @@ export async function startHarness(options: HarnessWiringOptions): Promise<Runni
     replyMaxBytes: options.replyMaxBytes,
     // Ready means serving: a request the runner could not relay has the session probed again.
     onRelayPathFailed: (namespace, name) => controller.enqueue(namespace, name),
-    // Each request's outcome on the session's event stream (issue 42), by name.
-    onRequestFinished: (namespace, name, requestId, outcome) =>
-      void harness.getHarnessSession(namespace, name).then(
-        (record) => record && controller.event(record, "RequestFinished", { request_id: requestId, outcome }),
-        () => undefined,
+    // Each request's outcome on the event stream of the agent session it was admitted to (issue
+    // 42), by name: its journal's append is group-committed with the settlement.
+    onRequestFinished: (session, requestId, outcome) =>
+      void controller.event(
+        session,
+        "RequestFinished",
+        { request_id: requestId, outcome },
+        { grouped: true },
       ),
     perToken,
     perNamespace,

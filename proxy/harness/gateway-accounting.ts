@@ -28,15 +28,24 @@ export class GatewayAccounting {
   readonly take = async (report: GatewayReport): Promise<void> => {
     switch (report.kind) {
       case "usage": {
-        const counted = await this.#o.harness.addGatewayUsage(
-          report.workspace.container_name,
-          report.report.usage,
+        // Not waited for: the count is group-committed with this turn's other writes (the next
+        // reports', the request's settlement after it), in the order asked; the runner's next
+        // report need not wait for the commit.
+        const containerName = report.workspace.container_name;
+        void this.#o.harness.addGatewayUsage(containerName, report.report.usage).then(
+          (counted) => {
+            // An RPC session's workspace has no HarnessSession: its calls show in the metrics only.
+            if (!counted)
+              this.#o.log("debug", "gateway usage for a workspace without a HarnessSession", {
+                container_name: containerName,
+              });
+          },
+          (error: unknown) =>
+            this.#o.log("error", "gateway usage not counted", {
+              container_name: containerName,
+              error: String(error),
+            }),
         );
-        // An RPC session's workspace has no HarnessSession: its calls show in the metrics only.
-        if (!counted)
-          this.#o.log("debug", "gateway usage for a workspace without a HarnessSession", {
-            container_name: report.workspace.container_name,
-          });
         return;
       }
       case "refused": {

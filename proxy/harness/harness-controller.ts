@@ -182,11 +182,12 @@ export class HarnessController {
    * to record it is logged.
    */
   event(
-    record: HarnessRecord,
+    record: Pick<HarnessRecord, "namespace" | "name" | "session_id">,
     event: SnapshotEvent | "Expired" | "RequestFinished",
     payload: Record<string, unknown>,
+    options?: { grouped?: boolean },
   ): Promise<void> {
-    return this.#reconciler.event(record, event, payload);
+    return this.#reconciler.event(record, event, payload, options);
   }
 
   /**

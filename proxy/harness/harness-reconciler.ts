@@ -387,18 +387,26 @@ export class HarnessReconciler {
     return woken;
   }
 
-  /** One event of the paused tier on the session's event stream; a failure to record it is logged. */
+  /**
+   * One event of the paused tier on the session's event stream; a failure to record it is logged.
+   * `grouped`: committed with this turn's other writes (a relayed request's RequestFinished).
+   */
   async event(
-    record: HarnessRecord,
+    record: Pick<HarnessRecord, "namespace" | "name" | "session_id">,
     event: PausedTierEvent,
     payload: Record<string, unknown>,
+    options?: { grouped?: boolean },
   ): Promise<void> {
     if (!this.#o.journal || record.session_id === undefined) return;
     await this.#o.journal
-      .append(record.session_id, {
-        type: "log",
-        payload: { event, harness_session: { namespace: record.namespace, name: record.name }, ...payload },
-      })
+      .append(
+        record.session_id,
+        {
+          type: "log",
+          payload: { event, harness_session: { namespace: record.namespace, name: record.name }, ...payload },
+        },
+        options,
+      )
       .catch((error: unknown) =>
         this.#o.log("warn", `${event} event not recorded`, {
           namespace: record.namespace,

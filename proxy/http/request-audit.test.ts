@@ -5,7 +5,13 @@ import { describe, expect, it } from "vitest";
 import type { ResultRecord } from "../../contracts/adapter.ts";
 import { type AuditRecord, createAudit } from "../observability/audit.ts";
 import { Metrics } from "../observability/metrics.ts";
-import { markAuditedRequest } from "../observability/audited-request.ts";
+import {
+  markAuditedReply,
+  markAuditedRequest,
+  markAuditedStreamEnd,
+  markAuditedStreamEndMarked,
+  resultEnding,
+} from "../observability/audited-request.ts";
 import type { Principal } from "./api-tokens.ts";
 import { auditProxiedRequests, fromJsonReply } from "./request-audit.ts";
 
@@ -120,6 +126,52 @@ describe("auditProxiedRequests", () => {
     );
     await (await post()).text();
     expect(audits[0]).toMatchObject({ outcome: "failed", code: "DEADLINE_EXCEEDED", usage: undefined });
+  });
+
+  it("takes the ending the relay marked (the record it built) without parsing the reply again", async () => {
+    const json = appReplying((c) => {
+      markAuditedRequest(c, "req-ours");
+      const failed = record("failed");
+      const body = { code: "UNAVAILABLE", message: "the agent could not", details: { result: failed } };
+      markAuditedReply(c, body, resultEnding(failed, "UNAVAILABLE"));
+      return c.json(body, 503);
+    });
+    await json.post();
+    expect(json.audits).toEqual([
+      expect.objectContaining({
+        request_id: "req-ours",
+        outcome: "failed",
+        code: "UNAVAILABLE",
+        usage: { input_tokens: 3, output_tokens: 5 },
+        stream: false,
+      }),
+    ]);
+    const streamed = appReplying((c) => {
+      markAuditedRequest(c, "req-ours");
+      markAuditedStreamEndMarked(c);
+      return streamSSE(c, async (sse) => {
+        await sse.writeSSE({ event: "delta", data: JSON.stringify({ type: "delta", text: "x" }) });
+        const result = record("succeeded");
+        markAuditedStreamEnd(c, { type: "result", result }, resultEnding(result));
+        await sse.writeSSE({ event: "result", data: JSON.stringify({ type: "result", result }) });
+      });
+    });
+    await (await streamed.post()).text();
+    expect(streamed.audits).toEqual([
+      expect.objectContaining({ request_id: "req-ours", outcome: "succeeded", stream: true }),
+    ]);
+    // A marked stream that ends without a mark failed.
+    const unmarked = appReplying((c) => {
+      markAuditedStreamEndMarked(c);
+      return streamSSE(c, async (sse) => {
+        await sse.writeSSE({
+          event: "result",
+          data: JSON.stringify({ type: "result", result: record("succeeded") }),
+        });
+      });
+    });
+    await (await unmarked.post()).text();
+    expect(unmarked.audits).toEqual([expect.objectContaining({ outcome: "failed", code: "INTERNAL" })]);
   });
 
   it("audits a client that left mid-stream as cancelled", async () => {

@@ -2,7 +2,12 @@ import type { MiddlewareHandler } from "hono";
 import { ResultRecord, StreamEvent } from "../../contracts/adapter.ts";
 import { ErrorCode } from "../../contracts/errors.ts";
 import type { Audit, AuditRecord } from "../observability/audit.ts";
-import { AUDITED_REPLY, AUDITED_REQUEST_ID, AUDITED_STREAM_END } from "../observability/audited-request.ts";
+import {
+  AUDITED_REPLY,
+  AUDITED_REQUEST_ID,
+  AUDITED_STREAM_END,
+  AUDITED_STREAM_END_MARKED,
+} from "../observability/audited-request.ts";
 import type { ProxiedOutcome } from "../observability/metrics.ts";
 import { SseSplitter } from "../relay/sse-splitter.ts";
 
@@ -55,16 +60,23 @@ export function auditProxiedRequests(audit: Audit): MiddlewareHandler {
       // The relay's mark of how the stream ended, when its events are not in our shape.
       const marked = () => {
         const end = c.get(AUDITED_STREAM_END);
-        return end ? endingOfEvent(end.body) : undefined;
+        return end ? (end.ending ?? endingOfEvent(end.body)) : undefined;
       };
+      // A stream whose end the relay marks is not parsed on its way (its events are the
+      // relay's own: its mark says what the last one said).
+      const inspect = c.get(AUDITED_STREAM_END_MARKED) !== true;
       c.res = new Response(
-        watchStream(response.body, marked, (ending) => done(ending, true)),
+        watchStream(response.body, marked, (ending) => done(ending, true), inspect),
         response,
       );
       return;
     }
     // The relay's own answer, unless an error replaced it on its way out.
     const marked = c.error === undefined ? c.get(AUDITED_REPLY) : undefined;
+    if (marked?.ending) {
+      done(marked.ending, false);
+      return;
+    }
     const body: unknown = marked
       ? marked.body
       : await response
@@ -108,13 +120,15 @@ function outcomeOfCode(code: ErrorCode | undefined, status: number): ProxiedOutc
 
 /**
  * The streamed reply passed through unchanged, chunk by chunk at the client's pace; its
- * `result` or `error` event decides the ending, reported once when the stream ends or is
- * cancelled (a client that left before the result is a cancelled request).
+ * `result` or `error` event decides the ending (with `inspect`; else the relay's mark), reported
+ * once when the stream ends or is cancelled (a client that left before the result is a
+ * cancelled request).
  */
 function watchStream(
   body: ReadableStream<Uint8Array>,
   marked: () => Ending | undefined,
   end: (ending: Ending) => void,
+  inspect: boolean,
 ): ReadableStream {
   const reader = body.getReader();
   const decoder = new TextDecoder();
@@ -126,7 +140,7 @@ function watchStream(
     reported = true;
     end(ending ?? marked() ?? fallback);
   };
-  const inspect = (chunk: Uint8Array) => {
+  const inspectChunk = (chunk: Uint8Array) => {
     for (const data of splitter.push(decoder.decode(chunk, { stream: true }))) {
       let json: unknown;
       try {
@@ -146,7 +160,7 @@ function watchStream(
           controller.close();
           return;
         }
-        inspect(value);
+        if (inspect) inspectChunk(value);
         controller.enqueue(value);
       } catch (error) {
         report({ outcome: "failed", code: "INTERNAL", usage: undefined, request_id: undefined });

@@ -1,7 +1,7 @@
 import type { GatewayToolCall } from "../../contracts/mcp.ts";
 import type { GatewayRefusal, GatewayUsageReport } from "../../contracts/runner-protocol.ts";
 import { parseAgentRef } from "../../contracts/resources.ts";
-import type { WorkspaceRecord } from "../store/store.ts";
+import type { RelayRoute, WorkspaceRecord } from "../store/store.ts";
 
 /**
  * A report of the runner's model gateway (issue 35) the hub accepted: the runner that sent it
@@ -9,10 +9,13 @@ import type { WorkspaceRecord } from "../store/store.ts";
  * namespace come from the store, never from what the runner wrote in the report.
  */
 export type GatewayReport =
-  | { kind: "usage"; workspace: WorkspaceRecord; report: GatewayUsageReport }
-  | { kind: "refused"; workspace: WorkspaceRecord; refusal: GatewayRefusal }
+  | { kind: "usage"; workspace: GatewayWorkspace; report: GatewayUsageReport }
+  | { kind: "refused"; workspace: GatewayWorkspace; refusal: GatewayRefusal }
   /** One MCP tool call through the gateway (issue 39), allowed or refused. */
-  | { kind: "tool"; workspace: WorkspaceRecord; call: GatewayToolCall };
+  | { kind: "tool"; workspace: GatewayWorkspace; call: GatewayToolCall };
+
+/** What a report's listeners know of its workspace (read narrowly: a report comes with every model call). */
+export type GatewayWorkspace = Pick<RelayRoute, "container_name" | "runner_id" | "agent_ref">;
 
 /** Told of every accepted report, in the order its runner sent them. */
 export type GatewayReportListener = (report: GatewayReport) => Promise<void> | void;

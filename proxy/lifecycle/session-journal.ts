@@ -44,16 +44,20 @@ export class SessionJournal {
     return transition;
   }
 
-  /** Store and publish an agent frame under the session's next seq; undefined for an unknown session. */
+  /**
+   * Store and publish an agent frame under the session's next seq; undefined for an unknown
+   * session. `grouped`: committed with this turn's other writes (Store.appendFrame).
+   */
   async append(
     sessionId: string,
     frame: { type: FrameType; ts?: string | undefined; payload: Record<string, unknown> },
+    options?: { grouped?: boolean },
   ): Promise<StoredFrame | undefined> {
-    const stored = await this.#store.appendFrame(sessionId, {
-      type: frame.type,
-      ts: frame.ts ?? new Date().toISOString(),
-      payload: frame.payload,
-    });
+    const stored = await this.#store.appendFrame(
+      sessionId,
+      { type: frame.type, ts: frame.ts ?? new Date().toISOString(), payload: frame.payload },
+      options,
+    );
     if (stored) this.#publish(stored);
     return stored;
   }

@@ -8,11 +8,16 @@ import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { type RequestOutcome, ResultRecord, StreamEvent, type Usage } from "../../contracts/adapter.ts";
 import { type ApiErrorBody, ErrorCode, httpStatusOf } from "../../contracts/errors.ts";
 import { type InboxEvent, REPLY_TOO_LARGE, RelayInbox } from "./relay-inbox.ts";
-import { markAuditedReply, markAuditedStreamEnd } from "../observability/audited-request.ts";
+import {
+  markAuditedReply,
+  markAuditedStreamEnd,
+  markAuditedStreamEndMarked,
+  resultEnding,
+} from "../observability/audited-request.ts";
 import { SseSplitter } from "./sse-splitter.ts";
 import { claimedUsage, GatewayTally } from "./gateway-tally.ts";
 import type { ReplyShape } from "./reply-format.ts";
-import type { WorkspaceRecord } from "../store/store.ts";
+import type { RelayRoute } from "../store/store.ts";
 import type { RequestRelayOptions } from "./request-relay.ts";
 
 /** The options with their defaults, as a flight uses them. */
@@ -30,9 +35,11 @@ export const CANCEL_TIMEOUT_MS = 10_000;
 type FlightTarget = {
   namespace: string;
   name: string;
+  /** The agent session the request was admitted to (its RequestFinished event goes there). */
+  sessionId: string | undefined;
   requestId: string;
   relayId: string;
-  workspace: WorkspaceRecord;
+  route: RelayRoute;
   /** The reply's shape (reply-format.ts): ours on `…/requests`, OpenAI's on its route. */
   reply: ReplyShape;
   /** Called once the request is settled (its per-token slot is given back). */
@@ -70,7 +77,7 @@ export class Flight {
   }
 
   start(request: { id: string; input: string; stream: boolean }): void {
-    const { workspace, relayId } = this.#t;
+    const { route, relayId } = this.#t;
     // Subscribe before the command leaves: the first chunk may come back at once.
     const chunks = this.#o.runners.onRelayChunk(relayId, (chunk) => this.#inbox.push(chunk));
     const usage = this.#o.runners.onRelayUsage(relayId, (report) => this.#tally.add(report));
@@ -90,13 +97,13 @@ export class Flight {
     const timeoutMs = this.#o.timeoutMs + RUNNER_DEADLINE_GRACE_MS;
     this.#o.runners
       .command(
-        workspace.runner_id,
+        route.runner_id,
         {
           kind: "relay",
-          container_name: workspace.container_name,
+          container_name: route.container_name,
           relay_id: relayId,
           request,
-          ...(workspace.spec.session ? { protocol: workspace.spec.session.protocol } : {}),
+          ...(route.protocol ? { protocol: route.protocol } : {}),
           timeout_ms: timeoutMs,
           reply_max_bytes: this.#o.replyMaxBytes,
         },
@@ -140,8 +147,13 @@ export class Flight {
         // The whole reply is here: the runner sent the gateway's reports of it before its end.
         const served = this.#tally.served(record.data);
         const [reply, status] = resultResponse(this.#t.requestId, served);
-        // The audit reads our own shape whatever the client is answered with.
-        markAuditedReply(this.#c, reply);
+        // The audit reads our own shape whatever the client is answered with, and the ending
+        // from the record built here (not parsed again).
+        markAuditedReply(
+          this.#c,
+          reply,
+          resultEnding(served, served.outcome === "succeeded" ? undefined : (reply as ApiErrorBody).code),
+        );
         if (served.outcome === "succeeded") return this.#c.json(this.#t.reply.whole(served) as object, 200);
         return this.#c.json(reply, status);
       }
@@ -163,6 +175,8 @@ export class Flight {
       const first = await this.#inbox.next();
       if (first.kind === "error") return this.#errorResponse(await this.#explain(first.error));
       if (first.status !== 200) return this.#errorResponse(await this.#refusal(first));
+      // Every way the stream ends is marked for the audit (#pipeSse), or it failed or was cancelled.
+      markAuditedStreamEndMarked(this.#c);
       const response = streamSSE(this.#c, (sse) => this.#pipeSse(sse, first));
       handedOver = true;
       return response;
@@ -227,7 +241,7 @@ export class Flight {
         }
         if (done) {
           const served = result();
-          if (served) markAuditedStreamEnd(this.#c, { type: "result", result: served });
+          if (served) markAuditedStreamEnd(this.#c, { type: "result", result: served }, resultEnding(served));
           text += shape.end(served);
         }
         if (text !== "") await sse.write(text);
@@ -272,13 +286,13 @@ export class Flight {
   #cancelUpstream(why: string): void {
     if (this.#cancelSent || this.#settled) return;
     this.#cancelSent = true;
-    const { workspace, relayId, requestId } = this.#t;
+    const { route, relayId, requestId } = this.#t;
     this.#o.runners
       .command(
-        workspace.runner_id,
+        route.runner_id,
         {
           kind: "cancel_relay",
-          container_name: workspace.container_name,
+          container_name: route.container_name,
           relay_id: relayId,
           request_id: requestId,
         },
@@ -318,7 +332,7 @@ export class Flight {
       usage,
       now: this.#o.now().toISOString(),
     });
-    this.#o.onRequestFinished?.(namespace, name, requestId, outcome);
+    this.#o.onRequestFinished?.({ namespace, name, session_id: this.#t.sessionId }, requestId, outcome);
   }
 }
 

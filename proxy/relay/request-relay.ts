@@ -11,8 +11,8 @@ import { parseJsonBody } from "../lifecycle/request-body.ts";
 import type { RunnerDirectory } from "../lifecycle/runner-directory.ts";
 import type { RelayChunk } from "../lifecycle/runner-directory.ts";
 import type { GatewayUsageReport } from "../../contracts/runner-protocol.ts";
-import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
-import type { Store, WorkspaceRecord } from "../store/store.ts";
+import type { HarnessRecord, HarnessServing, HarnessStore } from "../store/harness-store.ts";
+import type { RelayRoute, Store } from "../store/store.ts";
 import { CANCEL_TIMEOUT_MS, Flight, type RelaySettings } from "./relay-flight.ts";
 import { nativeFormat, type ReplyFormat, type ReplyShape } from "./reply-format.ts";
 import type { BoundedCaller, CallerBounds } from "../lifecycle/caller-bounds.ts";
@@ -59,10 +59,14 @@ export type RequestRelayOptions = {
    */
   onRelayPathFailed?: (namespace: string, name: string) => void;
   /**
-   * Told once each request is settled, with its outcome (issue 42: request outcomes are events on
-   * the session's stream). @default nothing
+   * Told once each request is settled, with its outcome and the agent session it was admitted to
+   * (issue 42: request outcomes are events on the session's stream). @default nothing
    */
-  onRequestFinished?: (namespace: string, name: string, requestId: string, outcome: RequestOutcome) => void;
+  onRequestFinished?: (
+    session: { namespace: string; name: string; session_id: string | undefined },
+    requestId: string,
+    outcome: RequestOutcome,
+  ) => void;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -118,24 +122,27 @@ export class RequestRelay {
     const { request, reply } = format(parseJsonBody(text));
     const requestId = request.id ?? `req-${randomBytes(8).toString("hex")}`;
     markAuditedRequest(c, requestId);
-    let record = await this.#o.harness.getHarnessSession(namespace, name);
-    if (!record) throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
-    let workspace = await this.#workspaceOf(record);
+    // Only what serving needs is read (a Ready session's phase, workspace and agent session, its
+    // workspace's runner and protocol); a session that is not Ready is read whole below.
+    let serving = await this.#o.harness.getServing(namespace, name);
+    if (!serving) throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
+    let route = await this.#routeOf(serving);
     // Bad input is refused before anything is resumed.
-    if (workspace) this.#assertStreamable(request.stream, workspace, namespace, name);
+    if (route) this.#assertStreamable(request.stream, route, namespace, name);
     // The token's and the namespace's slots are held until the request settles (the Flight gives
     // them back), else below.
     const slot = { release: this.#acquire(c.get("principal"), namespace), flying: false };
     let awake: AwakeSession | undefined;
     try {
-      if (record.phase !== "Ready" && this.#autoResume) {
+      if (serving.phase !== "Ready" && this.#autoResume) {
+        const record = await this.#o.harness.getHarnessSession(namespace, name);
+        if (!record)
+          throw new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
         awake = await this.#autoResume.awaitReady(record, requestId, c.req.raw.signal);
-        if (awake) {
-          record = awake.record;
-          workspace = await this.#workspaceOf(record);
-        }
+        serving = awake?.record ?? record;
+        route = await this.#routeOf(serving);
       }
-      return await this.#admit(c, record, workspace, request, requestId, reply, slot);
+      return await this.#admit(c, serving, route, request, requestId, reply, slot);
     } finally {
       // Admitted (activeRequests holds the session awake from here) or refused.
       awake?.release();
@@ -145,24 +152,24 @@ export class RequestRelay {
 
   async #admit(
     c: Context,
-    record: HarnessRecord,
-    workspace: WorkspaceRecord | undefined,
+    serving: HarnessServing,
+    route: RelayRoute | undefined,
     request: HarnessRequest,
     requestId: string,
     reply: ReplyShape,
     slot: { release: () => void; flying: boolean },
   ): Promise<Response> {
-    const { namespace, name } = record;
-    if (!workspace || record.phase !== "Ready") throw notReady(namespace, name, record);
-    this.#assertStreamable(request.stream, workspace, namespace, name);
+    const { namespace, name } = serving;
+    if (!route || serving.phase !== "Ready") throw await this.#notReady(namespace, name);
+    this.#assertStreamable(request.stream, route, namespace, name);
     const relayId = randomUUID();
     const begun = await this.#o.harness.beginRequest({
       namespace,
       name,
       request_id: requestId,
       relay_id: relayId,
-      runner_id: workspace.runner_id,
-      container_name: workspace.container_name,
+      runner_id: route.runner_id,
+      container_name: route.container_name,
       now: this.#now(),
     });
     if (!begun.ok) {
@@ -184,9 +191,10 @@ export class RequestRelay {
     const flight = new Flight(this.#o, c, {
       namespace,
       name,
+      sessionId: serving.session_id,
       requestId,
       relayId,
-      workspace,
+      route,
       reply,
       onSettled: slot.release,
     });
@@ -210,14 +218,22 @@ export class RequestRelay {
     }
   }
 
-  async #workspaceOf(record: HarnessRecord): Promise<WorkspaceRecord | undefined> {
-    return record.container_name === undefined
+  async #routeOf(serving: HarnessServing): Promise<RelayRoute | undefined> {
+    return serving.container_name === undefined
       ? undefined
-      : this.#o.store.getWorkspace(record.container_name);
+      : this.#o.store.getRelayRoute(serving.container_name);
   }
 
-  #assertStreamable(stream: boolean, workspace: WorkspaceRecord, namespace: string, name: string): void {
-    if (stream && !workspace.spec.streaming)
+  /** FAILED_PRECONDITION, saying why from the whole record as it is now; NOT_FOUND when gone. */
+  async #notReady(namespace: string, name: string): Promise<CodedError> {
+    const record = await this.#o.harness.getHarnessSession(namespace, name);
+    return record
+      ? notReady(namespace, name, record)
+      : new CodedError("NOT_FOUND", `${HARNESS_SESSION_KIND} ${namespace}/${name} not found`);
+  }
+
+  #assertStreamable(stream: boolean, route: RelayRoute, namespace: string, name: string): void {
+    if (stream && !route.streaming)
       throw new CodedError(
         "INVALID_ARGUMENT",
         `the runtime of ${HARNESS_SESSION_KIND} ${namespace}/${name} does not declare streaming; send stream: false`,

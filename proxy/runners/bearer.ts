@@ -10,8 +10,22 @@ export function bearerToken(header: string | undefined | null): string | undefin
 export function sameToken(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
   const a = createHash("sha256").update(given).digest();
-  const b = createHash("sha256").update(expected).digest();
-  return timingSafeEqual(a, b);
+  return timingSafeEqual(a, digestOf(expected));
+}
+
+/**
+ * The digests of the few expected tokens (the admin and runner tokens, compared on every request),
+ * made once each: beside the token the process holds anyway, they reveal nothing more.
+ */
+const expectedDigests = new Map<string, Buffer>();
+const EXPECTED_DIGESTS_MAX = 16;
+function digestOf(expected: string): Buffer {
+  let digest = expectedDigests.get(expected);
+  if (!digest) {
+    digest = createHash("sha256").update(expected).digest();
+    if (expectedDigests.size < EXPECTED_DIGESTS_MAX) expectedDigests.set(expected, digest);
+  }
+  return digest;
 }
 
 export type Caller = "admin" | "runner" | "unknown" | "anonymous";

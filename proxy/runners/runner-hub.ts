@@ -648,7 +648,8 @@ export class RunnerHub {
         : message.kind === "refused"
           ? message.refusal.container_name
           : message.call.container_name;
-    const workspace = await this.#store.getWorkspace(containerName);
+    // Narrowly (a report comes with every model call): the runner it is placed on, its Agent.
+    const workspace = await this.#store.getRelayRoute(containerName);
     if (!workspace || workspace.runner_id !== runnerId) {
       this.#log("warn", "runner reported gateway use for a workspace not placed on it; dropped", {
         runner_id: runnerId,

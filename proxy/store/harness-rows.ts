@@ -1,6 +1,6 @@
 import type { RequestOutcome, Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
-import type { HandledExit, HarnessRecord, HarnessRequestRecord } from "./harness-store.ts";
+import type { HandledExit, HarnessRecord, HarnessRequestRecord, HarnessServing } from "./harness-store.ts";
 import { optionalString, type StoredRow } from "./store-rows.ts";
 
 // Rows → records, shared by the SQLite and PostgreSQL harness stores (same columns in both schemas).
@@ -42,6 +42,16 @@ export function toHarnessRecord(row: StoredRow): HarnessRecord {
     consecutive_restarts: Number(row.consecutive_restarts),
     restart_at: optionalString(row.restart_at),
     last_exit: lastExit === undefined ? undefined : (JSON.parse(lastExit) as HandledExit),
+  };
+}
+
+export function toHarnessServing(namespace: string, name: string, row: StoredRow): HarnessServing {
+  return {
+    namespace,
+    name,
+    phase: String(row.phase) as HarnessPhase,
+    container_name: optionalString(row.container_name),
+    session_id: optionalString(row.session_id),
   };
 }
 

@@ -21,6 +21,11 @@ export interface HarnessStore {
     expectedGeneration: number,
   ): Promise<HarnessRecord | undefined>;
   getHarnessSession(namespace: string, name: string): Promise<HarnessRecord | undefined>;
+  /**
+   * What admitting a request needs of a session, read narrowly (the relay's path reads it once a
+   * request; a session that is not Ready is read whole after it).
+   */
+  getServing(namespace: string, name: string): Promise<HarnessServing | undefined>;
   /** One namespace, or every session (the controllers' resync). */
   /** One namespace's by name, or all by namespace, name; `page` as in Store.listResources. */
   listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]>;
@@ -90,6 +95,12 @@ export interface HarnessStore {
    */
   reapStaleRequests(cutoff: string, now: string): Promise<number>;
 }
+
+/** A HarnessSession as admitting a request needs it (HarnessStore.getServing). */
+export type HarnessServing = Pick<
+  HarnessRecord,
+  "namespace" | "name" | "phase" | "container_name" | "session_id"
+>;
 
 export type HarnessRecord = {
   namespace: string;

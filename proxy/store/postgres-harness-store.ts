@@ -1,10 +1,11 @@
 import type { Usage } from "../../contracts/adapter.ts";
 import type { Condition, HarnessPhase, HarnessSessionSpec } from "../../contracts/harness-session.ts";
-import { toHarnessRecord, toHarnessRequest } from "./harness-rows.ts";
+import { toHarnessRecord, toHarnessRequest, toHarnessServing } from "./harness-rows.ts";
 import type {
   BeginResult,
   HarnessRecord,
   HarnessRequestRecord,
+  HarnessServing,
   HarnessStore,
   ExpiryCandidate,
   IdleCandidate,
@@ -87,6 +88,14 @@ export class PostgresHarnessStore implements HarnessStore {
       name,
     ]);
     return row ? toHarnessRecord(row) : undefined;
+  }
+
+  async getServing(namespace: string, name: string): Promise<HarnessServing | undefined> {
+    const row = await this.#db.get(
+      "SELECT phase, container_name, session_id FROM harness_sessions WHERE namespace = $1 AND name = $2",
+      [namespace, name],
+    );
+    return row ? toHarnessServing(namespace, name, row) : undefined;
   }
 
   async listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]> {

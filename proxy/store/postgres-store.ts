@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { COMPASS_PROTOCOL, type Frame, type FrameType, type SessionState } from "../../contracts/compass.ts";
 import { PgParams, type PgQueryable, type PostgresDatabase, pgPageSql } from "./postgres-database.ts";
-import { toIdempotency, toRunner, toSession, toWorkspace } from "./store-rows.ts";
+import { relayRouteOf, toIdempotency, toRunner, toSession, toWorkspace } from "./store-rows.ts";
 import type {
   ClaimResult,
   IdempotencyRecord,
   NewSession,
   NewWorkspace,
   PageQuery,
+  RelayRoute,
   RunnerRecord,
   SessionChange,
   SessionFilter,
@@ -325,6 +326,11 @@ export class PostgresStore implements Store {
   async getWorkspace(containerName: string): Promise<WorkspaceRecord | undefined> {
     const row = await this.#db.get("SELECT * FROM workspaces WHERE container_name = $1", [containerName]);
     return row ? toWorkspace(row) : undefined;
+  }
+
+  async getRelayRoute(containerName: string): Promise<RelayRoute | undefined> {
+    const workspace = await this.getWorkspace(containerName);
+    return workspace && relayRouteOf(workspace);
   }
 
   async findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined> {

@@ -54,8 +54,14 @@ export class SqliteDatabase {
     return Number(this.#prepare(sql).run(...params).changes);
   }
 
-  /** Synchronous, so nothing else interleaves; BEGIN IMMEDIATE so another process waits for us. */
+  /**
+   * Synchronous, so nothing else interleaves; BEGIN IMMEDIATE so another process waits for us.
+   * Writes `batched` earlier in this turn are committed first: the connection's transactions
+   * commit in the order they were asked for (a frame appended before a status change keeps the
+   * earlier seq).
+   */
   transaction<T>(fn: () => T): T {
+    if (this.#batch.length > 0) this.#flush();
     this.#db.exec("BEGIN IMMEDIATE");
     try {
       const result = fn();
@@ -72,7 +78,7 @@ export class SqliteDatabase {
    * commit): one BEGIN/COMMIT, its locks and WAL writes (pages shared: the same session's row),
    * for all of them, not one each. A relayed request makes two writes (admission, settlement);
    * unbatched, they were ~37 syscalls a request (pwrite and fcntl), more than the whole relay
-   * hop. Each `fn` runs in its own savepoint: one that throws is rolled back alone and rejects
+   * hop; so is a frame's append (its RequestFinished event). Each `fn` runs in its own savepoint: one that throws is rolled back alone and rejects
    * alone. Resolves once committed; the wait is one `setImmediate` (nothing else runs between).
    */
   batched<T>(fn: () => T): Promise<T> {

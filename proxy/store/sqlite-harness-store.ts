@@ -4,6 +4,7 @@ import type {
   BeginResult,
   HarnessRecord,
   HarnessRequestRecord,
+  HarnessServing,
   HarnessStore,
   ExpiryCandidate,
   IdleCandidate,
@@ -22,7 +23,7 @@ import {
   type SqliteDatabase,
   storeConnection,
 } from "./sqlite-database.ts";
-import { toHarnessRecord, toHarnessRequest } from "./harness-rows.ts";
+import { toHarnessRecord, toHarnessRequest, toHarnessServing } from "./harness-rows.ts";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS harness_sessions (
@@ -141,6 +142,14 @@ export class SqliteHarnessStore implements HarnessStore {
       name,
     ]);
     return row ? toHarnessRecord(row) : undefined;
+  }
+
+  async getServing(namespace: string, name: string): Promise<HarnessServing | undefined> {
+    const row = this.#db.get(
+      "SELECT phase, container_name, session_id FROM harness_sessions WHERE namespace = ? AND name = ?",
+      [namespace, name],
+    );
+    return row ? toHarnessServing(namespace, name, row) : undefined;
   }
 
   async listHarnessSessions(namespace?: string, page?: PageQuery): Promise<HarnessRecord[]> {
@@ -378,18 +387,21 @@ export class SqliteHarnessStore implements HarnessStore {
     usage: Usage,
   ): Promise<{ namespace: string; name: string } | undefined> {
     const reported = usage === "unavailable" ? undefined : usage;
-    const row = this.#db.get(
-      `UPDATE harness_sessions SET gateway_input_tokens = gateway_input_tokens + ?,
+    // Group commit with this turn's admissions and settlements: a report comes with every model call.
+    const row = await this.#db.batched(() =>
+      this.#db.get(
+        `UPDATE harness_sessions SET gateway_input_tokens = gateway_input_tokens + ?,
          gateway_output_tokens = gateway_output_tokens + ?,
          gateway_reported = gateway_reported + ?, gateway_unavailable = gateway_unavailable + ?
        WHERE container_name = ? RETURNING namespace, name`,
-      [
-        reported?.input_tokens ?? 0,
-        reported?.output_tokens ?? 0,
-        reported ? 1 : 0,
-        reported ? 0 : 1,
-        containerName,
-      ],
+        [
+          reported?.input_tokens ?? 0,
+          reported?.output_tokens ?? 0,
+          reported ? 1 : 0,
+          reported ? 0 : 1,
+          containerName,
+        ],
+      ),
     );
     return row ? { namespace: String(row.namespace), name: String(row.name) } : undefined;
   }

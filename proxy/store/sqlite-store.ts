@@ -6,6 +6,7 @@ import type {
   IdempotencyRecord,
   NewSession,
   NewWorkspace,
+  RelayRoute,
   RunnerRecord,
   SessionChange,
   SessionFilter,
@@ -20,7 +21,7 @@ import type {
 } from "./store.ts";
 import type { SQLInputValue } from "node:sqlite";
 import { pageSql, type SqliteDatabase, storeConnection } from "./sqlite-database.ts";
-import { toIdempotency, toRunner, toSession, toWorkspace } from "./store-rows.ts";
+import { toIdempotency, toRelayRoute, toRunner, toSession, toWorkspace } from "./store-rows.ts";
 
 export type SqliteStoreOptions = {
   /** Frames kept per session; older ones are trimmed on append. @default 1000 */
@@ -309,6 +310,15 @@ export class SqliteStore implements Store {
     return row ? toWorkspace(row) : undefined;
   }
 
+  async getRelayRoute(containerName: string): Promise<RelayRoute | undefined> {
+    const row = this.#db.get(
+      `SELECT runner_id, agent_ref, json_extract(spec, '$.streaming') AS streaming,
+         json_extract(spec, '$.session.protocol') AS protocol FROM workspaces WHERE container_name = ?`,
+      [containerName],
+    );
+    return row ? toRelayRoute(containerName, row) : undefined;
+  }
+
   async findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined> {
     const row = this.#db.get("SELECT * FROM workspaces WHERE agent_ref = ? AND workstream = ?", [
       agentRef,
@@ -451,11 +461,22 @@ export class SqliteStore implements Store {
 
   // ── frames ───────────────────────────────────────────────────────────────────────────────
 
-  async appendFrame(
+  appendFrame(
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
+    options: { grouped?: boolean } = {},
   ): Promise<StoredFrame | undefined> {
-    return this.#db.transaction(() => this.#appendFrame(sessionId, frame));
+    // Grouped: one BEGIN/COMMIT and its WAL writes with this turn's other batched writes (a
+    // relayed request's admission and settlement); a transaction asked for later commits after
+    // it (sqlite-database.ts), so frames keep their order. Not an async method: the promises
+    // are settled in commit order, and so are their callers resumed (the journal publishes in
+    // that order).
+    if (options.grouped) return this.#db.batched(() => this.#appendFrame(sessionId, frame));
+    try {
+      return Promise.resolve(this.#db.transaction(() => this.#appendFrame(sessionId, frame)));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   async readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]> {

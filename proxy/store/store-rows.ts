@@ -2,6 +2,7 @@ import type { SessionState } from "../../contracts/compass.ts";
 import type { SessionSpec } from "../../contracts/session-spec.ts";
 import type {
   IdempotencyRecord,
+  RelayRoute,
   RunnerRecord,
   SessionRecord,
   WorkspaceRecord,
@@ -55,6 +56,28 @@ export function toWorkspace(row: StoredRow): WorkspaceRecord {
     seeded_snapshot: optionalString(row.seeded_snapshot),
     created_at: String(row.created_at),
     updated_at: String(row.updated_at),
+  };
+}
+
+/** A relay route from a narrow row: `runner_id`, `agent_ref`, `streaming` (JSON true as 1 or true), `protocol`. */
+export function toRelayRoute(containerName: string, row: StoredRow): RelayRoute {
+  return {
+    container_name: containerName,
+    runner_id: String(row.runner_id),
+    agent_ref: String(row.agent_ref),
+    streaming: row.streaming === true || Number(row.streaming) === 1,
+    protocol: optionalString(row.protocol) as RelayRoute["protocol"],
+  };
+}
+
+/** A relay route from a whole workspace record. */
+export function relayRouteOf(workspace: WorkspaceRecord): RelayRoute {
+  return {
+    container_name: workspace.container_name,
+    runner_id: workspace.runner_id,
+    agent_ref: workspace.agent_ref,
+    streaming: workspace.spec.streaming,
+    protocol: workspace.spec.session?.protocol,
   };
 }
 

@@ -78,6 +78,11 @@ export interface Store {
   /** Throws `StoreConflictError` when the container name or the client_request_id exists. */
   insertWorkspace(workspace: NewWorkspace): Promise<WorkspaceRecord>;
   getWorkspace(containerName: string): Promise<WorkspaceRecord | undefined>;
+  /**
+   * What relaying a request to a workspace needs of its record, read narrowly (the relay's path
+   * reads it once a request: the whole record's spec is parsed for nothing).
+   */
+  getRelayRoute(containerName: string): Promise<RelayRoute | undefined>;
   findWorkspace(agentRef: string, workstream: string): Promise<WorkspaceRecord | undefined>;
   /** Every workspace, one runner's, or one namespace's (its Agents' `namespace/name` refs). */
   listWorkspaces(filter?: { runnerId?: string; namespace?: string }): Promise<WorkspaceRecord[]>;
@@ -112,10 +117,14 @@ export interface Store {
    * Append a frame under the session's next seq, trimming its buffer; undefined if no such session.
    * Concurrent appends and transitions of one store resolve in frame id order (the journal
    * publishes each when it resolves, and followers skip ids below the last they sent).
+   * `grouped`: the append may wait for this turn's other writes and commit with them (SQLite's
+   * group commit: a relayed request's RequestFinished event commits with its settlement);
+   * PostgreSQL batches every append anyway. @default false
    */
   appendFrame(
     sessionId: string,
     frame: { type: FrameType; ts: string; payload: Record<string, unknown> },
+    options?: { grouped?: boolean },
   ): Promise<StoredFrame | undefined>;
   /** Frames after a cursor, oldest first: the per-session seq with a session, else the global id. */
   readFrames(query: { sessionId?: string; after: number; limit: number }): Promise<StoredFrame[]>;
@@ -162,6 +171,18 @@ export type ClaimResult = { claimed: true } | { claimed: false; existing: Idempo
  * `(agent, workstream)`, placed on one runner.
  */
 export type WorkspaceStatus = "provisioning" | "ready" | "failed";
+/** A workspace as the request relay and the gateway's reports need it (Store.getRelayRoute). */
+export type RelayRoute = {
+  container_name: string;
+  runner_id: string;
+  /** The Agent's `namespace/name`. */
+  agent_ref: string;
+  /** The runtime declares streaming (spec.streaming). */
+  streaming: boolean;
+  /** The runtime's session protocol (spec.session.protocol); absent: our adapter contract. */
+  protocol: NonNullable<SessionSpec["session"]>["protocol"] | undefined;
+};
+
 export type WorkspaceRecord = {
   container_name: string;
   agent_ref: string;

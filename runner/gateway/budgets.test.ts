@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
-import { AgentBudgets } from "./budgets.ts";
+import { describe, expect, it, vi } from "vitest";
+import { AgentBudgets, SAVE_DELAY_MS } from "./budgets.ts";
 
 const NOON = Date.parse("2026-12-05T12:00:00Z");
 
@@ -12,7 +12,9 @@ describe("AgentBudgets", () => {
     try {
       const file = join(dir, "data", "gateway-budgets.json");
       const limits = { tokensPerDay: 1000 };
-      new AgentBudgets({ file }).record("default/a", 1000, NOON);
+      const first = new AgentBudgets({ file });
+      first.record("default/a", 1000, NOON);
+      first.flush(); // as the gateway's close does (else within SAVE_DELAY_MS)
       expect(statSync(file).mode & 0o777).toBe(0o600);
       const restarted = new AgentBudgets({ file });
       expect(restarted.used("default/a", NOON)).toBe(1000);
@@ -22,6 +24,25 @@ describe("AgentBudgets", () => {
       });
       expect(restarted.admit("default/a", limits, Date.parse("2026-12-06T00:00:01Z"))).toEqual({ ok: true });
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("writes the counts once for a burst of calls, at most SAVE_DELAY_MS after the first, not once a call", () => {
+    const dir = mkdtempSync(join(tmpdir(), "gateway-budgets-"));
+    vi.useFakeTimers();
+    try {
+      const file = join(dir, "gateway-budgets.json");
+      const budgets = new AgentBudgets({ file });
+      for (let i = 0; i < 100; i += 1) budgets.record("default/a", 10, NOON);
+      expect(existsSync(file)).toBe(false); // nothing written on the calls' path
+      vi.advanceTimersByTime(SAVE_DELAY_MS);
+      expect(new AgentBudgets({ file }).used("default/a", NOON)).toBe(1000);
+      budgets.record("default/a", 5, NOON);
+      budgets.flush();
+      expect(new AgentBudgets({ file }).used("default/a", NOON)).toBe(1005);
+    } finally {
+      vi.useRealTimers();
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -3,7 +3,9 @@
  * token bucket holding a minute's calls) and model tokens per UTC day (input + output as the
  * provider reported them). Shared by every route of the Agent in this runner. The day's counts are
  * kept in a file when one is given (a runner restart goes on counting the same day; the rate
- * starts afresh, a minute at most). Time comes in as an argument (epoch ms).
+ * starts afresh, a minute at most). The file is written at most once every SAVE_DELAY_MS and when
+ * the gateway closes (`flush`), not on every call: a write and rename on every model call was the
+ * embedded runner's largest cost a relayed request. Time comes in as an argument (epoch ms).
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
@@ -37,6 +39,12 @@ function count(n: number): string {
   return n.toLocaleString("en-US");
 }
 
+/**
+ * How late the file may be: a runner killed without closing its gateway (SIGKILL, a crash) has
+ * lost at most this much of the day's counts when it restarts.
+ */
+export const SAVE_DELAY_MS = 1_000;
+
 /** The file's name in the runner's data directory. */
 export const GATEWAY_BUDGETS_FILE_NAME = "gateway-budgets.json";
 
@@ -45,8 +53,13 @@ const BudgetsFile = z.record(z.string(), z.object({ day: z.string(), used: z.num
 export class AgentBudgets {
   readonly #agents = new Map<string, AgentState>();
   readonly #file: string | undefined;
+  /** The write due for counts not in the file yet. */
+  #saveTimer: NodeJS.Timeout | undefined;
 
-  /** `file`: where the day's token counts are kept (loaded now, saved on every count); absent: memory only. */
+  /**
+   * `file`: where the day's token counts are kept (loaded now, saved within SAVE_DELAY_MS of a
+   * count and on `flush`); absent: memory only.
+   */
   constructor(options: { file?: string } = {}) {
     this.#file = options.file;
     if (!this.#file) return;
@@ -102,6 +115,16 @@ export class AgentBudgets {
   /** Counts tokens the provider reported for one of the Agent's calls, on the day of `now`. */
   record(agent: string, tokens: number, now: number): void {
     this.#state(agent, now).used += tokens;
+    if (!this.#file || this.#saveTimer) return;
+    this.#saveTimer = setTimeout(() => this.flush(), SAVE_DELAY_MS);
+    this.#saveTimer.unref();
+  }
+
+  /** Writes the counts not in the file yet, now (the gateway closing). */
+  flush(): void {
+    if (!this.#saveTimer) return;
+    clearTimeout(this.#saveTimer);
+    this.#saveTimer = undefined;
     this.#save();
   }
 

@@ -66,11 +66,8 @@ export async function startGateway(options: {
   /** Where the Agents' day's token counts are kept across restarts (budgets.ts); absent: memory only. */
   budgetsFile?: string;
 }): Promise<Gateway> {
-  const forwarder = new Forwarder(
-    options.routes,
-    options.events,
-    new AgentBudgets({ file: options.budgetsFile }),
-  );
+  const budgets = new AgentBudgets({ file: options.budgetsFile });
+  const forwarder = new Forwarder(options.routes, options.events, budgets);
   const mcp = new McpForwarder(options.routes, {
     onToolCall: (route, call) => options.events.onToolCall?.(route, call),
   });
@@ -100,6 +97,8 @@ export async function startGateway(options: {
     baseUrlFor: (upstream) => `http://${hostInUrl}:${port}${upstreamPath(new URL(upstream))}`,
     mcpUrlFor: (name) => `http://${hostInUrl}:${port}${MCP_PATH_PREFIX}${name}`,
     close: async () => {
+      // The day's counts reach the file now, whatever else the close waits for.
+      budgets.flush();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

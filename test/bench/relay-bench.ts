@@ -5,6 +5,7 @@
  *
  *   node test/bench/relay-bench.ts [--sessions 3] [--requests 200] [--concurrency 1,50,200]
  *                                   [--embedded worker,in-process,websocket] [--baseline <checkout>]
+ *                                   [--baseline-link worker] [--serve-node-options "--cpu-prof …"]
  *                                   (the test bed must be up: scripts/testbed up node docker pulumi image)
  *
  * `--embedded`: which `agent-sessions serve` setups (server and its embedded runner in one
@@ -14,7 +15,12 @@
  * `websocket` (on the server's thread over a loopback WebSocket); `--embedded none` for none. Each runs its own server and session of the same image.
  * `--baseline`: another checkout (e.g. `git worktree add /tmp/base <commit>`, node_modules linked)
  * runs a second server and runner with a session of its own; its relay is one more path, `base`,
- * taking its turns in the same rounds (today's relay beside the one before, in one run).
+ * taking its turns in the same rounds (today's relay beside the one before, in one run). With
+ * `--baseline-link worker` (or `in-process`, `websocket`) the baseline is that checkout's `serve`
+ * with its embedded runner on that link instead (`serve` before and after, in one run).
+ * `--serve-node-options`: NODE_OPTIONS of the `serve` processes (the embedded paths' and such a
+ * baseline's), e.g. `--serve-node-options="--cpu-prof --cpu-prof-dir=/tmp/prof"` (a profile per thread, written when
+ * the process exits at the end of the run).
  *
  * The system is real: `agent-sessions serve --no-runner` and a separate `agent-sessions runner`
  * over the WebSocket (and `agent-sessions serve` with its embedded runner), Pulumi stacks on the
@@ -70,6 +76,8 @@ const { values: args } = parseArgs({
     concurrency: { type: "string", default: "1,50,200" },
     embedded: { type: "string", default: "worker,in-process,websocket" },
     baseline: { type: "string" },
+    "baseline-link": { type: "string" },
+    "serve-node-options": { type: "string" },
   },
 });
 const EMBEDDED = args.embedded === "none" ? [] : args.embedded.split(",");
@@ -106,14 +114,27 @@ const ROUNDS = 4;
 
 /** Nearest-rank percentile. */
 
+const BASELINE_LINK = args["baseline-link"];
+if (BASELINE_LINK !== undefined && !EMBEDDED_PATHS[BASELINE_LINK])
+  throw new Error(`--baseline-link: worker, in-process or websocket, got ${BASELINE_LINK}`);
+/** Node options of the `serve` processes (the embedded paths' and the baseline's), e.g. `--cpu-prof`. */
+const serveEnv: Record<string, string> =
+  args["serve-node-options"] === undefined ? {} : { NODE_OPTIONS: args["serve-node-options"] };
 const system = new System();
-const base = args.baseline === undefined ? undefined : new System(undefined, {}, args.baseline);
+const base =
+  args.baseline === undefined
+    ? undefined
+    : new System(
+        undefined,
+        BASELINE_LINK === undefined ? {} : { ...serveEnv, AGENT_SESSIONS_EMBEDDED_LINK: BASELINE_LINK },
+        args.baseline,
+      );
 /** `serve` with its embedded runner, per link kind: path name, its system, its session. */
 const embeddedPaths = EMBEDDED.map((link) => {
   const { path, suffix } = EMBEDDED_PATHS[link] as { path: string; suffix: string };
   return {
     path,
-    system: new System(undefined, { AGENT_SESSIONS_EMBEDDED_LINK: link }),
+    system: new System(undefined, { ...serveEnv, AGENT_SESSIONS_EMBEDDED_LINK: link }),
     session: `${PREFIX}-${suffix}`,
   };
 });
@@ -544,8 +565,10 @@ try {
     );
   }
   if (base) {
-    await base.startServer();
-    await base.startRunner();
+    if (BASELINE_LINK === undefined) {
+      await base.startServer();
+      await base.startRunner();
+    } else await base.startEmbedded();
     extra.push({
       path: "base",
       system: base,

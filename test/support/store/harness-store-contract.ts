@@ -54,6 +54,29 @@ export function describeHarnessStoreContract(backend: StoreBackend): void {
       expect(record).toMatchObject({ request_count: 1, active_requests: 1, last_activity_time: T(1) });
     });
 
+    it("reads what admitting a request needs narrowly: phase, workspace and agent session", async () => {
+      expect(await store.getServing("default", "nope")).toBeUndefined();
+      expect(await store.getServing("default", "chat")).toEqual({
+        namespace: "default",
+        name: "chat",
+        phase: "Pending",
+        container_name: undefined,
+        session_id: undefined,
+      });
+      await store.setObserved("default", "chat", {
+        phase: "Ready",
+        container_name: "as-default-chat",
+        session_id: "s-1",
+      });
+      expect(await store.getServing("default", "chat")).toEqual({
+        namespace: "default",
+        name: "chat",
+        phase: "Ready",
+        container_name: "as-default-chat",
+        session_id: "s-1",
+      });
+    });
+
     it("settles a request once: outcome, usage sums, and unavailable usage counted, never as zero", async () => {
       await store.setObserved("default", "chat", { phase: "Ready" });
       for (const id of ["ok", "nousage", "bad"]) await store.beginRequest(request(id));

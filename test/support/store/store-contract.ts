@@ -75,6 +75,34 @@ export function describeStoreContract(backend: StoreBackend): void {
       expect(await store.listWorkspaces()).toMatchObject([{ seeded_commit: commit }]);
     });
 
+    it("reads a workspace's relay route narrowly: its runner, whether it streams, its session protocol", async () => {
+      expect(await store.getRelayRoute("as-default-w")).toBeUndefined();
+      await store.insertWorkspace(workspace());
+      expect(await store.getRelayRoute("as-default-w")).toEqual({
+        container_name: "as-default-w",
+        runner_id: "runner-1",
+        agent_ref: "default/alice",
+        streaming: false,
+        protocol: undefined,
+      });
+      await store.insertWorkspace(
+        workspace({
+          container_name: "as-default-chat",
+          workstream: "chat",
+          client_request_id: "req-2",
+          runner_id: "runner-2",
+          spec: { ...spec, streaming: true, session: { protocol: "openai-chat", port: 8642 } },
+        }),
+      );
+      expect(await store.getRelayRoute("as-default-chat")).toEqual({
+        container_name: "as-default-chat",
+        runner_id: "runner-2",
+        agent_ref: "default/alice",
+        streaming: true,
+        protocol: "openai-chat",
+      });
+    });
+
     it("keeps a fork's seeded snapshot once recorded, beside the seeded commit (issue 38)", async () => {
       expect((await store.insertWorkspace(workspace())).seeded_snapshot).toBeUndefined();
       await store.updateWorkspace("as-default-w", { status: "ready", seeded_snapshot: "ss-default--s1" });
@@ -172,6 +200,34 @@ export function describeStoreContract(backend: StoreBackend): void {
             i === 60
               ? (await store.transitionSession(id, { state: "READY" }))?.frame
               : await store.appendFrame(id, { type: "delta", ts: new Date().toISOString(), payload: { i } });
+          if (stored) {
+            resolved.push(stored.id);
+            calls.push({ i, id: stored.id });
+          }
+        }),
+      );
+      expect(resolved).toHaveLength(120);
+      expect(resolved).toEqual([...resolved].sort((a, b) => a - b));
+      // Ids follow call order, the transition in its place among the appends.
+      expect(calls.sort((a, b) => a.id - b.id).map((c) => c.i)).toEqual(calls.map((_, k) => k));
+    });
+
+    it("resolves concurrent grouped appends (group-committed), plain appends and transitions in frame id order", async () => {
+      const ids = ["s1", "s2", "s3", "s4"];
+      for (const id of ids) await store.insertSession(session(id));
+      const resolved: number[] = [];
+      const calls: { i: number; id: number }[] = [];
+      await Promise.all(
+        Array.from({ length: 120 }, async (_, i) => {
+          const id = ids[i % ids.length] ?? "s1";
+          const stored =
+            i === 60
+              ? (await store.transitionSession(id, { state: "READY" }))?.frame
+              : await store.appendFrame(
+                  id,
+                  { type: "delta", ts: new Date().toISOString(), payload: { i } },
+                  { grouped: i % 3 !== 0 },
+                );
           if (stored) {
             resolved.push(stored.id);
             calls.push({ i, id: stored.id });
