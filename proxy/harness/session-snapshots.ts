@@ -382,11 +382,13 @@ export class SessionSnapshots {
       );
     await this.#assertRoom(namespace, 0);
     const dir = await mkdtemp(join(this.#o.stageDir ?? tmpdir(), "snapshot-import-"));
+    const began = performance.now();
     try {
       const staged = await stageSnapshotArchive(c.req.raw.body, {
         maxBytes: max,
         stagePath: join(dir, "volume.tar"),
       });
+      const stagedAt = performance.now();
       await this.#assertRoom(namespace, staged.bytes);
       const runner = this.#importRunner(preferred);
       const target = storageOf(namespace, name, undefined);
@@ -413,6 +415,13 @@ export class SessionSnapshots {
         const sizeBytes = await sendStagedSnapshot(this.#o.runners, runner, target, staged.path).finally(() =>
           this.#inFlight.delete(key),
         );
+        this.#o.log("info", "session snapshot imported", {
+          namespace,
+          name,
+          bytes: staged.bytes,
+          stage_ms: Math.round(stagedAt - began),
+          send_ms: Math.round(performance.now() - stagedAt),
+        });
         return await this.#ready(
           pending,
           sizeBytes,

@@ -130,6 +130,45 @@ async function engineFloor(snap: string, i: number): Promise<void> {
 }
 let sizeBytes = 0;
 
+/** The JSON lines of `logs` whose `msg` is `msg` (and whose fields match `where`). */
+function logLines(logs: string[] | undefined, msg: string, where: Record<string, unknown> = {}) {
+  const out: Record<string, unknown>[] = [];
+  for (const line of (logs ?? []).join("").split("\n")) {
+    if (!line.includes(msg)) continue;
+    try {
+      const o = JSON.parse(line) as Record<string, unknown>;
+      if (o.msg === msg && Object.entries(where).every(([k, v]) => o[k] === v)) out.push(o);
+    } catch {
+      // not a log line
+    }
+  }
+  return out;
+}
+
+/**
+ * The parts of a restore and an import, p50 over the runs, from the processes' own logs (what
+ * they time themselves; a checkout that does not log them shows none): the server's restore
+ * timings (stop, volume, back up), its import's staging and sending, the runner's copies.
+ */
+function logParts(): string | undefined {
+  const server = system.server?.logs;
+  const runner = system.runner?.logs;
+  const p50Of = (lines: Record<string, unknown>[], field: string) => {
+    const v = lines.map((l) => Number(l[field])).filter((x) => Number.isFinite(x));
+    return v.length === 0 ? "–" : `${Math.round(p50(v))} ms`;
+  };
+  const restore = logLines(server, "restore timings");
+  const restoreCopy = logLines(runner, "snapshot copy done", { what: "restore" });
+  const imported = logLines(server, "session snapshot imported");
+  const importCopy = logLines(runner, "snapshot copy done", { what: "import" });
+  if (restore.length + imported.length === 0) return undefined;
+  return [
+    "Parts, p50 from the processes' logs:",
+    `- restore: stop ${p50Of(restore, "stop_ms")}, volume ${p50Of(restore, "volume_ms")} (the runner's copy container started in ${p50Of(restoreCopy, "start_ms")}, ran ${p50Of(restoreCopy, "run_ms")}), back up ${p50Of(restore, "back_ms")}`,
+    `- import: the server's staging (gunzip, checks, re-write) ${p50Of(imported, "stage_ms")}, sending to the runner and its extract ${p50Of(imported, "send_ms")} (the runner's extract ${p50Of(importCopy, "run_ms")})`,
+  ].join("\n");
+}
+
 async function must(method: string, path: string, body?: unknown): Promise<Json> {
   const res = await system.call(method, path, body);
   if (res.status >= 300) throw new Error(`${method} ${path}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
@@ -291,6 +330,8 @@ try {
     `server ${p50(v.map((c) => c.server)).toFixed(2)} s, runner ${p50(v.map((c) => c.runner)).toFixed(2)} s`;
   console.log(`| CPU of an export (p50) | ${cpuOf(samples.exportCpu)} | |`);
   console.log(`| CPU of an import (p50) | ${cpuOf(samples.importCpu)} | |`);
+  const parts = logParts();
+  if (parts) console.log(`\n${parts}`);
   console.log(
     `\ncommand: node test/bench/snapshot-bench.ts ${runs} --engine ${engine} --files ${fileCount} --mb ${totalBytes / 1e6}${values.checkout ? ` --checkout ${values.checkout}` : ""}`,
   );
