@@ -3,16 +3,20 @@
  * its own (`target.storage`), labelled with the snapshot's namespace and name, declared in a
  * stack of its own that is recorded behind the engine's work (the provider adopts the volume).
  *
- * Every copy runs in a short-lived container of the runner's git image (digest-pinned,
- * AGENT_SESSIONS_GIT_IMAGE), hardened like the repository seed's (runner/docker/repo-seed.ts):
- * non-root 65532, read-only root, every capability dropped, no new privileges, no network, bounded
- * memory and PIDs, only the volumes it needs (the one it reads mounted read-only), removed
- * whatever happens. The volume it writes is mounted at `/workspace`, which the git image holds as
+ * Every copy (take, restore, a fork's seed) runs in a short-lived container of the runner's git
+ * image (digest-pinned, AGENT_SESSIONS_GIT_IMAGE), hardened like the repository seed's
+ * (runner/docker/repo-seed.ts): non-root 65532, read-only root, every capability dropped, no new
+ * privileges, no network, bounded memory and PIDs, only the volumes it needs (the one it reads
+ * mounted read-only), removed whatever happens. The volume it writes is mounted at `/workspace`, which the git image holds as
  * 65532's own directory: Docker gives an empty volume that owner on its first mount, so the copy
  * (as 65532) can write its root. `cp -a` keeps modes, times and symlinks as they are; the files an
  * agent wrote are 65532's, and stay so, so a fork's agent writes them as before.
  *
- * Size is the files' apparent bytes summed (`find -printf %s`), directories and links aside.
+ * A read (export) and a write (import) start no container: dockerd's own archive of, or extract
+ * into, a container of the git image that mounts the storage and never starts (`read`, `write`).
+ *
+ * Size is the files' apparent bytes summed (`find -printf %s`, or the tar's regular files on an
+ * import), directories and links aside.
  */
 import { randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
