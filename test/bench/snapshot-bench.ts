@@ -19,10 +19,12 @@
  * stop → resume of the session (what a restore adds to it), and the files API's own archive of
  * the same workspace (`GET …/workspace:archive`, the export path without the snapshot). On
  * Docker also the engine floor: the runner's own engine read of the same snapshot
- * (DockerSnapshots.read) and write of that tar into a new storage (DockerSnapshots.write), called
+ * (DockerSnapshots.read) and write of that tar into a new storage (DockerSnapshots.write, this
+ * checkout's, with `--checkout` too), called
  * from here with no server, runner link or gzip: what export + import can reach at best. Beside
  * each export and import, the CPU seconds the server and the runner processes spent on it (from
- * /proc: a figure the machine's other load does not inflate as it does wall time).
+ * /proc: a figure the machine's other load does not inflate as it does wall time). Last, the parts
+ * of a restore and an import as the server and runner time them in their logs.
  * Status is polled every 20 ms. p50 is nearest-rank.
  */
 import { randomBytes } from "node:crypto";
@@ -165,7 +167,7 @@ function logParts(): string | undefined {
   return [
     "Parts, p50 from the processes' logs:",
     `- restore: stop ${p50Of(restore, "stop_ms")}, volume ${p50Of(restore, "volume_ms")} (the runner's copy container started in ${p50Of(restoreCopy, "start_ms")}, ran ${p50Of(restoreCopy, "run_ms")}), back up ${p50Of(restore, "back_ms")}`,
-    `- import: the server's staging (gunzip, checks, re-write) ${p50Of(imported, "stage_ms")}, sending to the runner and its extract ${p50Of(imported, "send_ms")} (the runner's extract ${p50Of(importCopy, "run_ms")})`,
+    `- import: the server reading and checking the archive (the pieces sent to the runner meanwhile) ${p50Of(imported, "stage_ms")}, then its last piece and the runner's extract ${p50Of(imported, "finish_ms")} (the extract ${p50Of(importCopy, "run_ms")})`,
   ].join("\n");
 }
 
