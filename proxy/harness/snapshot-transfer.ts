@@ -114,6 +114,8 @@ export class SnapshotUpload {
   #pending: Buffer[] = [];
   #pendingBytes = 0;
   #seq = 0;
+  /** The piece on its way, if any: an abort goes after it (the runner stages pieces as they come). */
+  #sending: Promise<unknown> | undefined;
 
   constructor(link: SnapshotLink, runner: RunnerRecord, target: SnapshotStorage) {
     this.#link = link;
@@ -138,6 +140,7 @@ export class SnapshotUpload {
   /** Drops what the runner staged of this upload, if it got anything (never throws). */
   async abort(): Promise<void> {
     this.sink.destroy();
+    await this.#sending?.catch(() => undefined);
     if (this.#seq === 0) return;
     await this.#link
       .command(this.#runner.runner_id, { ...this.#piece(this.#seq, false), abort: true } as RunnerCommand)
@@ -170,12 +173,14 @@ export class SnapshotUpload {
 
   /** One piece; its bytes go beside the command (`bulk`): raw in a binary frame, or base64 for an older runner. */
   async #send(data: Buffer, done: boolean): Promise<unknown> {
-    const outcome = await this.#link.command(
+    const sending = this.#link.command(
       this.#runner.runner_id,
       this.#piece(this.#seq, done),
       WRITE_TIMEOUT_MS,
       data,
     );
+    this.#sending = sending;
+    const outcome = await sending;
     this.#seq += 1;
     if (!outcome.ok)
       throw new CodedError(
