@@ -3,6 +3,7 @@
  * WebSocket: `:snapshot`, GET/list/DELETE, fork (spec.source.snapshotRef), `:restore`, and the
  * archive's export and import, with the bad input each must refuse while changing nothing.
  */
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { Readable } from "node:stream";
@@ -438,6 +439,50 @@ describe("the archive", () => {
     }
     expect(names).toEqual(["volume/", "volume/a.txt", "volume/link"]);
     expect(runner.commandsOf("snapshot_write")).toHaveLength(0);
+  });
+
+  /** A file of `mib` MiB that gzip hardly shrinks (hex of random bytes), to span several pieces. */
+  const large = (mib: number) => randomBytes((mib * 1024 * 1024) / 2).toString("hex");
+  /** What the runner got of `writes`, joined (the fake runner takes them as base64). */
+  const joined = (writes: { data: string }[]) =>
+    Buffer.concat(writes.map((w) => Buffer.from(w.data, "base64")));
+
+  it("sends a large archive's pieces while it is read, the last one (which makes the storage) once all of it passed", async () => {
+    const content = large(3);
+    const { status, body } = await putArchive(
+      "large",
+      await archive([{ name: "volume/big.txt", body: content }]),
+    );
+    expect(status, JSON.stringify(body)).toBe(201);
+    const writes = runner.commandsOf("snapshot_write");
+    expect(writes.length).toBeGreaterThan(3);
+    expect(writes.map((w) => w.seq)).toEqual([...writes.keys()]);
+    expect(writes.map((w) => w.done)).toEqual([...writes.slice(1).map(() => false), true]);
+    const reader = extract();
+    Readable.from([joined(writes)]).pipe(reader as unknown as NodeJS.WritableStream);
+    const files: Record<string, string> = {};
+    for await (const entry of reader) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of entry) chunks.push(Buffer.from(chunk as Uint8Array));
+      files[entry.header.name] = Buffer.concat(chunks).toString();
+    }
+    expect(Object.keys(files)).toEqual(["volume/big.txt"]);
+    expect(files["volume/big.txt"] === content).toBe(true);
+  });
+
+  it("a large archive refused near its end: 400, what the runner got of it dropped (abort), nothing made", async () => {
+    const bad = await archive([
+      { name: "volume/big.txt", body: large(3) },
+      { name: "volume/../../etc/passwd", body: "x" },
+    ]);
+    const { status, body } = await putArchive("bad", bad);
+    expect(status, JSON.stringify(body)).toBe(400);
+    expect(body.message).toMatch(/climbs out/);
+    const writes = runner.commandsOf("snapshot_write");
+    expect(writes.length).toBeGreaterThan(1);
+    expect(writes.some((w) => w.done)).toBe(false);
+    expect(writes.at(-1)).toMatchObject({ abort: true });
+    expect((await t.call("GET", `${SNAPSHOTS}/bad`)).status).toBe(404);
   });
 
   const refused: [string, () => Promise<Buffer>, RegExp][] = [

@@ -1,7 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
 import { CodedError } from "../../contracts/errors.ts";
@@ -23,8 +20,8 @@ import { listQuery, pageOf } from "../lifecycle/pagination.ts";
 import { parseInput } from "../lifecycle/request-body.ts";
 import type { Logger } from "../observability/log.ts";
 import type { RelayChunk, RunnerDirectory } from "../lifecycle/runner-directory.ts";
-import { stageSnapshotArchive } from "./snapshot-archive.ts";
-import { sendStagedSnapshot, streamSnapshotArchive } from "./snapshot-transfer.ts";
+import { type StagedArchive, stageSnapshotArchive } from "./snapshot-archive.ts";
+import { SnapshotUpload, streamSnapshotArchive } from "./snapshot-transfer.ts";
 import { usableSnapshot } from "./snapshot-usable.ts";
 import type { HarnessRecord, HarnessStore } from "../store/harness-store.ts";
 import type { RunnerRecord, Store, WorkspaceRecord } from "../store/store.ts";
@@ -47,8 +44,6 @@ export type SessionSnapshotsOptions = {
   /** The largest archive imported or exported (AGENT_SESSIONS_SNAPSHOT_ARCHIVE_MAX_BYTES). */
   archiveMaxBytes: number;
   log: Logger;
-  /** Where imports are staged before they go to a runner. @default the OS temp directory */
-  stageDir?: string;
   /** @default () => new Date() */
   now?: () => Date;
 };
@@ -381,49 +376,64 @@ export class SessionSnapshots {
         { limit_bytes: max },
       );
     await this.#assertRoom(namespace, 0);
-    const dir = await mkdtemp(join(this.#o.stageDir ?? tmpdir(), "snapshot-import-"));
+    const runner = this.#importRunner(preferred);
+    const target = storageOf(namespace, name, undefined);
+    // The checked tar goes to the runner while the archive is read (snapshot-transfer.ts), its
+    // last piece, which makes the storage, only once all of it passed and its record is made.
+    const upload = new SnapshotUpload(this.#o.runners, runner, target);
+    const began = performance.now();
+    let staged: StagedArchive;
     try {
-      const staged = await stageSnapshotArchive(c.req.raw.body, {
-        maxBytes: max,
-        stagePath: join(dir, "volume.tar"),
-      });
+      staged = await stageSnapshotArchive(c.req.raw.body, { maxBytes: max, sink: upload.sink });
       await this.#assertRoom(namespace, staged.bytes);
-      const runner = this.#importRunner(preferred);
-      const target = storageOf(namespace, name, undefined);
-      const { manifest } = staged;
-      const pending: SessionSnapshot = {
-        apiVersion: API_VERSION,
-        kind: SESSION_SNAPSHOT_KIND,
-        metadata: { name, namespace, uid: randomUUID(), creationTimestamp: this.#now().toISOString() },
-        spec: manifest.spec,
-        status: {
-          phase: "Pending",
-          message: `being imported from an archive of ${manifest.source.namespace}/${manifest.source.name}${manifest.source.engine ? ` (${manifest.source.engine})` : ""}`,
-          engine: runner.engine,
-          runner: runner.runner_name,
-          storage: target.storage,
-          stackName: snapshotStackName(namespace, name),
-        },
-      };
-      const { created } = await this.#o.store.putResource(pending, { ifAbsent: true });
-      if (!created) throw alreadyExists(SESSION_SNAPSHOT_KIND, namespace, name);
-      const key = `${namespace}/${name}`;
-      this.#inFlight.add(key);
-      try {
-        const sizeBytes = await sendStagedSnapshot(this.#o.runners, runner, target, staged.path).finally(() =>
-          this.#inFlight.delete(key),
-        );
-        return await this.#ready(
-          pending,
-          sizeBytes,
-          pending.status.message.replace("being imported", "imported"),
-        );
-      } catch (error) {
-        await this.#o.store.deleteResource(SESSION_SNAPSHOT_KIND, namespace, name);
-        throw error;
-      }
-    } finally {
-      await rm(dir, { recursive: true, force: true });
+    } catch (error) {
+      await upload.abort();
+      throw error;
+    }
+    const stagedAt = performance.now();
+    const { manifest } = staged;
+    const pending: SessionSnapshot = {
+      apiVersion: API_VERSION,
+      kind: SESSION_SNAPSHOT_KIND,
+      metadata: { name, namespace, uid: randomUUID(), creationTimestamp: this.#now().toISOString() },
+      spec: manifest.spec,
+      status: {
+        phase: "Pending",
+        message: `being imported from an archive of ${manifest.source.namespace}/${manifest.source.name}${manifest.source.engine ? ` (${manifest.source.engine})` : ""}`,
+        engine: runner.engine,
+        runner: runner.runner_name,
+        storage: target.storage,
+        stackName: snapshotStackName(namespace, name),
+      },
+    };
+    const { created } = await this.#o.store.putResource(pending, { ifAbsent: true }).catch(async (error) => {
+      await upload.abort();
+      throw error;
+    });
+    if (!created) {
+      await upload.abort();
+      throw alreadyExists(SESSION_SNAPSHOT_KIND, namespace, name);
+    }
+    const key = `${namespace}/${name}`;
+    this.#inFlight.add(key);
+    try {
+      const sizeBytes = await upload.finish().finally(() => this.#inFlight.delete(key));
+      this.#o.log("info", "session snapshot imported", {
+        namespace,
+        name,
+        bytes: staged.bytes,
+        stage_ms: Math.round(stagedAt - began),
+        finish_ms: Math.round(performance.now() - stagedAt),
+      });
+      return await this.#ready(
+        pending,
+        sizeBytes,
+        pending.status.message.replace("being imported", "imported"),
+      );
+    } catch (error) {
+      await upload.abort();
+      await this.#o.store.deleteResource(SESSION_SNAPSHOT_KIND, namespace, name);
+      throw error;
     }
   }
 

@@ -1,5 +1,4 @@
-import { createWriteStream } from "node:fs";
-import { Readable, Transform, type TransformCallback } from "node:stream";
+import { Readable, Transform, type TransformCallback, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { extract, type Header, pack } from "tar-stream";
@@ -42,13 +41,15 @@ export function manifestEntry(manifest: SnapshotManifest, mtime = new Date()): B
   return Buffer.concat([header, body, padding]);
 }
 
-/** What an imported archive was staged as: its manifest and the checked, uncompressed tar. */
-export type StagedArchive = { manifest: SnapshotManifest; path: string; bytes: number; entries: number };
+/** What an imported archive held: its manifest, its bytes uncompressed and its entries (the manifest aside). */
+export type StagedArchive = { manifest: SnapshotManifest; bytes: number; entries: number };
 
 /**
- * Reads an uploaded snapshot archive (gzip tar, contracts/session-snapshot.ts) and stages what the
- * runner will extract at `stagePath`: a tar re-written from the checked entries only, every one
- * under `volume/`, modes without setuid/setgid/sticky bits. Everything is checked before anything
+ * Reads an uploaded snapshot archive (gzip tar, contracts/session-snapshot.ts) and writes what the
+ * runner will extract into `sink` as it goes: a tar re-written from the checked entries only,
+ * every one under `volume/`, modes without setuid/setgid/sticky bits. `sink` must not make
+ * anything of it before this resolves (snapshot-transfer.ts `SnapshotUpload` holds its last piece
+ * back); when this throws, what it got is to be dropped. Everything is checked before anything
  * is made: the first entry is a valid `manifest.json`; every other entry is a regular file, a
  * directory or a symlink under `volume/`, with no `..` and no absolute path, a symlink's target
  * staying inside the volume; no hard link, device, FIFO or second manifest; the archive whole
@@ -58,7 +59,7 @@ export type StagedArchive = { manifest: SnapshotManifest; path: string; bytes: n
  */
 export async function stageSnapshotArchive(
   body: ReadableStream<Uint8Array> | null,
-  options: { maxBytes: number; stagePath: string },
+  options: { maxBytes: number; sink: Writable },
 ): Promise<StagedArchive> {
   if (!body) throw invalid("the request has no body: send the snapshot archive (a gzip-compressed tar)");
   const { maxBytes } = options;
@@ -76,8 +77,20 @@ export async function stageSnapshotArchive(
   out.on("error", (error: unknown) => {
     late ??= error;
   });
-  const written = createWriteStream(options.stagePath, { mode: 0o600 });
-  const writing = pipeline(out as unknown as Readable, written);
+  const written = options.sink;
+  // The sink's own failure (the runner refused a piece) is told as it is.
+  let sinkFailure: unknown;
+  const writing = pipeline(out as unknown as Readable, written).catch((error: unknown) => {
+    sinkFailure ??= error;
+    throw error;
+  });
+  writing.catch(() => undefined);
+  // An entry being written waits no longer once the sink failed (it would wait for ever).
+  const sinkFailed = writing.then(
+    () => new Promise<never>(() => {}),
+    (error: unknown) => Promise.reject(error),
+  );
+  sinkFailed.catch(() => undefined);
   let manifest: SnapshotManifest | undefined;
   let entries = 0;
   const parsing = pipeline(
@@ -101,7 +114,7 @@ export async function stageSnapshotArchive(
       }
       const name = checkedName(header);
       entries += 1;
-      await new Promise<void>((resolve, reject) => {
+      const copied = new Promise<void>((resolve, reject) => {
         const sink = out.entry(
           {
             name,
@@ -118,6 +131,7 @@ export async function stageSnapshotArchive(
         sink.on("error", reject);
         entry.pipe(sink);
       });
+      await Promise.race([copied, sinkFailed]);
     }
     await parsed;
     failure ??= late;
@@ -126,7 +140,7 @@ export async function stageSnapshotArchive(
       throw invalid(`the archive is empty: its first entry must be ${SNAPSHOT_ARCHIVE_MANIFEST}`);
     out.finalize();
     await writing;
-    return { manifest, path: options.stagePath, bytes: uncompressed.bytes, entries };
+    return { manifest, bytes: uncompressed.bytes, entries };
   } catch (error) {
     await parsed;
     failure ??= late;
@@ -135,6 +149,7 @@ export async function stageSnapshotArchive(
     await writing.catch(() => undefined);
     // A check of ours failed (the pipeline then only says "premature close"), else the pipeline's own.
     const coded = (e: unknown) => (e as { name?: string } | undefined)?.name === "CodedError";
+    if (coded(sinkFailure)) throw sinkFailure;
     throw asArchiveError(coded(error) ? error : coded(failure) ? failure : (failure ?? error));
   }
 }

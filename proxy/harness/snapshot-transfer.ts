@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { open, stat } from "node:fs/promises";
-import type { Readable } from "node:stream";
+import { type Readable, Writable } from "node:stream";
 import { CodedError } from "../../contracts/errors.ts";
 import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
 import {
@@ -97,58 +96,98 @@ export async function streamSnapshotArchive(
   return gzip;
 }
 
-/** The staged, checked tar at `path` to `runner` in pieces of WORKSPACE_CHUNK_BYTES (`snapshot_write`); the storage's size in bytes. */
-export async function sendStagedSnapshot(
-  link: SnapshotLink,
-  runner: RunnerRecord,
-  target: SnapshotStorage,
-  path: string,
-): Promise<number> {
-  const uploadId = randomUUID();
-  const size = (await stat(path)).size;
-  const file = await open(path, "r");
-  // The bytes go beside the command (`bulk`): raw in a binary frame, or base64 for an older runner.
-  const piece = (seq: number, done: boolean): RunnerCommand => ({
-    kind: "snapshot_write",
-    target,
-    upload_id: uploadId,
-    seq,
-    data: "",
-    done,
-  });
-  let seq = 0;
-  // The next piece is read while the runner stores this one.
-  const read = async (at: number) => {
-    const buffer = Buffer.allocUnsafeSlow(Math.min(WORKSPACE_CHUNK_BYTES, Math.max(0, size - at)));
-    const { bytesRead } = await file.read(buffer, 0, buffer.length, at);
-    return buffer.subarray(0, bytesRead);
-  };
-  let next = read(0);
-  try {
-    let offset = 0;
-    for (;;) {
-      const data = await next;
-      offset += data.length;
-      const done = offset >= size;
-      if (!done) next = read(offset);
-      const outcome = await link.command(runner.runner_id, piece(seq, done), WRITE_TIMEOUT_MS, data);
-      seq += 1;
-      if (!outcome.ok)
-        throw new CodedError(
-          outcome.error.code,
-          `importing the snapshot on runner ${runner.runner_name} failed: ${outcome.error.message}; nothing was kept`,
-          outcome.error.details,
-        );
-      if (done) return (outcome.result as { size_bytes?: number }).size_bytes ?? size;
-    }
-  } catch (error) {
-    if (seq > 0)
-      await link
-        .command(runner.runner_id, { ...piece(seq, false), abort: true } as RunnerCommand)
-        .catch(() => undefined);
-    throw error;
-  } finally {
-    await next.catch(() => undefined);
-    await file.close();
+/**
+ * An import's checked, re-written tar (proxy/harness/snapshot-archive.ts) sent to `runner` while
+ * it is made: `sink` takes the tar; each full piece of WORKSPACE_CHUNK_BYTES goes as a
+ * `snapshot_write` and is answered before the next (the link paces the archive's checks, so the
+ * checks and the transfer overlap rather than follow each other), and the last piece is held back
+ * until `finish`, which the caller calls once the whole archive was checked and its record made:
+ * the runner stages the pieces and makes the storage only on that last one, so an archive refused
+ * on the way makes nothing (`abort` drops what the runner staged).
+ */
+export class SnapshotUpload {
+  readonly sink: Writable;
+  readonly #link: SnapshotLink;
+  readonly #runner: RunnerRecord;
+  readonly #target: SnapshotStorage;
+  readonly #uploadId = randomUUID();
+  #pending: Buffer[] = [];
+  #pendingBytes = 0;
+  #seq = 0;
+  /** The piece on its way, if any: an abort goes after it (the runner stages pieces as they come). */
+  #sending: Promise<unknown> | undefined;
+
+  constructor(link: SnapshotLink, runner: RunnerRecord, target: SnapshotStorage) {
+    this.#link = link;
+    this.#runner = runner;
+    this.#target = target;
+    this.sink = new Writable({
+      highWaterMark: WORKSPACE_CHUNK_BYTES,
+      write: (chunk: Buffer, _encoding, callback) => {
+        this.#pending.push(chunk);
+        this.#pendingBytes += chunk.length;
+        this.#sendFull().then(() => callback(), callback);
+      },
+    });
+  }
+
+  /** Sends the last piece (what is pending, possibly nothing) with `done`; the storage's size in bytes. */
+  async finish(): Promise<number> {
+    const outcome = await this.#send(this.#take(this.#pendingBytes), true);
+    return (outcome as { size_bytes?: number }).size_bytes ?? 0;
+  }
+
+  /** Drops what the runner staged of this upload, if it got anything (never throws). */
+  async abort(): Promise<void> {
+    this.sink.destroy();
+    await this.#sending?.catch(() => undefined);
+    if (this.#seq === 0) return;
+    await this.#link
+      .command(this.#runner.runner_id, { ...this.#piece(this.#seq, false), abort: true } as RunnerCommand)
+      .catch(() => undefined);
+  }
+
+  async #sendFull(): Promise<void> {
+    while (this.#pendingBytes >= WORKSPACE_CHUNK_BYTES)
+      await this.#send(this.#take(WORKSPACE_CHUNK_BYTES), false);
+  }
+
+  /** The first `n` pending bytes as one buffer. */
+  #take(n: number): Buffer {
+    const all = this.#pending.length === 1 ? (this.#pending[0] as Buffer) : Buffer.concat(this.#pending);
+    this.#pending = all.length > n ? [all.subarray(n)] : [];
+    this.#pendingBytes = all.length - n;
+    return all.subarray(0, n);
+  }
+
+  #piece(seq: number, done: boolean): RunnerCommand {
+    return {
+      kind: "snapshot_write",
+      target: this.#target,
+      upload_id: this.#uploadId,
+      seq,
+      data: "",
+      done,
+    };
+  }
+
+  /** One piece; its bytes go beside the command (`bulk`): raw in a binary frame, or base64 for an older runner. */
+  async #send(data: Buffer, done: boolean): Promise<unknown> {
+    const sending = this.#link.command(
+      this.#runner.runner_id,
+      this.#piece(this.#seq, done),
+      WRITE_TIMEOUT_MS,
+      data,
+    );
+    this.#sending = sending;
+    const outcome = await sending;
+    this.#seq += 1;
+    if (!outcome.ok)
+      throw new CodedError(
+        outcome.error.code,
+        `importing the snapshot on runner ${this.#runner.runner_name} failed: ${outcome.error.message}; nothing was kept`,
+        outcome.error.details,
+      );
+    return outcome.result;
   }
 }

@@ -3,19 +3,23 @@
  * its own (`target.storage`), labelled with the snapshot's namespace and name, declared in a
  * stack of its own that is recorded behind the engine's work (the provider adopts the volume).
  *
- * Every copy runs in a short-lived container of the runner's git image (digest-pinned,
- * AGENT_SESSIONS_GIT_IMAGE), hardened like the repository seed's (runner/docker/repo-seed.ts):
- * non-root 65532, read-only root, every capability dropped, no new privileges, no network, bounded
- * memory and PIDs, only the volumes it needs (the one it reads mounted read-only), removed
- * whatever happens. The volume it writes is mounted at `/workspace`, which the git image holds as
+ * Every copy (take, restore, a fork's seed) runs in a short-lived container of the runner's git
+ * image (digest-pinned, AGENT_SESSIONS_GIT_IMAGE), hardened like the repository seed's
+ * (runner/docker/repo-seed.ts): non-root 65532, read-only root, every capability dropped, no new
+ * privileges, no network, bounded memory and PIDs, only the volumes it needs (the one it reads
+ * mounted read-only), removed whatever happens. The volume it writes is mounted at `/workspace`, which the git image holds as
  * 65532's own directory: Docker gives an empty volume that owner on its first mount, so the copy
  * (as 65532) can write its root. `cp -a` keeps modes, times and symlinks as they are; the files an
  * agent wrote are 65532's, and stay so, so a fork's agent writes them as before.
  *
- * Size is the files' apparent bytes summed (`find -printf %s`), directories and links aside.
+ * A read (export) and a write (import) start no container: dockerd's own archive of, or extract
+ * into, a container of the git image that mounts the storage and never starts (`read`, `write`).
+ *
+ * Size is the files' apparent bytes summed (`find -printf %s`, or the tar's regular files on an
+ * import), directories and links aside.
  */
 import { randomBytes } from "node:crypto";
-import type { Duplex } from "node:stream";
+import { Readable } from "node:stream";
 import type Docker from "dockerode";
 import { CodedError } from "../../contracts/errors.ts";
 import {
@@ -31,6 +35,7 @@ import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
 import { noGitImage } from "../engine/repo-scripts.ts";
 import { REPLACE_FUNCTION, VOLUME_SYNC_SCRIPT } from "../engine/volume-sync-script.ts";
+import { type SnapshotTarStats, snapshotTarForExtract } from "./snapshot-tar.ts";
 import {
   assertImage,
   type ShortLivedRun,
@@ -70,18 +75,6 @@ const RESTORE_SCRIPT = `set -e
 VOLUME_SYNC=$1
 ${REPLACE_FUNCTION}
 replace /source /workspace /tmp`;
-
-/**
- * write: the tar on stdin extracted into /workspace, only its `volume/…` entries (the server
- * checked them already), as 65532 (tar as non-root never chowns). A tar holding no `volume/`
- * entry at all makes an empty snapshot.
- */
-const WRITE_SCRIPT = `set -e
-if ! tar -C /workspace -xpf - --no-same-owner --strip-components=1 --wildcards 'volume/*' 2>/tmp/tar-errors; then
-  if grep -v -e 'Not found in archive' -e 'Exiting with failure' /tmp/tar-errors >&2; then exit 2; fi
-fi
-set -- /workspace
-${SIZE_OF}`;
 
 type Mount = { volume: string; target: "/source" | "/workspace" | "/volume"; readOnly: boolean };
 
@@ -203,44 +196,68 @@ export class DockerSnapshots implements SessionSnapshots {
     })();
   }
 
+  /**
+   * An import: the tar (entries under `volume/`, checked by the server) extracted by dockerd
+   * itself (`PUT /containers/{id}/archive`) into a container of the git image that mounts the new
+   * storage at `/volume` and is never started, the tar re-written on the way for it (owner 65532,
+   * only `volume/…`, the runner's own checks: runner/docker/snapshot-tar.ts); the size summed
+   * from the tar's regular files. Measured apart on the test bed: 0.33 s for 50 MB in 500 files,
+   * against 1.4 s for `tar -x` in a started container fed on its stdin. Anything refused or
+   * failed removes the container and the storage.
+   */
   async write(target: SnapshotStorage, upload: WorkspaceUpload): Promise<{ sizeBytes: number }> {
     const image = this.#image("import a snapshot");
+    const began = performance.now();
+    await assertImage(this.#docker, image);
     await this.#create(target);
+    let container: Docker.Container | undefined;
     try {
-      const run = await this.#start(
-        image,
-        target.storage,
-        "write",
-        WRITE_SCRIPT,
-        [{ volume: target.storage, target: "/workspace", readOnly: false }],
-        true,
+      container = await this.#docker.createContainer(extractContainerOptions(image, target.storage));
+      const stats: SnapshotTarStats = { bytes: 0, fileBytes: 0, entries: 0 };
+      // The re-writer's own failure is the one told (dockerd then only sees a request cut short).
+      let refused: unknown;
+      const tar = Readable.from(
+        (async function* () {
+          try {
+            yield* snapshotTarForExtract(upload.open(), stats);
+          } catch (error) {
+            refused = error;
+            throw error;
+          }
+        })(),
+        { objectMode: false },
       );
       try {
-        const stdin = run.stdin as Duplex;
-        let written = 0;
-        // A tar that stopped early (it refused the archive) ends the copy: its exit is the answer.
-        let exited = false;
-        const ended = run.exit.then(() => {
-          exited = true;
-        });
-        for await (const chunk of upload.open()) {
-          if (exited) break;
-          written += chunk.length;
-          if (!stdin.write(chunk)) await Promise.race([new Promise((r) => stdin.once("drain", r)), ended]);
-        }
-        if (!exited && written !== upload.size)
-          throw new CodedError("INTERNAL", `upload staging changed size (${written} of ${upload.size})`);
-        stdin.end();
-        const out = collect(run.stdout);
-        const code = await withTimeout(run.exit, COPY_TIMEOUT_MS);
-        if (code !== 0) throw copyFailed("write", target.storage, code, run.stderr());
-        const sizeBytes = parseSize(await out);
-        this.#record(target);
-        return { sizeBytes };
+        // Extracted at the root: every entry is `volume/…`, which is the mount (never-started, so
+        // its root file system is writable only to dockerd here; see extractContainerOptions).
+        await container.putArchive(tar, { path: "/", abortSignal: AbortSignal.timeout(COPY_TIMEOUT_MS) });
+      } catch (error) {
+        if (refused !== undefined) throw refused;
+        throw new CodedError(
+          "INTERNAL",
+          `the snapshot import into ${target.storage} failed: ${String((error as Error).message ?? error).slice(0, 1000)}`,
+        );
       } finally {
-        await run.remove();
+        tar.destroy();
       }
+      if (refused !== undefined) throw refused;
+      this.#log("info", "snapshot copy done", {
+        what: "import",
+        run_ms: Math.round(performance.now() - began),
+      });
+      if (stats.bytes !== upload.size)
+        throw new CodedError("INTERNAL", `upload staging changed size (${stats.bytes} of ${upload.size})`);
+      this.#removeBehind(
+        container.remove({ force: true }).then(
+          () => undefined,
+          () => undefined,
+        ),
+      );
+      container = undefined;
+      this.#record(target);
+      return { sizeBytes: stats.fileBytes };
     } catch (error) {
+      await container?.remove({ force: true }).catch(() => undefined);
       await removeVolume(this.#docker, target.storage);
       throw error;
     }
@@ -394,7 +411,7 @@ export class DockerSnapshots implements SessionSnapshots {
     args: string[] = [],
   ): Promise<string> {
     const began = performance.now();
-    const run = await this.#start(image, base, what, script, mounts, false, args);
+    const run = await this.#start(image, base, what, script, mounts, args);
     const started = performance.now();
     const stop = () => void run.remove();
     if (signal?.aborted) stop();
@@ -433,14 +450,9 @@ export class DockerSnapshots implements SessionSnapshots {
     what: string,
     script: string,
     mounts: Mount[],
-    stdin = false,
     args: string[] = [],
   ): Promise<ShortLivedRun> {
-    return startShortLived(
-      this.#docker,
-      copyContainerOptions(image, base, what, script, mounts, stdin, args),
-      stdin,
-    );
+    return startShortLived(this.#docker, copyContainerOptions(image, base, what, script, mounts, args));
   }
 }
 
@@ -451,7 +463,6 @@ function copyContainerOptions(
   what: string,
   script: string,
   mounts: Mount[],
-  stdin = false,
   args: string[] = [],
 ): Docker.ContainerCreateOptions {
   return {
@@ -462,9 +473,6 @@ function copyContainerOptions(
     User: "65532:65532",
     WorkingDir: "/tmp",
     Labels: { [Labels.managedBy]: "agent-sessions" },
-    OpenStdin: stdin,
-    StdinOnce: stdin,
-    AttachStdin: stdin,
     HostConfig: shortLivedHostConfig({
       network: "none",
       mounts: mounts.map((m) => ({
@@ -479,6 +487,19 @@ function copyContainerOptions(
       pids: 64,
     }),
   };
+}
+
+/**
+ * The container an import is extracted through (`write`): never started, only there for dockerd's
+ * `PUT …/archive` to mount the storage at `/volume`. Its root file system is left writable because
+ * dockerd refuses an extract at `/` into a read-only one even when every entry lands in a mount;
+ * nothing runs in it, and it is removed after.
+ */
+function extractContainerOptions(image: string, storage: string): Docker.ContainerCreateOptions {
+  const options = copyContainerOptions(image, storage, "import", "true", [
+    { volume: storage, target: "/volume", readOnly: false },
+  ]);
+  return { ...options, HostConfig: { ...options.HostConfig, ReadonlyRootfs: false } };
 }
 
 function workspaceVolume(containerName: string): string {

@@ -19,10 +19,12 @@
  * stop → resume of the session (what a restore adds to it), and the files API's own archive of
  * the same workspace (`GET …/workspace:archive`, the export path without the snapshot). On
  * Docker also the engine floor: the runner's own engine read of the same snapshot
- * (DockerSnapshots.read) and write of that tar into a new storage (DockerSnapshots.write), called
+ * (DockerSnapshots.read) and write of that tar into a new storage (DockerSnapshots.write, this
+ * checkout's, with `--checkout` too), called
  * from here with no server, runner link or gzip: what export + import can reach at best. Beside
  * each export and import, the CPU seconds the server and the runner processes spent on it (from
- * /proc: a figure the machine's other load does not inflate as it does wall time).
+ * /proc: a figure the machine's other load does not inflate as it does wall time). Last, the parts
+ * of a restore and an import as the server and runner time them in their logs.
  * Status is polled every 20 ms. p50 is nearest-rank.
  */
 import { randomBytes } from "node:crypto";
@@ -129,6 +131,45 @@ async function engineFloor(snap: string, i: number): Promise<void> {
   samples.floorMBs.push(mbs(sizeBytes, readMs + writeMs));
 }
 let sizeBytes = 0;
+
+/** The JSON lines of `logs` whose `msg` is `msg` (and whose fields match `where`). */
+function logLines(logs: string[] | undefined, msg: string, where: Record<string, unknown> = {}) {
+  const out: Record<string, unknown>[] = [];
+  for (const line of (logs ?? []).join("").split("\n")) {
+    if (!line.includes(msg)) continue;
+    try {
+      const o = JSON.parse(line) as Record<string, unknown>;
+      if (o.msg === msg && Object.entries(where).every(([k, v]) => o[k] === v)) out.push(o);
+    } catch {
+      // not a log line
+    }
+  }
+  return out;
+}
+
+/**
+ * The parts of a restore and an import, p50 over the runs, from the processes' own logs (what
+ * they time themselves; a checkout that does not log them shows none): the server's restore
+ * timings (stop, volume, back up), its import's staging and sending, the runner's copies.
+ */
+function logParts(): string | undefined {
+  const server = system.server?.logs;
+  const runner = system.runner?.logs;
+  const p50Of = (lines: Record<string, unknown>[], field: string) => {
+    const v = lines.map((l) => Number(l[field])).filter((x) => Number.isFinite(x));
+    return v.length === 0 ? "–" : `${Math.round(p50(v))} ms`;
+  };
+  const restore = logLines(server, "restore timings");
+  const restoreCopy = logLines(runner, "snapshot copy done", { what: "restore" });
+  const imported = logLines(server, "session snapshot imported");
+  const importCopy = logLines(runner, "snapshot copy done", { what: "import" });
+  if (restore.length + imported.length === 0) return undefined;
+  return [
+    "Parts, p50 from the processes' logs:",
+    `- restore: stop ${p50Of(restore, "stop_ms")}, volume ${p50Of(restore, "volume_ms")} (the runner's copy container started in ${p50Of(restoreCopy, "start_ms")}, ran ${p50Of(restoreCopy, "run_ms")}), back up ${p50Of(restore, "back_ms")}`,
+    `- import: the server reading and checking the archive (the pieces sent to the runner meanwhile) ${p50Of(imported, "stage_ms")}, then its last piece and the runner's extract ${p50Of(imported, "finish_ms")} (the extract ${p50Of(importCopy, "run_ms")})`,
+  ].join("\n");
+}
 
 async function must(method: string, path: string, body?: unknown): Promise<Json> {
   const res = await system.call(method, path, body);
@@ -291,6 +332,8 @@ try {
     `server ${p50(v.map((c) => c.server)).toFixed(2)} s, runner ${p50(v.map((c) => c.runner)).toFixed(2)} s`;
   console.log(`| CPU of an export (p50) | ${cpuOf(samples.exportCpu)} | |`);
   console.log(`| CPU of an import (p50) | ${cpuOf(samples.importCpu)} | |`);
+  const parts = logParts();
+  if (parts) console.log(`\n${parts}`);
   console.log(
     `\ncommand: node test/bench/snapshot-bench.ts ${runs} --engine ${engine} --files ${fileCount} --mb ${totalBytes / 1e6}${values.checkout ? ` --checkout ${values.checkout}` : ""}`,
   );

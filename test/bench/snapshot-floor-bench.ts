@@ -8,18 +8,29 @@
  *
  * Each run, into memory and back, with no runner link and no server:
  *   read       DockerSnapshots.read (dockerd's archive of a never-started container) → its last byte
- *   write      DockerSnapshots.write of that tar (tar -x in a started container, fed on its stdin)
- *   put        the same tar through dockerd's own extract (PUT /containers/{id}/archive into a
- *              never-started container mounting a new volume): a faster engine path, if it is one
- *   gzip       gzip level 1 (the export's) of the tar, in this process, and gunzip of it (the import's)
+ *   write      DockerSnapshots.write of that tar (the runner's import: the tar re-written for
+ *              dockerd, runner/docker/snapshot-tar.ts, and extracted by dockerd into a
+ *              never-started container mounting a new volume)
+ *   put        the same tar through dockerd's extract as it is, not re-written (what the
+ *              re-write adds is write − put)
+ *   re-write   the re-write alone, in this process (its CPU)
+ *   gzip       the export's adaptive gzip of the tar (proxy/harness/adaptive-gzip.ts), in this
+ *              process, and gunzip of it (the import's)
+ *   link       the tar through a WebSocket on loopback (ws, as the runner link: 1 MiB binary
+ *              messages, client → server, both ends in this process, so the time is the CPU of
+ *              both), with a random masking key as RFC 6455 has it, and with the zero key the
+ *              runner uses where no intermediary can stand (runner/link/link.ts)
  * MB/s are of the snapshot's bytes (what snapshot-bench.ts divides by). "read + write" is the
- * best export + import can reach through this engine path; with gzip, the CPU of the format on
- * top of it (both run on the same 2 cores as the server and runner).
+ * best export + import can reach through this engine path; the other rows are what the format and
+ * the link cost on top of it (all run on the same 2 cores as the server and runner).
  */
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
-import { gunzip, gzip } from "node:zlib";
+import { gunzip } from "node:zlib";
 import type Docker from "dockerode";
+import WebSocket, { WebSocketServer } from "ws";
+import { adaptiveGzip } from "../../proxy/harness/adaptive-gzip.ts";
+import { snapshotTarForExtract } from "../../runner/docker/snapshot-tar.ts";
 import { snapshotStorageName } from "../../contracts/session-snapshot.ts";
 import { Labels } from "../../contracts/session-spec.ts";
 import { DockerSnapshots } from "../../runner/docker/snapshots.ts";
@@ -74,9 +85,60 @@ const samples = {
   read: [] as number[],
   write: [] as number[],
   put: [] as number[],
+  rewrite: [] as number[],
   gzip: [] as number[],
   gunzip: [] as number[],
+  linkMasked: [] as number[],
+  linkZero: [] as number[],
 };
+
+/** `tar` in 1 MiB pieces. */
+function* pieces(tar: Buffer): Generator<Buffer> {
+  for (let o = 0; o < tar.length; o += 1024 * 1024) yield tar.subarray(o, o + 1024 * 1024);
+}
+
+/** The export's gzip of `tar`, as the server runs it: the compressed bytes. */
+async function exportGzip(tar: Buffer): Promise<Buffer> {
+  const g = adaptiveGzip();
+  const out: Buffer[] = [];
+  g.stream.on("data", (c: Buffer) => out.push(c));
+  const ended = new Promise((r) => g.stream.on("end", r));
+  for (const piece of pieces(tar)) g.write(piece);
+  g.end();
+  await ended;
+  return Buffer.concat(out);
+}
+
+/** `tar` sent through a loopback WebSocket in 1 MiB binary messages, client → server; resolves at the last byte's arrival. */
+async function throughLink(tar: Buffer, zeroMask: boolean): Promise<void> {
+  const server = new WebSocketServer({ host: "127.0.0.1", port: 0, maxPayload: 8 * 1024 * 1024 });
+  await new Promise((r) => server.once("listening", r));
+  const port = (server.address() as { port: number }).port;
+  const received = new Promise<void>((resolve) => {
+    server.once("connection", (socket) => {
+      let got = 0;
+      socket.on("message", (data: Buffer) => {
+        got += data.length;
+        if (got >= tar.length) resolve();
+      });
+    });
+  });
+  const client = new WebSocket(`ws://127.0.0.1:${port}`, {
+    maxPayload: 8 * 1024 * 1024,
+    ...(zeroMask ? { generateMask: (mask: Uint8Array) => void mask.fill(0) } : {}),
+  });
+  await new Promise((r) => client.once("open", r));
+  try {
+    for (const piece of pieces(tar)) {
+      client.send(piece, { binary: true });
+      while (client.bufferedAmount > 4 * 1024 * 1024) await new Promise((r) => setTimeout(r, 1));
+    }
+    await received;
+  } finally {
+    client.terminate();
+    await new Promise((r) => server.close(r));
+  }
+}
 const source = target("src");
 let tarBytes = 0;
 let gzBytes = 0;
@@ -136,12 +198,23 @@ try {
         }
       }),
     );
-    let gz = Buffer.alloc(0);
-    samples.gzip.push(
-      await timed(async () => (gz = await promisify(gzip)(tar, { level: 1, chunkSize: 256 * 1024 }))),
+    samples.rewrite.push(
+      await timed(async () => {
+        const stats = { bytes: 0, fileBytes: 0, entries: 0 };
+        for await (const _ of snapshotTarForExtract(
+          (async function* () {
+            yield* pieces(tar);
+          })(),
+          stats,
+        ));
+      }),
     );
+    let gz: Buffer = Buffer.alloc(0);
+    samples.gzip.push(await timed(async () => (gz = await exportGzip(tar))));
     gzBytes = gz.length;
     samples.gunzip.push(await timed(() => promisify(gunzip)(gz)));
+    samples.linkMasked.push(await timed(() => throughLink(tar, false)));
+    samples.linkZero.push(await timed(() => throughLink(tar, true)));
   }
 } finally {
   for (const storage of cleanup)
@@ -155,20 +228,18 @@ const mbs = (ms: number) => `${(TOTAL / 1e6 / (ms / 1000)).toFixed(0)} MB/s`;
 const row = (label: string, v: number[]) =>
   console.log(`| ${label} | ${Math.round(p50(v))} ms | ${mbs(p50(v))} | ${v.map(Math.round).join(", ")} |`);
 console.log(
-  `\nDocker: the floors of a snapshot's export and import, p50 of ${runs} runs; ${FILES} files, ${TOTAL / 1e6} MB (half random, half text); tar ${(tarBytes / 1e6).toFixed(1)} MB, gzip level 1 ${(gzBytes / 1e6).toFixed(1)} MB`,
+  `\nDocker: the floors of a snapshot's export and import, p50 of ${runs} runs; ${FILES} files, ${TOTAL / 1e6} MB (half random, half text); tar ${(tarBytes / 1e6).toFixed(1)} MB, the export's gzip ${(gzBytes / 1e6).toFixed(1)} MB`,
 );
 console.log("| step | p50 | MB/s of the snapshot | runs (ms) |");
 console.log("|---|---|---|---|");
-row("read (dockerd's archive, the runner's path)", samples.read);
-row("write (tar -x on a started container's stdin, the runner's path)", samples.write);
-row("put (dockerd's own extract, PUT …/archive)", samples.put);
-row("gzip level 1 (the export's CPU)", samples.gzip);
-row("gunzip (the import's CPU)", samples.gunzip);
+row("read (dockerd's archive, the runner's export path)", samples.read);
+row("write (the runner's import: re-written, dockerd's extract)", samples.write);
+row("put (dockerd's extract of the tar as it is)", samples.put);
+row("re-write alone (the runner's CPU on an import)", samples.rewrite);
+row("adaptive gzip (the export's CPU on the server)", samples.gzip);
+row("gunzip (the import's CPU on the server)", samples.gunzip);
+row("link, random mask (CPU of both ends)", samples.linkMasked);
+row("link, zero mask (CPU of both ends)", samples.linkZero);
 const pairs = (a: number[], b: number[]) => a.map((x, i) => x + (b[i] ?? 0));
 row("read + write: the engine floor of export + import", pairs(samples.read, samples.write));
-row("read + put", pairs(samples.read, samples.put));
-row(
-  "read + write + gzip + gunzip",
-  pairs(pairs(samples.read, samples.write), pairs(samples.gzip, samples.gunzip)),
-);
 console.log(`\ncommand: node test/bench/snapshot-floor-bench.ts ${runs}`);

@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pack } from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   Labels,
@@ -283,6 +284,47 @@ describe("snapshots on Docker (real dockerd)", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("write refuses a device, a hard link out of the volume and a tar cut short: INVALID_ARGUMENT, nothing left", async () => {
+    const p = pack();
+    p.entry({ name: "volume/", type: "directory" });
+    p.entry({ name: "volume/null", type: "character-device", devmajor: 1, devminor: 3 });
+    p.finalize();
+    const chunks: Buffer[] = [];
+    for await (const chunk of p as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
+    const device = Buffer.concat(chunks);
+    const link = execFileSync(
+      "sh",
+      [
+        "-c",
+        "d=$(mktemp -d) && cd $d && mkdir volume && echo a > a && ln a volume/h && tar -cf - a volume/h && cd / && rm -rf $d",
+      ],
+      {},
+    );
+    const upload = (tar: Buffer) => ({
+      size: tar.length,
+      open: async function* () {
+        yield tar;
+      },
+    });
+    for (const [what, tar] of [
+      ["a device", device],
+      ["a hard link out", link],
+      ["a tar cut short", archive.subarray(0, archive.length - 3000)],
+    ] as const) {
+      const target = storage(`refused-${what.replaceAll(" ", "-")}`);
+      await expect(driver.snapshots.write(target, upload(tar)), what).rejects.toMatchObject({
+        code: "INVALID_ARGUMENT",
+      });
+      expect(await volumeExists(target.storage), what).toBe(false);
+    }
+    await driver.snapshots.settled();
+    const copies = await docker.listContainers({
+      all: true,
+      filters: JSON.stringify({ name: ["-snap-import-"] }),
+    });
+    expect(copies.filter((c) => c.Names.some((n) => n.includes(suffix)))).toEqual([]);
   });
 
   it("restore returns a changed session volume to the snapshot: what came after is gone", async () => {
