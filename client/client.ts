@@ -44,7 +44,7 @@ export type ClientOptions = {
  */
 export type EventMessage =
   | { kind: "frame"; id: string; frame: EventFrame }
-  | { kind: "gap"; session_id: string; from_seq: number; to_seq: number };
+  | { kind: "gap"; session_id: string; namespace?: string; name?: string; from_seq: number; to_seq: number };
 
 export type EventsOptions = {
   /** Follow one session (event ids are its seq); else every session (global frame ids). */
@@ -408,7 +408,16 @@ export class AgentSessionsClient {
             break;
           }
           if (message.event === "gap") {
-            yield { kind: "gap", ...(data as { session_id: string; from_seq: number; to_seq: number }) };
+            yield {
+              kind: "gap",
+              ...(data as {
+                session_id: string;
+                namespace?: string;
+                name?: string;
+                from_seq: number;
+                to_seq: number;
+              }),
+            };
             continue;
           }
           if (message.id !== undefined) lastEventId = message.id;

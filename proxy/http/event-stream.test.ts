@@ -112,7 +112,8 @@ describe("GET /v1/events with a bounded buffer", () => {
     await probe.until((e) => e.length >= 6);
     expect(probe.events[0]).toEqual({
       event: "gap",
-      data: JSON.stringify({ session_id: id, from_seq: 1, to_seq: 7 }),
+      // Named like its frames: an RPC session's namespace, no HarnessSession name.
+      data: JSON.stringify({ session_id: id, namespace: "default", from_seq: 1, to_seq: 7 }),
     });
     expect(probe.frames().map((f) => f.seq)).toEqual([8, 9, 10, 11, 12]);
   });

@@ -89,7 +89,7 @@ const SessionIdParam = z.string().min(1).max(128);
  *   that id: the retained frames come from the store, then live ones, without loss or repeats.
  *   Without a cursor the stream starts with the next frame.
  * - When the frames after the cursor were already trimmed from the bounded buffer, an
- *   `event: gap` with `{session_id, from_seq, to_seq}` says which ones are gone before the rest.
+ *   `event: gap` with `{session_id, namespace?, name?, from_seq, to_seq}` says which ones are gone before the rest.
  */
 export function eventRoutes(options: EventStreamOptions): Hono {
   const { store, bus } = options;
@@ -558,15 +558,24 @@ async function sendBacklog(
   let first = true;
   while (!signal.aborted) {
     const page = await store.readFrames({ sessionId, after: last, limit: PAGE });
-    const head = page[0];
-    if (first && sessionId !== undefined && head && head.frame.seq > last + 1)
-      await stream.writeSSE({
-        event: "gap",
-        data: JSON.stringify({ session_id: sessionId, from_seq: last + 1, to_seq: head.frame.seq - 1 }),
-      });
-    first = false;
     const naming = labels.resolve(page);
     if (naming) await naming;
+    const head = page[0];
+    if (first && sessionId !== undefined && head && head.frame.seq > last + 1) {
+      // Named like the frames that follow it (its session's namespace and HarnessSession).
+      const label = labels.peek(sessionId);
+      await stream.writeSSE({
+        event: "gap",
+        data: JSON.stringify({
+          session_id: sessionId,
+          ...(label === undefined ? {} : { namespace: label.namespace }),
+          ...(label?.name === undefined ? {} : { name: label.name }),
+          from_seq: last + 1,
+          to_seq: head.frame.seq - 1,
+        }),
+      });
+    }
+    first = false;
     const chunks: Buffer[] = [];
     for (const f of page) {
       last = keyOf(f);

@@ -715,7 +715,7 @@ function operationalPaths(): Record<string, JsonObject> {
         operationId: "events",
         tags: ["events"],
         description:
-          "compass.v1 frames (status transitions included) as server-sent events, `data:` one EventFrame: the stored Frame plus `namespace` (its session's Agent's) and `name` (the HarnessSession the agent session runs for; absent for a session opened over the RPC API). With session_id the event id is the session's seq, else the store's global frame id. Last-Event-ID (or last_event_id) resumes after that id without loss; without it the stream starts with the next frame. `event: gap` ({session_id, from_seq, to_seq}) names frames already trimmed. A scoped token sees only the sessions it may (a namespace token its namespace's, a session token its session's); another's session_id is 404 like an unknown one.",
+          "compass.v1 frames (status transitions included) as server-sent events, `data:` one EventFrame: the stored Frame plus `namespace` (its session's Agent's) and `name` (the HarnessSession the agent session runs for; absent for a session opened over the RPC API). With session_id the event id is the session's seq, else the store's global frame id. Last-Event-ID (or last_event_id) resumes after that id without loss; without it the stream starts with the next frame. `event: gap` ({session_id, namespace, name, from_seq, to_seq}; namespace and name as on the frames) names frames already trimmed. A scoped token sees only the sessions it may (a namespace token its namespace's, a session token its session's); another's session_id is 404 like an unknown one.",
         parameters: [
           { name: "session_id", in: "query", schema: { type: "string", minLength: 1, maxLength: 128 } },
           {
