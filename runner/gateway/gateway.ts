@@ -19,7 +19,7 @@ import { clientHeaders, presentedTokens, upstreamHeaders } from "./headers.ts";
 import { JsonReplyWatcher, type ReplyWatcher, SseReplyWatcher } from "./provider-usage.ts";
 import { MCP_PATH_PREFIX, McpForwarder, type McpEvents } from "./mcp-forwarder.ts";
 import type { GatewayRoute, GatewayRoutes } from "./routes.ts";
-import { OriginPools, readBody } from "./upstream.ts";
+import { drained, OriginPools, readBody } from "./upstream.ts";
 
 /**
  * What the gateway tells its runner. Called synchronously on the call's path: a callback must not
@@ -287,18 +287,6 @@ function tooLarge(res: ServerResponse): undefined {
     "request_too_large",
     `A call through the model gateway may carry at most ${GATEWAY_BODY_MAX_BYTES / 1024 / 1024} MiB.`,
   );
-}
-
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("drain", done);
-    res.on("close", done);
-  });
 }
 
 /** An OpenAI-style error (what every harness's model client reads). Never names a token or a value. */

@@ -25,7 +25,7 @@ import {
   withEventData,
 } from "./mcp-messages.ts";
 import type { GatewayRoute, GatewayRoutes } from "./routes.ts";
-import { OriginPools, readBody } from "./upstream.ts";
+import { drained, OriginPools, readBody } from "./upstream.ts";
 
 /** The gateway's path of an MCP server: `/mcp/<name>`. */
 export const MCP_PATH_PREFIX = "/mcp/";
@@ -295,16 +295,4 @@ function rpcError(
 
 function httpError(res: ServerResponse, status: number, message: string): void {
   rpcError(res, status, undefined, INVALID_REQUEST, message);
-}
-
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("drain", done);
-    res.on("close", done);
-  });
 }

@@ -1,8 +1,9 @@
 /**
  * What the model path and the MCP path of the gateway share on their way to an upstream: a bounded
- * read of the client's body, and one keep-alive pool per upstream origin.
+ * read of the client's body, one keep-alive pool per upstream origin, and the wait for a client's
+ * socket to take more of an answer.
  */
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { Pool } from "undici";
 
 /**
@@ -51,4 +52,17 @@ export class OriginPools {
     this.#pools.clear();
     await Promise.all(pools.map((pool) => pool.destroy()));
   }
+}
+
+/** Settles when `res` can take more (drain) or its client has gone (close), whichever is first. */
+export function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
 }
