@@ -22,8 +22,9 @@ import { sameJson, WRITE_RESULT_HEADER } from "../lifecycle/unchanged-write.ts";
 import type { Store } from "../store/store.ts";
 import { warmPoolEntries } from "../lifecycle/warm-pools.ts";
 import { offeredCredential } from "../lifecycle/session-spec-builder.ts";
-import { MCPServerWrite, redactedMcpServer } from "../../contracts/mcp.ts";
-import { assertMcpServerAdmitted, keptMcpCredentials } from "../lifecycle/mcp-servers.ts";
+import { type MCPServer, MCPServerWrite, redactedMcpServer } from "../../contracts/mcp.ts";
+import { keptCredentials } from "../lifecycle/kept-credentials.ts";
+import { assertMcpServerAdmitted } from "../lifecycle/mcp-servers.ts";
 
 /**
  * kubectl-style resources under `/v1/namespaces/{ns}/{agentruntimes|agents|skillpacks}[/{name}]`:
@@ -92,9 +93,9 @@ export function resourceRoutes(options: {
     if (kind === "SkillPack") assertUnprivileged(body, namespace, name);
     const resource: Resource =
       kind === "Agent"
-        ? await keptCredentials(store, parseInput(AgentWrite, body, kind))
+        ? await keptCredentials<Agent>(store, "Agent", parseInput(AgentWrite, body, kind))
         : kind === "MCPServer"
-          ? await keptMcpCredentials(store, parseInput(MCPServerWrite, body, kind))
+          ? await keptCredentials<MCPServer>(store, "MCPServer", parseInput(MCPServerWrite, body, kind))
           : parseInput(schema, body, kind);
     if (resource.metadata.name !== name || resource.metadata.namespace !== namespace)
       throw new CodedError(
@@ -158,34 +159,6 @@ export function redactedAgent(agent: Agent): AgentView {
     value === undefined ? rest : { ...rest, valueSet: true as const },
   );
   return { ...agent, spec: { ...agent.spec, credentials } };
-}
-
-/**
- * An Agent as written, with each `valueSet: true` credential given the value stored under its
- * name (a GET-then-PUT round trip keeps the secret it never saw). One with no stored value is
- * INVALID_ARGUMENT naming it: valueSet cannot invent a secret.
- */
-async function keptCredentials(store: Store, written: AgentWrite): Promise<Agent> {
-  if (!written.spec.credentials.some((c) => c.valueSet)) return written as Agent;
-  const { namespace, name } = written.metadata;
-  const stored = (await store.getResource("Agent", namespace, name)) as Agent | undefined;
-  const credentials = written.spec.credentials.map((credential, index) => {
-    const { valueSet, ...rest } = credential;
-    if (!valueSet) return rest;
-    const value = stored?.spec.credentials.find((c) => c.name === credential.name)?.value;
-    if (value === undefined)
-      throw new CodedError(
-        "INVALID_ARGUMENT",
-        `invalid Agent: credential ${credential.name} says valueSet: true, but Agent ${namespace}/${name} has no value stored under that name; send its value or a secretRef`,
-        {
-          field_violations: [
-            { field: `spec.credentials.${index}.valueSet`, description: "no value stored under this name" },
-          ],
-        },
-      );
-    return { name: credential.name, value };
-  });
-  return { ...written, spec: { ...written.spec, credentials } };
 }
 
 /**

@@ -3,7 +3,6 @@ import {
   effectiveTools,
   MCP_TIMEOUT_DEFAULT_MS,
   type MCPServer,
-  type MCPServerWrite,
   type McpServerGrant,
 } from "../../contracts/mcp.ts";
 import { parseDuration } from "../../contracts/duration.ts";
@@ -18,33 +17,6 @@ import { offeredCredential } from "./session-spec-builder.ts";
  * at every provision an Agent's bindings become the grants the runner's gateway enforces: the
  * narrowed tool lists, the credential headers with their values, the timeout.
  */
-
-/**
- * An MCPServer as written, each `valueSet: true` credential given the value stored under its name;
- * INVALID_ARGUMENT when none is stored (valueSet cannot invent a secret).
- */
-export async function keptMcpCredentials(store: Store, written: MCPServerWrite): Promise<MCPServer> {
-  if (!written.spec.credentials.some((c) => c.valueSet)) return written as MCPServer;
-  const { namespace, name } = written.metadata;
-  const stored = (await store.getResource("MCPServer", namespace, name)) as MCPServer | undefined;
-  const credentials = written.spec.credentials.map((credential, index) => {
-    const { valueSet, ...rest } = credential;
-    if (!valueSet) return rest;
-    const value = stored?.spec.credentials.find((c) => c.name === credential.name)?.value;
-    if (value === undefined)
-      throw new CodedError(
-        "INVALID_ARGUMENT",
-        `invalid MCPServer: credential ${credential.name} says valueSet: true, but MCPServer ${namespace}/${name} has no value stored under that name; send its value or a secretRef`,
-        {
-          field_violations: [
-            { field: `spec.credentials.${index}.valueSet`, description: "no value stored under this name" },
-          ],
-        },
-      );
-    return { ...rest, value };
-  });
-  return { ...written, spec: { ...written.spec, credentials } } as MCPServer;
-}
 
 /**
  * The server's URL is a destination the gateway connects to with its credentials: it must be one
