@@ -45,6 +45,7 @@ import {
   removeSessionLeftovers,
 } from "./session-leftovers.ts";
 import { DockerWorkspaceFiles, isContainerRunning } from "./workspace-files.ts";
+import { watchWorkloadExits } from "./workload-watch.ts";
 import { type DriverLog, FastPathRecords, recordKey, type Secrets } from "../engine/fast-path.ts";
 import type {
   AgentOutput,
@@ -58,9 +59,6 @@ import type {
 } from "../engine/driver.ts";
 
 type Placement = { namespace: string; name: string };
-
-/** How long a container's `die` waits for its `destroy` (a removal) before it counts as an exit. */
-const DIE_SETTLE_MS = 500;
 
 export class DockerDriver implements EngineDriver {
   readonly engine = "docker" as const;
@@ -552,84 +550,14 @@ export class DockerDriver implements EngineDriver {
     this.#endpoints.delete(containerName);
   }
 
-  async watch(
-    onExit: (containerName: string, reason: ExitReason, detail: string) => void,
-  ): Promise<() => void> {
-    let stopped = false;
-    let current: NodeJS.ReadableStream | undefined;
-    const subscribe = async (): Promise<void> => {
-      const stream = (await this.#docker.getEvents({
-        filters: JSON.stringify({
-          type: ["container"],
-          event: ["die", "oom", "destroy"],
-          label: [`${Labels.managedBy}=agent-sessions`],
+  watch(onExit: (containerName: string, reason: ExitReason, detail: string) => void): Promise<() => void> {
+    return watchWorkloadExits(this.#docker, onExit, {
+      onOom: (name) => this.#ooms.set(name, Date.now()),
+      onStale: (containerName, action) =>
+        this.#log("info", "an engine event of a container its name no longer holds: not an exit", {
+          containerName,
+          action,
         }),
-      })) as NodeJS.ReadableStream;
-      current = stream;
-      const oomed = new Set<string>();
-      // `docker rm -f` sends `die` then `destroy`: a `die` waits a moment for a `destroy` of the
-      // same container, so a removal is reported as ContainerRemoved, not as an exit.
-      const dying = new Map<string, NodeJS.Timeout>();
-      let buffer = "";
-      stream.on("data", (chunk: Buffer) => {
-        buffer += chunk.toString("utf8");
-        const lines = buffer.split("\n");
-        buffer = lines.pop() ?? "";
-        for (const line of lines) {
-          if (!line.trim()) continue;
-          const ev = JSON.parse(line) as { Action: string; Actor: { Attributes: Record<string, string> } };
-          const name = ev.Actor.Attributes.name ?? "";
-          if (ev.Action === "oom") {
-            oomed.add(name);
-            this.#ooms.set(name, Date.now());
-          } else if (ev.Action === "die") {
-            const code = ev.Actor.Attributes.exitCode ?? "?";
-            const oom = oomed.delete(name);
-            clearTimeout(dying.get(name));
-            dying.set(
-              name,
-              setTimeout(() => {
-                dying.delete(name);
-                if (!oom && code !== "137") {
-                  onExit(name, "ContainerExited", `exit code ${code}`);
-                  return;
-                }
-                // 137 alone is also `docker kill`; the oom event (or OOMKilled) tells them apart.
-                void this.#docker
-                  .getContainer(name)
-                  .inspect()
-                  .then(
-                    (info) =>
-                      onExit(
-                        name,
-                        info.State.OOMKilled || oom ? "OOMKilled" : "ContainerExited",
-                        `exit code ${code}`,
-                      ),
-                    () => onExit(name, oom ? "OOMKilled" : "ContainerExited", `exit code ${code}`),
-                  );
-              }, DIE_SETTLE_MS),
-            );
-          } else if (ev.Action === "destroy") {
-            clearTimeout(dying.get(name));
-            dying.delete(name);
-            onExit(name, "ContainerRemoved", "container removed");
-          }
-        }
-      });
-      stream.once("end", () => {
-        if (stopped) return;
-        // The engine went away (restart): every container died with it; resubscribe when back.
-        onExit("*", "EngineRestarted", "docker engine event stream ended");
-        const retry = () => {
-          if (!stopped) subscribe().catch(() => setTimeout(retry, 1000));
-        };
-        setTimeout(retry, 1000);
-      });
-    };
-    await subscribe();
-    return () => {
-      stopped = true;
-      (current as unknown as { destroy?: () => void })?.destroy?.();
-    };
+    });
   }
 }

@@ -14,7 +14,10 @@ declare module "vitest" {
 
 beforeEach(({ task, onTestFailed }) => {
   markProcessLogs();
-  onTestFailed(() => {
+  onTestFailed(async () => {
+    // What the processes log just after the failure often says why (an exit the engine reports a
+    // moment later, a heal): a moment is waited for it.
+    await new Promise((r) => setTimeout(r, 1_500));
     const lines = processLogExcerpt();
     if (lines.length) task.meta.processLog = lines;
   });
