@@ -239,6 +239,23 @@ export class HarnessReconciler {
       { kind: "pause", container_name: workspace.container_name },
       this.#o.pauseTimeoutMs,
     );
+    if (!outcome.ok && outcome.error.code === "UNAVAILABLE") {
+      // The link went with the command (or before it): the runner may have frozen the workload
+      // and not said so. Paused until the runner attaches again and its hello says what the
+      // engine holds (followWorkload): frozen, it stays Paused; running, it is Ready (and paused
+      // again if desiredState says so). Shown Ready now, the reattach could take a frozen
+      // workload for a running one and wake it.
+      this.#o.log(
+        "warn",
+        "a pause's answer was lost with the runner's link; Paused until its runner reports",
+        {
+          namespace: record.namespace,
+          name: record.name,
+          message: outcome.error.message.slice(0, 500),
+        },
+      );
+      return false;
+    }
     if (!outcome.ok) {
       if (outcome.error.code === "FAILED_PRECONDITION") this.#pauseRefused.set(key, record.generation);
       this.#o.log("warn", "harness session could not be paused; it stays Ready", {

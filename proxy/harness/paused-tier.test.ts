@@ -296,6 +296,56 @@ describe("the paused tier follows what a reattaching runner reports (PROTOCOL.md
     expect(again.commandsOf("unpause")).toEqual([]);
   });
 
+  it.each([
+    ["frozen", true],
+    ["running", false],
+  ])(
+    "a pause whose answer is lost with the runner's link stays Paused until the runner reattaches and reports its workload %s",
+    async (_what, paused) => {
+      const runner = await t().runner();
+      // The runner freezes (or not) and dies before it answers.
+      runner.handler = (command: RunnerCommand) =>
+        command.kind === "pause" ? "no-reply" : defaultHandler(command);
+      await readySession("cut");
+      const s = await get("cut");
+      await t().call("PATCH", `${BASE}/cut`, { spec: { desiredState: "paused" } });
+      await runner.until(() => runner.commandsOf("pause").length > 0);
+      runner.kill();
+      await until("disconnected", async () => {
+        const runners = (await t().call("GET", "/v1/runners")).body as Json;
+        return runners.items?.find((r: Json) => r.runner_name === "fake")?.connected === false
+          ? true
+          : undefined;
+      });
+      // Not shown Ready while the engine may hold it frozen.
+      expect((await get("cut")).status.phase).toBe("Paused");
+      const again = await t().runner({
+        sessions: [
+          { session_id: s.status.sessionId, container_name: s.status.containerName, state: "READY", paused },
+        ],
+      });
+      if (paused) {
+        await until("reattached", async () => {
+          const runners = (await t().call("GET", "/v1/runners")).body as Json;
+          return runners.items?.find((r: Json) => r.runner_name === "fake")?.connected === true
+            ? true
+            : undefined;
+        });
+        // What the hello brings is handled by now: nothing thawed, still Paused.
+        await new Promise((r) => setTimeout(r, 300));
+        expect((await get("cut")).status.phase).toBe("Paused");
+        expect(again.commandsOf("unpause")).toEqual([]);
+        expect(again.commandsOf("probe")).toEqual([]);
+      } else {
+        // Seen running: Ready (probed), then paused again as its spec asks.
+        await again.until(() => again.commandsOf("pause").length > 0);
+        expect(again.commandsOf("probe").length).toBeGreaterThan(0);
+        await inPhase("cut", "Paused");
+      }
+      expect(again.commandsOf("provision")).toEqual([]);
+    },
+  );
+
   it("a Ready session whose workload the runner reports frozen is Paused, without a pause being sent", async () => {
     const runner = await t().runner();
     await readySession("frozen-unseen");
