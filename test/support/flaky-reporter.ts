@@ -29,7 +29,9 @@ export default class FlakyReporter implements Reporter {
     // A failed test's process log (test/engine/failure-logs.ts): where its cause most often is.
     const logged = this.#failed.filter((test) => processLog(test).length);
     if (logged.length) {
-      lines.push(`\nFAILED: what the processes of ${logged.length} failed test(s) warned while they ran:`);
+      lines.push(
+        `\nFAILED: what the processes of ${logged.length} failed test(s) warned while they and the test before each ran:`,
+      );
       for (const test of logged)
         lines.push(`  ${test.module.relativeModuleId} > ${test.fullName}`, ...processLog(test));
     }
