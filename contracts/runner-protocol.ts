@@ -300,6 +300,17 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
    */
   z.object({ kind: z.literal("snapshot_restore"), container_name: z.string(), source: SnapshotStorage }),
   /**
+   * A `snapshot_restore` of `source` into the workspace follows once the server stopped the
+   * session: the runner readies what it needs meanwhile (on Kubernetes it starts the copy pod,
+   * which copies nothing until the restore) and answers at once. Copies nothing, changes no file;
+   * what the restore does not take within a minute is undone.
+   */
+  z.object({
+    kind: z.literal("snapshot_restore_prepare"),
+    container_name: z.string(),
+    source: SnapshotStorage,
+  }),
+  /**
    * What the workload uses now (contracts/session-metrics.ts), read from the engine; a paused
    * workload is not thawed for it. FAILED_PRECONDITION when it is not running.
    */

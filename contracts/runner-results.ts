@@ -135,6 +135,7 @@ export const CommandResultSchemas = {
   snapshot_read: SnapshotReadResult,
   snapshot_write: SnapshotWriteChunkResult,
   snapshot_restore: SnapshotRestoreResult,
+  snapshot_restore_prepare: SnapshotRestoreResult,
   session_metrics: SessionMetricsResult,
   port_request: z.object({ status: z.number().int() }),
   port_socket: z.object({ code: z.number().int().optional(), reason: z.string().optional() }),

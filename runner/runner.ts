@@ -326,6 +326,7 @@ export class Runner {
       case "snapshot_read":
       case "snapshot_write":
       case "snapshot_restore":
+      case "snapshot_restore_prepare":
       // An observation: a frozen workload is measured as it is (no CPU, its memory kept).
       case "session_metrics":
       // A port socket's messages: its workload was thawed when it opened.
@@ -579,6 +580,9 @@ export class Runner {
         return this.#snapshots.write(command, bulk);
       case "snapshot_restore":
         return this.#operations.run(command.container_name, () => this.#snapshots.restore(command));
+      case "snapshot_restore_prepare":
+        // Beside the stop under way (not after it): it only starts what the restore will use.
+        return this.#snapshots.prepareRestore(command);
       case "session_metrics":
         return { metrics: await this.#driver.metrics(command.container_name, signal) };
       case "port_request": {

@@ -359,6 +359,10 @@ describe(":restore", () => {
     const kinds = runner.commands.map((c) => c.kind);
     const restoreAt = kinds.lastIndexOf("snapshot_restore");
     expect(kinds.lastIndexOf("scale_down")).toBeLessThan(restoreAt);
+    // The runner was asked to ready the restore (its copy pod) before the stop, for that snapshot.
+    expect(kinds.lastIndexOf("snapshot_restore_prepare")).toBeLessThan(kinds.lastIndexOf("scale_down"));
+    const [prepare] = runner.commandsOf("snapshot_restore_prepare");
+    expect(prepare?.source.storage).toBe(snapshotStorageName("default", "s1"));
     expect(kinds.lastIndexOf("start")).toBeGreaterThan(restoreAt);
     const [restore] = runner.commandsOf("snapshot_restore");
     expect(restore?.container_name).toBe(session.status.containerName ?? restore?.container_name);
@@ -378,6 +382,7 @@ describe(":restore", () => {
     const unknown = await t.call("POST", `${SESSIONS}/chat:restore`, { snapshot: "nope" });
     expect(unknown.status).toBe(400);
     expect(runner.commandsOf("snapshot_restore")).toHaveLength(0);
+    expect(runner.commandsOf("snapshot_restore_prepare")).toHaveLength(0);
     expect(runner.commandsOf("scale_down")).toHaveLength(0);
     expect((await t.call("GET", `${SESSIONS}/chat`)).body.status.phase).toBe("Ready");
   });

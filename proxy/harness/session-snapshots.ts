@@ -50,6 +50,8 @@ export type SessionSnapshotsOptions = {
 
 /** How long the runner may take to copy a volume (beyond waiting for requests in flight). */
 const COPY_TIMEOUT_MS = 15 * 60_000;
+/** How long the runner may take to answer `snapshot_restore_prepare` (it answers at once). */
+const PREPARE_TIMEOUT_MS = 10_000;
 
 /**
  * SessionSnapshots (issue 38; contracts/session-snapshot.ts): `:snapshot` of a HarnessSession,
@@ -266,6 +268,20 @@ export class SessionSnapshots {
               ],
             },
           );
+        // The runner readies the restore (on Kubernetes it starts the copy pod) while the session
+        // is being stopped; it copies nothing until `snapshot_restore`. Its answer is not waited
+        // for: a runner that cannot ready anything answers an error, and the restore readies its own.
+        void this.#o.runners
+          .command(
+            workspace.runner_id,
+            {
+              kind: "snapshot_restore_prepare",
+              container_name: workspace.container_name,
+              source: snapshotTarget(snapshot, workspace.spec),
+            },
+            PREPARE_TIMEOUT_MS,
+          )
+          .catch(() => undefined);
       },
       async (stopped) => {
         const workspace = await this.#workspaceOf(stopped, "restore");

@@ -129,6 +129,12 @@ export interface SessionSnapshots {
    * the workload runs; NOT_FOUND when either storage is missing.
    */
   restore(containerName: string, source: SnapshotStorage): Promise<void>;
+  /**
+   * Readies what a `restore` of `source` into the workspace will need while the workload is still
+   * being stopped (on Kubernetes its copy pod, runner/kubernetes/snapshots.ts), copying nothing;
+   * what the restore does not take in time is undone. Absent: nothing to ready. Never throws.
+   */
+  prepareRestore?(containerName: string, source: SnapshotStorage): void;
 }
 
 /**

@@ -48,6 +48,7 @@ import {
 } from "../../infra/kubernetes/snapshot-manifest.ts";
 import type { SessionSnapshots, WorkspaceUpload } from "../engine/driver.ts";
 import type { DriverLog } from "../engine/fast-path.ts";
+import { Prepared } from "../engine/prepared.ts";
 import { REPLACE_FUNCTION, VOLUME_SYNC_SCRIPT } from "../engine/volume-sync-script.ts";
 import { type ExecStream, openStdin, type PodExec } from "./exec.ts";
 import { PodFailures } from "./pod-failure.ts";
@@ -84,6 +85,8 @@ export type KubernetesSnapshotsOptions = {
 
 /** How long a restore waits for the session's last pod to go after a stop. */
 const PODS_GONE_MS = 30_000;
+/** How long a restore's copy pod started ahead (`prepareRestore`) waits for its restore. */
+const PREPARED_MS = 60_000;
 const POLL_MS = 100;
 const MiB = 1024 * 1024;
 /** The largest piece of an upload written to the exec's stdin at once. */
@@ -157,6 +160,8 @@ export class KubernetesSnapshots implements SessionSnapshots {
   readonly #log: DriverLog;
   /** The background recording of each storage's stack, by storage name. */
   readonly #recordings = new Map<string, Promise<void>>();
+  /** Restores' copy pods started ahead, by workspace, tagged with the snapshot's storage. */
+  readonly #prepared = new Prepared<CopyPod>(PREPARED_MS, (pod) => pod.remove());
 
   constructor(options: KubernetesSnapshotsOptions) {
     this.#o = options;
@@ -296,29 +301,82 @@ export class KubernetesSnapshots implements SessionSnapshots {
     }
   }
 
+  /**
+   * Starts the copy pod of a restore of `source` into the workspace ahead, while the server still
+   * stops the session (it mounts both volumes and runs nothing until `restore` execs the copy):
+   * `restore` takes it, else it is deleted after PREPARED_MS. Never throws (a failed start is
+   * logged; the restore then starts its own).
+   */
+  prepareRestore(containerName: string, source: SnapshotStorage): void {
+    const starting = (async () => {
+      const [session] = await Promise.all([this.#sessionPvc(containerName), this.#snapshotPvc(source)]);
+      return this.#startPod("restore", this.#restoreMounts(source, session.metadata?.name ?? ""), source);
+    })();
+    starting.catch((error: unknown) =>
+      this.#log("warn", "starting a restore's copy pod ahead failed; the restore starts its own", {
+        container: containerName,
+        error: (error as Error).message.slice(0, 300),
+      }),
+    );
+    this.#prepared.put(containerName, source.storage, starting);
+  }
+
   async restore(containerName: string, source: SnapshotStorage): Promise<void> {
-    const [session] = await Promise.all([this.#sessionPvc(containerName), this.#snapshotPvc(source)]);
-    const deployment = await this.#o.apps
-      .readNamespacedDeployment({ name: containerName, namespace: this.#o.namespace })
-      .catch((e: unknown) => {
-        if (isApiStatus(e, 404)) return undefined;
-        throw e;
-      });
-    if ((deployment?.spec?.replicas ?? 0) !== 0)
-      throw new CodedError(
-        "FAILED_PRECONDITION",
-        `workspace ${containerName} is running; stop it (scale it to 0) before restoring a snapshot into it`,
+    const prepared = this.#prepared.take(containerName, source.storage);
+    const t0 = performance.now();
+    let sessionClaim: string;
+    try {
+      const [session] = await Promise.all([this.#sessionPvc(containerName), this.#snapshotPvc(source)]);
+      sessionClaim = session.metadata?.name ?? "";
+      const deployment = await this.#o.apps
+        .readNamespacedDeployment({ name: containerName, namespace: this.#o.namespace })
+        .catch((e: unknown) => {
+          if (isApiStatus(e, 404)) return undefined;
+          throw e;
+        });
+      if ((deployment?.spec?.replicas ?? 0) !== 0)
+        throw new CodedError(
+          "FAILED_PRECONDITION",
+          `workspace ${containerName} is running; stop it (scale it to 0) before restoring a snapshot into it`,
+        );
+    } catch (error) {
+      await prepared?.then(
+        (pod) => pod.remove(),
+        () => undefined,
       );
-    // The copy pod starts while the stopped session's last pod goes; it copies once that is gone.
+      throw error;
+    }
+    const mounts = this.#restoreMounts(source, sessionClaim);
+    // The copy pod (started ahead, else now) starts while the stopped session's last pod goes; it
+    // copies once that is gone.
+    let podsGoneMs = 0;
+    const podsGone = this.#podsGone(containerName).then(() => {
+      podsGoneMs = performance.now() - t0;
+    });
     await this.#copy(
       "restore",
-      { claimName: source.storage, mountPath: FROM, readOnly: true },
-      { claimName: session.metadata?.name ?? "", mountPath: TO, readOnly: false },
+      mounts[0],
+      mounts[1],
       "replace",
       source,
       undefined,
-      this.#podsGone(containerName),
+      podsGone,
+      prepared?.catch(() => this.#startPod("restore", mounts, source)),
     );
+    this.#log("info", "snapshot restore timings", {
+      container: containerName,
+      started_ahead: prepared !== undefined,
+      pods_gone_ms: Math.round(podsGoneMs),
+      ms: Math.round(performance.now() - t0),
+    });
+  }
+
+  /** A restore's mounts: the snapshot read-only at FROM, the session's volume at TO. */
+  #restoreMounts(source: SnapshotStorage, sessionClaim: string): [CopyMount, CopyMount] {
+    return [
+      { claimName: source.storage, mountPath: FROM, readOnly: true },
+      { claimName: sessionClaim, mountPath: TO, readOnly: false },
+    ];
   }
 
   /**
@@ -459,8 +517,9 @@ export class KubernetesSnapshots implements SessionSnapshots {
   }
 
   /**
-   * One copy from `from` into `to` in a copy pod, once `before` resolved (awaited while the pod
-   * starts); the sizes of what `to` then holds, summed.
+   * One copy from `from` into `to` in a copy pod (`started`, one started ahead with these mounts,
+   * else one started now), once `before` resolved (awaited while the pod starts); the sizes of
+   * what `to` then holds, summed.
    */
   async #copy(
     what: string,
@@ -470,8 +529,9 @@ export class KubernetesSnapshots implements SessionSnapshots {
     target: SnapshotStorage,
     signal?: AbortSignal,
     before?: Promise<void>,
+    started?: Promise<CopyPod>,
   ): Promise<number> {
-    const starting = this.#startPod(what, [from, to], target, signal);
+    const starting = started ?? this.#startPod(what, [from, to], target, signal);
     let pod: CopyPod;
     try {
       [pod] = await Promise.all([starting, before]);

@@ -120,6 +120,26 @@ describe("snapshot commands", () => {
     expect([...(driver.machine.volumes.get(`${WORKSPACE}-workspace`)?.keys() ?? [])]).toEqual(["notes.md"]);
   });
 
+  it("restore_prepare changes nothing (an engine with nothing to ready answers it too), and the restore after it works", async () => {
+    const { driver, commands } = setup();
+    await commands.take(take("s1"));
+    driver.machine.volumes.get(`${WORKSPACE}-workspace`)?.set("later.md", "after");
+    driver.machine.running.add(WORKSPACE);
+    const source = target("s1");
+    expect(
+      commands.prepareRestore({ kind: "snapshot_restore_prepare", container_name: WORKSPACE, source }),
+    ).toEqual({});
+    expect([...(driver.machine.volumes.get(`${WORKSPACE}-workspace`)?.keys() ?? [])].sort()).toEqual([
+      "later.md",
+      "notes.md",
+    ]);
+    driver.machine.running.delete(WORKSPACE);
+    expect(await commands.restore({ kind: "snapshot_restore", container_name: WORKSPACE, source })).toEqual(
+      {},
+    );
+    expect([...(driver.machine.volumes.get(`${WORKSPACE}-workspace`)?.keys() ?? [])]).toEqual(["notes.md"]);
+  });
+
   it("delete frees the storage; a second delete answers deleted: false", async () => {
     const { driver, commands } = setup();
     await commands.take(take("s1"));

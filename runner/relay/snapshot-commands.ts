@@ -78,6 +78,12 @@ export class SnapshotCommands {
     return {};
   }
 
+  /** Readies the engine for a restore that follows the session's stop (nothing copied); at once. */
+  prepareRestore(c: Of<"snapshot_restore_prepare">): Record<string, unknown> {
+    this.#engine(c.kind).prepareRestore?.(c.container_name, c.source);
+    return {};
+  }
+
   /** `bulk`: the piece's bytes when they came in a binary frame (else base64 in `data`). */
   async write(c: Of<"snapshot_write">, bulk?: Buffer): Promise<Record<string, unknown>> {
     const engine = this.#engine(c.kind);

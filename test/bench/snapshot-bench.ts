@@ -160,13 +160,23 @@ function logParts(): string | undefined {
     return v.length === 0 ? "–" : `${Math.round(p50(v))} ms`;
   };
   const restore = logLines(server, "restore timings");
-  const restoreCopy = logLines(runner, "snapshot copy done", { what: "restore" });
+  // Docker's copy container ("snapshot copy done": start_ms, run_ms), else Kubernetes' copy pod
+  // ("snapshot copy pod done": start_ms, work_ms from its start to its deletion) and the restore's
+  // own timings (the session's last pod gone after pods_gone_ms).
+  const restoreCopy = [
+    ...logLines(runner, "snapshot copy done", { what: "restore" }),
+    ...logLines(runner, "snapshot copy pod done", { what: "restore" }).map((l) => ({
+      ...l,
+      run_ms: l.work_ms,
+    })),
+  ];
+  const restoreRunner = logLines(runner, "snapshot restore timings");
   const imported = logLines(server, "session snapshot imported");
   const importCopy = logLines(runner, "snapshot copy done", { what: "import" });
   if (restore.length + imported.length === 0) return undefined;
   return [
     "Parts, p50 from the processes' logs:",
-    `- restore: stop ${p50Of(restore, "stop_ms")}, volume ${p50Of(restore, "volume_ms")} (the runner's copy container started in ${p50Of(restoreCopy, "start_ms")}, ran ${p50Of(restoreCopy, "run_ms")}), back up ${p50Of(restore, "back_ms")}`,
+    `- restore: stop ${p50Of(restore, "stop_ms")}, volume ${p50Of(restore, "volume_ms")} (the runner's copy container started in ${p50Of(restoreCopy, "start_ms")}, ran ${p50Of(restoreCopy, "run_ms")}${restoreRunner.length > 0 ? `; the session's last pod gone after ${p50Of(restoreRunner, "pods_gone_ms")} of the runner's ${p50Of(restoreRunner, "ms")}, the copy pod started ahead in ${restoreRunner.filter((l) => l.started_ahead === true).length} of ${restoreRunner.length}` : ""}), back up ${p50Of(restore, "back_ms")}`,
     `- import: the server reading and checking the archive (the pieces sent to the runner meanwhile) ${p50Of(imported, "stage_ms")}, then its last piece and the runner's extract ${p50Of(imported, "finish_ms")} (the extract ${p50Of(importCopy, "run_ms")})`,
   ].join("\n");
 }

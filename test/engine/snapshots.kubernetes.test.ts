@@ -143,6 +143,19 @@ async function snapshotPvcs(): Promise<string[]> {
   return pvcs.items.map((p) => p.metadata?.name ?? "");
 }
 
+/** The copy pods not being deleted and the copy NetworkPolicies left in the namespace. */
+async function liveCopyObjects(): Promise<{ pods: string[]; policies: string[] }> {
+  const labelSelector = `agent-sessions.dev/component=${SNAPSHOT_COPY_COMPONENT}`;
+  const [pods, policies] = await Promise.all([
+    core.listNamespacedPod({ namespace: k8sNamespace, labelSelector }),
+    networking.listNamespacedNetworkPolicy({ namespace: k8sNamespace, labelSelector }),
+  ]);
+  return {
+    pods: pods.items.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.metadata?.name ?? ""),
+    policies: policies.items.map((p) => p.metadata?.name ?? ""),
+  };
+}
+
 const FILES = `set -e; cd /workspace
 mkdir -p src/deep/er .hidden
 printf 'hello\\n' > src/deep/er/hello.txt
@@ -247,13 +260,20 @@ describe("snapshots on Kubernetes", () => {
   }, 120_000);
 
   it("restore is refused while the session runs, then returns the stopped session to the snapshot", async () => {
+    // A copy pod readied ahead (as the server asks before it stops the session) copies nothing by
+    // itself, and a refused restore deletes it.
+    snapshots.prepareRestore(container, storage("first"));
     expect(await codeOf(snapshots.restore(container, storage("first")))).toBe("FAILED_PRECONDITION");
+    expect(await liveCopyObjects()).toEqual({ pods: [], policies: [] });
     expect(await listing(original)).toContain("f 644 65532 6 later.txt ");
+    // Readied while the session still runs, taken by the restore once it is stopped.
+    snapshots.prepareRestore(container, storage("first"));
     await driver.scaleDown(container);
     copyNotices.length = 0;
     await snapshots.restore(container, storage("first"));
     // By the sync (only what differs), not its fallback (runner/engine/volume-sync-script.ts).
     expect(copyNotices).toEqual([]);
+    expect(await liveCopyObjects()).toEqual({ pods: [], policies: [] });
     await driver.provision(container, spec(original), secrets);
     expect(await listing(original)).toEqual(before);
   }, 240_000);
