@@ -81,6 +81,15 @@ async function archive(): Promise<{ gz: Buffer; tarBytes: number }> {
   return { gz: Buffer.concat(out), tarBytes: body.length };
 }
 
+/** Kilobytes of `field` (VmRSS: now, VmHWM: the peak) in /proc/<pid>/status. */
+function memoryKb(pid: number | undefined, field: "VmRSS" | "VmHWM"): number {
+  if (pid === undefined) return 0;
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(`${field}:`));
+  return Number(line?.split(/\s+/)[1] ?? 0);
+}
+
 function cpuSeconds(pid: number | undefined): number {
   if (pid === undefined) return 0;
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
@@ -153,6 +162,13 @@ try {
     `| then its last piece and the runner's extract | ${finish.length ? `${p50(finish)} ms` : "not logged"} (the extract ${extract.length ? `${p50(extract)} ms` : "not logged"}) |`,
   );
   console.log(`| CPU: server, runner | ${p50(cpu.server).toFixed(2)} s, ${p50(cpu.runner).toFixed(2)} s |`);
+  const mib = (pid: number | undefined, field: "VmRSS" | "VmHWM") =>
+    `${(memoryKb(pid, field) / 1024).toFixed(0)} MiB`;
+  const server = system.server?.child.pid;
+  const runner = system.runner?.child.pid;
+  console.log(
+    `| memory after the runs: server, runner (RSS now / peak) | ${mib(server, "VmRSS")} / ${mib(server, "VmHWM")}, ${mib(runner, "VmRSS")} / ${mib(runner, "VmHWM")} |`,
+  );
   console.log(
     `\ncommand: node test/bench/snapshot-import-bench.ts ${runs}${values.checkout ? ` --checkout ${values.checkout}` : ""}; load average ${loadBefore} at the start, ${load()} at the end`,
   );
