@@ -90,6 +90,19 @@ export type GatewayGrant = z.infer<typeof GatewayGrant>;
 export const LinkCapabilities = z.array(z.string().max(64)).max(32);
 export type LinkCapabilities = z.infer<typeof LinkCapabilities>;
 
+/**
+ * A capability (LinkCapabilities; PROTOCOL.md §7): the runner takes several pieces of one upload
+ * (`workspace_write`, `snapshot_write`) in flight and stages them in the order they arrive (the
+ * link keeps messages' order), each answered once it is staged. Without it on both ends the
+ * server sends each piece only after the previous one's answer, as before.
+ */
+export const UPLOAD_WINDOW_CAPABILITY = "upload_window";
+/**
+ * How many pieces of one upload the server keeps in flight to a runner that announced
+ * UPLOAD_WINDOW_CAPABILITY (at most this many MiB of it waiting on the link and in the runner).
+ */
+export const UPLOAD_WINDOW_PIECES = 8;
+
 /** What the server asks a runner to do. */
 export const RunnerCommand = z.discriminatedUnion("kind", [
   z.object({
@@ -276,7 +289,9 @@ export const RunnerCommand = z.discriminatedUnion("kind", [
    * One piece of an imported snapshot: an uncompressed tar whose entries the server already
    * checked (only `volume/…` regular files, directories and symlinks that stay inside), appended
    * to a staging file of `upload_id`; `done` makes the storage `target` and extracts it there,
-   * answering `{size_bytes}`; `abort` drops the staging file. Pieces come in order (`seq` from 0).
+   * answering `{size_bytes}`; `abort` drops the staging file. Pieces come in order (`seq` from 0),
+   * several in flight to a runner that announced UPLOAD_WINDOW_CAPABILITY (the last only once every
+   * other was answered).
    */
   z.object({
     kind: z.literal("snapshot_write"),

@@ -9,7 +9,11 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { Readable } from "node:stream";
 import { extract, pack } from "tar-stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import {
+  type RunnerCommand,
+  UPLOAD_WINDOW_CAPABILITY,
+  UPLOAD_WINDOW_PIECES,
+} from "../../contracts/runner-protocol.ts";
 import { SNAPSHOT_ARCHIVE_FORMAT, snapshotStorageName } from "../../contracts/session-snapshot.ts";
 import { type CommandHandler, defaultHandler, type FakeRunner, type Reply } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
@@ -473,6 +477,72 @@ describe("the archive", () => {
     }
     expect(Object.keys(files)).toEqual(["volume/big.txt"]);
     expect(files["volume/big.txt"] === content).toBe(true);
+  });
+
+  it("to a runner that takes an upload window: several pieces in flight, in order, the last only once every other was answered", async () => {
+    let inFlight = 0;
+    let most = 0;
+    let lastSawInFlight = 0;
+    // The first window's pieces are answered only once all of them came: the server sends a
+    // window's worth unanswered, and never more (the answers after it come at once).
+    let windowFull: () => void = () => {};
+    const firstWindow = new Promise<void>((resolve) => {
+      windowFull = resolve;
+    });
+    const windowed = await t.runner({
+      name: "runner-w",
+      engine: "kubernetes",
+      capabilities: [UPLOAD_WINDOW_CAPABILITY],
+      handler: async (command) => {
+        if (command.kind !== "snapshot_write") return handler()(command);
+        inFlight += 1;
+        most = Math.max(most, inFlight);
+        if (command.done) lastSawInFlight = inFlight;
+        if (command.seq === UPLOAD_WINDOW_PIECES - 1) windowFull();
+        if (command.seq < UPLOAD_WINDOW_PIECES) await firstWindow;
+        inFlight -= 1;
+        return { ok: true, result: { size: 0, ...(command.done ? { size_bytes: 42 } : {}) } };
+      },
+    });
+    const content = large(12);
+    const { status, body } = await putArchive(
+      "windowed",
+      await archive([{ name: "volume/big.txt", body: content }]),
+      "?engine=kubernetes",
+    );
+    expect(status, JSON.stringify(body)).toBe(201);
+    const writes = windowed.commandsOf("snapshot_write");
+    expect(writes.length).toBeGreaterThan(UPLOAD_WINDOW_PIECES);
+    expect(writes.map((w) => w.seq)).toEqual([...writes.keys()]);
+    expect(writes.map((w) => w.done)).toEqual([...writes.slice(1).map(() => false), true]);
+    expect(most).toBe(UPLOAD_WINDOW_PIECES);
+    expect(lastSawInFlight).toBe(1); // only itself
+    expect(joined(writes).includes(Buffer.from(content.slice(0, 1000)))).toBe(true);
+  });
+
+  it("to a runner that takes an upload window, a piece refused on the way: the import fails saying so, the rest dropped (abort), nothing made", async () => {
+    const windowed = await t.runner({
+      name: "runner-w",
+      engine: "kubernetes",
+      capabilities: [UPLOAD_WINDOW_CAPABILITY],
+      handler: async (command) => {
+        if (command.kind !== "snapshot_write") return handler()(command);
+        if (command.seq === 3 && !command.abort)
+          return { ok: false, error: { code: "INTERNAL", message: "the staging disk is full" } };
+        return { ok: true, result: { size: 0 } };
+      },
+    });
+    const { status, body } = await putArchive(
+      "refused",
+      await archive([{ name: "volume/big.txt", body: large(12) }]),
+      "?engine=kubernetes",
+    );
+    expect(status, JSON.stringify(body)).toBe(500);
+    expect(body.message).toMatch(/the staging disk is full; nothing was kept/);
+    const writes = windowed.commandsOf("snapshot_write");
+    expect(writes.some((w) => w.done)).toBe(false);
+    expect(writes.at(-1)).toMatchObject({ abort: true });
+    expect((await t.call("GET", `${SNAPSHOTS}/refused`)).status).toBe(404);
   });
 
   it("a large archive refused near its end: 400, what the runner got of it dropped (abort), nothing made", async () => {

@@ -99,11 +99,14 @@ export async function streamSnapshotArchive(
 /**
  * An import's checked, re-written tar (proxy/harness/snapshot-archive.ts) sent to `runner` while
  * it is made: `sink` takes the tar; each full piece of WORKSPACE_CHUNK_BYTES goes as a
- * `snapshot_write` and is answered before the next (the link paces the archive's checks, so the
- * checks and the transfer overlap rather than follow each other), and the last piece is held back
- * until `finish`, which the caller calls once the whole archive was checked and its record made:
- * the runner stages the pieces and makes the storage only on that last one, so an archive refused
- * on the way makes nothing (`abort` drops what the runner staged).
+ * `snapshot_write`, up to the runner's upload window of them in flight (UPLOAD_WINDOW_PIECES to a
+ * runner that announced it on this replica's link, else 1: each answered before the next). The
+ * sink takes more while the window has room, so the archive's checks go on while the runner
+ * stages what came before; a full window holds them back (the link paces the checks). The last
+ * piece is held back until `finish`, which the caller calls once the whole archive was checked and
+ * its record made, and which goes after every other piece was answered: the runner stages the
+ * pieces and makes the storage only on that last one, so an archive refused on the way makes
+ * nothing (`abort` drops what the runner staged).
  */
 export class SnapshotUpload {
   readonly sink: Writable;
@@ -111,16 +114,21 @@ export class SnapshotUpload {
   readonly #runner: RunnerRecord;
   readonly #target: SnapshotStorage;
   readonly #uploadId = randomUUID();
+  readonly #window: number;
   #pending: Buffer[] = [];
   #pendingBytes = 0;
+  /** Pieces sent so far (the next one's `seq`). */
   #seq = 0;
-  /** The piece on its way, if any: an abort goes after it (the runner stages pieces as they come). */
-  #sending: Promise<unknown> | undefined;
+  /** The pieces on their way, each settling (never rejecting) once answered: an abort goes after them. */
+  readonly #inFlight = new Set<Promise<void>>();
+  /** The first piece the runner refused (or the link lost): no more go, and it is told. */
+  #failure: unknown;
 
   constructor(link: SnapshotLink, runner: RunnerRecord, target: SnapshotStorage) {
     this.#link = link;
     this.#runner = runner;
     this.#target = target;
+    this.#window = Math.max(1, link.uploadWindow?.(runner.runner_id) ?? 1);
     this.sink = new Writable({
       highWaterMark: WORKSPACE_CHUNK_BYTES,
       write: (chunk: Buffer, _encoding, callback) => {
@@ -133,6 +141,7 @@ export class SnapshotUpload {
 
   /** Sends the last piece (what is pending, possibly nothing) with `done`; the storage's size in bytes. */
   async finish(): Promise<number> {
+    await this.#answered();
     const outcome = await this.#send(this.#take(this.#pendingBytes), true);
     return (outcome as { size_bytes?: number }).size_bytes ?? 0;
   }
@@ -140,7 +149,7 @@ export class SnapshotUpload {
   /** Drops what the runner staged of this upload, if it got anything (never throws). */
   async abort(): Promise<void> {
     this.sink.destroy();
-    await this.#sending?.catch(() => undefined);
+    await Promise.all([...this.#inFlight]);
     if (this.#seq === 0) return;
     await this.#link
       .command(this.#runner.runner_id, { ...this.#piece(this.#seq, false), abort: true } as RunnerCommand)
@@ -148,8 +157,27 @@ export class SnapshotUpload {
   }
 
   async #sendFull(): Promise<void> {
-    while (this.#pendingBytes >= WORKSPACE_CHUNK_BYTES)
-      await this.#send(this.#take(WORKSPACE_CHUNK_BYTES), false);
+    while (this.#pendingBytes >= WORKSPACE_CHUNK_BYTES) {
+      while (this.#inFlight.size >= this.#window) await Promise.race(this.#inFlight);
+      if (this.#failure !== undefined) throw this.#failure;
+      const sending: Promise<void> = this.#send(this.#take(WORKSPACE_CHUNK_BYTES), false).then(
+        () => {
+          this.#inFlight.delete(sending);
+        },
+        (error: unknown) => {
+          this.#failure ??= error;
+          this.#inFlight.delete(sending);
+        },
+      );
+      this.#inFlight.add(sending);
+    }
+    if (this.#failure !== undefined) throw this.#failure;
+  }
+
+  /** Every piece sent so far answered; the first refusal thrown. */
+  async #answered(): Promise<void> {
+    await Promise.all([...this.#inFlight]);
+    if (this.#failure !== undefined) throw this.#failure;
   }
 
   /** The first `n` pending bytes as one buffer. */
@@ -173,15 +201,14 @@ export class SnapshotUpload {
 
   /** One piece; its bytes go beside the command (`bulk`): raw in a binary frame, or base64 for an older runner. */
   async #send(data: Buffer, done: boolean): Promise<unknown> {
-    const sending = this.#link.command(
+    // Numbered as it leaves: pieces in flight reach the runner in this order (the link keeps it).
+    const seq = this.#seq++;
+    const outcome = await this.#link.command(
       this.#runner.runner_id,
-      this.#piece(this.#seq, done),
+      this.#piece(seq, done),
       WRITE_TIMEOUT_MS,
       data,
     );
-    this.#sending = sending;
-    const outcome = await sending;
-    this.#seq += 1;
     if (!outcome.ok)
       throw new CodedError(
         outcome.error.code,

@@ -48,4 +48,9 @@ export interface RunnerDirectory {
     timeoutMs?: number,
     bulk?: Uint8Array,
   ): Promise<CommandOutcome<C>>;
+  /**
+   * How many pieces of one upload (`snapshot_write`) may be in flight to the runner at once
+   * (PROTOCOL.md §7); absent: 1, each piece sent after the previous one's answer.
+   */
+  uploadWindow?(runnerId: string): number;
 }

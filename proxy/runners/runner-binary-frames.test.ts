@@ -5,7 +5,7 @@ import {
   decodeBinaryFrame,
   encodeBinaryFrame,
 } from "../../contracts/runner-binary.ts";
-import type { RunnerCommand } from "../../contracts/runner-protocol.ts";
+import { type RunnerCommand, UPLOAD_WINDOW_CAPABILITY } from "../../contracts/runner-protocol.ts";
 import { WORKSPACE_CHUNK_BYTES } from "../../contracts/workspace-files.ts";
 import type { CommandHandler, FakeRunner } from "../testing/fake-runner.ts";
 import { ADMIN_TOKEN, startTestServer, type TestServer } from "../testing/test-server.ts";
@@ -109,7 +109,7 @@ describe("§9 binary frames on the runner link", () => {
     fake.attach(runner);
     expect(runner.received[0]).toMatchObject({
       type: "welcome",
-      payload: { capabilities: [BINARY_FRAMES_CAPABILITY] },
+      payload: { capabilities: [BINARY_FRAMES_CAPABILITY, UPLOAD_WINDOW_CAPABILITY] },
     });
     const container = await workspaceOn(t);
     const path = `/v1/workspaces/${container}/workspace/files/dir/data.bin`;

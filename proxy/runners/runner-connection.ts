@@ -39,6 +39,11 @@ export class RunnerConnection {
    * may come from it raw. Otherwise (an older runner) they go as base64 in the envelopes.
    */
   binary = false;
+  /**
+   * Its `hello` announced UPLOAD_WINDOW_CAPABILITY (contracts/runner-protocol.ts): pieces of one
+   * upload may go to it before the previous ones are answered.
+   */
+  uploadWindow = false;
   lastSeenAt: number;
   readonly #pending = new Map<string, Pending>();
 

@@ -18,6 +18,8 @@ import {
   type RunnerCommand,
   type RunnerSessionReport,
   type RunnerToServer,
+  UPLOAD_WINDOW_CAPABILITY,
+  UPLOAD_WINDOW_PIECES,
 } from "../../contracts/runner-protocol.ts";
 import { type CommandResultOf, CommandResultSchemas } from "../../contracts/runner-results.ts";
 import { type ReplicaCluster, singleReplica } from "../cluster/replica-cluster.ts";
@@ -287,6 +289,17 @@ export class RunnerHub {
     return this.#connections.get(runnerId)?.available === true || this.#cluster.remoteLinks().has(runnerId);
   }
 
+  /**
+   * How many pieces of one upload may be in flight to the runner (PROTOCOL.md §7): the window
+   * when its `hello` announced UPLOAD_WINDOW_CAPABILITY on a link of this replica, else 1 (an
+   * older runner; a runner on another replica, whose forwarded commands could overtake each
+   * other between the replicas).
+   */
+  uploadWindow(runnerId: string): number {
+    const connection = this.#connections.get(runnerId);
+    return connection?.available === true && connection.uploadWindow ? UPLOAD_WINDOW_PIECES : 1;
+  }
+
   /** The drain flag changed in the store: connected runners report it from now on. */
   noteDraining(runnerId: string, draining: boolean): void {
     const connection = this.#connections.get(runnerId);
@@ -516,6 +529,8 @@ export class RunnerHub {
           }
           connection.helloSeen = true;
           connection.binary = envelope.payload.capabilities?.includes(BINARY_FRAMES_CAPABILITY) === true;
+          connection.uploadWindow =
+            envelope.payload.capabilities?.includes(UPLOAD_WINDOW_CAPABILITY) === true;
           clearTimeout(helloTimer);
           enqueue("attach", async () => {
             try {
@@ -719,7 +734,7 @@ export class RunnerHub {
         payload: {
           runner_id: id,
           heartbeat_ms: this.#heartbeatMs,
-          capabilities: [BINARY_FRAMES_CAPABILITY],
+          capabilities: [BINARY_FRAMES_CAPABILITY, UPLOAD_WINDOW_CAPABILITY],
           ...(issuedCredential !== undefined ? { credential: issuedCredential } : {}),
         },
       });

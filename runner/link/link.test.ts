@@ -1,7 +1,11 @@
 import { Socket, type AddressInfo } from "node:net";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { WebSocketServer } from "ws";
-import { RUNNER_PROTOCOL_VERSION, type RunnerToServer } from "../../contracts/runner-protocol.ts";
+import {
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerToServer,
+  UPLOAD_WINDOW_CAPABILITY,
+} from "../../contracts/runner-protocol.ts";
 import { backoffDelay, type LinkOptions, RunnerLink } from "./link.ts";
 
 /** A runner link to `serverUrl` (not started) with no sessions; its log lines go to `log`. */
@@ -359,7 +363,7 @@ describe("binary frames on the runner's side (PROTOCOL.md §9)", () => {
     const old = await welcomedBy(undefined);
     expect(old.sent[0]).toMatchObject({
       type: "hello",
-      payload: { capabilities: [BINARY_FRAMES_CAPABILITY] },
+      payload: { capabilities: [BINARY_FRAMES_CAPABILITY, UPLOAD_WINDOW_CAPABILITY] },
     });
     expect(old.link.binary).toBe(false);
     expect(old.link.sendBinary(encodeBinaryFrame(BinaryKind.relayChunk, "r1", Buffer.from("x")))).toBe(false);

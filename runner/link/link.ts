@@ -21,6 +21,7 @@ import {
   type RunnerSessionReport,
   RunnerToServer,
   ServerToRunner,
+  UPLOAD_WINDOW_CAPABILITY,
 } from "../../contracts/runner-protocol.ts";
 import type { Logger } from "../../contracts/log.ts";
 import {
@@ -310,7 +311,7 @@ export class RunnerLink {
         labels: this.#o.labels,
         engine: this.#o.engine,
         sessions: this.#h.sessions(),
-        capabilities: [BINARY_FRAMES_CAPABILITY],
+        capabilities: [BINARY_FRAMES_CAPABILITY, UPLOAD_WINDOW_CAPABILITY],
       },
     };
     transport.send(JSON.stringify(RunnerToServer.parse(hello)));

@@ -84,6 +84,65 @@ describe("snapshot commands", () => {
     expect(readdirSync(dir)).toEqual([]); // the staging file is gone
   });
 
+  it("takes pieces in flight (an upload window): staged in the order they came, each answered once written, the storage made by the last", async () => {
+    const { driver, commands, dir } = setup();
+    await commands.take(take("s1"));
+    const chunks: Buffer[] = [];
+    await commands.read(
+      { kind: "snapshot_read", target: target("s1"), relay_id: "r1", max_bytes: 1e6 },
+      { chunk: (data: Buffer) => void chunks.push(data), buffered: () => 0 },
+    );
+    const bytes = Buffer.concat(chunks);
+    const n = bytes.length;
+    const cut = [0, 1, Math.floor(n / 3), Math.floor((2 * n) / 3), n];
+    // All sent before any is answered, as the link delivers them: in order, none awaited.
+    const answers = cut.slice(1).map((end, seq) =>
+      commands.write(
+        {
+          kind: "snapshot_write",
+          target: target("s2"),
+          upload_id: "upload-0003",
+          seq,
+          data: "",
+          data_frame: true,
+          done: end === bytes.length,
+        },
+        bytes.subarray(cut[seq], end),
+      ),
+    );
+    const results = await Promise.all(answers);
+    expect(results.slice(0, -1)).toEqual(cut.slice(1, -1).map((size) => ({ size })));
+    expect(results.at(-1)).toEqual({ size: n, size_bytes: 5 });
+    expect(driver.machine.volumes.get(target("s2").storage)?.get("notes.md")).toBe("hello");
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("pieces in flight behind an abort: none is written after it, and nothing is made or left staged", async () => {
+    const { driver, commands, dir } = setup();
+    const piece = (seq: number, extra: Partial<Of<"snapshot_write">> = {}): Of<"snapshot_write"> => ({
+      kind: "snapshot_write",
+      target: target("s4"),
+      upload_id: "upload-0004",
+      seq,
+      data: Buffer.from(`piece ${seq}`).toString("base64"),
+      done: false,
+      ...extra,
+    });
+    const [first, second, aborted, third] = await Promise.allSettled([
+      commands.write(piece(0)),
+      commands.write(piece(1)),
+      commands.write(piece(2, { abort: true })),
+      commands.write(piece(2)),
+    ]);
+    expect(first).toEqual({ status: "fulfilled", value: { size: 7 } });
+    expect(second).toMatchObject({ status: "rejected", reason: { code: "ABORTED" } });
+    expect(aborted).toEqual({ status: "fulfilled", value: { size: 0 } });
+    expect(third).toMatchObject({ status: "rejected", reason: { code: "FAILED_PRECONDITION" } });
+    await settle();
+    expect(driver.machine.volumes.has(target("s4").storage)).toBe(false);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it("a read past max_bytes stops RESOURCE_EXHAUSTED; a piece out of order is FAILED_PRECONDITION and makes nothing", async () => {
     const { driver, commands } = setup();
     await commands.take(take("s1"));

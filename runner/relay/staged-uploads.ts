@@ -5,6 +5,11 @@
  * (the workspace and path, the snapshot storage); `abort` drops it, and one left without a piece
  * for `idleMs` is dropped. The commands decide what a finished upload becomes and how many may be
  * staged at once (`admit`).
+ *
+ * Several pieces of one upload may be in flight (UPLOAD_WINDOW_CAPABILITY, PROTOCOL.md §7): each
+ * is taken in the order it arrives (its `seq` checked at once, before any await) and written
+ * after the one before it, and answered once written; a failed write fails the pieces queued
+ * behind it and drops the upload.
  */
 import { appendFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -12,7 +17,17 @@ import { CodedError } from "../../contracts/errors.ts";
 import { WORKSPACE_CHUNK_BYTES } from "../../contracts/workspace-files.ts";
 
 export type UploadPiece = { upload_id: string; seq: number; data: string; done: boolean; abort?: boolean };
-export type Staged<K> = { file: string; key: K; next: number; size: number; timer: NodeJS.Timeout };
+export type Staged<K> = {
+  file: string;
+  key: K;
+  /** The `seq` the next piece must have. */
+  next: number;
+  /** Bytes written to the file so far (the pieces queued behind aside). */
+  size: number;
+  timer: NodeJS.Timeout;
+  /** Settles once the last piece taken is written (rejects when a write failed). */
+  written: Promise<void>;
+};
 
 export class StagedUploads<K> {
   readonly #uploads = new Map<string, Staged<K>>();
@@ -43,7 +58,7 @@ export class StagedUploads<K> {
    * there is no room); a piece out of order or for another key is FAILED_PRECONDITION.
    */
   async piece(c: UploadPiece, key: K, admit: () => void, bulk?: Buffer): Promise<Staged<K> | undefined> {
-    let staging = this.#uploads.get(c.upload_id);
+    const staging = this.#uploads.get(c.upload_id);
     if (c.abort) {
       if (staging) await this.drop(c.upload_id);
       return undefined;
@@ -59,27 +74,49 @@ export class StagedUploads<K> {
       if (staging) await this.drop(c.upload_id);
       admit();
       const file = join(this.#dir, c.upload_id);
-      // Counted before the first await: pieces of other uploads arrive meanwhile.
-      staging = { file, key, next: 1, size: data.length, timer: this.#expiry(c.upload_id) };
-      this.#uploads.set(c.upload_id, staging);
-      try {
+      // Counted before the first await: pieces of other uploads, and the next of this one, arrive meanwhile.
+      const made: Staged<K> = {
+        file,
+        key,
+        next: 1,
+        size: 0,
+        timer: this.#expiry(c.upload_id),
+        written: Promise.resolve(),
+      };
+      made.written = (async () => {
         await mkdir(this.#dir, { recursive: true, mode: 0o700 });
         await writeFile(file, data, { mode: 0o600 });
-      } catch (error) {
-        await this.drop(c.upload_id);
-        throw error;
-      }
-      return staging;
+        made.size += data.length;
+      })();
+      this.#uploads.set(c.upload_id, made);
+      return this.#written(c.upload_id, made);
     }
     if (!staging || staging.next !== c.seq || JSON.stringify(staging.key) !== JSON.stringify(key))
       throw new CodedError(
         "FAILED_PRECONDITION",
         `${this.#what.replace(/^an? /, "")} ${c.upload_id} has no piece ${c.seq - 1} before piece ${c.seq}`,
       );
-    await appendFile(staging.file, data);
     staging.next += 1;
-    staging.size += data.length;
     staging.timer.refresh();
+    const taken = staging;
+    staging.written = staging.written.then(async () => {
+      // Dropped meanwhile (an abort, the idle timer): nothing is written again.
+      if (this.#uploads.get(c.upload_id) !== taken)
+        throw new CodedError("ABORTED", `${this.#what} ${c.upload_id} was dropped before piece ${c.seq}`);
+      await appendFile(taken.file, data);
+      taken.size += data.length;
+    });
+    return this.#written(c.upload_id, taken);
+  }
+
+  /** `staging` once its last piece taken is written; a failed write drops the upload and is thrown. */
+  async #written(uploadId: string, staging: Staged<K>): Promise<Staged<K>> {
+    try {
+      await staging.written;
+    } catch (error) {
+      if (this.#uploads.get(uploadId) === staging) await this.drop(uploadId);
+      throw error;
+    }
     return staging;
   }
 
@@ -89,7 +126,11 @@ export class StagedUploads<K> {
     if (!staging) return Promise.resolve();
     clearTimeout(staging.timer);
     this.#uploads.delete(uploadId);
-    return rm(staging.file, { force: true }).catch(() => undefined);
+    // After the write under way, if any (a later one sees the upload gone and writes nothing).
+    return staging.written
+      .catch(() => undefined)
+      .then(() => rm(staging.file, { force: true }))
+      .catch(() => undefined);
   }
 
   /** Drops every staged upload (the runner stops). */
