@@ -251,15 +251,19 @@ describe("the paused tier on a Docker runner", () => {
 });
 
 describe("the paused tier follows what a reattaching runner reports (PROTOCOL.md §3)", () => {
-  /** Kill the runner's link and dial again as the same runner, reporting `paused` for the session. */
-  async function restarted(runner: FakeRunner, s: Json, paused: boolean): Promise<FakeRunner> {
-    runner.kill();
-    await until("disconnected", async () => {
+  /** Until the server lists the fake runner as connected (or not). */
+  const fakeConnected = (connected: boolean) =>
+    until(connected ? "reattached" : "disconnected", async () => {
       const runners = (await t().call("GET", "/v1/runners")).body as Json;
-      return runners.items?.find((r: Json) => r.runner_name === "fake")?.connected === false
+      return runners.items?.find((r: Json) => r.runner_name === "fake")?.connected === connected
         ? true
         : undefined;
     });
+
+  /** Kill the runner's link and dial again as the same runner, reporting `paused` for the session. */
+  async function restarted(runner: FakeRunner, s: Json, paused: boolean): Promise<FakeRunner> {
+    runner.kill();
+    await fakeConnected(false);
     return t().runner({
       sessions: [
         { session_id: s.status.sessionId, container_name: s.status.containerName, state: "READY", paused },
@@ -311,12 +315,7 @@ describe("the paused tier follows what a reattaching runner reports (PROTOCOL.md
       await t().call("PATCH", `${BASE}/cut`, { spec: { desiredState: "paused" } });
       await runner.until(() => runner.commandsOf("pause").length > 0);
       runner.kill();
-      await until("disconnected", async () => {
-        const runners = (await t().call("GET", "/v1/runners")).body as Json;
-        return runners.items?.find((r: Json) => r.runner_name === "fake")?.connected === false
-          ? true
-          : undefined;
-      });
+      await fakeConnected(false);
       // Not shown Ready while the engine may hold it frozen.
       expect((await get("cut")).status.phase).toBe("Paused");
       const again = await t().runner({
@@ -325,12 +324,7 @@ describe("the paused tier follows what a reattaching runner reports (PROTOCOL.md
         ],
       });
       if (paused) {
-        await until("reattached", async () => {
-          const runners = (await t().call("GET", "/v1/runners")).body as Json;
-          return runners.items?.find((r: Json) => r.runner_name === "fake")?.connected === true
-            ? true
-            : undefined;
-        });
+        await fakeConnected(true);
         // What the hello brings is handled by now: nothing thawed, still Paused.
         await new Promise((r) => setTimeout(r, 300));
         expect((await get("cut")).status.phase).toBe("Paused");
