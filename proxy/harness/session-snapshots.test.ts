@@ -455,6 +455,16 @@ describe("the archive", () => {
   /** What the runner got of `writes`, joined (the fake runner takes them as base64). */
   const joined = (writes: { data: string }[]) =>
     Buffer.concat(writes.map((w) => Buffer.from(w.data, "base64")));
+  /** A Kubernetes runner that takes an upload window; `onWrite` answers its `snapshot_write`s. */
+  const windowedRunner = (
+    onWrite: (command: Extract<RunnerCommand, { kind: "snapshot_write" }>) => Promise<Reply>,
+  ) =>
+    t.runner({
+      name: "runner-w",
+      engine: "kubernetes",
+      capabilities: [UPLOAD_WINDOW_CAPABILITY],
+      handler: async (command) => (command.kind === "snapshot_write" ? onWrite(command) : handler()(command)),
+    });
 
   it("sends a large archive's pieces while it is read, the last one (which makes the storage) once all of it passed", async () => {
     const content = large(3);
@@ -489,20 +499,14 @@ describe("the archive", () => {
     const firstWindow = new Promise<void>((resolve) => {
       windowFull = resolve;
     });
-    const windowed = await t.runner({
-      name: "runner-w",
-      engine: "kubernetes",
-      capabilities: [UPLOAD_WINDOW_CAPABILITY],
-      handler: async (command) => {
-        if (command.kind !== "snapshot_write") return handler()(command);
-        inFlight += 1;
-        most = Math.max(most, inFlight);
-        if (command.done) lastSawInFlight = inFlight;
-        if (command.seq === UPLOAD_WINDOW_PIECES - 1) windowFull();
-        if (command.seq < UPLOAD_WINDOW_PIECES) await firstWindow;
-        inFlight -= 1;
-        return { ok: true, result: { size: 0, ...(command.done ? { size_bytes: 42 } : {}) } };
-      },
+    const windowed = await windowedRunner(async (command) => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      if (command.done) lastSawInFlight = inFlight;
+      if (command.seq === UPLOAD_WINDOW_PIECES - 1) windowFull();
+      if (command.seq < UPLOAD_WINDOW_PIECES) await firstWindow;
+      inFlight -= 1;
+      return { ok: true, result: { size: 0, ...(command.done ? { size_bytes: 42 } : {}) } };
     });
     const content = large(12);
     const { status, body } = await putArchive(
@@ -521,16 +525,10 @@ describe("the archive", () => {
   });
 
   it("to a runner that takes an upload window, a piece refused on the way: the import fails saying so, the rest dropped (abort), nothing made", async () => {
-    const windowed = await t.runner({
-      name: "runner-w",
-      engine: "kubernetes",
-      capabilities: [UPLOAD_WINDOW_CAPABILITY],
-      handler: async (command) => {
-        if (command.kind !== "snapshot_write") return handler()(command);
-        if (command.seq === 3 && !command.abort)
-          return { ok: false, error: { code: "INTERNAL", message: "the staging disk is full" } };
-        return { ok: true, result: { size: 0 } };
-      },
+    const windowed = await windowedRunner(async (command) => {
+      if (command.seq === 3 && !command.abort)
+        return { ok: false, error: { code: "INTERNAL", message: "the staging disk is full" } };
+      return { ok: true, result: { size: 0 } };
     });
     const { status, body } = await putArchive(
       "refused",
