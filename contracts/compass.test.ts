@@ -58,6 +58,15 @@ describe("LineSplitter", () => {
     expect(lines(s.push(bytes.subarray(3)))).toEqual(["é€"]);
   });
 
+  it("keeps a byte-order mark that starts a later line (a character there), drops only the stream's first", () => {
+    const s = new LineSplitter();
+    const lines = [...s.push("\uFEFF{}\n\uFEFF\u0000\n"), ...s.flush()];
+    expect(lines).toEqual([
+      { kind: "line", line: "{}" },
+      { kind: "line", line: "\uFEFF\u0000" },
+    ]);
+  });
+
   it("drops a line that outgrows the bound: one overlong notice, its bytes discarded up to its newline, the next line intact", () => {
     const s = new LineSplitter(10);
     expect(lines(s.push("12345678"))).toEqual([]);

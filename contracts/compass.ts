@@ -91,11 +91,15 @@ const encoder = new TextEncoder();
  * that grows past the bound is dropped whole: one `overlong` item when it crosses the bound, then
  * its bytes are discarded up to its newline (an agent writing 200 MB without one costs the
  * bound, not 200 MB). Lines are decoded as UTF-8 once complete, so a character split across
- * chunks stays whole. Blank lines are skipped.
+ * chunks stays whole; a byte-order mark is a character except at the stream's very start. Blank
+ * lines are skipped.
  */
 export class LineSplitter {
   readonly #max: number;
-  readonly #decoder = new TextDecoder();
+  /** BOMs kept: only the stream's own first one is dropped (#takeLine), as decoding it whole would. */
+  readonly #decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+  /** No newline seen yet: the line being read starts the stream. */
+  #first = true;
   #parts: Uint8Array[] = [];
   #size = 0;
   #discarding = false;
@@ -150,9 +154,11 @@ export class LineSplitter {
         whole.set(part, at);
         at += part.length;
       }
-      const line = this.#decoder.decode(whole);
+      const decoded = this.#decoder.decode(whole);
+      const line = this.#first && decoded.startsWith("\uFEFF") ? decoded.slice(1) : decoded;
       if (line.trim().length > 0) out.push({ kind: "line", line });
     }
+    this.#first = false;
     this.#parts = [];
     this.#size = 0;
     this.#discarding = false;
